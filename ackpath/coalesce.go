@@ -1,0 +1,109 @@
+package ackpath
+
+import (
+	"errors"
+	"fmt"
+
+	"smartt/transport/wire"
+)
+
+// Config is the receiver's ACK policy.
+type Config struct {
+	// Every sends an ACK after this many data packets (1 = an ACK per packet, what
+	// per-ACK congestion control such as SMaRTT expects). At most wire.MaxCleanEVs.
+	Every int
+	// MaxDelay bounds how long (ns) a received packet may wait for its ACK when Every > 1.
+	MaxDelay int64
+	// CleanEVs reports every unmarked EV since the previous ACK (ACK extension), so a
+	// balancer can recycle all of them, not only the triggering packet's.
+	CleanEVs bool
+	// SackWords is the SACK bitmap width in 64-bit words (1..4).
+	SackWords int
+}
+
+// DefaultConfig is an ACK per packet with a 256-bit SACK bitmap.
+func DefaultConfig() Config {
+	return Config{Every: 1, MaxDelay: 10_000, SackWords: wire.MaxSackWords}
+}
+
+// Validate checks the ranges of every field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Every < 1 || c.Every > wire.MaxCleanEVs {
+		errs = append(errs, fmt.Errorf("ack.every = %d: must be in 1..%d", c.Every, wire.MaxCleanEVs))
+	}
+	if c.MaxDelay < 0 {
+		errs = append(errs, fmt.Errorf("ack.max_delay = %d ns: must be >= 0", c.MaxDelay))
+	}
+	if c.SackWords < wire.MinSackWords || c.SackWords > wire.MaxSackWords {
+		errs = append(errs, fmt.Errorf("ack.sack_words = %d: must be in %d..%d (64..256 bits)",
+			c.SackWords, wire.MinSackWords, wire.MaxSackWords))
+	}
+	return errors.Join(errs...)
+}
+
+// Coalescer accumulates the data packets received since the previous ACK and decides when
+// the next ACK is due.
+type Coalescer struct {
+	cfg     Config
+	pending int   // data packets since the previous ACK
+	ce      int   // of which CE-marked
+	firstAt int64 // arrival of the oldest unacknowledged packet
+	nclean  int
+	clean   [wire.MaxCleanEVs]uint16
+	urgent  bool
+}
+
+// NewCoalescer returns a coalescer for cfg (which must be valid).
+func NewCoalescer(cfg Config) Coalescer { return Coalescer{cfg: cfg} }
+
+// OnData records a received data packet. urgent asks for an immediate ACK (duplicate,
+// out-of-order arrival, ACK request, message complete). It reports whether an ACK is due now.
+func (c *Coalescer) OnData(now int64, ce bool, ev uint16, urgent bool) bool {
+	if c.pending == 0 {
+		c.firstAt = now
+	}
+	c.pending++
+	if ce {
+		c.ce++
+	} else if c.cfg.CleanEVs && c.nclean < len(c.clean) {
+		c.clean[c.nclean] = ev
+		c.nclean++
+	}
+	c.urgent = c.urgent || urgent
+	return c.Due(now)
+}
+
+// Due reports whether the pending ACK must go now.
+func (c *Coalescer) Due(now int64) bool {
+	return c.pending > 0 && (c.urgent || c.pending >= c.cfg.Every || now-c.firstAt >= c.cfg.MaxDelay)
+}
+
+// Pending reports whether any received packet is still unacknowledged.
+func (c *Coalescer) Pending() bool { return c.pending > 0 }
+
+// Deadline returns when the pending ACK is due at the latest, and false if none is pending.
+func (c *Coalescer) Deadline() (int64, bool) {
+	if c.pending == 0 {
+		return 0, false
+	}
+	if c.urgent || c.pending >= c.cfg.Every {
+		return c.firstAt, true
+	}
+	return c.firstAt + c.cfg.MaxDelay, true
+}
+
+// Take fills the coalescing fields of an ACK (packet and CE counts, clean EVs and the
+// matching flag) and starts a new interval.
+func (c *Coalescer) Take(p *wire.Packet) {
+	p.Ack.PktCount = uint16(min(c.pending, 0xffff))
+	p.Ack.CECount = uint16(min(c.ce, 0xffff))
+	p.Ack.NumClean = uint8(c.nclean)
+	copy(p.Ack.CleanEVs[:c.nclean], c.clean[:c.nclean])
+	if c.nclean > 0 {
+		p.Flags |= wire.FlagCleanEV
+	} else {
+		p.Flags &^= wire.FlagCleanEV // a reused packet may carry it from a previous ACK
+	}
+	c.pending, c.ce, c.nclean, c.urgent = 0, 0, 0, false
+}

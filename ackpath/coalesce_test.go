@@ -1,0 +1,277 @@
+package ackpath_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"smartt/ackpath"
+	"smartt/transport/wire"
+)
+
+func coalescer(every int, maxDelay int64, clean bool) ackpath.Coalescer {
+	return ackpath.NewCoalescer(ackpath.Config{Every: every, MaxDelay: maxDelay, CleanEVs: clean, SackWords: 4})
+}
+
+// take runs Take on a fresh ACK packet.
+func take(c *ackpath.Coalescer) wire.Packet {
+	var p wire.Packet
+	p.Type = wire.TypeAck
+	c.Take(&p)
+	return p
+}
+
+// TestCoalescerEveryOne checks that Every=1 acknowledges each packet at once.
+func TestCoalescerEveryOne(t *testing.T) {
+	c := coalescer(1, 1_000_000, false)
+	for i := range int64(5) {
+		if !c.OnData(100*i, false, uint16(i), false) {
+			t.Fatalf("packet %d: no ACK due with Every=1", i)
+		}
+		if d, ok := c.Deadline(); !ok || d != 100*i {
+			t.Fatalf("packet %d: Deadline = %d, %v; want %d, true", i, d, ok, 100*i)
+		}
+		if p := take(&c); p.Ack.PktCount != 1 || p.Ack.CECount != 0 {
+			t.Fatalf("packet %d: PktCount %d CECount %d, want 1 0", i, p.Ack.PktCount, p.Ack.CECount)
+		}
+		if c.Pending() || c.Due(100*i) {
+			t.Fatalf("packet %d: still pending after Take", i)
+		}
+	}
+}
+
+// TestCoalescerEveryFour checks that Every=4 acknowledges on the fourth packet.
+func TestCoalescerEveryFour(t *testing.T) {
+	c := coalescer(4, 1_000_000, false)
+	for round := range 3 {
+		for i := range 3 {
+			if c.OnData(int64(i), false, 0, false) {
+				t.Fatalf("round %d: ACK due after %d packets", round, i+1)
+			}
+			if !c.Pending() {
+				t.Fatalf("round %d: nothing pending after %d packets", round, i+1)
+			}
+		}
+		if !c.OnData(3, false, 0, false) || !c.Due(3) {
+			t.Fatalf("round %d: no ACK due after 4 packets", round)
+		}
+		if d, ok := c.Deadline(); !ok || d != 0 {
+			t.Fatalf("round %d: Deadline = %d, %v; want 0 (already due), true", round, d, ok)
+		}
+		if p := take(&c); p.Ack.PktCount != 4 {
+			t.Fatalf("round %d: PktCount %d, want 4", round, p.Ack.PktCount)
+		}
+	}
+}
+
+// TestCoalescerUrgent checks that an urgent packet makes the ACK due at once, and that
+// urgency ends with Take.
+func TestCoalescerUrgent(t *testing.T) {
+	c := coalescer(8, 1_000_000, false)
+	c.OnData(0, false, 0, false)
+	if !c.OnData(1, false, 0, true) {
+		t.Fatal("urgent packet: no ACK due")
+	}
+	if p := take(&c); p.Ack.PktCount != 2 {
+		t.Fatalf("PktCount %d, want 2", p.Ack.PktCount)
+	}
+	if c.OnData(2, false, 0, false) {
+		t.Fatal("urgency survived Take")
+	}
+	if !c.OnData(3, false, 0, true) {
+		t.Fatal("urgent packet after a pending one: no ACK due")
+	}
+}
+
+// TestCoalescerMaxDelay checks the deadline set by the oldest unacknowledged packet.
+func TestCoalescerMaxDelay(t *testing.T) {
+	c := coalescer(4, 1000, false)
+	if _, ok := c.Deadline(); ok {
+		t.Fatal("Deadline with nothing pending")
+	}
+	if c.Due(1 << 40) {
+		t.Fatal("Due with nothing pending")
+	}
+	if c.OnData(100, false, 0, false) {
+		t.Fatal("ACK due before MaxDelay")
+	}
+	if c.OnData(600, false, 0, false) {
+		t.Fatal("ACK due before MaxDelay")
+	}
+	if d, ok := c.Deadline(); !ok || d != 1100 {
+		t.Fatalf("Deadline = %d, %v; want 1100 (first arrival + MaxDelay), true", d, ok)
+	}
+	if c.Due(1099) {
+		t.Fatal("Due one ns before the deadline")
+	}
+	if !c.Due(1100) || !c.Due(5000) {
+		t.Fatal("not Due at the deadline")
+	}
+	if p := take(&c); p.Ack.PktCount != 2 {
+		t.Fatalf("PktCount %d, want 2", p.Ack.PktCount)
+	}
+	c.OnData(2000, false, 0, false)
+	if d, ok := c.Deadline(); !ok || d != 3000 {
+		t.Fatalf("Deadline after Take = %d, %v; want 3000, true", d, ok)
+	}
+	// A packet arriving after the deadline passed is acknowledged at once.
+	if !c.OnData(3000, false, 0, false) {
+		t.Fatal("packet at the deadline: no ACK due")
+	}
+
+	z := coalescer(4, 0, false)
+	if !z.OnData(5, false, 0, false) {
+		t.Fatal("MaxDelay 0: ACK not due at once")
+	}
+}
+
+// TestCoalescerCE checks the CE count and the clean-EV list.
+func TestCoalescerCE(t *testing.T) {
+	type pkt struct {
+		ce bool
+		ev uint16
+	}
+	in := []pkt{{false, 10}, {true, 11}, {false, 12}, {true, 13}, {true, 14}, {false, 10}, {false, 65535}}
+	for _, clean := range []bool{false, true} {
+		c := coalescer(len(in), 1_000_000, clean)
+		for i, p := range in {
+			if due := c.OnData(int64(i), p.ce, p.ev, false); due != (i == len(in)-1) {
+				t.Fatalf("packet %d: due = %v", i, due)
+			}
+		}
+		p := take(&c)
+		if p.Ack.PktCount != 7 || p.Ack.CECount != 3 {
+			t.Fatalf("CleanEVs %v: PktCount %d CECount %d, want 7 3", clean, p.Ack.PktCount, p.Ack.CECount)
+		}
+		got := p.Ack.CleanEVs[:p.Ack.NumClean]
+		var want []uint16
+		if clean {
+			want = []uint16{10, 12, 10, 65535} // unmarked ones only, in arrival order, repeats kept
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("CleanEVs %v: clean EVs %v, want %v", clean, got, want)
+		}
+		if has := p.Flags&wire.FlagCleanEV != 0; has != clean {
+			t.Fatalf("CleanEVs %v: FlagCleanEV = %v", clean, has)
+		}
+	}
+}
+
+// TestCoalescerCleanCap checks that at most wire.MaxCleanEVs clean EVs are reported,
+// the first ones, and that the resulting ACK encodes.
+func TestCoalescerCleanCap(t *testing.T) {
+	c := coalescer(wire.MaxCleanEVs, 1_000_000, true)
+	const n = 3 * wire.MaxCleanEVs / 2
+	for i := range n {
+		c.OnData(int64(i), i%10 == 9, uint16(1000+i), false) // the engine may fall behind
+	}
+	p := take(&c)
+	if p.Ack.NumClean != wire.MaxCleanEVs || p.Ack.PktCount != n || p.Ack.CECount != n/10 {
+		t.Fatalf("NumClean %d PktCount %d CECount %d, want %d %d %d",
+			p.Ack.NumClean, p.Ack.PktCount, p.Ack.CECount, wire.MaxCleanEVs, n, n/10)
+	}
+	var want []uint16
+	for i := 0; len(want) < wire.MaxCleanEVs; i++ {
+		if i%10 != 9 {
+			want = append(want, uint16(1000+i))
+		}
+	}
+	if !slices.Equal(p.Ack.CleanEVs[:], want) {
+		t.Fatalf("clean EVs %v, want %v", p.Ack.CleanEVs, want)
+	}
+	p.SrcConn, p.DstConn, p.Ack.SackWords = 1, 2, 4
+	buf := make([]byte, wire.MaxAckLen)
+	if n, err := p.Encode(buf); err != nil || n != wire.MaxAckLen {
+		t.Fatalf("Encode = %d, %v; want %d, nil", n, err, wire.MaxAckLen)
+	}
+}
+
+// TestCoalescerCounterSaturation checks the 16-bit counters saturate instead of wrapping.
+func TestCoalescerCounterSaturation(t *testing.T) {
+	c := coalescer(wire.MaxCleanEVs, 1<<62, false)
+	for i := range 70000 {
+		c.OnData(int64(i), true, 0, false)
+	}
+	if p := take(&c); p.Ack.PktCount != 0xffff || p.Ack.CECount != 0xffff {
+		t.Fatalf("PktCount %d CECount %d, want 65535 65535", p.Ack.PktCount, p.Ack.CECount)
+	}
+}
+
+// TestCoalescerTakeResets checks that Take starts a new interval, keeps unrelated flags
+// and clears a stale FlagCleanEV on a reused packet.
+func TestCoalescerTakeResets(t *testing.T) {
+	c := coalescer(4, 1000, true)
+	c.OnData(0, true, 1, true)
+	c.OnData(1, false, 2, false)
+	var p wire.Packet
+	p.Type, p.Flags = wire.TypeAck, wire.FlagCE
+	c.Take(&p)
+	if p.Ack.PktCount != 2 || p.Ack.CECount != 1 || p.Ack.NumClean != 1 || p.Ack.CleanEVs[0] != 2 {
+		t.Fatalf("first ACK: %+v", p.Ack)
+	}
+	if p.Flags != wire.FlagCE|wire.FlagCleanEV {
+		t.Fatalf("first ACK flags %#x, want CE|CleanEV", p.Flags)
+	}
+	if c.Pending() || c.Due(1<<40) {
+		t.Fatal("pending after Take")
+	}
+	if _, ok := c.Deadline(); ok {
+		t.Fatal("Deadline after Take")
+	}
+
+	// Reuse p: only a CE-marked packet since, so no clean EVs and no flag.
+	c.OnData(10, true, 3, false)
+	c.Take(&p)
+	if p.Ack.PktCount != 1 || p.Ack.CECount != 1 || p.Ack.NumClean != 0 {
+		t.Fatalf("second ACK: %+v", p.Ack)
+	}
+	if p.Flags != wire.FlagCE {
+		t.Fatalf("second ACK flags %#x, want CE only (stale FlagCleanEV must be cleared)", p.Flags)
+	}
+	p.SrcConn, p.DstConn, p.Ack.SackWords = 1, 2, 1
+	if _, err := p.Encode(make([]byte, wire.MaxAckLen)); err != nil {
+		t.Fatalf("reused ACK does not encode: %v", err)
+	}
+
+	// Take with nothing pending reports zeros.
+	c.Take(&p)
+	if p.Ack.PktCount != 0 || p.Ack.CECount != 0 || p.Ack.NumClean != 0 {
+		t.Fatalf("empty Take: %+v", p.Ack)
+	}
+}
+
+// TestConfigValidate checks that each invalid field is named in the error.
+func TestConfigValidate(t *testing.T) {
+	if err := ackpath.DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig: %v", err)
+	}
+	ok := ackpath.Config{Every: wire.MaxCleanEVs, MaxDelay: 0, SackWords: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("boundary config %+v: %v", ok, err)
+	}
+	with := func(f func(*ackpath.Config)) ackpath.Config { c := ackpath.DefaultConfig(); f(&c); return c }
+	tests := []struct {
+		name string
+		cfg  ackpath.Config
+		want []string
+	}{
+		{"every 0", with(func(c *ackpath.Config) { c.Every = 0 }), []string{"ack.every"}},
+		{"every 65", with(func(c *ackpath.Config) { c.Every = wire.MaxCleanEVs + 1 }), []string{"ack.every"}},
+		{"max_delay -1", with(func(c *ackpath.Config) { c.MaxDelay = -1 }), []string{"ack.max_delay"}},
+		{"sack_words 0", with(func(c *ackpath.Config) { c.SackWords = 0 }), []string{"ack.sack_words"}},
+		{"sack_words 5", with(func(c *ackpath.Config) { c.SackWords = 5 }), []string{"ack.sack_words"}},
+		{"all", ackpath.Config{Every: -1, MaxDelay: -1, SackWords: 9}, []string{"ack.every", "ack.max_delay", "ack.sack_words"}},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate()
+		if err == nil {
+			t.Errorf("%s: Validate accepted %+v", tt.name, tt.cfg)
+			continue
+		}
+		for _, field := range []string{"ack.every", "ack.max_delay", "ack.sack_words"} {
+			if named, want := strings.Contains(err.Error(), field+" = "), slices.Contains(tt.want, field); named != want {
+				t.Errorf("%s: error %q names %s: %v, want %v", tt.name, err, field, named, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,3 @@
+module smartt
+
+go 1.26

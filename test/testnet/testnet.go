@@ -1,0 +1,910 @@
+// Package testnet is an in-memory, virtual-time, deterministic network that drives
+// sans-IO transport endpoints (anything implementing Host, such as *transport.Endpoint).
+//
+// # Model
+//
+// All hosts hang off one output-queued switch. A datagram from host A to host B goes
+//
+//	A's NIC -> link impairments -> switch egress port toward B -> Latency + Delay -> B
+//
+// with these stages:
+//
+//   - NIC: with HostConfig.NICRate > 0 the NIC serialises A's transmissions: the network
+//     polls one datagram, the datagram leaves the NIC wire-size*8/NICRate ns later and
+//     only then is the next one polled. With NICRate 0 the network polls until the host
+//     has nothing more to send, and every datagram leaves at once.
+//   - Impairments (Config, the same for every pair of hosts), in this order: a
+//     destination with no attached host (counted Undeliverable, dropped); Loss (a packet
+//     is lost with probability Loss, optionally only packets LossFilter accepts); Dup (a
+//     second copy follows the original); reordering (each copy decided independently,
+//     see below).
+//   - Egress port (HostConfig.Port, one per destination host). With Rate 0 it is a wire
+//     of infinite speed: no queue, no marking. Otherwise it has a strict-priority control
+//     queue (packets sent with Transmit.Control and trimmed headers, ControlBytes) and a
+//     FIFO data queue (BufferBytes), and serialises one packet at a time at Rate,
+//     control first. Queue occupancy counts the packets waiting, not the one being
+//     serialised: a burst of n equal packets into an idle port keeps 1 + BufferBytes/size
+//     of them. RED ECN marking is decided when a packet leaves the data queue, on the
+//     bytes it leaves behind there: probability 0 at or below KminBytes, rising linearly
+//     to 1 at KmaxBytes; only ECT(0)/ECT(1) packets are marked (they become CE). A data
+//     packet (Transmit.Type DATA, or first byte version 1/type DATA, and not Control)
+//     that does not fit the data queue is, with Trim, cut to wire.DataHdrLen bytes, gets
+//     wire.FlagTrimmed in byte 1 and DSCP Config.TrimDSCP, and joins the control queue,
+//     ahead of the queued data; if that is full too, or without Trim, it is dropped.
+//   - Then the port's Latency (switch traversal) and the one-way propagation Delay.
+//
+// Sizes used for serialisation and buffer accounting are the datagram length plus
+// Config.Overhead (lower-layer headers, 0 by default). Times are nanoseconds, rates bits
+// per second. The host receives RxMeta{From: the sender's attached address, RxTime: the
+// arrival time, ECN: as sent or CE if marked, DSCP: 0, or Config.TrimDSCP if trimmed}.
+//
+// # Reordering
+//
+// Two exact, alternative models are offered:
+//
+//   - Time (ReorderDepth == 0): with probability ReorderProb a packet is delayed by an
+//     extra time drawn uniformly from [0, ReorderDelay] before it reaches the egress port,
+//     so packets sent during that time overtake it. For a flow paced at r packets per
+//     second (one every 1e9/r ns, e.g. by its NICRate), ReorderDelay = N*1e9/r gives
+//     reordering up to N packets deep: a packet is overtaken by at most N later packets
+//     (fewer than N when ties are exact). The depth scales with the rate, and a burst sent
+//     at one instant can overtake a delayed packet whole, so use depth mode when the bound
+//     must hold whatever the traffic.
+//   - Depth (ReorderDepth = N > 0): with probability ReorderProb a packet is held back
+//     and released right after k further packets of the same flow (same source and
+//     destination host) passed the impairment stage, k drawn uniformly from [1, N]; it
+//     is released after ReorderTimeout (default 1 ms) if fewer pass. A held packet is
+//     therefore overtaken by at most k <= N packets, exactly k if no other packet of the
+//     flow was held at the same time, whatever the sending rate or burstiness. "Reordering up to 100 packets
+//     deep" is ReorderDepth: 100 with, say, ReorderProb: 0.01. ReorderDelay is ignored.
+//
+// Reordering happens before the egress port; the port's data queue is FIFO, so it keeps
+// the order it sees (only the control queue overtakes queued data).
+//
+// # Driving hosts
+//
+// After every interaction with a host (a packet delivered, a timer fired, a datagram's
+// NIC serialisation finished, Wake) the network polls the host's transmits, respecting its
+// NIC, and then re-reads NextTimeout. A host's timer is one heap event; when the host
+// asks for an earlier time a new event is pushed and the old one is cancelled lazily
+// (per-host generation counter); when it asks for a later time the pending event fires
+// early and re-arms itself. HandleTimeout is only called once NextTimeout <= now.
+//
+// Events are kept in a binary heap keyed by (time, sequence number), and all randomness
+// comes from one math/rand/v2 PCG generator seeded by New's seed, so the same seed, the
+// same configuration and the same host behaviour give the same event order, arrivals and
+// counters. Packet buffers (size-classed free lists) and events (a slab of slots named by
+// small pointer-free heap entries) are recycled: forwarding allocates nothing in steady
+// state. Queue occupancy can be sampled every PortConfig.SampleInterval ns into a
+// preallocated slice (Samples); the samples are filled in when the queue changes, so
+// sampling adds no events.
+//
+// RunUntil always stops at its deadline, so a test cannot hang on a livelock, and leaves
+// the clock at the deadline unless done held (do not pass math.MaxInt64 without a done
+// that will hold).
+//
+// # Usage
+//
+//	net := testnet.New(testnet.Config{Delay: 2_000}, 1)
+//	net.Attach(addrA, epA, testnet.HostConfig{NICRate: 100e9})
+//	net.Attach(addrB, epB, testnet.HostConfig{Port: testnet.PortConfig{
+//		Rate: 100e9, BufferBytes: 1 << 20, ControlBytes: 64 << 10,
+//		KminBytes: 100 << 10, KmaxBytes: 400 << 10, Trim: true,
+//	}})
+//	// ... call into a host directly (e.g. queue a message on epA), then
+//	net.Wake(addrA) // let the network poll it at Now()
+//	ok := net.RunUntil(net.Now()+10_000_000, func() bool { return delivered })
+//
+// Stats, PortStats and Samples expose the counters. A host that keeps returning true from
+// PollTransmit without a NICRate would make the network poll it forever; give it one.
+package testnet
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"net/netip"
+
+	"smartt/transport"
+	"smartt/transport/wire"
+)
+
+// Host is what the network drives: *transport.Endpoint satisfies it.
+type Host interface {
+	HandlePacket(now int64, b []byte, m transport.RxMeta)          // b is only valid during the call
+	HandleTimeout(now int64)                                       // the time NextTimeout named has come
+	PollTransmit(now int64, buf []byte) (transport.Transmit, bool) // writes one datagram into buf
+	NextTimeout() (int64, bool)                                    // earliest time the host wants HandleTimeout; false = none
+}
+
+// DefaultReorderTimeout is the longest a packet is held in depth reordering when Config.ReorderTimeout is 0.
+const DefaultReorderTimeout = 1_000_000
+
+// DefaultSampleCap is the number of queue samples preallocated when PortConfig.SampleCap is 0.
+const DefaultSampleCap = 1 << 16
+
+// Config holds the link impairments and network-wide settings.
+type Config struct {
+	// Delay is the one-way propagation delay from any host to any other, ns.
+	Delay int64
+	// Loss is the probability that a packet is lost.
+	Loss float64
+	// LossFilter, if set, restricts Loss to the packets for which it returns true.
+	LossFilter func(b []byte) bool
+	// Dup is the probability that a packet is duplicated (both copies are delivered).
+	Dup float64
+	// ReorderProb is the probability that a packet is delayed (time mode) or held (depth mode).
+	ReorderProb float64
+	// ReorderDelay is the maximum extra delay of a reordered packet in time mode, ns.
+	ReorderDelay int64
+	// ReorderDepth > 0 selects depth mode: a held packet is overtaken by at most this many packets.
+	ReorderDepth int
+	// ReorderTimeout releases a packet held in depth mode after this long, ns (0: DefaultReorderTimeout).
+	ReorderTimeout int64
+	// TrimDSCP is the DSCP a port puts on packets it trims.
+	TrimDSCP uint8
+	// Overhead is added to every datagram's length for serialisation and buffer accounting, bytes.
+	Overhead int
+	// MaxDatagram is the size of the buffer handed to PollTransmit (0: wire.DataHdrLen+wire.MaxPayload).
+	MaxDatagram int
+}
+
+// HostConfig configures one attached host and the switch port toward it.
+type HostConfig struct {
+	// NICRate serialises the host's transmissions at this rate, bits/s (0: infinite).
+	NICRate int64
+	// Port is the switch egress port toward this host.
+	Port PortConfig
+}
+
+// PortConfig configures a switch egress port.
+type PortConfig struct {
+	// Rate is the port's line rate, bits/s (0: infinite, no queue).
+	Rate int64
+	// BufferBytes is the data-queue capacity (0: unlimited).
+	BufferBytes int
+	// ControlBytes is the capacity of the strict-priority control queue (0: unlimited).
+	ControlBytes int
+	// KminBytes: a packet leaving at most this many bytes behind in the data queue is never ECN-marked.
+	KminBytes int
+	// KmaxBytes: one leaving at least this many is always marked if ECT; linear between (0: no marking).
+	KmaxBytes int
+	// Trim cuts data packets that do not fit the data queue to wire.DataHdrLen bytes.
+	Trim bool
+	// Latency is the switch traversal time added after serialisation, ns.
+	Latency int64
+	// SampleInterval records the queue occupancy every this many ns (0: no sampling).
+	SampleInterval int64
+	// SampleCap is the number of samples preallocated; sampling stops when full (0: DefaultSampleCap).
+	SampleCap int
+}
+
+// Stats are the network's cumulative counters.
+type Stats struct {
+	Sent          uint64 // datagrams polled from hosts
+	Delivered     uint64 // datagrams handed to hosts
+	Lost          uint64 // lost to the Loss impairment
+	Duplicated    uint64 // extra copies made by the Dup impairment
+	Reordered     uint64 // packets given an extra delay (time mode) or held back (depth mode)
+	Dropped       uint64 // dropped at switch ports (queue full)
+	Trimmed       uint64 // trimmed at switch ports
+	Marked        uint64 // CE-marked at switch ports
+	Undeliverable uint64 // sent to an address with no attached host
+	Events        uint64 // events processed
+}
+
+// PortStats are the counters of one switch egress port.
+type PortStats struct {
+	Enqueued        uint64 // packets accepted (trimmed headers included)
+	Dequeued        uint64 // packets that started serialisation
+	Drops           uint64 // packets dropped because their queue was full
+	Trims           uint64 // data packets trimmed and queued as headers
+	Marks           uint64 // packets CE-marked
+	DataBytes       int    // current data-queue occupancy
+	ControlBytes    int    // current control-queue occupancy
+	MaxDataBytes    int    // high-water mark of DataBytes
+	MaxControlBytes int    // high-water mark of ControlBytes
+}
+
+// QueueSample is a port's queue occupancy at one instant.
+type QueueSample struct {
+	Time    int64 // ns
+	Data    int   // data-queue bytes
+	Control int   // control-queue bytes
+}
+
+// Network is the simulated network. It is not safe for concurrent use.
+type Network struct {
+	cfg       Config
+	rng       *rand.Rand
+	now       int64
+	seq       uint64
+	heap      []heapEntry
+	slab      []event
+	freeSlots []int32
+	hosts     []*host
+	byAddr    map[netip.AddrPort]int32
+	free      [numClasses]*packet
+	scratch   []byte
+	stats     Stats
+}
+
+type host struct {
+	addr     netip.AddrPort
+	h        Host
+	cfg      HostConfig
+	idx      int32
+	nicBusy  bool
+	nicRem   int64 // serialisation remainder, bit-ns mod NICRate
+	timerSet bool  // a valid timer event is pending
+	timerAt  int64
+	timerGen uint64
+	port     port
+	flows    []*flow // depth reordering state by destination index
+	lastTo   netip.AddrPort
+	lastDst  int32 // host index of lastTo; -1: none (not cached, may be attached later)
+}
+
+type port struct {
+	cfg        PortConfig
+	ctrl, data fifo
+	ctrlBytes  int
+	dataBytes  int
+	cur        *packet // being serialised
+	rem        int64   // serialisation remainder, bit-ns mod Rate
+	stats      PortStats
+	samples    []QueueSample
+	sampleNext int64
+}
+
+type flow struct {
+	passed uint64
+	held   []*packet
+}
+
+type packet struct {
+	buf     []byte
+	n       int
+	src     int32
+	dst     int32 // -1: no such host
+	ecn     uint8
+	dscp    uint8
+	class   uint8
+	control bool
+	data    bool // a DATA packet: trimmable
+	held    bool
+	gen     uint64
+	target  uint64 // depth reordering: release once flow.passed reaches it
+	flow    *flow
+	next    *packet
+}
+
+type fifo struct{ head, tail *packet }
+
+func (q *fifo) push(p *packet) {
+	p.next = nil
+	if q.tail == nil {
+		q.head = p
+	} else {
+		q.tail.next = p
+	}
+	q.tail = p
+}
+
+func (q *fifo) pop() *packet {
+	p := q.head
+	if p != nil {
+		q.head = p.next
+		if q.head == nil {
+			q.tail = nil
+		}
+		p.next = nil
+	}
+	return p
+}
+
+type evKind uint8
+
+const (
+	evTimer    evKind = iota + 1 // host idx, gen
+	evNIC                        // host idx: NIC finished serialising pkt
+	evArrive                     // pkt reaches its egress port after a reorder delay
+	evHold                       // depth reordering timeout of pkt (gen)
+	evPortDone                   // port of host idx finished serialising
+	evDeliver                    // pkt arrives at its destination
+)
+
+type event struct {
+	at   int64
+	pkt  *packet
+	gen  uint64
+	idx  int32
+	kind evKind
+}
+
+// New returns an empty network with the given impairments, its randomness seeded by seed.
+func New(cfg Config, seed uint64) *Network {
+	cfg = checkConfig(cfg)
+	return &Network{
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		byAddr:  make(map[netip.AddrPort]int32),
+		scratch: make([]byte, cfg.MaxDatagram),
+		heap:    make([]heapEntry, 0, 1024),
+		slab:    make([]event, 0, 1024),
+	}
+}
+
+// SetConfig replaces the impairments from now on (for example to start or end a loss
+// episode); packets already past the impairment stage are not affected. MaxDatagram
+// cannot change.
+func (n *Network) SetConfig(cfg Config) {
+	cfg = checkConfig(cfg)
+	if cfg.MaxDatagram != n.cfg.MaxDatagram {
+		panic("testnet: SetConfig cannot change MaxDatagram")
+	}
+	n.cfg = cfg
+}
+
+// Config returns the current impairments, defaults filled in.
+func (n *Network) Config() Config { return n.cfg }
+
+func checkConfig(cfg Config) Config {
+	for _, p := range []float64{cfg.Loss, cfg.Dup, cfg.ReorderProb} {
+		if !(p >= 0 && p <= 1) {
+			panic(fmt.Sprintf("testnet: probability %v outside [0, 1]", p))
+		}
+	}
+	if cfg.Delay < 0 || cfg.ReorderDelay < 0 || cfg.ReorderDepth < 0 || cfg.ReorderTimeout < 0 || cfg.Overhead < 0 || cfg.MaxDatagram < 0 {
+		panic("testnet: negative Config field")
+	}
+	if cfg.MaxDatagram == 0 {
+		cfg.MaxDatagram = wire.DataHdrLen + wire.MaxPayload
+	}
+	if c, _ := sizeClass(cfg.MaxDatagram); c >= numClasses {
+		panic("testnet: MaxDatagram too large")
+	}
+	if cfg.ReorderTimeout == 0 {
+		cfg.ReorderTimeout = DefaultReorderTimeout
+	}
+	return cfg
+}
+
+// Attach connects host h at address addr; hc configures its NIC and the port toward it.
+func (n *Network) Attach(addr netip.AddrPort, h Host, hc HostConfig) {
+	if _, dup := n.byAddr[addr]; dup {
+		panic("testnet: address attached twice: " + addr.String())
+	}
+	pc := hc.Port
+	if hc.NICRate < 0 || pc.Rate < 0 || pc.BufferBytes < 0 || pc.ControlBytes < 0 || pc.Latency < 0 || pc.SampleInterval < 0 || pc.SampleCap < 0 {
+		panic("testnet: negative HostConfig field")
+	}
+	hs := &host{addr: addr, h: h, cfg: hc, idx: int32(len(n.hosts)), lastDst: -1}
+	hs.port.cfg = pc
+	if pc.SampleInterval > 0 {
+		c := pc.SampleCap
+		if c == 0 {
+			c = DefaultSampleCap
+		}
+		hs.port.samples = make([]QueueSample, 0, c)
+		hs.port.sampleNext = n.now
+	}
+	n.hosts = append(n.hosts, hs)
+	n.byAddr[addr] = hs.idx
+}
+
+// Now returns the current virtual time, ns.
+func (n *Network) Now() int64 { return n.now }
+
+// Wake polls the transmits of the host at addr and re-reads its timer at the current
+// time; call it after calling into the host from the test (for example to send a message).
+func (n *Network) Wake(addr netip.AddrPort) {
+	i, ok := n.byAddr[addr]
+	if !ok {
+		panic("testnet: Wake of unknown address " + addr.String())
+	}
+	n.service(n.hosts[i])
+}
+
+// Step processes the next event and reports whether there was one.
+func (n *Network) Step() bool {
+	if len(n.heap) == 0 {
+		return false
+	}
+	ev := n.pop()
+	n.now = ev.at
+	n.stats.Events++
+	switch ev.kind {
+	case evTimer:
+		n.onTimer(n.hosts[ev.idx], ev.gen)
+	case evNIC:
+		h := n.hosts[ev.idx]
+		h.nicBusy = false
+		n.link(ev.pkt)
+		n.service(h)
+	case evArrive:
+		n.toPort(ev.pkt)
+	case evHold:
+		n.onHoldTimeout(ev.pkt, ev.gen)
+	case evPortDone:
+		n.onPortDone(n.hosts[ev.idx])
+	case evDeliver:
+		n.deliver(ev.pkt)
+	}
+	return true
+}
+
+// RunUntil processes events until done returns true (checked before the first and after
+// every event; nil never holds), the next event lies beyond deadline, or no event is
+// left. Unless done held, the clock is then advanced to deadline. It reports whether
+// done held.
+func (n *Network) RunUntil(deadline int64, done func() bool) bool {
+	if done != nil && done() {
+		return true
+	}
+	for len(n.heap) > 0 && n.heap[0].at <= deadline {
+		n.Step()
+		if done != nil && done() {
+			return true
+		}
+	}
+	if n.now < deadline {
+		n.now = deadline
+	}
+	return false
+}
+
+// Pending reports whether any event is scheduled (stale timer events included).
+func (n *Network) Pending() bool { return len(n.heap) > 0 }
+
+// Stats returns the network's counters.
+func (n *Network) Stats() Stats { return n.stats }
+
+// PortStats returns the counters of the switch port toward addr.
+func (n *Network) PortStats(addr netip.AddrPort) PortStats {
+	p := n.portOf(addr)
+	s := p.stats
+	s.DataBytes, s.ControlBytes = p.dataBytes, p.ctrlBytes
+	return s
+}
+
+// Samples returns the queue samples of the port toward addr taken before Now. The slice
+// aliases the preallocated sample buffer and is valid until the network runs again.
+func (n *Network) Samples(addr netip.AddrPort) []QueueSample {
+	p := n.portOf(addr)
+	p.sample(n.now)
+	return p.samples
+}
+
+func (n *Network) portOf(addr netip.AddrPort) *port {
+	i, ok := n.byAddr[addr]
+	if !ok {
+		panic("testnet: unknown address " + addr.String())
+	}
+	return &n.hosts[i].port
+}
+
+// service polls h's transmits while its NIC is free and re-arms its timer.
+func (n *Network) service(h *host) {
+	for !h.nicBusy {
+		tx, ok := h.h.PollTransmit(n.now, n.scratch)
+		if !ok {
+			break
+		}
+		if tx.N < 0 || tx.N > len(n.scratch) {
+			panic(fmt.Sprintf("testnet: PollTransmit returned N = %d, buffer is %d bytes", tx.N, len(n.scratch)))
+		}
+		n.stats.Sent++
+		p := n.alloc(tx.N)
+		copy(p.buf, n.scratch[:tx.N])
+		p.src = h.idx
+		if tx.To != h.lastTo || h.lastDst < 0 {
+			h.lastTo, h.lastDst = tx.To, -1
+			if i, ok := n.byAddr[tx.To]; ok {
+				h.lastDst = i
+			}
+		}
+		p.dst = h.lastDst
+		p.ecn = tx.ECN & 3
+		p.control = tx.Control
+		p.data = !tx.Control && (tx.Type == wire.TypeData || (tx.N > 0 && p.buf[0] == wire.Version<<4|byte(wire.TypeData)))
+		if h.cfg.NICRate > 0 {
+			h.nicBusy = true
+			n.push(event{at: n.now + serialise(p.n+n.cfg.Overhead, h.cfg.NICRate, &h.nicRem), kind: evNIC, idx: h.idx, pkt: p})
+			break
+		}
+		n.link(p)
+	}
+	n.arm(h)
+}
+
+// arm re-reads h's NextTimeout and makes sure a timer event fires no later than it.
+func (n *Network) arm(h *host) {
+	t, ok := h.h.NextTimeout()
+	if !ok {
+		return // a pending event, if any, fires and finds nothing to do
+	}
+	if t < n.now {
+		t = n.now
+	}
+	if h.timerSet && h.timerAt <= t {
+		return // the pending event fires early and re-arms
+	}
+	h.timerGen++
+	h.timerSet = true
+	h.timerAt = t
+	n.push(event{at: t, kind: evTimer, idx: h.idx, gen: h.timerGen})
+}
+
+func (n *Network) onTimer(h *host, gen uint64) {
+	if !h.timerSet || gen != h.timerGen {
+		return // stale
+	}
+	h.timerSet = false
+	t, ok := h.h.NextTimeout()
+	if !ok {
+		return
+	}
+	if t > n.now {
+		n.arm(h)
+		return
+	}
+	h.h.HandleTimeout(n.now)
+	n.service(h)
+}
+
+// link applies the impairments to a packet that left its sender's NIC.
+func (n *Network) link(p *packet) {
+	if p.dst < 0 {
+		n.stats.Undeliverable++
+		n.release(p)
+		return
+	}
+	if n.cfg.Loss > 0 && (n.cfg.LossFilter == nil || n.cfg.LossFilter(p.buf[:p.n])) && n.rng.Float64() < n.cfg.Loss {
+		n.stats.Lost++
+		n.release(p)
+		return
+	}
+	var dup *packet
+	if n.cfg.Dup > 0 && n.rng.Float64() < n.cfg.Dup {
+		n.stats.Duplicated++
+		dup = n.alloc(p.n)
+		copy(dup.buf, p.buf[:p.n])
+		dup.src, dup.dst, dup.ecn, dup.control, dup.data = p.src, p.dst, p.ecn, p.control, p.data
+	}
+	n.reorder(p)
+	if dup != nil {
+		n.reorder(dup)
+	}
+}
+
+func (n *Network) reorder(p *packet) {
+	if n.cfg.ReorderDepth > 0 {
+		f := n.flowOf(p)
+		if n.cfg.ReorderProb > 0 && n.rng.Float64() < n.cfg.ReorderProb {
+			n.stats.Reordered++
+			p.held = true
+			p.flow = f
+			p.target = f.passed + 1 + uint64(n.rng.IntN(n.cfg.ReorderDepth))
+			f.held = append(f.held, p)
+			n.push(event{at: n.now + n.cfg.ReorderTimeout, kind: evHold, pkt: p, gen: p.gen})
+			return
+		}
+		n.toPort(p)
+		f.passed++
+		n.releaseDue(f)
+		return
+	}
+	if n.cfg.ReorderProb > 0 && n.cfg.ReorderDelay > 0 && n.rng.Float64() < n.cfg.ReorderProb {
+		if extra := n.rng.Int64N(n.cfg.ReorderDelay + 1); extra > 0 {
+			n.stats.Reordered++
+			n.push(event{at: n.now + extra, kind: evArrive, pkt: p})
+			return
+		}
+	}
+	n.toPort(p)
+}
+
+func (n *Network) flowOf(p *packet) *flow {
+	src := n.hosts[p.src]
+	if int(p.dst) >= len(src.flows) {
+		src.flows = append(src.flows, make([]*flow, len(n.hosts)-len(src.flows))...)
+	}
+	f := src.flows[p.dst]
+	if f == nil {
+		f = &flow{}
+		src.flows[p.dst] = f
+	}
+	return f
+}
+
+// releaseDue forwards the held packets of f whose turn has come.
+func (n *Network) releaseDue(f *flow) {
+	for i := 0; i < len(f.held); {
+		q := f.held[i]
+		if q.target > f.passed {
+			i++
+			continue
+		}
+		f.unhold(i)
+		n.toPort(q)
+		f.passed++
+		i = 0 // passing q may have made an earlier held packet due
+	}
+}
+
+func (f *flow) unhold(i int) {
+	q := f.held[i]
+	copy(f.held[i:], f.held[i+1:])
+	f.held[len(f.held)-1] = nil
+	f.held = f.held[:len(f.held)-1]
+	q.held = false
+	q.flow = nil
+}
+
+func (n *Network) onHoldTimeout(p *packet, gen uint64) {
+	if p.gen != gen || !p.held {
+		return
+	}
+	f := p.flow
+	for i, q := range f.held {
+		if q == p {
+			f.unhold(i)
+			break
+		}
+	}
+	n.toPort(p)
+	f.passed++
+	n.releaseDue(f)
+}
+
+// toPort hands a packet to the egress port toward its destination.
+func (n *Network) toPort(p *packet) {
+	dst := n.hosts[p.dst]
+	pt := &dst.port
+	if pt.cfg.Rate == 0 {
+		pt.stats.Enqueued++
+		pt.stats.Dequeued++
+		n.push(event{at: n.now + pt.cfg.Latency + n.cfg.Delay, kind: evDeliver, pkt: p})
+		return
+	}
+	size := p.n + n.cfg.Overhead
+	switch {
+	case p.control:
+		if !n.enqueueControl(pt, p, size) {
+			return
+		}
+	case pt.cfg.BufferBytes == 0 || pt.dataBytes+size <= pt.cfg.BufferBytes:
+		pt.sample(n.now)
+		pt.data.push(p)
+		pt.dataBytes += size
+		pt.stats.Enqueued++
+		if pt.dataBytes > pt.stats.MaxDataBytes {
+			pt.stats.MaxDataBytes = pt.dataBytes
+		}
+	case pt.cfg.Trim && p.data:
+		if p.n > wire.DataHdrLen {
+			p.n = wire.DataHdrLen
+		}
+		if p.n > 1 {
+			p.buf[1] |= byte(wire.FlagTrimmed)
+		}
+		p.dscp = n.cfg.TrimDSCP
+		if !n.enqueueControl(pt, p, p.n+n.cfg.Overhead) {
+			return
+		}
+		pt.stats.Trims++
+		n.stats.Trimmed++
+	default:
+		n.drop(pt, p)
+		return
+	}
+	if pt.cur == nil {
+		n.startTx(dst)
+	}
+}
+
+func (n *Network) enqueueControl(pt *port, p *packet, size int) bool {
+	if pt.cfg.ControlBytes != 0 && pt.ctrlBytes+size > pt.cfg.ControlBytes {
+		n.drop(pt, p)
+		return false
+	}
+	pt.sample(n.now)
+	pt.ctrl.push(p)
+	pt.ctrlBytes += size
+	pt.stats.Enqueued++
+	if pt.ctrlBytes > pt.stats.MaxControlBytes {
+		pt.stats.MaxControlBytes = pt.ctrlBytes
+	}
+	return true
+}
+
+func (n *Network) drop(pt *port, p *packet) {
+	pt.stats.Drops++
+	n.stats.Dropped++
+	n.release(p)
+}
+
+// startTx dequeues the next packet of h's port (control first) and serialises it.
+func (n *Network) startTx(h *host) {
+	pt := &h.port
+	pt.sample(n.now)
+	p := pt.ctrl.pop()
+	size := 0
+	if p != nil {
+		size = p.n + n.cfg.Overhead
+		pt.ctrlBytes -= size
+	} else {
+		p = pt.data.pop()
+		if p == nil {
+			return
+		}
+		size = p.n + n.cfg.Overhead
+		pt.dataBytes -= size
+		if (p.ecn == transport.ECT0 || p.ecn == transport.ECT1) && n.redMark(&pt.cfg, pt.dataBytes) {
+			p.ecn = transport.CE
+			pt.stats.Marks++
+			n.stats.Marked++
+		}
+	}
+	pt.stats.Dequeued++
+	pt.cur = p
+	n.push(event{at: n.now + serialise(size, pt.cfg.Rate, &pt.rem), kind: evPortDone, idx: h.idx})
+}
+
+// redMark decides RED marking for a packet leaving occ bytes behind in the data queue.
+func (n *Network) redMark(c *PortConfig, occ int) bool {
+	if c.KmaxBytes <= 0 || occ <= c.KminBytes {
+		return false
+	}
+	if occ >= c.KmaxBytes {
+		return true
+	}
+	return n.rng.Float64()*float64(c.KmaxBytes-c.KminBytes) < float64(occ-c.KminBytes)
+}
+
+func (n *Network) onPortDone(h *host) {
+	pt := &h.port
+	p := pt.cur
+	pt.cur = nil
+	n.push(event{at: n.now + pt.cfg.Latency + n.cfg.Delay, kind: evDeliver, pkt: p})
+	n.startTx(h)
+}
+
+func (n *Network) deliver(p *packet) {
+	h := n.hosts[p.dst]
+	n.stats.Delivered++
+	h.h.HandlePacket(n.now, p.buf[:p.n], transport.RxMeta{
+		From:   n.hosts[p.src].addr,
+		RxTime: n.now,
+		ECN:    p.ecn,
+		DSCP:   p.dscp,
+	})
+	n.release(p)
+	n.service(h)
+}
+
+// serialise returns the ns needed to send size bytes at rate bits/s, carrying the
+// sub-nanosecond remainder in *rem so that back-to-back packets add up exactly.
+func serialise(size int, rate int64, rem *int64) int64 {
+	bitNs := int64(size)*8*1_000_000_000 + *rem
+	*rem = bitNs % rate
+	return bitNs / rate
+}
+
+// sample records the occupancy for every sample time before now.
+func (pt *port) sample(now int64) {
+	if pt.cfg.SampleInterval <= 0 {
+		return
+	}
+	for pt.sampleNext < now && len(pt.samples) < cap(pt.samples) {
+		pt.samples = append(pt.samples, QueueSample{Time: pt.sampleNext, Data: pt.dataBytes, Control: pt.ctrlBytes})
+		pt.sampleNext += pt.cfg.SampleInterval
+	}
+}
+
+// Packet buffers come in size classes 64, 96, 128, 192, 256, ... (powers of two and
+// 1.5 times powers of two).
+const numClasses = 24
+
+func sizeClass(n int) (class, size int) {
+	if n <= 64 {
+		return 0, 64
+	}
+	k := bits.Len(uint(n - 1)) // 2^(k-1) < n <= 2^k, k >= 7
+	if n <= 3<<(k-2) {
+		return 2*(k-6) - 1, 3 << (k - 2)
+	}
+	return 2 * (k - 6), 1 << k
+}
+
+func (n *Network) alloc(size int) *packet {
+	c, sz := sizeClass(size)
+	p := n.free[c]
+	if p != nil {
+		n.free[c] = p.next
+		p.next = nil
+	} else {
+		p = &packet{buf: make([]byte, sz), class: uint8(c)}
+	}
+	p.n = size
+	p.dscp = 0
+	return p
+}
+
+func (n *Network) release(p *packet) {
+	p.gen++
+	p.held = false
+	p.flow = nil
+	p.next = n.free[p.class]
+	n.free[p.class] = p
+}
+
+// The event queue: a binary min-heap of small pointer-free entries keyed by (at, seq),
+// each naming a slot of the event slab; slots are recycled through a free list.
+
+type heapEntry struct {
+	at   int64
+	seq  uint64
+	slot int32
+}
+
+func (e *heapEntry) less(o *heapEntry) bool {
+	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
+}
+
+func (n *Network) push(ev event) {
+	if ev.at < n.now {
+		panic("testnet: virtual time overflow (RunUntil to math.MaxInt64 with nothing left to do?)")
+	}
+	var slot int32
+	if k := len(n.freeSlots); k > 0 {
+		slot = n.freeSlots[k-1]
+		n.freeSlots = n.freeSlots[:k-1]
+		n.slab[slot] = ev
+	} else {
+		slot = int32(len(n.slab))
+		n.slab = append(n.slab, ev)
+	}
+	n.seq++
+	h := append(n.heap, heapEntry{at: ev.at, seq: n.seq, slot: slot})
+	i := len(h) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h[i].less(&h[parent]) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+	n.heap = h
+}
+
+func (n *Network) pop() event {
+	h := n.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].less(&h[l]) {
+			m = r
+		}
+		if !h[m].less(&h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	n.heap = h
+	ev := n.slab[top.slot]
+	n.slab[top.slot] = event{}
+	n.freeSlots = append(n.freeSlots, top.slot)
+	return ev
+}

@@ -1,0 +1,153 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"smartt/ackpath"
+	"smartt/cc"
+	"smartt/reps"
+	"smartt/transport/wire"
+)
+
+// Config configures an Endpoint. Start from DefaultConfig and change what you need.
+type Config struct {
+	// MTU is the payload carried by one data packet, in bytes (header excluded).
+	MTU int
+	// MaxMessage is the largest message accepted from the application or a peer.
+	MaxMessage int
+	// RecvWindow is the flow-control window in bytes: a peer may have at most this many
+	// bytes of messages buffered here beyond the delivered point, except that the oldest
+	// undelivered message may always be received whole. Memory per connection is thus
+	// bounded by max(RecvWindow, MaxMessage).
+	RecvWindow int
+	// PSNWindow is how many PSNs may be outstanding (sender) or tracked (receiver); a
+	// power of two >= 256.
+	PSNWindow int
+	// ReorderThreshold declares a packet lost once a packet sent this many transmissions
+	// later has been acknowledged (SACK-gap detection; see docs/engine.md).
+	ReorderThreshold int
+	// InitialRTO is the retransmission timeout before any RTT sample, ns.
+	InitialRTO int64
+	// MinRTO is the floor of the retransmission timeout, ns.
+	MinRTO int64
+	// MaxRTO caps the backed-off retransmission timeout, ns.
+	MaxRTO int64
+	// MaxRetransmits fails a message (and aborts its connection) when one of its packets
+	// would be sent for the MaxRetransmits+1-th time.
+	MaxRetransmits int
+	// IdleTimeout aborts a connection whose peer acknowledged nothing for this long while
+	// data was outstanding, and forgets idle connections with nothing outstanding, ns.
+	IdleTimeout int64
+	// TimeWait is how long a closed connection's identity is remembered so that late
+	// packets cannot resurrect it, ns.
+	TimeWait int64
+	// CloseRetries is how many times a CLOSE is resent before the connection is dropped.
+	CloseRetries int
+	// Unordered delivers each message as soon as it is complete instead of in send order.
+	Unordered bool
+	// TrimDSCP is the DSCP code point switches put on trimmed packets (0: none configured).
+	TrimDSCP uint8
+	// ListenPort is written into every packet as the port replies go to (0: the source port).
+	ListenPort uint16
+	// EVS is the number of usable entropy values (1..65536).
+	EVS int
+	// Ack is the receiver's ACK policy.
+	Ack ackpath.Config
+	// InitialWindow is the congestion window of the default fixed-window controller, bytes.
+	InitialWindow int
+	// NewCC returns the congestion controller of a new connection (default: a fixed window).
+	NewCC func() cc.Controller
+	// NewBalancer returns the load balancer of a new connection (default: ECMP, one EV).
+	NewBalancer func(rng *rand.Rand) reps.Balancer
+	// Buffers supplies receive buffers for messages (default: the Go heap).
+	Buffers BufferPool
+}
+
+// MaxMTU is the largest payload per packet: the largest IPv4 UDP payload (65,507 bytes)
+// minus the DATA header.
+const MaxMTU = 65507 - wire.DataHdrLen
+
+// BufferPool supplies the buffers incoming messages are reassembled into. The engine
+// hands a buffer to the application inside a MessageReceived event and never touches it
+// again; buffers of messages that fail are returned with Put.
+type BufferPool interface {
+	Get(n int) []byte
+	Put(b []byte)
+}
+
+type heapBuffers struct{}
+
+func (heapBuffers) Get(n int) []byte { return make([]byte, n) }
+func (heapBuffers) Put([]byte)       {}
+
+// DefaultConfig returns the defaults documented in docs/engine.md.
+func DefaultConfig() Config {
+	return Config{
+		MTU:              4096,
+		MaxMessage:       1 << 30,
+		RecvWindow:       64 << 20,
+		PSNWindow:        4096,
+		ReorderThreshold: 32,
+		InitialRTO:       1_000_000,
+		MinRTO:           200_000,
+		MaxRTO:           200_000_000,
+		MaxRetransmits:   15,
+		IdleTimeout:      5_000_000_000,
+		TimeWait:         2_000_000_000,
+		CloseRetries:     8,
+		EVS:              256,
+		Ack:              ackpath.DefaultConfig(),
+		InitialWindow:    256 << 10,
+	}
+}
+
+// Validate checks every field and names the offending one with its allowed range.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.MTU < 64 || c.MTU > MaxMTU {
+		bad("mtu = %d: must be in 64..%d bytes", c.MTU, MaxMTU)
+	}
+	if c.MaxMessage < 1 || int64(c.MaxMessage) > 1<<32-1 {
+		bad("max_message = %d: must be in 1..%d bytes", c.MaxMessage, int64(1<<32-1))
+	}
+	if c.RecvWindow < c.MTU || int64(c.RecvWindow) > 1<<32-1 {
+		bad("recv_window = %d: must be in mtu..%d bytes", c.RecvWindow, int64(1<<32-1))
+	}
+	if c.PSNWindow < 256 || c.PSNWindow > 1<<24 || c.PSNWindow&(c.PSNWindow-1) != 0 {
+		bad("psn_window = %d: must be a power of two in 256..%d", c.PSNWindow, 1<<24)
+	}
+	if c.ReorderThreshold < 1 {
+		bad("reorder_threshold = %d: must be >= 1", c.ReorderThreshold)
+	}
+	if c.MinRTO <= 0 || c.InitialRTO < c.MinRTO || c.MaxRTO < c.InitialRTO {
+		bad("rto: need 0 < min_rto (%d) <= initial_rto (%d) <= max_rto (%d) ns", c.MinRTO, c.InitialRTO, c.MaxRTO)
+	}
+	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
+		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)
+	}
+	if c.IdleTimeout <= 0 {
+		bad("idle_timeout = %d: must be > 0 ns", c.IdleTimeout)
+	}
+	if c.TimeWait < 0 {
+		bad("time_wait = %d: must be >= 0 ns", c.TimeWait)
+	}
+	if c.CloseRetries < 1 {
+		bad("close_retries = %d: must be >= 1", c.CloseRetries)
+	}
+	if c.TrimDSCP > 63 {
+		bad("trim_dscp = %d: must be in 0..63", c.TrimDSCP)
+	}
+	if c.EVS < 1 || c.EVS > 1<<16 {
+		bad("evs = %d: must be in 1..65536", c.EVS)
+	}
+	if c.InitialWindow < c.MTU {
+		bad("initial_window = %d: must be >= mtu (%d)", c.InitialWindow, c.MTU)
+	}
+	if err := c.Ack.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,669 @@
+package transport
+
+import (
+	"math"
+	"math/bits"
+	"net/netip"
+
+	"smartt/ackpath"
+	"smartt/cc"
+	"smartt/pacing"
+	"smartt/reps"
+	"smartt/transport/wire"
+)
+
+// Packet states in the sender's window.
+const (
+	pktAcked    = iota // acknowledged (or slot unused)
+	pktInflight        // sent, waiting for its ACK
+	pktLost            // judged lost, queued for retransmission
+)
+
+// sentPkt is the sender's record of one PSN.
+type sentPkt struct {
+	msg    *txMsg
+	off    uint32
+	size   uint32
+	sentAt int64
+	seq    uint64 // transmission sequence number of its latest transmission
+	tx     uint8  // transmissions so far
+	state  uint8
+	cause  cc.LossCause
+	ev     uint16
+}
+
+// timeEntry is one transmission in send order, for RTO and SACK-gap detection.
+type timeEntry struct {
+	psn uint32
+	seq uint64
+}
+
+// txMsg is an outgoing message.
+type txMsg struct {
+	id          uint32
+	data        []byte
+	streamStart uint64
+	sent        int // bytes segmented so far
+	acked       int // bytes acknowledged
+	done        bool
+}
+
+// rxMsg is an incoming message being reassembled.
+type rxMsg struct {
+	id          uint32
+	buf         []byte
+	streamStart uint64
+	got         int
+}
+
+// nackEntry is a NACK waiting to leave.
+type nackEntry struct {
+	psn    uint32
+	ev     uint16
+	ce     bool
+	txTime int64
+	rxTime int64
+}
+
+// trigger is the data packet the next ACK reports on.
+type trigger struct {
+	psn    uint32
+	ev     uint16
+	ce     bool
+	txTime int64
+	rxTime int64
+}
+
+// conn is one connection: a sender half and a receiver half.
+type conn struct {
+	id, peerID uint64
+	peer       netip.AddrPort
+	initiator  bool
+	inReady    bool
+	dead       bool
+	dl         int64 // cached next deadline (math.MaxInt64: none)
+	ctrlEV     uint16
+
+	cc    cc.Controller
+	lb    reps.Balancer
+	pacer pacing.Pacer
+
+	// Sender.
+	sndUna, sndNxt uint32
+	mask           uint32
+	pkts           []sentPkt
+	inflight       int
+	sendSeq        uint64
+	maxAckedSeq    uint64
+	timeq          ring[timeEntry]
+	retxq          ring[uint32]
+	msgs           ring[*txMsg] // unfinished messages, oldest first
+	cur            int          // index in msgs of the first message with unsent bytes
+	nextMsgID      uint32
+	streamNext     uint64
+	peerDelivered  uint64
+	peerWindow     uint64
+	srtt, rttvar   int64
+	backoff        uint8
+	lastProgress   int64
+	paceAt         int64 // >0: data waits for the pacer until then
+	probeAt        int64 // >0: flow-control probe due then
+	lastProbeTx    int64
+
+	// Receiver.
+	rxInit      bool
+	tracker     *ackpath.Tracker
+	coal        ackpath.Coalescer
+	trig        trigger
+	nacks       ring[nackEntry]
+	rx          map[uint32]*rxMsg
+	lastRx      *rxMsg
+	nextDeliver uint32 // lowest message ID not yet delivered
+	delivered   uint64 // stream offset up to which everything was delivered
+	doneOOO     map[uint32]uint64
+	buffered    uint64
+	probeEcho   int64 // >0: a probe's TxTime to echo in the next ACK
+	probeEV     uint16
+	ackNow      bool // an ACK must go even without new data (probe, duplicate)
+
+	// Close.
+	closeReq    bool // the application asked to close
+	peerClosed  bool // the peer sent CLOSE
+	closeSentAt int64
+	closeTries  int
+}
+
+func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn {
+	cfg := &e.cfg
+	c := &conn{
+		id:           e.newID(),
+		peerID:       peerID,
+		peer:         peer,
+		initiator:    peerID == 0,
+		dl:           math.MaxInt64,
+		ctrlEV:       uint16(e.rng.IntN(cfg.EVS)),
+		cc:           cfg.NewCC(),
+		lb:           cfg.NewBalancer(e.rng),
+		mask:         uint32(cfg.PSNWindow - 1),
+		pkts:         make([]sentPkt, cfg.PSNWindow),
+		peerWindow:   uint64(cfg.RecvWindow),
+		lastProgress: now,
+		coal:         ackpath.NewCoalescer(cfg.Ack),
+		rx:           make(map[uint32]*rxMsg),
+	}
+	c.sndUna = e.rng.Uint32()
+	c.sndNxt = c.sndUna
+	e.conns[c.id] = c
+	e.list = append(e.list, c)
+	return c
+}
+
+// outstanding reports whether c has outbound data not yet acknowledged.
+func (c *conn) outstanding() bool { return c.msgs.len() > 0 }
+
+// updateRTT folds a sample into the smoothed RTT and its variation (RFC 6298 weights).
+func (c *conn) updateRTT(rtt int64) {
+	if c.srtt == 0 {
+		c.srtt, c.rttvar = rtt, rtt/2
+		return
+	}
+	d := c.srtt - rtt
+	if d < 0 {
+		d = -d
+	}
+	c.rttvar += (d - c.rttvar) / 4
+	c.srtt += (rtt - c.srtt) / 8
+}
+
+// rto is the current retransmission timeout.
+func (c *conn) rto(cfg *Config) int64 {
+	r := cfg.InitialRTO
+	if c.srtt > 0 {
+		r = max(cfg.MinRTO, c.srtt+4*c.rttvar)
+	}
+	r <<= c.backoff
+	if r > cfg.MaxRTO || r <= 0 {
+		r = cfg.MaxRTO
+	}
+	return r
+}
+
+// headEntry returns the oldest live transmission, dropping stale entries.
+func (c *conn) headEntry() (*timeEntry, *sentPkt) {
+	for c.timeq.len() > 0 {
+		t := c.timeq.peek()
+		sp := &c.pkts[t.psn&c.mask]
+		if sp.state == pktInflight && sp.seq == t.seq && wire.SeqLess(t.psn, c.sndNxt) &&
+			wire.SeqLEQ(c.sndUna, t.psn) {
+			return t, sp
+		}
+		c.timeq.pop()
+	}
+	return nil, nil
+}
+
+// touch recomputes c's next deadline.
+func (e *Endpoint) touch(c *conn, now int64) {
+	cfg := &e.cfg
+	d := int64(math.MaxInt64)
+	if _, sp := c.headEntry(); sp != nil {
+		d = sp.sentAt + c.rto(cfg)
+	}
+	if t, ok := c.coal.Deadline(); ok && t < d {
+		d = t
+	}
+	if c.paceAt > 0 && c.paceAt < d {
+		d = c.paceAt
+	}
+	if c.probeAt > 0 && c.probeAt < d {
+		d = c.probeAt
+	}
+	if c.closeSentAt > 0 {
+		if t := c.closeSentAt + c.rto(cfg); t < d {
+			d = t
+		}
+	}
+	if c.outstanding() {
+		if t := c.lastProgress + cfg.IdleTimeout; t < d {
+			d = t
+		}
+	}
+	c.dl = d
+}
+
+// onTimer handles whatever of c's timers expired.
+func (e *Endpoint) onTimer(now int64, c *conn) {
+	cfg := &e.cfg
+	if c.outstanding() && now-c.lastProgress >= cfg.IdleTimeout {
+		e.abort(now, c, ErrIdle)
+		return
+	}
+	rto := c.rto(cfg)
+	fired := false
+	for {
+		t, sp := c.headEntry()
+		if sp == nil || sp.sentAt+rto > now {
+			break
+		}
+		e.stats.Timeouts++
+		e.declareLost(now, c, t.psn, cc.LossTimeout)
+		fired = true
+	}
+	if fired && c.backoff < 16 {
+		c.backoff++ // back off until an ACK shows progress
+	}
+	if c.paceAt > 0 && c.paceAt <= now {
+		c.paceAt = 0
+		e.markReady(c)
+	}
+	if c.probeAt > 0 && c.probeAt <= now {
+		e.markReady(c) // transmit sends the probe
+	}
+	if c.coal.Due(now) {
+		e.markReady(c)
+	}
+	if c.closeSentAt > 0 && c.closeSentAt+rto <= now {
+		if c.closeTries >= cfg.CloseRetries {
+			e.remove(now, c, ErrAborted)
+			return
+		}
+		c.closeSentAt = 0 // transmit resends the CLOSE
+		e.markReady(c)
+	}
+	e.touch(c, now)
+}
+
+// declareLost moves an in-flight packet to the retransmission queue and tells CC and LB.
+func (e *Endpoint) declareLost(now int64, c *conn, psn uint32, cause cc.LossCause) {
+	sp := &c.pkts[psn&c.mask]
+	if sp.state != pktInflight {
+		return
+	}
+	sp.state = pktLost
+	sp.cause = cause
+	c.inflight -= int(sp.size)
+	c.retxq.push(psn)
+	c.cc.OnLoss(cc.Loss{Now: now, Bytes: int(sp.size), Cause: cause, EV: sp.ev, InFlight: c.inflight})
+	c.lb.OnLoss(now, sp.ev, cause)
+	e.markReady(c)
+}
+
+// transmit produces c's next datagram, control first, then retransmissions, then new data.
+func (e *Endpoint) transmit(now int64, c *conn, buf []byte) (Transmit, bool) {
+	if t, ok := e.transmitControl(now, c, buf); ok {
+		return t, true
+	}
+	return e.transmitData(now, c, buf)
+}
+
+func (e *Endpoint) header(c *conn, t wire.Type) *wire.Packet {
+	p := &e.pkt
+	p.Type, p.Flags, p.EV, p.ReplyPort = t, 0, c.ctrlEV, e.cfg.ListenPort
+	p.DstConn, p.SrcConn = c.peerID, c.id
+	p.Payload = nil
+	return p
+}
+
+func (e *Endpoint) control(c *conn, p *wire.Packet, buf []byte) (Transmit, bool) {
+	n, err := p.Encode(buf)
+	if err != nil {
+		return Transmit{}, false
+	}
+	return Transmit{N: n, To: c.peer, EV: p.EV, ECN: NotECT, Control: true, Type: p.Type}, true
+}
+
+func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bool) {
+	if c.nacks.len() > 0 && c.peerID != 0 {
+		nk := c.nacks.pop()
+		p := e.header(c, wire.TypeNack)
+		if nk.ce {
+			p.Flags |= wire.FlagCE
+		}
+		p.Nack = wire.Nack{PSN: nk.psn, CumPSN: c.tracker.Cum(), EchoEV: nk.ev,
+			HoldTime: holdTime(now, nk.rxTime), EchoTxTime: nk.txTime}
+		e.stats.NacksSent++
+		return e.control(c, p, buf)
+	}
+	if c.rxInit && c.peerID != 0 && (c.ackNow || c.coal.Due(now)) {
+		return e.buildAck(now, c, buf)
+	}
+	if c.probeAt > 0 && c.probeAt <= now && c.peerID != 0 {
+		p := e.header(c, wire.TypeProbe)
+		p.Probe = now
+		c.probeAt = now + c.rto(&e.cfg)
+		c.lastProbeTx = now
+		e.stats.ProbesSent++
+		return e.control(c, p, buf)
+	}
+	if c.peerClosed && !c.outstanding() {
+		// Our side is drained: confirm the peer's CLOSE and go.
+		p := e.header(c, wire.TypeCloseAck)
+		t, ok := e.control(c, p, buf)
+		e.remove(now, c, nil)
+		return t, ok
+	}
+	if c.closeReq && !c.outstanding() && c.closeSentAt == 0 {
+		if c.peerID == 0 {
+			e.remove(now, c, nil) // nothing ever reached the peer
+			return Transmit{}, false
+		}
+		p := e.header(c, wire.TypeClose)
+		p.Reason = 0
+		c.closeSentAt = now
+		c.closeTries++
+		return e.control(c, p, buf)
+	}
+	return Transmit{}, false
+}
+
+func holdTime(now, rx int64) uint32 {
+	h := now - rx
+	if h < 0 {
+		return 0
+	}
+	if h > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(h)
+}
+
+func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
+	p := e.header(c, wire.TypeAck)
+	a := &p.Ack
+	words := e.cfg.Ack.SackWords
+	tr := &c.trig
+	if c.probeEcho > 0 && !c.coal.Pending() {
+		// Answering a probe: echo its timestamp.
+		*tr = trigger{psn: c.tracker.Cum() - 1, ev: c.probeEV, txTime: c.probeEcho, rxTime: now}
+	}
+	a.CumPSN = c.tracker.Cum()
+	a.SackBase = c.tracker.SackBase(tr.psn, words)
+	a.SackWords = uint8(words)
+	c.tracker.Sack(a.SackBase, words, &a.Sack)
+	a.AckedPSN = tr.psn
+	a.EchoEV = tr.ev
+	a.EchoTxTime = tr.txTime
+	a.HoldTime = holdTime(now, tr.rxTime)
+	a.Delivered = c.delivered
+	a.Window = uint32(e.cfg.RecvWindow)
+	if tr.ce {
+		p.Flags |= wire.FlagCE
+	}
+	c.coal.Take(p)
+	c.ackNow = false
+	c.probeEcho = 0
+	e.stats.AcksSent++
+	return e.control(c, p, buf)
+}
+
+// canSendMsg applies the peer's flow control to message m.
+func (c *conn) canSendMsg(m *txMsg) bool {
+	return m.streamStart == c.peerDelivered ||
+		m.streamStart+streamLen(len(m.data)) <= c.peerDelivered+c.peerWindow
+}
+
+func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool) {
+	cfg := &e.cfg
+	// Retransmissions first; skip entries acknowledged since they were queued.
+	for c.retxq.len() > 0 {
+		psn := *c.retxq.peek()
+		sp := &c.pkts[psn&c.mask]
+		if !wire.SeqLEQ(c.sndUna, psn) || !wire.SeqLess(psn, c.sndNxt) || sp.state != pktLost {
+			c.retxq.pop()
+			continue
+		}
+		if !e.windowOpen(now, c, int(sp.size)) {
+			return Transmit{}, false
+		}
+		if int(sp.tx) > cfg.MaxRetransmits {
+			e.abort(now, c, ErrRetransmits)
+			return Transmit{}, false
+		}
+		c.retxq.pop()
+		switch sp.cause {
+		case cc.LossTrim:
+			e.stats.RetxNack++
+		case cc.LossSack:
+			e.stats.RetxSack++
+		default:
+			e.stats.RetxTimeout++
+		}
+		return e.sendData(now, c, psn, sp, buf, true), true
+	}
+	// New data.
+	for c.cur < c.msgs.len() {
+		m := c.msgs.buf[(c.msgs.head+c.cur)&(len(c.msgs.buf)-1)]
+		if m.sent == len(m.data) {
+			c.cur++
+			continue
+		}
+		if !c.canSendMsg(m) {
+			if c.inflight == 0 && c.retxq.len() == 0 && c.probeAt == 0 {
+				c.probeAt = now + c.rto(cfg) // nothing will bring an ACK: probe for credit
+			}
+			return Transmit{}, false
+		}
+		if wire.SeqDiff(c.sndNxt, c.sndUna) >= int32(cfg.PSNWindow) {
+			return Transmit{}, false
+		}
+		size := min(len(m.data)-m.sent, cfg.MTU)
+		if !e.windowOpen(now, c, size) {
+			return Transmit{}, false
+		}
+		c.probeAt = 0
+		psn := c.sndNxt
+		c.sndNxt++
+		sp := &c.pkts[psn&c.mask]
+		*sp = sentPkt{msg: m, off: uint32(m.sent), size: uint32(size)}
+		m.sent += size
+		e.stats.DataSent++
+		e.stats.BytesSent += uint64(size)
+		return e.sendData(now, c, psn, sp, buf, false), true
+	}
+	return Transmit{}, false
+}
+
+// windowOpen applies congestion window and pacing to a packet of size bytes. A packet may
+// always go when nothing is in flight, so a window below one MTU cannot stall.
+func (e *Endpoint) windowOpen(now int64, c *conn, size int) bool {
+	if c.inflight > 0 && c.inflight+size > c.cc.Window() {
+		return false
+	}
+	if rate := c.cc.PacingRate(); rate > 0 {
+		if t := c.pacer.Earliest(now, rate); t > now {
+			c.paceAt = t
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []byte, retx bool) Transmit {
+	m := sp.msg
+	sp.tx++
+	sp.state = pktInflight
+	sp.sentAt = now
+	c.sendSeq++
+	sp.seq = c.sendSeq
+	sp.ev = c.lb.NextEV(now, int(sp.size), retx)
+	c.inflight += int(sp.size)
+	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
+	c.pacer.OnSend(now, int(sp.size), c.cc.PacingRate())
+
+	p := &e.pkt
+	p.Type, p.Flags, p.EV, p.ReplyPort = wire.TypeData, 0, sp.ev, e.cfg.ListenPort
+	p.DstConn, p.SrcConn = c.peerID, c.id
+	if retx {
+		p.Flags |= wire.FlagRetx
+	}
+	if int(sp.off+sp.size) == len(m.data) {
+		p.Flags |= wire.FlagLast | wire.FlagAckReq
+	}
+	p.Data = wire.Data{
+		PSN: psn, AckFloor: c.sndUna, MsgID: m.id, MsgLen: uint32(len(m.data)),
+		Offset: sp.off, PayloadLen: uint16(sp.size), StreamStart: m.streamStart, TxTime: now,
+	}
+	p.Payload = m.data[sp.off : sp.off+sp.size]
+	n, err := p.Encode(buf)
+	if err != nil {
+		panic("transport: PollTransmit buffer smaller than MTU + header: " + err.Error())
+	}
+	return Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData}
+}
+
+// onAck processes an acknowledgement on the sender side.
+func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
+	a := &p.Ack
+	e.stats.AcksRecv++
+	if a.Delivered > c.peerDelivered {
+		c.peerDelivered = a.Delivered
+	}
+	c.peerWindow = uint64(a.Window)
+	bytes, pkts := 0, 0
+	// Cumulative part: never beyond what we sent.
+	end := a.CumPSN
+	if wire.SeqLess(c.sndNxt, end) {
+		e.stats.ProtoViolations++
+		end = c.sndNxt
+	}
+	for psn := c.sndUna; wire.SeqLess(psn, end); psn++ {
+		if b := e.ackPkt(c, psn, a); b > 0 {
+			bytes += b
+			pkts++
+		}
+	}
+	// Selective part.
+	for w := 0; w < int(a.SackWords); w++ {
+		word := a.Sack[w]
+		for word != 0 {
+			i := uint32(bits.TrailingZeros64(word))
+			word &= word - 1
+			psn := a.SackBase + uint32(64*w) + i
+			if wire.SeqLEQ(c.sndUna, psn) && wire.SeqLess(psn, c.sndNxt) {
+				if b := e.ackPkt(c, psn, a); b > 0 {
+					bytes += b
+					pkts++
+				}
+			}
+		}
+	}
+	// Slide the window.
+	for c.sndUna != c.sndNxt && c.pkts[c.sndUna&c.mask].state == pktAcked {
+		c.pkts[c.sndUna&c.mask].msg = nil
+		c.sndUna++
+	}
+	// RTT from the echoed transmit time, minus the time the ACK waited at the receiver.
+	// Echoed timestamps make samples of retransmitted packets unambiguous.
+	rtt := now - a.EchoTxTime - int64(a.HoldTime)
+	if rtt > 0 {
+		e.stats.RTTSamples++
+		c.updateRTT(rtt)
+	} else {
+		rtt = 0
+	}
+	ce := p.Flags&wire.FlagCE != 0
+	if ce {
+		e.stats.CEEchoed++
+	}
+	if bytes > 0 {
+		c.lastProgress = now
+		c.backoff = 0
+		c.cc.OnAck(cc.Ack{Now: now, Bytes: bytes, Packets: pkts, RTT: rtt, CE: ce,
+			CECount: int(a.CECount), EV: a.EchoEV, InFlight: c.inflight})
+	}
+	if p.Flags&wire.FlagCleanEV != 0 {
+		for i := 0; i < int(a.NumClean); i++ {
+			c.lb.OnAck(now, a.CleanEVs[i], false, rtt)
+		}
+		if ce {
+			c.lb.OnAck(now, a.EchoEV, true, rtt)
+		}
+	} else {
+		c.lb.OnAck(now, a.EchoEV, ce, rtt)
+	}
+	// SACK-gap loss detection: a packet is lost once a packet transmitted
+	// ReorderThreshold transmissions after it has been acknowledged.
+	thr := uint64(e.cfg.ReorderThreshold)
+	for {
+		t, sp := c.headEntry()
+		if sp == nil || t.seq+thr > c.maxAckedSeq {
+			break
+		}
+		e.declareLost(now, c, t.psn, cc.LossSack)
+	}
+	e.completeMsgs(c)
+	e.markReady(c)
+}
+
+// ackPkt marks psn acknowledged and returns its size if it was not already.
+func (e *Endpoint) ackPkt(c *conn, psn uint32, a *wire.Ack) int {
+	sp := &c.pkts[psn&c.mask]
+	switch sp.state {
+	case pktInflight:
+		c.inflight -= int(sp.size)
+	case pktLost:
+	default:
+		return 0
+	}
+	sp.state = pktAcked
+	// Which transmission arrived matters for SACK-gap detection: crediting a late
+	// original with its retransmission's send position would declare every packet sent
+	// in between lost. Only a first transmission, or the ACK's trigger whose echoed
+	// timestamp names the latest transmission, is known for sure.
+	if sp.tx == 1 || (psn == a.AckedPSN && a.EchoTxTime == sp.sentAt) {
+		c.maxAckedSeq = max(c.maxAckedSeq, sp.seq)
+	}
+	m := sp.msg
+	m.acked += int(sp.size)
+	if m.acked == len(m.data) {
+		m.done = true
+		m.data = nil
+		e.stats.MsgsSent++
+		e.emit(Event{Kind: MessageSent, Conn: ConnID(c.id), Peer: c.peer, MsgID: m.id})
+	}
+	return int(sp.size)
+}
+
+// completeMsgs drops finished messages from the head of the queue. Window slots of a
+// finished message may still point at it; they are all acknowledged, and no code path
+// dereferences the message of an acknowledged slot, so the struct can be reused.
+func (e *Endpoint) completeMsgs(c *conn) {
+	for c.msgs.len() > 0 && (*c.msgs.peek()).done {
+		e.freeMsg(c.msgs.pop())
+		if c.cur > 0 {
+			c.cur--
+		}
+	}
+}
+
+// onNack: the receiver saw psn trimmed; resend it now.
+func (e *Endpoint) onNack(now int64, c *conn, p *wire.Packet) {
+	e.stats.NacksRecv++
+	psn := p.Nack.PSN
+	if !wire.SeqLEQ(c.sndUna, psn) || !wire.SeqLess(psn, c.sndNxt) {
+		return
+	}
+	e.declareLost(now, c, psn, cc.LossTrim)
+}
+
+// onProbe answers a flow-control probe with an ACK.
+func (e *Endpoint) onProbe(now int64, c *conn, p *wire.Packet, m *RxMeta) {
+	if !c.rxInit {
+		return // we hold no receive state yet: the peer's data will establish it
+	}
+	c.probeEcho = p.Probe
+	c.probeEV = p.EV
+	c.ackNow = true
+	e.markReady(c)
+}
+
+func (e *Endpoint) onClose(now int64, c *conn) {
+	c.peerClosed = true
+	e.markReady(c)
+}
+
+func (e *Endpoint) onCloseAck(now int64, c *conn) {
+	if c.closeReq && c.closeTries > 0 {
+		e.remove(now, c, nil)
+	}
+}

@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"smartt/transport/wire"
+)
+
+// events drains e's events into a slice.
+func events(e *Endpoint) []Event {
+	var out []Event
+	for {
+		ev, ok := e.PollEvent()
+		if !ok {
+			return out
+		}
+		out = append(out, ev)
+	}
+}
+
+func TestCleanCloseBothSidesRelease(t *testing.T) {
+	p := newPair(t, DefaultConfig(), 3000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	msg := bytes.Repeat([]byte{7}, 100000)
+	if _, err := p.a.Send(0, id, msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.Close(0, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.a.Send(0, id, msg); !errors.Is(err, ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+	var aEv, bEv []Event
+	p.runUntil(t, 1e9, func() bool {
+		aEv = append(aEv, events(p.a)...)
+		bEv = append(bEv, events(p.b)...)
+		return p.a.NumConns() == 0 && p.b.NumConns() == 0
+	})
+	aEv = append(aEv, events(p.a)...)
+	bEv = append(bEv, events(p.b)...)
+	want := func(evs []Event, k EventKind) Event {
+		for _, ev := range evs {
+			if ev.Kind == k {
+				return ev
+			}
+		}
+		t.Fatalf("no %v event in %+v", k, evs)
+		return Event{}
+	}
+	want(aEv, MessageSent)
+	if ev := want(aEv, ConnClosed); ev.Err != nil {
+		t.Fatalf("closer: %v", ev.Err)
+	}
+	if ev := want(bEv, MessageReceived); !bytes.Equal(ev.Data, msg) {
+		t.Fatal("message corrupted")
+	}
+	if ev := want(bEv, ConnClosed); ev.Err != nil {
+		t.Fatalf("peer: %v", ev.Err)
+	}
+	// Late packets of the closed connection do not resurrect it.
+	_, ok := p.a.NextTimeout()
+	for ok {
+		p.step()
+		_, ok = p.a.NextTimeout()
+		if p.now > 1e10 {
+			t.Fatal("time-wait never expires")
+		}
+	}
+}
+
+func TestCloseSurvivesLossOfClosePackets(t *testing.T) {
+	p := newPair(t, DefaultConfig(), 3000)
+	dropped := 0
+	p.drop = func(from *Endpoint, b []byte) bool {
+		if (wire.Type(b[0]&15) == wire.TypeClose || wire.Type(b[0]&15) == wire.TypeCloseAck) && dropped < 3 {
+			dropped++
+			return true
+		}
+		return false
+	}
+	id, _ := p.a.Dial(0, p.bAddr)
+	p.a.Send(0, id, []byte("hello"))
+	p.a.Close(0, id)
+	p.runUntil(t, 1e10, func() bool {
+		events(p.a)
+		events(p.b)
+		return p.a.NumConns() == 0 && p.b.NumConns() == 0
+	})
+	if dropped != 3 {
+		t.Fatalf("dropped %d close packets", dropped)
+	}
+}
+
+func TestDeadPeerFailsMessagesWithNotice(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxRetransmits = 3
+	p := newPair(t, cfg, 3000)
+	p.drop = func(from *Endpoint, b []byte) bool { return from == p.a } // a's packets vanish
+	id, _ := p.a.Dial(0, p.bAddr)
+	ids := map[uint32]bool{}
+	for i := 0; i < 3; i++ {
+		m, err := p.a.Send(0, id, make([]byte, 10000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[m] = true
+	}
+	var evs []Event
+	p.runUntil(t, 1e11, func() bool {
+		evs = append(evs, events(p.a)...)
+		return p.a.NumConns() == 0
+	})
+	evs = append(evs, events(p.a)...)
+	for _, ev := range evs {
+		if ev.Kind == MessageFailed {
+			if !errors.Is(ev.Err, ErrRetransmits) {
+				t.Fatalf("failure reason %v", ev.Err)
+			}
+			delete(ids, ev.MsgID)
+		}
+	}
+	if len(ids) != 0 {
+		t.Fatalf("messages %v failed silently", ids)
+	}
+}
+
+func TestResetFailsPeerAfterRestart(t *testing.T) {
+	p := newPair(t, DefaultConfig(), 3000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	p.a.Send(0, id, []byte("one"))
+	p.runUntil(t, 1e9, func() bool { return len(events(p.a)) >= 1 }) // sent: a knows b's ID
+	// b restarts: a fresh endpoint with no state.
+	b2, _ := NewEndpoint(DefaultConfig(), nil2())
+	p.b = b2
+	m, _ := p.a.Send(p.now, id, []byte("two"))
+	var evs []Event
+	p.runUntil(t, p.now+1e9, func() bool {
+		evs = append(evs, events(p.a)...)
+		return p.a.NumConns() == 0
+	})
+	evs = append(evs, events(p.a)...)
+	failed := false
+	for _, ev := range evs {
+		if ev.Kind == MessageFailed && ev.MsgID == m && errors.Is(ev.Err, ErrPeerReset) {
+			failed = true
+		}
+	}
+	if !failed {
+		t.Fatalf("message to a restarted peer not failed with ErrPeerReset: %+v", evs)
+	}
+}
+
+func TestSendValidation(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxMessage = 1000
+	p := newPair(t, cfg, 1000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	if _, err := p.a.Send(0, id, nil); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("empty: %v", err)
+	}
+	if _, err := p.a.Send(0, id, make([]byte, 1001)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("too large: %v", err)
+	}
+	if _, err := p.a.Send(0, id+1, []byte("x")); !errors.Is(err, ErrUnknownConn) {
+		t.Fatalf("unknown: %v", err)
+	}
+	bad := DefaultConfig()
+	bad.MTU = 10
+	bad.PSNWindow = 1000
+	if _, err := NewEndpoint(bad, nil2()); err == nil {
+		t.Fatal("bad config accepted")
+	}
+}

@@ -1,0 +1,464 @@
+// Package transport is smartt's sans-IO protocol engine: connections, messages cut into
+// packets with sequence numbers, out-of-order placement, SACK/NACK/timeout loss recovery,
+// flow control and the per-ACK hooks for congestion control and load balancing.
+//
+// The engine does no I/O, starts no goroutines and never reads the clock. The driver (the
+// daemon's UDP loop, the simulator, a test network) feeds it datagrams with HandlePacket
+// and timer expiries with HandleTimeout, passes the current time to every call, and asks
+// PollTransmit for datagrams to send, PollEvent for what the application must learn, and
+// NextTimeout for when to call again. An Endpoint is not safe for concurrent use.
+package transport
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/netip"
+
+	"smartt/cc"
+	"smartt/reps"
+	"smartt/transport/wire"
+)
+
+// peerKey identifies a peer's connection before we have handed it our ID.
+type peerKey struct {
+	addr netip.AddrPort
+	id   uint64
+}
+
+// ctrlPkt is a connection-less control packet waiting to leave (RESET, CLOSE_ACK from TIME_WAIT).
+type ctrlPkt struct {
+	to       netip.AddrPort
+	typ      wire.Type
+	dst, src uint64
+}
+
+type twEntry struct {
+	expiry int64
+	local  uint64
+	peer   peerKey
+}
+
+const maxCtrlQueue = 256
+
+// Endpoint is one local address's protocol engine: it owns every connection to and from it.
+type Endpoint struct {
+	cfg    Config
+	rng    *rand.Rand
+	conns  map[uint64]*conn
+	list   []*conn // every live connection, for timer scans
+	byPeer map[peerKey]*conn
+	ready  ring[*conn]
+	events ring[Event]
+	ctrl   ring[ctrlPkt]
+
+	twLocal map[uint64]struct{}  // local IDs of recently closed connections
+	twPeer  map[peerKey]struct{} // peers' IDs of recently closed connections
+	twQueue ring[twEntry]
+
+	freeMsgs []*txMsg
+	pkt      wire.Packet // scratch for decoding and encoding
+	stats    Stats
+}
+
+// NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
+// and EVs from rng.
+func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
+	if rng == nil {
+		return nil, fmt.Errorf("transport: NewEndpoint needs a random source")
+	}
+	if cfg.Buffers == nil {
+		cfg.Buffers = heapBuffers{}
+	}
+	if cfg.NewCC == nil {
+		w := cfg.InitialWindow
+		cfg.NewCC = func() cc.Controller { return &cc.Fixed{Bytes: w} }
+	}
+	if cfg.NewBalancer == nil {
+		evs := cfg.EVS
+		cfg.NewBalancer = func(r *rand.Rand) reps.Balancer { return reps.NewECMP(r, evs) }
+	}
+	return &Endpoint{
+		cfg:     cfg,
+		rng:     rng,
+		conns:   make(map[uint64]*conn),
+		byPeer:  make(map[peerKey]*conn),
+		twLocal: make(map[uint64]struct{}),
+		twPeer:  make(map[peerKey]struct{}),
+	}, nil
+}
+
+// Config returns the endpoint's configuration (with defaults filled in).
+func (e *Endpoint) Config() Config { return e.cfg }
+
+// Stats returns a snapshot of the endpoint's counters.
+func (e *Endpoint) Stats() Stats { return e.stats }
+
+// NumConns returns the number of live connections.
+func (e *Endpoint) NumConns() int { return len(e.list) }
+
+func (e *Endpoint) newID() uint64 {
+	for {
+		id := e.rng.Uint64()
+		if id == 0 {
+			continue
+		}
+		if _, ok := e.conns[id]; ok {
+			continue
+		}
+		if _, ok := e.twLocal[id]; ok {
+			continue
+		}
+		return id
+	}
+}
+
+// Dial opens a connection to peer. No packet is exchanged until the first message: data
+// may flow at once, and the connection is established by whichever packet arrives first.
+func (e *Endpoint) Dial(now int64, peer netip.AddrPort) (ConnID, error) {
+	if !peer.IsValid() {
+		return 0, fmt.Errorf("transport: dial %v: invalid address", peer)
+	}
+	c := e.newConn(now, peer, 0)
+	e.stats.ConnsOpened++
+	return ConnID(c.id), nil
+}
+
+// Send queues msg on connection id and returns its message ID. The engine keeps a
+// reference to msg until a MessageSent or MessageFailed event for it: do not modify it.
+func (e *Endpoint) Send(now int64, id ConnID, msg []byte) (uint32, error) {
+	c := e.conns[uint64(id)]
+	if c == nil {
+		return 0, ErrUnknownConn
+	}
+	if len(msg) == 0 {
+		return 0, ErrEmpty
+	}
+	if len(msg) > e.cfg.MaxMessage {
+		return 0, fmt.Errorf("%w: %d > %d bytes", ErrTooLarge, len(msg), e.cfg.MaxMessage)
+	}
+	if c.closeReq || c.peerClosed {
+		return 0, ErrClosed
+	}
+	m := e.allocMsg()
+	m.id = c.nextMsgID
+	m.data = msg
+	m.streamStart = c.streamNext
+	c.nextMsgID++
+	c.streamNext += streamLen(len(msg))
+	if !c.outstanding() {
+		c.lastProgress = now
+	}
+	c.msgs.push(m)
+	e.markReady(c)
+	e.touch(c, now)
+	return m.id, nil
+}
+
+// MsgOverhead is the flow-control charge of a message beyond its bytes: each message
+// occupies len+MsgOverhead bytes of the connection's stream space, so that a peer cannot
+// make the receiver hold unbounded per-message state with tiny messages.
+const MsgOverhead = 256
+
+func streamLen(n int) uint64 { return uint64(n) + MsgOverhead }
+
+// Close closes connection id cleanly: messages already queued are still sent, then the
+// peer is told and both sides release the connection. A ConnClosed event follows.
+func (e *Endpoint) Close(now int64, id ConnID) error {
+	c := e.conns[uint64(id)]
+	if c == nil {
+		return ErrUnknownConn
+	}
+	if c.closeReq {
+		return nil
+	}
+	c.closeReq = true
+	e.markReady(c)
+	e.touch(c, now)
+	return nil
+}
+
+// Abort drops connection id at once: every outstanding message fails with ErrAborted and
+// the peer is sent a RESET.
+func (e *Endpoint) Abort(now int64, id ConnID) error {
+	c := e.conns[uint64(id)]
+	if c == nil {
+		return ErrUnknownConn
+	}
+	e.abort(now, c, ErrAborted)
+	return nil
+}
+
+// PollEvent returns the next event for the application, if any.
+func (e *Endpoint) PollEvent() (Event, bool) {
+	if e.events.len() == 0 {
+		return Event{}, false
+	}
+	return e.events.pop(), true
+}
+
+func (e *Endpoint) emit(ev Event) { e.events.push(ev) }
+
+// NextTimeout returns the earliest time HandleTimeout should be called, and false when
+// no timer is armed.
+func (e *Endpoint) NextTimeout() (int64, bool) {
+	d := int64(math.MaxInt64)
+	for _, c := range e.list {
+		if c.dl < d {
+			d = c.dl
+		}
+	}
+	if e.twQueue.len() > 0 && e.twQueue.peek().expiry < d {
+		d = e.twQueue.peek().expiry
+	}
+	return d, d != math.MaxInt64
+}
+
+// HandleTimeout runs every timer that expired at or before now.
+func (e *Endpoint) HandleTimeout(now int64) {
+	for e.twQueue.len() > 0 && e.twQueue.peek().expiry <= now {
+		t := e.twQueue.pop()
+		if t.local != 0 {
+			delete(e.twLocal, t.local)
+		}
+		if t.peer.id != 0 {
+			delete(e.twPeer, t.peer)
+		}
+	}
+	for i := 0; i < len(e.list); i++ {
+		c := e.list[i]
+		if c.dl > now {
+			continue
+		}
+		e.onTimer(now, c)
+		if i < len(e.list) && e.list[i] != c {
+			i-- // c was removed and the slot refilled
+		}
+	}
+}
+
+// markReady queues c for PollTransmit.
+func (e *Endpoint) markReady(c *conn) {
+	if !c.inReady && !c.dead {
+		c.inReady = true
+		e.ready.push(c)
+	}
+}
+
+// PollTransmit writes the next datagram to send into buf and describes it. buf should
+// hold at least MTU + wire.DataHdrLen bytes (and wire.MaxAckLen). It returns false when
+// nothing may be sent now; NextTimeout tells when to ask again.
+func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
+	if e.ctrl.len() > 0 {
+		cp := e.ctrl.pop()
+		p := &e.pkt
+		p.Type, p.Flags, p.EV, p.ReplyPort = cp.typ, 0, 0, e.cfg.ListenPort
+		p.DstConn, p.SrcConn = cp.dst, cp.src
+		n, err := p.Encode(buf)
+		if err == nil {
+			e.stats.PacketsSent++
+			return Transmit{N: n, To: cp.to, Control: true, Type: cp.typ}, true
+		}
+	}
+	for e.ready.len() > 0 {
+		c := e.ready.pop()
+		c.inReady = false
+		if c.dead {
+			continue
+		}
+		t, ok := e.transmit(now, c, buf)
+		e.touch(c, now)
+		if ok {
+			// Round robin: c goes to the back and is asked again after the others.
+			e.markReady(c)
+			e.stats.PacketsSent++
+			return t, true
+		}
+	}
+	return Transmit{}, false
+}
+
+// HandlePacket processes one received datagram. b is only read during the call.
+func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
+	e.stats.PacketsRecv++
+	p := &e.pkt
+	if err := p.Decode(b); err != nil {
+		e.stats.Malformed++
+		if we, ok := err.(*wire.Error); ok && we.Code >= 0 && we.Code < wire.NumErrors {
+			e.stats.MalformedByKind[we.Code]++
+		}
+		return
+	}
+	if m.RxTime == 0 || m.RxTime > now {
+		m.RxTime = now
+	}
+	reply := m.From
+	if p.ReplyPort != 0 {
+		reply = netip.AddrPortFrom(m.From.Addr(), p.ReplyPort)
+	}
+	var c *conn
+	if p.DstConn != 0 {
+		c = e.conns[p.DstConn]
+		if c == nil {
+			e.unknown(reply, p)
+			return
+		}
+		if c.peer.Addr() != m.From.Addr() {
+			// Right ID, wrong host: never let a third party act on a connection.
+			e.stats.ProtoViolations++
+			return
+		}
+		if c.peerID != p.SrcConn {
+			if c.peerID != 0 {
+				e.stats.ProtoViolations++
+				return
+			}
+			c.peerID = p.SrcConn // first packet from the peer we dialled: learn its ID
+		}
+	} else {
+		k := peerKey{reply, p.SrcConn}
+		c = e.byPeer[k]
+		if c == nil {
+			if p.Type != wire.TypeData {
+				if p.Type == wire.TypeClose {
+					// Nothing of this connection reached us: confirm so the peer can go.
+					e.queueCtrl(reply, wire.TypeCloseAck, p.SrcConn, e.newID())
+				} else {
+					e.stats.UnknownConn++
+				}
+				return
+			}
+			if _, closed := e.twPeer[k]; closed {
+				e.stats.UnknownConn++ // a late packet of a closed connection
+				return
+			}
+			if len(e.list) >= maxConns {
+				e.stats.UnknownConn++
+				e.queueCtrl(reply, wire.TypeReset, p.SrcConn, e.newID())
+				return
+			}
+			c = e.newConn(now, reply, p.SrcConn)
+			e.byPeer[k] = c
+			e.stats.ConnsAccepted++
+			e.emit(Event{Kind: ConnAccepted, Conn: ConnID(c.id), Peer: reply})
+		}
+	}
+	switch p.Type {
+	case wire.TypeData:
+		e.onData(now, c, p, &m)
+	case wire.TypeAck:
+		e.onAck(now, c, p)
+	case wire.TypeNack:
+		e.onNack(now, c, p)
+	case wire.TypeProbe:
+		e.onProbe(now, c, p, &m)
+	case wire.TypeClose:
+		e.onClose(now, c)
+	case wire.TypeCloseAck:
+		e.onCloseAck(now, c)
+	case wire.TypeReset:
+		e.abort(now, c, ErrPeerReset)
+		return
+	}
+	if !c.dead {
+		e.touch(c, now)
+	}
+}
+
+// maxConns bounds how many connections peers can make us hold.
+const maxConns = 1 << 16
+
+// unknown handles a packet addressed to a connection ID we do not hold.
+func (e *Endpoint) unknown(reply netip.AddrPort, p *wire.Packet) {
+	if _, ok := e.twLocal[p.DstConn]; ok {
+		if p.Type == wire.TypeClose {
+			e.queueCtrl(reply, wire.TypeCloseAck, p.SrcConn, p.DstConn)
+		}
+		return // late packets of a connection closed cleanly
+	}
+	e.stats.UnknownConn++
+	switch p.Type {
+	case wire.TypeData, wire.TypeProbe, wire.TypeAck, wire.TypeNack:
+		e.queueCtrl(reply, wire.TypeReset, p.SrcConn, p.DstConn)
+	case wire.TypeClose:
+		e.queueCtrl(reply, wire.TypeCloseAck, p.SrcConn, p.DstConn)
+	}
+}
+
+func (e *Endpoint) queueCtrl(to netip.AddrPort, t wire.Type, dst, src uint64) {
+	if e.ctrl.len() < maxCtrlQueue {
+		e.ctrl.push(ctrlPkt{to: to, typ: t, dst: dst, src: src})
+	}
+}
+
+// remove releases c and remembers its identity for TimeWait.
+func (e *Endpoint) remove(now int64, c *conn, err error) {
+	if c.dead {
+		return
+	}
+	c.dead = true
+	delete(e.conns, c.id)
+	for i, x := range e.list {
+		if x == c {
+			last := len(e.list) - 1
+			e.list[i] = e.list[last]
+			e.list[last] = nil
+			e.list = e.list[:last]
+			break
+		}
+	}
+	k := peerKey{c.peer, c.peerID}
+	if !c.initiator {
+		delete(e.byPeer, k)
+	} else {
+		k.id = 0
+	}
+	e.twLocal[c.id] = struct{}{}
+	if k.id != 0 {
+		e.twPeer[k] = struct{}{}
+	}
+	e.twQueue.push(twEntry{expiry: now + e.cfg.TimeWait, local: c.id, peer: k})
+	c.releaseRx(e)
+	if err == nil {
+		e.stats.ConnsClosed++
+	} else {
+		e.stats.ConnsAborted++
+	}
+	e.emit(Event{Kind: ConnClosed, Conn: ConnID(c.id), Peer: c.peer, Err: err})
+}
+
+// abort fails everything outstanding on c, tells the peer and removes c.
+func (e *Endpoint) abort(now int64, c *conn, err error) {
+	if c.dead {
+		return
+	}
+	for c.msgs.len() > 0 {
+		m := c.msgs.pop()
+		if !m.done {
+			e.stats.MsgsFailed++
+			e.emit(Event{Kind: MessageFailed, Conn: ConnID(c.id), Peer: c.peer, MsgID: m.id, Err: err})
+		}
+		e.freeMsg(m)
+	}
+	if err != ErrPeerReset && c.peerID != 0 {
+		e.queueCtrl(c.peer, wire.TypeReset, c.peerID, c.id)
+	}
+	e.remove(now, c, err)
+}
+
+func (e *Endpoint) allocMsg() *txMsg {
+	if n := len(e.freeMsgs); n > 0 {
+		m := e.freeMsgs[n-1]
+		e.freeMsgs = e.freeMsgs[:n-1]
+		return m
+	}
+	return new(txMsg)
+}
+
+func (e *Endpoint) freeMsg(m *txMsg) {
+	*m = txMsg{}
+	e.freeMsgs = append(e.freeMsgs, m)
+}

@@ -1,0 +1,63 @@
+package transport_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"smartt/test/testnet"
+	"smartt/transport"
+)
+
+// TestReorderingCausesNoRetransmissionStorm pins SACK-gap detection under reordering
+// without loss: reordering shallower than the threshold costs no retransmission at all,
+// and deeper reordering costs at most one retransmission per held-back packet (a late
+// original must not be credited with its retransmission's send position, which would
+// declare everything sent in between lost).
+func TestReorderingCausesNoRetransmissionStorm(t *testing.T) {
+	for _, depth := range []int{0, 20, 100} {
+		t.Run(fmt.Sprintf("depth=%d", depth), func(t *testing.T) {
+			n := testnet.New(testnet.Config{Delay: 2000, ReorderProb: 0.1, ReorderDepth: depth}, 1)
+			cfg := transport.DefaultConfig()
+			var ep [2]*transport.Endpoint
+			var ad [2]netip.AddrPort
+			for i := range 2 {
+				ep[i], _ = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(1, uint64(i))))
+				ad[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 4791)
+				n.Attach(ad[i], ep[i], testnet.HostConfig{})
+			}
+			id, _ := ep[0].Dial(0, ad[1])
+			for k := 0; k < 10; k++ {
+				ep[0].Send(0, id, make([]byte, 1<<20))
+			}
+			n.Wake(ad[0])
+			got := 0
+			ok := n.RunUntil(1e10, func() bool {
+				for {
+					ev, ok := ep[1].PollEvent()
+					if !ok {
+						break
+					}
+					if ev.Kind == transport.MessageReceived {
+						got++
+					}
+				}
+				return got == 10
+			})
+			if !ok {
+				t.Fatal("transfer did not complete")
+			}
+			s := ep[0].Stats()
+			retx := s.RetxSack + s.RetxTimeout + s.RetxNack
+			held := n.Stats().Reordered
+			t.Logf("data %d, held back %d, retransmitted %d (sack %d, timeout %d)", s.DataSent, held, retx, s.RetxSack, s.RetxTimeout)
+			if depth < cfg.ReorderThreshold && retx != 0 {
+				t.Fatalf("%d retransmissions with reordering shallower than the threshold", retx)
+			}
+			if retx > held {
+				t.Fatalf("%d retransmissions for %d held-back packets", retx, held)
+			}
+		})
+	}
+}

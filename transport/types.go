@@ -1,0 +1,131 @@
+package transport
+
+import (
+	"errors"
+	"net/netip"
+
+	"smartt/transport/wire"
+)
+
+// ConnID names a connection on its endpoint: the connection's local random 64-bit ID.
+type ConnID uint64
+
+// ECN codepoints of the IP header's two low TOS bits.
+const (
+	NotECT = 0
+	ECT1   = 1
+	ECT0   = 2
+	CE     = 3
+)
+
+// RxMeta is what the driver knows about a received datagram beyond its bytes.
+type RxMeta struct {
+	From   netip.AddrPort // source address and UDP port
+	RxTime int64          // kernel receive timestamp, ns on the engine clock; 0: use now
+	ECN    uint8          // ECN bits of the IP header
+	DSCP   uint8          // DSCP of the IP header
+}
+
+// Transmit describes a datagram PollTransmit wrote into the caller's buffer.
+type Transmit struct {
+	N       int            // bytes written
+	To      netip.AddrPort // destination
+	EV      uint16         // entropy value: the driver maps it to the UDP source port
+	ECN     uint8          // ECN codepoint to send with (ECT0 for data, NotECT for control)
+	Control bool           // ACK/NACK/probe/close: switches may prioritise it
+	Type    wire.Type      // packet type, for drivers and test networks
+}
+
+// EventKind is the kind of an Event.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// MessageReceived: a whole message from the peer; Data is the application's now.
+	MessageReceived EventKind = iota + 1
+	// MessageSent: the peer acknowledged every byte of message MsgID.
+	MessageSent
+	// MessageFailed: message MsgID will not be delivered; Err says why.
+	MessageFailed
+	// ConnAccepted: a peer opened a connection to us.
+	ConnAccepted
+	// ConnClosed: the connection is gone (Err nil for a clean close).
+	ConnClosed
+)
+
+// String names the event kind.
+func (k EventKind) String() string {
+	switch k {
+	case MessageReceived:
+		return "received"
+	case MessageSent:
+		return "sent"
+	case MessageFailed:
+		return "failed"
+	case ConnAccepted:
+		return "accepted"
+	case ConnClosed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+// Event is something the application must learn about.
+type Event struct {
+	Kind  EventKind
+	Conn  ConnID
+	Peer  netip.AddrPort
+	MsgID uint32
+	Data  []byte // MessageReceived: the message
+	Err   error  // MessageFailed, ConnClosed
+}
+
+// Errors the engine reports.
+var (
+	ErrClosed      = errors.New("transport: connection closed")
+	ErrUnknownConn = errors.New("transport: unknown connection")
+	ErrTooLarge    = errors.New("transport: message larger than max_message")
+	ErrEmpty       = errors.New("transport: empty message")
+	ErrRetransmits = errors.New("transport: packet retransmitted max_retransmits times without acknowledgement")
+	ErrIdle        = errors.New("transport: peer silent for idle_timeout with data outstanding")
+	ErrPeerReset   = errors.New("transport: peer reset the connection (it holds no state for it)")
+	ErrAborted     = errors.New("transport: connection aborted")
+)
+
+// Stats are the endpoint's counters. All are cumulative.
+type Stats struct {
+	PacketsSent     uint64 // all packets handed to the driver
+	PacketsRecv     uint64 // all datagrams fed in
+	DataSent        uint64 // data packets, first transmissions
+	BytesSent       uint64 // payload bytes, first transmissions
+	RetxSack        uint64 // retransmissions after a SACK gap
+	RetxNack        uint64 // retransmissions after a NACK (trimmed packet)
+	RetxTimeout     uint64 // retransmissions after a timeout
+	AcksSent        uint64
+	AcksRecv        uint64
+	NacksSent       uint64
+	NacksRecv       uint64
+	ProbesSent      uint64
+	DataRecv        uint64 // data packets received (including duplicates and trimmed)
+	DupData         uint64 // duplicate data packets (already received)
+	BeyondWindow    uint64 // data packets beyond the PSN or flow-control window (dropped)
+	Trimmed         uint64 // trimmed data packets received
+	CERecv          uint64 // CE-marked data packets received
+	CEEchoed        uint64 // ACKs received that echo a CE mark
+	Timeouts        uint64 // retransmission timer expiries (packets)
+	RTTSamples      uint64
+	MsgsSent        uint64 // messages fully acknowledged
+	MsgsFailed      uint64
+	MsgsDelivered   uint64
+	BytesDelivered  uint64
+	ConnsOpened     uint64
+	ConnsAccepted   uint64
+	ConnsClosed     uint64
+	ConnsAborted    uint64
+	Malformed       uint64 // datagrams that failed to decode
+	MalformedByKind [wire.NumErrors]uint64
+	UnknownConn     uint64 // packets for connections we hold no state for
+	ProtoViolations uint64 // well-formed packets that contradict the connection's state
+	RecvBuffered    uint64 // gauge: bytes of message buffers currently held for peers
+	RecvBufferedMax uint64 // high-water mark of RecvBuffered
+}

@@ -1,0 +1,412 @@
+// Package wire defines smartt's on-the-wire packet format (version 1), carried in UDP.
+//
+// Every packet starts with a 24-byte common header; the packet type decides what follows.
+// Encoding and decoding never allocate: Decode fills a caller-owned Packet whose Payload
+// aliases the input buffer. The byte layout is documented in docs/wire.md.
+package wire
+
+import "encoding/binary"
+
+// Version is the protocol version this package speaks.
+const Version = 1
+
+// Type is a packet type.
+type Type uint8
+
+// Packet types.
+const (
+	TypeData     Type = 1 // a segment of a message
+	TypeAck      Type = 2 // cumulative + selective acknowledgement
+	TypeNack     Type = 3 // a packet arrived trimmed (payload cut) and must be resent
+	TypeProbe    Type = 4 // asks for an ACK (flow-control or liveness probe)
+	TypeClose    Type = 5 // the sender has finished and releases the connection
+	TypeCloseAck Type = 6 // confirms a Close
+	TypeReset    Type = 7 // the receiver holds no state for the destination connection
+	typeMax      Type = 7
+)
+
+// String names the type for logs and errors.
+func (t Type) String() string {
+	switch t {
+	case TypeData:
+		return "DATA"
+	case TypeAck:
+		return "ACK"
+	case TypeNack:
+		return "NACK"
+	case TypeProbe:
+		return "PROBE"
+	case TypeClose:
+		return "CLOSE"
+	case TypeCloseAck:
+		return "CLOSE_ACK"
+	case TypeReset:
+		return "RESET"
+	}
+	return "UNKNOWN"
+}
+
+// Flags is the flag byte of the common header.
+type Flags uint8
+
+// Flag bits. Their meaning depends on the packet type as noted.
+const (
+	FlagRetx    Flags = 1 << 0 // DATA: this is a retransmission
+	FlagLast    Flags = 1 << 1 // DATA: last packet (highest offset) of its message
+	FlagAckReq  Flags = 1 << 2 // DATA: the sender asks for an immediate ACK
+	FlagTrimmed Flags = 1 << 3 // DATA: a switch cut the payload off
+	FlagCE      Flags = 1 << 4 // ACK/NACK: the triggering data packet arrived CE-marked
+	FlagCleanEV Flags = 1 << 5 // ACK: the clean-EV extension list is present
+	flagsKnown        = FlagRetx | FlagLast | FlagAckReq | FlagTrimmed | FlagCE | FlagCleanEV
+)
+
+// Header and field sizes.
+const (
+	CommonLen   = 24 // common header
+	DataHdrLen  = 64 // common header + DATA fields, payload follows
+	AckFixedLen = 68 // common header + ACK fields, SACK bitmap and clean EVs follow
+	NackLen     = 48
+	ProbeLen    = 32
+	CloseLen    = 28
+	CloseAckLen = 24
+	ResetLen    = 24
+
+	MinSackWords = 1  // 64-bit SACK bitmap
+	MaxSackWords = 4  // 256-bit SACK bitmap, as on the REPS FPGA NIC
+	MaxCleanEVs  = 64 // clean EVs one ACK may report
+	// MaxAckLen is the largest ACK on the wire.
+	MaxAckLen = AckFixedLen + 8*MaxSackWords + 2*MaxCleanEVs
+	// MaxPayload bounds the payload of one DATA packet (16-bit length field).
+	MaxPayload = 65535
+)
+
+// Header is the common header every packet starts with.
+type Header struct {
+	Type      Type
+	Flags     Flags
+	EV        uint16 // entropy value this packet travels with (its UDP source port offset)
+	ReplyPort uint16 // UDP port replies go to; 0 means the packet's source port
+	DstConn   uint64 // receiver's connection ID; 0 when the sender does not know it yet
+	SrcConn   uint64 // sender's connection ID
+}
+
+// Data is the DATA-specific part of a packet.
+type Data struct {
+	PSN         uint32 // packet sequence number (wraps)
+	AckFloor    uint32 // sender's lowest unacknowledged PSN: every PSN below it is done
+	MsgID       uint32 // message number within the connection (wraps)
+	MsgLen      uint32 // total message length in bytes
+	Offset      uint32 // byte offset of this payload in the message
+	PayloadLen  uint16 // payload length as sent; fewer bytes present means trimmed
+	StreamStart uint64 // connection stream offset of the message's first byte (flow control)
+	TxTime      int64  // sender's transmit timestamp, ns, echoed in ACK/NACK
+}
+
+// Ack is the ACK-specific part of a packet.
+type Ack struct {
+	CumPSN     uint32               // every PSN below it has been received
+	SackBase   uint32               // PSN of bit 0 of the bitmap
+	AckedPSN   uint32               // PSN of the data packet that triggered this ACK
+	EchoEV     uint16               // EV of that packet
+	SackWords  uint8                // bitmap width in 64-bit words (1..4)
+	NumClean   uint8                // number of entries in CleanEVs (only with FlagCleanEV)
+	EchoTxTime int64                // TxTime of the triggering packet
+	HoldTime   uint32               // ns between that packet's arrival and this ACK's departure
+	CECount    uint16               // CE-marked data packets since the previous ACK
+	PktCount   uint16               // data packets since the previous ACK
+	Delivered  uint64               // receiver's delivered stream offset (flow control)
+	Window     uint32               // receiver's window in bytes beyond Delivered
+	Sack       [MaxSackWords]uint64 // bit i of word i/64 (LSB first) = PSN SackBase+i received
+	CleanEVs   [MaxCleanEVs]uint16  // EVs of unmarked data packets since the previous ACK
+}
+
+// Nack is the NACK-specific part: a data packet arrived trimmed.
+type Nack struct {
+	PSN        uint32 // the trimmed packet
+	CumPSN     uint32 // receiver's cumulative PSN
+	EchoEV     uint16 // EV of the trimmed packet
+	HoldTime   uint32
+	EchoTxTime int64
+}
+
+// Packet is a decoded (or to-be-encoded) packet: the common header plus the part its Type uses.
+type Packet struct {
+	Header
+	Data    Data
+	Ack     Ack
+	Nack    Nack
+	Probe   int64  // PROBE: sender's TxTime
+	Reason  uint32 // CLOSE: reason code (0 = normal)
+	Payload []byte // DATA: the payload bytes present (aliases the decoded buffer)
+}
+
+// Trimmed reports whether a DATA packet lost (part of) its payload on the way.
+func (p *Packet) Trimmed() bool {
+	return p.Type == TypeData && (p.Flags&FlagTrimmed != 0 || len(p.Payload) < int(p.Data.PayloadLen))
+}
+
+var be = binary.BigEndian
+
+// Decode parses b into p. It never panics; on error it returns one of the *Error values
+// of this package and p is left partially filled. p.Payload aliases b.
+func (p *Packet) Decode(b []byte) error {
+	if len(b) < CommonLen {
+		return ErrShort
+	}
+	if b[0]>>4 != Version {
+		return ErrVersion
+	}
+	t := Type(b[0] & 0x0f)
+	if t == 0 || t > typeMax {
+		return ErrType
+	}
+	p.Type = t
+	p.Flags = Flags(b[1])
+	if p.Flags&^flagsKnown != 0 {
+		return ErrFlags
+	}
+	p.EV = be.Uint16(b[2:])
+	p.ReplyPort = be.Uint16(b[4:])
+	p.DstConn = be.Uint64(b[8:])
+	p.SrcConn = be.Uint64(b[16:])
+	p.Payload = nil
+	if p.SrcConn == 0 {
+		return ErrConnID
+	}
+	switch t {
+	case TypeData:
+		return p.decodeData(b)
+	case TypeAck:
+		return p.decodeAck(b)
+	case TypeNack:
+		if len(b) < NackLen {
+			return ErrShort
+		}
+		n := &p.Nack
+		n.PSN = be.Uint32(b[24:])
+		n.CumPSN = be.Uint32(b[28:])
+		n.EchoEV = be.Uint16(b[32:])
+		n.HoldTime = be.Uint32(b[36:])
+		n.EchoTxTime = int64(be.Uint64(b[40:]))
+		return p.needDst()
+	case TypeProbe:
+		if len(b) < ProbeLen {
+			return ErrShort
+		}
+		p.Probe = int64(be.Uint64(b[24:]))
+		return nil
+	case TypeClose:
+		if len(b) < CloseLen {
+			return ErrShort
+		}
+		p.Reason = be.Uint32(b[24:])
+		return nil
+	default: // CloseAck, Reset
+		return p.needDst()
+	}
+}
+
+func (p *Packet) needDst() error {
+	if p.DstConn == 0 {
+		return ErrConnID
+	}
+	return nil
+}
+
+func (p *Packet) decodeData(b []byte) error {
+	if len(b) < DataHdrLen {
+		return ErrShort
+	}
+	d := &p.Data
+	d.PSN = be.Uint32(b[24:])
+	d.AckFloor = be.Uint32(b[28:])
+	d.MsgID = be.Uint32(b[32:])
+	d.MsgLen = be.Uint32(b[36:])
+	d.Offset = be.Uint32(b[40:])
+	d.PayloadLen = be.Uint16(b[44:])
+	d.StreamStart = be.Uint64(b[48:])
+	d.TxTime = int64(be.Uint64(b[56:]))
+	if d.MsgLen == 0 || d.PayloadLen == 0 {
+		return ErrLength
+	}
+	if uint64(d.Offset)+uint64(d.PayloadLen) > uint64(d.MsgLen) {
+		return ErrLength
+	}
+	pl := b[DataHdrLen:]
+	if len(pl) > int(d.PayloadLen) {
+		return ErrLength // longer than declared: not something a switch does
+	}
+	p.Payload = pl
+	return nil
+}
+
+func (p *Packet) decodeAck(b []byte) error {
+	if len(b) < AckFixedLen {
+		return ErrShort
+	}
+	a := &p.Ack
+	a.CumPSN = be.Uint32(b[24:])
+	a.SackBase = be.Uint32(b[28:])
+	a.AckedPSN = be.Uint32(b[32:])
+	a.EchoEV = be.Uint16(b[36:])
+	a.SackWords = b[38]
+	a.NumClean = b[39]
+	a.EchoTxTime = int64(be.Uint64(b[40:]))
+	a.HoldTime = be.Uint32(b[48:])
+	a.CECount = be.Uint16(b[52:])
+	a.PktCount = be.Uint16(b[54:])
+	a.Delivered = be.Uint64(b[56:])
+	a.Window = be.Uint32(b[64:])
+	if a.SackWords < MinSackWords || a.SackWords > MaxSackWords {
+		return ErrSackWidth
+	}
+	if (p.Flags&FlagCleanEV == 0) != (a.NumClean == 0) || a.NumClean > MaxCleanEVs {
+		return ErrCleanEVs
+	}
+	need := AckFixedLen + 8*int(a.SackWords) + 2*int(a.NumClean)
+	if len(b) < need {
+		return ErrShort
+	}
+	if len(b) > need {
+		return ErrLength
+	}
+	off := AckFixedLen
+	for i := 0; i < int(a.SackWords); i++ {
+		a.Sack[i] = be.Uint64(b[off:])
+		off += 8
+	}
+	for i := int(a.SackWords); i < MaxSackWords; i++ {
+		a.Sack[i] = 0
+	}
+	for i := 0; i < int(a.NumClean); i++ {
+		a.CleanEVs[i] = be.Uint16(b[off:])
+		off += 2
+	}
+	return p.needDst()
+}
+
+func (p *Packet) putCommon(b []byte) {
+	b[0] = Version<<4 | byte(p.Type)
+	b[1] = byte(p.Flags)
+	be.PutUint16(b[2:], p.EV)
+	be.PutUint16(b[4:], p.ReplyPort)
+	be.PutUint16(b[6:], 0)
+	be.PutUint64(b[8:], p.DstConn)
+	be.PutUint64(b[16:], p.SrcConn)
+}
+
+// EncodedLen returns the number of bytes Encode writes for p.
+func (p *Packet) EncodedLen() int {
+	switch p.Type {
+	case TypeData:
+		return DataHdrLen + len(p.Payload)
+	case TypeAck:
+		return AckFixedLen + 8*int(p.Ack.SackWords) + 2*int(p.Ack.NumClean)
+	case TypeNack:
+		return NackLen
+	case TypeProbe:
+		return ProbeLen
+	case TypeClose:
+		return CloseLen
+	case TypeCloseAck:
+		return CloseAckLen
+	case TypeReset:
+		return ResetLen
+	}
+	return 0
+}
+
+// Encode writes p into b and returns the number of bytes written. For DATA, Payload is
+// copied after the header and Data.PayloadLen must equal len(Payload). It fails with
+// ErrBuffer when b is too small and with a validation error for inconsistent fields.
+func (p *Packet) Encode(b []byte) (int, error) {
+	if p.Type == 0 || p.Type > typeMax {
+		return 0, ErrType
+	}
+	if p.Flags&^flagsKnown != 0 {
+		return 0, ErrFlags
+	}
+	n := p.EncodedLen()
+	if len(b) < n {
+		return 0, ErrBuffer
+	}
+	if p.SrcConn == 0 {
+		return 0, ErrConnID
+	}
+	switch p.Type {
+	case TypeData:
+		d := &p.Data
+		if len(p.Payload) != int(d.PayloadLen) || d.PayloadLen == 0 || d.MsgLen == 0 ||
+			uint64(d.Offset)+uint64(d.PayloadLen) > uint64(d.MsgLen) {
+			return 0, ErrLength
+		}
+		p.putCommon(b)
+		be.PutUint32(b[24:], d.PSN)
+		be.PutUint32(b[28:], d.AckFloor)
+		be.PutUint32(b[32:], d.MsgID)
+		be.PutUint32(b[36:], d.MsgLen)
+		be.PutUint32(b[40:], d.Offset)
+		be.PutUint16(b[44:], d.PayloadLen)
+		be.PutUint16(b[46:], 0)
+		be.PutUint64(b[48:], d.StreamStart)
+		be.PutUint64(b[56:], uint64(d.TxTime))
+		copy(b[DataHdrLen:], p.Payload)
+	case TypeAck:
+		a := &p.Ack
+		if a.SackWords < MinSackWords || a.SackWords > MaxSackWords {
+			return 0, ErrSackWidth
+		}
+		if (p.Flags&FlagCleanEV == 0) != (a.NumClean == 0) || a.NumClean > MaxCleanEVs {
+			return 0, ErrCleanEVs
+		}
+		if p.DstConn == 0 {
+			return 0, ErrConnID
+		}
+		p.putCommon(b)
+		be.PutUint32(b[24:], a.CumPSN)
+		be.PutUint32(b[28:], a.SackBase)
+		be.PutUint32(b[32:], a.AckedPSN)
+		be.PutUint16(b[36:], a.EchoEV)
+		b[38] = a.SackWords
+		b[39] = a.NumClean
+		be.PutUint64(b[40:], uint64(a.EchoTxTime))
+		be.PutUint32(b[48:], a.HoldTime)
+		be.PutUint16(b[52:], a.CECount)
+		be.PutUint16(b[54:], a.PktCount)
+		be.PutUint64(b[56:], a.Delivered)
+		be.PutUint32(b[64:], a.Window)
+		off := AckFixedLen
+		for i := 0; i < int(a.SackWords); i++ {
+			be.PutUint64(b[off:], a.Sack[i])
+			off += 8
+		}
+		for i := 0; i < int(a.NumClean); i++ {
+			be.PutUint16(b[off:], a.CleanEVs[i])
+			off += 2
+		}
+	case TypeNack:
+		if p.DstConn == 0 {
+			return 0, ErrConnID
+		}
+		p.putCommon(b)
+		nk := &p.Nack
+		be.PutUint32(b[24:], nk.PSN)
+		be.PutUint32(b[28:], nk.CumPSN)
+		be.PutUint16(b[32:], nk.EchoEV)
+		be.PutUint16(b[34:], 0)
+		be.PutUint32(b[36:], nk.HoldTime)
+		be.PutUint64(b[40:], uint64(nk.EchoTxTime))
+	case TypeProbe:
+		p.putCommon(b)
+		be.PutUint64(b[24:], uint64(p.Probe))
+	case TypeClose:
+		p.putCommon(b)
+		be.PutUint32(b[24:], p.Reason)
+	default:
+		if p.DstConn == 0 {
+			return 0, ErrConnID
+		}
+		p.putCommon(b)
+	}
+	return n, nil
+}
