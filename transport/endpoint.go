@@ -462,3 +462,31 @@ func (e *Endpoint) freeMsg(m *txMsg) {
 	*m = txMsg{}
 	e.freeMsgs = append(e.freeMsgs, m)
 }
+
+// ConnInfo is a snapshot of one connection's state, for status displays and metrics.
+type ConnInfo struct {
+	ID          ConnID
+	Peer        netip.AddrPort
+	Initiator   bool
+	SRTT        int64 // smoothed RTT, ns (0 before the first sample)
+	RTO         int64 // current retransmission timeout, ns
+	Window      int   // congestion window, bytes
+	PacingRate  int64 // bytes/s, 0 if unpaced
+	InFlight    int   // payload bytes in flight
+	QueuedMsgs  int   // outgoing messages not yet acknowledged
+	RecvBuffers uint64
+	Closing     bool
+}
+
+// Conns appends a snapshot of every live connection to dst and returns it.
+func (e *Endpoint) Conns(dst []ConnInfo) []ConnInfo {
+	for _, c := range e.list {
+		dst = append(dst, ConnInfo{
+			ID: ConnID(c.id), Peer: c.peer, Initiator: c.initiator,
+			SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
+			InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.buffered,
+			Closing: c.closeReq || c.peerClosed,
+		})
+	}
+	return dst
+}
