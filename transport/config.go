@@ -55,11 +55,20 @@ type Config struct {
 	EVS int
 	// Ack is the receiver's ACK policy.
 	Ack ackpath.Config
-	// InitialWindow is the congestion window of the default fixed-window controller, bytes.
+	// LinkRate is the host's link rate in bits/s, from which congestion control derives
+	// the bandwidth-delay product.
+	LinkRate int64
+	// BaseRTT is the RTT of an empty network path, ns (congestion control's reference).
+	BaseRTT int64
+	// CC names the congestion controller of new connections (see CCNames).
+	CC string
+	// LB names the load balancer of new connections (see LBNames).
+	LB string
+	// InitialWindow is the congestion window of the fixed-window controller, bytes.
 	InitialWindow int
-	// NewCC returns the congestion controller of a new connection (default: a fixed window).
+	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller
-	// NewBalancer returns the load balancer of a new connection (default: ECMP, one EV).
+	// NewBalancer, if set, overrides LB with a constructor of the caller's.
 	NewBalancer func(rng *rand.Rand) reps.Balancer
 	// Buffers supplies receive buffers for messages (default: the Go heap).
 	Buffers BufferPool
@@ -99,6 +108,10 @@ func DefaultConfig() Config {
 		CloseRetries:     8,
 		EVS:              256,
 		Ack:              ackpath.DefaultConfig(),
+		LinkRate:         100_000_000_000,
+		BaseRTT:          12_000,
+		CC:               "fixed",
+		LB:               "ecmp",
 		InitialWindow:    256 << 10,
 	}
 }
@@ -145,6 +158,9 @@ func (c *Config) Validate() error {
 	}
 	if c.InitialWindow < c.MTU {
 		bad("initial_window = %d: must be >= mtu (%d)", c.InitialWindow, c.MTU)
+	}
+	if err := c.Network().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Ack.Validate(); err != nil {
 		errs = append(errs, err)

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"smartt/transport/wire"
@@ -172,5 +173,14 @@ func TestSendValidation(t *testing.T) {
 	bad.PSNWindow = 1000
 	if _, err := NewEndpoint(bad, nil2()); err == nil {
 		t.Fatal("bad config accepted")
+	}
+	unknown := DefaultConfig()
+	unknown.CC, unknown.LB = "nope", "ecmp"
+	if _, err := NewEndpoint(unknown, nil2()); err == nil || !strings.Contains(err.Error(), `cc = "nope"`) {
+		t.Fatalf("unknown cc: %v", err)
+	}
+	unknown.CC, unknown.LB = "fixed", "nope"
+	if _, err := NewEndpoint(unknown, nil2()); err == nil || !strings.Contains(err.Error(), `lb = "nope"`) {
+		t.Fatalf("unknown lb: %v", err)
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"smartt/cc"
-	"smartt/reps"
 	"smartt/transport/wire"
 )
 
@@ -73,13 +71,8 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if cfg.Buffers == nil {
 		cfg.Buffers = heapBuffers{}
 	}
-	if cfg.NewCC == nil {
-		w := cfg.InitialWindow
-		cfg.NewCC = func() cc.Controller { return &cc.Fixed{Bytes: w} }
-	}
-	if cfg.NewBalancer == nil {
-		evs := cfg.EVS
-		cfg.NewBalancer = func(r *rand.Rand) reps.Balancer { return reps.NewECMP(r, evs) }
+	if err := cfg.resolveAlgorithms(); err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	return &Endpoint{
 		cfg:     cfg,
