@@ -139,3 +139,49 @@ func TestGarbageIsCountedAndDropped(t *testing.T) {
 	})
 	t.Logf("fed %d bad datagrams; b: malformed=%d unknown=%d violations=%d", fed, st.Malformed, st.UnknownConn, st.ProtoViolations)
 }
+
+// TestConnectionFloodIsCapped: a peer opening connection after connection gets at most
+// MaxConns of them; the rest are refused with a RESET and counted.
+func TestConnectionFloodIsCapped(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConns = 16
+	e, err := NewEndpoint(cfg, nil2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := netip.MustParseAddrPort("10.9.9.9:4791")
+	buf := make([]byte, 200)
+	for k := 0; k < 100; k++ {
+		p := wire.Packet{Header: wire.Header{Type: wire.TypeData, SrcConn: uint64(k + 1)}}
+		p.Data = wire.Data{PSN: 7, AckFloor: 7, MsgLen: 1, PayloadLen: 1}
+		p.Payload = []byte{byte(k)}
+		n, err := p.Encode(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.HandlePacket(int64(k+1), buf[:n], RxMeta{From: from})
+	}
+	if e.NumConns() != 16 {
+		t.Fatalf("%d connections open, cap 16", e.NumConns())
+	}
+	if got := e.Stats().UnknownConn; got != 84 {
+		t.Fatalf("%d refusals counted, want 84", got)
+	}
+	resets := 0
+	out := make([]byte, 5000)
+	for {
+		tx, ok := e.PollTransmit(200, out)
+		if !ok {
+			break
+		}
+		if tx.Type == wire.TypeReset {
+			resets++
+		}
+	}
+	if resets != 84 {
+		t.Fatalf("%d RESETs sent, want 84", resets)
+	}
+	if _, err := e.Dial(300, from); err == nil {
+		t.Fatal("dial beyond max_conns accepted")
+	}
+}

@@ -45,6 +45,8 @@ type Config struct {
 	TimeWait int64
 	// CloseRetries is how many times a CLOSE is resent before the connection is dropped.
 	CloseRetries int
+	// MaxConns bounds the live connections of the endpoint; peers beyond it get a RESET.
+	MaxConns int
 	// Unordered delivers each message as soon as it is complete instead of in send order.
 	Unordered bool
 	// TrimDSCP is the DSCP code point switches put on trimmed packets (0: none configured).
@@ -106,6 +108,7 @@ func DefaultConfig() Config {
 		IdleTimeout:      5_000_000_000,
 		TimeWait:         2_000_000_000,
 		CloseRetries:     8,
+		MaxConns:         4096,
 		EVS:              256,
 		Ack:              ackpath.DefaultConfig(),
 		LinkRate:         100_000_000_000,
@@ -146,6 +149,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TimeWait < 0 {
 		bad("time_wait = %d: must be >= 0 ns", c.TimeWait)
+	}
+	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
+		bad("max_conns = %d: must be in 1..%d", c.MaxConns, 1<<20)
 	}
 	if c.CloseRetries < 1 {
 		bad("close_retries = %d: must be >= 1", c.CloseRetries)

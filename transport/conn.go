@@ -145,7 +145,6 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		cc:           cfg.NewCC(),
 		lb:           cfg.NewBalancer(e.rng),
 		mask:         uint32(cfg.PSNWindow - 1),
-		pkts:         make([]sentPkt, cfg.PSNWindow),
 		peerWindow:   uint64(cfg.RecvWindow),
 		lastProgress: now,
 		coal:         ackpath.NewCoalescer(cfg.Ack),
@@ -449,6 +448,11 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		size := min(len(m.data)-m.sent, cfg.MTU)
 		if !e.windowOpen(now, c, size) {
 			return Transmit{}, false
+		}
+		if c.pkts == nil {
+			// The send window is allocated on first use: a connection that only
+			// receives (as most accepted ones do) costs a peer little of our memory.
+			c.pkts = make([]sentPkt, cfg.PSNWindow)
 		}
 		c.probeAt = 0
 		psn := c.sndNxt

@@ -115,6 +115,9 @@ func (e *Endpoint) Dial(now int64, peer netip.AddrPort) (ConnID, error) {
 	if !peer.IsValid() {
 		return 0, fmt.Errorf("transport: dial %v: invalid address", peer)
 	}
+	if len(e.list) >= e.cfg.MaxConns {
+		return 0, fmt.Errorf("transport: dial %v: max_conns (%d) connections open", peer, e.cfg.MaxConns)
+	}
 	c := e.newConn(now, peer, 0)
 	e.stats.ConnsOpened++
 	return ConnID(c.id), nil
@@ -328,7 +331,7 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 				e.stats.UnknownConn++ // a late packet of a closed connection
 				return
 			}
-			if len(e.list) >= maxConns {
+			if len(e.list) >= e.cfg.MaxConns {
 				e.stats.UnknownConn++
 				e.queueCtrl(reply, wire.TypeReset, p.SrcConn, e.newID())
 				return
@@ -360,9 +363,6 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 		e.touch(c, now)
 	}
 }
-
-// maxConns bounds how many connections peers can make us hold.
-const maxConns = 1 << 16
 
 // unknown handles a packet addressed to a connection ID we do not hold.
 func (e *Endpoint) unknown(reply netip.AddrPort, p *wire.Packet) {
