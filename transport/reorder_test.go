@@ -2,8 +2,6 @@ package transport_test
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net/netip"
 	"testing"
 
 	"smartt/test/testnet"
@@ -20,13 +18,7 @@ func TestReorderingCausesNoRetransmissionStorm(t *testing.T) {
 		t.Run(fmt.Sprintf("depth=%d", depth), func(t *testing.T) {
 			n := testnet.New(testnet.Config{Delay: 2000, ReorderProb: 0.1, ReorderDepth: depth}, 1)
 			cfg := transport.DefaultConfig()
-			var ep [2]*transport.Endpoint
-			var ad [2]netip.AddrPort
-			for i := range 2 {
-				ep[i], _ = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(1, uint64(i))))
-				ad[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 4791)
-				n.Attach(ad[i], ep[i], testnet.HostConfig{})
-			}
+			ep, ad := twoHosts(t, n, cfg, 1)
 			id, _ := ep[0].Dial(0, ad[1])
 			for k := 0; k < 10; k++ {
 				ep[0].Send(0, id, make([]byte, 1<<20))
@@ -34,15 +26,11 @@ func TestReorderingCausesNoRetransmissionStorm(t *testing.T) {
 			n.Wake(ad[0])
 			got := 0
 			ok := n.RunUntil(1e10, func() bool {
-				for {
-					ev, ok := ep[1].PollEvent()
-					if !ok {
-						break
-					}
+				forEvents(ep[1], func(ev transport.Event) {
 					if ev.Kind == transport.MessageReceived {
 						got++
 					}
-				}
+				})
 				return got == 10
 			})
 			if !ok {

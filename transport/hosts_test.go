@@ -1,0 +1,39 @@
+package transport_test
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"smartt/test/testnet"
+	"smartt/transport"
+)
+
+// twoHosts attaches two endpoints with cfg to n at 10.0.0.1 and 10.0.0.2, their random
+// sources seeded from seed.
+func twoHosts(t testing.TB, n *testnet.Network, cfg transport.Config, seed uint64) ([2]*transport.Endpoint, [2]netip.AddrPort) {
+	t.Helper()
+	var ep [2]*transport.Endpoint
+	var ad [2]netip.AddrPort
+	for i := range 2 {
+		var err error
+		ep[i], err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(seed, uint64(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ad[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 4791)
+		n.Attach(ad[i], ep[i], testnet.HostConfig{})
+	}
+	return ep, ad
+}
+
+// forEvents hands every pending event of e to f.
+func forEvents(e *transport.Endpoint, f func(transport.Event)) {
+	for {
+		ev, ok := e.PollEvent()
+		if !ok {
+			return
+		}
+		f(ev)
+	}
+}
