@@ -55,6 +55,7 @@ type Endpoint struct {
 	twQueue ring[twEntry]
 
 	freeMsgs []*txMsg
+	freeRxs  []*rxMsg
 	pkt      wire.Packet // scratch for decoding and encoding
 	stats    Stats
 }

@@ -79,7 +79,8 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		e.stats.DupData++
 	} else {
 		if r == nil {
-			r = &rxMsg{id: d.MsgID, streamStart: d.StreamStart, buf: e.cfg.Buffers.Get(int(d.MsgLen))}
+			r = e.allocRx()
+			*r = rxMsg{id: d.MsgID, streamStart: d.StreamStart, buf: e.cfg.Buffers.Get(int(d.MsgLen))}
 			c.rx[d.MsgID] = r
 			c.buffered += uint64(d.MsgLen)
 			e.stats.RecvBuffered += uint64(d.MsgLen)
@@ -109,36 +110,37 @@ func (e *Endpoint) complete(c *conn, r *rxMsg) {
 		c.lastRx = nil
 	}
 	if e.cfg.Unordered {
+		id, end := r.id, r.streamStart+streamLen(len(r.buf))
 		e.deliver(c, r)
-		if r.id == c.nextDeliver {
-			c.nextDeliver++
-			c.delivered = r.streamStart + streamLen(len(r.buf))
-			for {
-				end, ok := c.doneOOO[c.nextDeliver]
-				if !ok {
-					break
-				}
-				delete(c.doneOOO, c.nextDeliver)
-				c.nextDeliver++
-				c.delivered = end
-			}
-		} else {
+		if id != c.nextDeliver {
 			if c.doneOOO == nil {
 				c.doneOOO = make(map[uint32]uint64)
 			}
-			c.doneOOO[r.id] = r.streamStart + streamLen(len(r.buf))
+			c.doneOOO[id] = end
+			return
 		}
-		return
+		c.nextDeliver++
+		c.delivered = end
+		for {
+			end, ok := c.doneOOO[c.nextDeliver]
+			if !ok {
+				return
+			}
+			delete(c.doneOOO, c.nextDeliver)
+			c.nextDeliver++
+			c.delivered = end
+		}
 	}
 	for r != nil && r.id == c.nextDeliver && r.got == len(r.buf) {
+		end := r.streamStart + streamLen(len(r.buf))
 		e.deliver(c, r)
 		c.nextDeliver++
-		c.delivered = r.streamStart + streamLen(len(r.buf))
+		c.delivered = end
 		r = c.rx[c.nextDeliver]
 	}
 }
 
-// deliver hands r's buffer to the application.
+// deliver hands r's buffer to the application and recycles r.
 func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	delete(c.rx, r.id)
 	n := uint64(len(r.buf))
@@ -147,6 +149,21 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	e.stats.MsgsDelivered++
 	e.stats.BytesDelivered += n
 	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: r.buf})
+	e.freeRx(r)
+}
+
+func (e *Endpoint) allocRx() *rxMsg {
+	if n := len(e.freeRxs); n > 0 {
+		r := e.freeRxs[n-1]
+		e.freeRxs = e.freeRxs[:n-1]
+		return r
+	}
+	return new(rxMsg)
+}
+
+func (e *Endpoint) freeRx(r *rxMsg) {
+	*r = rxMsg{}
+	e.freeRxs = append(e.freeRxs, r)
 }
 
 // releaseRx returns the buffers of undelivered messages when a connection goes away.
@@ -155,6 +172,7 @@ func (c *conn) releaseRx(e *Endpoint) {
 		e.cfg.Buffers.Put(r.buf)
 		e.stats.RecvBuffered -= uint64(len(r.buf))
 		delete(c.rx, id)
+		e.freeRx(r)
 	}
 	c.buffered = 0
 	c.lastRx = nil
