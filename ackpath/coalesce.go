@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"smartt/config"
 	"smartt/transport/wire"
 )
 
@@ -11,14 +12,14 @@ import (
 type Config struct {
 	// Every sends an ACK after this many data packets (1 = an ACK per packet, what
 	// per-ACK congestion control such as SMaRTT expects). At most wire.MaxCleanEVs.
-	Every int
+	Every int `yaml:"every"`
 	// MaxDelay bounds how long (ns) a received packet may wait for its ACK when Every > 1.
-	MaxDelay int64
+	MaxDelay config.Duration `yaml:"max_delay"`
 	// CleanEVs reports every unmarked EV since the previous ACK (ACK extension), so a
 	// balancer can recycle all of them, not only the triggering packet's.
-	CleanEVs bool
+	CleanEVs bool `yaml:"clean_evs"`
 	// SackWords is the SACK bitmap width in 64-bit words (1..4).
-	SackWords int
+	SackWords int `yaml:"sack_words"`
 }
 
 // DefaultConfig is an ACK per packet with a 256-bit SACK bitmap.
@@ -76,7 +77,7 @@ func (c *Coalescer) OnData(now int64, ce bool, ev uint16, urgent bool) bool {
 
 // Due reports whether the pending ACK must go now.
 func (c *Coalescer) Due(now int64) bool {
-	return c.pending > 0 && (c.urgent || c.pending >= c.cfg.Every || now-c.firstAt >= c.cfg.MaxDelay)
+	return c.pending > 0 && (c.urgent || c.pending >= c.cfg.Every || now-c.firstAt >= int64(c.cfg.MaxDelay))
 }
 
 // Pending reports whether any received packet is still unacknowledged.
@@ -90,7 +91,7 @@ func (c *Coalescer) Deadline() (int64, bool) {
 	if c.urgent || c.pending >= c.cfg.Every {
 		return c.firstAt, true
 	}
-	return c.firstAt + c.cfg.MaxDelay, true
+	return c.firstAt + int64(c.cfg.MaxDelay), true
 }
 
 // Take fills the coalescing fields of an ACK (packet and CE counts, clean EVs and the

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"smartt/ackpath"
+	"smartt/config"
 	"smartt/transport/wire"
 )
 
 func coalescer(every int, maxDelay int64, clean bool) ackpath.Coalescer {
-	return ackpath.NewCoalescer(ackpath.Config{Every: every, MaxDelay: maxDelay, CleanEVs: clean, SackWords: 4})
+	return ackpath.NewCoalescer(ackpath.Config{Every: every, MaxDelay: config.Duration(maxDelay), CleanEVs: clean, SackWords: 4})
 }
 
 // take runs Take on a fresh ACK packet.

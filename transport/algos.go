@@ -39,7 +39,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // Network returns the path parameters congestion control derives its constants from.
 func (c *Config) Network() config.Network {
-	return config.Network{LinkRate: c.LinkRate, BaseRTT: c.BaseRTT, MTU: c.MTU}
+	return config.Network{LinkRate: int64(c.LinkRate), BaseRTT: int64(c.BaseRTT), MTU: c.MTU}
 }
 
 // resolveAlgorithms fills NewCC and NewBalancer from the CC and LB names when the caller

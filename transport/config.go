@@ -7,6 +7,7 @@ import (
 
 	"smartt/ackpath"
 	"smartt/cc"
+	"smartt/config"
 	"smartt/reps"
 	"smartt/transport/wire"
 )
@@ -14,66 +15,70 @@ import (
 // Config configures an Endpoint. Start from DefaultConfig and change what you need.
 type Config struct {
 	// MTU is the payload carried by one data packet, in bytes (header excluded).
-	MTU int
+	MTU int `yaml:"mtu"`
 	// MaxMessage is the largest message accepted from the application or a peer.
-	MaxMessage int
+	MaxMessage int `yaml:"max_message"`
 	// RecvWindow is the flow-control window in bytes: a peer may have at most this many
 	// bytes of messages buffered here beyond the delivered point, except that the oldest
 	// undelivered message may always be received whole. Memory per connection is thus
 	// bounded by max(RecvWindow, MaxMessage).
-	RecvWindow int
+	RecvWindow int `yaml:"recv_window"`
 	// PSNWindow is how many PSNs may be outstanding (sender) or tracked (receiver); a
 	// power of two >= 256.
-	PSNWindow int
+	PSNWindow int `yaml:"psn_window"`
 	// ReorderThreshold declares a packet lost once a packet sent this many transmissions
 	// later has been acknowledged (SACK-gap detection; see docs/engine.md).
-	ReorderThreshold int
-	// InitialRTO is the retransmission timeout before any RTT sample, ns.
-	InitialRTO int64
-	// MinRTO is the floor of the retransmission timeout, ns.
-	MinRTO int64
-	// MaxRTO caps the backed-off retransmission timeout, ns.
-	MaxRTO int64
+	ReorderThreshold int `yaml:"reorder_threshold"`
+	// InitialRTO is the retransmission timeout before any RTT sample, ns (YAML: "200us").
+	InitialRTO config.Duration `yaml:"initial_rto"`
+	// MinRTO is the floor of the retransmission timeout, ns (YAML: "200us").
+	MinRTO config.Duration `yaml:"min_rto"`
+	// MaxRTO caps the backed-off retransmission timeout, ns (YAML: "200us").
+	MaxRTO config.Duration `yaml:"max_rto"`
 	// MaxRetransmits fails a message (and aborts its connection) when one of its packets
 	// would be sent for the MaxRetransmits+1-th time.
-	MaxRetransmits int
+	MaxRetransmits int `yaml:"max_retransmits"`
 	// IdleTimeout aborts a connection whose peer acknowledged nothing for this long while
-	// data was outstanding, and forgets idle connections with nothing outstanding, ns.
-	IdleTimeout int64
+	// data was outstanding, and forgets idle connections with nothing outstanding, ns (YAML: "200us").
+	IdleTimeout config.Duration `yaml:"idle_timeout"`
 	// TimeWait is how long a closed connection's identity is remembered so that late
-	// packets cannot resurrect it, ns.
-	TimeWait int64
+	// packets cannot resurrect it, ns (YAML: "200us").
+	TimeWait config.Duration `yaml:"time_wait"`
 	// CloseRetries is how many times a CLOSE is resent before the connection is dropped.
-	CloseRetries int
+	CloseRetries int `yaml:"close_retries"`
 	// MaxConns bounds the live connections of the endpoint; peers beyond it get a RESET.
-	MaxConns int
+	MaxConns int `yaml:"max_conns"`
 	// Unordered delivers each message as soon as it is complete instead of in send order.
-	Unordered bool
+	Unordered bool `yaml:"unordered"`
+	// Trimming says the network's switches trim packets that find a full queue (cut to
+	// the header and forwarded, so the receiver NACKs them). Congestion control and load
+	// balancing read losses by it: with trimming, a timeout means failure, not congestion.
+	Trimming bool `yaml:"trimming"`
 	// TrimDSCP is the DSCP code point switches put on trimmed packets (0: none configured).
-	TrimDSCP uint8
+	TrimDSCP uint8 `yaml:"trim_dscp"`
 	// ListenPort is written into every packet as the port replies go to (0: the source port).
-	ListenPort uint16
+	ListenPort uint16 `yaml:"listen_port"`
 	// EVS is the number of usable entropy values (1..65536).
-	EVS int
+	EVS int `yaml:"evs"`
 	// Ack is the receiver's ACK policy.
-	Ack ackpath.Config
+	Ack ackpath.Config `yaml:"ack"`
 	// LinkRate is the host's link rate in bits/s, from which congestion control derives
 	// the bandwidth-delay product.
-	LinkRate int64
+	LinkRate config.Rate `yaml:"link_rate"`
 	// BaseRTT is the RTT of an empty network path, ns (congestion control's reference).
-	BaseRTT int64
+	BaseRTT config.Duration `yaml:"base_rtt"`
 	// CC names the congestion controller of new connections (see CCNames).
-	CC string
+	CC string `yaml:"cc"`
 	// LB names the load balancer of new connections (see LBNames).
-	LB string
+	LB string `yaml:"lb"`
 	// InitialWindow is the congestion window of the fixed-window controller, bytes.
-	InitialWindow int
+	InitialWindow int `yaml:"initial_window"`
 	// NewCC, if set, overrides CC with a constructor of the caller's.
-	NewCC func() cc.Controller
+	NewCC func() cc.Controller `yaml:"-"`
 	// NewBalancer, if set, overrides LB with a constructor of the caller's.
-	NewBalancer func(rng *rand.Rand) reps.Balancer
+	NewBalancer func(rng *rand.Rand) reps.Balancer `yaml:"-"`
 	// Buffers supplies receive buffers for messages (default: the Go heap).
-	Buffers BufferPool
+	Buffers BufferPool `yaml:"-"`
 }
 
 // MaxMTU is the largest payload per packet: the largest IPv4 UDP payload (65,507 bytes)
@@ -110,6 +115,7 @@ func DefaultConfig() Config {
 		CloseRetries:     8,
 		MaxConns:         4096,
 		EVS:              256,
+		Trimming:         true,
 		Ack:              ackpath.DefaultConfig(),
 		LinkRate:         100_000_000_000,
 		BaseRTT:          12_000,

@@ -176,13 +176,13 @@ func (c *conn) updateRTT(rtt int64) {
 
 // rto is the current retransmission timeout.
 func (c *conn) rto(cfg *Config) int64 {
-	r := cfg.InitialRTO
+	r := int64(cfg.InitialRTO)
 	if c.srtt > 0 {
-		r = max(cfg.MinRTO, c.srtt+4*c.rttvar)
+		r = max(int64(cfg.MinRTO), c.srtt+4*c.rttvar)
 	}
 	r <<= c.backoff
-	if r > cfg.MaxRTO || r <= 0 {
-		r = cfg.MaxRTO
+	if r > int64(cfg.MaxRTO) || r <= 0 {
+		r = int64(cfg.MaxRTO)
 	}
 	return r
 }
@@ -223,7 +223,7 @@ func (e *Endpoint) touch(c *conn, now int64) {
 		}
 	}
 	if c.outstanding() {
-		if t := c.lastProgress + cfg.IdleTimeout; t < d {
+		if t := c.lastProgress + int64(cfg.IdleTimeout); t < d {
 			d = t
 		}
 	}
@@ -233,7 +233,7 @@ func (e *Endpoint) touch(c *conn, now int64) {
 // onTimer handles whatever of c's timers expired.
 func (e *Endpoint) onTimer(now int64, c *conn) {
 	cfg := &e.cfg
-	if c.outstanding() && now-c.lastProgress >= cfg.IdleTimeout {
+	if c.outstanding() && now-c.lastProgress >= int64(cfg.IdleTimeout) {
 		e.abort(now, c, ErrIdle)
 		return
 	}

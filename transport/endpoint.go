@@ -414,7 +414,7 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 	if k.id != 0 {
 		e.twPeer[k] = struct{}{}
 	}
-	e.twQueue.push(twEntry{expiry: now + e.cfg.TimeWait, local: c.id, peer: k})
+	e.twQueue.push(twEntry{expiry: now + int64(e.cfg.TimeWait), local: c.id, peer: k})
 	c.releaseRx(e)
 	if err == nil {
 		e.stats.ConnsClosed++

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"text/tabwriter"
 
+	"smartt/config"
 	"smartt/test/testnet"
 	"smartt/transport"
 )
@@ -99,7 +100,7 @@ func runDemo(args []string, out io.Writer) error {
 	}, o.seed)
 	cfg := transport.DefaultConfig()
 	cfg.TrimDSCP = 10
-	cfg.MinRTO = max(4*baseRTT, 20_000)
+	cfg.MinRTO = config.Duration(max(4*baseRTT, 20_000))
 	cfg.InitialRTO = 2 * cfg.MinRTO
 	cfg.InitialWindow = max(2*bdp, 2*cfg.MTU)
 	addrA := netip.MustParseAddrPort("10.0.0.1:4791")

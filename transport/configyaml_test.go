@@ -1,0 +1,36 @@
+package transport
+
+import (
+	"strings"
+	"testing"
+
+	"smartt/config"
+)
+
+// The YAML form of Config is what the daemon's config file and the simulator's scenario
+// files embed: human units for times and rates, strict field names.
+func TestConfigYAML(t *testing.T) {
+	cfg := DefaultConfig()
+	doc := "mtu: 2048\nmin_rto: 50us\nbase_rtt: 8us\nlink_rate: 400Gbit\ntrimming: false\nack:\n  every: 4\n"
+	if err := config.DecodeYAML([]byte(doc), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MTU != 2048 || cfg.MinRTO != 50_000 || cfg.BaseRTT != 8_000 || cfg.LinkRate != 400e9 ||
+		cfg.Trimming || cfg.Ack.Every != 4 {
+		t.Fatalf("decoded %+v", cfg)
+	}
+	if cfg.MaxRTO != DefaultConfig().MaxRTO || cfg.Ack.SackWords != DefaultConfig().Ack.SackWords {
+		t.Fatal("fields absent from the document lost their defaults")
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	err := config.DecodeYAML([]byte("min_rto: soon\n"), &cfg)
+	if err == nil || !strings.Contains(err.Error(), "soon") {
+		t.Fatalf("bad duration: err = %v", err)
+	}
+	err = config.DecodeYAML([]byte("mtuu: 1\n"), &cfg)
+	if err == nil || !strings.Contains(err.Error(), "mtuu") {
+		t.Fatalf("unknown field: err = %v", err)
+	}
+}
