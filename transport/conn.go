@@ -561,6 +561,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	rtt := now - a.EchoTxTime - int64(a.HoldTime)
 	if rtt > 0 {
 		e.stats.RTTSamples++
+		e.stats.RTTHist[rttBucket(rtt)]++
 		c.updateRTT(rtt)
 	} else {
 		rtt = 0
