@@ -116,7 +116,7 @@ type Stats struct {
 	Timeouts        uint64 // retransmission timer expiries (packets)
 	RTTSamples      uint64
 	RTTHist         [RTTBuckets]uint64 // RTT samples by RTTBucket (log2 buckets from 1 us)
-	MsgsSent        uint64 // messages fully acknowledged
+	MsgsSent        uint64             // messages fully acknowledged
 	MsgsFailed      uint64
 	MsgsDelivered   uint64
 	BytesDelivered  uint64
