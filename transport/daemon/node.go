@@ -77,6 +77,9 @@ type Options struct {
 	// OnBatch, if set, is called after each received batch with its size and the number of
 	// its packets that carried a kernel timestamp (for metrics; lock held).
 	OnBatch func(n, kernelStamped int)
+	// OnComplete, if set, is called once per sent message with its outcome and size (for
+	// metrics; lock held).
+	OnComplete func(r SendResult, size int)
 }
 
 type pending struct {
@@ -305,6 +308,9 @@ func (n *Node) dispatchLocked(now int64, ev transport.Event) {
 				res.SRTT, res.Window = c.SRTT, c.Window
 				break
 			}
+		}
+		if n.opts.OnComplete != nil {
+			n.opts.OnComplete(res, p.msgSize)
 		}
 		if p.done != nil {
 			p.done(res)
