@@ -1,5 +1,8 @@
 module smartt
 
-go 1.26
+go 1.26.0
 
-require go.yaml.in/yaml/v3 v3.0.6 // indirect
+require (
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/sys v0.49.0
+)
