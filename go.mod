@@ -8,3 +8,5 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.49.0
 )
+
+require golang.org/x/net v0.62.0
