@@ -1,0 +1,178 @@
+package udp_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"smartt/test/nstest"
+	"smartt/transport/udp"
+)
+
+// OpenIn opens a Conn inside a namespace.
+func openIn(t testing.TB, ns *nstest.NS, cfg udp.Config) *udp.Conn {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var c *udp.Conn
+	if err := ns.Do(func() error {
+		var err error
+		c, err = udp.Open(cfg)
+		return err
+	}); err != nil {
+		t.Fatalf("Open in %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// needTool fails (never skips) when a tool the test needs is missing: CI installs it.
+func needTool(t testing.TB, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("%s not installed (apt-get install -y iptables; .ci/run does this): %v", name, err)
+	}
+}
+
+// TestRouterMarksCEAndDSCP sends data packets from A to B through router R, whose mangle
+// table sets CE on every 4th and a "trimmed" DSCP on every 5th forwarded packet; B's Conn
+// must report exactly those counts, per family.
+func TestRouterMarksCEAndDSCP(t *testing.T) {
+	needTool(t, "iptables")
+	needTool(t, "ip6tables")
+	tp := nstest.Routed(t)
+	const (
+		n        = 1000
+		ceEvery  = 4
+		trEvery  = 5
+		dataDSCP = 10
+		trimDSCP = 33
+	)
+	for _, fam := range []struct {
+		name     string
+		ipt      string
+		src, dst netip.Addr
+	}{
+		{"ipv4", "iptables", tp.AddrA, tp.AddrB},
+		{"ipv6", "ip6tables", tp.Addr6A, tp.Addr6B},
+	} {
+		t.Run(fam.name, func(t *testing.T) {
+			a := openIn(t, tp.A, udp.Config{Listen: netip.AddrPortFrom(fam.src, 0), EVS: 16, DataDSCP: dataDSCP, ControlDSCP: 46})
+			b := openIn(t, tp.B, udp.Config{Listen: netip.AddrPortFrom(fam.dst, 0), EVS: 1, RecvBuffer: 8 << 20})
+			port := strconv.Itoa(int(b.LocalAddr().Port()))
+			tp.R.MustExec(t, fam.ipt, "-t", "mangle", "-A", "FORWARD", "-p", "udp", "--dport", port,
+				"-m", "statistic", "--mode", "nth", "--every", strconv.Itoa(ceEvery), "--packet", "0",
+				"-j", "TOS", "--set-tos", "0x03/0x03")
+			tp.R.MustExec(t, fam.ipt, "-t", "mangle", "-A", "FORWARD", "-p", "udp", "--dport", port,
+				"-m", "statistic", "--mode", "nth", "--every", strconv.Itoa(trEvery), "--packet", "0",
+				"-j", "DSCP", "--set-dscp", strconv.Itoa(trimDSCP))
+
+			done := make(chan error, 1)
+			got := make([]udp.Packet, 0, n)
+			go func() {
+				pk := make([]udp.Packet, 64)
+				for i := range pk {
+					pk[i].Buf = make([]byte, 2048)
+				}
+				b.SetReadDeadline(time.Now().Add(10 * time.Second))
+				for len(got) < n {
+					k, err := b.ReadBatch(pk)
+					if err != nil {
+						done <- fmt.Errorf("after %d packets: %w", len(got), err)
+						return
+					}
+					for _, p := range pk[:k] {
+						p.Buf = nil
+						got = append(got, p)
+					}
+				}
+				done <- nil
+			}()
+			out := make([]udp.Packet, 0, 50)
+			buf := make([]byte, 1200)
+			for i := 0; i < n; i += 50 {
+				out = out[:0]
+				for j := i; j < i+50; j++ {
+					out = append(out, udp.Packet{Buf: buf, N: len(buf), Addr: b.LocalAddr(), EV: uint16(j % 16), ECN: udp.ECT0})
+				}
+				if k, err := a.WriteBatch(out); k != len(out) || err != nil {
+					t.Fatalf("WriteBatch: %d, %v", k, err)
+				}
+				time.Sleep(time.Millisecond) // stay well inside B's receive buffer
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("ReadBatch: %v", err)
+			}
+
+			wantCE, wantTrim := (n+ceEvery-1)/ceEvery, (n+trEvery-1)/trEvery
+			var ce, ect, trim, data, kern int
+			ports := map[uint16]bool{}
+			for _, p := range got {
+				switch p.ECN {
+				case udp.CE:
+					ce++
+				case udp.ECT0:
+					ect++
+				default:
+					t.Errorf("packet from %v arrived with ECN %d, want ECT(0) or CE", p.Addr, p.ECN)
+				}
+				switch p.DSCP {
+				case trimDSCP:
+					trim++
+				case dataDSCP:
+					data++
+				default:
+					t.Errorf("packet from %v arrived with DSCP %d", p.Addr, p.DSCP)
+				}
+				if p.RxKernel {
+					kern++
+				}
+				ports[p.Addr.Port()] = true
+			}
+			if ce != wantCE || ect != n-wantCE || trim != wantTrim || data != n-wantTrim {
+				t.Errorf("CE %d ECT %d trimmed-DSCP %d data-DSCP %d; want %d %d %d %d", ce, ect, trim, data, wantCE, n-wantCE, wantTrim, n-wantTrim)
+			}
+			st := b.Stats()
+			if st.RxCE != uint64(wantCE) || st.RxECT != uint64(n-wantCE) || st.RxDSCP[trimDSCP] != uint64(wantTrim) || st.RxPackets != n {
+				t.Errorf("B stats: CE %d ECT %d DSCP[%d] %d packets %d; want %d %d %d %d", st.RxCE, st.RxECT, trimDSCP, st.RxDSCP[trimDSCP], st.RxPackets, wantCE, n-wantCE, wantTrim, n)
+			}
+			if kern < n-1 {
+				t.Errorf("%d of %d packets carried a kernel RX timestamp", kern, n)
+			}
+			if len(ports) != 16 {
+				t.Errorf("packets came from %d source ports, want the 16 EV ports", len(ports))
+			}
+			for ev := range 16 {
+				if !ports[a.EVPort(uint16(ev))] {
+					t.Errorf("no packet from EV %d's port %d", ev, a.EVPort(uint16(ev)))
+				}
+			}
+			// The router's rule counters agree with what B saw.
+			table := string(tp.R.MustExec(t, fam.ipt, "-t", "mangle", "-L", "FORWARD", "-v", "-x", "-n"))
+			for target, want := range map[string]int{"TOS": wantCE, "DSCP": wantTrim} {
+				if got := ruleCount(table, target); got != want {
+					t.Errorf("router rule %s matched %d packets, want %d:\n%s", target, got, want, table)
+				}
+			}
+		})
+	}
+}
+
+// ruleCount returns the packet counter of the first rule with the target in iptables -L -v -x output.
+func ruleCount(table, target string) int {
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[2] == target {
+			n, _ := strconv.Atoi(f[0])
+			return n
+		}
+	}
+	return -1
+}
