@@ -28,7 +28,9 @@ type Packet struct {
 	ECN     uint8          // read: ECN bits received; write: codepoint to send
 	DSCP    uint8          // read: DSCP received
 	Control bool           // write: control packet (ACK/NACK/...)
-	RxTime  int64          // read: kernel receive timestamp, Unix ns; 0 if none
+	RxTime  int64          // read: receive timestamp, Unix ns; 0 if none
+	// RxKernel reports that RxTime came from the kernel (not the user-space clock).
+	RxKernel bool
 }
 
 // Socket is the datagram layer a Node runs over (transport/udp in the daemon, an
@@ -194,7 +196,7 @@ func (n *Node) readLoop() {
 		}
 		for i := 0; i < k; i++ {
 			p := &pkts[i]
-			if p.RxTime != 0 {
+			if p.RxKernel {
 				stamped++
 			}
 			n.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP})

@@ -119,7 +119,9 @@ var malformedNames = [wire.NumErrors]string{"short", "version", "type", "flags",
 
 type collector struct{ m *Metrics }
 
-func (c collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+// Describe sends nothing: the collector is "unchecked", because its series (connections,
+// socket metrics) come and go.
+func (c collector) Describe(ch chan<- *prometheus.Desc) {}
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
 	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
