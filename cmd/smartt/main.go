@@ -1,5 +1,6 @@
-// Command smartt is the smartt command-line tool. For now it has one subcommand, demo:
-// two protocol engines exchanging messages over the in-memory test network.
+// Command smartt is the smartt command-line tool: it talks to a running smarttd (status,
+// conns, send, recv, bench) and runs the demo (two daemons in-process, or the protocol
+// engines over the in-memory test network with -inmem).
 package main
 
 import (
@@ -10,8 +11,16 @@ import (
 const usage = `usage: smartt <command> [flags]
 
 commands:
-  demo    two endpoints exchange messages over a lossy, reordering in-memory network
-          (run "smartt demo -h" for its flags)
+  demo    start two daemons on 127.0.0.1 and 127.0.0.2, move messages, print what happened
+          (demo -inmem: two engines over the lossy, reordering in-memory test network)
+  status  the daemon's status, version and capabilities
+  conns   the daemon's live connections with their congestion-control state
+  send    send a file (or stdin) as one message: send -to ADDR:PORT [-endpoint N] FILE|-
+  recv    receive messages: recv [-endpoint N] -out DIR|-
+  bench   throughput and latency over a message-size sweep (two in-process daemons, or -to a peer)
+
+Run "smartt <command> -h" for a command's flags. Commands that talk to a daemon use
+-socket (default $SMARTT_SOCKET or /run/smartt/smarttd.sock).
 `
 
 func main() {
@@ -20,9 +29,20 @@ func main() {
 		os.Exit(2)
 	}
 	var err error
+	args := os.Args[2:]
 	switch os.Args[1] {
 	case "demo":
-		err = runDemo(os.Args[2:], os.Stdout)
+		err = runDemoCmd(args, os.Stdout)
+	case "status":
+		err = runStatus(args, os.Stdout)
+	case "conns":
+		err = runConns(args, os.Stdout)
+	case "send":
+		err = runSend(args, os.Stdin, os.Stdout)
+	case "recv":
+		err = runRecv(args, os.Stdout)
+	case "bench":
+		err = runBench(args, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -105,19 +105,19 @@ type Server struct {
 	log  *slog.Logger
 	node *daemon.Node
 
-	ln   net.Listener
-	hs   *http.Server
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	sess map[uint64]*session
-	eps  map[uint32]*session
-	next uint64
+	ln      net.Listener
+	hs      *http.Server
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	sess    map[uint64]*session
+	eps     map[uint32]*session
+	next    uint64
 	nextEP  uint32
 	closing atomic.Bool
 
 	sessionsTotal, clientsRefused, msgsAccepted, bytesAccepted, msgsRejected atomic.Uint64
-	msgsDelivered, bytesDelivered, undeliverable, recvOverflow, badEnvelope    atomic.Uint64
-	protocolErrors, vanished                                                    atomic.Uint64
+	msgsDelivered, bytesDelivered, undeliverable, recvOverflow, badEnvelope  atomic.Uint64
+	protocolErrors, vanished                                                 atomic.Uint64
 }
 
 // NewServer returns a server; give its Deliver method to the node as OnReceive, then call
