@@ -50,7 +50,9 @@ func TestCLIAgainstDaemons(t *testing.T) {
 	outDir := filepath.Join(dir, "in")
 	recvDone := make(chan error, 1)
 	var recvOut bytes.Buffer
-	go func() { recvDone <- runRecv([]string{"-socket", sockB, "-endpoint", "5", "-out", outDir, "-count", "2", "-timeout", "20s"}, &recvOut) }()
+	go func() {
+		recvDone <- runRecv([]string{"-socket", sockB, "-endpoint", "5", "-out", outDir, "-count", "2", "-timeout", "20s"}, &recvOut)
+	}()
 	waitBound(t, sockB)
 
 	file := filepath.Join(dir, "payload")
