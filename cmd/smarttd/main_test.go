@@ -39,7 +39,9 @@ func TestRunServesAndStops(t *testing.T) {
 	sock := filepath.Join(dir, "d.sock")
 	stop := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- run([]string{"-config", cfgFile, "-socket", sock, "-metrics", "127.0.0.1:39464"}, new(bytes.Buffer), stop) }()
+	go func() {
+		done <- run([]string{"-config", cfgFile, "-socket", sock, "-metrics", "127.0.0.1:39464"}, new(bytes.Buffer), stop)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := client.New(sock)
