@@ -570,6 +570,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	if ce {
 		e.stats.CEEchoed++
 	}
+	e.stats.CEReported += uint64(a.CECount)
 	if bytes > 0 {
 		c.lastProgress = now
 		c.backoff = 0

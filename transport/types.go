@@ -113,6 +113,7 @@ type Stats struct {
 	Trimmed         uint64 // trimmed data packets received
 	CERecv          uint64 // CE-marked data packets received
 	CEEchoed        uint64 // ACKs received that echo a CE mark
+	CEReported      uint64 // CE-marked data packets the peer reported in ACKs (sum of CECount)
 	Timeouts        uint64 // retransmission timer expiries (packets)
 	RTTSamples      uint64
 	RTTHist         [RTTBuckets]uint64 // RTT samples by RTTBucket (log2 buckets from 1 us)
