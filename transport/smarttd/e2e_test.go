@@ -22,7 +22,7 @@ import (
 
 // startIn starts a daemon whose sockets live in namespace ns (opened on a thread locked
 // into it); its API socket is a path, reachable from any namespace.
-func startIn(t *testing.T, ns *nstest.NS, listen netip.AddrPort, dir string, mod func(*smarttd.Config)) *smarttd.Daemon {
+func startIn(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod func(*smarttd.Config)) *smarttd.Daemon {
 	t.Helper()
 	cfg := smarttd.DefaultConfig()
 	cfg.Listen = listen
@@ -50,7 +50,7 @@ func startIn(t *testing.T, ns *nstest.NS, listen netip.AddrPort, dir string, mod
 	return d
 }
 
-func tempDir(t *testing.T) string {
+func tempDir(t testing.TB) string {
 	d, err := os.MkdirTemp("", "se2e")
 	if err != nil {
 		t.Fatal(err)
