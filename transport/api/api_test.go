@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,6 +158,22 @@ func TestSocketPathSetup(t *testing.T) {
 	if b, _ := os.ReadFile(cfg.Socket); string(b) != "keep" {
 		t.Fatal("regular file lost")
 	}
+	// A configured group owns the socket.
+	g, err := user.LookupGroupId(strconv.Itoa(os.Getgid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Socket = filepath.Join(dir, "grp.sock")
+	cfg.Group = g.Name
+	ln3, err := api.Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(cfg.Socket)
+	if err != nil || fi.Sys().(*syscall.Stat_t).Gid != uint32(os.Getgid()) || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket %v: %v", fi.Mode(), err)
+	}
+	ln3.Close()
 	cfg.Socket = filepath.Join(dir, "g.sock")
 	cfg.Group = "no-such-group-smartt"
 	if _, err := api.Listen(cfg); err == nil || !strings.Contains(err.Error(), "api.group") {
