@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"smartt/cc"
+	"smartt/hwprofile"
 )
 
 // Balancer chooses the EV of each outgoing data packet and learns from the feedback.
@@ -41,3 +42,8 @@ func (e *ECMP) OnAck(int64, uint16, bool, int64) {}
 
 // OnLoss ignores the feedback.
 func (e *ECMP) OnLoss(int64, uint16, cc.LossCause) {}
+
+// Cost reports ECMP's hardware cost: one 2-byte EV per connection, one load per packet.
+func (e *ECMP) Cost() hwprofile.Cost {
+	return hwprofile.Cost{Name: "ecmp", StateBytes: 2, Ops: 1, IntegerOnly: true}
+}

@@ -7,6 +7,7 @@ import (
 
 	"smartt/ackpath"
 	"smartt/cc"
+	"smartt/cc/rlcc"
 	"smartt/config"
 	"smartt/reps"
 	"smartt/transport/wire"
@@ -73,6 +74,11 @@ type Config struct {
 	LB string `yaml:"lb"`
 	// InitialWindow is the congestion window of the fixed-window controller, bytes.
 	InitialWindow int `yaml:"initial_window"`
+	// RLCC configures the rlcc controller (cc/rlcc).
+	RLCC rlcc.Config `yaml:"rlcc"`
+	// Profile names a hardware profile (hwprofile.Names) the configured CC and LB must fit:
+	// NewEndpoint refuses them if they exceed its memory budgets or need floating point.
+	Profile string `yaml:"profile"`
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
 	// NewBalancer, if set, overrides LB with a constructor of the caller's.
@@ -122,6 +128,7 @@ func DefaultConfig() Config {
 		CC:               "fixed",
 		LB:               "ecmp",
 		InitialWindow:    256 << 10,
+		RLCC:             rlcc.DefaultConfig(),
 	}
 }
 
