@@ -33,12 +33,14 @@ type Ensemble struct {
 	depth  []uint8
 	splits []fsplit
 	leaves []int64
+	depth4 bool // every tree has depth 4: Predict takes the unrolled path
 }
 
 // Compile turns a validated model into its fixed-point form.
 func Compile(m *Model) *Ensemble {
-	e := &Ensemble{bias: toFixed(m.Bias)}
+	e := &Ensemble{bias: toFixed(m.Bias), depth4: true}
 	for _, tr := range m.Trees {
+		e.depth4 = e.depth4 && len(tr.Splits) == 4
 		e.depth = append(e.depth, uint8(len(tr.Splits)))
 		for _, s := range tr.Splits {
 			e.splits = append(e.splits, fsplit{thr: toFixedBorder(s.Border), feat: uint8(featureIndex(m.Features[s.Feature]))})
@@ -53,19 +55,52 @@ func Compile(m *Model) *Ensemble {
 // Predict returns bias + the sum of one leaf per tree for observation x (Q24), with
 // integer operations only.
 func (e *Ensemble) Predict(x *[NumFeatures]int64) int64 {
+	if e.depth4 {
+		return e.predict4(x)
+	}
 	sum := e.bias
 	sp := e.splits
 	lv := e.leaves
 	for _, d := range e.depth {
 		idx := 0
 		for j := range int(d) {
-			if s := sp[j]; x[s.feat] > s.thr {
-				idx |= 1 << j
+			s := sp[j]
+			bit := 0
+			if x[s.feat%NumFeatures] > s.thr {
+				bit = 1
 			}
+			idx |= bit << j
 		}
 		sum += lv[idx]
 		sp = sp[d:]
 		lv = lv[1<<d:]
+	}
+	return sum
+}
+
+// predict4 is Predict for ensembles whose trees all have depth 4 (the default shape),
+// unrolled and branch-free: the split outcomes of RTT samples are hard to predict.
+func (e *Ensemble) predict4(x *[NumFeatures]int64) int64 {
+	sum := e.bias
+	sp := e.splits
+	lv := e.leaves
+	for len(sp) >= 4 && len(lv) >= 16 {
+		b0, b1, b2, b3 := 0, 0, 0, 0
+		if x[sp[0].feat%NumFeatures] > sp[0].thr {
+			b0 = 1
+		}
+		if x[sp[1].feat%NumFeatures] > sp[1].thr {
+			b1 = 2
+		}
+		if x[sp[2].feat%NumFeatures] > sp[2].thr {
+			b2 = 4
+		}
+		if x[sp[3].feat%NumFeatures] > sp[3].thr {
+			b3 = 8
+		}
+		sum += lv[(b0|b1|b2|b3)&15]
+		sp = sp[4:]
+		lv = lv[16:]
 	}
 	return sum
 }

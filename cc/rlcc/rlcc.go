@@ -203,13 +203,13 @@ type state struct {
 	a1, a2 int32 // Q24 a_{t-1}, a_{t-2}
 	window int32 // bytes in flight cap
 	rtt    int32 // ns, the latest RTT sample (gates loss-driven decisions)
-	n      uint32
 }
 
 // Controller is RL-CC for one connection; it implements cc.Controller and hwprofile.Coster.
 type Controller struct {
 	p  *Params
 	st state
+	n  uint32 // decisions made (diagnostics, not NIC state)
 }
 
 // New returns a controller at the initial rate.
@@ -254,7 +254,7 @@ func (c *Controller) PacingRate() int64 { return c.st.rate }
 func (c *Controller) Rate() float64 { s := FromFixed(int64(c.st.s)); return s * s }
 
 // Decisions returns the number of decisions made.
-func (c *Controller) Decisions() uint32 { return c.st.n }
+func (c *Controller) Decisions() uint32 { return c.n }
 
 // Decide runs one decision on an RTT sample (ns): integer operations only.
 func (c *Controller) Decide(rtt int64) {
@@ -279,7 +279,7 @@ func (c *Controller) Decide(rtt int64) {
 	st.s = int32(s)
 	st.d1 = int32(x[FeatDelta])
 	st.a2, st.a1 = st.a1, int32(a)
-	st.n++
+	c.n++
 	c.setRate()
 }
 
@@ -328,8 +328,8 @@ func (c *Controller) decideCounted(rtt int64) (ops int) {
 	st.s = int32(s)
 	st.d1 = int32(x[FeatDelta])
 	st.a2, st.a1 = st.a1, int32(a)
-	st.n++
-	ops += 4 + 1 // four state stores, counter
+	c.n++
+	ops += 4 // four state stores
 	rr := int64(st.s) * int64(st.s) >> fracBits
 	st.rate = max(rr*p.line>>16, 1)
 	st.window = int32(max(rr*p.bdpWin>>fracBits, p.mtu))
@@ -341,7 +341,7 @@ func (c *Controller) decideCounted(rtt int64) (ops int) {
 func (p *Params) DecisionOps() int { return decisionFixedOps + p.ens.Ops() }
 
 // decisionFixedOps is decideCounted's count outside the ensemble.
-const decisionFixedOps = 8 + 5 + 2 + 11 + 4 + 5 + 10
+const decisionFixedOps = 8 + 5 + 2 + 11 + 4 + 4 + 10
 
 // StateBytes is the packed per-flow state of a controller.
 const StateBytes = int(unsafe.Sizeof(state{}))
