@@ -9,6 +9,7 @@ import (
 	"smartt/cc"
 	"smartt/cc/rlcc"
 	"smartt/config"
+	"smartt/hwprofile/timing"
 	"smartt/test/testnet"
 	"smartt/transport"
 	"smartt/transport/wire"
@@ -225,5 +226,36 @@ func TestRLCCIncastConverges(t *testing.T) {
 		if math.Abs(r.inflation/want-1) > 0.25 {
 			t.Errorf("N=%d: RTT inflation %.3f not within 25%% of Eq. 2's %.3f", n, r.inflation, want)
 		}
+	}
+}
+
+// TestRLCCDecisionLatency reproduces the shape of the RL-CC paper's Table II in the test
+// network: the same tree policy with its feedback applied 0.9 us (trees on the NIC),
+// 17 us (MLP) and 450 us (LSTM) late. Slow inference loses goodput and trims packets.
+func TestRLCCDecisionLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	type row struct {
+		name    string
+		latency int64
+		r       incastResult
+	}
+	rows := []row{{"tree 0.9us", 900, incastResult{}}, {"MLP 17us", 17_000, incastResult{}}, {"LSTM 450us", 450_000, incastResult{}}}
+	for i := range rows {
+		lat := rows[i].latency
+		rows[i].r = runIncast(t, 16, 20_000_000, 10_000_000, func(c cc.Controller) cc.Controller {
+			return timing.NewDelayed(c, lat, 0)
+		})
+		r := rows[i].r
+		t.Logf("N=16 %-11s goodput %.3f inflation %.2f trims %d drops %d", rows[i].name, r.goodput, r.inflation, r.trims, r.drops)
+	}
+	fast, slow := rows[0].r, rows[2].r
+	if fast.goodput < 0.85 {
+		t.Errorf("0.9 us decisions: goodput %.3f < 0.85", fast.goodput)
+	}
+	if !(slow.goodput < fast.goodput-0.05 || slow.trims+slow.drops > 10*(fast.trims+fast.drops)+100) {
+		t.Errorf("450 us decisions did not hurt: goodput %.3f vs %.3f, losses %d vs %d",
+			slow.goodput, fast.goodput, slow.trims+slow.drops, fast.trims+fast.drops)
 	}
 }
