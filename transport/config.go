@@ -76,6 +76,11 @@ type Config struct {
 	InitialWindow int `yaml:"initial_window"`
 	// RLCC configures the rlcc controller (cc/rlcc).
 	RLCC rlcc.Config `yaml:"rlcc"`
+	// PacingBurst is the pacer's token-bucket depth in bytes (pacing.Pacer.Burst): a
+	// connection the driver serves late may send this much ahead of strict spacing to
+	// keep its average rate. 0 (default, the simulator's choice) is strict EDT; the
+	// daemon should use a few MTUs (docs/pacing.md).
+	PacingBurst int `yaml:"pacing_burst"`
 	// Profile names a hardware profile (hwprofile.Names) the configured CC and LB must fit:
 	// NewEndpoint refuses them if they exceed its memory budgets or need floating point.
 	Profile string `yaml:"profile"`
@@ -174,6 +179,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EVS < 1 || c.EVS > 1<<16 {
 		bad("evs = %d: must be in 1..65536", c.EVS)
+	}
+	if c.PacingBurst < 0 || c.PacingBurst > 1<<30 {
+		bad("pacing_burst = %d: must be in 0..%d bytes", c.PacingBurst, 1<<30)
 	}
 	if c.InitialWindow < c.MTU {
 		bad("initial_window = %d: must be >= mtu (%d)", c.InitialWindow, c.MTU)
