@@ -6,6 +6,7 @@
 package timing
 
 import (
+	"fmt"
 	_ "unsafe" // for go:linkname
 
 	"smartt/cc"
@@ -148,7 +149,8 @@ func costOf(c cc.Controller) hwprofile.Cost {
 	if x, ok := c.(hwprofile.Coster); ok {
 		return x.Cost()
 	}
-	return hwprofile.Cost{Name: "unknown", StateBytes: 1 << 30} // fails every profile
+	// Fails every profile, saying why.
+	return hwprofile.Cost{Name: fmt.Sprintf("%T (reports no hwprofile.Cost)", c), StateBytes: 1 << 30}
 }
 
 // pending is feedback waiting for its emulated decision to complete.
