@@ -164,7 +164,7 @@ func NewParams(cfg Config, net config.Network) (*Params, error) {
 		sMin:    toFixed(math.Sqrt(cfg.MinRate)),
 		sInit:   toFixed(math.Sqrt(cfg.InitialRate)),
 		line:    lineBytes >> 8,
-		bdpWin:  int64(float64(lineBytes) * float64(net.BaseRTT) * cfg.WindowRTTs / 1e9),
+		bdpWin:  min(int64(float64(lineBytes)*float64(net.BaseRTT)*cfg.WindowRTTs/1e9), 1<<30),
 		mtu:     int64(net.MTU),
 	}
 	p.globalNIC = p.ens.Bytes() + 9*4 // model + the nine constants above, 4 bytes each
@@ -299,7 +299,10 @@ func (c *Controller) setRate() {
 	c.st.window = int32(max(r*p.bdpWin>>fracBits, p.mtu))
 }
 
-// decideCounted mirrors Decide with an operation count per docs/rlcc.md's cost model.
+// decideCounted mirrors Decide with an operation count per docs/rlcc.md's cost model:
+// ALU instructions and loads/stores of per-flow state; parameters (borders, leaves,
+// constants) are immediates of the NIC's generated code. The once-per-RTT gate of OnAck
+// (5 ops: load, sub, compare, two stores) filters feedback and is reported apart.
 func (c *Controller) decideCounted(rtt int64) (ops int) {
 	p := c.p
 	st := &c.st
@@ -313,7 +316,7 @@ func (c *Controller) decideCounted(rtt int64) (ops int) {
 	x[FeatActionPrev] = int64(st.a1)
 	x[FeatActionPrev2] = int64(st.a2)
 	x[FeatRate] = int64(st.s) * int64(st.s) >> fracBits
-	ops += 3 + 2 // three state loads; mul, shift
+	ops += 4 + 2 // four state loads (s, d1, a1, a2); mul, shift
 	a := p.ens.predictCounted(&x, &ops)
 	a = min(max(a, p.minA), p.maxA)
 	ops += 2
@@ -341,7 +344,7 @@ func (c *Controller) decideCounted(rtt int64) (ops int) {
 func (p *Params) DecisionOps() int { return decisionFixedOps + p.ens.Ops() }
 
 // decisionFixedOps is decideCounted's count outside the ensemble.
-const decisionFixedOps = 8 + 5 + 2 + 11 + 4 + 4 + 10
+const decisionFixedOps = 8 + 6 + 2 + 11 + 4 + 4 + 10
 
 // StateBytes is the packed per-flow state of a controller.
 const StateBytes = int(unsafe.Sizeof(state{}))
