@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"smartt/cc"
+	"smartt/hwprofile"
 )
 
 func TestECMPKeepsOneEVInRange(t *testing.T) {
@@ -490,5 +491,22 @@ func TestPortMap(t *testing.T) {
 	}
 	if wrap.Port(100) != 1124 || wrap.Port(64512) != 1024 {
 		t.Fatalf("wrap: %d %d", wrap.Port(100), wrap.Port(64512))
+	}
+}
+
+// Every balancer reports its hardware cost; the sizes are the ones docs/reps.md lists.
+func TestCosts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	cfg := DefaultConfig()
+	want := map[string]int{"reps": 25, "ops": 0, "ecmp": 2, "plb": 11, "flowlet": 6, "mptcp": 17}
+	for _, c := range []hwprofile.Coster{NewREPS(cfg, testEnv, rng), NewOPS(testEnv, rng), NewECMP(rng, 256),
+		NewPLB(cfg, testEnv, rng), NewFlowlet(cfg, testEnv, rng), NewMPTCP(cfg, testEnv, rng)} {
+		k := c.Cost()
+		if w, ok := want[k.Name]; !ok || k.StateBytes != w || !k.IntegerOnly || k.Ops <= 0 {
+			t.Errorf("%T: cost %+v, want %d state bytes", c, k, w)
+		}
+		if _, ok := c.(Balancer); !ok {
+			t.Errorf("%T is not a Balancer", c)
+		}
 	}
 }
