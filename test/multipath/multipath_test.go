@@ -145,6 +145,28 @@ func TestCoalescedAcks(t *testing.T) {
 	}
 }
 
+// REPS keeps its advantage with an EVS of 32, 256 and 65536 values.
+func TestEVSSizes(t *testing.T) {
+	for _, evs := range []int{32, 256, 1 << 16} {
+		var r [2][2]Result // [reps, ops][slow, dead]
+		for i, lb := range []string{"reps", "ops"} {
+			for j, sc := range []func(string, string, bool) Scenario{slowPath, deadPath} {
+				s := sc(lb, "", true)
+				s.EVS = evs
+				r[i][j] = run(t, s)
+				if !r[i][j].Done {
+					t.Fatalf("evs %d %s: incomplete", evs, lb)
+				}
+			}
+		}
+		t.Logf("evs %d: slow FCT reps %d us, ops %d us; into the dead path reps %d, ops %d", evs,
+			r[0][0].FCT/1000, r[1][0].FCT/1000, r[0][1].DeadAfterFail, r[1][1].DeadAfterFail)
+		if r[0][0].FCT >= r[1][0].FCT || r[0][1].FCT >= r[1][1].FCT || 10*r[0][1].DeadAfterFail > r[1][1].DeadAfterFail {
+			t.Errorf("evs %d: REPS lost its advantage", evs)
+		}
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	a := run(t, deadPath("reps", "", true))
 	b := run(t, deadPath("reps", "", true))
@@ -182,6 +204,16 @@ func TestResultsTable(t *testing.T) {
 			r := run(t, deadPath(lb, cc, trim))
 			fmt.Fprintf(&b, "| dead path from 500 us | %v | %s | %s | - | %d | %d | %d/%d/%d |\n", trim, lb, fct(r),
 				r.DeadAfterFail, r.FreezeEpisodes, r.Sender.RetxNack, r.Sender.RetxSack, r.Sender.RetxTimeout)
+		}
+	}
+	fmt.Fprintf(&b, "\n| evs | lb | slow path: FCT (us) | slow-path share | dead path: FCT (us) | into dead path after t |\n|---|---|---|---|---|---|\n")
+	for _, evs := range []int{32, 256, 1 << 16} {
+		for _, lb := range []string{"reps", "ops"} {
+			s, d := slowPath(lb, cc, true), deadPath(lb, cc, true)
+			s.EVS, d.EVS = evs, evs
+			rs, rd := run(t, s), run(t, d)
+			fmt.Fprintf(&b, "| %d | %s | %s | %.1f %% | %s | %d |\n", evs, lb, fct(rs),
+				100*float64(rs.SlowPackets)/float64(total(rs)), fct(rd), rd.DeadAfterFail)
 		}
 	}
 	t.Log("\n" + b.String())
