@@ -187,3 +187,24 @@ func TestPathTrimAndMark(t *testing.T) {
 		t.Fatal("trimmed headers did not get priority")
 	}
 }
+
+func TestPathsSteadyStateAllocs(t *testing.T) {
+	paths := []PathConfig{
+		{Port: PortConfig{Rate: 30e9, BufferBytes: 50_000, KminBytes: 5_000, KmaxBytes: 40_000, Trim: true, Latency: 500}},
+		{Port: PortConfig{Rate: 20e9, BufferBytes: 50_000, Latency: 500}, DegradeAt: 1_000_000, DegradedRate: 10e9},
+		{Port: PortConfig{Rate: 30e9, BufferBytes: 50_000, SampleInterval: 1000}, FailAt: 1_500_000},
+		{},
+	}
+	net, b := pathsNet(100e9, paths, -1, func(s uint32) uint16 { return uint16(s * 7919) })
+	b.keep = false
+	net.Wake(addrA)
+	net.RunUntil(2_000_000, nil)
+	before := b.count
+	allocs := testing.AllocsPerRun(100, func() { net.RunUntil(net.Now()+20_000, nil) })
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per run", allocs)
+	}
+	if b.count-before < 100*100 {
+		t.Errorf("only %d packets forwarded", b.count-before)
+	}
+}
