@@ -216,5 +216,12 @@ func TestResultsTable(t *testing.T) {
 				100*float64(rs.SlowPackets)/float64(total(rs)), fct(rd), rd.DeadAfterFail)
 		}
 	}
+	fmt.Fprintf(&b, "\nwith the test's ECN-reacting AIMD window (cc_test.go), trimming:\n\n")
+	fmt.Fprintf(&b, "| lb | slow path: FCT (us) | slow-path share | dead path: FCT (us) | into dead path after t | freeze episodes |\n|---|---|---|---|---|---|\n")
+	for _, lb := range []string{"reps", "ops", "ecmp", "plb", "flowlet", "mptcp"} {
+		rs, rd := run(t, withAIMD(slowPath(lb, cc, true))), run(t, withAIMD(deadPath(lb, cc, true)))
+		fmt.Fprintf(&b, "| %s | %s | %.1f %% | %s | %d | %d |\n", lb, fct(rs),
+			100*float64(rs.SlowPackets)/float64(total(rs)), fct(rd), rd.DeadAfterFail, rd.FreezeEpisodes)
+	}
 	t.Log("\n" + b.String())
 }
