@@ -71,6 +71,8 @@ type Config struct {
 	CC string `yaml:"cc"`
 	// LB names the load balancer of new connections (see LBNames).
 	LB string `yaml:"lb"`
+	// REPS configures the load balancers (REPS and the baselines).
+	REPS reps.Config `yaml:"reps"`
 	// InitialWindow is the congestion window of the fixed-window controller, bytes.
 	InitialWindow int `yaml:"initial_window"`
 	// NewCC, if set, overrides CC with a constructor of the caller's.
@@ -120,7 +122,8 @@ func DefaultConfig() Config {
 		LinkRate:         100_000_000_000,
 		BaseRTT:          12_000,
 		CC:               "fixed",
-		LB:               "ecmp",
+		LB:               "reps",
+		REPS:             reps.DefaultConfig(),
 		InitialWindow:    256 << 10,
 	}
 }
@@ -172,6 +175,9 @@ func (c *Config) Validate() error {
 		bad("initial_window = %d: must be >= mtu (%d)", c.InitialWindow, c.MTU)
 	}
 	if err := c.Network().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.REPS.Validate(c.EVS); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Ack.Validate(); err != nil {
