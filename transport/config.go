@@ -72,6 +72,8 @@ type Config struct {
 	CC string `yaml:"cc"`
 	// LB names the load balancer of new connections (see LBNames).
 	LB string `yaml:"lb"`
+	// REPS configures the load balancers (REPS and the baselines).
+	REPS reps.Config `yaml:"reps"`
 	// InitialWindow is the congestion window of the fixed-window controller, bytes.
 	InitialWindow int `yaml:"initial_window"`
 	// RLCC configures the rlcc controller (cc/rlcc).
@@ -131,7 +133,8 @@ func DefaultConfig() Config {
 		LinkRate:         100_000_000_000,
 		BaseRTT:          12_000,
 		CC:               "fixed",
-		LB:               "ecmp",
+		LB:               "reps",
+		REPS:             reps.DefaultConfig(),
 		InitialWindow:    256 << 10,
 		RLCC:             rlcc.DefaultConfig(),
 	}
@@ -187,6 +190,9 @@ func (c *Config) Validate() error {
 		bad("initial_window = %d: must be >= mtu (%d)", c.InitialWindow, c.MTU)
 	}
 	if err := c.Network().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.REPS.Validate(c.EVS); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Ack.Validate(); err != nil {

@@ -88,6 +88,8 @@ type conn struct {
 	lb    reps.Balancer
 	pacer pacing.Pacer
 
+	lbAcks reps.CoalescedAcker // lb if it takes coalesced ACKs whole, else nil
+
 	// Sender.
 	sndUna, sndNxt uint32
 	mask           uint32
@@ -151,6 +153,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		coal:         ackpath.NewCoalescer(cfg.Ack),
 		rx:           make(map[uint32]*rxMsg),
 	}
+	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
@@ -585,7 +588,9 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 		c.cc.OnAck(cc.Ack{Now: now, Bytes: bytes, Packets: pkts, RTT: rtt, CE: ce,
 			CECount: int(a.CECount), EV: a.EchoEV, InFlight: c.inflight})
 	}
-	if p.Flags&wire.FlagCleanEV != 0 {
+	if p.Flags&wire.FlagCleanEV != 0 && c.lbAcks != nil {
+		c.lbAcks.OnCoalescedAck(now, a.EchoEV, ce, a.CleanEVs[:a.NumClean], rtt)
+	} else if p.Flags&wire.FlagCleanEV != 0 {
 		for i := 0; i < int(a.NumClean); i++ {
 			c.lb.OnAck(now, a.CleanEVs[i], false, rtt)
 		}
