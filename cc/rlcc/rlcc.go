@@ -16,7 +16,6 @@ import (
 	"math"
 	"os"
 	"sync"
-	"unsafe"
 
 	"smartt/cc"
 	"smartt/config"
@@ -194,14 +193,13 @@ func (p *Params) Model() *Model { return p.model }
 // Ensemble returns the compiled model.
 func (p *Params) Ensemble() *Ensemble { return p.ens }
 
-// state is RL-CC's per-flow state, packed as a NIC would hold it (Cost().StateBytes).
+// state is RL-CC's per-flow state as a NIC's CC program holds it (Cost().StateBytes is
+// its packed size, the sum of its fields).
 type state struct {
 	last   int64 // ns: time of the last decision
-	rate   int64 // bytes/s (derived from s, kept so the pacer reads it directly)
 	s      int32 // Q24 sqrt of the normalised rate: the rate is s^2, so sqrt(rate) is free
 	d1     int32 // Q24 delta_{t-1}
 	a1, a2 int32 // Q24 a_{t-1}, a_{t-2}
-	window int32 // bytes in flight cap
 	rtt    int32 // ns, the latest RTT sample (gates loss-driven decisions)
 }
 
@@ -209,7 +207,11 @@ type state struct {
 type Controller struct {
 	p  *Params
 	st state
-	n  uint32 // decisions made (diagnostics, not NIC state)
+	// Outputs of a decision, not CC state: on a NIC the rate is the rate limiter's
+	// register; the window is the engine's safety net.
+	rate   int64 // bytes/s
+	window int
+	n      uint32 // decisions made (diagnostics)
 }
 
 // New returns a controller at the initial rate.
@@ -245,10 +247,10 @@ func (c *Controller) OnLoss(l cc.Loss) {
 }
 
 // Window returns the in-flight cap: rate * base RTT * WindowRTTs, at least one MTU.
-func (c *Controller) Window() int { return int(c.st.window) }
+func (c *Controller) Window() int { return c.window }
 
 // PacingRate returns the current rate in bytes/s (always > 0).
-func (c *Controller) PacingRate() int64 { return c.st.rate }
+func (c *Controller) PacingRate() int64 { return c.rate }
 
 // Rate returns the current rate as a fraction of line rate.
 func (c *Controller) Rate() float64 { s := FromFixed(int64(c.st.s)); return s * s }
@@ -295,8 +297,8 @@ func (p *Params) delta(rtt, s int64) int64 {
 func (c *Controller) setRate() {
 	p := c.p
 	r := int64(c.st.s) * int64(c.st.s) >> fracBits // Q24 fraction of line rate
-	c.st.rate = max(r*p.line>>16, 1)
-	c.st.window = int32(max(r*p.bdpWin>>fracBits, p.mtu))
+	c.rate = max(r*p.line>>16, 1)
+	c.window = int(max(r*p.bdpWin>>fracBits, p.mtu))
 }
 
 // decideCounted mirrors Decide with an operation count per docs/rlcc.md's cost model:
@@ -334,9 +336,9 @@ func (c *Controller) decideCounted(rtt int64) (ops int) {
 	c.n++
 	ops += 4 // four state stores
 	rr := int64(st.s) * int64(st.s) >> fracBits
-	st.rate = max(rr*p.line>>16, 1)
-	st.window = int32(max(rr*p.bdpWin>>fracBits, p.mtu))
-	ops += 2 + 3 + 3 + 2 // mul, shift; mul, shift, max; mul, shift, max; two stores
+	c.rate = max(rr*p.line>>16, 1)
+	c.window = int(max(rr*p.bdpWin>>fracBits, p.mtu))
+	ops += 2 + 3 + 3 + 2 // mul, shift; mul, shift, max; mul, shift, max; two stores (rate limiter, window)
 	return ops
 }
 
@@ -346,8 +348,9 @@ func (p *Params) DecisionOps() int { return decisionFixedOps + p.ens.Ops() }
 // decisionFixedOps is decideCounted's count outside the ensemble.
 const decisionFixedOps = 8 + 6 + 2 + 11 + 4 + 4 + 10
 
-// StateBytes is the packed per-flow state of a controller.
-const StateBytes = int(unsafe.Sizeof(state{}))
+// StateBytes is the packed per-flow state of a controller: 8 + 5*4 bytes (the Go struct
+// pads it to 32).
+const StateBytes = 28
 
 // Cost reports RL-CC's hardware cost: per-flow state, the model and constants as global
 // memory, the decision's operation count, integer-only.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -215,7 +216,7 @@ func TestOpCountBelow150(t *testing.T) {
 			rtt := int64(float64(testNet.BaseRTT) * (0.9 + 3*rng.Float64()))
 			ops := a.decideCounted(rtt)
 			b.Decide(rtt)
-			if a.st != b.st {
+			if a.st != b.st || a.rate != b.rate || a.window != b.window {
 				t.Fatalf("step %d: counted twin diverged: %+v vs %+v", i, a.st, b.st)
 			}
 			maxOps = max(maxOps, ops)
@@ -376,12 +377,20 @@ func TestDefaultModelReproducesTableVI(t *testing.T) {
 }
 
 func TestStateBytesPinned(t *testing.T) {
-	if StateBytes != 40 {
-		t.Fatalf("per-flow state is %d bytes; update docs/rlcc.md and this pin", StateBytes)
+	packed := 0
+	st := reflect.TypeOf(state{})
+	for i := range st.NumField() {
+		packed += int(st.Field(i).Type.Size())
+	}
+	if StateBytes != packed {
+		t.Fatalf("per-flow state packs to %d bytes, StateBytes says %d", packed, StateBytes)
+	}
+	if packed != 28 {
+		t.Fatalf("per-flow state is %d bytes; update docs/rlcc.md and this pin", packed)
 	}
 	p, _ := NewParams(DefaultConfig(), testNet)
 	c := New(p).Cost()
-	if c.Name != "rlcc" || !c.IntegerOnly || c.StateBytes != 40 || c.GlobalBytes < p.ens.Bytes() {
+	if c.Name != "rlcc" || !c.IntegerOnly || c.StateBytes != 28 || c.GlobalBytes < p.ens.Bytes() {
 		t.Fatalf("%+v", c)
 	}
 }
