@@ -74,7 +74,13 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if cfg.Buffers == nil {
 		cfg.Buffers = heapBuffers{}
 	}
+	if err := cfg.checkAlgorithms(); err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
 	if err := cfg.resolveAlgorithms(); err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
+	if err := cfg.checkProfile(); err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	return &Endpoint{
