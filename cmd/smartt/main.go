@@ -18,6 +18,8 @@ commands:
   send    send a file (or stdin) as one message: send -to ADDR:PORT [-endpoint N] FILE|-
   recv    receive messages: recv [-endpoint N] -out DIR|-
   bench   throughput and latency over a message-size sweep (two in-process daemons, or -to a peer)
+  hwprofile report
+          every CC and LB against every hardware profile (state, ops, decision time)
 
 Run "smartt <command> -h" for a command's flags. Commands that talk to a daemon use
 -socket (default $SMARTT_SOCKET or /run/smartt/smarttd.sock).
@@ -43,6 +45,8 @@ func main() {
 		err = runRecv(args, os.Stdout)
 	case "bench":
 		err = runBench(args, os.Stdout)
+	case "hwprofile":
+		err = runHWProfile(args, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
