@@ -384,6 +384,8 @@ type Conn struct {
 	QueuedMsgs  int    `json:"queued_msgs"`
 	RecvBuffers uint64 `json:"recv_buffers"`
 	Closing     bool   `json:"closing"`
+	Freezing    bool   `json:"lb_freezing"`
+	Freezes     uint64 `json:"lb_freeze_episodes"`
 }
 
 func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
@@ -393,7 +395,8 @@ func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
 	for _, c := range infos {
 		out = append(out, Conn{ID: fmt.Sprintf("%016x", uint64(c.ID)), Peer: c.Peer.String(), Initiator: c.Initiator,
 			CC: cfg.CC, LB: cfg.LB, SRTTNs: c.SRTT, RTONs: c.RTO, Window: c.Window, PacingRate: c.PacingRate,
-			InFlight: c.InFlight, QueuedMsgs: c.QueuedMsgs, RecvBuffers: c.RecvBuffers, Closing: c.Closing})
+			InFlight: c.InFlight, QueuedMsgs: c.QueuedMsgs, RecvBuffers: c.RecvBuffers, Closing: c.Closing,
+			Freezing: c.Freezing, Freezes: c.FreezeEpisodes})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer+out[i].ID < out[j].Peer+out[j].ID })
 	writeJSON(w, 200, out)

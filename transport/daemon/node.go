@@ -82,6 +82,10 @@ type Options struct {
 	// OnComplete, if set, is called once per sent message with its outcome and size (for
 	// metrics; lock held).
 	OnComplete func(r SendResult, size int)
+	// TimeDecisions measures every congestion-control decision (two monotonic clock reads
+	// per ACK) into Node.Decisions; DecisionBudget (ns) counts the ones that took longer.
+	TimeDecisions  bool
+	DecisionBudget int64
 }
 
 type pending struct {
@@ -112,12 +116,13 @@ type Node struct {
 	wbuf     []Packet
 	deadline int64 // armed engine deadline, 0: none
 
-	timer    *time.Timer
-	kick     chan struct{}
-	done     chan struct{}
-	wg       sync.WaitGroup
-	sendErrs atomic.Uint64
-	started  time.Time
+	timer     *time.Timer
+	kick      chan struct{}
+	done      chan struct{}
+	wg        sync.WaitGroup
+	sendErrs  atomic.Uint64
+	started   time.Time
+	decisions DecisionStats
 }
 
 // Now is the engine clock: Unix nanoseconds, the clock of kernel timestamps.
@@ -134,11 +139,17 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
+	var n *Node
+	if o.TimeDecisions {
+		if err := installTiming(&cfg, &n); err != nil {
+			return nil, fmt.Errorf("transport config: %w", err)
+		}
+	}
 	ep, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed)))
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{
+	n = &Node{
 		opts: o, sock: sock, log: o.Logger, ep: ep,
 		dialed:  make(map[netip.AddrPort]transport.ConnID),
 		pending: make(map[msgKey]*pending),
@@ -151,6 +162,7 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 	for i := range n.wbuf {
 		n.wbuf[i].Buf = make([]byte, bufLen)
 	}
+	n.decisions.Budget = o.DecisionBudget
 	n.timer = time.NewTimer(time.Hour)
 	n.timer.Stop()
 	return n, nil

@@ -112,3 +112,27 @@ func TestShutdownFailsOutstandingWithNotification(t *testing.T) {
 		t.Fatalf("send after shutdown: %v", err)
 	}
 }
+
+func TestDecisionTiming(t *testing.T) {
+	mn := NewMemNet()
+	ap, bp := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
+	a, err := New(testConfig(4791), mn.Socket(ap), Options{Seed: 1, TimeDecisions: true, DecisionBudget: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	defer a.Shutdown(context.Background())
+	startNode(t, mn, bp.String(), nil)
+	done := make(chan SendResult, 1)
+	if err := a.Send(bp, make([]byte, 1<<20), func(r SendResult) { done <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	d := a.Decisions()
+	acks := a.Stats().AcksRecv
+	if d.Hist.Count == 0 || d.Hist.Count > acks || d.Overruns != d.Hist.Count || d.Budget != 1 {
+		t.Fatalf("decisions %+v after %d ACKs (budget 1 ns: every decision overruns)", d, acks)
+	}
+}

@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"smartt/hwprofile/timing"
 	"smartt/transport"
 	"smartt/transport/api"
+	"smartt/transport/daemon"
 	"smartt/transport/wire"
 )
 
@@ -30,6 +32,8 @@ type Sources struct {
 	// Socket adds the socket layer's metrics (capabilities, counters).
 	Socket func(ch chan<- prometheus.Metric)
 	CC, LB string // algorithm names, as labels of the connection series
+	// Decisions returns the congestion controllers' decision-time statistics.
+	Decisions func() daemon.DecisionStats
 }
 
 // Metrics is a daemon's registry and the metrics it updates itself.
@@ -109,6 +113,12 @@ var (
 	dCInflight = desc("smartt_conn_inflight_bytes", "Payload bytes in flight on a connection.", connLabels...)
 	dCQueued   = desc("smartt_conn_queued_messages", "Outgoing messages not yet acknowledged on a connection.", connLabels...)
 	dCRecvBufs = desc("smartt_conn_recv_buffered_bytes", "Bytes of message buffers held for a connection.", connLabels...)
+	dCFreezing = desc("smartt_conn_lb_freezing", "The connection's load balancer is in freezing mode (1) or not (0).", connLabels...)
+	dCFreezes  = desc("smartt_conn_lb_freeze_episodes_total", "Times the connection's load balancer entered freezing mode.", connLabels...)
+	dFreezes   = desc("smartt_lb_freeze_episodes", "Freezing-mode episodes of the load balancers of live connections (sum).")
+	dDecision  = desc("smartt_cc_decision_seconds", "Wall time of each congestion-control decision on this host.")
+	dOverruns  = desc("smartt_cc_decision_overruns_total", "Decisions that took longer than the hardware profile's budget.")
+	dBudget    = desc("smartt_cc_decision_budget_seconds", "Decision-time budget of the configured hardware profile (0: none).")
 	dAPISess   = desc("smartt_api_sessions", "Open API messaging sessions.")
 	dAPI       = desc("smartt_api_events_total", "API server events.", "event")
 	dAPIBytes  = desc("smartt_api_bytes_total", "Message bytes accepted from and delivered to clients.", "dir")
@@ -196,7 +206,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if src.Conns != nil {
 		cs := src.Conns()
 		gauge(ch, dConns, float64(len(cs)))
+		var freezes uint64
 		for _, ci := range cs {
+			freezes += ci.FreezeEpisodes
 			l := []string{strconv.FormatUint(uint64(ci.ID), 16), ci.Peer.String(), src.CC, src.LB}
 			gauge(ch, dCWindow, float64(ci.Window), l...)
 			gauge(ch, dCRate, float64(ci.PacingRate), l...)
@@ -205,7 +217,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(ch, dCInflight, float64(ci.InFlight), l...)
 			gauge(ch, dCQueued, float64(ci.QueuedMsgs), l...)
 			gauge(ch, dCRecvBufs, float64(ci.RecvBuffers), l...)
+			f := 0.0
+			if ci.Freezing {
+				f = 1
+			}
+			gauge(ch, dCFreezing, f, l...)
+			counter(ch, dCFreezes, ci.FreezeEpisodes, l...)
 		}
+		gauge(ch, dFreezes, float64(freezes))
 	}
 	if src.API != nil {
 		a := src.API()
@@ -222,6 +241,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dAPI, a.ClientsVanishd, "client_vanished")
 		counter(ch, dAPIBytes, a.BytesAccepted, "accepted")
 		counter(ch, dAPIBytes, a.BytesDelivered, "delivered")
+	}
+	if src.Decisions != nil {
+		d := src.Decisions()
+		buckets := make(map[float64]uint64, timing.NumBuckets)
+		var cum uint64
+		for i, n := range d.Hist.Buckets[:timing.NumBuckets-1] {
+			cum += n
+			buckets[float64(uint64(1)<<i)/1e9] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(dDecision, d.Hist.Count, float64(d.Hist.Sum)/1e9, buckets)
+		counter(ch, dOverruns, d.Overruns)
+		gauge(ch, dBudget, float64(d.Budget)/1e9)
 	}
 	if src.Socket != nil {
 		src.Socket(ch)

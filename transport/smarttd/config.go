@@ -55,6 +55,9 @@ type Config struct {
 	Metrics string `yaml:"metrics" json:"metrics"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level" json:"log_level"`
+	// DecisionTiming measures every congestion-control decision's wall time (metric
+	// smartt_cc_decision_seconds; two monotonic clock reads per ACK).
+	DecisionTiming bool `yaml:"decision_timing" json:"decision_timing"`
 	// ShutdownTimeout bounds graceful shutdown: messages still outstanding then fail.
 	ShutdownTimeout config.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
 	// UDP configures the socket layer.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"smartt/hwprofile"
 	"smartt/transport"
 	"smartt/transport/api"
 	"smartt/transport/daemon"
@@ -75,8 +76,18 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	}
 	tcfg := cfg.Transport
 	tcfg.ListenPort = cfg.Listen.Port()
+	var budget int64
+	if tcfg.Profile != "" {
+		p, err := hwprofile.Lookup(tcfg.Profile)
+		if err != nil {
+			sl.Socket.Close()
+			return nil, fmt.Errorf("transport.profile: %w", err)
+		}
+		budget = p.DecisionNs
+	}
 	var m *metrics.Metrics
 	d.Node, err = daemon.New(tcfg, sl.Socket, daemon.Options{
+		TimeDecisions: cfg.DecisionTiming, DecisionBudget: budget,
 		BatchSize: cfg.UDP.BatchSize, Logger: log, Seed: o.Seed,
 		OnReceive: d.API.Deliver,
 		OnBatch:   func(n, stamped int) { m.ObserveBatch(n, stamped) },
@@ -97,6 +108,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		API:    d.API.Stats,
 		Socket: sl.Metrics,
 		CC:     tcfg.CC, LB: tcfg.LB,
+		Decisions: node.Decisions,
 	})
 	d.Metrics = m
 	if err := d.API.Start(node); err != nil {

@@ -248,6 +248,12 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 	if metric(t, ra, "smartt_rtt_seconds") == 0 {
 		t.Error("no RTT samples")
 	}
+	// One decision per ACK of new data and per packet judged lost, at most.
+	st := a.Node.Stats()
+	if dec := metric(t, ra, "smartt_cc_decision_seconds"); dec == 0 || dec > float64(st.AcksRecv+st.RetxSack+st.RetxNack+st.RetxTimeout) {
+		t.Errorf("%v congestion-control decisions timed (%d ACKs)", dec, st.AcksRecv)
+	}
+	metric(t, ra, "smartt_lb_freeze_episodes") // present (REPS is the default balancer)
 	t.Logf("A: %v data packets, retransmissions sack %v nack %v timeout %v; B: %v duplicates",
 		txData, metric(t, ra, "smartt_retransmissions_total", "cause", "sack"),
 		metric(t, ra, "smartt_retransmissions_total", "cause", "nack"),
