@@ -58,6 +58,8 @@ type Config struct {
 	RecvBuffer, SendBuffer int // socket buffer bytes (SO_*BUFFORCE when allowed, else warn with the sysctl); 0: kernel default
 	BatchSize              int // recvmmsg/sendmmsg batch (default 64, at most 1024)
 	Logger                 *slog.Logger
+
+	probing bool // a probe's own socket pair: do not probe again
 }
 
 // Packet is one datagram of a batch, in a caller-owned buffer.
@@ -166,7 +168,7 @@ func Open(cfg Config) (*Conn, error) {
 		c.closeSockets()
 		return nil, err
 	}
-	c.probe()
+	verdict := c.probe()
 	if c.caps.RxTimestamps {
 		c.caps.TimestampSource = "kernel"
 	} else {
@@ -181,11 +183,14 @@ func Open(cfg Config) (*Conn, error) {
 		c.txRun = make([]uint32, 0, cfg.BatchSize)
 	}
 	c.errFn = c.readErrQueue
+	if cfg.probing {
+		return c, nil
+	}
 	c.log.Info("udp: socket layer open",
 		"listen", c.local.String(), "carrier", cfg.Carrier, "evs", cfg.EVS,
 		"ev_ports", c.evPortRange(), "ecn", c.caps.ECN, "rx_timestamps", c.caps.RxTimestamps,
 		"tx_timestamps", c.caps.TxTimestamps, "timestamp_source", c.caps.TimestampSource,
-		"batch", c.caps.Batch, "batch_size", cfg.BatchSize,
+		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "probe", verdict,
 		"recv_buffer", c.caps.RecvBuffer, "send_buffer", c.caps.SendBuffer)
 	return c, nil
 }
