@@ -288,8 +288,14 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 	h := &b.hdrs[i]
 	name := &b.names[i]
 	port := p.Addr.Port()
+	if c.label && to4 {
+		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v cannot carry a flow label (Config.Carrier %q)", p.Addr, CarrierFlowLabel)
+	}
 	if c.v6 {
 		*name = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: dst.As16()}
+		if c.label {
+			name.Flowinfo = htonl(uint32(int(p.EV)%len(c.evs)) + 1)
+		}
 		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&name.Port))[:], port)
 		h.Hdr.Namelen = sizeofSockaddr6
 	} else {
@@ -337,4 +343,10 @@ func putCmsg(b []byte, level, typ int32, val uint32) int {
 	h.SetLen(unix.CmsgLen(4))
 	binary.NativeEndian.PutUint32(b[unix.CmsgLen(0):], val)
 	return unix.CmsgSpace(4)
+}
+
+func htonl(v uint32) uint32 {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return binary.NativeEndian.Uint32(b[:])
 }

@@ -36,7 +36,7 @@ func TestProbeLogLine(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	out := log.String()
 	for _, want := range []string{`msg="udp: socket layer open"`, "ecn=true", "rx_timestamps=true", "tx_timestamps=true",
-		"timestamp_source=kernel", "batch=true", `probe="ok (ECN 3/3, RX stamps`} {
+		"timestamp_source=kernel", "batch=true", `probe="ok (ECN `} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}

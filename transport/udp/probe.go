@@ -89,26 +89,37 @@ func (c *Conn) probeLoopback() (string, error) {
 			return "", fmt.Errorf("send over loopback: %w", err)
 		}
 	}
-	rx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	in := make([]Packet, n)
 	for i := range in {
 		in[i].Buf = make([]byte, 64)
 	}
-	var ect, stamped, got int
-	for got < n {
-		k, err := rx.ReadBatch(in)
-		if err != nil {
-			return "", fmt.Errorf("receive over loopback: %w", err)
-		}
-		for _, p := range in[:k] {
-			if p.ECN == ECT0 && p.DSCP == c.cfg.DataDSCP {
-				ect++
+	var ect, stamped int
+	// Enabling receive timestamps flips a kernel static key from a work queue, so the
+	// first packets after it may carry none: give it a few rounds.
+	for round := 0; ; round++ {
+		rx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		for got := 0; got < n; {
+			k, err := rx.ReadBatch(in)
+			if err != nil {
+				return "", fmt.Errorf("receive over loopback: %w", err)
 			}
-			if p.RxKernel {
-				stamped++
+			for _, p := range in[:k] {
+				if p.ECN == ECT0 && p.DSCP == c.cfg.DataDSCP {
+					ect++
+				}
+				if p.RxKernel {
+					stamped++
+				}
 			}
+			got += k
 		}
-		got += k
+		if stamped > 0 || !c.caps.RxTimestamps || round == 9 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+		if _, err := tx.WriteBatch(pk); err != nil {
+			return "", fmt.Errorf("send over loopback: %w", err)
+		}
 	}
 	if c.caps.ECN && ect == 0 {
 		c.log.Warn("udp: TOS byte does not survive loopback (IP_TOS/IPV6_TCLASS ignored); ECN off")
@@ -132,5 +143,5 @@ func (c *Conn) probeLoopback() (string, error) {
 			c.caps.TxTimestamps = false
 		}
 	}
-	return fmt.Sprintf("ok (ECN %d/%d, RX stamps %d/%d)", ect, n, stamped, n), nil
+	return fmt.Sprintf("ok (ECN %d, RX stamps %d)", ect, stamped), nil
 }

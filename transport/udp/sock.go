@@ -116,8 +116,12 @@ func (c *Conn) openSockets() error {
 	c.rx, c.local = rx, local
 	c.caps.RecvBuffer = c.sizeBuffer(rxFD(rx), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, cfg.RecvBuffer, "net.core.rmem_max", "Config.RecvBuffer", true)
 	c.caps.SendBuffer = -1
-	c.evs = make([]*sock, cfg.EVS)
-	for i := range c.evs {
+	nsocks := cfg.EVS
+	if cfg.Carrier == CarrierFlowLabel {
+		nsocks = 1
+		c.label = true
+	}
+	for i := 0; i < nsocks; i++ {
 		port := uint16(0)
 		if cfg.EVPortBase != 0 {
 			port = cfg.EVPortBase + uint16(i)
@@ -127,11 +131,20 @@ func (c *Conn) openSockets() error {
 			return fmt.Errorf("udp: EV socket %d (port %d; Config.EVPortBase %d, EVS %d): %w", i, port, cfg.EVPortBase, cfg.EVS, err)
 		}
 		s.ev = uint16(i)
-		c.evs[i] = s
+		c.socks = append(c.socks, s)
 		// Buffer sizing warns once, not once per EV socket.
 		sb := c.sizeBuffer(rxFD(s), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.SendBuffer, "net.core.wmem_max", "Config.SendBuffer", i == 0)
 		if c.caps.SendBuffer < 0 || sb < c.caps.SendBuffer {
 			c.caps.SendBuffer = sb
+		}
+	}
+	c.evs = make([]*sock, cfg.EVS)
+	for i := range c.evs {
+		c.evs[i] = c.socks[i%len(c.socks)]
+	}
+	if c.label {
+		if err := leaseFlowLabels(rxFD(c.socks[0]), cfg.EVS); err != nil {
+			return fmt.Errorf("udp: flowlabel carrier (Config.Carrier): %w", err)
 		}
 	}
 	return nil

@@ -22,7 +22,7 @@ import (
 // Carrier names accepted in Config.Carrier.
 const (
 	CarrierPort      = "port"      // EV i leaves from UDP source port EVPortBase+i
-	CarrierFlowLabel = "flowlabel" // reserved: IPv6 flow label as EV (not implemented)
+	CarrierFlowLabel = "flowlabel" // IPv6 only: one send socket, EV i travels as flow label i+1
 	CarrierRaw       = "raw"       // reserved: IP_HDRINCL raw socket (not implemented)
 )
 
@@ -46,7 +46,7 @@ type Config struct {
 	Listen      netip.AddrPort // receive address:port of the daemon (IPv4 or IPv6); peers send here
 	EVPortBase  uint16         // first UDP source port of the EV pool (0: Listen.Port()+1; ephemeral ports if Listen.Port() is 0 too)
 	EVS         int            // EV pool size; EV i leaves from source port EVPortBase+i (default 256)
-	Carrier     string         // "port" (default); "raw" and "flowlabel" are reserved and rejected for now
+	Carrier     string         // "port" (default), "flowlabel" (IPv6; EVS <= 4096); "raw" is reserved and rejected for now
 	DataDSCP    uint8          // DSCP for data packets (0..63)
 	ControlDSCP uint8          // DSCP for control packets (ACK/NACK/...), so switches can prioritise (0..63)
 
@@ -67,7 +67,7 @@ type Packet struct {
 	Buf      []byte         // storage; on read len(Buf) is the capacity offered; data is Buf[:N]
 	N        int            // read: datagram length; write: bytes of Buf to send
 	Addr     netip.AddrPort // read: source; write: destination
-	EV       uint16         // write: entropy value -> source port EVPortBase + EV mod EVS
+	EV       uint16         // write: entropy value -> source port EVPortBase + EV mod EVS (flowlabel carrier: label EV mod EVS + 1)
 	ECN      uint8          // read: ECN bits of the IP header; write: codepoint to send (ECT(0)=2 for data, 0 control)
 	DSCP     uint8          // read: DSCP of the IP header
 	Control  bool           // write: use ControlDSCP instead of DataDSCP
@@ -114,8 +114,10 @@ type Conn struct {
 	caps  Caps
 	local netip.AddrPort
 
-	rx  *sock   // listen socket
-	evs []*sock // EV pool, one per EV
+	rx    *sock   // listen socket
+	evs   []*sock // EV -> send socket (all the same socket for the flow-label carrier)
+	socks []*sock // the distinct send sockets
+	label bool    // flow-label carrier
 
 	rmu sync.Mutex
 	rb  batch
@@ -207,7 +209,11 @@ func (cfg *Config) normalize() error {
 	}
 	switch cfg.Carrier {
 	case CarrierPort:
-	case CarrierRaw, CarrierFlowLabel:
+	case CarrierFlowLabel:
+		if !cfg.Listen.Addr().Is6() || cfg.Listen.Addr().Is4In6() {
+			return fmt.Errorf("udp: Config.Carrier %q needs an IPv6 Config.Listen, not %v", cfg.Carrier, cfg.Listen)
+		}
+	case CarrierRaw:
 		return fmt.Errorf("udp: Config.Carrier %q is not implemented yet; allowed: %q", cfg.Carrier, CarrierPort)
 	default:
 		return fmt.Errorf("udp: Config.Carrier %q: allowed values are %q, %q, %q", cfg.Carrier, CarrierPort, CarrierRaw, CarrierFlowLabel)
@@ -218,16 +224,23 @@ func (cfg *Config) normalize() error {
 	if cfg.EVS < 1 || cfg.EVS > 65535 {
 		return fmt.Errorf("udp: Config.EVS %d: allowed range is 1..65535 for the port carrier", cfg.EVS)
 	}
+	if cfg.Carrier == CarrierFlowLabel && cfg.EVS > maxFlowLabels {
+		return fmt.Errorf("udp: Config.EVS %d: allowed range is 1..%d for the flowlabel carrier (the kernel's flow-label table)", cfg.EVS, maxFlowLabels)
+	}
 	if cfg.EVPortBase == 0 && cfg.Listen.Port() != 0 {
 		cfg.EVPortBase = cfg.Listen.Port() + 1
 	}
-	if cfg.EVPortBase != 0 && int(cfg.EVPortBase)+cfg.EVS-1 > 65535 {
+	ports := cfg.EVS
+	if cfg.Carrier == CarrierFlowLabel {
+		ports = 1
+	}
+	if cfg.EVPortBase != 0 && int(cfg.EVPortBase)+ports-1 > 65535 {
 		return fmt.Errorf("udp: Config.EVPortBase %d + EVS %d exceeds port 65535: allowed EVPortBase is 1..%d",
 			cfg.EVPortBase, cfg.EVS, 65536-cfg.EVS)
 	}
-	if cfg.EVPortBase != 0 && cfg.Listen.Port() >= cfg.EVPortBase && int(cfg.Listen.Port()) < int(cfg.EVPortBase)+cfg.EVS {
+	if cfg.EVPortBase != 0 && cfg.Listen.Port() >= cfg.EVPortBase && int(cfg.Listen.Port()) < int(cfg.EVPortBase)+ports {
 		return fmt.Errorf("udp: Config.Listen port %d lies inside the EV port range %d..%d",
-			cfg.Listen.Port(), cfg.EVPortBase, int(cfg.EVPortBase)+cfg.EVS-1)
+			cfg.Listen.Port(), cfg.EVPortBase, int(cfg.EVPortBase)+ports-1)
 	}
 	if cfg.DataDSCP > 63 {
 		return fmt.Errorf("udp: Config.DataDSCP %d: allowed range is 0..63", cfg.DataDSCP)
@@ -254,10 +267,10 @@ func (cfg *Config) normalize() error {
 }
 
 func (c *Conn) evPortRange() string {
-	if len(c.evs) == 0 {
+	if len(c.socks) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d..%d", c.evs[0].port, c.evs[len(c.evs)-1].port)
+	return fmt.Sprintf("%d..%d", c.socks[0].port, c.socks[len(c.socks)-1].port)
 }
 
 // Caps reports what the kernel granted at Open.
@@ -266,8 +279,16 @@ func (c *Conn) Caps() Caps { return c.caps }
 // LocalAddr is the bound receive address (with the kernel-chosen port if Listen.Port() was 0).
 func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
 
-// EVPort is the UDP source port EV ev leaves from.
+// EVPort is the UDP source port EV ev leaves from (one port for the flow-label carrier).
 func (c *Conn) EVPort(ev uint16) uint16 { return c.evs[int(ev)%len(c.evs)].port }
+
+// FlowLabel is the IPv6 flow label EV ev travels with (0 unless the flow-label carrier).
+func (c *Conn) FlowLabel(ev uint16) uint32 {
+	if !c.label {
+		return 0
+	}
+	return uint32(int(ev)%len(c.evs)) + 1
+}
 
 // EVS is the size of the EV pool.
 func (c *Conn) EVS() int { return len(c.evs) }
@@ -307,7 +328,7 @@ func (c *Conn) closeSockets() error {
 	if c.rx != nil {
 		first = c.rx.close()
 	}
-	for _, s := range c.evs {
+	for _, s := range c.socks {
 		if s == nil {
 			continue
 		}
