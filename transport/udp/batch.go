@@ -29,10 +29,12 @@ const (
 
 // batch is a preallocated recvmmsg/sendmmsg argument block.
 type batch struct {
-	hdrs  []unix.Mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6
-	oob   []byte
+	hdrs []unix.Mmsghdr
+	iovs []unix.Iovec
+	// hdrs4raw holds the IP+UDP header of each message for the raw carrier.
+	hdrs4raw []byte
+	names    []unix.RawSockaddrInet6
+	oob      []byte
 
 	// Arguments and results of one raw call (set before, read after RawConn.Read/Write).
 	start, n, got int
@@ -43,13 +45,14 @@ type batch struct {
 
 func (b *batch) init(size int, write bool) {
 	b.hdrs = make([]unix.Mmsghdr, size)
-	b.iovs = make([]unix.Iovec, size)
+	b.iovs = make([]unix.Iovec, 2*size) // message i uses iovs[2i] (and iovs[2i+1]: raw header + payload)
+	b.hdrs4raw = make([]byte, size*rawHdrMax)
 	b.names = make([]unix.RawSockaddrInet6, size)
 	b.oob = make([]byte, size*oobSlot)
 	for i := range b.hdrs {
 		h := &b.hdrs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
-		h.Iov = &b.iovs[i]
+		h.Iov = &b.iovs[2*i]
 		h.Iovlen = 1
 		h.Control = &b.oob[i*oobSlot]
 	}
@@ -107,8 +110,8 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 		if len(p.Buf) == 0 {
 			return 0, fmt.Errorf("udp: ReadBatch: Packet %d has an empty Buf", i)
 		}
-		b.iovs[i].Base = &p.Buf[0]
-		b.iovs[i].SetLen(len(p.Buf))
+		b.iovs[2*i].Base = &p.Buf[0]
+		b.iovs[2*i].SetLen(len(p.Buf))
 		h := &b.hdrs[i]
 		h.Hdr.Namelen = sizeofSockaddr6
 		h.Hdr.SetControllen(oobSlot)
@@ -159,7 +162,7 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 			}
 			c.st.rxDSCP[p.DSCP].Add(1)
 		}
-		b.iovs[i].Base = nil // do not keep the caller's buffer reachable
+		b.iovs[2*i].Base = nil // do not keep the caller's buffer reachable
 	}
 	c.st.rxPackets.Add(uint64(got))
 	c.st.rxBytes.Add(bytes)
@@ -249,14 +252,14 @@ func (c *Conn) WriteBatch(pkts []Packet) (int, error) {
 			}
 			var bytes uint64
 			for i := off; i < off+b.got; i++ {
-				bytes += b.iovs[i].Len
+				bytes += uint64(pkts[sent+i].N)
 			}
 			c.st.txPackets.Add(uint64(b.got))
 			c.st.txBytes.Add(bytes)
 			c.st.txBatches.Add(1)
 			off += b.got
 		}
-		for i := 0; i < n; i++ {
+		for i := 0; i < 2*n; i++ {
 			b.iovs[i].Base = nil
 		}
 		sent += n
@@ -279,15 +282,20 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 	if !c.v6 && !to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv6 destination %v on an IPv4 socket layer", p.Addr)
 	}
+	iov := &b.iovs[2*i]
 	if p.N > 0 {
-		b.iovs[i].Base = &p.Buf[0]
+		iov.Base = &p.Buf[0]
 	} else {
-		b.iovs[i].Base = nil
+		iov.Base = nil
 	}
-	b.iovs[i].SetLen(p.N)
+	iov.SetLen(p.N)
 	h := &b.hdrs[i]
+	h.Hdr.Iovlen = 1
 	name := &b.names[i]
 	port := p.Addr.Port()
+	if c.raw {
+		port = 0 // raw sockets take the protocol, not a port, from the address
+	}
 	if c.label && to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v cannot carry a flow label (Config.Carrier %q)", p.Addr, CarrierFlowLabel)
 	}
@@ -315,7 +323,14 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 	tos := uint32(dscp)<<2 | uint32(ecn)
 	oob := b.oob[i*oobSlot : (i+1)*oobSlot]
 	var off int
-	if to4 {
+	if c.raw {
+		// Our own IP+UDP header goes first; the payload follows from the caller's buffer.
+		b.iovs[2*i+1] = *iov
+		hdr := c.rawHeader(b.hdrs4raw[i*rawHdrMax:(i+1)*rawHdrMax], p, dst, uint8(tos))
+		iov.Base = &hdr[0]
+		iov.SetLen(len(hdr))
+		h.Hdr.Iovlen = 2
+	} else if to4 {
 		off = putCmsg(oob, unix.IPPROTO_IP, unix.IP_TOS, tos)
 	} else {
 		off = putCmsg(oob, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tos)

@@ -59,14 +59,21 @@ func TestRouterMarksCEAndDSCP(t *testing.T) {
 		name     string
 		ipt      string
 		src, dst netip.Addr
+		carrier  string
 	}{
-		{"ipv4", "iptables", tp.AddrA, tp.AddrB},
-		{"ipv6", "ip6tables", tp.Addr6A, tp.Addr6B},
+		{"ipv4-port", "iptables", tp.AddrA, tp.AddrB, udp.CarrierPort},
+		{"ipv6-port", "ip6tables", tp.Addr6A, tp.Addr6B, udp.CarrierPort},
+		{"ipv4-raw", "iptables", tp.AddrA, tp.AddrB, udp.CarrierRaw},
+		{"ipv6-raw", "ip6tables", tp.Addr6A, tp.Addr6B, udp.CarrierRaw},
+		{"ipv6-flowlabel", "ip6tables", tp.Addr6A, tp.Addr6B, udp.CarrierFlowLabel},
 	} {
 		t.Run(fam.name, func(t *testing.T) {
-			a := openIn(t, tp.A, udp.Config{Listen: netip.AddrPortFrom(fam.src, 0), EVS: 16, DataDSCP: dataDSCP, ControlDSCP: 46})
+			// Fixed ports below the ephemeral range: the raw carrier does not bind its EV ports.
+			a := openIn(t, tp.A, udp.Config{Listen: netip.AddrPortFrom(fam.src, 19000), EVPortBase: 19100, EVS: 16,
+				Carrier: fam.carrier, DataDSCP: dataDSCP, ControlDSCP: 46})
 			b := openIn(t, tp.B, udp.Config{Listen: netip.AddrPortFrom(fam.dst, 0), EVS: 1, RecvBuffer: 8 << 20})
 			port := strconv.Itoa(int(b.LocalAddr().Port()))
+			tp.R.MustExec(t, fam.ipt, "-t", "mangle", "-F", "FORWARD")
 			tp.R.MustExec(t, fam.ipt, "-t", "mangle", "-A", "FORWARD", "-p", "udp", "--dport", port,
 				"-m", "statistic", "--mode", "nth", "--every", strconv.Itoa(ceEvery), "--packet", "0",
 				"-j", "TOS", "--set-tos", "0x03/0x03")
@@ -146,8 +153,12 @@ func TestRouterMarksCEAndDSCP(t *testing.T) {
 			if kern < n-1 {
 				t.Errorf("%d of %d packets carried a kernel RX timestamp", kern, n)
 			}
-			if len(ports) != 16 {
-				t.Errorf("packets came from %d source ports, want the 16 EV ports", len(ports))
+			wantPorts := 16
+			if fam.carrier == udp.CarrierFlowLabel {
+				wantPorts = 1 // the EV is in the flow label
+			}
+			if len(ports) != wantPorts {
+				t.Errorf("packets came from %d source ports, want %d", len(ports), wantPorts)
 			}
 			for ev := range 16 {
 				if !ports[a.EVPort(uint16(ev))] {

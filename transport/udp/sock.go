@@ -14,7 +14,7 @@ import (
 // sock is one UDP socket registered with Go's poller (so blocking calls park the goroutine
 // and Close wakes them) plus its raw descriptor for recvmmsg/sendmmsg.
 type sock struct {
-	uc   *net.UDPConn
+	uc   net.PacketConn // *net.UDPConn, or *net.IPConn for the raw carrier
 	rc   syscall.RawConn
 	port uint16
 	ev   uint16
@@ -76,13 +76,27 @@ func newSock(v6 bool, addr netip.AddrPort, setup func(fd int) error) (*sock, net
 	if err != nil {
 		return nil, netip.AddrPort{}, fmt.Errorf("FilePacketConn: %w", err)
 	}
-	uc := pc.(*net.UDPConn)
-	rc, err := uc.SyscallConn()
+	s, err := pollSock(pc)
 	if err != nil {
-		uc.Close()
 		return nil, netip.AddrPort{}, err
 	}
-	return &sock{uc: uc, rc: rc, port: local.Port()}, local, nil
+	s.port = local.Port()
+	return s, local, nil
+}
+
+// pollSock wraps a socket the Go poller owns.
+func pollSock(pc net.PacketConn) (*sock, error) {
+	sc, ok := pc.(syscall.Conn)
+	if !ok {
+		pc.Close()
+		return nil, fmt.Errorf("%T has no raw descriptor", pc)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	return &sock{uc: pc, rc: rc}, nil
 }
 
 func sockaddr(v6 bool, ap netip.AddrPort) unix.Sockaddr {
@@ -117,9 +131,18 @@ func (c *Conn) openSockets() error {
 	c.caps.RecvBuffer = c.sizeBuffer(rxFD(rx), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, cfg.RecvBuffer, "net.core.rmem_max", "Config.RecvBuffer", true)
 	c.caps.SendBuffer = -1
 	nsocks := cfg.EVS
-	if cfg.Carrier == CarrierFlowLabel {
+	switch cfg.Carrier {
+	case CarrierFlowLabel:
 		nsocks = 1
 		c.label = true
+	case CarrierRaw:
+		nsocks = 0
+		s, err := c.openRaw()
+		if err != nil {
+			return fmt.Errorf("udp: raw carrier (Config.Carrier %q): %w", CarrierRaw, err)
+		}
+		c.socks = append(c.socks, s)
+		c.caps.SendBuffer = c.sizeBuffer(rxFD(s), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.SendBuffer, "net.core.wmem_max", "Config.SendBuffer", true)
 	}
 	for i := 0; i < nsocks; i++ {
 		port := uint16(0)

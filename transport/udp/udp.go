@@ -23,7 +23,7 @@ import (
 const (
 	CarrierPort      = "port"      // EV i leaves from UDP source port EVPortBase+i
 	CarrierFlowLabel = "flowlabel" // IPv6 only: one send socket, EV i travels as flow label i+1
-	CarrierRaw       = "raw"       // reserved: IP_HDRINCL raw socket (not implemented)
+	CarrierRaw       = "raw"       // one raw socket (IP_HDRINCL, CAP_NET_RAW): any source port per packet, EVS up to 65535
 )
 
 // Defaults for zero-valued Config fields.
@@ -46,7 +46,7 @@ type Config struct {
 	Listen      netip.AddrPort // receive address:port of the daemon (IPv4 or IPv6); peers send here
 	EVPortBase  uint16         // first UDP source port of the EV pool (0: Listen.Port()+1; ephemeral ports if Listen.Port() is 0 too)
 	EVS         int            // EV pool size; EV i leaves from source port EVPortBase+i (default 256)
-	Carrier     string         // "port" (default), "flowlabel" (IPv6; EVS <= 4096); "raw" is reserved and rejected for now
+	Carrier     string         // "port" (default), "raw" (IP_HDRINCL, CAP_NET_RAW, EVS up to 65535), "flowlabel" (IPv6, EVS up to 4096)
 	DataDSCP    uint8          // DSCP for data packets (0..63)
 	ControlDSCP uint8          // DSCP for control packets (ACK/NACK/...), so switches can prioritise (0..63)
 
@@ -118,6 +118,8 @@ type Conn struct {
 	evs   []*sock // EV -> send socket (all the same socket for the flow-label carrier)
 	socks []*sock // the distinct send sockets
 	label bool    // flow-label carrier
+	raw   bool    // raw (IP_HDRINCL) carrier
+	rawT  []byte  // raw carrier: IP+UDP header template (from gopacket)
 
 	rmu sync.Mutex
 	rb  batch
@@ -214,7 +216,9 @@ func (cfg *Config) normalize() error {
 			return fmt.Errorf("udp: Config.Carrier %q needs an IPv6 Config.Listen, not %v", cfg.Carrier, cfg.Listen)
 		}
 	case CarrierRaw:
-		return fmt.Errorf("udp: Config.Carrier %q is not implemented yet; allowed: %q", cfg.Carrier, CarrierPort)
+		if cfg.Listen.Addr().IsUnspecified() {
+			return fmt.Errorf("udp: Config.Carrier %q builds its own IP headers and needs a specific Config.Listen address, not %v", cfg.Carrier, cfg.Listen)
+		}
 	default:
 		return fmt.Errorf("udp: Config.Carrier %q: allowed values are %q, %q, %q", cfg.Carrier, CarrierPort, CarrierRaw, CarrierFlowLabel)
 	}
@@ -270,6 +274,9 @@ func (c *Conn) evPortRange() string {
 	if len(c.socks) == 0 {
 		return ""
 	}
+	if c.raw {
+		return fmt.Sprintf("%d..%d (raw)", c.EVPort(0), c.EVPort(uint16(c.cfg.EVS-1)))
+	}
 	return fmt.Sprintf("%d..%d", c.socks[0].port, c.socks[len(c.socks)-1].port)
 }
 
@@ -280,7 +287,12 @@ func (c *Conn) Caps() Caps { return c.caps }
 func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
 
 // EVPort is the UDP source port EV ev leaves from (one port for the flow-label carrier).
-func (c *Conn) EVPort(ev uint16) uint16 { return c.evs[int(ev)%len(c.evs)].port }
+func (c *Conn) EVPort(ev uint16) uint16 {
+	if c.raw {
+		return c.cfg.EVPortBase + uint16(int(ev)%c.cfg.EVS)
+	}
+	return c.evs[int(ev)%len(c.evs)].port
+}
 
 // FlowLabel is the IPv6 flow label EV ev travels with (0 unless the flow-label carrier).
 func (c *Conn) FlowLabel(ev uint16) uint32 {
