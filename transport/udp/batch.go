@@ -20,6 +20,8 @@ import (
 // the goroutine when the socket would block. See docs/datapath.md.
 
 const (
+	gsoMaxSegs      = 64    // UDP_MAX_SEGMENTS of older kernels
+	gsoMaxBytes     = 65000 // payload bytes of one GSO message, under the 64 KiB IP length
 	sizeofSockaddr4 = unix.SizeofSockaddrInet4
 	sizeofSockaddr6 = unix.SizeofSockaddrInet6
 	// oobSlot is the control buffer of one message: receive needs TOS or TCLASS (24) plus
@@ -33,8 +35,16 @@ type batch struct {
 	iovs []unix.Iovec
 	// hdrs4raw holds the IP+UDP header of each message for the raw carrier.
 	hdrs4raw []byte
-	names    []unix.RawSockaddrInet6
-	oob      []byte
+
+	// Per write message: packets and payload bytes in it, GSO segment size, destination,
+	// TOS, and whether more segments may join.
+	msgPkts, msgBytes, msgSeg []int
+	msgDst                    []netip.AddrPort
+	msgTOS                    []uint32
+	msgEV                     []int // EV mod EVS (the flow label differs per EV on one socket)
+	msgOpen                   []bool
+	names                     []unix.RawSockaddrInet6
+	oob                       []byte
 
 	// Arguments and results of one raw call (set before, read after RawConn.Read/Write).
 	start, n, got int
@@ -47,6 +57,11 @@ func (b *batch) init(size int, write bool) {
 	b.hdrs = make([]unix.Mmsghdr, size)
 	b.iovs = make([]unix.Iovec, 2*size) // message i uses iovs[2i] (and iovs[2i+1]: raw header + payload)
 	b.hdrs4raw = make([]byte, size*rawHdrMax)
+	if write {
+		b.msgPkts, b.msgBytes, b.msgSeg = make([]int, size), make([]int, size), make([]int, size)
+		b.msgDst, b.msgTOS, b.msgOpen = make([]netip.AddrPort, size), make([]uint32, size), make([]bool, size)
+		b.msgEV = make([]int, size)
+	}
 	b.names = make([]unix.RawSockaddrInet6, size)
 	b.oob = make([]byte, size*oobSlot)
 	for i := range b.hdrs {
@@ -208,8 +223,10 @@ func parseRxOOB(oob []byte) (tos uint8, ts int64) {
 
 // WriteBatch sends pkts in order, each from the source port of its EV with the TOS byte
 // of its class and ECN codepoint. Consecutive packets of the same EV go out in one
-// sendmmsg. It returns how many packets the kernel took; on an error that count is the
-// index of the packet that failed (the caller may drop it and send the rest).
+// sendmmsg; with UDP GSO, consecutive packets of one EV to one destination with the same
+// TOS and size travel as one message the kernel splits. It returns how many packets the
+// kernel took; on an error that count is the index of the packet that failed (the caller
+// may drop it and send the rest).
 func (c *Conn) WriteBatch(pkts []Packet) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -218,58 +235,139 @@ func (c *Conn) WriteBatch(pkts []Packet) (int, error) {
 	sent := 0
 	for sent < len(pkts) {
 		s := c.evs[int(pkts[sent].EV)%len(c.evs)]
-		n := 0
+		m, j := 0, 0 // messages and packets in this run
 		sampled := false
-		for sent+n < len(pkts) && n < len(b.hdrs) && c.evs[int(pkts[sent+n].EV)%len(c.evs)] == s {
-			smp, err := c.fillTx(n, &pkts[sent+n], s)
+		for sent+j < len(pkts) && j < len(b.hdrs) && c.evs[int(pkts[sent+j].EV)%len(c.evs)] == s {
+			p := &pkts[sent+j]
+			if m > 0 && c.join(m-1, j, p) {
+				j++
+				continue
+			}
+			smp, err := c.fillTx(m, j, p, s)
 			if err != nil {
-				if n == 0 {
+				if j == 0 {
 					c.st.txErrors.Add(1)
 					return sent, err
 				}
 				break // send what is ready; the bad packet fails on the next round
 			}
 			sampled = sampled || smp
-			n++
+			m++
+			j++
 		}
 		if sampled {
 			c.stampUserTime(s)
 		}
-		for off := 0; off < n; {
-			b.start, b.n = off, n-off
-			if b.single {
-				b.n = 1
-			}
-			if err := s.rc.Write(b.rawFn); err != nil {
-				if c.closed.Load() || errors.Is(err, net.ErrClosed) {
-					return sent + off, net.ErrClosed
-				}
-				return sent + off, err
-			}
-			if b.errno != 0 {
-				c.st.txErrors.Add(1)
-				return sent + off, os.NewSyscallError("sendmmsg", b.errno)
-			}
-			var bytes uint64
-			for i := off; i < off+b.got; i++ {
-				bytes += uint64(pkts[sent+i].N)
-			}
-			c.st.txPackets.Add(uint64(b.got))
-			c.st.txBytes.Add(bytes)
-			c.st.txBatches.Add(1)
-			off += b.got
-		}
-		for i := 0; i < 2*n; i++ {
+		done, err := c.sendRun(s, m)
+		for i := range b.iovs[:2*j] {
 			b.iovs[i].Base = nil
 		}
-		sent += n
+		if err == errGSORefused {
+			sent += done // resend the rest of the run one message per packet
+			continue
+		}
+		if err != nil {
+			return sent + done, err
+		}
+		sent += j
 	}
 	return sent, nil
 }
 
-// fillTx prepares slot i of the write batch for p, sent from socket s. It reports whether
-// the packet carries a TX-timestamp request.
-func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
+var errGSORefused = errors.New("udp: GSO refused")
+
+// sendRun sends messages 0..m-1 of the write batch on s and returns the packets sent.
+func (c *Conn) sendRun(s *sock, m int) (int, error) {
+	b := &c.wb
+	done := 0
+	for off := 0; off < m; {
+		b.start, b.n = off, m-off
+		if b.single {
+			b.n = 1
+		}
+		if err := s.rc.Write(b.rawFn); err != nil {
+			if c.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return done, net.ErrClosed
+			}
+			return done, err
+		}
+		if b.errno != 0 {
+			if (b.errno == unix.EINVAL || b.errno == unix.EMSGSIZE || b.errno == unix.EIO) && b.msgPkts[off] > 1 {
+				// The kernel refuses GSO for this message (a segment larger than the
+				// route's MTU allows, or no checksum offload: EIO): stop using it.
+				c.log.Warn("udp: kernel refused a UDP GSO send; sending one datagram per message from now on",
+					"segment", b.msgSeg[off], "segments", b.msgPkts[off], "err", b.errno)
+				c.gso.Store(false)
+				return done, errGSORefused
+			}
+			c.st.txErrors.Add(1)
+			return done, os.NewSyscallError("sendmmsg", b.errno)
+		}
+		var bytes uint64
+		for k := off; k < off+b.got; k++ {
+			done += b.msgPkts[k]
+			c.st.txPackets.Add(uint64(b.msgPkts[k]))
+			bytes += uint64(b.msgBytes[k])
+			if b.msgPkts[k] > 1 {
+				c.st.txGSOMsgs.Add(1)
+				c.st.txGSOSegs.Add(uint64(b.msgPkts[k]))
+			}
+		}
+		c.st.txBytes.Add(bytes)
+		c.st.txBatches.Add(1)
+		off += b.got
+	}
+	return done, nil
+}
+
+// join appends p (packet j of the run) to message mi as one more GSO segment if it can
+// travel in it: same destination and TOS, not larger than the segment size, and room left.
+func (c *Conn) join(mi, j int, p *Packet) bool {
+	b := &c.wb
+	if !b.msgOpen[mi] || !c.gso.Load() || p.Addr != b.msgDst[mi] || int(p.EV)%len(c.evs) != b.msgEV[mi] || p.N <= 0 || p.N > b.msgSeg[mi] || p.N > len(p.Buf) ||
+		b.msgPkts[mi] >= gsoMaxSegs || b.msgBytes[mi]+p.N > gsoMaxBytes || c.tos(p) != b.msgTOS[mi] {
+		return false
+	}
+	if c.caps.TxTimestamps && (c.txSeq+1)%uint64(c.cfg.TxTimestampEvery) == 0 {
+		return false // a sampled packet goes in a message of its own
+	}
+	if c.caps.TxTimestamps {
+		c.txSeq++
+	}
+	b.iovs[j].Base = &p.Buf[0]
+	b.iovs[j].SetLen(p.N)
+	h := &b.hdrs[mi].Hdr
+	h.Iovlen++
+	if b.msgPkts[mi] == 1 {
+		oob := b.oob[mi*oobSlot : (mi+1)*oobSlot]
+		off := int(h.Controllen)
+		off += putCmsg16(oob[off:], unix.SOL_UDP, unix.UDP_SEGMENT, uint16(b.msgSeg[mi]))
+		h.SetControllen(off)
+	}
+	b.msgPkts[mi]++
+	b.msgBytes[mi] += p.N
+	if p.N < b.msgSeg[mi] {
+		b.msgOpen[mi] = false // only the last segment may be short
+	}
+	return true
+}
+
+// tos is the TOS / traffic-class byte p leaves with.
+func (c *Conn) tos(p *Packet) uint32 {
+	dscp := c.cfg.DataDSCP
+	if p.Control {
+		dscp = c.cfg.ControlDSCP
+	}
+	ecn := p.ECN & 3
+	if !c.caps.ECN {
+		ecn = 0
+	}
+	return uint32(dscp)<<2 | uint32(ecn)
+}
+
+// fillTx prepares message m of the write batch for p, packet j of the run, sent from
+// socket s. It reports whether the packet carries a TX-timestamp request.
+func (c *Conn) fillTx(m, j int, p *Packet, s *sock) (bool, error) {
 	b := &c.wb
 	if p.N < 0 || p.N > len(p.Buf) {
 		return false, fmt.Errorf("udp: WriteBatch: Packet.N %d outside 0..len(Buf) %d", p.N, len(p.Buf))
@@ -282,22 +380,26 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 	if !c.v6 && !to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv6 destination %v on an IPv4 socket layer", p.Addr)
 	}
-	iov := &b.iovs[2*i]
+	if c.label && to4 {
+		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v cannot carry a flow label (Config.Carrier %q)", p.Addr, CarrierFlowLabel)
+	}
+	h := &b.hdrs[m]
+	iov := &b.iovs[j]
+	if c.raw {
+		iov = &b.iovs[2*j+1]
+	}
 	if p.N > 0 {
 		iov.Base = &p.Buf[0]
 	} else {
 		iov.Base = nil
 	}
 	iov.SetLen(p.N)
-	h := &b.hdrs[i]
+	h.Hdr.Iov = iov
 	h.Hdr.Iovlen = 1
-	name := &b.names[i]
+	name := &b.names[m]
 	port := p.Addr.Port()
 	if c.raw {
 		port = 0 // raw sockets take the protocol, not a port, from the address
-	}
-	if c.label && to4 {
-		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v cannot carry a flow label (Config.Carrier %q)", p.Addr, CarrierFlowLabel)
 	}
 	if c.v6 {
 		*name = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: dst.As16()}
@@ -312,23 +414,15 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s4.Port))[:], port)
 		h.Hdr.Namelen = sizeofSockaddr4
 	}
-	dscp := c.cfg.DataDSCP
-	if p.Control {
-		dscp = c.cfg.ControlDSCP
-	}
-	ecn := p.ECN & 3
-	if !c.caps.ECN {
-		ecn = 0
-	}
-	tos := uint32(dscp)<<2 | uint32(ecn)
-	oob := b.oob[i*oobSlot : (i+1)*oobSlot]
+	tos := c.tos(p)
+	oob := b.oob[m*oobSlot : (m+1)*oobSlot]
 	var off int
 	if c.raw {
 		// Our own IP+UDP header goes first; the payload follows from the caller's buffer.
-		b.iovs[2*i+1] = *iov
-		hdr := c.rawHeader(b.hdrs4raw[i*rawHdrMax:(i+1)*rawHdrMax], p, dst, uint8(tos))
-		iov.Base = &hdr[0]
-		iov.SetLen(len(hdr))
+		hdr := c.rawHeader(b.hdrs4raw[j*rawHdrMax:(j+1)*rawHdrMax], p, dst, uint8(tos))
+		b.iovs[2*j].Base = &hdr[0]
+		b.iovs[2*j].SetLen(len(hdr))
+		h.Hdr.Iov = &b.iovs[2*j]
 		h.Hdr.Iovlen = 2
 	} else if to4 {
 		off = putCmsg(oob, unix.IPPROTO_IP, unix.IP_TOS, tos)
@@ -348,7 +442,19 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 	h.Hdr.SetControllen(off)
 	h.Hdr.Flags = 0
 	h.Len = 0
+	b.msgPkts[m], b.msgBytes[m], b.msgSeg[m] = 1, p.N, p.N
+	b.msgDst[m], b.msgTOS[m], b.msgEV[m] = p.Addr, tos, int(p.EV)%len(c.evs)
+	b.msgOpen[m] = !c.raw && !sampled && p.N > 0 && c.gso.Load()
 	return sampled, nil
+}
+
+// putCmsg16 writes one control message with a 2-byte value and returns its space.
+func putCmsg16(b []byte, level, typ int32, val uint16) int {
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = level, typ
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(b[unix.CmsgLen(0):], val)
+	return unix.CmsgSpace(2)
 }
 
 // putCmsg writes one control message with a 4-byte value and returns its space.

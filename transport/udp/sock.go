@@ -213,6 +213,13 @@ func (c *Conn) setupTx(fd int) error {
 	// Replies go to the listen port (wire ReplyPort); anything arriving here is dropped
 	// soon, but the TX-timestamp error queue is charged to this buffer, so keep some room.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<10)
+	if c.caps.GSO {
+		// Probe only: the segment size goes per message as a control message.
+		if err := unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_SEGMENT, 0); err != nil {
+			c.cfg.Logger.Warn("udp: kernel refused UDP_SEGMENT; no UDP GSO", "err", err)
+			c.caps.GSO = false
+		}
+	}
 	if c.caps.TxTimestamps {
 		flags := unix.SOF_TIMESTAMPING_SOFTWARE | unix.SOF_TIMESTAMPING_OPT_TSONLY | unix.SOF_TIMESTAMPING_OPT_ID
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, flags); err != nil {

@@ -52,6 +52,7 @@ type Config struct {
 
 	// Off switches; each also falls back automatically when the kernel refuses.
 	DisableECN, DisableTimestamps, DisableBatch bool
+	DisableGSO                                  bool // no UDP GSO (UDP_SEGMENT) on send (port and flowlabel carriers)
 
 	TxTimestampEvery int // sample a kernel TX timestamp on 1 in N sent packets (0: off)
 
@@ -78,6 +79,7 @@ type Packet struct {
 // Caps is what the kernel granted at Open (after probing and fallback).
 type Caps struct {
 	ECN, RxTimestamps, TxTimestamps, Batch bool
+	GSO                                    bool   // UDP_SEGMENT on send
 	TimestampSource                        string // "kernel" or "user"
 	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
 }
@@ -95,6 +97,8 @@ type Stats struct {
 	TxStampsSampled      uint64 // packets sent with a TX timestamp request
 	TxStampsMatched      uint64 // TX timestamps read back from the error queue and matched
 	TxStampsLost         uint64 // requests whose timestamp never came back before its slot was reused
+	TxGSOMessages        uint64 // sends that carried several packets as UDP GSO segments
+	TxGSOSegments        uint64 // packets sent inside those
 }
 
 // TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
@@ -142,6 +146,7 @@ type Conn struct {
 	errFn  func(fd uintptr)
 
 	closed atomic.Bool
+	gso    atomic.Bool // GSO in use (switched off at run time if the kernel refuses it)
 	st     counters
 }
 
@@ -149,7 +154,7 @@ type counters struct {
 	rxPackets, rxBytes, txPackets, txBytes, rxBatches, txBatches atomic.Uint64
 	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp          atomic.Uint64
 	rxDSCP                                                       [64]atomic.Uint64
-	txSampled, txMatched, txLost                                 atomic.Uint64
+	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs           atomic.Uint64
 }
 
 type txPending struct {
@@ -167,7 +172,8 @@ func Open(cfg Config) (*Conn, error) {
 	}
 	c := &Conn{cfg: cfg, log: cfg.Logger, v6: cfg.Listen.Addr().Is6() && !cfg.Listen.Addr().Is4In6()}
 	c.caps = Caps{ECN: !cfg.DisableECN, RxTimestamps: !cfg.DisableTimestamps,
-		TxTimestamps: !cfg.DisableTimestamps && cfg.TxTimestampEvery > 0, Batch: !cfg.DisableBatch}
+		TxTimestamps: !cfg.DisableTimestamps && cfg.TxTimestampEvery > 0, Batch: !cfg.DisableBatch,
+		GSO: !cfg.DisableGSO && cfg.Carrier != CarrierRaw}
 	if err := c.openSockets(); err != nil {
 		c.closeSockets()
 		return nil, err
@@ -187,6 +193,7 @@ func Open(cfg Config) (*Conn, error) {
 		c.txRun = make([]uint32, 0, cfg.BatchSize)
 	}
 	c.errFn = c.readErrQueue
+	c.gso.Store(c.caps.GSO)
 	if cfg.probing {
 		return c, nil
 	}
@@ -194,7 +201,7 @@ func Open(cfg Config) (*Conn, error) {
 		"listen", c.local.String(), "carrier", cfg.Carrier, "evs", cfg.EVS,
 		"ev_ports", c.evPortRange(), "ecn", c.caps.ECN, "rx_timestamps", c.caps.RxTimestamps,
 		"tx_timestamps", c.caps.TxTimestamps, "timestamp_source", c.caps.TimestampSource,
-		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "probe", verdict,
+		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "probe", verdict,
 		"recv_buffer", c.caps.RecvBuffer, "send_buffer", c.caps.SendBuffer)
 	return c, nil
 }
@@ -281,7 +288,11 @@ func (c *Conn) evPortRange() string {
 }
 
 // Caps reports what the kernel granted at Open.
-func (c *Conn) Caps() Caps { return c.caps }
+func (c *Conn) Caps() Caps {
+	caps := c.caps
+	caps.GSO = c.gso.Load()
+	return caps
+}
 
 // LocalAddr is the bound receive address (with the kernel-chosen port if Listen.Port() was 0).
 func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
@@ -319,7 +330,7 @@ func (c *Conn) Stats() Stats {
 		RxTruncated: c.st.rxTrunc.Load(), RxECT: c.st.rxECT.Load(), RxCE: c.st.rxCE.Load(),
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
-		TxStampsLost: c.st.txLost.Load(),
+		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()

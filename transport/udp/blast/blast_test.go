@@ -137,7 +137,7 @@ func BenchmarkVeth(b *testing.B) {
 		evs     int // EVs the sender cycles through
 		v6      bool
 	}{
-		{"conn-port-1ev", udp.CarrierPort, 1, false},
+		{"conn-port-1ev-gso", udp.CarrierPort, 1, false},
 		{"conn-port-256ev", udp.CarrierPort, 256, false},
 		{"conn-raw-256ev", udp.CarrierRaw, 256, false},
 		{"conn-flowlabel-256ev-v6", udp.CarrierFlowLabel, 256, true},
@@ -179,12 +179,14 @@ func BenchmarkVethInterleaved(b *testing.B) {
 		carrier string
 		evs     int
 		v6      bool
+		noGSO   bool
 		tx, rx  *udp.Conn
 		rates   []float64
 	}
 	vs := []*variant{
 		{name: "xnet-raw"},
-		{name: "conn-port-1ev", carrier: udp.CarrierPort, evs: 1},
+		{name: "conn-port-1ev-gso", carrier: udp.CarrierPort, evs: 1},
+		{name: "conn-port-1ev", carrier: udp.CarrierPort, evs: 1, noGSO: true},
 		{name: "conn-port-256ev", carrier: udp.CarrierPort, evs: 256},
 		{name: "conn-raw-256ev", carrier: udp.CarrierRaw, evs: 256},
 		{name: "conn-flowlabel-256ev-v6", carrier: udp.CarrierFlowLabel, evs: 256, v6: true},
@@ -195,7 +197,8 @@ func BenchmarkVethInterleaved(b *testing.B) {
 			src, dst = tp.Addr6A, tp.Addr6B
 		}
 		base := uint16(19000 + 1000*i)
-		v.tx = openIn(b, tp.A, udp.Config{Listen: netip.AddrPortFrom(src, base), EVPortBase: base + 1, EVS: 256, Carrier: v.carrier, SendBuffer: bufSize, BatchSize: batch})
+		v.tx = openIn(b, tp.A, udp.Config{Listen: netip.AddrPortFrom(src, base), EVPortBase: base + 1, EVS: 256, Carrier: v.carrier,
+			DisableGSO: v.noGSO, SendBuffer: bufSize, BatchSize: batch})
 		v.rx = openIn(b, tp.B, udp.Config{Listen: netip.AddrPortFrom(dst, 0), EVS: 1, RecvBuffer: bufSize, BatchSize: batch})
 	}
 	until := func() time.Time { return time.Now().Add(20 * time.Second) }
