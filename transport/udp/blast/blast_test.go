@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -168,7 +169,8 @@ func BenchmarkVeth(b *testing.B) {
 // BenchmarkVethInterleaved is BenchmarkVeth for a busy machine: each iteration is one
 // round of every variant in turn (20,000 4096-byte datagrams each), so load that comes
 // and goes hits all of them alike; it reports each variant's median receive rate over the
-// rounds and its ratio to the x/net blaster's. Use -benchtime=5x or more.
+// rounds and its ratio to the x/net blaster's, plus iperf3 TCP over the same veth (one
+// second per round). Use -benchtime=5x or more.
 func BenchmarkVethInterleaved(b *testing.B) {
 	const count = 20000
 	tp := nstest.Pair(b)
@@ -202,6 +204,10 @@ func BenchmarkVethInterleaved(b *testing.B) {
 		v.rx = openIn(b, tp.B, udp.Config{Listen: netip.AddrPortFrom(dst, 0), EVS: 1, RecvBuffer: bufSize, BatchSize: batch})
 	}
 	until := func() time.Time { return time.Now().Add(20 * time.Second) }
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		b.Fatalf("iperf3 not installed (apt-get install -y iperf3): %v", err)
+	}
+	var tcp []float64 // iperf3 TCP Gbit/s per round
 	b.ResetTimer()
 	for range b.N {
 		for _, v := range vs {
@@ -219,12 +225,19 @@ func BenchmarkVethInterleaved(b *testing.B) {
 			}
 			v.rates = append(v.rates, (<-done).PacketRate())
 		}
+		g, err := blast.Iperf3(tp.B, tp.A, tp.AddrB, 5201, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tcp = append(tcp, g)
 	}
 	b.StopTimer()
+	b.ReportMetric(median(tcp), "iperf3-tcp_Gbit/s")
 	raw := median(vs[0].rates)
 	for _, v := range vs {
 		m := median(v.rates)
 		b.ReportMetric(m, v.name+"_pkts/s")
+		b.ReportMetric(m*payload*8/1e9, v.name+"_Gbit/s")
 		if v.tx != nil && raw > 0 {
 			b.ReportMetric(m/raw, v.name+"/raw")
 		}
