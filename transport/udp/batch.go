@@ -115,18 +115,54 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	if c.gro.bufs != nil {
+		return c.readGRO(pkts)
+	}
 	b := &c.rb
 	n := min(len(pkts), len(b.hdrs))
+	for i := 0; i < n; i++ {
+		if len(pkts[i].Buf) == 0 {
+			return 0, fmt.Errorf("udp: ReadBatch: Packet %d has an empty Buf", i)
+		}
+		b.iovs[2*i].Base = &pkts[i].Buf[0]
+		b.iovs[2*i].SetLen(len(pkts[i].Buf))
+	}
+	got, err := c.recv(n)
+	if err != nil {
+		return 0, err
+	}
+	var user int64
+	for i := 0; i < got; i++ {
+		p := &pkts[i]
+		h := &b.hdrs[i]
+		p.N = int(h.Len)
+		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
+			c.st.rxTrunc.Add(1)
+			p.N = min(p.N, len(p.Buf))
+		}
+		p.Addr = parseName(&b.names[i])
+		tos, ts, _ := parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
+		p.ECN, p.DSCP = tos&3, tos>>2
+		p.RxTime, p.RxKernel = ts, ts != 0
+		if ts == 0 {
+			if user == 0 {
+				user = time.Now().UnixNano()
+			}
+			p.RxTime = user
+		}
+		c.account(p)
+		b.iovs[2*i].Base = nil // do not keep the caller's buffer reachable
+	}
+	return got, nil
+}
+
+// recv runs recvmmsg for messages 0..n-1 of the read batch, whose iovecs are set.
+func (c *Conn) recv(n int) (int, error) {
+	b := &c.rb
 	if !c.caps.Batch {
 		n = 1
 	}
 	for i := 0; i < n; i++ {
-		p := &pkts[i]
-		if len(p.Buf) == 0 {
-			return 0, fmt.Errorf("udp: ReadBatch: Packet %d has an empty Buf", i)
-		}
-		b.iovs[2*i].Base = &p.Buf[0]
-		b.iovs[2*i].SetLen(len(p.Buf))
 		h := &b.hdrs[i]
 		h.Hdr.Namelen = sizeofSockaddr6
 		h.Hdr.SetControllen(oobSlot)
@@ -144,45 +180,26 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 		c.st.rxErrors.Add(1)
 		return 0, os.NewSyscallError("recvmmsg", b.errno)
 	}
-	got := b.got
-	var user int64
-	var bytes uint64
-	for i := 0; i < got; i++ {
-		p := &pkts[i]
-		h := &b.hdrs[i]
-		p.N = int(h.Len)
-		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
-			c.st.rxTrunc.Add(1)
-			p.N = min(p.N, len(p.Buf))
-		}
-		bytes += uint64(p.N)
-		p.Addr = parseName(&b.names[i])
-		tos, ts := parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
-		p.ECN, p.DSCP = tos&3, tos>>2
-		if ts != 0 {
-			p.RxTime, p.RxKernel = ts, true
-		} else {
-			if user == 0 {
-				user = time.Now().UnixNano()
-			}
-			p.RxTime, p.RxKernel = user, false
-			c.st.rxNoStamp.Add(1)
-		}
-		if c.caps.ECN {
-			switch p.ECN {
-			case CE:
-				c.st.rxCE.Add(1)
-			case ECT0, ECT1:
-				c.st.rxECT.Add(1)
-			}
-			c.st.rxDSCP[p.DSCP].Add(1)
-		}
-		b.iovs[2*i].Base = nil // do not keep the caller's buffer reachable
-	}
-	c.st.rxPackets.Add(uint64(got))
-	c.st.rxBytes.Add(bytes)
 	c.st.rxBatches.Add(1)
-	return got, nil
+	return b.got, nil
+}
+
+// account adds one received packet to the counters.
+func (c *Conn) account(p *Packet) {
+	c.st.rxPackets.Add(1)
+	c.st.rxBytes.Add(uint64(p.N))
+	if !p.RxKernel {
+		c.st.rxNoStamp.Add(1)
+	}
+	if c.caps.ECN {
+		switch p.ECN {
+		case CE:
+			c.st.rxCE.Add(1)
+		case ECT0, ECT1:
+			c.st.rxECT.Add(1)
+		}
+		c.st.rxDSCP[p.DSCP].Add(1)
+	}
 }
 
 // parseName decodes the kernel-filled source address without allocating.
@@ -198,8 +215,9 @@ func parseName(sa *unix.RawSockaddrInet6) (ap netip.AddrPort) {
 	return netip.AddrPort{}
 }
 
-// parseRxOOB extracts the TOS/traffic-class byte and the software receive timestamp.
-func parseRxOOB(oob []byte) (tos uint8, ts int64) {
+// parseRxOOB extracts the TOS/traffic-class byte, the software receive timestamp and the
+// GRO segment size (0: a single datagram).
+func parseRxOOB(oob []byte) (tos uint8, ts int64, seg int) {
 	for len(oob) >= unix.SizeofCmsghdr {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -216,6 +234,8 @@ func parseRxOOB(oob []byte) (tos uint8, ts int64) {
 			if t.Ts[0].Sec != 0 || t.Ts[0].Nsec != 0 {
 				ts = t.Ts[0].Nano()
 			}
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			seg = int(binary.NativeEndian.Uint32(data)) // the kernel writes an int
 		}
 	}
 	return

@@ -198,6 +198,9 @@ func (c *Conn) setupRx(fd int) error {
 			c.caps.ECN = false
 		}
 	}
+	if c.caps.GRO {
+		c.enableGRO(fd)
+	}
 	if c.caps.RxTimestamps {
 		flags := unix.SOF_TIMESTAMPING_RX_SOFTWARE | unix.SOF_TIMESTAMPING_SOFTWARE
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, flags); err != nil {

@@ -53,6 +53,7 @@ type Config struct {
 	// Off switches; each also falls back automatically when the kernel refuses.
 	DisableECN, DisableTimestamps, DisableBatch bool
 	DisableGSO                                  bool // no UDP GSO (UDP_SEGMENT) on send (port and flowlabel carriers)
+	DisableGRO                                  bool // no UDP GRO on receive (and no copy out of the socket's own buffers)
 
 	TxTimestampEvery int // sample a kernel TX timestamp on 1 in N sent packets (0: off)
 
@@ -80,6 +81,7 @@ type Packet struct {
 type Caps struct {
 	ECN, RxTimestamps, TxTimestamps, Batch bool
 	GSO                                    bool   // UDP_SEGMENT on send
+	GRO                                    bool   // UDP_GRO on receive
 	TimestampSource                        string // "kernel" or "user"
 	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
 }
@@ -97,6 +99,7 @@ type Stats struct {
 	TxStampsSampled      uint64 // packets sent with a TX timestamp request
 	TxStampsMatched      uint64 // TX timestamps read back from the error queue and matched
 	TxStampsLost         uint64 // requests whose timestamp never came back before its slot was reused
+	RxGROBuffers         uint64 // received buffers that held several datagrams (UDP GRO)
 	TxGSOMessages        uint64 // sends that carried several packets as UDP GSO segments
 	TxGSOSegments        uint64 // packets sent inside those
 }
@@ -127,6 +130,7 @@ type Conn struct {
 
 	rmu sync.Mutex
 	rb  batch
+	gro groState
 
 	wmu   sync.Mutex
 	wb    batch
@@ -151,10 +155,10 @@ type Conn struct {
 }
 
 type counters struct {
-	rxPackets, rxBytes, txPackets, txBytes, rxBatches, txBatches atomic.Uint64
-	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp          atomic.Uint64
-	rxDSCP                                                       [64]atomic.Uint64
-	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs           atomic.Uint64
+	rxPackets, rxBytes, txPackets, txBytes, rxBatches, txBatches  atomic.Uint64
+	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp           atomic.Uint64
+	rxDSCP                                                        [64]atomic.Uint64
+	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs atomic.Uint64
 }
 
 type txPending struct {
@@ -173,7 +177,7 @@ func Open(cfg Config) (*Conn, error) {
 	c := &Conn{cfg: cfg, log: cfg.Logger, v6: cfg.Listen.Addr().Is6() && !cfg.Listen.Addr().Is4In6()}
 	c.caps = Caps{ECN: !cfg.DisableECN, RxTimestamps: !cfg.DisableTimestamps,
 		TxTimestamps: !cfg.DisableTimestamps && cfg.TxTimestampEvery > 0, Batch: !cfg.DisableBatch,
-		GSO: !cfg.DisableGSO && cfg.Carrier != CarrierRaw}
+		GSO: !cfg.DisableGSO && cfg.Carrier != CarrierRaw, GRO: !cfg.DisableGRO}
 	if err := c.openSockets(); err != nil {
 		c.closeSockets()
 		return nil, err
@@ -185,6 +189,9 @@ func Open(cfg Config) (*Conn, error) {
 		c.caps.TimestampSource = "user"
 	}
 	c.rb.init(cfg.BatchSize, false)
+	if c.caps.GRO {
+		c.gro.init(min(cfg.BatchSize, 16))
+	}
 	c.wb.init(cfg.BatchSize, true)
 	c.rb.rawFn = c.rxRecv
 	c.wb.rawFn = c.txSend
@@ -201,7 +208,7 @@ func Open(cfg Config) (*Conn, error) {
 		"listen", c.local.String(), "carrier", cfg.Carrier, "evs", cfg.EVS,
 		"ev_ports", c.evPortRange(), "ecn", c.caps.ECN, "rx_timestamps", c.caps.RxTimestamps,
 		"tx_timestamps", c.caps.TxTimestamps, "timestamp_source", c.caps.TimestampSource,
-		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "probe", verdict,
+		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "probe", verdict,
 		"recv_buffer", c.caps.RecvBuffer, "send_buffer", c.caps.SendBuffer)
 	return c, nil
 }
@@ -330,7 +337,7 @@ func (c *Conn) Stats() Stats {
 		RxTruncated: c.st.rxTrunc.Load(), RxECT: c.st.rxECT.Load(), RxCE: c.st.rxCE.Load(),
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
-		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(),
+		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()

@@ -182,13 +182,15 @@ func BenchmarkVethInterleaved(b *testing.B) {
 		evs     int
 		v6      bool
 		noGSO   bool
+		noGRO   bool
 		tx, rx  *udp.Conn
 		rates   []float64
 	}
 	vs := []*variant{
 		{name: "xnet-raw"},
-		{name: "conn-port-1ev-gso", carrier: udp.CarrierPort, evs: 1},
-		{name: "conn-port-1ev", carrier: udp.CarrierPort, evs: 1, noGSO: true},
+		{name: "conn-port-1ev-gso-gro", carrier: udp.CarrierPort, evs: 1},
+		{name: "conn-port-1ev-gso", carrier: udp.CarrierPort, evs: 1, noGRO: true},
+		{name: "conn-port-1ev", carrier: udp.CarrierPort, evs: 1, noGSO: true, noGRO: true},
 		{name: "conn-port-256ev", carrier: udp.CarrierPort, evs: 256},
 		{name: "conn-raw-256ev", carrier: udp.CarrierRaw, evs: 256},
 		{name: "conn-flowlabel-256ev-v6", carrier: udp.CarrierFlowLabel, evs: 256, v6: true},
@@ -201,7 +203,7 @@ func BenchmarkVethInterleaved(b *testing.B) {
 		base := uint16(19000 + 1000*i)
 		v.tx = openIn(b, tp.A, udp.Config{Listen: netip.AddrPortFrom(src, base), EVPortBase: base + 1, EVS: 256, Carrier: v.carrier,
 			DisableGSO: v.noGSO, SendBuffer: bufSize, BatchSize: batch})
-		v.rx = openIn(b, tp.B, udp.Config{Listen: netip.AddrPortFrom(dst, 0), EVS: 1, RecvBuffer: bufSize, BatchSize: batch})
+		v.rx = openIn(b, tp.B, udp.Config{Listen: netip.AddrPortFrom(dst, 0), EVS: 1, RecvBuffer: bufSize, BatchSize: batch, DisableGRO: v.noGRO})
 	}
 	until := func() time.Time { return time.Now().Add(20 * time.Second) }
 	if _, err := exec.LookPath("iperf3"); err != nil {
