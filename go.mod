@@ -21,3 +21,5 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+require github.com/gopacket/gopacket v1.7.7

@@ -20,6 +20,8 @@ import (
 // the goroutine when the socket would block. See docs/datapath.md.
 
 const (
+	gsoMaxSegs      = 64    // UDP_MAX_SEGMENTS of older kernels
+	gsoMaxBytes     = 65000 // payload bytes of one GSO message, under the 64 KiB IP length
 	sizeofSockaddr4 = unix.SizeofSockaddrInet4
 	sizeofSockaddr6 = unix.SizeofSockaddrInet6
 	// oobSlot is the control buffer of one message: receive needs TOS or TCLASS (24) plus
@@ -29,10 +31,20 @@ const (
 
 // batch is a preallocated recvmmsg/sendmmsg argument block.
 type batch struct {
-	hdrs  []unix.Mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6
-	oob   []byte
+	hdrs []unix.Mmsghdr
+	iovs []unix.Iovec
+	// hdrs4raw holds the IP+UDP header of each message for the raw carrier.
+	hdrs4raw []byte
+
+	// Per write message: packets and payload bytes in it, GSO segment size, destination,
+	// TOS, and whether more segments may join.
+	msgPkts, msgBytes, msgSeg []int
+	msgDst                    []netip.AddrPort
+	msgTOS                    []uint32
+	msgEV                     []int // EV mod EVS (the flow label differs per EV on one socket)
+	msgOpen                   []bool
+	names                     []unix.RawSockaddrInet6
+	oob                       []byte
 
 	// Arguments and results of one raw call (set before, read after RawConn.Read/Write).
 	start, n, got int
@@ -43,13 +55,19 @@ type batch struct {
 
 func (b *batch) init(size int, write bool) {
 	b.hdrs = make([]unix.Mmsghdr, size)
-	b.iovs = make([]unix.Iovec, size)
+	b.iovs = make([]unix.Iovec, 2*size) // message i uses iovs[2i] (and iovs[2i+1]: raw header + payload)
+	b.hdrs4raw = make([]byte, size*rawHdrMax)
+	if write {
+		b.msgPkts, b.msgBytes, b.msgSeg = make([]int, size), make([]int, size), make([]int, size)
+		b.msgDst, b.msgTOS, b.msgOpen = make([]netip.AddrPort, size), make([]uint32, size), make([]bool, size)
+		b.msgEV = make([]int, size)
+	}
 	b.names = make([]unix.RawSockaddrInet6, size)
 	b.oob = make([]byte, size*oobSlot)
 	for i := range b.hdrs {
 		h := &b.hdrs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
-		h.Iov = &b.iovs[i]
+		h.Iov = &b.iovs[2*i]
 		h.Iovlen = 1
 		h.Control = &b.oob[i*oobSlot]
 	}
@@ -97,18 +115,54 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	if c.gro.bufs != nil {
+		return c.readGRO(pkts)
+	}
 	b := &c.rb
 	n := min(len(pkts), len(b.hdrs))
+	for i := 0; i < n; i++ {
+		if len(pkts[i].Buf) == 0 {
+			return 0, fmt.Errorf("udp: ReadBatch: Packet %d has an empty Buf", i)
+		}
+		b.iovs[2*i].Base = &pkts[i].Buf[0]
+		b.iovs[2*i].SetLen(len(pkts[i].Buf))
+	}
+	got, err := c.recv(n)
+	if err != nil {
+		return 0, err
+	}
+	var user int64
+	for i := 0; i < got; i++ {
+		p := &pkts[i]
+		h := &b.hdrs[i]
+		p.N = int(h.Len)
+		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
+			c.st.rxTrunc.Add(1)
+			p.N = min(p.N, len(p.Buf))
+		}
+		p.Addr = parseName(&b.names[i])
+		tos, ts, _ := parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
+		p.ECN, p.DSCP = tos&3, tos>>2
+		p.RxTime, p.RxKernel = ts, ts != 0
+		if ts == 0 {
+			if user == 0 {
+				user = time.Now().UnixNano()
+			}
+			p.RxTime = user
+		}
+		c.account(p)
+		b.iovs[2*i].Base = nil // do not keep the caller's buffer reachable
+	}
+	return got, nil
+}
+
+// recv runs recvmmsg for messages 0..n-1 of the read batch, whose iovecs are set.
+func (c *Conn) recv(n int) (int, error) {
+	b := &c.rb
 	if !c.caps.Batch {
 		n = 1
 	}
 	for i := 0; i < n; i++ {
-		p := &pkts[i]
-		if len(p.Buf) == 0 {
-			return 0, fmt.Errorf("udp: ReadBatch: Packet %d has an empty Buf", i)
-		}
-		b.iovs[i].Base = &p.Buf[0]
-		b.iovs[i].SetLen(len(p.Buf))
 		h := &b.hdrs[i]
 		h.Hdr.Namelen = sizeofSockaddr6
 		h.Hdr.SetControllen(oobSlot)
@@ -126,45 +180,26 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 		c.st.rxErrors.Add(1)
 		return 0, os.NewSyscallError("recvmmsg", b.errno)
 	}
-	got := b.got
-	var user int64
-	var bytes uint64
-	for i := 0; i < got; i++ {
-		p := &pkts[i]
-		h := &b.hdrs[i]
-		p.N = int(h.Len)
-		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
-			c.st.rxTrunc.Add(1)
-			p.N = min(p.N, len(p.Buf))
-		}
-		bytes += uint64(p.N)
-		p.Addr = parseName(&b.names[i])
-		tos, ts := parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
-		p.ECN, p.DSCP = tos&3, tos>>2
-		if ts != 0 {
-			p.RxTime, p.RxKernel = ts, true
-		} else {
-			if user == 0 {
-				user = time.Now().UnixNano()
-			}
-			p.RxTime, p.RxKernel = user, false
-			c.st.rxNoStamp.Add(1)
-		}
-		if c.caps.ECN {
-			switch p.ECN {
-			case CE:
-				c.st.rxCE.Add(1)
-			case ECT0, ECT1:
-				c.st.rxECT.Add(1)
-			}
-			c.st.rxDSCP[p.DSCP].Add(1)
-		}
-		b.iovs[i].Base = nil // do not keep the caller's buffer reachable
-	}
-	c.st.rxPackets.Add(uint64(got))
-	c.st.rxBytes.Add(bytes)
 	c.st.rxBatches.Add(1)
-	return got, nil
+	return b.got, nil
+}
+
+// account adds one received packet to the counters.
+func (c *Conn) account(p *Packet) {
+	c.st.rxPackets.Add(1)
+	c.st.rxBytes.Add(uint64(p.N))
+	if !p.RxKernel {
+		c.st.rxNoStamp.Add(1)
+	}
+	if c.caps.ECN {
+		switch p.ECN {
+		case CE:
+			c.st.rxCE.Add(1)
+		case ECT0, ECT1:
+			c.st.rxECT.Add(1)
+		}
+		c.st.rxDSCP[p.DSCP].Add(1)
+	}
 }
 
 // parseName decodes the kernel-filled source address without allocating.
@@ -180,8 +215,9 @@ func parseName(sa *unix.RawSockaddrInet6) (ap netip.AddrPort) {
 	return netip.AddrPort{}
 }
 
-// parseRxOOB extracts the TOS/traffic-class byte and the software receive timestamp.
-func parseRxOOB(oob []byte) (tos uint8, ts int64) {
+// parseRxOOB extracts the TOS/traffic-class byte, the software receive timestamp and the
+// GRO segment size (0: a single datagram).
+func parseRxOOB(oob []byte) (tos uint8, ts int64, seg int) {
 	for len(oob) >= unix.SizeofCmsghdr {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -198,6 +234,8 @@ func parseRxOOB(oob []byte) (tos uint8, ts int64) {
 			if t.Ts[0].Sec != 0 || t.Ts[0].Nsec != 0 {
 				ts = t.Ts[0].Nano()
 			}
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			seg = int(binary.NativeEndian.Uint32(data)) // the kernel writes an int
 		}
 	}
 	return
@@ -205,8 +243,10 @@ func parseRxOOB(oob []byte) (tos uint8, ts int64) {
 
 // WriteBatch sends pkts in order, each from the source port of its EV with the TOS byte
 // of its class and ECN codepoint. Consecutive packets of the same EV go out in one
-// sendmmsg. It returns how many packets the kernel took; on an error that count is the
-// index of the packet that failed (the caller may drop it and send the rest).
+// sendmmsg; with UDP GSO, consecutive packets of one EV to one destination with the same
+// TOS and size travel as one message the kernel splits. It returns how many packets the
+// kernel took; on an error that count is the index of the packet that failed (the caller
+// may drop it and send the rest).
 func (c *Conn) WriteBatch(pkts []Packet) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -215,58 +255,139 @@ func (c *Conn) WriteBatch(pkts []Packet) (int, error) {
 	sent := 0
 	for sent < len(pkts) {
 		s := c.evs[int(pkts[sent].EV)%len(c.evs)]
-		n := 0
+		m, j := 0, 0 // messages and packets in this run
 		sampled := false
-		for sent+n < len(pkts) && n < len(b.hdrs) && c.evs[int(pkts[sent+n].EV)%len(c.evs)] == s {
-			smp, err := c.fillTx(n, &pkts[sent+n], s)
+		for sent+j < len(pkts) && j < len(b.hdrs) && c.evs[int(pkts[sent+j].EV)%len(c.evs)] == s {
+			p := &pkts[sent+j]
+			if m > 0 && c.join(m-1, j, p) {
+				j++
+				continue
+			}
+			smp, err := c.fillTx(m, j, p, s)
 			if err != nil {
-				if n == 0 {
+				if j == 0 {
 					c.st.txErrors.Add(1)
 					return sent, err
 				}
 				break // send what is ready; the bad packet fails on the next round
 			}
 			sampled = sampled || smp
-			n++
+			m++
+			j++
 		}
 		if sampled {
 			c.stampUserTime(s)
 		}
-		for off := 0; off < n; {
-			b.start, b.n = off, n-off
-			if b.single {
-				b.n = 1
-			}
-			if err := s.rc.Write(b.rawFn); err != nil {
-				if c.closed.Load() || errors.Is(err, net.ErrClosed) {
-					return sent + off, net.ErrClosed
-				}
-				return sent + off, err
-			}
-			if b.errno != 0 {
-				c.st.txErrors.Add(1)
-				return sent + off, os.NewSyscallError("sendmmsg", b.errno)
-			}
-			var bytes uint64
-			for i := off; i < off+b.got; i++ {
-				bytes += b.iovs[i].Len
-			}
-			c.st.txPackets.Add(uint64(b.got))
-			c.st.txBytes.Add(bytes)
-			c.st.txBatches.Add(1)
-			off += b.got
-		}
-		for i := 0; i < n; i++ {
+		done, err := c.sendRun(s, m)
+		for i := range b.iovs[:2*j] {
 			b.iovs[i].Base = nil
 		}
-		sent += n
+		if err == errGSORefused {
+			sent += done // resend the rest of the run one message per packet
+			continue
+		}
+		if err != nil {
+			return sent + done, err
+		}
+		sent += j
 	}
 	return sent, nil
 }
 
-// fillTx prepares slot i of the write batch for p, sent from socket s. It reports whether
-// the packet carries a TX-timestamp request.
-func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
+var errGSORefused = errors.New("udp: GSO refused")
+
+// sendRun sends messages 0..m-1 of the write batch on s and returns the packets sent.
+func (c *Conn) sendRun(s *sock, m int) (int, error) {
+	b := &c.wb
+	done := 0
+	for off := 0; off < m; {
+		b.start, b.n = off, m-off
+		if b.single {
+			b.n = 1
+		}
+		if err := s.rc.Write(b.rawFn); err != nil {
+			if c.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return done, net.ErrClosed
+			}
+			return done, err
+		}
+		if b.errno != 0 {
+			if (b.errno == unix.EINVAL || b.errno == unix.EMSGSIZE || b.errno == unix.EIO) && b.msgPkts[off] > 1 {
+				// The kernel refuses GSO for this message (a segment larger than the
+				// route's MTU allows, or no checksum offload: EIO): stop using it.
+				c.log.Warn("udp: kernel refused a UDP GSO send; sending one datagram per message from now on",
+					"segment", b.msgSeg[off], "segments", b.msgPkts[off], "err", b.errno)
+				c.gso.Store(false)
+				return done, errGSORefused
+			}
+			c.st.txErrors.Add(1)
+			return done, os.NewSyscallError("sendmmsg", b.errno)
+		}
+		var bytes uint64
+		for k := off; k < off+b.got; k++ {
+			done += b.msgPkts[k]
+			c.st.txPackets.Add(uint64(b.msgPkts[k]))
+			bytes += uint64(b.msgBytes[k])
+			if b.msgPkts[k] > 1 {
+				c.st.txGSOMsgs.Add(1)
+				c.st.txGSOSegs.Add(uint64(b.msgPkts[k]))
+			}
+		}
+		c.st.txBytes.Add(bytes)
+		c.st.txBatches.Add(1)
+		off += b.got
+	}
+	return done, nil
+}
+
+// join appends p (packet j of the run) to message mi as one more GSO segment if it can
+// travel in it: same destination and TOS, not larger than the segment size, and room left.
+func (c *Conn) join(mi, j int, p *Packet) bool {
+	b := &c.wb
+	if !b.msgOpen[mi] || !c.gso.Load() || p.Addr != b.msgDst[mi] || int(p.EV)%len(c.evs) != b.msgEV[mi] || p.N <= 0 || p.N > b.msgSeg[mi] || p.N > len(p.Buf) ||
+		b.msgPkts[mi] >= gsoMaxSegs || b.msgBytes[mi]+p.N > gsoMaxBytes || c.tos(p) != b.msgTOS[mi] {
+		return false
+	}
+	if c.caps.TxTimestamps && (c.txSeq+1)%uint64(c.cfg.TxTimestampEvery) == 0 {
+		return false // a sampled packet goes in a message of its own
+	}
+	if c.caps.TxTimestamps {
+		c.txSeq++
+	}
+	b.iovs[j].Base = &p.Buf[0]
+	b.iovs[j].SetLen(p.N)
+	h := &b.hdrs[mi].Hdr
+	h.Iovlen++
+	if b.msgPkts[mi] == 1 {
+		oob := b.oob[mi*oobSlot : (mi+1)*oobSlot]
+		off := int(h.Controllen)
+		off += putCmsg16(oob[off:], unix.SOL_UDP, unix.UDP_SEGMENT, uint16(b.msgSeg[mi]))
+		h.SetControllen(off)
+	}
+	b.msgPkts[mi]++
+	b.msgBytes[mi] += p.N
+	if p.N < b.msgSeg[mi] {
+		b.msgOpen[mi] = false // only the last segment may be short
+	}
+	return true
+}
+
+// tos is the TOS / traffic-class byte p leaves with.
+func (c *Conn) tos(p *Packet) uint32 {
+	dscp := c.cfg.DataDSCP
+	if p.Control {
+		dscp = c.cfg.ControlDSCP
+	}
+	ecn := p.ECN & 3
+	if !c.caps.ECN {
+		ecn = 0
+	}
+	return uint32(dscp)<<2 | uint32(ecn)
+}
+
+// fillTx prepares message m of the write batch for p, packet j of the run, sent from
+// socket s. It reports whether the packet carries a TX-timestamp request.
+func (c *Conn) fillTx(m, j int, p *Packet, s *sock) (bool, error) {
 	b := &c.wb
 	if p.N < 0 || p.N > len(p.Buf) {
 		return false, fmt.Errorf("udp: WriteBatch: Packet.N %d outside 0..len(Buf) %d", p.N, len(p.Buf))
@@ -279,17 +400,32 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 	if !c.v6 && !to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv6 destination %v on an IPv4 socket layer", p.Addr)
 	}
-	if p.N > 0 {
-		b.iovs[i].Base = &p.Buf[0]
-	} else {
-		b.iovs[i].Base = nil
+	if c.label && to4 {
+		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v cannot carry a flow label (Config.Carrier %q)", p.Addr, CarrierFlowLabel)
 	}
-	b.iovs[i].SetLen(p.N)
-	h := &b.hdrs[i]
-	name := &b.names[i]
+	h := &b.hdrs[m]
+	iov := &b.iovs[j]
+	if c.raw {
+		iov = &b.iovs[2*j+1]
+	}
+	if p.N > 0 {
+		iov.Base = &p.Buf[0]
+	} else {
+		iov.Base = nil
+	}
+	iov.SetLen(p.N)
+	h.Hdr.Iov = iov
+	h.Hdr.Iovlen = 1
+	name := &b.names[m]
 	port := p.Addr.Port()
+	if c.raw {
+		port = 0 // raw sockets take the protocol, not a port, from the address
+	}
 	if c.v6 {
 		*name = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: dst.As16()}
+		if c.label {
+			name.Flowinfo = htonl(uint32(int(p.EV)%len(c.evs)) + 1)
+		}
 		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&name.Port))[:], port)
 		h.Hdr.Namelen = sizeofSockaddr6
 	} else {
@@ -298,18 +434,17 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s4.Port))[:], port)
 		h.Hdr.Namelen = sizeofSockaddr4
 	}
-	dscp := c.cfg.DataDSCP
-	if p.Control {
-		dscp = c.cfg.ControlDSCP
-	}
-	ecn := p.ECN & 3
-	if !c.caps.ECN {
-		ecn = 0
-	}
-	tos := uint32(dscp)<<2 | uint32(ecn)
-	oob := b.oob[i*oobSlot : (i+1)*oobSlot]
+	tos := c.tos(p)
+	oob := b.oob[m*oobSlot : (m+1)*oobSlot]
 	var off int
-	if to4 {
+	if c.raw {
+		// Our own IP+UDP header goes first; the payload follows from the caller's buffer.
+		hdr := c.rawHeader(b.hdrs4raw[j*rawHdrMax:(j+1)*rawHdrMax], p, dst, uint8(tos))
+		b.iovs[2*j].Base = &hdr[0]
+		b.iovs[2*j].SetLen(len(hdr))
+		h.Hdr.Iov = &b.iovs[2*j]
+		h.Hdr.Iovlen = 2
+	} else if to4 {
 		off = putCmsg(oob, unix.IPPROTO_IP, unix.IP_TOS, tos)
 	} else {
 		off = putCmsg(oob, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tos)
@@ -327,7 +462,19 @@ func (c *Conn) fillTx(i int, p *Packet, s *sock) (bool, error) {
 	h.Hdr.SetControllen(off)
 	h.Hdr.Flags = 0
 	h.Len = 0
+	b.msgPkts[m], b.msgBytes[m], b.msgSeg[m] = 1, p.N, p.N
+	b.msgDst[m], b.msgTOS[m], b.msgEV[m] = p.Addr, tos, int(p.EV)%len(c.evs)
+	b.msgOpen[m] = !c.raw && !sampled && p.N > 0 && c.gso.Load()
 	return sampled, nil
+}
+
+// putCmsg16 writes one control message with a 2-byte value and returns its space.
+func putCmsg16(b []byte, level, typ int32, val uint16) int {
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = level, typ
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(b[unix.CmsgLen(0):], val)
+	return unix.CmsgSpace(2)
 }
 
 // putCmsg writes one control message with a 4-byte value and returns its space.
@@ -337,4 +484,10 @@ func putCmsg(b []byte, level, typ int32, val uint32) int {
 	h.SetLen(unix.CmsgLen(4))
 	binary.NativeEndian.PutUint32(b[unix.CmsgLen(0):], val)
 	return unix.CmsgSpace(4)
+}
+
+func htonl(v uint32) uint32 {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return binary.NativeEndian.Uint32(b[:])
 }

@@ -59,14 +59,23 @@ func TestRouterMarksCEAndDSCP(t *testing.T) {
 		name     string
 		ipt      string
 		src, dst netip.Addr
+		carrier  string
 	}{
-		{"ipv4", "iptables", tp.AddrA, tp.AddrB},
-		{"ipv6", "ip6tables", tp.Addr6A, tp.Addr6B},
+		{"ipv4-port", "iptables", tp.AddrA, tp.AddrB, udp.CarrierPort},
+		{"ipv6-port", "ip6tables", tp.Addr6A, tp.Addr6B, udp.CarrierPort},
+		{"ipv4-raw", "iptables", tp.AddrA, tp.AddrB, udp.CarrierRaw},
+		{"ipv6-raw", "ip6tables", tp.Addr6A, tp.Addr6B, udp.CarrierRaw},
+		{"ipv6-flowlabel", "ip6tables", tp.Addr6A, tp.Addr6B, udp.CarrierFlowLabel},
 	} {
 		t.Run(fam.name, func(t *testing.T) {
-			a := openIn(t, tp.A, udp.Config{Listen: netip.AddrPortFrom(fam.src, 0), EVS: 16, DataDSCP: dataDSCP, ControlDSCP: 46})
+			// Fixed ports below the ephemeral range: the raw carrier does not bind its EV ports.
+			a := openIn(t, tp.A, udp.Config{Listen: netip.AddrPortFrom(fam.src, 19000), EVPortBase: 19100, EVS: 16,
+				Carrier: fam.carrier, DataDSCP: dataDSCP, ControlDSCP: 46,
+				// The router marks per forwarded skb, and a GSO message crosses veth as one.
+				DisableGSO: true})
 			b := openIn(t, tp.B, udp.Config{Listen: netip.AddrPortFrom(fam.dst, 0), EVS: 1, RecvBuffer: 8 << 20})
 			port := strconv.Itoa(int(b.LocalAddr().Port()))
+			tp.R.MustExec(t, fam.ipt, "-t", "mangle", "-F", "FORWARD")
 			tp.R.MustExec(t, fam.ipt, "-t", "mangle", "-A", "FORWARD", "-p", "udp", "--dport", port,
 				"-m", "statistic", "--mode", "nth", "--every", strconv.Itoa(ceEvery), "--packet", "0",
 				"-j", "TOS", "--set-tos", "0x03/0x03")
@@ -146,8 +155,12 @@ func TestRouterMarksCEAndDSCP(t *testing.T) {
 			if kern < n-1 {
 				t.Errorf("%d of %d packets carried a kernel RX timestamp", kern, n)
 			}
-			if len(ports) != 16 {
-				t.Errorf("packets came from %d source ports, want the 16 EV ports", len(ports))
+			wantPorts := 16
+			if fam.carrier == udp.CarrierFlowLabel {
+				wantPorts = 1 // the EV is in the flow label
+			}
+			if len(ports) != wantPorts {
+				t.Errorf("packets came from %d source ports, want %d", len(ports), wantPorts)
 			}
 			for ev := range 16 {
 				if !ports[a.EVPort(uint16(ev))] {
@@ -175,4 +188,52 @@ func ruleCount(table, target string) int {
 		}
 	}
 	return -1
+}
+
+// A GSO segment larger than the link MTU makes the kernel refuse the send; the Conn must
+// switch GSO off, say so, and still deliver every packet (as IP fragments).
+func TestGSOFallbackOnSmallMTU(t *testing.T) {
+	a, b := nstest.New(t, "gso-a"), nstest.New(t, "gso-b")
+	pa, pb := netip.MustParsePrefix("10.98.0.1/24"), netip.MustParsePrefix("10.98.0.2/24")
+	nstest.Connect(t, a, b, nstest.LinkOpts{MTU: 1500, A: pa, B: pb})
+	var log strings.Builder
+	tx := openIn(t, a, udp.Config{Listen: netip.AddrPortFrom(pa.Addr(), 0), EVS: 1,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	rx := openIn(t, b, udp.Config{Listen: netip.AddrPortFrom(pb.Addr(), 0), EVS: 1, RecvBuffer: 8 << 20})
+	if !tx.Caps().GSO {
+		t.Fatalf("caps %+v: want GSO before the first send", tx.Caps())
+	}
+	const n = 20
+	pk := make([]udp.Packet, n)
+	for i := range pk {
+		buf := make([]byte, 2000)
+		buf[0] = byte(i)
+		pk[i] = udp.Packet{Buf: buf, N: len(buf), Addr: rx.LocalAddr(), ECN: udp.ECT0}
+	}
+	if k, err := tx.WriteBatch(pk); k != n || err != nil {
+		t.Fatalf("WriteBatch: %d, %v", k, err)
+	}
+	if tx.Caps().GSO || !strings.Contains(log.String(), "refused a UDP GSO send") {
+		t.Fatalf("caps %+v after a refused GSO send; log:\n%s", tx.Caps(), log.String())
+	}
+	in := make([]udp.Packet, n)
+	for i := range in {
+		in[i].Buf = make([]byte, 4096)
+	}
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for got := 0; got < n; {
+		k, err := rx.ReadBatch(in)
+		if err != nil {
+			t.Fatalf("after %d packets: %v", got, err)
+		}
+		for _, p := range in[:k] {
+			if p.N != 2000 || int(p.Buf[0]) != got {
+				t.Fatalf("packet %d: %d bytes, first byte %d", got, p.N, p.Buf[0])
+			}
+			got++
+		}
+	}
+	if st := tx.Stats(); st.TxPackets != n || st.TxErrors != 0 {
+		t.Fatalf("sender stats %+v", st)
+	}
 }

@@ -14,7 +14,7 @@ import (
 // sock is one UDP socket registered with Go's poller (so blocking calls park the goroutine
 // and Close wakes them) plus its raw descriptor for recvmmsg/sendmmsg.
 type sock struct {
-	uc   *net.UDPConn
+	uc   net.PacketConn // *net.UDPConn, or *net.IPConn for the raw carrier
 	rc   syscall.RawConn
 	port uint16
 	ev   uint16
@@ -76,13 +76,27 @@ func newSock(v6 bool, addr netip.AddrPort, setup func(fd int) error) (*sock, net
 	if err != nil {
 		return nil, netip.AddrPort{}, fmt.Errorf("FilePacketConn: %w", err)
 	}
-	uc := pc.(*net.UDPConn)
-	rc, err := uc.SyscallConn()
+	s, err := pollSock(pc)
 	if err != nil {
-		uc.Close()
 		return nil, netip.AddrPort{}, err
 	}
-	return &sock{uc: uc, rc: rc, port: local.Port()}, local, nil
+	s.port = local.Port()
+	return s, local, nil
+}
+
+// pollSock wraps a socket the Go poller owns.
+func pollSock(pc net.PacketConn) (*sock, error) {
+	sc, ok := pc.(syscall.Conn)
+	if !ok {
+		pc.Close()
+		return nil, fmt.Errorf("%T has no raw descriptor", pc)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	return &sock{uc: pc, rc: rc}, nil
 }
 
 func sockaddr(v6 bool, ap netip.AddrPort) unix.Sockaddr {
@@ -116,8 +130,21 @@ func (c *Conn) openSockets() error {
 	c.rx, c.local = rx, local
 	c.caps.RecvBuffer = c.sizeBuffer(rxFD(rx), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, cfg.RecvBuffer, "net.core.rmem_max", "Config.RecvBuffer", true)
 	c.caps.SendBuffer = -1
-	c.evs = make([]*sock, cfg.EVS)
-	for i := range c.evs {
+	nsocks := cfg.EVS
+	switch cfg.Carrier {
+	case CarrierFlowLabel:
+		nsocks = 1
+		c.label = true
+	case CarrierRaw:
+		nsocks = 0
+		s, err := c.openRaw()
+		if err != nil {
+			return fmt.Errorf("udp: raw carrier (Config.Carrier %q): %w", CarrierRaw, err)
+		}
+		c.socks = append(c.socks, s)
+		c.caps.SendBuffer = c.sizeBuffer(rxFD(s), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.SendBuffer, "net.core.wmem_max", "Config.SendBuffer", true)
+	}
+	for i := 0; i < nsocks; i++ {
 		port := uint16(0)
 		if cfg.EVPortBase != 0 {
 			port = cfg.EVPortBase + uint16(i)
@@ -127,11 +154,20 @@ func (c *Conn) openSockets() error {
 			return fmt.Errorf("udp: EV socket %d (port %d; Config.EVPortBase %d, EVS %d): %w", i, port, cfg.EVPortBase, cfg.EVS, err)
 		}
 		s.ev = uint16(i)
-		c.evs[i] = s
+		c.socks = append(c.socks, s)
 		// Buffer sizing warns once, not once per EV socket.
 		sb := c.sizeBuffer(rxFD(s), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.SendBuffer, "net.core.wmem_max", "Config.SendBuffer", i == 0)
 		if c.caps.SendBuffer < 0 || sb < c.caps.SendBuffer {
 			c.caps.SendBuffer = sb
+		}
+	}
+	c.evs = make([]*sock, cfg.EVS)
+	for i := range c.evs {
+		c.evs[i] = c.socks[i%len(c.socks)]
+	}
+	if c.label {
+		if err := leaseFlowLabels(rxFD(c.socks[0]), cfg.EVS); err != nil {
+			return fmt.Errorf("udp: flowlabel carrier (Config.Carrier): %w", err)
 		}
 	}
 	return nil
@@ -162,6 +198,9 @@ func (c *Conn) setupRx(fd int) error {
 			c.caps.ECN = false
 		}
 	}
+	if c.caps.GRO {
+		c.enableGRO(fd)
+	}
 	if c.caps.RxTimestamps {
 		flags := unix.SOF_TIMESTAMPING_RX_SOFTWARE | unix.SOF_TIMESTAMPING_SOFTWARE
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, flags); err != nil {
@@ -177,6 +216,13 @@ func (c *Conn) setupTx(fd int) error {
 	// Replies go to the listen port (wire ReplyPort); anything arriving here is dropped
 	// soon, but the TX-timestamp error queue is charged to this buffer, so keep some room.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<10)
+	if c.caps.GSO {
+		// Probe only: the segment size goes per message as a control message.
+		if err := unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_SEGMENT, 0); err != nil {
+			c.cfg.Logger.Warn("udp: kernel refused UDP_SEGMENT; no UDP GSO", "err", err)
+			c.caps.GSO = false
+		}
+	}
 	if c.caps.TxTimestamps {
 		flags := unix.SOF_TIMESTAMPING_SOFTWARE | unix.SOF_TIMESTAMPING_OPT_TSONLY | unix.SOF_TIMESTAMPING_OPT_ID
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, flags); err != nil {

@@ -62,7 +62,7 @@ func (c *Conn) TxStamps(dst []TxStamp) int {
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	n := 0
-	for _, s := range c.evs {
+	for _, s := range c.socks {
 		pend := s.pending.Load()
 		if pend <= 0 {
 			continue

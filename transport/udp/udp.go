@@ -22,8 +22,8 @@ import (
 // Carrier names accepted in Config.Carrier.
 const (
 	CarrierPort      = "port"      // EV i leaves from UDP source port EVPortBase+i
-	CarrierFlowLabel = "flowlabel" // reserved: IPv6 flow label as EV (not implemented)
-	CarrierRaw       = "raw"       // reserved: IP_HDRINCL raw socket (not implemented)
+	CarrierFlowLabel = "flowlabel" // IPv6 only: one send socket, EV i travels as flow label i+1
+	CarrierRaw       = "raw"       // one raw socket (IP_HDRINCL, CAP_NET_RAW): any source port per packet, EVS up to 65535
 )
 
 // Defaults for zero-valued Config fields.
@@ -46,18 +46,22 @@ type Config struct {
 	Listen      netip.AddrPort // receive address:port of the daemon (IPv4 or IPv6); peers send here
 	EVPortBase  uint16         // first UDP source port of the EV pool (0: Listen.Port()+1; ephemeral ports if Listen.Port() is 0 too)
 	EVS         int            // EV pool size; EV i leaves from source port EVPortBase+i (default 256)
-	Carrier     string         // "port" (default); "raw" and "flowlabel" are reserved and rejected for now
+	Carrier     string         // "port" (default), "raw" (IP_HDRINCL, CAP_NET_RAW, EVS up to 65535), "flowlabel" (IPv6, EVS up to 4096)
 	DataDSCP    uint8          // DSCP for data packets (0..63)
 	ControlDSCP uint8          // DSCP for control packets (ACK/NACK/...), so switches can prioritise (0..63)
 
 	// Off switches; each also falls back automatically when the kernel refuses.
 	DisableECN, DisableTimestamps, DisableBatch bool
+	DisableGSO                                  bool // no UDP GSO (UDP_SEGMENT) on send (port and flowlabel carriers)
+	DisableGRO                                  bool // no UDP GRO on receive (and no copy out of the socket's own buffers)
 
 	TxTimestampEvery int // sample a kernel TX timestamp on 1 in N sent packets (0: off)
 
 	RecvBuffer, SendBuffer int // socket buffer bytes (SO_*BUFFORCE when allowed, else warn with the sysctl); 0: kernel default
 	BatchSize              int // recvmmsg/sendmmsg batch (default 64, at most 1024)
 	Logger                 *slog.Logger
+
+	probing bool // a probe's own socket pair: do not probe again
 }
 
 // Packet is one datagram of a batch, in a caller-owned buffer.
@@ -65,7 +69,7 @@ type Packet struct {
 	Buf      []byte         // storage; on read len(Buf) is the capacity offered; data is Buf[:N]
 	N        int            // read: datagram length; write: bytes of Buf to send
 	Addr     netip.AddrPort // read: source; write: destination
-	EV       uint16         // write: entropy value -> source port EVPortBase + EV mod EVS
+	EV       uint16         // write: entropy value -> source port EVPortBase + EV mod EVS (flowlabel carrier: label EV mod EVS + 1)
 	ECN      uint8          // read: ECN bits of the IP header; write: codepoint to send (ECT(0)=2 for data, 0 control)
 	DSCP     uint8          // read: DSCP of the IP header
 	Control  bool           // write: use ControlDSCP instead of DataDSCP
@@ -76,6 +80,8 @@ type Packet struct {
 // Caps is what the kernel granted at Open (after probing and fallback).
 type Caps struct {
 	ECN, RxTimestamps, TxTimestamps, Batch bool
+	GSO                                    bool   // UDP_SEGMENT on send
+	GRO                                    bool   // UDP_GRO on receive
 	TimestampSource                        string // "kernel" or "user"
 	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
 }
@@ -93,6 +99,9 @@ type Stats struct {
 	TxStampsSampled      uint64 // packets sent with a TX timestamp request
 	TxStampsMatched      uint64 // TX timestamps read back from the error queue and matched
 	TxStampsLost         uint64 // requests whose timestamp never came back before its slot was reused
+	RxGROBuffers         uint64 // received buffers that held several datagrams (UDP GRO)
+	TxGSOMessages        uint64 // sends that carried several packets as UDP GSO segments
+	TxGSOSegments        uint64 // packets sent inside those
 }
 
 // TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
@@ -112,11 +121,16 @@ type Conn struct {
 	caps  Caps
 	local netip.AddrPort
 
-	rx  *sock   // listen socket
-	evs []*sock // EV pool, one per EV
+	rx    *sock   // listen socket
+	evs   []*sock // EV -> send socket (all the same socket for the flow-label carrier)
+	socks []*sock // the distinct send sockets
+	label bool    // flow-label carrier
+	raw   bool    // raw (IP_HDRINCL) carrier
+	rawT  []byte  // raw carrier: IP+UDP header template (from gopacket)
 
 	rmu sync.Mutex
 	rb  batch
+	gro groState
 
 	wmu   sync.Mutex
 	wb    batch
@@ -136,14 +150,15 @@ type Conn struct {
 	errFn  func(fd uintptr)
 
 	closed atomic.Bool
+	gso    atomic.Bool // GSO in use (switched off at run time if the kernel refuses it)
 	st     counters
 }
 
 type counters struct {
-	rxPackets, rxBytes, txPackets, txBytes, rxBatches, txBatches atomic.Uint64
-	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp          atomic.Uint64
-	rxDSCP                                                       [64]atomic.Uint64
-	txSampled, txMatched, txLost                                 atomic.Uint64
+	rxPackets, rxBytes, txPackets, txBytes, rxBatches, txBatches  atomic.Uint64
+	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp           atomic.Uint64
+	rxDSCP                                                        [64]atomic.Uint64
+	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs atomic.Uint64
 }
 
 type txPending struct {
@@ -161,18 +176,22 @@ func Open(cfg Config) (*Conn, error) {
 	}
 	c := &Conn{cfg: cfg, log: cfg.Logger, v6: cfg.Listen.Addr().Is6() && !cfg.Listen.Addr().Is4In6()}
 	c.caps = Caps{ECN: !cfg.DisableECN, RxTimestamps: !cfg.DisableTimestamps,
-		TxTimestamps: !cfg.DisableTimestamps && cfg.TxTimestampEvery > 0, Batch: !cfg.DisableBatch}
+		TxTimestamps: !cfg.DisableTimestamps && cfg.TxTimestampEvery > 0, Batch: !cfg.DisableBatch,
+		GSO: !cfg.DisableGSO && cfg.Carrier != CarrierRaw, GRO: !cfg.DisableGRO}
 	if err := c.openSockets(); err != nil {
 		c.closeSockets()
 		return nil, err
 	}
-	c.probe()
+	verdict := c.probe()
 	if c.caps.RxTimestamps {
 		c.caps.TimestampSource = "kernel"
 	} else {
 		c.caps.TimestampSource = "user"
 	}
 	c.rb.init(cfg.BatchSize, false)
+	if c.caps.GRO {
+		c.gro.init(min(cfg.BatchSize, 16))
+	}
 	c.wb.init(cfg.BatchSize, true)
 	c.rb.rawFn = c.rxRecv
 	c.wb.rawFn = c.txSend
@@ -181,11 +200,15 @@ func Open(cfg Config) (*Conn, error) {
 		c.txRun = make([]uint32, 0, cfg.BatchSize)
 	}
 	c.errFn = c.readErrQueue
+	c.gso.Store(c.caps.GSO)
+	if cfg.probing {
+		return c, nil
+	}
 	c.log.Info("udp: socket layer open",
 		"listen", c.local.String(), "carrier", cfg.Carrier, "evs", cfg.EVS,
 		"ev_ports", c.evPortRange(), "ecn", c.caps.ECN, "rx_timestamps", c.caps.RxTimestamps,
 		"tx_timestamps", c.caps.TxTimestamps, "timestamp_source", c.caps.TimestampSource,
-		"batch", c.caps.Batch, "batch_size", cfg.BatchSize,
+		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "probe", verdict,
 		"recv_buffer", c.caps.RecvBuffer, "send_buffer", c.caps.SendBuffer)
 	return c, nil
 }
@@ -202,8 +225,14 @@ func (cfg *Config) normalize() error {
 	}
 	switch cfg.Carrier {
 	case CarrierPort:
-	case CarrierRaw, CarrierFlowLabel:
-		return fmt.Errorf("udp: Config.Carrier %q is not implemented yet; allowed: %q", cfg.Carrier, CarrierPort)
+	case CarrierFlowLabel:
+		if !cfg.Listen.Addr().Is6() || cfg.Listen.Addr().Is4In6() {
+			return fmt.Errorf("udp: Config.Carrier %q needs an IPv6 Config.Listen, not %v", cfg.Carrier, cfg.Listen)
+		}
+	case CarrierRaw:
+		if cfg.Listen.Addr().IsUnspecified() {
+			return fmt.Errorf("udp: Config.Carrier %q builds its own IP headers and needs a specific Config.Listen address, not %v", cfg.Carrier, cfg.Listen)
+		}
 	default:
 		return fmt.Errorf("udp: Config.Carrier %q: allowed values are %q, %q, %q", cfg.Carrier, CarrierPort, CarrierRaw, CarrierFlowLabel)
 	}
@@ -213,16 +242,23 @@ func (cfg *Config) normalize() error {
 	if cfg.EVS < 1 || cfg.EVS > 65535 {
 		return fmt.Errorf("udp: Config.EVS %d: allowed range is 1..65535 for the port carrier", cfg.EVS)
 	}
+	if cfg.Carrier == CarrierFlowLabel && cfg.EVS > maxFlowLabels {
+		return fmt.Errorf("udp: Config.EVS %d: allowed range is 1..%d for the flowlabel carrier (the kernel's flow-label table)", cfg.EVS, maxFlowLabels)
+	}
 	if cfg.EVPortBase == 0 && cfg.Listen.Port() != 0 {
 		cfg.EVPortBase = cfg.Listen.Port() + 1
 	}
-	if cfg.EVPortBase != 0 && int(cfg.EVPortBase)+cfg.EVS-1 > 65535 {
+	ports := cfg.EVS
+	if cfg.Carrier == CarrierFlowLabel {
+		ports = 1
+	}
+	if cfg.EVPortBase != 0 && int(cfg.EVPortBase)+ports-1 > 65535 {
 		return fmt.Errorf("udp: Config.EVPortBase %d + EVS %d exceeds port 65535: allowed EVPortBase is 1..%d",
 			cfg.EVPortBase, cfg.EVS, 65536-cfg.EVS)
 	}
-	if cfg.EVPortBase != 0 && cfg.Listen.Port() >= cfg.EVPortBase && int(cfg.Listen.Port()) < int(cfg.EVPortBase)+cfg.EVS {
+	if cfg.EVPortBase != 0 && cfg.Listen.Port() >= cfg.EVPortBase && int(cfg.Listen.Port()) < int(cfg.EVPortBase)+ports {
 		return fmt.Errorf("udp: Config.Listen port %d lies inside the EV port range %d..%d",
-			cfg.Listen.Port(), cfg.EVPortBase, int(cfg.EVPortBase)+cfg.EVS-1)
+			cfg.Listen.Port(), cfg.EVPortBase, int(cfg.EVPortBase)+ports-1)
 	}
 	if cfg.DataDSCP > 63 {
 		return fmt.Errorf("udp: Config.DataDSCP %d: allowed range is 0..63", cfg.DataDSCP)
@@ -249,20 +285,40 @@ func (cfg *Config) normalize() error {
 }
 
 func (c *Conn) evPortRange() string {
-	if len(c.evs) == 0 {
+	if len(c.socks) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d..%d", c.evs[0].port, c.evs[len(c.evs)-1].port)
+	if c.raw {
+		return fmt.Sprintf("%d..%d (raw)", c.EVPort(0), c.EVPort(uint16(c.cfg.EVS-1)))
+	}
+	return fmt.Sprintf("%d..%d", c.socks[0].port, c.socks[len(c.socks)-1].port)
 }
 
 // Caps reports what the kernel granted at Open.
-func (c *Conn) Caps() Caps { return c.caps }
+func (c *Conn) Caps() Caps {
+	caps := c.caps
+	caps.GSO = c.gso.Load()
+	return caps
+}
 
 // LocalAddr is the bound receive address (with the kernel-chosen port if Listen.Port() was 0).
 func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
 
-// EVPort is the UDP source port EV ev leaves from.
-func (c *Conn) EVPort(ev uint16) uint16 { return c.evs[int(ev)%len(c.evs)].port }
+// EVPort is the UDP source port EV ev leaves from (one port for the flow-label carrier).
+func (c *Conn) EVPort(ev uint16) uint16 {
+	if c.raw {
+		return c.cfg.EVPortBase + uint16(int(ev)%c.cfg.EVS)
+	}
+	return c.evs[int(ev)%len(c.evs)].port
+}
+
+// FlowLabel is the IPv6 flow label EV ev travels with (0 unless the flow-label carrier).
+func (c *Conn) FlowLabel(ev uint16) uint32 {
+	if !c.label {
+		return 0
+	}
+	return uint32(int(ev)%len(c.evs)) + 1
+}
 
 // EVS is the size of the EV pool.
 func (c *Conn) EVS() int { return len(c.evs) }
@@ -281,7 +337,7 @@ func (c *Conn) Stats() Stats {
 		RxTruncated: c.st.rxTrunc.Load(), RxECT: c.st.rxECT.Load(), RxCE: c.st.rxCE.Load(),
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
-		TxStampsLost: c.st.txLost.Load(),
+		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()
@@ -302,7 +358,7 @@ func (c *Conn) closeSockets() error {
 	if c.rx != nil {
 		first = c.rx.close()
 	}
-	for _, s := range c.evs {
+	for _, s := range c.socks {
 		if s == nil {
 			continue
 		}

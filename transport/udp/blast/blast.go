@@ -43,6 +43,7 @@ func (r Result) Gbps() float64 {
 	return float64(r.Bytes) * float64(r.Packets-1) / float64(r.Packets) * 8 / r.Elapsed.Seconds() / 1e9
 }
 
+// String summarises the result on one line.
 func (r Result) String() string {
 	return fmt.Sprintf("%d packets, %d bytes in %v: %.0f packets/s, %.2f Gbit/s", r.Packets, r.Bytes, r.Elapsed, r.PacketRate(), r.Gbps())
 }
