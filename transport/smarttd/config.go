@@ -38,6 +38,8 @@ type UDPConfig struct {
 	DisableECN        bool `yaml:"disable_ecn" json:"disable_ecn"`
 	DisableTimestamps bool `yaml:"disable_timestamps" json:"disable_timestamps"`
 	DisableBatch      bool `yaml:"disable_batch" json:"disable_batch"`
+	DisableGSO        bool `yaml:"disable_gso" json:"disable_gso"`
+	DisableGRO        bool `yaml:"disable_gro" json:"disable_gro"`
 	// TxTimestampEvery samples a kernel TX timestamp on 1 in N packets (0: off).
 	TxTimestampEvery int `yaml:"tx_timestamp_every" json:"tx_timestamp_every"`
 	// RecvBuffer and SendBuffer are socket buffer sizes, bytes (0: kernel default).
@@ -110,6 +112,9 @@ func (c *Config) Validate() error {
 	case "port", "raw", "flowlabel":
 	default:
 		bad("udp.carrier = %q: must be port, raw or flowlabel", u.Carrier)
+	}
+	if u.Carrier == "flowlabel" && c.Transport.EVS > 4096 {
+		bad("udp.carrier = flowlabel: transport.evs = %d, the flow-label carrier allows 1..4096", c.Transport.EVS)
 	}
 	if u.Carrier == "flowlabel" && !c.Listen.Addr().Is6() {
 		bad("udp.carrier = flowlabel: needs an IPv6 listen address, have %v", c.Listen.Addr())

@@ -46,7 +46,9 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 	dir := tempDir(t)
 	const trimDSCP = 33
 	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
-	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) { c.UDP.DataDSCP = 10 })
+	// No UDP GSO at A: the router's nth rule counts forwarded skbs, and a GSO super-packet
+	// is one skb whose mark all its segments inherit.
+	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) { c.UDP.DataDSCP, c.UDP.DisableGSO = 10, true })
 	b := startIn(t, tp.B, lb, dir, func(c *smarttd.Config) { c.Transport.TrimDSCP = trimDSCP })
 	for _, rule := range [][]string{
 		{"-m", "statistic", "--mode", "nth", "--every", "4", "--packet", "0", "-j", "TOS", "--set-tos", "0x03/0x03"},

@@ -16,7 +16,7 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	u := c.UDP
 	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
-		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, TxTimestampEvery: u.TxTimestampEvery,
+		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, TxTimestampEvery: u.TxTimestampEvery,
 		RecvBuffer: u.RecvBuffer, SendBuffer: u.SendBuffer, BatchSize: u.BatchSize, Logger: log}
 }
 
@@ -119,6 +119,8 @@ var (
 	dSockECN  = prometheus.NewDesc("smartt_socket_rx_ecn_total", "Datagrams received ECN-capable (ect) and CE-marked (ce).", []string{"codepoint"}, nil)
 	dSockNoTS = prometheus.NewDesc("smartt_socket_rx_user_timestamps_total", "Datagrams received without a kernel timestamp.", nil, nil)
 	dSockTx   = prometheus.NewDesc("smartt_socket_tx_timestamps_total", "Sampled TX timestamps.", []string{"state"}, nil)
+	dSockGRO  = prometheus.NewDesc("smartt_socket_rx_gro_buffers_total", "Receive buffers that held several datagrams (UDP GRO).", nil, nil)
+	dSockGSO  = prometheus.NewDesc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", []string{"kind"}, nil)
 	dSockBuf  = prometheus.NewDesc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", []string{"dir"}, nil)
 )
 
@@ -141,6 +143,8 @@ func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
 	g(dCap, b2f(caps.RxTimestamps), "rx_timestamps")
 	g(dCap, b2f(caps.TxTimestamps), "tx_timestamps")
 	g(dCap, b2f(caps.Batch), "batch")
+	g(dCap, b2f(caps.GSO), "gso")
+	g(dCap, b2f(caps.GRO), "gro")
 	g(dTSSource, 1, caps.TimestampSource)
 	g(dSockBuf, float64(caps.RecvBuffer), "rx")
 	g(dSockBuf, float64(caps.SendBuffer), "tx")
@@ -156,5 +160,8 @@ func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
 	c(dSockTx, st.TxStampsSampled, "sampled")
 	c(dSockTx, st.TxStampsMatched, "matched")
 	c(dSockTx, st.TxStampsLost, "lost")
+	c(dSockGRO, st.RxGROBuffers)
+	c(dSockGSO, st.TxGSOMessages, "messages")
+	c(dSockGSO, st.TxGSOSegments, "segments")
 	s.txDelay.Collect(ch)
 }
