@@ -12,6 +12,7 @@ import (
 
 	"smartt/test/nstest"
 	"smartt/transport/client"
+	"smartt/transport/smarttd"
 	"smartt/transport/udp/blast"
 	"smartt/transport/wire"
 )
@@ -20,25 +21,30 @@ import (
 // two namespaces: a raw UDP blaster (sendmmsg/recvmmsg, 64 per call) sending b.N datagrams
 // of the daemon's data-packet size (4096-byte payload + header); the daemon's
 // single-connection goodput through its API moving b.N x 4096 bytes (16 MiB messages, 4
-// outstanding, default config); and iperf3 TCP for 2 s (if installed). Each run measures
+// outstanding, default config but for the load balancer: REPS sprays packets over the
+// 256 EVs, ECMP keeps one, so UDP GSO can batch); and iperf3 TCP for 2 s (if installed). Each run measures
 // all three back to back, so daemon/blaster_% is a ratio of one run on this shared machine;
 // use e.g. -benchtime=300000x -count=3.
 func BenchmarkVethDaemonVsBlaster(b *testing.B) {
 	tp := nstest.Pair(b)
-	blasterRate, blasterGbps, loss := runBlaster(b, tp, b.N)
-	rate, gbps, retx := runDaemon(b, tp, b.N)
-	b.ReportMetric(blasterRate, "blaster_pkts/s")
-	b.ReportMetric(blasterGbps, "blaster_Gbit/s")
-	b.ReportMetric(loss, "blaster_loss_%")
-	b.ReportMetric(rate, "daemon_pkts/s")
-	b.ReportMetric(gbps, "daemon_Gbit/s")
-	b.ReportMetric(retx, "daemon_retx_%")
-	if blasterRate > 0 {
-		b.ReportMetric(100*rate/blasterRate, "daemon/blaster_%")
-	}
-	if tcp := runIperf3(b, tp); tcp > 0 {
-		b.ReportMetric(tcp, "iperf3_Gbit/s")
-		b.ReportMetric(100*gbps/tcp, "daemon/iperf3_%")
+	for _, lb := range []string{"reps", "ecmp"} {
+		b.Run("lb="+lb, func(b *testing.B) {
+			blasterRate, blasterGbps, loss := runBlaster(b, tp, b.N)
+			rate, gbps, retx := runDaemon(b, tp, b.N, lb)
+			b.ReportMetric(blasterRate, "blaster_pkts/s")
+			b.ReportMetric(blasterGbps, "blaster_Gbit/s")
+			b.ReportMetric(loss, "blaster_loss_%")
+			b.ReportMetric(rate, "daemon_pkts/s")
+			b.ReportMetric(gbps, "daemon_Gbit/s")
+			b.ReportMetric(retx, "daemon_retx_%")
+			if blasterRate > 0 {
+				b.ReportMetric(100*rate/blasterRate, "daemon/blaster_%")
+			}
+			if tcp := runIperf3(b, tp); tcp > 0 {
+				b.ReportMetric(tcp, "iperf3_Gbit/s")
+				b.ReportMetric(100*gbps/tcp, "daemon/iperf3_%")
+			}
+		})
 	}
 }
 
@@ -79,10 +85,10 @@ func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64)
 	return r.PacketRate(), r.Gbps(), 100 * float64(sent-int(r.Packets)) / float64(max(sent, 1))
 }
 
-func runDaemon(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, retxPct float64) {
+func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string) (rate, gbps, retxPct float64) {
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
-	a := startIn(b, tp.A, la, dir, nil)
+	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) { c.Transport.LB = balancer })
 	startIn(b, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
