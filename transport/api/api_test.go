@@ -451,3 +451,93 @@ func TestShutdownFailsOutstandingAndTellsClient(t *testing.T) {
 		t.Fatalf("socket left behind: %v", err)
 	}
 }
+
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func TestSendMemfdZeroCopy(t *testing.T) {
+	mn := daemon.NewMemNet()
+	dir := shortDir(t)
+	a := startDaemon(t, mn, addrA, dir, func(c *smarttd.Config) { c.API.MaxMessage = 8 << 20 })
+	b := startDaemon(t, mn, addrB, dir, nil)
+	s := openBound(t, client.New(a.Config.API.Socket), 1)
+	r := openBound(t, client.New(b.Config.API.Socket), 2)
+	before := openFDs(t)
+	want := make([]byte, 3<<20)
+	for i := range want {
+		want[i] = byte(i * 13)
+	}
+	for i := 0; i < 3; i++ {
+		m, err := client.NewMessageFD(int64(len(want)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(m.Data, want)
+		if err := m.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.SendFD(addrB, 2, m)
+		m.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Recv(ctx(t))
+		if err != nil || !bytes.Equal(got.Data, want) || got.FromEndpoint != 1 {
+			t.Fatalf("received %d bytes, %v", len(got.Data), err)
+		}
+	}
+	if a.API.Stats().MsgsFD != 3 {
+		t.Fatalf("memfd messages %d", a.API.Stats().MsgsFD)
+	}
+	// Every descriptor is closed once its message completed.
+	waitFor(t, func() bool { return openFDs(t) <= before })
+
+	// Refusals: unsealed, too large; the session goes on.
+	m, _ := client.NewMessageFD(100)
+	p, err := s.SendFD(addrB, 2, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Wait(ctx(t))
+	wantCode(t, err, api.CodeFD, "not sealed")
+	m.Close()
+	big, _ := client.NewMessageFD(9 << 20)
+	big.Seal()
+	p, err = s.SendFD(addrB, 2, big)
+	big.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Wait(ctx(t))
+	wantCode(t, err, api.CodeTooLarge, "api.max_message")
+	if _, err := s.Send(ctx(t), addrB, 2, []byte("still fine")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return openFDs(t) <= before })
+}
+
+func TestSendFDWithoutDescriptorIsAProtocolError(t *testing.T) {
+	mn := daemon.NewMemNet()
+	a := startDaemon(t, mn, addrA, shortDir(t), nil)
+	conn := rawSession(t, a.Config.API.Socket, 3)
+	sh := api.SendHeader{To: addrB, Endpoint: 1, Size: 10}.Append(nil)
+	conn.Write(append(api.AppendHeader(nil, api.Header{Type: api.FrameSendFD, Tag: 2, Len: uint32(len(sh))}), sh...))
+	buf := make([]byte, 512)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _ := conn.Read(buf)
+	if n < api.HeaderLen || buf[0] != api.FrameError {
+		t.Fatalf("reply %x", buf[:n])
+	}
+	code, text, _ := api.ParseError(buf[api.HeaderLen:n])
+	if code != api.CodeProtocol || !strings.Contains(text, "without a descriptor") {
+		t.Fatalf("error %d %q", code, text)
+	}
+}

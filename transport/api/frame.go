@@ -20,6 +20,7 @@ const (
 	FrameBind   = 0x01 // payload: endpoint u32 (0: the daemon picks one)
 	FrameSend   = 0x02 // payload: SendHeader; then Data frames with the same tag
 	FrameData   = 0x03 // payload: the next bytes of the message named by tag
+	FrameSendFD = 0x04 // payload: SendHeader; the message is in a sealed memfd passed with this frame (SCM_RIGHTS)
 	FrameBound  = 0x81 // payload: endpoint u32
 	FrameSent   = 0x82 // payload: SentInfo
 	FrameFailed = 0x83 // payload: UTF-8 reason
@@ -69,7 +70,7 @@ func ParseHeader(b []byte) (Header, error) {
 	}
 	h := Header{Type: b[0], Tag: binary.BigEndian.Uint32(b[4:]), Len: binary.BigEndian.Uint32(b[8:])}
 	switch h.Type {
-	case FrameBind, FrameSend, FrameData, FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError:
+	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError:
 	default:
 		return h, fmt.Errorf("%w 0x%02x", ErrFrameType, h.Type)
 	}
@@ -208,7 +209,13 @@ const (
 	CodeShuttingDown = 6 // the daemon is shutting down
 	CodeRecvOverflow = 7 // a received message was dropped: the client's receive queue was full
 	CodeSend         = 8 // the engine refused the message (text says why)
+	CodeFD           = 9 // a SendFD descriptor is not a sealed memfd of the announced size
 )
+
+// FDHeadroom is the space a SendFD memfd keeps free before the message: the daemon writes
+// its envelope there (into a private copy of the first page), so the message itself is
+// sent from the client's pages without a copy.
+const FDHeadroom = envelopeLen
 
 // AppendError appends an Error payload to b.
 func AppendError(b []byte, code uint16, text string) []byte {

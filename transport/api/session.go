@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,10 +43,18 @@ type session struct {
 	draining   bool // write what is queued, then close
 	writerDone chan struct{}
 	recvSeq    uint32
+	fdr        *fdReader // descriptors passed by the client (nil when not a Unix socket)
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
 	x := &session{srv: s, id: id, conn: conn, br: br, started: time.Now(), writerDone: make(chan struct{})}
+	if uc, ok := conn.(*net.UnixConn); ok {
+		// Read through an fdReader so descriptors passed with SendFD frames are kept; bytes
+		// the HTTP server buffered already come first.
+		x.fdr = newFDReader(uc)
+		ahead, _ := br.Peek(br.Buffered())
+		x.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), x.fdr), 64<<10)
+	}
 	x.cond = sync.NewCond(&x.mu)
 	return x
 }
@@ -104,6 +113,9 @@ func (x *session) kill() {
 	x.mu.Unlock()
 	x.conn.Close()
 	x.srv.removeSession(x)
+	if x.fdr != nil {
+		x.fdr.closeAll()
+	}
 }
 
 // drain writes what is queued, then closes; bounded by ctx.
@@ -216,7 +228,7 @@ func (x *session) serve() error {
 		if err != nil {
 			return errProtocol{err}
 		}
-		if int(h.Len) > len(pl) || (h.Type != FrameBind && h.Type != FrameSend) {
+		if int(h.Len) > len(pl) || (h.Type != FrameBind && h.Type != FrameSend && h.Type != FrameSendFD) {
 			return errProtocol{fmt.Errorf("unexpected frame type 0x%02x (length %d) from a client", h.Type, h.Len)}
 		}
 		p := pl[:h.Len]
@@ -243,6 +255,19 @@ func (x *session) serve() error {
 			if err := x.handleSend(h.Tag, sh); err != nil {
 				return err
 			}
+		case FrameSendFD:
+			sh, err := ParseSendHeader(p)
+			if err != nil {
+				return errProtocol{err}
+			}
+			if x.fdr == nil {
+				return errProtocol{errors.New("SendFD needs a Unix socket connection")}
+			}
+			fd, err := x.fdr.take()
+			if err != nil {
+				return errProtocol{err}
+			}
+			x.handleSendFD(h.Tag, sh, fd)
 		}
 	}
 }
@@ -293,26 +318,34 @@ func (x *session) handleSend(tag uint32, sh SendHeader) error {
 	}
 	err := s.node.Send(sh.To, buf, func(r daemon.SendResult) {
 		x.outstanding.Add(-size)
-		if r.Err != nil {
-			x.enqueue(outFrame{typ: FrameFailed, tag: tag, payload: []byte(r.Err.Error())})
-			return
-		}
-		x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: SentInfo{Elapsed: r.Elapsed, SRTT: r.SRTT,
-			Window: int64(r.Window), Retransmit: r.Retransmit}.Append(nil)})
+		x.completed(tag, r)
 	})
 	if err != nil {
 		x.outstanding.Add(-size)
 		s.msgsRejected.Add(1)
-		code := uint16(CodeSend)
-		if errors.Is(err, daemon.ErrShuttingDown) || errors.Is(err, daemon.ErrStopped) {
-			code = CodeShuttingDown
-		}
-		x.enqueueError(tag, code, err.Error())
+		x.enqueueError(tag, sendErrCode(err), err.Error())
 		return nil
 	}
 	s.msgsAccepted.Add(1)
 	s.bytesAccepted.Add(uint64(size))
 	return nil
+}
+
+// completed queues a message's Sent or Failed frame.
+func (x *session) completed(tag uint32, r daemon.SendResult) {
+	if r.Err != nil {
+		x.enqueue(outFrame{typ: FrameFailed, tag: tag, payload: []byte(r.Err.Error())})
+		return
+	}
+	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: SentInfo{Elapsed: r.Elapsed, SRTT: r.SRTT,
+		Window: int64(r.Window), Retransmit: r.Retransmit}.Append(nil)})
+}
+
+func sendErrCode(err error) uint16 {
+	if errors.Is(err, daemon.ErrShuttingDown) || errors.Is(err, daemon.ErrStopped) {
+		return CodeShuttingDown
+	}
+	return CodeSend
 }
 
 // readBody reads size bytes of Data frames tagged tag into dst (nil: discard them).
