@@ -22,15 +22,23 @@ import (
 // of the daemon's data-packet size (4096-byte payload + header); the daemon's
 // single-connection goodput through its API moving b.N x 4096 bytes (16 MiB messages, 4
 // outstanding, default config but for the load balancer: REPS sprays packets over the
-// 256 EVs, ECMP keeps one, so UDP GSO can batch); and iperf3 TCP for 2 s (if installed). Each run measures
+// 256 EVs, ECMP keeps one, so UDP GSO can batch; memfd passes each message as a sealed memfd instead of streaming
+// it through the API socket); and iperf3 TCP for 2 s (if installed). Each run measures
 // all three back to back, so daemon/blaster_% is a ratio of one run on this shared machine;
 // use e.g. -benchtime=300000x -count=3.
 func BenchmarkVethDaemonVsBlaster(b *testing.B) {
 	tp := nstest.Pair(b)
-	for _, lb := range []string{"reps", "ecmp"} {
-		b.Run("lb="+lb, func(b *testing.B) {
+	for _, v := range []struct {
+		lb    string
+		memfd bool
+	}{{"reps", false}, {"ecmp", false}, {"ecmp", true}} {
+		name := "lb=" + v.lb
+		if v.memfd {
+			name += ",memfd"
+		}
+		b.Run(name, func(b *testing.B) {
 			blasterRate, blasterGbps, loss := runBlaster(b, tp, b.N)
-			rate, gbps, retx := runDaemon(b, tp, b.N, lb)
+			rate, gbps, retx := runDaemon(b, tp, b.N, v.lb, v.memfd)
 			b.ReportMetric(blasterRate, "blaster_pkts/s")
 			b.ReportMetric(blasterGbps, "blaster_Gbit/s")
 			b.ReportMetric(loss, "blaster_loss_%")
@@ -85,7 +93,7 @@ func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64)
 	return r.PacketRate(), r.Gbps(), 100 * float64(sent-int(r.Packets)) / float64(max(sent, 1))
 }
 
-func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string) (rate, gbps, retxPct float64) {
+func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool) (rate, gbps, retxPct float64) {
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
 	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) { c.Transport.LB = balancer })
@@ -101,6 +109,23 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string) (rate, gbp
 	const msgSize = 16 << 20
 	msg := make([]byte, msgSize)
 	total := int64(n) * benchPayload
+	// memfd: sealed messages made before the clock starts, passed by descriptor (no copy).
+	fds := map[int64]*client.MessageFD{}
+	if memfd {
+		for _, k := range []int64{msgSize, total % msgSize} {
+			if k == 0 || fds[k] != nil {
+				continue
+			}
+			m, err := client.NewMessageFD(k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			clear(m.Data)
+			m.Seal()
+			defer m.Close()
+			fds[k] = m
+		}
+	}
 	before := a.Node.Stats()
 	start := time.Now()
 	window := make(chan *client.Pending, 4)
@@ -116,7 +141,13 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string) (rate, gbp
 	}()
 	for sent := int64(0); sent < total; {
 		k := min(int64(msgSize), total-sent)
-		p, err := s.SendAsync(lb, 1, msg[:k])
+		var p *client.Pending
+		var err error
+		if memfd {
+			p, err = s.SendFD(lb, 1, fds[k])
+		} else {
+			p, err = s.SendAsync(lb, 1, msg[:k])
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
