@@ -199,26 +199,33 @@ func (n *Node) readLoop() {
 			time.Sleep(time.Millisecond) // do not spin on a persistent error
 			continue
 		}
-		now := Now()
-		stamped := 0
-		n.mu.Lock()
-		if n.stopped {
-			n.mu.Unlock()
+		if !n.handleBatch(pkts[:k]) {
 			return
 		}
-		for i := 0; i < k; i++ {
-			p := &pkts[i]
-			if p.RxKernel {
-				stamped++
-			}
-			n.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP})
-		}
-		if n.opts.OnBatch != nil {
-			n.opts.OnBatch(k, stamped)
-		}
-		n.flushLocked(now)
-		n.mu.Unlock()
 	}
+}
+
+// handleBatch feeds a received batch to the engine and flushes; false once stopped.
+func (n *Node) handleBatch(pkts []Packet) bool {
+	now := Now()
+	stamped := 0
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
+		return false
+	}
+	for i := range pkts {
+		p := &pkts[i]
+		if p.RxKernel {
+			stamped++
+		}
+		n.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP})
+	}
+	if n.opts.OnBatch != nil {
+		n.opts.OnBatch(len(pkts), stamped)
+	}
+	n.flushLocked(now)
+	return true
 }
 
 func (n *Node) timerLoop() {
