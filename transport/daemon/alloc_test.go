@@ -8,11 +8,11 @@ import (
 // ringSocket is a zero-allocation in-memory socket for measuring the node's own path:
 // writes copy into the peer's preallocated slots; reads never block (drivers poll).
 type ringSocket struct {
-	addr netip.AddrPort
-	peer *ringSocket
-	slot [][]byte
-	n    []int
-	from []netip.AddrPort
+	addr       netip.AddrPort
+	peer       *ringSocket
+	slot       [][]byte
+	n          []int
+	from       []netip.AddrPort
 	head, tail int
 }
 
