@@ -29,6 +29,7 @@ func newFDReader(uc *net.UnixConn) *fdReader {
 	return &fdReader{uc: uc, oob: make([]byte, unix.CmsgSpace(4*maxQueuedFDs))}
 }
 
+// Read reads bytes and keeps the descriptors that came with them.
 func (r *fdReader) Read(p []byte) (int, error) {
 	n, oobn, flags, _, err := r.uc.ReadMsgUnix(p, r.oob)
 	n = max(n, 0) // -1 with some errors (a closed connection)

@@ -200,6 +200,7 @@ func writeFrame(w *bufio.Writer, hdr []byte, f outFrame) error {
 // errProtocol ends a session whose client broke the framing.
 type errProtocol struct{ err error }
 
+// Error implements error.
 func (e errProtocol) Error() string { return e.err.Error() }
 
 func (x *session) readLoop() {

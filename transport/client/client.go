@@ -287,6 +287,7 @@ type sliceReader struct {
 
 func bytesReader(b []byte) *sliceReader { return &sliceReader{b: b} }
 
+// Read implements io.Reader.
 func (r *sliceReader) Read(p []byte) (int, error) {
 	if r.off >= len(r.b) {
 		return 0, io.EOF

@@ -141,6 +141,7 @@ func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ..
 	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
+// Collect reads every source once and emits its series.
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	m, src := c.m, c.m.src
 	counter(ch, dRxBatch, m.rxBatches.Load())

@@ -77,6 +77,7 @@ func (s *udpSocket) pollTxStamps() {
 	}
 }
 
+// ReadBatch implements daemon.Socket.
 func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
 	if len(s.rp) < len(pkts) {
 		s.rp = make([]udp.Packet, len(pkts))
@@ -93,6 +94,7 @@ func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
 	return n, err
 }
 
+// WriteBatch implements daemon.Socket.
 func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
 	if len(s.wp) < len(pkts) {
 		s.wp = make([]udp.Packet, len(pkts))
@@ -105,6 +107,7 @@ func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
 	return s.c.WriteBatch(wp)
 }
 
+// Close implements daemon.Socket.
 func (s *udpSocket) Close() error {
 	s.once.Do(func() { close(s.stop) })
 	return s.c.Close()
