@@ -261,3 +261,41 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 	var out bytes.Buffer
 	_ = out
 }
+
+// TestE2EIPv6 runs the daemons on the veth pair's IPv6 addresses.
+func TestE2EIPv6(t *testing.T) {
+	tp := nstest.Pair(t)
+	dir := tempDir(t)
+	la, lb := netip.AddrPortFrom(tp.Addr6A, 4791), netip.AddrPortFrom(tp.Addr6B, 4791)
+	a := startIn(t, tp.A, la, dir, nil)
+	b := startIn(t, tp.B, lb, dir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa, err := client.New(a.Config.API.Socket).Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	sb, err := client.New(b.Config.API.Socket).Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	sa.Bind(ctx, 1)
+	sb.Bind(ctx, 1)
+	msg := make([]byte, 3<<20)
+	rand.NewChaCha8([32]byte{6}).Read(msg)
+	if _, err := sa.Send(ctx, lb, 1, msg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sb.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.From.Addr() != tp.Addr6A || sha256.Sum256(m.Data) != sha256.Sum256(msg) {
+		t.Fatalf("from %v, %d bytes, SHA-256 equal: %v", m.From, len(m.Data), sha256.Sum256(m.Data) == sha256.Sum256(msg))
+	}
+	if metric(t, b.Metrics.Registry, "smartt_timestamp_source", "source", "kernel") != 1 {
+		t.Error("no kernel timestamps over IPv6")
+	}
+}
