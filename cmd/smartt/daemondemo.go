@@ -10,9 +10,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"smartt/transport"
 	"smartt/transport/api"
 	"smartt/transport/client"
 	"smartt/transport/smarttd"
@@ -30,6 +32,7 @@ func runDemoCmd(args []string, out io.Writer) error {
 }
 
 type daemonDemoOpts struct {
+	cc, lb   string
 	messages int
 	maxSize  int
 	seed     uint64
@@ -42,6 +45,8 @@ func parseDaemonDemo(args []string, out io.Writer) (daemonDemoOpts, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Bool("inmem", false, "run the engines over the in-memory test network instead (see demo -inmem -h)")
+	fs.StringVar(&o.cc, "cc", "", "congestion controller (default: the embedded config's; one of "+strings.Join(transport.CCNames(), ", ")+")")
+	fs.StringVar(&o.lb, "lb", "", "load balancer (default: the embedded config's; one of "+strings.Join(transport.LBNames(), ", ")+")")
 	fs.IntVar(&o.messages, "messages", 16, "messages to send (1..1000)")
 	fs.IntVar(&o.maxSize, "max-size", 16<<20, "largest message, bytes (1..1 GiB)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the message sizes and contents")
@@ -57,6 +62,10 @@ func parseDaemonDemo(args []string, out io.Writer) (daemonDemoOpts, error) {
 		return o, fmt.Errorf("-max-size = %d: must be in 1..%d", o.maxSize, 1<<30)
 	case o.timeout < time.Second || o.timeout > 10*time.Minute:
 		return o, fmt.Errorf("-timeout = %v: must be in 1s..10m", o.timeout)
+	case o.cc != "" && !slices.Contains(transport.CCNames(), o.cc):
+		return o, fmt.Errorf("-cc = %q: must be one of %v", o.cc, transport.CCNames())
+	case o.lb != "" && !slices.Contains(transport.LBNames(), o.lb):
+		return o, fmt.Errorf("-lb = %q: must be one of %v", o.lb, transport.LBNames())
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -83,7 +92,14 @@ func runDaemonDemo(args []string, out io.Writer) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ds, err := smarttd.LocalPair(dir, log, nil)
+	ds, err := smarttd.LocalPair(dir, log, func(c *smarttd.Config) {
+		if o.cc != "" {
+			c.Transport.CC = o.cc
+		}
+		if o.lb != "" {
+			c.Transport.LB = o.lb
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -111,8 +127,12 @@ func runDaemonDemo(args []string, out io.Writer) error {
 	}
 	t := a.Config.Transport
 	fmt.Fprintf(out, "smartt demo: two daemons in this process, %v and %v, over real UDP sockets (loopback)\n", a.Config.Listen, b.Config.Listen)
-	fmt.Fprintf(out, "config:  embedded default; cc %s, lb %s, window %d B, MTU %d B, %d EVs (source ports %d..), RTO floor %v\n",
-		t.CC, t.LB, t.InitialWindow, t.MTU, t.EVS, a.Config.Listen.Port()+1, t.MinRTO)
+	cc := t.CC
+	if cc == "fixed" {
+		cc = fmt.Sprintf("fixed (window %d B)", t.InitialWindow)
+	}
+	fmt.Fprintf(out, "config:  embedded default; cc %s, lb %s, MTU %d B, %d EVs (source ports %d..), RTO floor %v\n",
+		cc, t.LB, t.MTU, t.EVS, a.Config.Listen.Port()+1, t.MinRTO)
 	fmt.Fprintf(out, "sockets: receive timestamps from the %s clock; API sockets %s, %s\n\n", ts, a.Config.API.Socket, b.Config.API.Socket)
 
 	sa, err := ca.Open(ctx)

@@ -26,6 +26,20 @@ func TestDaemonDemoMovesEverything(t *testing.T) {
 	}
 }
 
+func TestDaemonDemoRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-messages", "0"}, {"-max-size", "0"}, {"-cc", "nope"}, {"-lb", "nope"}, {"-timeout", "0s"}, {"stray"}} {
+		var out bytes.Buffer
+		err := runDemoCmd(args, &out)
+		if err == nil {
+			t.Errorf("%v accepted", args)
+			continue
+		}
+		if args[0] != "stray" && !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
+			t.Errorf("%v: error %q does not name the flag", args, err)
+		}
+	}
+}
+
 func TestDemoInmemStillReachable(t *testing.T) {
 	var out bytes.Buffer
 	if err := runDemoCmd([]string{"-inmem", "-messages", "3", "-max-size", "100000"}, &out); err != nil {
