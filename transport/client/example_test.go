@@ -113,3 +113,35 @@ func ExampleSession_SendAsync() {
 	// message 1 acknowledged: true
 	// message 2 acknowledged: true
 }
+
+// Pass a large message as a sealed memfd: the daemon sends it from these pages, no copy.
+func ExampleSession_SendFD() {
+	a, b, stop := startTwo()
+	defer stop()
+	ctx := context.Background()
+	rx, _ := client.New(b.Config.API.Socket).Open(ctx)
+	defer rx.Close()
+	rx.Bind(ctx, 7)
+	tx, _ := client.New(a.Config.API.Socket).Open(ctx)
+	defer tx.Close()
+	tx.Bind(ctx, 1)
+
+	m, err := client.NewMessageFD(8 << 20)
+	if err != nil {
+		panic(err)
+	}
+	for i := range m.Data {
+		m.Data[i] = byte(i)
+	}
+	m.Seal()
+	p, err := tx.SendFD(netip.MustParseAddrPort("10.0.0.2:4791"), 7, m)
+	m.Close() // the daemon holds its own descriptor until the message completes
+	if err != nil {
+		panic(err)
+	}
+	_, err = p.Wait(ctx)
+	got, _ := rx.Recv(ctx)
+	fmt.Println("delivered:", err == nil, "bytes:", len(got.Data), "byte 1000:", got.Data[1000])
+	// Output:
+	// delivered: true bytes: 8388608 byte 1000: 232
+}
