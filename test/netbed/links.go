@@ -131,46 +131,6 @@ func (t *Testbed) LinkUp(link string) error {
 	return nil
 }
 
-// Flaky makes a link drop packets at random in both directions: lossPct percent with
-// correlation corrPct (netem's correlated loss, so drops come in bursts); 0 heals it. On a
-// shaped link the netem queue sits under the tbf.
-func (t *Testbed) Flaky(link string, lossPct, corrPct float64) error {
-	if lossPct < 0 || lossPct > 100 || corrPct < 0 || corrPct > 100 {
-		return fmt.Errorf("flaky: loss %g and correlation %g must be in [0, 100] percent", lossPct, corrPct)
-	}
-	i, err := t.linkByName(link)
-	if err != nil {
-		return err
-	}
-	rate := t.Plan.Links[i].Rate
-	if err := t.setRate(i, 0); err != nil { // start from a clean root
-		return err
-	}
-	if rate > 0 {
-		if err := t.setRate(i, rate); err != nil {
-			return err
-		}
-	}
-	if lossPct == 0 {
-		return nil
-	}
-	for _, b := range []bool{false, true} {
-		node, lk, err := t.end(i, b)
-		if err != nil {
-			return err
-		}
-		attrs := netlink.QdiscAttrs{LinkIndex: lk.Attrs().Index, Handle: netlink.MakeHandle(10, 0), Parent: netlink.HANDLE_ROOT}
-		if rate > 0 {
-			attrs.Parent = netlink.MakeHandle(1, 1) // tbf's only class
-		}
-		nq := netlink.NewNetem(attrs, netlink.NetemQdiscAttrs{Loss: float32(lossPct), LossCorr: float32(corrPct), Limit: 10000})
-		if err := t.nl[node].QdiscReplace(nq); err != nil {
-			return fmt.Errorf("link %s: netem: %w", link, err)
-		}
-	}
-	return nil
-}
-
 // IfStats are the counters of one interface.
 type IfStats struct {
 	Node, If                     string

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"smartt/config"
 )
 
 func TestPlanLeafSpine(t *testing.T) {
@@ -334,5 +336,84 @@ func TestKernelLinkdownBlackhole(t *testing.T) {
 	t.Logf("%d of %d flows arrived with the linkdown nexthop still in use", got, ports)
 	if got == ports || got < ports/8 {
 		t.Fatalf("%d of %d flows arrived; want roughly half lost to the dead link", got, ports)
+	}
+}
+
+var transferPort = 9100
+
+// timeTransfer sends n 4-KiB datagrams from h0 to h1 as fast as the sender's socket allows
+// (or one per gap) and returns how many arrived and the time from the first send to the last arrival.
+func timeTransfer(t *testing.T, tb *Testbed, n int, gap time.Duration) (int, time.Duration) {
+	t.Helper()
+	transferPort++
+	rx := listen(t, tb, "h1", transferPort)
+	tx := dial(t, tb, "h0", 0, tb.Addr("h1"), transferPort)
+	tx.SetWriteBuffer(64 << 10) // block in send rather than overflow the shaper's queue
+	var got int
+	var last time.Time
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 9000)
+		for got < n {
+			rx.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := rx.Read(buf); err != nil {
+				return
+			}
+			got++
+			last = time.Now()
+		}
+	}()
+	start := time.Now()
+	buf := make([]byte, 4096)
+	for i := 0; i < n; i++ {
+		if _, err := tx.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if gap > 0 {
+			time.Sleep(gap)
+		}
+	}
+	<-done
+	return got, last.Sub(start)
+}
+
+// TestKernelRateAndFailures: tbf shapes a link to its rate, a degraded rate slows it
+// further, a flaky link loses a share of packets, and healing restores it.
+func TestKernelRateAndFailures(t *testing.T) {
+	const n, wire = 150, 4096 + 8 + 20 + 14
+	tb := upTestbed(t, Spec{Kind: KindPair, LinkRate: 100e6})
+	for _, rate := range []float64{100e6, 20e6} {
+		if err := tb.SetRate("h0-h1", config.Rate(rate)); err != nil {
+			t.Fatal(err)
+		}
+		got, el := timeTransfer(t, tb, n, 0)
+		min := time.Duration(float64((n-1)*wire*8) / rate * 1e9)
+		t.Logf("%g bit/s: %d datagrams in %v (at least %v)", rate, got, el, min)
+		if got != n {
+			t.Fatalf("%g bit/s: %d of %d arrived", rate, got, n)
+		}
+		if el < min*9/10 {
+			t.Fatalf("%g bit/s: %d datagrams took %v; the shaper should need %v", rate, n, el, min)
+		}
+	}
+	// Loss is per time slot, so the sender is paced: one that sends faster while its
+	// packets are being dropped (nothing holds it back) loses more than its share.
+	if err := tb.Flaky("h0-h1", 50, 200*time.Microsecond); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := timeTransfer(t, tb, 200, 300*time.Microsecond)
+	t.Logf("flaky 50%%: %d of 200 arrived", got)
+	if got < 50 || got > 150 {
+		t.Fatalf("flaky link at 50%% loss delivered %d of 200", got)
+	}
+	if err := tb.Flaky("h0-h1", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := timeTransfer(t, tb, 50, 0); got != 50 {
+		t.Fatalf("healed link delivered %d of 50", got)
+	}
+	if err := tb.SetRate("h0-h1", 0); err != nil {
+		t.Fatal(err)
 	}
 }
