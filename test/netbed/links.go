@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -100,7 +101,46 @@ func (t *Testbed) LinkDown(link string) error {
 	if err := t.nl[node].LinkSetDown(lk); err != nil {
 		return fmt.Errorf("link %s down: %w", link, err)
 	}
-	return nil
+	return t.awaitCarrier(i, false)
+}
+
+// awaitCarrier waits until the lower end of link i has seen its carrier go (or come back)
+// and its routes through the link say so: the kernel applies carrier changes from a work
+// queue, so without waiting the first packets after a failure may still take the dead link.
+func (t *Testbed) awaitCarrier(i int, up bool) error {
+	node, lk, err := t.end(i, false)
+	if err != nil {
+		return err
+	}
+	idx := lk.Attrs().Index
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		done := false
+		if l, err := t.nl[node].LinkByIndex(idx); err == nil && (l.Attrs().OperState == netlink.OperUp) == up {
+			done = true
+			rs, err := t.nl[node].RouteList(nil, netlink.FAMILY_V4)
+			if err != nil {
+				return err
+			}
+			for _, r := range rs {
+				if r.LinkIndex == idx && (r.Flags&unix.RTNH_F_LINKDOWN == 0) != up {
+					done = false
+				}
+				for _, nh := range r.MultiPath {
+					if nh.LinkIndex == idx && (nh.Flags&unix.RTNH_F_LINKDOWN == 0) != up {
+						done = false
+					}
+				}
+			}
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s: carrier still %v after 5s", t.Plan.Links[i].Name, !up)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // LinkUp restores a failed link: both ends up, then the neighbours and routes the kernel
@@ -128,7 +168,7 @@ func (t *Testbed) LinkUp(link string) error {
 			return err
 		}
 	}
-	return nil
+	return t.awaitCarrier(i, true)
 }
 
 // IfStats are the counters of one interface.
