@@ -22,7 +22,7 @@ import (
 )
 
 // star builds hosts h0..h(n-1) on switch namespace sw0 (no kernel bridge) and starts a
-// userspace switch there; both go away when the test ends.
+// userspace switch there (MAC table pinned to the hosts); both go away when the test ends.
 func star(t testing.TB, hosts int, cfg uswitch.Config) (*netbed.Testbed, *uswitch.Switch, func()) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -39,13 +39,13 @@ func star(t testing.TB, hosts int, cfg uswitch.Config) (*netbed.Testbed, *uswitc
 			t.Error(err)
 		}
 	})
-	for i := 0; i < hosts; i++ {
-		cfg.Ports = append(cfg.Ports, fmt.Sprintf("h%d", i))
+	_, sws, err := tb.OpenSwitches(func(_ string, c *uswitch.Config) {
+		c.Batch, c.SoftwareChecksum, c.NewQueue = cfg.Batch, cfg.SoftwareChecksum, cfg.NewQueue
+	})
+	if err != nil || len(sws) != 1 {
+		t.Fatalf("open switches: %d, %v", len(sws), err)
 	}
-	var sw *uswitch.Switch
-	if err := netbed.Do(tb.Ns("sw0"), func() (err error) { sw, err = uswitch.Open(cfg); return err }); err != nil {
-		t.Fatal(err)
-	}
+	sw := sws[0]
 	done := make(chan error, 1)
 	go func() { done <- sw.Run() }()
 	var once sync.Once
