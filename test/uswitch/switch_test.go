@@ -323,6 +323,7 @@ func BenchmarkSwitch(b *testing.B) {
 			before := rxPackets(b, tb, "h0") + rxPackets(b, tb, "h1")
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
+			b.ReportAllocs()                                                // the switch and the sender allocate nothing per frame
 			timer := time.AfterFunc(20*time.Second, func() { close(stop) }) // bound, whatever b.N
 			b.ResetTimer()
 			start := time.Now()
