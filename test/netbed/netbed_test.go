@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -415,5 +416,90 @@ func TestKernelRateAndFailures(t *testing.T) {
 	}
 	if err := tb.SetRate("h0-h1", 0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReachability: in a k=4 fat tree (kernel routers) and a kernel-bridge star, every
+// host reaches every other host.
+func TestReachability(t *testing.T) {
+	for _, spec := range []Spec{{Kind: KindFatTree, K: 4}, {Kind: KindStar, Hosts: 3}} {
+		t.Run(spec.Kind, func(t *testing.T) {
+			tb := upTestbed(t, spec)
+			hosts := tb.Plan.Hosts()
+			rx := make([]*net.UDPConn, len(hosts))
+			for i, h := range hosts {
+				rx[i] = listen(t, tb, tb.Plan.Nodes[h].Name, 9000)
+			}
+			buf := make([]byte, 4096)
+			for i, a := range hosts {
+				for j, b := range hosts {
+					if i == j {
+						continue
+					}
+					src, dst := tb.Plan.Nodes[a].Name, tb.Plan.Nodes[b].Name
+					c := dial(t, tb, src, 0, tb.Addr(dst), 9000)
+					if _, err := c.Write(buf); err != nil {
+						t.Fatal(err)
+					}
+					if drain(rx[j], 1, 2*time.Second) != 1 {
+						t.Fatalf("%s -> %s: nothing arrived", src, dst)
+					}
+					c.Close()
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkKernelPath measures how many 4 KiB-payload datagrams per second the kernel
+// carries from h0 to h1: straight over a veth pair, and through three Linux routers (leaf,
+// spine, leaf), unshaped and with tbf at 200 Mbit/s and 1 Gbit/s. One op is one datagram offered;
+// fwd/s counts datagrams delivered to h1's interface.
+func BenchmarkKernelPath(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		spec Spec
+	}{
+		{"pair", Spec{Kind: KindPair}},
+		{"leafspine", Spec{Kind: KindLeafSpine, Leaves: 2, Spines: 1, HostsPerLeaf: 1}},
+		{"leafspine-200Mbit", Spec{Kind: KindLeafSpine, Leaves: 2, Spines: 1, HostsPerLeaf: 1, LinkRate: 200e6}},
+		{"leafspine-1Gbit", Spec{Kind: KindLeafSpine, Leaves: 2, Spines: 1, HostsPerLeaf: 1, LinkRate: 1e9}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			tb := upTestbed(b, c.spec)
+			listen(b, tb, "h1", 9000) // bound, so no ICMP unreachable comes back
+			bl, err := NewBlaster(tb.Ns("h0"), 0, netip.AddrPortFrom(tb.Addr("h1"), 9000), 4096)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer bl.Close()
+			rx := func() uint64 {
+				st, err := tb.Stats("h1")
+				if err != nil {
+					b.Fatal(err)
+				}
+				return st[0].RxPackets
+			}
+			before := rx()
+			stop := make(chan struct{})
+			timer := time.AfterFunc(20*time.Second, func() { close(stop) })
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			bl.Send(b.N, stop)
+			timer.Stop()
+			var got uint64
+			for prev := uint64(0); ; prev = got {
+				time.Sleep(5 * time.Millisecond)
+				if got = rx() - before; got == prev {
+					break
+				}
+			}
+			el := time.Since(start).Seconds()
+			b.StopTimer()
+			b.ReportMetric(float64(got)/el, "fwd/s")
+			b.ReportMetric(float64(got)*4138*8/el/1e9, "Gbit/s")
+			b.ReportMetric(float64(got)/float64(b.N), "delivered")
+		})
 	}
 }

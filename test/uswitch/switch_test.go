@@ -7,15 +7,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"smartt/test/netbed"
 	"smartt/test/uswitch"
@@ -241,45 +239,16 @@ func fold(s uint32) uint16 {
 	return uint16(s)
 }
 
-// sender blasts size-byte UDP datagrams from node to dst with sendmmsg in batches of 64
-// until stop is closed or max datagrams went out.
-func sender(t testing.TB, tb *netbed.Testbed, node string, dst net.IP, size, max int, stop <-chan struct{}) func() {
-	var fd int
-	err := netbed.Do(tb.Ns(node), func() (err error) {
-		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
-		if err != nil {
-			return err
-		}
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20)
-		return unix.Connect(fd, &unix.SockaddrInet4{Port: 9000, Addr: [4]byte(dst.To4())})
-	})
+// sender blasts size-byte UDP datagrams from node to dst until stop is closed or max
+// datagrams went out.
+func sender(t testing.TB, tb *netbed.Testbed, node string, dst netip.Addr, size, max int, stop <-chan struct{}) func() {
+	bl, err := netbed.NewBlaster(tb.Ns(node), 0, netip.AddrPortFrom(dst, 9000), size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const batch = 64
-	payload := make([]byte, size)
-	iov := make([]unix.Iovec, batch)
-	hdr := make([]unix.Mmsghdr, batch)
-	for i := range hdr {
-		iov[i].Base = &payload[0]
-		iov[i].SetLen(len(payload))
-		hdr[i].Hdr.Iov = &iov[i]
-		hdr[i].Hdr.SetIovlen(1)
-	}
 	return func() {
-		defer unix.Close(fd)
-		for sent := 0; sent < max; {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&hdr[0])), uintptr(min(batch, max-sent)), 0, 0, 0)
-			if e != 0 {
-				continue // ENOBUFS: the local queue is full; try again
-			}
-			sent += int(n)
-		}
+		defer bl.Close()
+		bl.Send(max, stop)
 	}
 }
 
@@ -323,7 +292,8 @@ func BenchmarkSwitch(b *testing.B) {
 			before := rxPackets(b, tb, "h0") + rxPackets(b, tb, "h1")
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			b.ReportAllocs()                                                // the switch and the sender allocate nothing per frame
+			// The switch and the sender allocate nothing per frame.
+			b.ReportAllocs()
 			timer := time.AfterFunc(20*time.Second, func() { close(stop) }) // bound, whatever b.N
 			b.ResetTimer()
 			start := time.Now()
@@ -332,7 +302,7 @@ func BenchmarkSwitch(b *testing.B) {
 				if h == "h1" {
 					peer = "h0"
 				}
-				run := sender(b, tb, h, tb.Addr(peer).AsSlice(), c.payload, b.N/len(senders)+1, stop)
+				run := sender(b, tb, h, tb.Addr(peer), c.payload, b.N/len(senders)+1, stop)
 				wg.Add(1)
 				go func() { defer wg.Done(); run() }()
 			}
