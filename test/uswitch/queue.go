@@ -80,8 +80,7 @@ func (f *Frame) FinishChecksum() error {
 		c = 0xffff
 	}
 	binary.BigEndian.PutUint16(d[start+off:], c)
-	f.buf[0] &^= vnetNeedsCsum
-	f.buf[0] |= vnetDataValid
+	f.buf[0] &^= vnetNeedsCsum | vnetDataValid
 	return nil
 }
 
