@@ -196,7 +196,7 @@ func (t *Testbed) build() error {
 			if err != nil {
 				return fmt.Errorf("link %s: %w", l.Name, err)
 			}
-			if addr.IsValid() {
+			if addr.IsValid() && !p.Nodes[node].Switch {
 				if err := t.nl[node].AddrAdd(lk, &netlink.Addr{IPNet: ipnet(addr)}); err != nil {
 					return fmt.Errorf("link %s: address %s: %w", l.Name, addr, err)
 				}
@@ -245,6 +245,9 @@ func (t *Testbed) bridge() error {
 func (t *Testbed) neighbours(node int) error {
 	p := t.Plan
 	add := func(n int, ifn string, ip netip.Addr, hw net.HardwareAddr) error {
+		if p.Nodes[n].Switch {
+			return nil // a userspace switch knows its neighbours from the plan
+		}
 		lk, err := t.nl[n].LinkByName(ifn)
 		if err != nil {
 			return err
@@ -287,7 +290,7 @@ func (t *Testbed) neighbours(node int) error {
 func (t *Testbed) routes(node int) error {
 	p := t.Plan
 	for _, r := range p.Routes {
-		if node >= 0 && r.Node != node {
+		if node >= 0 && r.Node != node || p.Nodes[r.Node].Switch {
 			continue
 		}
 		rt := &netlink.Route{Dst: ipnet(r.Dst)}

@@ -18,7 +18,7 @@ const (
 // Fabric modes.
 const (
 	ModeKernel   = "kernel"   // leaves and spines are Linux routers with multipath routes
-	ModeEmulated = "emulated" // switches are the project's userspace switch (star only, for now)
+	ModeEmulated = "emulated" // switches are the project's userspace switch (test/uswitch)
 )
 
 // DefaultMTU lets a 4 KiB payload plus our headers travel in one frame.
@@ -58,6 +58,7 @@ type Link struct {
 }
 
 // Route is a static route of one node: to Dst via one or more links (multipath when more).
+// Routes of switch nodes are not installed in the kernel; the userspace switch gets them.
 type Route struct {
 	Node int
 	Dst  netip.Prefix
@@ -129,9 +130,6 @@ func (s Spec) Normalize() (Spec, error) {
 		case s.Oversubscription < 0.01 || s.Oversubscription > 100:
 			return s, fmt.Errorf("oversubscription %g out of range [0.01, 100]", s.Oversubscription)
 		}
-		if s.Mode == ModeEmulated {
-			return s, fmt.Errorf("mode emulated is only available for kind star so far")
-		}
 	case "":
 		return s, fmt.Errorf("kind missing (want %s, %s, %s or %s)", KindPair, KindStar, KindLeafSpine, KindFatTree)
 	default:
@@ -155,6 +153,8 @@ func (s Spec) UplinkRate() config.Rate {
 // the leaf, the leaf side 10.1.l.(2j); leaf l's link to spine s is 10.2.l.(2s) on the leaf,
 // 10.2.l.(2s+1) on the spine. Leaf l routes 10.1.l'.0/24 of every other leaf over all spines;
 // spines route 10.1.l.0/24 to leaf l. Star hosts share 10.3.0.0/24 with static neighbours.
+// In emulated mode leaves and spines are switch nodes: the same plan, but their addresses
+// and routes go to the userspace switch instead of the kernel.
 func NewPlan(s Spec) (*Plan, error) {
 	s, err := s.Normalize()
 	if err != nil {
@@ -173,13 +173,14 @@ func NewPlan(s Spec) (*Plan, error) {
 			p.link(h, sw, "eth0", p.Nodes[h].Name, pfx(10, 3, 0, byte(i+1), 24), netip.Prefix{}, s.LinkRate)
 		}
 	case KindLeafSpine, KindFatTree:
+		emu := s.Mode == ModeEmulated
 		leaves := make([]int, s.Leaves)
 		spines := make([]int, s.Spines)
 		for l := range leaves {
-			leaves[l] = p.node(Node{Name: fmt.Sprintf("leaf%d", l), Router: true})
+			leaves[l] = p.node(Node{Name: fmt.Sprintf("leaf%d", l), Router: !emu, Switch: emu})
 		}
 		for sp := range spines {
-			spines[sp] = p.node(Node{Name: fmt.Sprintf("spine%d", sp), Router: true})
+			spines[sp] = p.node(Node{Name: fmt.Sprintf("spine%d", sp), Router: !emu, Switch: emu})
 		}
 		for l, leaf := range leaves {
 			for j := 0; j < s.HostsPerLeaf; j++ {
@@ -265,3 +266,5 @@ func (p *Plan) Hosts() []int {
 func pfx(a, b, c, d byte, bits int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{a, b, c, d}), bits)
 }
+
+func netipPrefix32(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }

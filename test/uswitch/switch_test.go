@@ -37,7 +37,7 @@ func star(t testing.TB, hosts int, cfg uswitch.Config) (*netbed.Testbed, *uswitc
 			t.Error(err)
 		}
 	})
-	_, sws, err := tb.OpenSwitches(func(_ string, c *uswitch.Config) {
+	_, sws, err := tb.OpenSwitches(nil, func(_ string, c *uswitch.Config) {
 		c.Batch, c.SoftwareChecksum, c.NewQueue = cfg.Batch, cfg.SoftwareChecksum, cfg.NewQueue
 	})
 	if err != nil || len(sws) != 1 {
