@@ -531,7 +531,7 @@ func testChoose(node string) uswitch.Choose {
 func TestEmulatedECMP(t *testing.T) {
 	const spines, ports, k = 4, 256, 2
 	tb := upTestbed(t, Spec{Kind: KindLeafSpine, Mode: ModeEmulated, Leaves: 2, Spines: spines, HostsPerLeaf: 1})
-	_, _, stop, err := tb.RunSwitches(testChoose, nil)
+	names, sws, stop, err := tb.RunSwitches(testChoose, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,4 +561,50 @@ func TestEmulatedECMP(t *testing.T) {
 			t.Errorf("spine%d carried %d of %d flows (%v)", s, n, ports, perSpine)
 		}
 	}
+
+	// A failed link: the switch keeps hashing into it (no routing reaction), and the
+	// packets it sends there are counted as lost on the leaf's port.
+	port := 20000
+	dead := choose(binary.BigEndian.Uint32(src[:]), binary.BigEndian.Uint32(dst[:]), 17, uint16(port), 9000, spines)
+	if err := tb.LinkDown(fmt.Sprintf("leaf0-spine%d", dead)); err != nil {
+		t.Fatal(err)
+	}
+	lost := func() uint64 {
+		st, err := tb.Stats("leaf0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.If == fmt.Sprintf("spine%d", dead) {
+				return s.TxDropped + s.Errors
+			}
+		}
+		t.Fatal("leaf0 has no port to the failed spine")
+		return 0
+	}
+	before := lost()
+	c := dial(t, tb, "h0", port, tb.Addr("h1"), 9000)
+	for i := 0; i < 10; i++ {
+		c.Write(make([]byte, 4096))
+	}
+	if n := drain(rx, 10, 300*time.Millisecond); n != 0 {
+		t.Fatalf("%d datagrams crossed a failed link", n)
+	}
+	if d := lost() - before; d != 10 {
+		t.Fatalf("leaf0's port to the failed spine counted %d lost packets, want 10", d)
+	}
+	for i, n := range names {
+		if n != "leaf0" {
+			continue
+		}
+		for p, sp := range tb.SwitchPorts(tb.Plan.NodeIndex(n)) {
+			if sp.If == fmt.Sprintf("spine%d", dead) {
+				if e := sws[i].Stats(p).TxErrors; e != 10 {
+					t.Fatalf("leaf0 switch counted %d frames refused by the failed port, want 10", e)
+				}
+				return
+			}
+		}
+	}
+	t.Fatal("no leaf0 switch port to the failed spine")
 }

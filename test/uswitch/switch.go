@@ -369,17 +369,20 @@ func (s *Switch) transmit(p *port, now int64) {
 		}
 		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&p.txHdr[0])),
 			uintptr(len(p.tx)), unix.MSG_DONTWAIT, 0, 0)
-		sent := int(n)
-		if errno != 0 {
-			sent = 0
-			if errno != unix.EAGAIN && errno != unix.ENOBUFS {
-				// The first frame is unsendable (e.g. port down): count it and move on.
-				p.stats[stTxErr].Add(1)
-				s.put(p.tx[0])
-				p.tx = append(p.tx[:0], p.tx[1:]...)
-				continue
-			}
+		switch errno {
+		case 0:
+		case unix.EAGAIN:
+			p.pending = true // socket buffer full: wait for POLLOUT
+			return
+		default:
+			// The first frame was refused: ENOBUFS is the kernel dropping it (a port without
+			// carrier), ENETDOWN a port that is down. Count it, drop it, go on.
+			p.stats[stTxErr].Add(1)
+			s.put(p.tx[0])
+			p.tx = append(p.tx[:0], p.tx[1:]...)
+			continue
 		}
+		sent := int(n)
 		var bytes uint64
 		for _, f := range p.tx[:sent] {
 			bytes += uint64(f.n - VnetHdrLen)
@@ -388,10 +391,6 @@ func (s *Switch) transmit(p *port, now int64) {
 		p.stats[stTxF].Add(uint64(sent))
 		p.stats[stTxB].Add(bytes)
 		rest := copy(p.tx, p.tx[sent:])
-		p.tx = p.tx[:rest]
-		if rest > 0 {
-			p.pending = true // socket full: wait for POLLOUT
-			return
-		}
+		p.tx = p.tx[:rest] // a short count: the next call sends the rest or reports why not
 	}
 }
