@@ -455,8 +455,8 @@ func TestReachability(t *testing.T) {
 
 // BenchmarkKernelPath measures how many 4 KiB-payload datagrams per second the kernel
 // carries from h0 to h1: straight over a veth pair, and through three Linux routers (leaf,
-// spine, leaf), unshaped and with tbf at 200 Mbit/s and 1 Gbit/s. One op is one datagram offered;
-// fwd/s counts datagrams delivered to h1's interface.
+// spine, leaf), unshaped and with tbf at 200 Mbit/s and 1 Gbit/s. One op is one datagram
+// offered; fwd/s counts datagrams delivered to h1's interface.
 func BenchmarkKernelPath(b *testing.B) {
 	for _, c := range []struct {
 		name string
@@ -467,43 +467,67 @@ func BenchmarkKernelPath(b *testing.B) {
 		{"leafspine-200Mbit", Spec{Kind: KindLeafSpine, Leaves: 2, Spines: 1, HostsPerLeaf: 1, LinkRate: 200e6}},
 		{"leafspine-1Gbit", Spec{Kind: KindLeafSpine, Leaves: 2, Spines: 1, HostsPerLeaf: 1, LinkRate: 1e9}},
 	} {
+		b.Run(c.name, func(b *testing.B) { measurePath(b, upTestbed(b, c.spec)) })
+	}
+}
+
+// BenchmarkEmulatedPath is BenchmarkKernelPath through userspace switches: one L2 switch
+// (star), and three L3 switches (leaf, spine, leaf) each on its own thread.
+func BenchmarkEmulatedPath(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		spec Spec
+	}{
+		{"star", Spec{Kind: KindStar, Mode: ModeEmulated, Hosts: 2}},
+		{"leafspine", Spec{Kind: KindLeafSpine, Mode: ModeEmulated, Leaves: 2, Spines: 1, HostsPerLeaf: 1}},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			tb := upTestbed(b, c.spec)
-			listen(b, tb, "h1", 9000) // bound, so no ICMP unreachable comes back
-			bl, err := NewBlaster(tb.Ns("h0"), 0, netip.AddrPortFrom(tb.Addr("h1"), 9000), 4096)
+			_, _, stop, err := tb.RunSwitches(testChoose, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer bl.Close()
-			rx := func() uint64 {
-				st, err := tb.Stats("h1")
-				if err != nil {
-					b.Fatal(err)
-				}
-				return st[0].RxPackets
-			}
-			before := rx()
-			stop := make(chan struct{})
-			timer := time.AfterFunc(20*time.Second, func() { close(stop) })
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			bl.Send(b.N, stop)
-			timer.Stop()
-			var got uint64
-			for prev := uint64(0); ; prev = got {
-				time.Sleep(5 * time.Millisecond)
-				if got = rx() - before; got == prev {
-					break
-				}
-			}
-			el := time.Since(start).Seconds()
-			b.StopTimer()
-			b.ReportMetric(float64(got)/el, "fwd/s")
-			b.ReportMetric(float64(got)*4138*8/el/1e9, "Gbit/s")
-			b.ReportMetric(float64(got)/float64(b.N), "delivered")
+			defer stop()
+			measurePath(b, tb)
 		})
 	}
+}
+
+// measurePath blasts b.N 4 KiB datagrams from h0 to h1 and reports what arrived.
+func measurePath(b *testing.B, tb *Testbed) {
+	listen(b, tb, "h1", 9000) // bound, so no ICMP unreachable comes back
+	bl, err := NewBlaster(tb.Ns("h0"), 0, netip.AddrPortFrom(tb.Addr("h1"), 9000), 4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bl.Close()
+	rx := func() uint64 {
+		st, err := tb.Stats("h1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		return st[0].RxPackets
+	}
+	before := rx()
+	stop := make(chan struct{})
+	timer := time.AfterFunc(20*time.Second, func() { close(stop) })
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	bl.Send(b.N, stop)
+	timer.Stop()
+	var got uint64
+	for prev := uint64(0); ; prev = got {
+		time.Sleep(5 * time.Millisecond)
+		if got = rx() - before; got == prev {
+			break
+		}
+	}
+	el := time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(float64(got)/el, "fwd/s")
+	b.ReportMetric(float64(got)*4138*8/el/1e9, "Gbit/s")
+	b.ReportMetric(float64(got)/float64(b.N), "delivered")
 }
 
 // testChoose is a stand-in ECMP choice for tests (the shared one is test/switchport's):
