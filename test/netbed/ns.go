@@ -72,26 +72,39 @@ func Remove(testbed string) error {
 	return errors.Join(errs...)
 }
 
-// newNamedNs creates a named namespace without leaving the calling thread inside it.
+// newNamedNs creates a named namespace without leaving any thread of ours inside it: it
+// runs on a fresh locked goroutine, which, if it cannot return to the original namespace,
+// exits still locked so the runtime discards its thread.
 func newNamedNs(name string) (netns.NsHandle, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return -1, err
+	type result struct {
+		h   netns.NsHandle
+		err error
 	}
-	defer orig.Close()
-	h, err := netns.NewNamed(name)
-	if err != nil {
-		return -1, fmt.Errorf("create namespace %s: %w", name, err)
-	}
-	if err := netns.Set(orig); err != nil {
-		// The thread is stuck in the new namespace: keep it locked so it dies with us.
+	c := make(chan result, 1)
+	go func() {
 		runtime.LockOSThread()
-		h.Close()
-		return -1, fmt.Errorf("return from namespace %s: %w", name, err)
-	}
-	return h, nil
+		orig, err := netns.Get()
+		if err != nil {
+			c <- result{-1, err}
+			return
+		}
+		defer orig.Close()
+		h, err := netns.NewNamed(name)
+		if err != nil {
+			netns.Set(orig)
+			c <- result{-1, fmt.Errorf("create namespace %s: %w", name, err)}
+			return
+		}
+		if err := netns.Set(orig); err != nil {
+			h.Close()
+			c <- result{-1, fmt.Errorf("return from namespace %s: %w", name, err)}
+			return
+		}
+		runtime.UnlockOSThread()
+		c <- result{h, nil}
+	}()
+	r := <-c
+	return r.h, r.err
 }
 
 // Do runs fn on a thread inside the named namespace. Sockets fn opens stay in that
