@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run> [fl
   status  list its namespaces, addresses, interfaces and counters
   link    fail or change a link:  link <name> down|up|rate <rate>|flaky <loss%%> <burst>
   switch  run the userspace switches of an emulated testbed until interrupted
+  exec    run a command on a node:  exec <node> <command> [args...]
   run     run a scenario with the daemon on every host (to come: needs the daemon)
 
 every command takes -name (default "tb"); up takes the topology flags (see "smartt testbed up -h")
@@ -90,6 +92,24 @@ func runTestbed(args []string, out io.Writer) error {
 			return err
 		}
 		return testbedSwitch(*name, out)
+	case "exec":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() < 2 {
+			return errors.New("usage: smartt testbed exec [-name tb] <node> <command> [args...]")
+		}
+		tb, err := netbed.Open(*name)
+		if err != nil {
+			return err
+		}
+		defer tb.Close()
+		c := exec.Command(fs.Arg(1), fs.Args()[2:]...)
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, out, os.Stderr
+		if err := tb.Start(fs.Arg(0), c); err != nil {
+			return err
+		}
+		return c.Wait()
 	case "run":
 		return errors.New("testbed run needs the daemon (issue 3) and the scenario format (issue 4); not available yet")
 	default:

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"smartt/test/netbed"
@@ -66,10 +68,22 @@ func TestTestbedUpStatusLinkDown(t *testing.T) {
 	if out := run("status"); strings.Contains(out, "no-carrier") {
 		t.Fatalf("status after link up still shows a failed link:\n%s", out)
 	}
+	out = run("exec", "h3", "readlink", "/proc/self/ns/net")
+	if ino := nsInode(t, "smartt-"+name+"-h3"); strings.TrimSpace(out) != ino {
+		t.Fatalf("exec ran in %q, h3 is %q", out, ino)
+	}
 	if out := run("down"); !strings.Contains(out, "14 namespaces removed") {
 		t.Fatalf("down printed %q", out)
 	}
 	if left, _ := netbed.Namespaces(name); len(left) != 0 {
 		t.Fatalf("left after down: %v", left)
 	}
+}
+
+func nsInode(t *testing.T, ns string) string {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/var/run/netns/"+ns, &st); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("net:[%d]", st.Ino)
 }

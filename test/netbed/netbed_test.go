@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -631,4 +632,29 @@ func TestEmulatedECMP(t *testing.T) {
 		}
 	}
 	t.Fatal("no leaf0 switch port to the failed spine")
+}
+
+// TestStartAndReap: a process started in a host namespace runs there, and Down kills it.
+func TestStartAndReap(t *testing.T) {
+	tb := upTestbed(t, Spec{Kind: KindPair})
+	cmd := exec.Command("sleep", "30")
+	if err := tb.Start("h0", cmd); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid))
+	ino, ierr := nsInode(tb.Ns("h0"))
+	if err != nil || ierr != nil || link != fmt.Sprintf("net:[%d]", ino) {
+		t.Fatalf("child's namespace %q (%v), h0's inode %d (%v)", link, err, ino, ierr)
+	}
+	if err := Remove(tb.Name); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the process in the testbed survived Down")
+	}
 }

@@ -52,7 +52,8 @@ func Namespaces(testbed string) ([]string, error) {
 	return out, nil
 }
 
-// Remove deletes every namespace of testbed, and with them every veth and qdisc in them.
+// Remove kills the processes left in the namespaces of testbed and deletes the namespaces,
+// and with them every veth and qdisc in them.
 // It is what Down does and what Up does first, so leftovers of a crashed run go away.
 func Remove(testbed string) error {
 	if err := CheckName(testbed); err != nil {
@@ -62,7 +63,7 @@ func Remove(testbed string) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
+	errs := []error{killIn(names)} // processes started in the testbed (Start) end with it
 	for _, n := range names {
 		if err := netns.DeleteNamed(n); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("delete namespace %s: %w", n, err))
