@@ -1,5 +1,10 @@
 module smartt
 
-go 1.26
+go 1.26.0
 
-require go.yaml.in/yaml/v3 v3.0.6 // indirect
+require (
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/sys v0.49.0
+)

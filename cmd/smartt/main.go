@@ -14,6 +14,7 @@ commands:
           (run "smartt demo -h" for its flags)
   hwprofile report
           every CC and LB against every hardware profile (state, ops, decision time)
+  testbed build and drive a network-namespace testbed, as root (run "smartt testbed help")
 `
 
 func main() {
@@ -27,6 +28,8 @@ func main() {
 		err = runDemo(os.Args[2:], os.Stdout)
 	case "hwprofile":
 		err = runHWProfile(os.Args[2:], os.Stdout)
+	case "testbed":
+		err = runTestbed(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
