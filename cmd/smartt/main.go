@@ -12,6 +12,9 @@ const usage = `usage: smartt <command> [flags]
 commands:
   demo    two endpoints exchange messages over a lossy, reordering in-memory network
           (run "smartt demo -h" for its flags)
+  hwprofile report
+          every CC and LB against every hardware profile (state, ops, decision time)
+  testbed build and drive a network-namespace testbed, as root (run "smartt testbed help")
 `
 
 func main() {
@@ -23,6 +26,10 @@ func main() {
 	switch os.Args[1] {
 	case "demo":
 		err = runDemo(os.Args[2:], os.Stdout)
+	case "hwprofile":
+		err = runHWProfile(os.Args[2:], os.Stdout)
+	case "testbed":
+		err = runTestbed(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
