@@ -414,6 +414,9 @@ func (c *Conn) fillTx(m, j int, p *Packet, s *sock) (bool, error) {
 	if !c.v6 && !to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv6 destination %v on an IPv4 socket layer", p.Addr)
 	}
+	if c.raw && c.v6 && to4 {
+		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v on the IPv6 raw carrier", p.Addr)
+	}
 	if c.label && to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v cannot carry a flow label (Config.Carrier %q)", p.Addr, CarrierFlowLabel)
 	}
