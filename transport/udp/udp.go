@@ -80,7 +80,7 @@ type Packet struct {
 // Caps is what the kernel granted at Open (after probing and fallback).
 type Caps struct {
 	ECN, RxTimestamps, TxTimestamps, Batch bool
-	GSO                                    bool   // UDP_SEGMENT on send
+	GSO                                    bool   // UDP_SEGMENT on send (switched off for good if the kernel refuses a GSO send)
 	GRO                                    bool   // UDP_GRO on receive
 	TimestampSource                        string // "kernel" or "user"
 	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
