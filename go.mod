@@ -3,13 +3,13 @@ module smartt
 go 1.26.0
 
 require (
+	github.com/gopacket/gopacket v1.7.7
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
 )
-
-require golang.org/x/net v0.62.0
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -21,5 +21,3 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-require github.com/gopacket/gopacket v1.7.7

@@ -37,15 +37,7 @@ func newFlagSet(name string, out io.Writer, cf *clientFlags) *flag.FlagSet {
 	return fs
 }
 
-func parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
+// parseNoArgs is in testbed.go.
 
 func runStatus(args []string, out io.Writer) error {
 	var cf clientFlags

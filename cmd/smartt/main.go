@@ -20,6 +20,7 @@ commands:
   bench   throughput and latency over a message-size sweep (two in-process daemons, or -to a peer)
   hwprofile report
           every CC and LB against every hardware profile (state, ops, decision time)
+  testbed build and drive a network-namespace testbed, as root (run "smartt testbed help")
 
 Run "smartt <command> -h" for a command's flags. Commands that talk to a daemon use
 -socket (default $SMARTT_SOCKET or /run/smartt/smarttd.sock).
@@ -47,6 +48,8 @@ func main() {
 		err = runBench(args, os.Stdout)
 	case "hwprofile":
 		err = runHWProfile(args, os.Stdout)
+	case "testbed":
+		err = runTestbed(args, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -241,13 +241,15 @@ func (ns *NS) Route(t testing.TB, dst netip.Prefix, gw netip.Addr) {
 	}
 }
 
-// Topo is two hosts A and B, joined directly (Pair) or through a router R (Routed).
+// Topo is two hosts A and B, joined directly (Pair), through a router R (Routed), or
+// through R over several equal-cost paths (Multipath).
 type Topo struct {
 	A, B, R        *NS
 	AddrA, AddrB   netip.Addr // IPv4 addresses of A and B
 	Addr6A, Addr6B netip.Addr // IPv6 addresses of A and B
 	AB             *Link      // Pair: the A-B link
 	AR, RB         *Link      // Routed: A-R and R-B links; R's interfaces are "ra" and "rb"
+	Paths          []*Link    // Multipath: the parallel R-B links; R's interfaces are "rb0", "rb1", ...
 }
 
 // Pair makes namespaces A and B joined by one veth pair of MTU 9000:
@@ -293,4 +295,81 @@ func Routed(t testing.TB) *Topo {
 
 func netParseCIDR(p netip.Prefix) (net.IP, *net.IPNet, error) {
 	return net.ParseCIDR(p.Masked().String())
+}
+
+// Multipath makes hosts A and B with router R between them and n parallel links from R to
+// B (every link MTU 9000). B's addresses 10.99.2.1 and fd99:2::1 sit on its loopback; R
+// reaches them by one equal-cost multipath route over all n links, so R's hash of each
+// packet's headers picks its path (set net/ipv4/fib_multipath_hash_policy and
+// net/ipv6/fib_multipath_hash_policy in R to choose the fields). Path k is R "rbk"
+// 10.99.(10+k).254 fd99:(10+k)::fe -- B "vethk" 10.99.(10+k).1 fd99:(10+k)::1. A is
+// 10.99.1.1 fd99:1::1 behind R's "ra"; reverse-path filtering is off in R and B, since
+// B's replies all leave by path 0.
+func Multipath(t testing.TB, n int) *Topo {
+	t.Helper()
+	if n < 1 || n > 16 {
+		t.Fatalf("nstest: Multipath with %d paths: allowed 1..16", n)
+	}
+	tp := &Topo{A: New(t, "a"), R: New(t, "r"), B: New(t, "b"),
+		AddrA: netip.MustParseAddr("10.99.1.1"), AddrB: netip.MustParseAddr("10.99.2.1"),
+		Addr6A: netip.MustParseAddr("fd99:1::1"), Addr6B: netip.MustParseAddr("fd99:2::1")}
+	ra, ra6 := netip.MustParseAddr("10.99.1.254"), netip.MustParseAddr("fd99:1::fe")
+	for _, ns := range []*NS{tp.R, tp.B} {
+		for _, kv := range [][2]string{{"net/ipv4/conf/all/rp_filter", "0"}, {"net/ipv4/conf/default/rp_filter", "0"}} {
+			if err := ns.Sysctl(kv[0], kv[1]); err != nil {
+				t.Fatalf("nstest: sysctl %s=%s in %s: %v", kv[0], kv[1], ns.Name, err)
+			}
+		}
+	}
+	for _, kv := range [][2]string{{"net/ipv4/ip_forward", "1"}, {"net/ipv6/conf/all/forwarding", "1"}} {
+		if err := tp.R.Sysctl(kv[0], kv[1]); err != nil {
+			t.Fatalf("nstest: sysctl %s=%s in %s: %v", kv[0], kv[1], tp.R.Name, err)
+		}
+	}
+	tp.AR = Connect(t, tp.A, tp.R, LinkOpts{IfA: "veth0", IfB: "ra",
+		A: netip.PrefixFrom(tp.AddrA, 24), B: netip.PrefixFrom(ra, 24),
+		A6: netip.PrefixFrom(tp.Addr6A, 64), B6: netip.PrefixFrom(ra6, 64)})
+	lo, err := tp.B.nl.LinkByName("lo")
+	if err != nil {
+		t.Fatalf("nstest: lo in %s: %v", tp.B.Name, err)
+	}
+	for _, p := range []netip.Prefix{netip.PrefixFrom(tp.AddrB, 32), netip.PrefixFrom(tp.Addr6B, 128)} {
+		a, _ := netlink.ParseAddr(p.String())
+		a.Flags = unix.IFA_F_NODAD
+		if err := tp.B.nl.AddrAdd(lo, a); err != nil {
+			t.Fatalf("nstest: add %v to lo in %s: %v", p, tp.B.Name, err)
+		}
+	}
+	var hops4, hops6 []*netlink.NexthopInfo
+	for k := 0; k < n; k++ {
+		r4 := netip.AddrFrom4([4]byte{10, 99, byte(10 + k), 254})
+		b4 := netip.AddrFrom4([4]byte{10, 99, byte(10 + k), 1})
+		r6 := netip.MustParseAddr(fmt.Sprintf("fd99:%x::fe", 0x10+k))
+		b6 := netip.MustParseAddr(fmt.Sprintf("fd99:%x::1", 0x10+k))
+		l := Connect(t, tp.R, tp.B, LinkOpts{IfA: fmt.Sprintf("rb%d", k), IfB: fmt.Sprintf("veth%d", k),
+			A: netip.PrefixFrom(r4, 24), B: netip.PrefixFrom(b4, 24), A6: netip.PrefixFrom(r6, 64), B6: netip.PrefixFrom(b6, 64)})
+		tp.Paths = append(tp.Paths, l)
+		rl, err := tp.R.nl.LinkByName(l.IfA)
+		if err != nil {
+			t.Fatalf("nstest: %s in %s: %v", l.IfA, tp.R.Name, err)
+		}
+		hops4 = append(hops4, &netlink.NexthopInfo{LinkIndex: rl.Attrs().Index, Gw: b4.AsSlice()})
+		hops6 = append(hops6, &netlink.NexthopInfo{LinkIndex: rl.Attrs().Index, Gw: b6.AsSlice()})
+		if k == 0 {
+			tp.B.Route(t, netip.MustParsePrefix("0.0.0.0/0"), r4)
+			tp.B.Route(t, netip.MustParsePrefix("::/0"), r6)
+		}
+	}
+	for _, r := range []struct {
+		dst  netip.Prefix
+		hops []*netlink.NexthopInfo
+	}{{netip.PrefixFrom(tp.AddrB, 32), hops4}, {netip.PrefixFrom(tp.Addr6B, 128), hops6}} {
+		_, ipnet, _ := netParseCIDR(r.dst)
+		if err := tp.R.nl.RouteAdd(&netlink.Route{Dst: ipnet, MultiPath: r.hops}); err != nil {
+			t.Fatalf("nstest: multipath route to %v in %s: %v", r.dst, tp.R.Name, err)
+		}
+	}
+	tp.A.Route(t, netip.MustParsePrefix("0.0.0.0/0"), ra)
+	tp.A.Route(t, netip.MustParsePrefix("::/0"), ra6)
+	return tp
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 )
 
 // udpEcho opens a UDP socket inside dst, sends one datagram to it from inside src and
@@ -117,4 +119,55 @@ func TestCleanup(t *testing.T) {
 			t.Errorf("namespace %s still there after its test: %v", n, err)
 		}
 	}
+}
+
+// Multipath: A reaches B over every path, and R's route to B spreads flows over the paths.
+func TestMultipath(t *testing.T) {
+	tp := Multipath(t, 2)
+	if err := tp.R.Sysctl("net/ipv4/fib_multipath_hash_policy", "1"); err != nil { // hash on ports too
+		t.Fatal(err)
+	}
+	udpEcho(t, tp.A, tp.B, tp.AddrA, tp.AddrB, 8000)
+	udpEcho(t, tp.A, tp.B, tp.Addr6A, tp.Addr6B, 8000)
+	udpEcho(t, tp.B, tp.A, tp.AddrB, tp.AddrA, 100) // replies go back by path 0
+	routes, err := tp.R.nl.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.String() == "10.99.2.1/32" {
+			found = len(r.MultiPath) == 2 && r.MultiPath[0].Gw.String() == "10.99.10.1" && r.MultiPath[1].Gw.String() == "10.99.11.1"
+		}
+	}
+	if !found {
+		t.Fatalf("no two-way multipath route to B in R: %v", routes)
+	}
+	// Many source ports: both paths carry some.
+	used := map[int]bool{}
+	for i := 0; i < 32 && len(used) < 2; i++ {
+		before := pathTx(t, tp)
+		udpEcho(t, tp.A, tp.B, tp.AddrA, tp.AddrB, 100)
+		after := pathTx(t, tp)
+		for k := range after {
+			if after[k] > before[k] {
+				used[k] = true
+			}
+		}
+	}
+	if len(used) != 2 {
+		t.Fatalf("32 flows used paths %v, want both", used)
+	}
+}
+
+func pathTx(t *testing.T, tp *Topo) []uint64 {
+	var tx []uint64
+	for _, l := range tp.Paths {
+		ll, err := tp.R.nl.LinkByName(l.IfA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx = append(tx, ll.Attrs().Statistics.TxPackets)
+	}
+	return tx
 }

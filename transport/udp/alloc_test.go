@@ -52,6 +52,7 @@ func TestZeroAllocs(t *testing.T) {
 func BenchmarkLoopback(b *testing.B) {
 	a, c, out, in, stamps := loopPair(b, 4096)
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.SetBytes(4096)
 	for i := 0; i < b.N; i += len(out) {
 		pingPong(b, a, c, out, in, stamps)

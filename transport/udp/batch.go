@@ -24,9 +24,10 @@ const (
 	gsoMaxBytes     = 65000 // payload bytes of one GSO message, under the 64 KiB IP length
 	sizeofSockaddr4 = unix.SizeofSockaddrInet4
 	sizeofSockaddr6 = unix.SizeofSockaddrInet6
-	// oobSlot is the control buffer of one message: receive needs TOS or TCLASS (24) plus
-	// SCM_TIMESTAMPING (64); send needs TOS/TCLASS (24), SO_TIMESTAMPING (24), SCM_TS_OPT_ID (24).
-	oobSlot = 128
+	// oobSlot is the control buffer of one message: receive needs TOS or TCLASS (24),
+	// SCM_TIMESTAMPING (64), UDP_GRO (24) and SO_RXQ_OVFL (24); send needs TOS/TCLASS (24),
+	// SO_TIMESTAMPING (24), SCM_TS_OPT_ID (24) and UDP_SEGMENT (24).
+	oobSlot = 192
 )
 
 // batch is a preallocated recvmmsg/sendmmsg argument block.
@@ -141,7 +142,7 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 			p.N = min(p.N, len(p.Buf))
 		}
 		p.Addr = parseName(&b.names[i])
-		tos, ts, _ := parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
+		tos, ts, _ := c.parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
 		p.ECN, p.DSCP = tos&3, tos>>2
 		p.RxTime, p.RxKernel = ts, ts != 0
 		if ts == 0 {
@@ -216,8 +217,19 @@ func parseName(sa *unix.RawSockaddrInet6) (ap netip.AddrPort) {
 }
 
 // parseRxOOB extracts the TOS/traffic-class byte, the software receive timestamp and the
-// GRO segment size (0: a single datagram).
-func parseRxOOB(oob []byte) (tos uint8, ts int64, seg int) {
+// GRO segment size (0: a single datagram), and records the kernel's drop count.
+func (c *Conn) parseRxOOB(oob []byte) (tos uint8, ts int64, seg int) {
+	tos, ts, seg, drops, ok := parseRxOOB(oob)
+	if ok {
+		// A cumulative count since the socket was created, as of this datagram.
+		for old := c.st.rxDropped.Load(); uint64(drops) > old && !c.st.rxDropped.CompareAndSwap(old, uint64(drops)); old = c.st.rxDropped.Load() {
+		}
+	}
+	return tos, ts, seg
+}
+
+// parseRxOOB is the pure parser of the receive control messages.
+func parseRxOOB(oob []byte) (tos uint8, ts int64, seg int, drops uint32, dropsOK bool) {
 	for len(oob) >= unix.SizeofCmsghdr {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -234,6 +246,8 @@ func parseRxOOB(oob []byte) (tos uint8, ts int64, seg int) {
 			if t.Ts[0].Sec != 0 || t.Ts[0].Nsec != 0 {
 				ts = t.Ts[0].Nano()
 			}
+		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
+			drops, dropsOK = binary.NativeEndian.Uint32(data), true
 		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
 			seg = int(binary.NativeEndian.Uint32(data)) // the kernel writes an int
 		}
@@ -399,6 +413,9 @@ func (c *Conn) fillTx(m, j int, p *Packet, s *sock) (bool, error) {
 	}
 	if !c.v6 && !to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv6 destination %v on an IPv4 socket layer", p.Addr)
+	}
+	if c.raw && c.v6 && to4 {
+		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v on the IPv6 raw carrier", p.Addr)
 	}
 	if c.label && to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v cannot carry a flow label (Config.Carrier %q)", p.Addr, CarrierFlowLabel)

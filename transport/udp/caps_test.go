@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -89,5 +90,48 @@ func TestBufferWarningWithoutCapNetAdmin(t *testing.T) {
 	}
 	if n := strings.Count(out, "wmem_max"); n != 1 {
 		t.Errorf("send-buffer warning logged %d times, want once for the whole EV pool", n)
+	}
+}
+
+// Datagrams the kernel drops for a full receive buffer show up in Stats.RxDropped.
+func TestRxDropped(t *testing.T) {
+	a := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1, DisableGSO: true})
+	b := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1, RecvBuffer: 16 << 10})
+	buf := make([]byte, 1000)
+	pk := make([]Packet, 50)
+	for i := range pk {
+		pk[i] = Packet{Buf: buf, N: len(buf), Addr: b.LocalAddr()}
+	}
+	for range 4 { // 200 datagrams into a 16 KiB buffer nobody reads
+		if _, err := a.WriteBatch(pk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := make([]Packet, 64)
+	for i := range in {
+		in[i].Buf = make([]byte, 2048)
+	}
+	got := 0
+	for {
+		b.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		k, err := b.ReadBatch(in)
+		if err != nil {
+			break
+		}
+		got += k
+	}
+	// One more into the empty buffer brings the final count.
+	if _, err := a.WriteBatch(pk[:1]); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	k, err := b.ReadBatch(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got += k
+	st := b.Stats()
+	if got >= 200 || st.RxDropped == 0 || int(st.RxDropped) != 201-got {
+		t.Fatalf("received %d of 201, RxDropped %d: want the rest counted as dropped", got, st.RxDropped)
 	}
 }

@@ -237,3 +237,96 @@ func TestGSOFallbackOnSmallMTU(t *testing.T) {
 		t.Fatalf("sender stats %+v", st)
 	}
 }
+
+// TestEVSteersPath: behind a router with two equal-cost paths to B, every EV keeps to one
+// path and the EVs spread over both, for every carrier: the EV really is what the
+// network hashes (ports for port/raw with an L4 hash, the flow label with IPv6's
+// default L3 hash, where the flow-label carrier's packets all share one source port).
+func TestEVSteersPath(t *testing.T) {
+	needTool(t, "iptables")
+	needTool(t, "ip6tables")
+	tp := nstest.Multipath(t, 2)
+	const evs, per = 24, 6
+	for _, tc := range []struct {
+		name, ipt, carrier, policy string
+		src, dst                   netip.Addr
+	}{
+		{"ipv4-port", "iptables", udp.CarrierPort, "net/ipv4/fib_multipath_hash_policy", tp.AddrA, tp.AddrB},
+		{"ipv4-raw", "iptables", udp.CarrierRaw, "net/ipv4/fib_multipath_hash_policy", tp.AddrA, tp.AddrB},
+		{"ipv6-port", "ip6tables", udp.CarrierPort, "net/ipv6/fib_multipath_hash_policy", tp.Addr6A, tp.Addr6B},
+		{"ipv6-flowlabel", "ip6tables", udp.CarrierFlowLabel, "", tp.Addr6A, tp.Addr6B},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// L4 hash for the port carriers; the flow label needs none (policy 0 hashes it).
+			for _, k := range []string{"net/ipv4/fib_multipath_hash_policy", "net/ipv6/fib_multipath_hash_policy"} {
+				v := "0"
+				if k == tc.policy {
+					v = "1"
+				}
+				if err := tp.R.Sysctl(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := openIn(t, tp.A, udp.Config{Listen: netip.AddrPortFrom(tc.src, 19000), EVPortBase: 19100, EVS: evs, Carrier: tc.carrier, DisableGSO: true})
+			b := openIn(t, tp.B, udp.Config{Listen: netip.AddrPortFrom(tc.dst, 0), EVS: 1, RecvBuffer: 8 << 20})
+			port := strconv.Itoa(int(b.LocalAddr().Port()))
+			tp.R.MustExec(t, tc.ipt, "-t", "mangle", "-F", "FORWARD")
+			for k := range tp.Paths {
+				tp.R.MustExec(t, tc.ipt, "-t", "mangle", "-A", "FORWARD", "-o", fmt.Sprintf("rb%d", k), "-p", "udp", "--dport", port, "-j", "ACCEPT")
+			}
+			counts := func() []int {
+				table := string(tp.R.MustExec(t, tc.ipt, "-t", "mangle", "-L", "FORWARD", "-v", "-x", "-n"))
+				c := make([]int, len(tp.Paths))
+				for _, line := range strings.Split(table, "\n") {
+					f := strings.Fields(line)
+					for k := range c {
+						if len(f) > 6 && f[2] == "ACCEPT" && (f[6] == fmt.Sprintf("rb%d", k) || f[5] == fmt.Sprintf("rb%d", k)) {
+							c[k], _ = strconv.Atoi(f[0])
+						}
+					}
+				}
+				return c
+			}
+			in := make([]udp.Packet, 16)
+			for i := range in {
+				in[i].Buf = make([]byte, 256)
+			}
+			pathOf := make([]int, evs)
+			used := map[int]int{}
+			for ev := 0; ev < evs; ev++ {
+				before := counts()
+				pk := make([]udp.Packet, per)
+				for i := range pk {
+					pk[i] = udp.Packet{Buf: []byte("ev"), N: 2, Addr: b.LocalAddr(), EV: uint16(ev), ECN: udp.ECT0}
+				}
+				if k, err := a.WriteBatch(pk); k != per || err != nil {
+					t.Fatalf("WriteBatch: %d, %v", k, err)
+				}
+				b.SetReadDeadline(time.Now().Add(5 * time.Second))
+				for got := 0; got < per; {
+					k, err := b.ReadBatch(in)
+					if err != nil {
+						t.Fatalf("EV %d: %d of %d packets arrived: %v", ev, got, per, err)
+					}
+					got += k
+				}
+				after := counts()
+				pathOf[ev] = -1
+				for k := range after {
+					switch d := after[k] - before[k]; d {
+					case per:
+						pathOf[ev] = k
+					case 0:
+					default:
+						t.Errorf("EV %d: %d of its %d packets took path %d: an EV must keep to one path", ev, d, per, k)
+					}
+				}
+				used[pathOf[ev]]++
+			}
+			if len(used) != len(tp.Paths) || used[-1] != 0 {
+				t.Errorf("%d EVs over the paths: %v (path per EV %v); want every path used", evs, used, pathOf)
+			}
+			t.Logf("EVs per path: %v", used)
+		})
+	}
+}

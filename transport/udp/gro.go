@@ -68,7 +68,7 @@ func (c *Conn) readGRO(pkts []Packet) (int, error) {
 				c.st.rxTrunc.Add(1)
 				m.size = min(m.size, groBufSize)
 			}
-			tos, ts, seg := parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
+			tos, ts, seg := c.parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
 			if seg <= 0 || seg > m.size {
 				seg = m.size
 			} else if seg < m.size {

@@ -49,7 +49,7 @@ func (c *Conn) probeLoopback() (string, error) {
 	}
 	base := Config{Listen: netip.AddrPortFrom(lo, 0), EVS: 1, DataDSCP: c.cfg.DataDSCP, BatchSize: 4,
 		DisableECN: !c.caps.ECN, DisableTimestamps: !c.caps.RxTimestamps && !c.caps.TxTimestamps,
-		DisableBatch: !c.caps.Batch, Logger: c.log, probing: true}
+		DisableBatch: !c.caps.Batch, DisableGSO: true, DisableGRO: true, Logger: c.log, probing: true}
 	rxCfg, txCfg := base, base
 	if c.caps.TxTimestamps {
 		txCfg.TxTimestampEvery = 1

@@ -105,6 +105,10 @@ func TestRawHeaderMatchesGopacket(t *testing.T) {
 }
 
 func TestRawConfigErrors(t *testing.T) {
+	c := open(t, Config{Listen: netip.MustParseAddrPort("[::1]:19500"), Carrier: CarrierRaw, EVS: 4})
+	if _, err := c.WriteBatch([]Packet{{Buf: []byte{1}, N: 1, Addr: netip.MustParseAddrPort("127.0.0.1:9")}}); err == nil || !strings.Contains(err.Error(), "IPv6 raw carrier") {
+		t.Errorf("IPv4 destination on the IPv6 raw carrier: %v", err)
+	}
 	_, err := Open(Config{Listen: netip.MustParseAddrPort("0.0.0.0:0"), Carrier: CarrierRaw, Logger: quiet()})
 	if err == nil || !strings.Contains(err.Error(), "needs a specific Config.Listen") {
 		t.Fatalf("raw carrier on 0.0.0.0: %v", err)

@@ -201,6 +201,8 @@ func (c *Conn) setupRx(fd int) error {
 	if c.caps.GRO {
 		c.enableGRO(fd)
 	}
+	// Every datagram then carries the count of datagrams dropped for a full buffer.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
 	if c.caps.RxTimestamps {
 		flags := unix.SOF_TIMESTAMPING_RX_SOFTWARE | unix.SOF_TIMESTAMPING_SOFTWARE
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, flags); err != nil {

@@ -80,7 +80,7 @@ type Packet struct {
 // Caps is what the kernel granted at Open (after probing and fallback).
 type Caps struct {
 	ECN, RxTimestamps, TxTimestamps, Batch bool
-	GSO                                    bool   // UDP_SEGMENT on send
+	GSO                                    bool   // UDP_SEGMENT on send (switched off for good if the kernel refuses a GSO send)
 	GRO                                    bool   // UDP_GRO on receive
 	TimestampSource                        string // "kernel" or "user"
 	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
@@ -93,6 +93,7 @@ type Stats struct {
 	RxBatches, TxBatches uint64 // recvmmsg / sendmmsg calls that moved at least one packet
 	RxErrors, TxErrors   uint64
 	RxTruncated          uint64 // datagrams longer than the buffer offered (MSG_TRUNC)
+	RxDropped            uint64 // datagrams the kernel dropped for a full receive buffer (SO_RXQ_OVFL), as of the last one read
 	RxECT, RxCE          uint64 // packets that arrived ECT(0)/ECT(1), and CE
 	RxNoKernelStamp      uint64 // packets without a kernel timestamp (RxTime from the user clock)
 	RxDSCP               [64]uint64
@@ -155,10 +156,10 @@ type Conn struct {
 }
 
 type counters struct {
-	rxPackets, rxBytes, txPackets, txBytes, rxBatches, txBatches  atomic.Uint64
-	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp           atomic.Uint64
-	rxDSCP                                                        [64]atomic.Uint64
-	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs atomic.Uint64
+	rxPackets, rxBytes, txPackets, txBytes, rxBatches, txBatches   atomic.Uint64
+	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp, rxDropped atomic.Uint64
+	rxDSCP                                                         [64]atomic.Uint64
+	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs  atomic.Uint64
 }
 
 type txPending struct {
@@ -334,7 +335,7 @@ func (c *Conn) Stats() Stats {
 		TxPackets: c.st.txPackets.Load(), TxBytes: c.st.txBytes.Load(),
 		RxBatches: c.st.rxBatches.Load(), TxBatches: c.st.txBatches.Load(),
 		RxErrors: c.st.rxErrors.Load(), TxErrors: c.st.txErrors.Load(),
-		RxTruncated: c.st.rxTrunc.Load(), RxECT: c.st.rxECT.Load(), RxCE: c.st.rxCE.Load(),
+		RxTruncated: c.st.rxTrunc.Load(), RxDropped: c.st.rxDropped.Load(), RxECT: c.st.rxECT.Load(), RxCE: c.st.rxCE.Load(),
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
 		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(),
