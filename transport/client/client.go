@@ -102,7 +102,8 @@ type Message struct {
 	From         netip.AddrPort // the sending daemon
 	FromEndpoint uint32         // the sender's endpoint
 	Endpoint     uint32         // our endpoint
-	Data         []byte
+	Size         uint64         // bytes
+	Data         []byte         // the message (nil with SetRecvWriter)
 }
 
 type reply struct {
@@ -130,6 +131,17 @@ type Session struct {
 	err     error // set when the session broke
 	recv    chan recvItem
 	done    chan struct{}
+	sink    func(m *Message) io.Writer // SetRecvWriter
+}
+
+// SetRecvWriter makes the session stream every received message into the writer w
+// returns for it (called with the message's sender and size; Data stays nil), instead of
+// holding the message in memory: for large messages. Recv then returns each message
+// after its last byte was written, with the writer's error if it failed.
+func (s *Session) SetRecvWriter(w func(m *Message) io.Writer) {
+	s.mu.Lock()
+	s.sink = w
+	s.mu.Unlock()
 }
 
 // Open starts a messaging session.
@@ -403,7 +415,16 @@ func (s *Session) read() error {
 			if rh.Size > 1<<32 {
 				return fmt.Errorf("daemon announced a message of %d bytes", rh.Size)
 			}
-			m := &Message{From: rh.From, FromEndpoint: rh.FromEndpoint, Endpoint: rh.Endpoint, Data: make([]byte, rh.Size)}
+			m := &Message{From: rh.From, FromEndpoint: rh.FromEndpoint, Endpoint: rh.Endpoint, Size: rh.Size}
+			s.mu.Lock()
+			sink := s.sink
+			s.mu.Unlock()
+			var w *sinkWriter
+			if sink != nil {
+				w = &sinkWriter{w: sink(m)}
+			} else {
+				m.Data = make([]byte, rh.Size)
+			}
 			for off := uint64(0); off < rh.Size; {
 				if _, err := io.ReadFull(s.br, hb[:]); err != nil {
 					return err
@@ -415,12 +436,20 @@ func (s *Session) read() error {
 				if dh.Type != api.FrameData || dh.Tag != h.Tag || uint64(dh.Len) > rh.Size-off || dh.Len == 0 {
 					return fmt.Errorf("daemon broke the framing of received message %d", h.Tag)
 				}
-				if _, err := io.ReadFull(s.br, m.Data[off:off+uint64(dh.Len)]); err != nil {
-					return err
+				if w == nil {
+					if _, err := io.ReadFull(s.br, m.Data[off:off+uint64(dh.Len)]); err != nil {
+						return err
+					}
+				} else if _, err := io.CopyN(w, s.br, int64(dh.Len)); err != nil {
+					return err // only the connection fails here: w swallows its own errors
 				}
 				off += uint64(dh.Len)
 			}
-			s.recv <- recvItem{msg: m}
+			item := recvItem{msg: m}
+			if w != nil && w.err != nil {
+				item.err = fmt.Errorf("writing received message: %w", w.err)
+			}
+			s.recv <- item
 		case api.FrameError:
 			code, text, err := api.ParseError(payload)
 			if err != nil {
@@ -441,6 +470,21 @@ func (s *Session) read() error {
 			return fmt.Errorf("unexpected frame type 0x%02x from the daemon", h.Type)
 		}
 	}
+}
+
+// sinkWriter passes bytes to a SetRecvWriter writer and remembers its first error instead
+// of returning it, so the session still consumes the whole message from the daemon.
+type sinkWriter struct {
+	w   io.Writer
+	err error
+}
+
+// Write implements io.Writer.
+func (x *sinkWriter) Write(p []byte) (int, error) {
+	if x.err == nil {
+		_, x.err = x.w.Write(p)
+	}
+	return len(p), nil
 }
 
 func (s *Session) deliver(tag uint32, r reply) {
