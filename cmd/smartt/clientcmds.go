@@ -234,22 +234,66 @@ func runRecv(args []string, out io.Writer) error {
 			return err
 		}
 	}
+	// Stream every message straight to its file (or stdout): nothing is held in memory.
+	var file *os.File
+	var name string
+	n := 0
+	term := false
+	if f, ok := out.(*os.File); ok && *outDir != "-" {
+		term = isTerminal(f)
+	}
+	s.SetRecvWriter(func(m *client.Message) io.Writer {
+		if *outDir == "-" {
+			return out
+		}
+		name = filepath.Join(*outDir, fmt.Sprintf("%06d-%s-%d.msg", n, strings.NewReplacer(":", "_", "[", "", "]", "").Replace(m.From.String()), m.FromEndpoint))
+		n++
+		f, err := os.Create(name)
+		if err != nil {
+			return errWriter{err}
+		}
+		file = f
+		var w io.Writer = f
+		if term && m.Size >= 8<<20 {
+			w = &progressWriter{w: f, report: progressBar(out, "recv", int64(m.Size))}
+		}
+		return w
+	})
 	for i := 0; *count == 0 || i < *count; i++ {
 		m, err := s.Recv(ctx)
+		if file != nil {
+			if cerr := file.Close(); err == nil {
+				err = cerr
+			}
+			file = nil
+		}
 		if err != nil {
 			return err
 		}
-		if *outDir == "-" {
-			if _, err := out.Write(m.Data); err != nil {
-				return err
-			}
-			continue
+		if *outDir != "-" {
+			fmt.Fprintf(os.Stderr, "received %d bytes from %v endpoint %d -> %s\n", m.Size, m.From, m.FromEndpoint, name)
 		}
-		name := filepath.Join(*outDir, fmt.Sprintf("%06d-%s-%d.msg", i, strings.NewReplacer(":", "_", "[", "", "]", "").Replace(m.From.String()), m.FromEndpoint))
-		if err := os.WriteFile(name, m.Data, 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "received %d bytes from %v endpoint %d -> %s\n", len(m.Data), m.From, m.FromEndpoint, name)
 	}
 	return nil
+}
+
+// errWriter fails every write with err.
+type errWriter struct{ err error }
+
+// Write implements io.Writer.
+func (e errWriter) Write([]byte) (int, error) { return 0, e.err }
+
+// progressWriter reports the bytes written so far.
+type progressWriter struct {
+	w      io.Writer
+	n      int64
+	report func(int64)
+}
+
+// Write implements io.Writer.
+func (p *progressWriter) Write(b []byte) (int, error) {
+	k, err := p.w.Write(b)
+	p.n += int64(k)
+	p.report(p.n)
+	return k, err
 }

@@ -95,8 +95,19 @@ func TestCLIAgainstDaemons(t *testing.T) {
 		t.Fatalf("received %d and %q", len(b0), b1)
 	}
 
+	// recv -out - writes the message bytes to stdout.
+	var stdout bytes.Buffer
+	go func() { recvDone <- runRecv([]string{"-socket", sockB, "-endpoint", "6", "-out", "-", "-count", "1", "-timeout", "20s"}, &stdout) }()
+	waitBound(t, sockB)
+	if err := runSend([]string{"-socket", sockA, "-to", peer, "-endpoint", "6", "-"}, strings.NewReader("to stdout"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recvDone; err != nil || stdout.String() != "to stdout" {
+		t.Fatalf("recv -out -: %q, %v", stdout.String(), err)
+	}
+
 	out.Reset()
-	if err := runStatus([]string{"-socket", sockA}, &out); err != nil || !strings.Contains(out.String(), "messages: 2 sent, 0 failed") {
+	if err := runStatus([]string{"-socket", sockA}, &out); err != nil || !strings.Contains(out.String(), "messages: 3 sent, 0 failed") {
 		t.Fatalf("status: %v\n%s", err, out.String())
 	}
 	out.Reset()
