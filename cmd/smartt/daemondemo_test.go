@@ -97,7 +97,9 @@ func TestCLIAgainstDaemons(t *testing.T) {
 
 	// recv -out - writes the message bytes to stdout.
 	var stdout bytes.Buffer
-	go func() { recvDone <- runRecv([]string{"-socket", sockB, "-endpoint", "6", "-out", "-", "-count", "1", "-timeout", "20s"}, &stdout) }()
+	go func() {
+		recvDone <- runRecv([]string{"-socket", sockB, "-endpoint", "6", "-out", "-", "-count", "1", "-timeout", "20s"}, &stdout)
+	}()
 	waitBound(t, sockB)
 	if err := runSend([]string{"-socket", sockA, "-to", peer, "-endpoint", "6", "-"}, strings.NewReader("to stdout"), &out); err != nil {
 		t.Fatal(err)
