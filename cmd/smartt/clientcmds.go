@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -235,8 +236,14 @@ func runRecv(args []string, out io.Writer) error {
 		}
 	}
 	// Stream every message straight to its file (or stdout): nothing is held in memory.
-	var file *os.File
-	var name string
+	// The writer callback runs on the session's reader goroutine, possibly for the next
+	// message before this loop has handled the previous one: files are kept per message.
+	type sinkFile struct {
+		f    *os.File
+		name string
+	}
+	var mu sync.Mutex
+	files := map[*client.Message]sinkFile{}
 	n := 0
 	term := false
 	if f, ok := out.(*os.File); ok && *outDir != "-" {
@@ -246,13 +253,15 @@ func runRecv(args []string, out io.Writer) error {
 		if *outDir == "-" {
 			return out
 		}
-		name = filepath.Join(*outDir, fmt.Sprintf("%06d-%s-%d.msg", n, strings.NewReplacer(":", "_", "[", "", "]", "").Replace(m.From.String()), m.FromEndpoint))
+		mu.Lock()
+		defer mu.Unlock()
+		name := filepath.Join(*outDir, fmt.Sprintf("%06d-%s-%d.msg", n, strings.NewReplacer(":", "_", "[", "", "]", "").Replace(m.From.String()), m.FromEndpoint))
 		n++
 		f, err := os.Create(name)
 		if err != nil {
 			return errWriter{err}
 		}
-		file = f
+		files[m] = sinkFile{f, name}
 		var w io.Writer = f
 		if term && m.Size >= 8<<20 {
 			w = &progressWriter{w: f, report: progressBar(out, "recv", int64(m.Size))}
@@ -261,17 +270,22 @@ func runRecv(args []string, out io.Writer) error {
 	})
 	for i := 0; *count == 0 || i < *count; i++ {
 		m, err := s.Recv(ctx)
-		if file != nil {
-			if cerr := file.Close(); err == nil {
-				err = cerr
+		if m != nil {
+			mu.Lock()
+			sf, ok := files[m]
+			delete(files, m)
+			mu.Unlock()
+			if ok {
+				if cerr := sf.f.Close(); err == nil {
+					err = cerr
+				}
+				if err == nil {
+					fmt.Fprintf(os.Stderr, "received %d bytes from %v endpoint %d -> %s\n", m.Size, m.From, m.FromEndpoint, sf.name)
+				}
 			}
-			file = nil
 		}
 		if err != nil {
 			return err
-		}
-		if *outDir != "-" {
-			fmt.Fprintf(os.Stderr, "received %d bytes from %v endpoint %d -> %s\n", m.Size, m.From, m.FromEndpoint, name)
 		}
 	}
 	return nil
