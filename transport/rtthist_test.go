@@ -49,3 +49,19 @@ func TestRTTHistCountsEverySample(t *testing.T) {
 		t.Fatalf("no sample in the 10 us bucket: %v", st.RTTHist)
 	}
 }
+
+func TestConnInfoMatchesConns(t *testing.T) {
+	p := newPair(t, DefaultConfig(), 5000)
+	id, err := p.a.Dial(0, p.bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, ok := p.a.ConnInfo(id)
+	all := p.a.Conns(nil)
+	if !ok || len(all) != 1 || ci != all[0] {
+		t.Fatalf("ConnInfo %+v %v, Conns %+v", ci, ok, all)
+	}
+	if _, ok := p.a.ConnInfo(id + 1); ok {
+		t.Fatal("ConnInfo of an unknown connection")
+	}
+}

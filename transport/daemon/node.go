@@ -324,11 +324,8 @@ func (n *Node) dispatchLocked(now int64, ev transport.Event) {
 		if ev.Kind == transport.MessageFailed && res.Err == nil {
 			res.Err = transport.ErrAborted
 		}
-		for _, c := range n.ep.Conns(nil) {
-			if c.ID == ev.Conn {
-				res.SRTT, res.Window = c.SRTT, c.Window
-				break
-			}
+		if c, ok := n.ep.ConnInfo(ev.Conn); ok {
+			res.SRTT, res.Window = c.SRTT, c.Window
 		}
 		if n.opts.OnComplete != nil {
 			n.opts.OnComplete(res, p.msgSize)
