@@ -22,6 +22,7 @@ type fdReader struct {
 	oob []byte
 	mu  sync.Mutex
 	fds []int
+	off bool  // closed: descriptors arriving late are closed at once
 	bad error // set when the client passed too many descriptors or a truncated control message
 }
 
@@ -56,6 +57,10 @@ func (r *fdReader) collect(oob []byte) {
 			continue
 		}
 		for _, fd := range fds {
+			if r.off {
+				unix.Close(fd)
+				continue
+			}
 			if len(r.fds) >= maxQueuedFDs {
 				unix.Close(fd)
 				if r.bad == nil {
@@ -98,7 +103,7 @@ func (r *fdReader) closeAll() {
 	for _, fd := range r.fds {
 		unix.Close(fd)
 	}
-	r.fds = nil
+	r.fds, r.off = nil, true
 }
 
 var _ io.Reader = (*fdReader)(nil)

@@ -97,6 +97,7 @@ type Stats struct {
 	ProtocolErrors uint64 `json:"protocol_errors"`  // sessions closed for malformed frames
 	ClientsVanishd uint64 `json:"clients_vanished"` // sessions that ended with a message half sent
 	MsgsFD         uint64 `json:"msgs_memfd"`       // messages passed as a memfd (no copy)
+	ClientsStalled uint64 `json:"clients_stalled"`  // sessions closed because the client stopped reading
 }
 
 // Server serves the API on a Unix socket for one node.
@@ -118,7 +119,7 @@ type Server struct {
 
 	sessionsTotal, clientsRefused, msgsAccepted, bytesAccepted, msgsRejected atomic.Uint64
 	msgsDelivered, bytesDelivered, undeliverable, recvOverflow, badEnvelope  atomic.Uint64
-	protocolErrors, vanished, fdMsgs                                         atomic.Uint64
+	protocolErrors, vanished, fdMsgs, stalled                                atomic.Uint64
 }
 
 // NewServer returns a server; give its Deliver method to the node as OnReceive, then call
@@ -280,7 +281,7 @@ func (s *Server) Stats() Stats {
 		MsgsAccepted: s.msgsAccepted.Load(), BytesAccepted: s.bytesAccepted.Load(), MsgsRejected: s.msgsRejected.Load(),
 		MsgsDelivered: s.msgsDelivered.Load(), BytesDelivered: s.bytesDelivered.Load(),
 		Undeliverable: s.undeliverable.Load(), RecvOverflow: s.recvOverflow.Load(), BadEnvelope: s.badEnvelope.Load(),
-		ProtocolErrors: s.protocolErrors.Load(), ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load()}
+		ProtocolErrors: s.protocolErrors.Load(), ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load()}
 }
 
 // Deliver routes a received message to the session bound to its endpoint. It is the

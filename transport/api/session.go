@@ -67,14 +67,37 @@ func (x *session) info() SessionInfo {
 		Outstanding: x.outstanding.Load(), RecvQueued: q}
 }
 
+// maxQueuedFrames bounds the frames waiting for a client: one that stops reading while it
+// keeps sending (completions pile up) is disconnected instead of growing the daemon.
+var maxQueuedFrames = 1 << 16
+
 // enqueue queues f unless the client is gone.
 func (x *session) enqueue(f outFrame) {
 	x.mu.Lock()
+	stalled := false
 	if !x.dead {
-		x.queue = append(x.queue, f)
-		x.cond.Signal()
+		if len(x.queue) >= maxQueuedFrames {
+			stalled = x.stallLocked()
+		} else {
+			x.queue = append(x.queue, f)
+			x.cond.Signal()
+		}
 	}
 	x.mu.Unlock()
+	if stalled {
+		go x.kill() // not here: callers may hold locks kill takes
+	}
+}
+
+// stallLocked marks a client that does not read its frames as gone.
+func (x *session) stallLocked() bool {
+	x.dead = true
+	x.queue = nil
+	x.recvQueued = 0
+	x.cond.Broadcast()
+	x.srv.stalled.Add(1)
+	x.srv.log.Warn("api client stopped reading; disconnecting it", "session", x.id, "queued_frames", maxQueuedFrames)
+	return true
 }
 
 func (x *session) enqueueError(tag uint32, code uint16, text string) {
@@ -90,6 +113,11 @@ func (x *session) enqueueRecv(h RecvHeader, body []byte) bool {
 		return false
 	}
 	x.recvSeq++
+	if len(x.queue) >= maxQueuedFrames {
+		x.stallLocked()
+		go x.kill()
+		return false
+	}
 	if x.recvQueued+int64(len(body)) > x.srv.cfg.MaxRecvQueue {
 		x.queue = append(x.queue, outFrame{typ: FrameError, tag: 0, payload: AppendError(nil, CodeRecvOverflow,
 			fmt.Sprintf("dropped a message of %d bytes from %v endpoint %d: %d bytes already queued, api.max_recv_queue = %d",

@@ -240,6 +240,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dAPI, a.BadEnvelope, "bad_envelope")
 		counter(ch, dAPI, a.ProtocolErrors, "protocol_error")
 		counter(ch, dAPI, a.ClientsVanishd, "client_vanished")
+		counter(ch, dAPI, a.ClientsStalled, "client_stalled")
+		counter(ch, dAPI, a.MsgsFD, "message_memfd")
 		counter(ch, dAPIBytes, a.BytesAccepted, "accepted")
 		counter(ch, dAPIBytes, a.BytesDelivered, "delivered")
 	}
