@@ -574,6 +574,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	rtt := now - a.EchoTxTime - int64(a.HoldTime)
 	if rtt > 0 {
 		e.stats.RTTSamples++
+		e.stats.RTTHist[rttBucket(rtt)]++
 		c.updateRTT(rtt)
 	} else {
 		rtt = 0
@@ -582,6 +583,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	if ce {
 		e.stats.CEEchoed++
 	}
+	e.stats.CEReported += uint64(a.CECount)
 	if bytes > 0 {
 		c.lastProgress = now
 		c.backoff = 0

@@ -490,16 +490,29 @@ type ConnInfo struct {
 // Conns appends a snapshot of every live connection to dst and returns it.
 func (e *Endpoint) Conns(dst []ConnInfo) []ConnInfo {
 	for _, c := range e.list {
-		ci := ConnInfo{
-			ID: ConnID(c.id), Peer: c.peer, Initiator: c.initiator,
-			SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
-			InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.buffered,
-			Closing: c.closeReq || c.peerClosed,
-		}
-		if f, ok := c.lb.(reps.Freezer); ok {
-			ci.Freezing, ci.FreezeEpisodes = f.Freezing(e.lastNow), f.FreezeEpisodes()
-		}
-		dst = append(dst, ci)
+		dst = append(dst, e.connInfo(c))
 	}
 	return dst
+}
+
+// ConnInfo returns a snapshot of connection id (false if it is not live).
+func (e *Endpoint) ConnInfo(id ConnID) (ConnInfo, bool) {
+	c := e.conns[uint64(id)]
+	if c == nil || c.dead {
+		return ConnInfo{}, false
+	}
+	return e.connInfo(c), true
+}
+
+func (e *Endpoint) connInfo(c *conn) ConnInfo {
+	ci := ConnInfo{
+		ID: ConnID(c.id), Peer: c.peer, Initiator: c.initiator,
+		SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
+		InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.buffered,
+		Closing: c.closeReq || c.peerClosed,
+	}
+	if f, ok := c.lb.(reps.Freezer); ok {
+		ci.Freezing, ci.FreezeEpisodes = f.Freezing(e.lastNow), f.FreezeEpisodes()
+	}
+	return ci
 }
