@@ -7,6 +7,7 @@ import (
 
 	"smartt/ackpath"
 	"smartt/cc"
+	"smartt/cc/smartt"
 	"smartt/config"
 	"smartt/reps"
 	"smartt/transport/wire"
@@ -73,6 +74,8 @@ type Config struct {
 	LB string `yaml:"lb"`
 	// InitialWindow is the congestion window of the fixed-window controller, bytes.
 	InitialWindow int `yaml:"initial_window"`
+	// SMaRTT holds the parameters of the "smartt" controller (docs/smartt.md).
+	SMaRTT smartt.Config `yaml:"smartt"`
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
 	// NewBalancer, if set, overrides LB with a constructor of the caller's.
@@ -119,9 +122,10 @@ func DefaultConfig() Config {
 		Ack:              ackpath.DefaultConfig(),
 		LinkRate:         100_000_000_000,
 		BaseRTT:          12_000,
-		CC:               "fixed",
+		CC:               "smartt",
 		LB:               "ecmp",
 		InitialWindow:    256 << 10,
+		SMaRTT:           smartt.DefaultConfig(),
 	}
 }
 
@@ -177,5 +181,14 @@ func (c *Config) Validate() error {
 	if err := c.Ack.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if v := ccValidators[c.CC]; v != nil && c.NewCC == nil {
+		if err := v(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// ccValidators check the parameters of the congestion controller Config.CC names;
+// algorithms register theirs from their own file's init, like ccByName.
+var ccValidators = map[string]func(cfg *Config) error{}
