@@ -10,6 +10,7 @@ package smartt
 
 import (
 	"smartt/cc"
+	"smartt/hwprofile"
 )
 
 // Stats are a controller's counters, for metrics. They live beside the packed per-flow
@@ -140,3 +141,11 @@ func lossCuts(p *Params, cause cc.LossCause) bool {
 func (c *core) SetHops(n int) {
 	c.fi = c.fi&^(31<<hopShift) | uint32(min(max(n, 0), maxHops-1))<<hopShift
 }
+
+// Both implementations are congestion controllers with a hardware cost.
+var (
+	_ cc.Controller    = (*Float)(nil)
+	_ cc.Controller    = (*Fixed)(nil)
+	_ hwprofile.Coster = (*Float)(nil)
+	_ hwprofile.Coster = (*Fixed)(nil)
+)
