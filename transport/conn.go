@@ -287,6 +287,9 @@ func (e *Endpoint) declareLost(now int64, c *conn, psn uint32, cause cc.LossCaus
 	}
 	sp.state = pktLost
 	sp.cause = cause
+	if cause == cc.LossSack {
+		e.stats.LostSack++
+	}
 	c.inflight -= int(sp.size)
 	c.retxq.push(psn)
 	c.cc.OnLoss(cc.Loss{Now: now, Bytes: int(sp.size), Cause: cause, EV: sp.ev, InFlight: c.inflight})

@@ -115,6 +115,7 @@ type Stats struct {
 	CEEchoed        uint64 // ACKs received that echo a CE mark
 	CEReported      uint64 // CE-marked data packets the peer reported in ACKs (sum of CECount)
 	Timeouts        uint64 // retransmission timer expiries (packets)
+	LostSack        uint64 // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
 	RTTSamples      uint64
 	RTTHist         [RTTBuckets]uint64 // RTT samples by RTTBucket (log2 buckets from 1 us)
 	MsgsSent        uint64             // messages fully acknowledged

@@ -147,6 +147,7 @@ func TestE2ERTTExcludesHoldTime(t *testing.T) {
 	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
 	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) {
 		c.Transport.MinRTO, c.Transport.InitialRTO, c.Transport.MaxRTO = 500_000_000, 500_000_000, 2_000_000_000
+		c.Transport.CC = "fixed"              // the window must stay below ack.every packets
 		c.Transport.InitialWindow = 128 << 10 // 32 packets, below ack.every
 	})
 	b := startIn(t, tp.B, lb, dir, func(c *smarttd.Config) {
