@@ -209,9 +209,6 @@ func (p *Port[T]) Arrive(now int64, item T, size int, data, ect bool) Verdict {
 		p.data.push(entry[T]{item: item, size: int32(size), ect: ect})
 		p.dataBytes += size
 		p.stats.Enqueued++
-		if p.dataBytes > p.stats.MaxDataBytes {
-			p.stats.MaxDataBytes = p.dataBytes
-		}
 	case p.cfg.Trim:
 		if !p.pushCtrl(entry[T]{item: item, size: int32(min(size, p.trimSize)), trimmed: true}) {
 			p.stats.Drops++
@@ -227,6 +224,9 @@ func (p *Port[T]) Arrive(now int64, item T, size int, data, ect bool) Verdict {
 		p.busyUntil = now
 		p.serve()
 	}
+	// High-water marks of what waits (a packet served at once never queued).
+	p.stats.MaxDataBytes = max(p.stats.MaxDataBytes, p.dataBytes)
+	p.stats.MaxControlBytes = max(p.stats.MaxControlBytes, p.ctrlBytes)
 	return v
 }
 
@@ -237,9 +237,6 @@ func (p *Port[T]) pushCtrl(e entry[T]) bool {
 	p.ctrl.push(e)
 	p.ctrlBytes += int(e.size)
 	p.stats.Enqueued++
-	if p.ctrlBytes > p.stats.MaxControlBytes {
-		p.stats.MaxControlBytes = p.ctrlBytes
-	}
 	return true
 }
 

@@ -1,0 +1,190 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"smartt/cc"
+	"smartt/hwprofile"
+	"smartt/reps"
+	"smartt/transport"
+)
+
+// scenario returns a scenario on top of the daemon's transport defaults.
+func scenario(topo TopologyConfig, wl WorkloadConfig) *Scenario {
+	sc := &Scenario{Name: "test", Seed: 1, Topology: topo, Workload: wl, Transport: transport.DefaultConfig()}
+	sc.Transport.LinkRate, sc.Transport.BaseRTT = 0, 0
+	return sc
+}
+
+func run(t *testing.T, sc *Scenario) *Result {
+	t.Helper()
+	s, err := New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.Run()
+	t.Log(r.Summary())
+	return r
+}
+
+func within(got, want int64, frac float64) bool {
+	return math.Abs(float64(got)-float64(want)) <= frac*float64(want)
+}
+
+// One flow on an idle path finishes in size/rate plus the base RTT. The wire carries a
+// 64-byte header per MTU of payload, so "size" is the bytes on the wire.
+func TestSingleFlowClosedForm(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		topo TopologyConfig
+	}{
+		{"single", TopologyConfig{Kind: "single", Hosts: 2, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500}},
+		{"fattree3", TopologyConfig{Kind: "fattree3", Hosts: 16, Radix: 4, LinkRate: 400e9, LinkLatency: 500, SwitchLatency: 500}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const size = 1 << 20
+			sc := scenario(tc.topo, WorkloadConfig{Kind: "incast", Senders: 1, Receiver: 0, Size: size})
+			sc.Transport.InitialWindow = 4 << 20 // never window-limited
+			if tc.name == "fattree3" {
+				sc.Workload.Receiver = 15 // across the core: 6 links
+			}
+			s, err := New(sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := int(s.flows[0].src)
+			links := s.tp.linksBetween(int32(src), int32(sc.Workload.Receiver))
+			if tc.name == "fattree3" && links != 6 {
+				t.Fatalf("%d links between %d and 15", links, src)
+			}
+			rate := float64(tc.topo.LinkRate)
+			wireBytes := float64(size + (size/4096)*64)
+			want := int64(wireBytes*8/rate*1e9) + s.baseRTT(links, 4096) - s.ser(4096+64, int64(rate))
+			r := s.Run()
+			t.Log(r.Summary())
+			if r.Completed != 1 {
+				t.Fatalf("flow not completed")
+			}
+			if !within(r.PerFlow[0].FCT, want, 0.01) {
+				t.Fatalf("fct %d ns, closed form %d ns", r.PerFlow[0].FCT, want)
+			}
+			if r.Ratio < 0.99 || r.Ratio > 1.01 {
+				t.Fatalf("completion / ideal = %.4f", r.Ratio)
+			}
+		})
+	}
+}
+
+// spray is a per-packet random-spraying balancer supplied by the test (until the
+// project's own spraying balancers are merged).
+type spray struct {
+	rng *rand.Rand
+	evs int
+}
+
+func (b *spray) NextEV(int64, int, bool) uint16     { return uint16(b.rng.IntN(b.evs)) }
+func (b *spray) OnAck(int64, uint16, bool, int64)   {}
+func (b *spray) OnLoss(int64, uint16, cc.LossCause) {}
+func (b *spray) Cost() hwprofile.Cost               { return hwprofile.Cost{Name: "spray"} }
+func useSpray(_ int, cfg *transport.Config) {
+	evs := cfg.EVS
+	cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &spray{rng: rng, evs: evs} }
+}
+
+// N:1 incast with trimming and an ideal (spraying) balancer finishes within 10 % of
+// N*size/rate: the receiver's link stays busy, trimmed packets are resent at once.
+func TestIncastClosedForm(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		topo TopologyConfig
+		n    int
+	}{
+		{"single", TopologyConfig{Kind: "single", Hosts: 17, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500}, 16},
+		{"fattree2", TopologyConfig{Kind: "fattree2", Hosts: 32, Radix: 8, LinkRate: 400e9, LinkLatency: 500, SwitchLatency: 500}, 24},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const size = 1 << 20
+			sc := scenario(tc.topo, WorkloadConfig{Kind: "incast", Senders: tc.n, Receiver: 0, Size: size})
+			sc.NewTransport = useSpray
+			// No congestion control is merged yet: give each sender the fair share of
+			// 1.5 x (BDP + queue), so the queue overflows (trims) without collapse.
+			s0, err := New(sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bdp := int(float64(tc.topo.LinkRate) / 8 * float64(s0.baseRTT(s0.tp.maxLinks, 4096)) / 1e9)
+			sc.Transport.InitialWindow = max(4096, 3*(2*bdp)/2/tc.n)
+			sc.Transport.MaxRetransmits = 255 // without CC a packet may be trimmed many times
+			r := run(t, sc)
+			if r.Completed != tc.n || r.Failed != 0 {
+				t.Fatalf("%d of %d flows completed", r.Completed, tc.n)
+			}
+			want := int64(float64(tc.n*size) * 8 / float64(tc.topo.LinkRate) * 1e9)
+			if !within(r.Completion, want, 0.10) {
+				t.Fatalf("incast completion %d ns, N*size/rate = %d ns", r.Completion, want)
+			}
+			if r.Trims == 0 || r.RetxNack == 0 {
+				t.Fatalf("no trimming in a %d:1 incast with 1-BDP queues (trims %d)", tc.n, r.Trims)
+			}
+			if r.Drops != 0 {
+				t.Fatalf("%d drops with trimming", r.Drops)
+			}
+		})
+	}
+}
+
+// A permutation on a non-blocking fat tree: ECMP's hash collisions make the slowest flow
+// far slower than ideal, while spraying every packet stays close to ideal.
+func TestPermutationECMPvsSpray(t *testing.T) {
+	topo := TopologyConfig{Kind: "fattree2", Hosts: 64, Radix: 16, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500}
+	wl := WorkloadConfig{Kind: "permutation", Size: 1 << 20}
+	// Without congestion control (none merged yet), colliding flows keep trimming each
+	// other's retransmissions: allow the engine's maximum retransmissions.
+	sc := scenario(topo, wl)
+	sc.Transport.MaxRetransmits = 255
+	ecmp := run(t, sc)
+	sc = scenario(topo, wl)
+	sc.Transport.MaxRetransmits = 255
+	sc.NewTransport = useSpray
+	spr := run(t, sc)
+	for _, r := range []*Result{ecmp, spr} {
+		if r.Completed != 64 {
+			t.Fatalf("%s: %d of 64 flows completed", r.LB, r.Completed)
+		}
+	}
+	if ecmp.FCT.MaxSlowdown < 1.5 {
+		t.Fatalf("ECMP max slowdown %.2f: expected hash collisions to at least 1.5x", ecmp.FCT.MaxSlowdown)
+	}
+	if spr.FCT.MaxSlowdown > 1.25 {
+		t.Fatalf("spraying max slowdown %.2f: expected near ideal", spr.FCT.MaxSlowdown)
+	}
+	if ecmp.Ratio < 1.5*spr.Ratio {
+		t.Fatalf("ECMP completion ratio %.2f not well above spraying's %.2f", ecmp.Ratio, spr.Ratio)
+	}
+}
+
+
+// The same scenario and seed give the same output, bit for bit; another seed does not.
+func TestDeterminism(t *testing.T) {
+	mk := func(seed uint64) *Scenario {
+		sc := scenario(TopologyConfig{Kind: "fattree2", Hosts: 32, Radix: 8, Oversubscription: 2, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500},
+			WorkloadConfig{Kind: "permutation", Size: 256 << 10, Jitter: 2000})
+		sc.Seed = seed
+		sc.Transport.MaxRetransmits = 255
+		sc.Output = OutputConfig{SampleInterval: 1000, SamplePorts: "up"}
+		sc.Failures = []FailureConfig{{Kind: "flaky", A: "tor0", B: "spine0", At: 5000, Gap: 20000, Burst: 2000}}
+		return sc
+	}
+	a, b, c := run(t, mk(7)), run(t, mk(7)), run(t, mk(8))
+	if a.Hash() != b.Hash() {
+		t.Fatalf("same seed, different outputs: %s vs %s", a.Hash(), b.Hash())
+	}
+	if a.Hash() == c.Hash() {
+		t.Fatal("different seeds, same output hash")
+	}
+	if a.Completed != 32 || len(a.Samples) == 0 || len(a.Samples[0].Times) == 0 {
+		t.Fatalf("completed %d, %d sampled ports", a.Completed, len(a.Samples))
+	}
+}
