@@ -165,7 +165,6 @@ func TestPermutationECMPvsSpray(t *testing.T) {
 	}
 }
 
-
 // The same scenario and seed give the same output, bit for bit; another seed does not.
 func TestDeterminism(t *testing.T) {
 	mk := func(seed uint64) *Scenario {
