@@ -12,6 +12,7 @@ const usage = `usage: smartt <command> [flags]
 commands:
   demo    two endpoints exchange messages over a lossy, reordering in-memory network
           (run "smartt demo -h" for its flags)
+  sim     run a fabric simulation: smartt sim run SCENARIO.yaml (see docs/sim.md)
 `
 
 func main() {
@@ -23,6 +24,8 @@ func main() {
 	switch os.Args[1] {
 	case "demo":
 		err = runDemo(os.Args[2:], os.Stdout)
+	case "sim":
+		err = runSim(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

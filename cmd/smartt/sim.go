@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"smartt/config"
+	"smartt/test/sim"
+)
+
+const simUsage = `usage: smartt sim run [flags] SCENARIO.yaml
+
+Runs a discrete-event fabric simulation whose hosts run the real transport engine
+(see docs/sim.md). Flags override the scenario file:
+`
+
+// runSim implements "smartt sim run".
+func runSim(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "run" {
+		fmt.Fprint(stderr, simUsage)
+		return errors.New(`sim: want "sim run SCENARIO.yaml"`)
+	}
+	fs := flag.NewFlagSet("sim run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
+	seed := fs.Uint64("seed", 0, "random seed (0: the scenario's)")
+	lb := fs.String("lb", "", "load balancer (transport lb), e.g. ecmp")
+	cc := fs.String("cc", "", "congestion controller (transport cc), e.g. fixed")
+	hosts := fs.Int("hosts", 0, "number of hosts (0: the scenario's)")
+	osub := fs.Int("oversubscription", 0, "ToR oversubscription 1..8 (0: the scenario's)")
+	size := fs.String("size", "", "message size, e.g. 2MiB (empty: the scenario's)")
+	out := fs.String("out", "", "directory for result.json, flows.csv, queues.csv and plots (empty: none)")
+	plots := fs.String("plots", "png", "plot formats written to -out: png, svg, both or none")
+	progress := fs.Bool("progress", true, "print a progress line every few seconds")
+	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("sim run: want exactly one scenario file")
+	}
+	sc, err := sim.LoadScenario(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if *seed != 0 {
+		sc.Seed = *seed
+	}
+	if *lb != "" {
+		sc.Transport.LB = *lb
+	}
+	if *cc != "" {
+		sc.Transport.CC = *cc
+	}
+	if *hosts != 0 {
+		sc.Topology.Hosts = *hosts
+	}
+	if *osub != 0 {
+		sc.Topology.Oversubscription = *osub
+	}
+	if *size != "" {
+		var s sim.Size
+		if err := s.UnmarshalText([]byte(*size)); err != nil {
+			return fmt.Errorf("-size: %w", err)
+		}
+		sc.Workload.Size = s
+	}
+	switch *plots {
+	case "png", "svg", "both", "none":
+	default:
+		return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
+	}
+	s, err := sim.New(sc)
+	if err != nil {
+		return err
+	}
+	if *progress {
+		s.SetProgress(stderr)
+	}
+	r := s.Run()
+	if *jsonOut {
+		if err := r.WriteJSON(stdout); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(stdout, r.Summary())
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		fmt.Fprintf(stdout, "peak memory %.0f MiB (max RSS); %.2fM hops/s per core over %d cores; output hash %s\n",
+			float64(ru.Maxrss)/1024, r.HopsPerSec/1e6/float64(min(runtime.GOMAXPROCS(0), runtime.NumCPU())),
+			min(runtime.GOMAXPROCS(0), runtime.NumCPU()), r.Hash()[:16])
+	}
+	if *out != "" {
+		if err := writeSimOutputs(*out, *plots, r); err != nil {
+			return err
+		}
+	}
+	if r.Completed+r.Failed < r.Flows {
+		return fmt.Errorf("sim: %d of %d flows unfinished at the deadline (%v)", r.Flows-r.Completed-r.Failed, r.Flows, config.Duration(r.SimTime))
+	}
+	return nil
+}
+
+func writeSimOutputs(dir, plots string, r *sim.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	write := func(name string, f func(io.Writer) error) error {
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := f(fh); err != nil {
+			fh.Close()
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return fh.Close()
+	}
+	if err := write("result.json", r.WriteJSON); err != nil {
+		return err
+	}
+	if err := write("flows.csv", r.WriteFlowsCSV); err != nil {
+		return err
+	}
+	if len(r.Samples) > 0 {
+		if err := write("queues.csv", r.WriteSamplesCSV); err != nil {
+			return err
+		}
+	}
+	var exts []string
+	switch plots {
+	case "png", "svg":
+		exts = []string{plots}
+	case "both":
+		exts = []string{"png", "svg"}
+	}
+	for _, ext := range exts {
+		if err := sim.PlotFCTCDF(filepath.Join(dir, "fct_cdf."+ext), r); err != nil && !strings.Contains(err.Error(), "no completed") {
+			return err
+		}
+		if len(r.Samples) > 0 {
+			if err := sim.PlotQueues(filepath.Join(dir, "queues."+ext), r, 8); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
