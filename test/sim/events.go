@@ -20,17 +20,28 @@ const (
 	evUser                     // benchmarks and tests
 )
 
+// Event entries are 16 bytes, so a 4-ary node's children share two cache lines:
+// key = time << seqBits | sequence number (mod 2^seqBits), one integer comparison;
+// val = kind | id | arg.
+const (
+	seqBits = 22
+	maxAt   = 1<<(64-seqBits) - 1 // ~73 minutes of virtual time
+	idBits  = 30
+	idMask  = 1<<idBits - 1
+)
+
 // event is one scheduled action.
 type event struct {
-	at   int64
-	seq  uint64
-	id   int32
-	arg  int32
-	kind evKind
+	key uint64
+	val uint64
 }
 
-func (a *event) before(b *event) bool {
-	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+func (e event) at() int64    { return int64(e.key >> seqBits) }
+func (e event) kind() evKind { return evKind(e.val >> (2 * idBits)) }
+func (e event) id() int32    { return int32(e.val >> idBits & idMask) }
+func (e event) arg() int32   { return int32(e.val & idMask) }
+func mkVal(k evKind, id, arg int32) uint64 {
+	return uint64(k)<<(2*idBits) | uint64(uint32(id)&idMask)<<idBits | uint64(uint32(arg)&idMask)
 }
 
 // eventQueue is the 4-ary heap.
@@ -41,16 +52,20 @@ type eventQueue struct {
 
 func (q *eventQueue) len() int { return len(q.h) }
 
-// push schedules e (e.seq is assigned here).
-func (q *eventQueue) push(e event) {
+// push schedules an action at time at (clamped to maxAt; equal times keep push order,
+// modulo 2^seqBits pushes).
+func (q *eventQueue) push(at int64, val uint64) {
+	if at > maxAt {
+		at = maxAt
+	}
 	q.seq++
-	e.seq = q.seq
+	e := event{key: uint64(at)<<seqBits | q.seq&(1<<seqBits-1), val: val}
 	q.h = append(q.h, e)
 	h := q.h
 	i := len(h) - 1
 	for i > 0 {
 		p := (i - 1) >> 2
-		if !e.before(&h[p]) {
+		if e.key >= h[p].key {
 			break
 		}
 		h[i] = h[p]
@@ -60,7 +75,7 @@ func (q *eventQueue) push(e event) {
 }
 
 // peekAt returns the time of the earliest event; the queue must not be empty.
-func (q *eventQueue) peekAt() int64 { return q.h[0].at }
+func (q *eventQueue) peekAt() int64 { return q.h[0].at() }
 
 // pop removes and returns the earliest event; the queue must not be empty.
 func (q *eventQueue) pop() event {
@@ -82,11 +97,11 @@ func (q *eventQueue) pop() event {
 		m := c
 		end := min(c+4, n)
 		for j := c + 1; j < end; j++ {
-			if h[j].before(&h[m]) {
+			if h[j].key < h[m].key {
 				m = j
 			}
 		}
-		if !h[m].before(&last) {
+		if h[m].key >= last.key {
 			break
 		}
 		h[i] = h[m]

@@ -274,7 +274,7 @@ func (s *Sim) Now() int64 { return s.now }
 
 // schedule pushes an event.
 func (s *Sim) schedule(at int64, kind evKind, id, arg int32) {
-	s.q.push(event{at: at, kind: kind, id: id, arg: arg})
+	s.q.push(at, mkVal(kind, id, arg))
 }
 
 func (s *Sim) allocPkt() int32 {
@@ -328,31 +328,32 @@ func (s *Sim) printProgress() {
 
 func (s *Sim) step() {
 	e := s.q.pop()
-	s.now = e.at
+	s.now = e.at()
 	s.events++
-	switch e.kind {
+	switch e.kind() {
 	case evArrive:
 		s.hops++
-		if int(e.arg) < len(s.hosts) {
-			s.deliver(e.id, e.arg)
+		id := e.id()
+		if node := s.pkts[id].next; int(node) < len(s.hosts) {
+			s.deliver(id, node)
 		} else {
-			s.switchArrive(e.id, e.arg)
+			s.switchArrive(id, node)
 		}
 	case evWake:
-		p := &s.tp.ports[e.id]
+		p := &s.tp.ports[e.id()]
 		p.wake = false
 		p.q.Advance(s.now)
-		s.drainPort(e.id)
+		s.drainPort(e.id())
 	case evNIC:
-		h := &s.hosts[e.id]
+		h := &s.hosts[e.id()]
 		h.nicBusy = false
-		s.service(e.id)
+		s.service(e.id())
 	case evTimer:
-		s.onTimer(e.id, e.arg)
+		s.onTimer(e.id(), e.arg())
 	case evStart:
-		s.startFlow(e.id)
+		s.startFlow(e.id())
 	case evFault:
-		s.onFault(e.id, e.arg)
+		s.onFault(e.id(), e.arg())
 	case evRoute:
 		s.recomputeRoutes()
 	case evSample:
@@ -401,7 +402,8 @@ func (s *Sim) service(i int32) {
 			s.freePkt(id)
 			break
 		}
-		s.schedule(s.now+d+s.tp.prop+s.tp.swLat, evArrive, id, h.tor)
+		p.next = h.tor
+		s.schedule(s.now+d+s.tp.prop+s.tp.swLat, evArrive, id, 0)
 	}
 	s.arm(i)
 }
@@ -424,7 +426,7 @@ func (s *Sim) arm(i int32) {
 	if h.timerSet && h.timerAt <= t {
 		return // the pending event fires early and re-arms
 	}
-	h.timerGen++
+	h.timerGen = (h.timerGen + 1) & idMask
 	h.timerSet = true
 	h.timerAt = t
 	s.schedule(t, evTimer, i, h.timerGen)
@@ -530,7 +532,8 @@ func (s *Sim) drainPort(pid int32) {
 		if int(pt.peer) >= len(s.hosts) {
 			at += s.tp.swLat
 		}
-		s.schedule(at, evArrive, d.Item, pt.peer)
+		p.next = pt.peer
+		s.schedule(at, evArrive, d.Item, 0)
 	}
 	if !pt.wake {
 		if t, ok := pt.q.NextStart(); ok {
