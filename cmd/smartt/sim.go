@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -40,6 +41,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	plots := fs.String("plots", "png", "plot formats written to -out: png, svg, both or none")
 	progress := fs.Bool("progress", true, "print a progress line every few seconds")
 	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
+	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -85,7 +87,20 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	if *progress {
 		s.SetProgress(stderr)
 	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
+	}
 	r := s.Run()
+	if *cpuProf != "" {
+		pprof.StopCPUProfile()
+	}
 	if *jsonOut {
 		if err := r.WriteJSON(stdout); err != nil {
 			return err

@@ -9,7 +9,7 @@ package sim
 type evKind uint8
 
 const (
-	evArrive evKind = iota + 1 // packet id reaches node arg (switch: its output port; host: delivery)
+	evPipe   evKind = iota + 1 // the packet at the head of link pipe id reaches the far end
 	evWake                     // output port id may start its next packet
 	evNIC                      // host id's NIC finished serialising a packet
 	evTimer                    // host id's engine timer (arg: generation)

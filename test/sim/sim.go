@@ -48,17 +48,69 @@ const (
 )
 
 type pkt struct {
-	hdr    [hdrCap]byte
+	// What the fabric reads first: one cache line.
 	n      int32 // datagram length
 	src    int32 // host
 	dst    int32 // host
-	next   int32 // node the packet is travelling to
 	ev     uint16
 	ecn    uint8
 	dscp   uint8
 	data   bool // DATA: trimmable
 	ect    bool
 	stored uint8 // bytes of hdr in use (<= hdrCap)
+	hdr    [hdrCap]byte
+}
+
+// pipe is one direction of a link: packets in flight on it, in departure order. All
+// take the same time to cross, so they arrive in that order, and the pipe needs only one
+// event (for its head) however many packets it holds. This keeps the event heap as
+// small as the number of busy links.
+type pipe struct {
+	ring []pipeEntry
+	head int
+	size int
+	to   int32 // node at the far end
+}
+
+type pipeEntry struct {
+	at  int64
+	pkt int32
+}
+
+// send puts packet id on pipe pi, arriving at time at; it schedules the pipe's event if
+// the pipe was empty.
+func (s *Sim) send(pi int32, id int32, at int64) {
+	p := &s.pipes[pi]
+	if p.size == len(p.ring) {
+		n := max(2*len(p.ring), 16)
+		nr := make([]pipeEntry, n)
+		for i := 0; i < p.size; i++ {
+			nr[i] = p.ring[(p.head+i)&(len(p.ring)-1)]
+		}
+		p.ring, p.head = nr, 0
+	}
+	p.ring[(p.head+p.size)&(len(p.ring)-1)] = pipeEntry{at, id}
+	p.size++
+	if p.size == 1 {
+		s.schedule(at, evPipe, pi, 0)
+	}
+}
+
+// pipeArrive delivers the head packet of pipe pi and schedules the next one.
+func (s *Sim) pipeArrive(pi int32) {
+	p := &s.pipes[pi]
+	e := p.ring[p.head]
+	p.head = (p.head + 1) & (len(p.ring) - 1)
+	p.size--
+	if p.size > 0 {
+		s.schedule(p.ring[p.head].at, evPipe, pi, 0)
+	}
+	s.hops++
+	if int(p.to) < len(s.hosts) {
+		s.deliver(e.pkt, p.to)
+	} else {
+		s.switchArrive(e.pkt, p.to)
+	}
 }
 
 // port is one switch output port with the link behind it.
@@ -117,7 +169,9 @@ type Sim struct {
 	msgBuf []byte
 	rxBuf  []byte
 	tx     []byte // PollTransmit scratch
-	rx     []byte // delivery scratch: header, then zeros
+	rx     []byte // delivery scratch for data: header, then zeros
+	rxCtl  []byte // delivery scratch for control packets
+	pipes  []pipe // one per port (same index), then one per host uplink
 	ovh    int
 	faults []fault
 	smp    sampler
@@ -197,6 +251,14 @@ func New(sc *Scenario) (*Sim, error) {
 	}
 	s.tx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
 	s.rx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
+	s.rxCtl = make([]byte, hdrCap)
+	s.pipes = make([]pipe, len(tp.ports)+tp.hosts)
+	for i := range tp.ports {
+		s.pipes[i].to = tp.ports[i].peer
+	}
+	for h := range tp.hosts {
+		s.pipes[len(tp.ports)+h].to = tp.hostUp[h]
+	}
 	s.wl, err = s.buildWorkload(&sc.Workload, tcfg.MTU)
 	if err != nil {
 		return nil, err
@@ -331,23 +393,15 @@ func (s *Sim) step() {
 	s.now = e.at()
 	s.events++
 	switch e.kind() {
-	case evArrive:
-		s.hops++
-		id := e.id()
-		if node := s.pkts[id].next; int(node) < len(s.hosts) {
-			s.deliver(id, node)
-		} else {
-			s.switchArrive(id, node)
-		}
+	case evPipe:
+		s.pipeArrive(e.id())
 	case evWake:
 		p := &s.tp.ports[e.id()]
 		p.wake = false
 		p.q.Advance(s.now)
 		s.drainPort(e.id())
 	case evNIC:
-		h := &s.hosts[e.id()]
-		h.nicBusy = false
-		s.service(e.id())
+		s.nicDone(e.id())
 	case evTimer:
 		s.onTimer(e.id(), e.arg())
 	case evStart:
@@ -402,10 +456,22 @@ func (s *Sim) service(i int32) {
 			s.freePkt(id)
 			break
 		}
-		p.next = h.tor
-		s.schedule(s.now+d+s.tp.prop+s.tp.swLat, evArrive, id, 0)
+		s.send(int32(len(s.tp.ports))+i, id, s.now+d+s.tp.prop+s.tp.swLat)
 	}
 	s.arm(i)
+}
+
+// nicDone runs host i's expired timers, if any, and polls it for the next datagram.
+func (s *Sim) nicDone(i int32) {
+	h := &s.hosts[i]
+	h.nicBusy = false
+	if t, ok := h.ep.NextTimeout(); ok && t <= s.now {
+		h.ep.HandleTimeout(s.now)
+		s.service(i)
+		s.engineEvents(i)
+		return
+	}
+	s.service(i)
 }
 
 // arm makes sure a timer event fires no later than host i's engine asks.
@@ -418,10 +484,10 @@ func (s *Sim) arm(i int32) {
 	if t < s.now {
 		t = s.now
 	}
-	if h.nicBusy && t < h.nicFree {
-		// What is due may be a transmission: it cannot happen before the NIC is free,
-		// and the timer would fire in a loop until then.
-		t = h.nicFree
+	if h.nicBusy && t <= h.nicFree {
+		// What is due may be a transmission, which cannot happen before the NIC is
+		// free; the NIC's completion runs the timer (nicDone), so no event is needed.
+		return
 	}
 	if h.timerSet && h.timerAt <= t {
 		return // the pending event fires early and re-arms
@@ -459,7 +525,7 @@ func (s *Sim) switchArrive(id, node int32) {
 	if p.dst >= sw.lo && p.dst < sw.hi {
 		out = sw.down[(p.dst-sw.lo)/sw.span]
 	} else {
-		hsh := switchport.Hash4(sw.salt, s.hosts[p.src].ip, s.hosts[p.dst].ip, 17, evBase+p.ev, listenPort)
+		hsh := switchport.Hash4(sw.salt, hostIP(int(p.src)), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
 		if sw.allowed != nil {
 			out = sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
 			if out < 0 {
@@ -532,8 +598,7 @@ func (s *Sim) drainPort(pid int32) {
 		if int(pt.peer) >= len(s.hosts) {
 			at += s.tp.swLat
 		}
-		p.next = pt.peer
-		s.schedule(at, evArrive, d.Item, 0)
+		s.send(pid, d.Item, at)
 	}
 	if !pt.wake {
 		if t, ok := pt.q.NextStart(); ok {
@@ -552,14 +617,15 @@ func (s *Sim) deliver(id, i int32) {
 		return
 	}
 	n := int(p.n)
-	copy(s.rx, p.hdr[:p.stored])
-	if p.data && n > wire.DataHdrLen {
-		clear(s.rx[wire.DataHdrLen:n]) // payload: zeros (control packets may have left bytes)
+	buf := s.rxCtl // control packets are stored whole
+	if p.data {
+		buf = s.rx // only the header is ever written here: the payload stays zeros
 	}
+	copy(buf, p.hdr[:p.stored])
 	src := s.hosts[p.src].addr
 	ecn, dscp := p.ecn, p.dscp
 	s.freePkt(id)
-	h.ep.HandlePacket(s.now, s.rx[:n], transport.RxMeta{From: src, RxTime: s.now, ECN: ecn, DSCP: dscp})
+	h.ep.HandlePacket(s.now, buf[:n], transport.RxMeta{From: src, RxTime: s.now, ECN: ecn, DSCP: dscp})
 	s.service(i)
 	s.engineEvents(i)
 }
