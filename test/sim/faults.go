@@ -90,7 +90,7 @@ func (s *Sim) onFault(i, end int32) {
 			p := &s.tp.ports[pid]
 			p.down = on
 			if on {
-				p.q.Flush(func(id int32) { p.linkDrops++; s.freePkt(id) })
+				p.q.Flush(func(k pkt) { p.linkDrops++; s.freePkt(k.id) })
 			}
 		}
 		if f.host >= 0 {

@@ -47,8 +47,12 @@ const (
 	evBase     = 49152 // source port = evBase + EV (mod 2^16)
 )
 
+// pkt is what the fabric knows of a packet in flight. It travels by value through pipes
+// and port queues (24 bytes), so forwarding reads only memory that is already in cache;
+// the datagram bytes live in Sim.hdrs[id] and are only touched by the sending and
+// receiving hosts (and when a port trims the packet).
 type pkt struct {
-	// What the fabric reads first: one cache line.
+	id     int32 // slot in Sim.hdrs
 	n      int32 // datagram length
 	src    int32 // host
 	dst    int32 // host
@@ -57,8 +61,7 @@ type pkt struct {
 	dscp   uint8
 	data   bool // DATA: trimmable
 	ect    bool
-	stored uint8 // bytes of hdr in use (<= hdrCap)
-	hdr    [hdrCap]byte
+	stored uint8 // bytes of the header slot in use (<= hdrCap)
 }
 
 // pipe is one direction of a link: packets in flight on it, in departure order. All
@@ -73,13 +76,13 @@ type pipe struct {
 }
 
 type pipeEntry struct {
-	at  int64
-	pkt int32
+	at int64
+	p  pkt
 }
 
 // send puts packet id on pipe pi, arriving at time at; it schedules the pipe's event if
 // the pipe was empty.
-func (s *Sim) send(pi int32, id int32, at int64) {
+func (s *Sim) send(pi int32, pk pkt, at int64) {
 	p := &s.pipes[pi]
 	if p.size == len(p.ring) {
 		n := max(2*len(p.ring), 16)
@@ -89,7 +92,7 @@ func (s *Sim) send(pi int32, id int32, at int64) {
 		}
 		p.ring, p.head = nr, 0
 	}
-	p.ring[(p.head+p.size)&(len(p.ring)-1)] = pipeEntry{at, id}
+	p.ring[(p.head+p.size)&(len(p.ring)-1)] = pipeEntry{at, pk}
 	p.size++
 	if p.size == 1 {
 		s.schedule(at, evPipe, pi, 0)
@@ -107,15 +110,15 @@ func (s *Sim) pipeArrive(pi int32) {
 	}
 	s.hops++
 	if int(p.to) < len(s.hosts) {
-		s.deliver(e.pkt, p.to)
+		s.deliver(e.p, p.to)
 	} else {
-		s.switchArrive(e.pkt, p.to)
+		s.switchArrive(e.p, p.to)
 	}
 }
 
 // port is one switch output port with the link behind it.
 type port struct {
-	q           switchport.Port[int32]
+	q           switchport.Port[pkt]
 	owner, peer int32 // nodes
 	down        bool  // link down: arriving packets are lost
 	wake        bool  // an evWake is pending
@@ -160,7 +163,7 @@ type Sim struct {
 	tp     *topo
 	now    int64
 	q      eventQueue
-	pkts   []pkt
+	hdrs   [][hdrCap]byte // datagram bytes of packet slots: a whole control packet, a data header
 	free   []int32
 	hosts  []host
 	flows  []flow
@@ -345,8 +348,8 @@ func (s *Sim) allocPkt() int32 {
 		s.free = s.free[:n-1]
 		return id
 	}
-	s.pkts = append(s.pkts, pkt{})
-	return int32(len(s.pkts) - 1)
+	s.hdrs = append(s.hdrs, [hdrCap]byte{})
+	return int32(len(s.hdrs) - 1)
 }
 
 func (s *Sim) freePkt(id int32) { s.free = append(s.free, id) }
@@ -424,7 +427,9 @@ func (s *Sim) service(i int32) {
 			break
 		}
 		id := s.allocPkt()
-		p := &s.pkts[id]
+		var pk pkt
+		p := &pk
+		p.id = id
 		p.n = int32(tx.N)
 		p.src = i
 		p.dst = hostOf(tx.To.Addr())
@@ -440,7 +445,7 @@ func (s *Sim) service(i int32) {
 		if st > hdrCap {
 			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, hdrCap))
 		}
-		copy(p.hdr[:st], s.tx[:st])
+		copy(s.hdrs[id][:st], s.tx[:st])
 		p.stored = uint8(st)
 		if p.dst < 0 || int(p.dst) >= len(s.hosts) {
 			s.freePkt(id) // not a host of this fabric
@@ -456,7 +461,7 @@ func (s *Sim) service(i int32) {
 			s.freePkt(id)
 			break
 		}
-		s.send(int32(len(s.tp.ports))+i, id, s.now+d+s.tp.prop+s.tp.swLat)
+		s.send(int32(len(s.tp.ports))+i, pk, s.now+d+s.tp.prop+s.tp.swLat)
 	}
 	s.arm(i)
 }
@@ -518,8 +523,9 @@ func (s *Sim) onTimer(i, gen int32) {
 }
 
 // switchArrive routes packet id at switch node and offers it to the output port.
-func (s *Sim) switchArrive(id, node int32) {
-	p := &s.pkts[id]
+func (s *Sim) switchArrive(pk pkt, node int32) {
+	p := &pk
+	id := p.id
 	sw := &s.tp.sws[node-int32(len(s.hosts))]
 	var out int32
 	if p.dst >= sw.lo && p.dst < sw.hi {
@@ -543,12 +549,7 @@ func (s *Sim) switchArrive(id, node int32) {
 		s.freePkt(id)
 		return
 	}
-	switch pt.q.Arrive(s.now, id, int(p.n)+s.ovh, p.data, p.ect) {
-	case switchport.Trimmed:
-		p.n = wire.DataHdrLen
-		p.hdr[1] |= byte(wire.FlagTrimmed)
-		p.dscp = s.sc.Transport.TrimDSCP
-	case switchport.Dropped:
+	if pt.q.Arrive(s.now, pk, int(p.n)+s.ovh, p.data, p.ect) == switchport.Dropped {
 		s.freePkt(id)
 	}
 	s.drainPort(out)
@@ -580,25 +581,30 @@ func (s *Sim) drainPort(pid int32) {
 		if !ok {
 			break
 		}
-		p := &s.pkts[d.Item]
+		p := &d.Item
 		if d.Marked {
 			p.ecn = transport.CE
 		}
+		if d.Trimmed {
+			p.n = wire.DataHdrLen
+			s.hdrs[p.id][1] |= byte(wire.FlagTrimmed)
+			p.dscp = s.sc.Transport.TrimDSCP
+		}
 		if pt.down {
 			pt.linkDrops++
-			s.freePkt(d.Item)
+			s.freePkt(p.id)
 			continue
 		}
 		if pt.flaky && pt.inBurst(d.Start) {
 			pt.flakyDrops++
-			s.freePkt(d.Item)
+			s.freePkt(p.id)
 			continue
 		}
 		at := d.End + s.tp.prop
 		if int(pt.peer) >= len(s.hosts) {
 			at += s.tp.swLat
 		}
-		s.send(pid, d.Item, at)
+		s.send(pid, *p, at)
 	}
 	if !pt.wake {
 		if t, ok := pt.q.NextStart(); ok {
@@ -609,8 +615,9 @@ func (s *Sim) drainPort(pid int32) {
 }
 
 // deliver hands packet id to host i's engine.
-func (s *Sim) deliver(id, i int32) {
-	p := &s.pkts[id]
+func (s *Sim) deliver(pk pkt, i int32) {
+	p := &pk
+	id := p.id
 	h := &s.hosts[i]
 	if h.nicDown {
 		s.freePkt(id)
@@ -621,7 +628,7 @@ func (s *Sim) deliver(id, i int32) {
 	if p.data {
 		buf = s.rx // only the header is ever written here: the payload stays zeros
 	}
-	copy(buf, p.hdr[:p.stored])
+	copy(buf, s.hdrs[id][:p.stored])
 	src := s.hosts[p.src].addr
 	ecn, dscp := p.ecn, p.dscp
 	s.freePkt(id)
