@@ -98,8 +98,8 @@ func (s *Sim) result(wall time.Duration) *Result {
 		Hosts: len(s.hosts), CC: s.sc.Transport.CC, LB: s.sc.Transport.LB,
 		Flows: len(s.flows), Completed: s.flowsDone, Failed: s.flowsFailed, SimTime: s.now,
 		Ideal: s.wl.ideal, Hops: s.hops, Events: s.events, WallSeconds: wall.Seconds()}
-	if s.sc.NewTransport != nil {
-		r.LB += "+custom"
+	if s.sc.LBName != "" {
+		r.LB = s.sc.LBName
 	}
 	if wall > 0 {
 		r.HopsPerSec = float64(s.hops) / wall.Seconds()

@@ -34,6 +34,8 @@ type Scenario struct {
 	// NewTransport, if set, adjusts each host's transport configuration (tests plug in
 	// balancers and controllers here).
 	NewTransport func(host int, cfg *transport.Config) `yaml:"-"`
+	// LBName names the balancer in results when NewTransport replaces it.
+	LBName string `yaml:"-"`
 }
 
 // OutputConfig says what to record beyond the summary.

@@ -2,12 +2,8 @@ package sim
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
 
-	"smartt/cc"
-	"smartt/hwprofile"
-	"smartt/reps"
 	"smartt/transport"
 )
 
@@ -77,22 +73,6 @@ func TestSingleFlowClosedForm(t *testing.T) {
 	}
 }
 
-// spray is a per-packet random-spraying balancer supplied by the test (until the
-// project's own spraying balancers are merged).
-type spray struct {
-	rng *rand.Rand
-	evs int
-}
-
-func (b *spray) NextEV(int64, int, bool) uint16     { return uint16(b.rng.IntN(b.evs)) }
-func (b *spray) OnAck(int64, uint16, bool, int64)   {}
-func (b *spray) OnLoss(int64, uint16, cc.LossCause) {}
-func (b *spray) Cost() hwprofile.Cost               { return hwprofile.Cost{Name: "spray"} }
-func useSpray(_ int, cfg *transport.Config) {
-	evs := cfg.EVS
-	cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &spray{rng: rng, evs: evs} }
-}
-
 // N:1 incast with trimming and an ideal (spraying) balancer finishes within 10 % of
 // N*size/rate: the receiver's link stays busy, trimmed packets are resent at once.
 func TestIncastClosedForm(t *testing.T) {
@@ -107,7 +87,7 @@ func TestIncastClosedForm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const size = 1 << 20
 			sc := scenario(tc.topo, WorkloadConfig{Kind: "incast", Senders: tc.n, Receiver: 0, Size: size})
-			sc.NewTransport = useSpray
+			sc.NewTransport, sc.LBName = UseSpray, "spray"
 			// No congestion control is merged yet: give each sender the fair share of
 			// 1.5 x (BDP + queue), so the queue overflows (trims) without collapse.
 			s0, err := New(sc)
@@ -147,7 +127,7 @@ func TestPermutationECMPvsSpray(t *testing.T) {
 	ecmp := run(t, sc)
 	sc = scenario(topo, wl)
 	sc.Transport.MaxRetransmits = 255
-	sc.NewTransport = useSpray
+	sc.NewTransport, sc.LBName = UseSpray, "spray"
 	spr := run(t, sc)
 	for _, r := range []*Result{ecmp, spr} {
 		if r.Completed != 64 {
