@@ -84,3 +84,26 @@ func TestSteadyStateAllocations(t *testing.T) {
 	}
 	t.Logf("%.0f allocations for %.0f packet-hops", allocs, pkts)
 }
+
+// BenchmarkPermutation1024 is the scale run (the SMaRTT paper's 1,024-host 3-tier fat
+// tree, 800 Gbit/s, permutation of 2 MiB messages): run it explicitly with
+// -bench Permutation1024 -benchtime 1x; it takes about ten seconds.
+func BenchmarkPermutation1024(b *testing.B) {
+	var hops uint64
+	for b.Loop() {
+		sc, err := LoadScenario("scenarios/smartt_1024_permutation.yaml")
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := New(sc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := s.Run()
+		if r.Completed != 1024 {
+			b.Fatalf("%d of 1024 flows completed", r.Completed)
+		}
+		hops += r.Hops
+	}
+	b.ReportMetric(float64(hops)/b.Elapsed().Seconds(), "hops/s")
+}

@@ -118,12 +118,12 @@ func (s *Sim) pipeArrive(pi int32) {
 
 // port is one switch output port with the link behind it.
 type port struct {
+	down        bool // link down: arriving packets are lost
+	wake        bool // an evWake is pending
+	flaky       bool
 	q           switchport.Port[pkt]
 	owner, peer int32 // nodes
-	down        bool  // link down: arriving packets are lost
-	wake        bool  // an evWake is pending
 	baseRate    int64
-	flaky       bool
 	lossUntil   int64 // flaky: current loss burst ends then
 	goodUntil   int64 // flaky: next loss burst starts then
 	gap, burst  int64

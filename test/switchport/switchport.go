@@ -122,16 +122,17 @@ type entry[T any] struct {
 
 // Port is one output port. It is not safe for concurrent use.
 type Port[T any] struct {
+	// Fields every packet touches first, so that they share cache lines.
+	busyUntil int64 // end of the packet in service (<= now: idle)
+	dataBytes int
+	ctrlBytes int
+	rem       int64 // serialisation remainder, bit-ns mod Rate
+	data      ring[entry[T]]
+	ctrl      ring[entry[T]]
+	out       ring[Departure[T]]
 	cfg       Config
 	trimSize  int
-	ctrl      ring[entry[T]]
-	data      ring[entry[T]]
-	ctrlBytes int
-	dataBytes int
-	busyUntil int64 // end of the packet in service (<= now: idle)
-	rem       int64 // serialisation remainder, bit-ns mod Rate
 	rng       uint64
-	out       ring[Departure[T]]
 	stats     Stats
 }
 
