@@ -2,6 +2,8 @@
 // and the simplest controller, a fixed window. Algorithms live in sub-packages.
 package cc
 
+import "smartt/hwprofile"
+
 // LossCause tells why a packet was judged lost.
 type LossCause uint8
 
@@ -77,3 +79,8 @@ func (f *Fixed) Window() int { return f.Bytes }
 
 // PacingRate returns 0: a fixed window is not paced.
 func (f *Fixed) PacingRate() int64 { return 0 }
+
+// Cost reports a fixed window's hardware cost: a 4-byte window, nothing computed.
+func (f *Fixed) Cost() hwprofile.Cost {
+	return hwprofile.Cost{Name: "fixed", StateBytes: 4, Ops: 0, IntegerOnly: true}
+}

@@ -7,6 +7,7 @@ import (
 
 	"smartt/ackpath"
 	"smartt/cc"
+	"smartt/cc/rlcc"
 	"smartt/config"
 	"smartt/reps"
 	"smartt/transport/wire"
@@ -71,8 +72,20 @@ type Config struct {
 	CC string `yaml:"cc"`
 	// LB names the load balancer of new connections (see LBNames).
 	LB string `yaml:"lb"`
+	// REPS configures the load balancers (REPS and the baselines).
+	REPS reps.Config `yaml:"reps"`
 	// InitialWindow is the congestion window of the fixed-window controller, bytes.
 	InitialWindow int `yaml:"initial_window"`
+	// RLCC configures the rlcc controller (cc/rlcc).
+	RLCC rlcc.Config `yaml:"rlcc"`
+	// PacingBurst is the pacer's token-bucket depth in bytes (pacing.Pacer.Burst): a
+	// connection the driver serves late may send this much ahead of strict spacing to
+	// keep its average rate. 0 (default, the simulator's choice) is strict EDT; the
+	// daemon should use a few MTUs (docs/pacing.md).
+	PacingBurst int `yaml:"pacing_burst"`
+	// Profile names a hardware profile (hwprofile.Names) the configured CC and LB must fit:
+	// NewEndpoint refuses them if they exceed its memory budgets or need floating point.
+	Profile string `yaml:"profile"`
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
 	// NewBalancer, if set, overrides LB with a constructor of the caller's.
@@ -120,8 +133,10 @@ func DefaultConfig() Config {
 		LinkRate:         100_000_000_000,
 		BaseRTT:          12_000,
 		CC:               "fixed",
-		LB:               "ecmp",
+		LB:               "reps",
+		REPS:             reps.DefaultConfig(),
 		InitialWindow:    256 << 10,
+		RLCC:             rlcc.DefaultConfig(),
 	}
 }
 
@@ -168,10 +183,16 @@ func (c *Config) Validate() error {
 	if c.EVS < 1 || c.EVS > 1<<16 {
 		bad("evs = %d: must be in 1..65536", c.EVS)
 	}
+	if c.PacingBurst < 0 || c.PacingBurst > 1<<30 {
+		bad("pacing_burst = %d: must be in 0..%d bytes", c.PacingBurst, 1<<30)
+	}
 	if c.InitialWindow < c.MTU {
 		bad("initial_window = %d: must be >= mtu (%d)", c.InitialWindow, c.MTU)
 	}
 	if err := c.Network().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.REPS.Validate(c.EVS); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Ack.Validate(); err != nil {

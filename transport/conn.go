@@ -88,6 +88,8 @@ type conn struct {
 	lb    reps.Balancer
 	pacer pacing.Pacer
 
+	lbAcks reps.CoalescedAcker // lb if it takes coalesced ACKs whole, else nil
+
 	// Sender.
 	sndUna, sndNxt uint32
 	mask           uint32
@@ -144,12 +146,14 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		ctrlEV:       uint16(e.rng.IntN(cfg.EVS)),
 		cc:           cfg.NewCC(),
 		lb:           cfg.NewBalancer(e.rng),
+		pacer:        pacing.Pacer{Burst: cfg.PacingBurst},
 		mask:         uint32(cfg.PSNWindow - 1),
 		peerWindow:   uint64(cfg.RecvWindow),
 		lastProgress: now,
 		coal:         ackpath.NewCoalescer(cfg.Ack),
 		rx:           make(map[uint32]*rxMsg),
 	}
+	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
@@ -473,13 +477,22 @@ func (e *Endpoint) windowOpen(now int64, c *conn, size int) bool {
 	if c.inflight > 0 && c.inflight+size > c.cc.Window() {
 		return false
 	}
-	if rate := c.cc.PacingRate(); rate > 0 {
+	if rate := c.paceRate(size); rate > 0 {
 		if t := c.pacer.Earliest(now, rate); t > now {
 			c.paceAt = t
 			return false
 		}
 	}
 	return true
+}
+
+// paceRate is the controller's pacing rate, or for a window below one packet of size
+// bytes, window/srtt (pacing.WindowRate), so a sub-MTU window is spread over the RTT.
+func (c *conn) paceRate(size int) int64 {
+	if r := c.cc.PacingRate(); r > 0 {
+		return r
+	}
+	return pacing.WindowRate(c.cc.Window(), size, c.srtt)
 }
 
 func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []byte, retx bool) Transmit {
@@ -492,7 +505,7 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	sp.ev = c.lb.NextEV(now, int(sp.size), retx)
 	c.inflight += int(sp.size)
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
-	c.pacer.OnSend(now, int(sp.size), c.cc.PacingRate())
+	c.pacer.OnSend(now, int(sp.size), c.paceRate(int(sp.size)))
 
 	p := &e.pkt
 	p.Type, p.Flags, p.EV, p.ReplyPort = wire.TypeData, 0, sp.ev, e.cfg.ListenPort
@@ -561,6 +574,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	rtt := now - a.EchoTxTime - int64(a.HoldTime)
 	if rtt > 0 {
 		e.stats.RTTSamples++
+		e.stats.RTTHist[rttBucket(rtt)]++
 		c.updateRTT(rtt)
 	} else {
 		rtt = 0
@@ -569,13 +583,16 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	if ce {
 		e.stats.CEEchoed++
 	}
+	e.stats.CEReported += uint64(a.CECount)
 	if bytes > 0 {
 		c.lastProgress = now
 		c.backoff = 0
 		c.cc.OnAck(cc.Ack{Now: now, Bytes: bytes, Packets: pkts, RTT: rtt, CE: ce,
 			CECount: int(a.CECount), EV: a.EchoEV, InFlight: c.inflight})
 	}
-	if p.Flags&wire.FlagCleanEV != 0 {
+	if p.Flags&wire.FlagCleanEV != 0 && c.lbAcks != nil {
+		c.lbAcks.OnCoalescedAck(now, a.EchoEV, ce, a.CleanEVs[:a.NumClean], rtt)
+	} else if p.Flags&wire.FlagCleanEV != 0 {
 		for i := 0; i < int(a.NumClean); i++ {
 			c.lb.OnAck(now, a.CleanEVs[i], false, rtt)
 		}

@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
+	"smartt/reps"
 	"smartt/transport/wire"
 )
 
@@ -58,6 +59,7 @@ type Endpoint struct {
 	freeRxs  []*rxMsg
 	pkt      wire.Packet // scratch for decoding and encoding
 	stats    Stats
+	lastNow  int64 // latest time the driver passed in, for snapshots (Conns)
 }
 
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
@@ -72,7 +74,13 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if cfg.Buffers == nil {
 		cfg.Buffers = heapBuffers{}
 	}
+	if err := cfg.checkAlgorithms(); err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
 	if err := cfg.resolveAlgorithms(); err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
+	if err := cfg.checkProfile(); err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	return &Endpoint{
@@ -216,6 +224,7 @@ func (e *Endpoint) NextTimeout() (int64, bool) {
 
 // HandleTimeout runs every timer that expired at or before now.
 func (e *Endpoint) HandleTimeout(now int64) {
+	e.lastNow = max(e.lastNow, now)
 	for e.twQueue.len() > 0 && e.twQueue.peek().expiry <= now {
 		t := e.twQueue.pop()
 		if t.local != 0 {
@@ -249,6 +258,7 @@ func (e *Endpoint) markReady(c *conn) {
 // hold at least MTU + wire.DataHdrLen bytes (and wire.MaxAckLen). It returns false when
 // nothing may be sent now; NextTimeout tells when to ask again.
 func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
+	e.lastNow = max(e.lastNow, now)
 	if e.ctrl.len() > 0 {
 		cp := e.ctrl.pop()
 		p := &e.pkt
@@ -280,6 +290,7 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 
 // HandlePacket processes one received datagram. b is only read during the call.
 func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
+	e.lastNow = max(e.lastNow, now)
 	e.stats.PacketsRecv++
 	p := &e.pkt
 	if err := p.Decode(b); err != nil {
@@ -470,17 +481,38 @@ type ConnInfo struct {
 	QueuedMsgs  int   // outgoing messages not yet acknowledged
 	RecvBuffers uint64
 	Closing     bool
+	// Freezing: the load balancer is in freezing mode (a suspected path failure).
+	Freezing bool
+	// FreezeEpisodes counts the times the load balancer entered freezing mode.
+	FreezeEpisodes uint64
 }
 
 // Conns appends a snapshot of every live connection to dst and returns it.
 func (e *Endpoint) Conns(dst []ConnInfo) []ConnInfo {
 	for _, c := range e.list {
-		dst = append(dst, ConnInfo{
-			ID: ConnID(c.id), Peer: c.peer, Initiator: c.initiator,
-			SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
-			InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.buffered,
-			Closing: c.closeReq || c.peerClosed,
-		})
+		dst = append(dst, e.connInfo(c))
 	}
 	return dst
+}
+
+// ConnInfo returns a snapshot of connection id (false if it is not live).
+func (e *Endpoint) ConnInfo(id ConnID) (ConnInfo, bool) {
+	c := e.conns[uint64(id)]
+	if c == nil || c.dead {
+		return ConnInfo{}, false
+	}
+	return e.connInfo(c), true
+}
+
+func (e *Endpoint) connInfo(c *conn) ConnInfo {
+	ci := ConnInfo{
+		ID: ConnID(c.id), Peer: c.peer, Initiator: c.initiator,
+		SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
+		InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.buffered,
+		Closing: c.closeReq || c.peerClosed,
+	}
+	if f, ok := c.lb.(reps.Freezer); ok {
+		ci.Freezing, ci.FreezeEpisodes = f.Freezing(e.lastNow), f.FreezeEpisodes()
+	}
+	return ci
 }

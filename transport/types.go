@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"math/bits"
 	"net/netip"
 
 	"smartt/transport/wire"
@@ -112,9 +113,11 @@ type Stats struct {
 	Trimmed         uint64 // trimmed data packets received
 	CERecv          uint64 // CE-marked data packets received
 	CEEchoed        uint64 // ACKs received that echo a CE mark
+	CEReported      uint64 // CE-marked data packets the peer reported in ACKs (sum of CECount)
 	Timeouts        uint64 // retransmission timer expiries (packets)
 	RTTSamples      uint64
-	MsgsSent        uint64 // messages fully acknowledged
+	RTTHist         [RTTBuckets]uint64 // RTT samples by RTTBucket (log2 buckets from 1 us)
+	MsgsSent        uint64             // messages fully acknowledged
 	MsgsFailed      uint64
 	MsgsDelivered   uint64
 	BytesDelivered  uint64
@@ -128,4 +131,20 @@ type Stats struct {
 	ProtoViolations uint64 // well-formed packets that contradict the connection's state
 	RecvBuffered    uint64 // gauge: bytes of message buffers currently held for peers
 	RecvBufferedMax uint64 // high-water mark of RecvBuffered
+}
+
+// RTTBuckets is the number of buckets of Stats.RTTHist.
+const RTTBuckets = 22
+
+// RTTBucketBound returns the upper bound (exclusive), ns, of RTTHist bucket i: 2^(10+i) ns,
+// about 1 us for bucket 0 doubling to about 2.1 s; the last bucket also holds everything larger.
+func RTTBucketBound(i int) int64 { return 1 << (10 + i) }
+
+// rttBucket returns the RTTHist bucket of an RTT sample of rtt ns.
+func rttBucket(rtt int64) int {
+	if rtt < 1<<10 {
+		return 0
+	}
+	b := bits.Len64(uint64(rtt)) - 10
+	return min(b, RTTBuckets-1)
 }

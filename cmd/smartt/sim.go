@@ -32,9 +32,8 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
 	seed := fs.Uint64("seed", 0, "random seed (0: the scenario's)")
-	lb := fs.String("lb", "", "load balancer (transport lb), e.g. ecmp")
+	lb := fs.String("lb", "", "load balancer (transport lb): ecmp, ops, reps, plb, flowlet, mptcp")
 	cc := fs.String("cc", "", "congestion controller (transport cc), e.g. fixed")
-	spray := fs.Bool("spray", false, "balance with the simulator's per-packet random spraying (sim.Spray) instead of -lb")
 	hosts := fs.Int("hosts", 0, "number of hosts (0: the scenario's)")
 	osub := fs.Int("oversubscription", 0, "ToR oversubscription 1..8 (0: the scenario's)")
 	size := fs.String("size", "", "message size, e.g. 2MiB (empty: the scenario's)")
@@ -62,9 +61,6 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	}
 	if *cc != "" {
 		sc.Transport.CC = *cc
-	}
-	if *spray {
-		sc.NewTransport, sc.LBName = sim.UseSpray, "spray"
 	}
 	if *hosts != 0 {
 		sc.Topology.Hosts = *hosts

@@ -21,10 +21,10 @@ output: {sample_interval: 1us, sample_ports: up}
 	}
 	var out, errb bytes.Buffer
 	outDir := filepath.Join(dir, "out")
-	if err := runSim([]string{"run", "-progress=false", "-spray", "-plots", "svg", "-out", outDir, scen}, &out, &errb); err != nil {
+	if err := runSim([]string{"run", "-progress=false", "-lb", "ops", "-plots", "svg", "-out", outDir, scen}, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	if !strings.Contains(out.String(), "flows 16/16 done") || !strings.Contains(out.String(), "lb=spray") {
+	if !strings.Contains(out.String(), "flows 16/16 done") || !strings.Contains(out.String(), "lb=ops") {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	for _, f := range []string{"result.json", "flows.csv", "queues.csv", "fct_cdf.svg", "queues.svg"} {

@@ -14,7 +14,7 @@ func failureScenario(f ...FailureConfig) *Scenario {
 		WorkloadConfig{Kind: "permutation", Size: 512 << 10})
 	sc.Transport.MaxRetransmits = 255
 	sc.Transport.MinRTO, sc.Transport.InitialRTO = 50_000, 50_000
-	sc.NewTransport, sc.LBName = UseSpray, "spray"
+	sc.Transport.LB = "ops"
 	sc.Failures = f
 	return sc
 }

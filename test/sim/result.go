@@ -49,6 +49,8 @@ type Result struct {
 	NacksSent   uint64 `json:"nacks_sent"`
 	CEEchoed    uint64 `json:"ce_echoed"`
 	DupData     uint64 `json:"dup_data"`
+	// FreezeEpisodes counts REPS freezing episodes (balancers that have them).
+	FreezeEpisodes uint64 `json:"reps_freeze_episodes"`
 
 	Hops   uint64 `json:"packet_hops"`
 	Events uint64 `json:"events"`
@@ -163,6 +165,9 @@ func (s *Sim) result(wall time.Duration) *Result {
 		r.CEEchoed += st.CEEchoed
 		r.DupData += st.DupData
 	}
+	for _, f := range s.freezers {
+		r.FreezeEpisodes += f.FreezeEpisodes()
+	}
 	r.Samples = s.smp.series(s)
 	return r
 }
@@ -237,8 +242,8 @@ func (r *Result) Summary() string {
 		r.FCT.MeanSlowdown, r.FCT.P99Slowdown, r.FCT.MaxSlowdown)
 	fmt.Fprintf(&b, "fabric: drops %d, trims %d, ecn marks %d, link drops %d, flaky drops %d, max queue %d B\n",
 		r.Drops, r.Trims, r.Marks, r.LinkDrops, r.FlakyDrops, r.MaxQueue)
-	fmt.Fprintf(&b, "hosts: retx sack %d, nack %d, timeout %d; ce echoed %d; dup data %d\n",
-		r.RetxSack, r.RetxNack, r.RetxTimeout, r.CEEchoed, r.DupData)
+	fmt.Fprintf(&b, "hosts: retx sack %d, nack %d, timeout %d; ce echoed %d; dup data %d; reps freezing episodes %d\n",
+		r.RetxSack, r.RetxNack, r.RetxTimeout, r.CEEchoed, r.DupData, r.FreezeEpisodes)
 	fmt.Fprintf(&b, "run: %.2fM packet-hops, %.2fM events, %.2f s wall, %.2fM hops/s\n",
 		float64(r.Hops)/1e6, float64(r.Events)/1e6, r.WallSeconds, r.HopsPerSec/1e6)
 	return b.String()

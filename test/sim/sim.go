@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"smartt/config"
+	"smartt/reps"
 	"smartt/test/switchport"
 	"smartt/transport"
 	"smartt/transport/wire"
@@ -188,7 +189,11 @@ type Sim struct {
 	wallStart     time.Time
 	lastProgress  time.Time
 	sharedBuffers rxPool
+	freezers      []freezer
 }
+
+// freezer is a balancer with a freezing mode (REPS) that counts its episodes.
+type freezer interface{ FreezeEpisodes() uint64 }
 
 // rxPool hands every receiving engine slices of one shared buffer: the simulator never
 // reads message contents, so memory stays independent of bytes in flight.
@@ -237,11 +242,29 @@ func New(sc *Scenario) (*Sim, error) {
 		return nil, err
 	}
 	s.hosts = make([]host, tp.hosts)
+	var shared func(*rand.Rand) reps.Balancer
 	for i := range s.hosts {
 		h := &s.hosts[i]
 		cfg := tcfg
 		if sc.NewTransport != nil {
 			sc.NewTransport(i, &cfg)
+		}
+		if shared == nil || sc.NewTransport != nil {
+			// Resolve the balancer by name once (through a throwaway endpoint) so that
+			// the balancers can be wrapped: REPS reports its freezing episodes.
+			probe, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(0, 0)))
+			if err != nil {
+				return nil, fmt.Errorf("transport: %w", err)
+			}
+			shared = probe.Config().NewBalancer
+		}
+		mk := shared
+		cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer {
+			b := mk(rng)
+			if f, ok := b.(freezer); ok {
+				s.freezers = append(s.freezers, f)
+			}
+			return b
 		}
 		h.ep, err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(sc.Seed, uint64(i)+1)))
 		if err != nil {

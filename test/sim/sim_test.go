@@ -87,7 +87,7 @@ func TestIncastClosedForm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const size = 1 << 20
 			sc := scenario(tc.topo, WorkloadConfig{Kind: "incast", Senders: tc.n, Receiver: 0, Size: size})
-			sc.NewTransport, sc.LBName = UseSpray, "spray"
+			sc.Transport.LB = "ops" // per-packet spraying: an ideal balancer for an incast
 			// No congestion control is merged yet: give each sender the fair share of
 			// 1.5 x (BDP + queue), so the queue overflows (trims) without collapse.
 			s0, err := New(sc)
@@ -116,32 +116,32 @@ func TestIncastClosedForm(t *testing.T) {
 }
 
 // A permutation on a non-blocking fat tree: ECMP's hash collisions make the slowest flow
-// far slower than ideal, while spraying every packet stays close to ideal.
-func TestPermutationECMPvsSpray(t *testing.T) {
+// far slower than ideal, while spraying (OPS) and REPS stay close to ideal.
+func TestPermutationECMPvsSpraying(t *testing.T) {
 	topo := TopologyConfig{Kind: "fattree2", Hosts: 64, Radix: 16, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500}
-	wl := WorkloadConfig{Kind: "permutation", Size: 1 << 20}
-	// Without congestion control (none merged yet), colliding flows keep trimming each
-	// other's retransmissions: allow the engine's maximum retransmissions.
-	sc := scenario(topo, wl)
-	sc.Transport.MaxRetransmits = 255
-	ecmp := run(t, sc)
-	sc = scenario(topo, wl)
-	sc.Transport.MaxRetransmits = 255
-	sc.NewTransport, sc.LBName = UseSpray, "spray"
-	spr := run(t, sc)
-	for _, r := range []*Result{ecmp, spr} {
+	res := map[string]*Result{}
+	for _, lb := range []string{"ecmp", "ops", "reps"} {
+		sc := scenario(topo, WorkloadConfig{Kind: "permutation", Size: 1 << 20})
+		// Without congestion control (none merged yet), colliding flows keep trimming
+		// each other's retransmissions: allow the engine's maximum retransmissions.
+		sc.Transport.MaxRetransmits = 255
+		sc.Transport.LB = lb
+		r := run(t, sc)
 		if r.Completed != 64 {
-			t.Fatalf("%s: %d of 64 flows completed", r.LB, r.Completed)
+			t.Fatalf("%s: %d of 64 flows completed", lb, r.Completed)
 		}
+		res[lb] = r
 	}
-	if ecmp.FCT.MaxSlowdown < 1.5 {
-		t.Fatalf("ECMP max slowdown %.2f: expected hash collisions to at least 1.5x", ecmp.FCT.MaxSlowdown)
+	if s := res["ecmp"].FCT.MaxSlowdown; s < 1.5 {
+		t.Fatalf("ECMP max slowdown %.2f: expected hash collisions to at least 1.5x", s)
 	}
-	if spr.FCT.MaxSlowdown > 1.25 {
-		t.Fatalf("spraying max slowdown %.2f: expected near ideal", spr.FCT.MaxSlowdown)
-	}
-	if ecmp.Ratio < 1.5*spr.Ratio {
-		t.Fatalf("ECMP completion ratio %.2f not well above spraying's %.2f", ecmp.Ratio, spr.Ratio)
+	for _, lb := range []string{"ops", "reps"} {
+		if s := res[lb].FCT.MaxSlowdown; s > 1.25 {
+			t.Fatalf("%s max slowdown %.2f: expected near ideal", lb, s)
+		}
+		if res["ecmp"].Ratio < 1.5*res[lb].Ratio {
+			t.Fatalf("ECMP completion ratio %.2f not well above %s's %.2f", res["ecmp"].Ratio, lb, res[lb].Ratio)
+		}
 	}
 }
 

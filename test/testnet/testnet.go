@@ -33,6 +33,21 @@
 //     ahead of the queued data; if that is full too, or without Trim, it is dropped.
 //   - Then the port's Latency (switch traversal) and the one-way propagation Delay.
 //
+// # Parallel paths
+//
+// With HostConfig.Paths, traffic toward the host first crosses one of N parallel paths
+// (the uplinks of a two-tier fabric) and only then the host's egress port:
+//
+//	impairments -> path i (its own queue: PortConfig as above) -> path Latency -> egress port -> B
+//
+// i is a hash of the sender's and the receiver's addresses and the datagram's EV
+// (Transmit.EV, the UDP source port of the real protocol), as ECMP hashes the 5-tuple;
+// PathOf tells which. Each path has its own rate, buffer, RED marking and trimming, and
+// may fail (PathConfig.FailAt: from then on every packet reaching the path, queued on it
+// or on its wire is dropped, until RecoverAt) or slow down (DegradeAt: the rate becomes
+// DegradedRate). A trimmed header is forwarded as control traffic at later hops.
+// PathStats counts the packets each path received.
+//
 // Sizes used for serialisation and buffer accounting are the datagram length plus
 // Config.Overhead (lower-layer headers, 0 by default). Times are nanoseconds, rates bits
 // per second. The host receives RxMeta{From: the sender's attached address, RxTime: the
@@ -155,6 +170,32 @@ type HostConfig struct {
 	NICRate int64
 	// Port is the switch egress port toward this host.
 	Port PortConfig
+	// Paths, if any, are parallel paths in front of Port, chosen per packet by a hash of
+	// the source and destination addresses and the EV.
+	Paths []PathConfig
+}
+
+// PathConfig configures one of the parallel paths toward a host.
+type PathConfig struct {
+	// Port is the path's queue and line (Rate 0: infinitely fast, no queue); its
+	// Latency is the path's traversal time.
+	Port PortConfig
+	// FailAt > 0: from this time the path drops every packet that reaches it, is queued
+	// on it or is on its wire, ns.
+	FailAt int64
+	// RecoverAt > FailAt ends the failure (0: it lasts).
+	RecoverAt int64
+	// DegradeAt > 0: from this time the path runs at DegradedRate (> 0), bits/s.
+	DegradeAt    int64
+	DegradedRate int64
+}
+
+// PathStats are the counters of one parallel path.
+type PathStats struct {
+	PortStats        // the path queue's counters
+	Packets   uint64 // packets the hash sent down the path (failed or not)
+	Bytes     uint64 // their bytes
+	FailDrops uint64 // packets dropped because the path had failed
 }
 
 // PortConfig configures a switch egress port.
@@ -190,6 +231,7 @@ type Stats struct {
 	Trimmed       uint64 // trimmed at switch ports
 	Marked        uint64 // CE-marked at switch ports
 	Undeliverable uint64 // sent to an address with no attached host
+	FailDropped   uint64 // dropped by failed paths
 	Events        uint64 // events processed
 }
 
@@ -240,6 +282,8 @@ type host struct {
 	timerAt  int64
 	timerGen uint64
 	port     port
+	paths    []path
+	hash     uint64  // of the address, for path selection
 	flows    []*flow // depth reordering state by destination index
 	lastTo   netip.AddrPort
 	lastDst  int32 // host index of lastTo; -1: none (not cached, may be attached later)
@@ -257,6 +301,17 @@ type port struct {
 	sampleNext int64
 }
 
+type path struct {
+	port
+	pc                        PathConfig
+	packets, bytes, failDrops uint64
+}
+
+// failed reports whether the path is down at now.
+func (p *path) failed(now int64) bool {
+	return p.pc.FailAt > 0 && now >= p.pc.FailAt && (p.pc.RecoverAt <= p.pc.FailAt || now < p.pc.RecoverAt)
+}
+
 type flow struct {
 	passed uint64
 	held   []*packet
@@ -272,6 +327,7 @@ type packet struct {
 	class   uint8
 	control bool
 	data    bool // a DATA packet: trimmable
+	ev      uint16
 	held    bool
 	gen     uint64
 	target  uint64 // depth reordering: release once flow.passed reaches it
@@ -312,6 +368,7 @@ const (
 	evHold                       // depth reordering timeout of pkt (gen)
 	evPortDone                   // port of host idx finished serialising
 	evDeliver                    // pkt arrives at its destination
+	evPathOut                    // pkt leaves path (idx, path) for the egress port
 )
 
 type event struct {
@@ -319,6 +376,7 @@ type event struct {
 	pkt  *packet
 	gen  uint64
 	idx  int32
+	path int32 // evPortDone: -1 the egress port of host idx, else its path
 	kind evKind
 }
 
@@ -379,18 +437,34 @@ func (n *Network) Attach(addr netip.AddrPort, h Host, hc HostConfig) {
 	if hc.NICRate < 0 || pc.Rate < 0 || pc.BufferBytes < 0 || pc.ControlBytes < 0 || pc.Latency < 0 || pc.SampleInterval < 0 || pc.SampleCap < 0 {
 		panic("testnet: negative HostConfig field")
 	}
-	hs := &host{addr: addr, h: h, cfg: hc, idx: int32(len(n.hosts)), lastDst: -1}
-	hs.port.cfg = pc
+	hs := &host{addr: addr, h: h, cfg: hc, idx: int32(len(n.hosts)), lastDst: -1, hash: addrHash(addr)}
+	n.initPort(&hs.port, pc)
+	for i, c := range hc.Paths {
+		q := c.Port
+		if q.Rate < 0 || q.BufferBytes < 0 || q.ControlBytes < 0 || q.Latency < 0 || q.SampleInterval < 0 || q.SampleCap < 0 ||
+			c.FailAt < 0 || c.RecoverAt < 0 || c.DegradeAt < 0 || (c.DegradeAt > 0 && c.DegradedRate <= 0) {
+			panic(fmt.Sprintf("testnet: bad PathConfig %d: negative field, or DegradeAt without a positive DegradedRate", i))
+		}
+	}
+	hs.paths = make([]path, len(hc.Paths))
+	for i := range hs.paths {
+		hs.paths[i].pc = hc.Paths[i]
+		n.initPort(&hs.paths[i].port, hc.Paths[i].Port)
+	}
+	n.hosts = append(n.hosts, hs)
+	n.byAddr[addr] = hs.idx
+}
+
+func (n *Network) initPort(pt *port, pc PortConfig) {
+	pt.cfg = pc
 	if pc.SampleInterval > 0 {
 		c := pc.SampleCap
 		if c == 0 {
 			c = DefaultSampleCap
 		}
-		hs.port.samples = make([]QueueSample, 0, c)
-		hs.port.sampleNext = n.now
+		pt.samples = make([]QueueSample, 0, c)
+		pt.sampleNext = n.now
 	}
-	n.hosts = append(n.hosts, hs)
-	n.byAddr[addr] = hs.idx
 }
 
 // Now returns the current virtual time, ns.
@@ -427,7 +501,9 @@ func (n *Network) Step() bool {
 	case evHold:
 		n.onHoldTimeout(ev.pkt, ev.gen)
 	case evPortDone:
-		n.onPortDone(n.hosts[ev.idx])
+		n.onPortDone(n.hosts[ev.idx], ev.path)
+	case evPathOut:
+		n.onPathOut(n.hosts[ev.idx], ev.path, ev.pkt)
 	case evDeliver:
 		n.deliver(ev.pkt)
 	}
@@ -476,6 +552,66 @@ func (n *Network) Samples(addr netip.AddrPort) []QueueSample {
 	return p.samples
 }
 
+// NumPaths returns the number of parallel paths toward addr.
+func (n *Network) NumPaths(addr netip.AddrPort) int { return len(n.hostOf(addr).paths) }
+
+// PathStats returns the counters of path i toward addr.
+func (n *Network) PathStats(addr netip.AddrPort, i int) PathStats {
+	p := &n.hostOf(addr).paths[i]
+	s := PathStats{PortStats: p.stats, Packets: p.packets, Bytes: p.bytes, FailDrops: p.failDrops}
+	s.DataBytes, s.ControlBytes = p.dataBytes, p.ctrlBytes
+	return s
+}
+
+// PathSamples returns the queue samples of path i toward addr taken before Now (see Samples).
+func (n *Network) PathSamples(addr netip.AddrPort, i int) []QueueSample {
+	p := &n.hostOf(addr).paths[i].port
+	p.sample(n.now)
+	return p.samples
+}
+
+// PathOf returns the path a datagram with EV ev from one address to another takes, or
+// -1 when no paths lead to the destination.
+func (n *Network) PathOf(from, to netip.AddrPort, ev uint16) int {
+	dst := n.hostOf(to)
+	if len(dst.paths) == 0 {
+		return -1
+	}
+	return pathIndex(addrHash(from), dst.hash, ev, len(dst.paths))
+}
+
+func (n *Network) hostOf(addr netip.AddrPort) *host {
+	i, ok := n.byAddr[addr]
+	if !ok {
+		panic("testnet: unknown address " + addr.String())
+	}
+	return n.hosts[i]
+}
+
+// addrHash is FNV-1a over the address and port.
+func addrHash(a netip.AddrPort) uint64 {
+	h := uint64(14695981039346656037)
+	b := a.Addr().As16()
+	for _, c := range b {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	h = (h ^ uint64(a.Port()>>8)) * 1099511628211
+	return (h ^ uint64(a.Port()&0xff)) * 1099511628211
+}
+
+// pathIndex mixes the source, destination and EV (splitmix64's finaliser) and maps the
+// hash onto n paths.
+func pathIndex(src, dst uint64, ev uint16, n int) int {
+	x := src ^ bits.RotateLeft64(dst, 29) ^ (uint64(ev)+1)*0x9e3779b97f4a7c15
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	hi, _ := bits.Mul64(x, uint64(n))
+	return int(hi)
+}
+
 func (n *Network) portOf(addr netip.AddrPort) *port {
 	i, ok := n.byAddr[addr]
 	if !ok {
@@ -506,6 +642,7 @@ func (n *Network) service(h *host) {
 		}
 		p.dst = h.lastDst
 		p.ecn = tx.ECN & 3
+		p.ev = tx.EV
 		p.control = tx.Control
 		p.data = !tx.Control && (tx.Type == wire.TypeData || (tx.N > 0 && p.buf[0] == wire.Version<<4|byte(wire.TypeData)))
 		if h.cfg.NICRate > 0 {
@@ -570,7 +707,7 @@ func (n *Network) link(p *packet) {
 		n.stats.Duplicated++
 		dup = n.alloc(p.n)
 		copy(dup.buf, p.buf[:p.n])
-		dup.src, dup.dst, dup.ecn, dup.control, dup.data = p.src, p.dst, p.ecn, p.control, p.data
+		dup.src, dup.dst, dup.ecn, dup.control, dup.data, dup.ev = p.src, p.dst, p.ecn, p.control, p.data, p.ev
 	}
 	n.reorder(p)
 	if dup != nil {
@@ -658,14 +795,66 @@ func (n *Network) onHoldTimeout(p *packet, gen uint64) {
 	n.releaseDue(f)
 }
 
-// toPort hands a packet to the egress port toward its destination.
+// toPort hands a packet that passed the impairments to the path the hash picks, or to
+// the egress port toward its destination if there are no paths.
 func (n *Network) toPort(p *packet) {
 	dst := n.hosts[p.dst]
-	pt := &dst.port
+	if len(dst.paths) == 0 {
+		n.enqueue(dst, -1, p)
+		return
+	}
+	i := pathIndex(n.hosts[p.src].hash, dst.hash, p.ev, len(dst.paths))
+	pa := &dst.paths[i]
+	pa.packets++
+	pa.bytes += uint64(p.n)
+	if pa.failed(n.now) {
+		n.failDrop(pa, p)
+		return
+	}
+	if pa.pc.DegradeAt > 0 && n.now >= pa.pc.DegradeAt && pa.cfg.Rate != pa.pc.DegradedRate {
+		pa.cfg.Rate, pa.rem = pa.pc.DegradedRate, 0
+	}
+	n.enqueue(dst, int32(i), p)
+}
+
+func (n *Network) failDrop(pa *path, p *packet) {
+	pa.failDrops++
+	n.stats.FailDropped++
+	n.release(p)
+}
+
+// portAt returns host h's egress port (i < 0) or its path i.
+func portAt(h *host, i int32) *port {
+	if i < 0 {
+		return &h.port
+	}
+	return &h.paths[i].port
+}
+
+// leave sends a packet that crossed port (h, i) on: to its destination or the egress port.
+func (n *Network) leave(h *host, i int32, pt *port, p *packet) {
+	if i < 0 {
+		n.push(event{at: n.now + pt.cfg.Latency + n.cfg.Delay, kind: evDeliver, pkt: p})
+		return
+	}
+	n.push(event{at: n.now + pt.cfg.Latency, kind: evPathOut, idx: h.idx, path: i, pkt: p})
+}
+
+func (n *Network) onPathOut(h *host, i int32, p *packet) {
+	if pa := &h.paths[i]; pa.failed(n.now) {
+		n.failDrop(pa, p)
+		return
+	}
+	n.enqueue(h, -1, p)
+}
+
+// enqueue queues a packet at port (dst, i): the egress port toward dst if i < 0, else its path i.
+func (n *Network) enqueue(dst *host, i int32, p *packet) {
+	pt := portAt(dst, i)
 	if pt.cfg.Rate == 0 {
 		pt.stats.Enqueued++
 		pt.stats.Dequeued++
-		n.push(event{at: n.now + pt.cfg.Latency + n.cfg.Delay, kind: evDeliver, pkt: p})
+		n.leave(dst, i, pt, p)
 		return
 	}
 	size := p.n + n.cfg.Overhead
@@ -690,6 +879,7 @@ func (n *Network) toPort(p *packet) {
 			p.buf[1] |= byte(wire.FlagTrimmed)
 		}
 		p.dscp = n.cfg.TrimDSCP
+		p.control = true // a trimmed header has priority at later hops too
 		if !n.enqueueControl(pt, p, p.n+n.cfg.Overhead) {
 			return
 		}
@@ -700,7 +890,7 @@ func (n *Network) toPort(p *packet) {
 		return
 	}
 	if pt.cur == nil {
-		n.startTx(dst)
+		n.startTx(dst, i)
 	}
 }
 
@@ -725,9 +915,9 @@ func (n *Network) drop(pt *port, p *packet) {
 	n.release(p)
 }
 
-// startTx dequeues the next packet of h's port (control first) and serialises it.
-func (n *Network) startTx(h *host) {
-	pt := &h.port
+// startTx dequeues the next packet of port (h, i) (control first) and serialises it.
+func (n *Network) startTx(h *host, i int32) {
+	pt := portAt(h, i)
 	pt.sample(n.now)
 	p := pt.ctrl.pop()
 	size := 0
@@ -749,7 +939,7 @@ func (n *Network) startTx(h *host) {
 	}
 	pt.stats.Dequeued++
 	pt.cur = p
-	n.push(event{at: n.now + serialise(size, pt.cfg.Rate, &pt.rem), kind: evPortDone, idx: h.idx})
+	n.push(event{at: n.now + serialise(size, pt.cfg.Rate, &pt.rem), kind: evPortDone, idx: h.idx, path: i})
 }
 
 // redMark decides RED marking for a packet leaving occ bytes behind in the data queue.
@@ -763,12 +953,16 @@ func (n *Network) redMark(c *PortConfig, occ int) bool {
 	return n.rng.Float64()*float64(c.KmaxBytes-c.KminBytes) < float64(occ-c.KminBytes)
 }
 
-func (n *Network) onPortDone(h *host) {
-	pt := &h.port
+func (n *Network) onPortDone(h *host, i int32) {
+	pt := portAt(h, i)
 	p := pt.cur
 	pt.cur = nil
-	n.push(event{at: n.now + pt.cfg.Latency + n.cfg.Delay, kind: evDeliver, pkt: p})
-	n.startTx(h)
+	if i >= 0 && h.paths[i].failed(n.now) {
+		n.failDrop(&h.paths[i], p)
+	} else {
+		n.leave(h, i, pt, p)
+	}
+	n.startTx(h, i)
 }
 
 func (n *Network) deliver(p *packet) {

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"smartt/transport/client"
+	"smartt/transport/smarttd"
+)
+
+type benchOpts struct {
+	socket   string
+	to       string
+	endpoint uint
+	sizes    []int
+	latIters int
+	bwBytes  int64
+	depth    int
+	perSize  time.Duration
+}
+
+func parseSize(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n*mult > 1<<30 {
+		return 0, fmt.Errorf("%q is not a message size in 1..1G (e.g. 64, 4K, 1M)", s)
+	}
+	return n * mult, nil
+}
+
+func parseBench(args []string, out io.Writer) (benchOpts, error) {
+	var o benchOpts
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.socket, "socket", defaultSocket(), "the daemon's API socket (with -to)")
+	fs.StringVar(&o.to, "to", "", "peer daemon ADDR:PORT; empty: start two daemons in this process on 127.0.0.1 and 127.0.0.2")
+	fs.UintVar(&o.endpoint, "endpoint", 1, "endpoint at the peer (need not be bound: the peer daemon acknowledges and drops)")
+	sizes := fs.String("sizes", "64,1K,4K,16K,64K,256K,1M,4M", "message sizes, comma-separated (K, M suffixes)")
+	fs.IntVar(&o.latIters, "lat-iters", 200, "latency: messages sent one at a time per size (1..100000)")
+	bw := fs.String("bw-bytes", "64M", "throughput: bytes sent per size (1K..1G)")
+	fs.IntVar(&o.depth, "depth", 16, "throughput: messages outstanding at once (1..1024)")
+	fs.DurationVar(&o.perSize, "max-time", 5*time.Second, "time limit of each measurement (100ms..1m)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := parseSize(strings.TrimSpace(s))
+		if err != nil {
+			return o, fmt.Errorf("-sizes: %v", err)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	b, err := parseSize(*bw)
+	if err != nil || b < 1024 {
+		return o, fmt.Errorf("-bw-bytes = %q: must be in 1K..1G", *bw)
+	}
+	o.bwBytes = int64(b)
+	switch {
+	case o.latIters < 1 || o.latIters > 100000:
+		return o, fmt.Errorf("-lat-iters = %d: must be in 1..100000", o.latIters)
+	case o.depth < 1 || o.depth > 1024:
+		return o, fmt.Errorf("-depth = %d: must be in 1..1024", o.depth)
+	case o.perSize < 100*time.Millisecond || o.perSize > time.Minute:
+		return o, fmt.Errorf("-max-time = %v: must be in 100ms..1m", o.perSize)
+	case o.endpoint < 1 || o.endpoint > 1<<32-1:
+		return o, fmt.Errorf("-endpoint = %d: must be in 1..4294967295", o.endpoint)
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, nil
+}
+
+// benchRow is one line of the bench table.
+type benchRow struct {
+	size                 int
+	latN, bwN            int
+	gbps, mpps           float64
+	min, p50, p99, maxUs float64
+}
+
+func runBench(args []string, out io.Writer) error {
+	o, err := parseBench(args, out)
+	if err != nil {
+		return err
+	}
+	socket := o.socket
+	var peer netip.AddrPort
+	if o.to == "" {
+		dir, err := os.MkdirTemp("", "smartt-bench")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		ds, err := smarttd.LocalPair(dir, log, nil)
+		if err != nil {
+			return err
+		}
+		defer smarttd.StopAll(ds[:], 5*time.Second)
+		socket, peer = ds[0].Config.API.Socket, ds[1].Config.Listen
+		fmt.Fprintf(out, "smartt bench: two daemons in this process, %v -> %v (loopback, real UDP)\n", ds[0].Config.Listen, peer)
+	} else if peer, err = netip.ParseAddrPort(o.to); err != nil {
+		return fmt.Errorf("-to %q: want ADDR:PORT: %v", o.to, err)
+	} else {
+		fmt.Fprintf(out, "smartt bench: daemon at %s -> %v endpoint %d\n", socket, peer, o.endpoint)
+	}
+	ctx := context.Background()
+	s, err := client.New(socket).Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.Bind(ctx, 0); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "latency: one message at a time, from the client's send to the daemon's report that the peer acknowledged every byte\n")
+	fmt.Fprintf(out, "throughput: %d messages outstanding, %d bytes per size\n\n", o.depth, o.bwBytes)
+	fmt.Fprintf(out, " %-10s %-8s %-8s %-14s %-14s %-11s %-11s %-11s %-11s\n",
+		"#bytes", "#lat", "#bw", "BW avg[Gb/s]", "MsgRate[Mpps]", "t_min[us]", "t_med[us]", "t_99%[us]", "t_max[us]")
+	buf := make([]byte, slices.Max(o.sizes))
+	for i := range buf {
+		buf[i] = byte(i * 31)
+	}
+	ep := uint32(o.endpoint)
+	for _, size := range o.sizes {
+		r, err := benchSize(ctx, s, peer, ep, buf[:size], o)
+		if err != nil {
+			return fmt.Errorf("size %d: %w", size, err)
+		}
+		fmt.Fprintf(out, " %-10d %-8d %-8d %-14.3f %-14.4f %-11.1f %-11.1f %-11.1f %-11.1f\n",
+			r.size, r.latN, r.bwN, r.gbps, r.mpps, r.min, r.p50, r.p99, r.maxUs)
+	}
+	return nil
+}
+
+func benchSize(ctx context.Context, s *client.Session, peer netip.AddrPort, ep uint32, msg []byte, o benchOpts) (benchRow, error) {
+	r := benchRow{size: len(msg)}
+	lat := make([]float64, 0, o.latIters)
+	deadline := time.Now().Add(o.perSize)
+	for i := 0; i < o.latIters && (i == 0 || time.Now().Before(deadline)); i++ {
+		t0 := time.Now()
+		if _, err := s.Send(ctx, peer, ep, msg); err != nil {
+			return r, err
+		}
+		lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+	}
+	slices.Sort(lat)
+	r.latN = len(lat)
+	r.min, r.p50, r.p99, r.maxUs = lat[0], lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
+
+	n := int(max(int64(o.depth), o.bwBytes/int64(len(msg))))
+	n = min(n, 200000)
+	window := make(chan *client.Pending, o.depth)
+	errc := make(chan error, 1)
+	done := make(chan int)
+	go func() {
+		k := 0
+		for p := range window {
+			if _, err := p.Wait(ctx); err != nil {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+			k++
+		}
+		done <- k
+	}()
+	start := time.Now()
+	deadline = start.Add(o.perSize)
+	sent := 0
+	for ; sent < n && (sent < o.depth || time.Now().Before(deadline)); sent++ {
+		p, err := s.SendAsync(peer, ep, msg)
+		if err != nil {
+			close(window)
+			<-done
+			return r, err
+		}
+		window <- p
+	}
+	close(window)
+	<-done
+	el := time.Since(start).Seconds()
+	select {
+	case err := <-errc:
+		return r, err
+	default:
+	}
+	r.bwN = sent
+	r.gbps = float64(sent*len(msg)) * 8 / el / 1e9
+	r.mpps = float64(sent) / el / 1e6
+	return r, nil
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"smartt/transport/api"
+	"smartt/transport/client"
+)
+
+func defaultSocket() string {
+	if s := os.Getenv("SMARTT_SOCKET"); s != "" {
+		return s
+	}
+	return api.DefaultSocket
+}
+
+// clientFlags are the flags every daemon-talking command has.
+type clientFlags struct {
+	socket  string
+	timeout time.Duration
+}
+
+func newFlagSet(name string, out io.Writer, cf *clientFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&cf.socket, "socket", defaultSocket(), "the daemon's API socket")
+	fs.DurationVar(&cf.timeout, "timeout", 30*time.Second, "give up after this long")
+	return fs
+}
+
+// parseNoArgs is in testbed.go.
+
+func runStatus(args []string, out io.Writer) error {
+	var cf clientFlags
+	fs := newFlagSet("status", out, &cf)
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	c := client.New(cf.socket)
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	caps, err := c.Capabilities(ctx)
+	if err != nil {
+		return err
+	}
+	cnt, err := c.Counters(ctx)
+	if err != nil {
+		return err
+	}
+	e := cnt.Engine
+	fmt.Fprintf(out, "smarttd %s (pid %d) listening on %s, up %.0f s%s\n", st.Version, st.PID, st.Listen, st.UptimeS,
+		map[bool]string{true: ", SHUTTING DOWN"}[st.ShuttingDown])
+	fmt.Fprintf(out, "connections %d, API sessions %d, messages in flight %d\n", st.Connections, st.Sessions, st.Pending)
+	fmt.Fprintf(out, "sockets: %v\n", caps.Socket)
+	fmt.Fprintf(out, "algorithms: cc %s, lb %s\n", strings.Join(caps.CC, " "), strings.Join(caps.LB, " "))
+	fmt.Fprintf(out, "messages: %d sent, %d failed, %d delivered (%d bytes)\n", e.MsgsSent, e.MsgsFailed, e.MsgsDelivered, e.BytesDelivered)
+	fmt.Fprintf(out, "packets: %d out, %d in; retransmissions %d sack, %d nack, %d timeout; CE %d; trimmed %d\n",
+		e.PacketsSent, e.PacketsRecv, e.RetxSack, e.RetxNack, e.RetxTimeout, e.CERecv, e.Trimmed)
+	return nil
+}
+
+func runConns(args []string, out io.Writer) error {
+	var cf clientFlags
+	fs := newFlagSet("conns", out, &cf)
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	conns, err := client.New(cf.socket).Conns(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPEER\tDIR\tCC\tLB\tSRTT us\tRTO us\tWINDOW B\tRATE B/s\tIN FLIGHT B\tQUEUED\tCLOSING")
+	for _, c := range conns {
+		dir := "in"
+		if c.Initiator {
+			dir = "out"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%v\n", c.ID, c.Peer, dir, c.CC, c.LB,
+			float64(c.SRTTNs)/1e3, float64(c.RTONs)/1e3, c.Window, c.PacingRate, c.InFlight, c.QueuedMsgs, c.Closing)
+	}
+	return tw.Flush()
+}
+
+// isTerminal reports whether f is a character device (a terminal), where progress bars go.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar draws a bar on w for transfers of total bytes.
+func progressBar(w io.Writer, label string, total int64) func(n int64) {
+	last := time.Time{}
+	return func(n int64) {
+		if time.Since(last) < 100*time.Millisecond && n < total {
+			return
+		}
+		last = time.Now()
+		const width = 40
+		k := int(int64(width) * n / max(total, 1))
+		fmt.Fprintf(w, "\r%s [%s%s] %5.1f%% %d/%d B", label, strings.Repeat("=", k), strings.Repeat(" ", width-k),
+			100*float64(n)/float64(max(total, 1)), n, total)
+		if n >= total {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func runSend(args []string, stdin io.Reader, out io.Writer) error {
+	var cf clientFlags
+	fs := newFlagSet("send", out, &cf)
+	to := fs.String("to", "", "the peer daemon's ADDR:PORT (required)")
+	ep := fs.Uint("endpoint", 1, "the endpoint bound at the peer (1..4294967295)")
+	from := fs.Uint("from-endpoint", 0, "our endpoint (0: the daemon picks a free one)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	peer, err := netip.ParseAddrPort(*to)
+	if err != nil {
+		return fmt.Errorf("-to %q: want ADDR:PORT of the peer daemon: %v", *to, err)
+	}
+	if *ep < 1 || *ep > 1<<32-1 {
+		return fmt.Errorf("-endpoint = %d: must be in 1..4294967295", *ep)
+	}
+	if *from > 1<<32-1 {
+		return fmt.Errorf("-from-endpoint = %d: must be in 0..4294967295", *from)
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("send needs exactly one FILE (or - for stdin), got %d arguments", fs.NArg())
+	}
+	var src io.Reader
+	var size int64
+	if name := fs.Arg(0); name == "-" {
+		b, err := io.ReadAll(stdin) // the size must be known before the first byte goes
+		if err != nil {
+			return err
+		}
+		src, size = strings.NewReader(string(b)), int64(len(b))
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		src, size = f, fi.Size()
+	}
+	if size == 0 {
+		return fmt.Errorf("%s is empty: messages are 1 byte to 1 GiB", fs.Arg(0))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	s, err := client.New(cf.socket).Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.Bind(ctx, uint32(*from)); err != nil {
+		return err
+	}
+	var progress func(int64)
+	if f, ok := out.(*os.File); ok && isTerminal(f) && size >= 8<<20 {
+		progress = progressBar(out, "send", size)
+	}
+	start := time.Now()
+	p, err := s.SendFrom(peer, uint32(*ep), src, size, progress)
+	if err != nil {
+		return err
+	}
+	info, err := p.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "sent %d bytes to %v endpoint %d in %v (%.2f Gbit/s; daemon completion %.1f us, srtt %.1f us, window %d B, %d retransmissions)\n",
+		size, peer, *ep, time.Since(start).Round(time.Microsecond), float64(size)*8/time.Since(start).Seconds()/1e9,
+		float64(info.Elapsed)/1e3, float64(info.SRTT)/1e3, info.Window, info.Retransmit)
+	return nil
+}
+
+func runRecv(args []string, out io.Writer) error {
+	var cf clientFlags
+	fs := newFlagSet("recv", out, &cf)
+	outDir := fs.String("out", "", "directory to write each message to, or - for stdout (required)")
+	ep := fs.Uint("endpoint", 1, "the endpoint to bind (1..4294967295)")
+	count := fs.Int("count", 0, "stop after this many messages (0: run until interrupted or -timeout)")
+	fs.Lookup("timeout").DefValue = "0s"
+	cf.timeout = 0
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if *outDir == "" {
+		return fmt.Errorf("-out: give a directory or - for stdout")
+	}
+	if *ep < 1 || *ep > 1<<32-1 {
+		return fmt.Errorf("-endpoint = %d: must be in 1..4294967295", *ep)
+	}
+	if *count < 0 {
+		return fmt.Errorf("-count = %d: must be >= 0", *count)
+	}
+	ctx := context.Background()
+	if cf.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cf.timeout)
+		defer cancel()
+	}
+	s, err := client.New(cf.socket).Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.Bind(ctx, uint32(*ep)); err != nil {
+		return err
+	}
+	if *outDir != "-" {
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			return err
+		}
+	}
+	// Stream every message straight to its file (or stdout): nothing is held in memory.
+	// The writer callback runs on the session's reader goroutine, possibly for the next
+	// message before this loop has handled the previous one: files are kept per message.
+	type sinkFile struct {
+		f    *os.File
+		name string
+	}
+	var mu sync.Mutex
+	files := map[*client.Message]sinkFile{}
+	n := 0
+	term := false
+	if f, ok := out.(*os.File); ok && *outDir != "-" {
+		term = isTerminal(f)
+	}
+	s.SetRecvWriter(func(m *client.Message) io.Writer {
+		if *outDir == "-" {
+			return out
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		name := filepath.Join(*outDir, fmt.Sprintf("%06d-%s-%d.msg", n, strings.NewReplacer(":", "_", "[", "", "]", "").Replace(m.From.String()), m.FromEndpoint))
+		n++
+		f, err := os.Create(name)
+		if err != nil {
+			return errWriter{err}
+		}
+		files[m] = sinkFile{f, name}
+		var w io.Writer = f
+		if term && m.Size >= 8<<20 {
+			w = &progressWriter{w: f, report: progressBar(out, "recv", int64(m.Size))}
+		}
+		return w
+	})
+	for i := 0; *count == 0 || i < *count; i++ {
+		m, err := s.Recv(ctx)
+		if m != nil {
+			mu.Lock()
+			sf, ok := files[m]
+			delete(files, m)
+			mu.Unlock()
+			if ok {
+				if cerr := sf.f.Close(); err == nil {
+					err = cerr
+				}
+				if err == nil {
+					fmt.Fprintf(os.Stderr, "received %d bytes from %v endpoint %d -> %s\n", m.Size, m.From, m.FromEndpoint, sf.name)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errWriter fails every write with err.
+type errWriter struct{ err error }
+
+// Write implements io.Writer.
+func (e errWriter) Write([]byte) (int, error) { return 0, e.err }
+
+// progressWriter reports the bytes written so far.
+type progressWriter struct {
+	w      io.Writer
+	n      int64
+	report func(int64)
+}
+
+// Write implements io.Writer.
+func (p *progressWriter) Write(b []byte) (int, error) {
+	k, err := p.w.Write(b)
+	p.n += int64(k)
+	p.report(p.n)
+	return k, err
+}

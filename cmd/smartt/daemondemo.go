@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"smartt/transport"
+	"smartt/transport/api"
+	"smartt/transport/client"
+	"smartt/transport/smarttd"
+	"smartt/transport/udp"
+)
+
+// runDemoCmd runs the daemon demo, or the in-memory engine demo with -inmem.
+func runDemoCmd(args []string, out io.Writer) error {
+	for i, a := range args {
+		if a == "-inmem" || a == "--inmem" {
+			return runDemo(slices.Delete(slices.Clone(args), i, i+1), out)
+		}
+	}
+	return runDaemonDemo(args, out)
+}
+
+type daemonDemoOpts struct {
+	cc, lb   string
+	messages int
+	maxSize  int
+	seed     uint64
+	verbose  bool
+	timeout  time.Duration
+}
+
+func parseDaemonDemo(args []string, out io.Writer) (daemonDemoOpts, error) {
+	var o daemonDemoOpts
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Bool("inmem", false, "run the engines over the in-memory test network instead (see demo -inmem -h)")
+	fs.StringVar(&o.cc, "cc", "", "congestion controller (default: the embedded config's; one of "+strings.Join(transport.CCNames(), ", ")+")")
+	fs.StringVar(&o.lb, "lb", "", "load balancer (default: the embedded config's; one of "+strings.Join(transport.LBNames(), ", ")+")")
+	fs.IntVar(&o.messages, "messages", 16, "messages to send (1..1000)")
+	fs.IntVar(&o.maxSize, "max-size", 16<<20, "largest message, bytes (1..1 GiB)")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the message sizes and contents")
+	fs.BoolVar(&o.verbose, "v", false, "show the daemons' logs")
+	fs.DurationVar(&o.timeout, "timeout", 90*time.Second, "give up after this long (1s..10m)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.messages < 1 || o.messages > 1000:
+		return o, fmt.Errorf("-messages = %d: must be in 1..1000", o.messages)
+	case o.maxSize < 1 || o.maxSize > 1<<30:
+		return o, fmt.Errorf("-max-size = %d: must be in 1..%d", o.maxSize, 1<<30)
+	case o.timeout < time.Second || o.timeout > 10*time.Minute:
+		return o, fmt.Errorf("-timeout = %v: must be in 1s..10m", o.timeout)
+	case o.cc != "" && !slices.Contains(transport.CCNames(), o.cc):
+		return o, fmt.Errorf("-cc = %q: must be one of %v", o.cc, transport.CCNames())
+	case o.lb != "" && !slices.Contains(transport.LBNames(), o.lb):
+		return o, fmt.Errorf("-lb = %q: must be one of %v", o.lb, transport.LBNames())
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, nil
+}
+
+// runDaemonDemo starts two daemons on 127.0.0.1 and 127.0.0.2 with the embedded default
+// config, moves messages between two clients through their APIs and real UDP sockets,
+// prints what happened to each message, and stops them.
+func runDaemonDemo(args []string, out io.Writer) error {
+	o, err := parseDaemonDemo(args, out)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "smartt-demo")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ds, err := smarttd.LocalPair(dir, log, func(c *smarttd.Config) {
+		if o.cc != "" {
+			c.Transport.CC = o.cc
+		}
+		if o.lb != "" {
+			c.Transport.LB = o.lb
+		}
+	})
+	if err != nil {
+		return err
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		return smarttd.StopAll(ds[:], 5*time.Second)
+	}
+	defer stop()
+	a, b := ds[0], ds[1]
+	ca, cb := client.New(a.Config.API.Socket), client.New(b.Config.API.Socket)
+	caps, err := ca.Capabilities(ctx)
+	if err != nil {
+		return err
+	}
+	ts := "?"
+	if m, ok := caps.Socket.(map[string]any); ok {
+		ts = fmt.Sprint(m["TimestampSource"])
+	}
+	if uc, ok := a.Socket.Caps().(udp.Caps); ok {
+		ts = uc.TimestampSource
+	}
+	t := a.Config.Transport
+	fmt.Fprintf(out, "smartt demo: two daemons in this process, %v and %v, over real UDP sockets (loopback)\n", a.Config.Listen, b.Config.Listen)
+	cc := t.CC
+	if cc == "fixed" {
+		cc = fmt.Sprintf("fixed (window %d B)", t.InitialWindow)
+	}
+	fmt.Fprintf(out, "config:  embedded default; cc %s, lb %s, MTU %d B, %d EVs (source ports %d..), RTO floor %v\n",
+		cc, t.LB, t.MTU, t.EVS, a.Config.Listen.Port()+1, t.MinRTO)
+	fmt.Fprintf(out, "sockets: receive timestamps from the %s clock; API sockets %s, %s\n\n", ts, a.Config.API.Socket, b.Config.API.Socket)
+
+	sa, err := ca.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer sa.Close()
+	sb, err := cb.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	if _, err := sa.Bind(ctx, 1); err != nil {
+		return err
+	}
+	if _, err := sb.Bind(ctx, 2); err != nil {
+		return err
+	}
+
+	rng := rand.New(rand.NewPCG(o.seed, 3))
+	type rec struct {
+		size int
+		hash [32]byte
+		info api.SentInfo
+	}
+	recs := make([]rec, o.messages)
+	recvErr := make(chan error, 1)
+	go func() {
+		for i := range recs {
+			m, err := sb.Recv(ctx)
+			if err != nil {
+				recvErr <- fmt.Errorf("receiving message %d: %w", i, err)
+				return
+			}
+			if sha256.Sum256(m.Data) != recs[i].hash {
+				recvErr <- fmt.Errorf("message %d arrived corrupted", i)
+				return
+			}
+		}
+		recvErr <- nil
+	}()
+	start := time.Now()
+	var total int
+	for i := range recs {
+		// Log-spread sizes: many small messages, a few large ones.
+		size := 1 + int(float64(o.maxSize-1)*rng.Float64()*rng.Float64()*rng.Float64())
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		recs[i].size, recs[i].hash = size, sha256.Sum256(data)
+		total += size
+		info, err := sa.Send(ctx, b.Config.Listen, 2, data)
+		if err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+		recs[i].info = info
+	}
+	if err := <-recvErr; err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "msg\tbytes\tcompletion us\tGbit/s\tsrtt us\twindow B\tretx\t")
+	for i, r := range recs {
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%.1f\t%d\t%d\t\n", i, r.size, float64(r.info.Elapsed)/1e3,
+			float64(r.size)*8/float64(max(r.info.Elapsed, 1)), float64(r.info.SRTT)/1e3, r.info.Window, r.info.Retransmit)
+	}
+	tw.Flush()
+	cta, err := ca.Counters(ctx)
+	if err != nil {
+		return err
+	}
+	ctb, err := cb.Counters(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stop(); err != nil {
+		return fmt.Errorf("stopping the daemons: %w", err)
+	}
+	ea, eb := cta.Engine, ctb.Engine
+	fmt.Fprintf(out, "\n%d of %d messages delivered intact (SHA-256 checked), %.1f MB in %v\n",
+		len(recs), len(recs), float64(total)/1e6, elapsed.Round(time.Millisecond))
+	fmt.Fprintf(out, "sender:   %d data packets, retransmitted %d after SACK gaps, %d after NACKs, %d after timeouts; %d ACKs received\n",
+		ea.DataSent, ea.RetxSack, ea.RetxNack, ea.RetxTimeout, ea.AcksRecv)
+	fmt.Fprintf(out, "receiver: %d data packets, %d duplicates, %d CE-marked; %d ACKs sent; %d messages delivered to its client\n",
+		eb.DataRecv, eb.DupData, eb.CERecv, eb.AcksSent, ctb.API.MsgsDelivered)
+	fmt.Fprintln(out, "both daemons stopped")
+	return nil
+}

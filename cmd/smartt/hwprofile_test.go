@@ -1,0 +1,33 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"smartt/transport"
+)
+
+func TestHWProfileReport(t *testing.T) {
+	var out bytes.Buffer
+	if err := runHWProfile([]string{"report", "-n", "1000"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, name := range append(transport.CCNames(), transport.LBNames()...) {
+		if !strings.Contains(s, " "+name+" ") {
+			t.Errorf("report lacks %q:\n%s", name, s)
+		}
+	}
+	for _, want := range []string{"cx6dx", "fpga-reps", "fits", "ns/decision"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+	if err := runHWProfile(nil, &out); err == nil {
+		t.Error("no subcommand accepted")
+	}
+	if err := runHWProfile([]string{"report", "-n", "0"}, &out); err == nil || !strings.Contains(err.Error(), "-n") {
+		t.Errorf("bad -n: %v", err)
+	}
+}

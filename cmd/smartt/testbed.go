@@ -1,0 +1,322 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"smartt/config"
+	"smartt/test/netbed"
+)
+
+const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run> [flags]   (as root)
+
+  up      build a testbed of network namespaces (removes leftovers of the same name first)
+  down    remove every namespace of the testbed
+  status  list its namespaces, addresses, interfaces and counters
+  link    fail or change a link:  link <name> down|up|rate <rate>|flaky <loss%%> <burst>
+  switch  run the userspace switches of an emulated testbed until interrupted
+  exec    run a command on a node:  exec <node> <command> [args...]
+  run     run a scenario with the daemon on every host (to come: needs the daemon)
+
+every command takes -name (default "tb"); up takes the topology flags (see "smartt testbed up -h")
+or -spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
+oversubscription, link_rate, mtu).
+`
+
+func runTestbed(args []string, out io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
+		fmt.Fprint(out, testbedUsage)
+		return nil
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("testbed "+cmd, flag.ContinueOnError)
+	fs.SetOutput(out)
+	name := fs.String("name", "tb", "testbed name: namespaces are smartt-<name>-<node>")
+	switch cmd {
+	case "up":
+		spec, err := parseTestbedUp(fs, args)
+		if err != nil {
+			return err
+		}
+		tb, err := netbed.Up(*name, spec)
+		if err != nil {
+			return err
+		}
+		defer tb.Close()
+		fmt.Fprintf(out, "testbed %s up: %s, %d namespaces, %d links\n", *name, describe(tb.Plan.Spec), len(tb.Plan.Nodes), len(tb.Plan.Links))
+		return printStatus(tb, out)
+	case "down":
+		if err := parseNoArgs(fs, args); err != nil {
+			return err
+		}
+		left, err := netbed.Namespaces(*name)
+		if err != nil {
+			return err
+		}
+		if err := netbed.Remove(*name); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "testbed %s down: %d namespaces removed\n", *name, len(left))
+		return nil
+	case "status":
+		if err := parseNoArgs(fs, args); err != nil {
+			return err
+		}
+		tb, err := netbed.Open(*name)
+		if err != nil {
+			if left, _ := netbed.Namespaces(*name); len(left) > 0 {
+				return fmt.Errorf("%w; leftover namespaces %v (smartt testbed down -name %s removes them)", err, left, *name)
+			}
+			return err
+		}
+		defer tb.Close()
+		fmt.Fprintf(out, "testbed %s: %s\n", *name, describe(tb.Plan.Spec))
+		return printStatus(tb, out)
+	case "link":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		return testbedLink(*name, fs.Args(), out)
+	case "switch":
+		if err := parseNoArgs(fs, args); err != nil {
+			return err
+		}
+		return testbedSwitch(*name, out)
+	case "exec":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() < 2 {
+			return errors.New("usage: smartt testbed exec [-name tb] <node> <command> [args...]")
+		}
+		tb, err := netbed.Open(*name)
+		if err != nil {
+			return err
+		}
+		defer tb.Close()
+		c := exec.Command(fs.Arg(1), fs.Args()[2:]...)
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, out, os.Stderr
+		if err := tb.Start(fs.Arg(0), c); err != nil {
+			return err
+		}
+		return c.Wait()
+	case "run":
+		return errors.New("testbed run needs the daemon (issue 3) and the scenario format (issue 4); not available yet")
+	default:
+		return fmt.Errorf("testbed: unknown command %q\n\n%s", cmd, testbedUsage)
+	}
+}
+
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// parseTestbedUp reads the topology from flags, or from -spec (flags then not allowed).
+func parseTestbedUp(fs *flag.FlagSet, args []string) (netbed.Spec, error) {
+	var s netbed.Spec
+	var specFile string
+	rate := config.Rate(0)
+	fs.StringVar(&specFile, "spec", "", "YAML topology file (instead of the flags below)")
+	fs.StringVar(&s.Kind, "topo", netbed.KindLeafSpine, "pair | star | leafspine | fattree")
+	fs.StringVar(&s.Mode, "mode", netbed.ModeKernel, "kernel (Linux routers, ECMP) | emulated (userspace switch; star only)")
+	fs.IntVar(&s.Hosts, "hosts", 2, "star: hosts on the switch (2..250)")
+	fs.IntVar(&s.Leaves, "leaves", 2, "leafspine: leaves (1..250)")
+	fs.IntVar(&s.Spines, "spines", 4, "leafspine: spines (1..127)")
+	fs.IntVar(&s.HostsPerLeaf, "hosts-per-leaf", 1, "leafspine: hosts per leaf (1..127)")
+	fs.IntVar(&s.K, "k", 4, "fattree: switch radix, even (k leaves of k/2 hosts, k/2 spines)")
+	fs.Float64Var(&s.Oversubscription, "oversub", 1, "leafspine: host to uplink capacity ratio (0.01..100)")
+	fs.TextVar(&rate, "rate", config.Rate(0), "host link rate, e.g. 1Gbit (0: unshaped); uplinks follow from -oversub")
+	fs.IntVar(&s.MTU, "mtu", netbed.DefaultMTU, "MTU of every link (1280..65535)")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		return s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	s.LinkRate = rate
+	if specFile != "" {
+		set := 0
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "spec" && f.Name != "name" {
+				set++
+			}
+		})
+		if set > 0 {
+			return s, errors.New("-spec and topology flags exclude each other")
+		}
+		b, err := os.ReadFile(specFile)
+		if err != nil {
+			return s, err
+		}
+		s = netbed.Spec{}
+		if err := config.DecodeYAML(b, &s); err != nil {
+			return s, fmt.Errorf("%s: %w", specFile, err)
+		}
+	}
+	return s.Normalize()
+}
+
+func describe(s netbed.Spec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, %s mode", s.Kind, s.Mode)
+	switch s.Kind {
+	case netbed.KindStar:
+		fmt.Fprintf(&b, ", %d hosts", s.Hosts)
+	case netbed.KindLeafSpine, netbed.KindFatTree:
+		fmt.Fprintf(&b, ", %d leaves x %d spines, %d hosts per leaf, oversubscription %g", s.Leaves, s.Spines, s.HostsPerLeaf, s.Oversubscription)
+	}
+	if s.LinkRate > 0 {
+		fmt.Fprintf(&b, ", host links %v, uplinks %v", s.LinkRate, s.UplinkRate())
+	}
+	fmt.Fprintf(&b, ", mtu %d", s.MTU)
+	return b.String()
+}
+
+func printStatus(tb *netbed.Testbed, out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "node\tnamespace\taddress\tif\tstate\trx pkts\ttx pkts\trx bytes\ttx bytes\tdrops")
+	for _, n := range tb.Plan.Nodes {
+		st, err := tb.Stats(n.Name)
+		if err != nil {
+			return err
+		}
+		addr := "-"
+		if n.Addr.IsValid() {
+			addr = n.Addr.String()
+		}
+		for i, s := range st {
+			node, ns := n.Name, tb.Ns(n.Name)
+			if i > 0 {
+				node, ns, addr = "", "", ""
+			}
+			state := "down"
+			if s.Up && s.Carrier {
+				state = "up"
+			} else if s.Up {
+				state = "no-carrier"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", node, ns, addr, s.If, state,
+				s.RxPackets, s.TxPackets, s.RxBytes, s.TxBytes, s.RxDropped+s.TxDropped)
+		}
+	}
+	return w.Flush()
+}
+
+func testbedLink(name string, args []string, out io.Writer) error {
+	if len(args) < 2 {
+		return errors.New("usage: smartt testbed link [-name tb] <link> down|up|rate <rate>|flaky <loss%> <burst>")
+	}
+	tb, err := netbed.Open(name)
+	if err != nil {
+		return err
+	}
+	defer tb.Close()
+	link, op, rest := args[0], args[1], args[2:]
+	want := map[string]int{"down": 0, "up": 0, "rate": 1, "flaky": 2}
+	n, ok := want[op]
+	if !ok {
+		return fmt.Errorf("link operation %q unknown (want down, up, rate or flaky)", op)
+	}
+	if len(rest) != n {
+		return fmt.Errorf("link %s takes %d argument(s), got %d", op, n, len(rest))
+	}
+	switch op {
+	case "down":
+		err = tb.LinkDown(link)
+	case "up":
+		err = tb.LinkUp(link)
+	case "rate":
+		var r config.Rate
+		if err = r.UnmarshalText([]byte(rest[0])); err == nil {
+			err = tb.SetRate(link, r)
+		}
+	case "flaky":
+		loss, perr := strconv.ParseFloat(strings.TrimSuffix(rest[0], "%"), 64)
+		var burst config.Duration
+		if perr != nil {
+			err = fmt.Errorf("loss %q is not a percentage", rest[0])
+		} else if err = burst.UnmarshalText([]byte(rest[1])); err == nil {
+			err = tb.Flaky(link, loss, time.Duration(burst))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "testbed %s: link %s %s %s\n", name, link, op, strings.Join(rest, " "))
+	return nil
+}
+
+// testbedSwitch runs the userspace switches of an emulated testbed until SIGINT/SIGTERM.
+func testbedSwitch(name string, out io.Writer) error {
+	tb, err := netbed.Open(name)
+	if err != nil {
+		return err
+	}
+	defer tb.Close()
+	if tb.Plan.Spec.Mode != netbed.ModeEmulated {
+		return fmt.Errorf("testbed %s is in %s mode; its switches are the kernel's", name, tb.Plan.Spec.Mode)
+	}
+	if tb.Plan.Spec.Kind != netbed.KindStar {
+		// The ECMP hash comes from test/switchport, shared with the simulator (to be wired).
+		return fmt.Errorf("testbed %s: emulated %s needs the shared ECMP hash (test/switchport), not wired yet; emulated star works", name, tb.Plan.Spec.Kind)
+	}
+	names, sws, err := tb.OpenSwitches(nil, nil)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, len(sws))
+	for _, sw := range sws {
+		go func() { done <- sw.Run() }()
+	}
+	fmt.Fprintf(out, "testbed %s: %d userspace switch(es) running; interrupt to stop\n", name, len(sws))
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	var runErr error
+	returned := 0
+	select {
+	case <-sig:
+	case runErr = <-done: // a switch failed
+		returned++
+	}
+	signal.Stop(sig)
+	for _, sw := range sws {
+		sw.Stop()
+	}
+	for ; returned < len(sws); returned++ {
+		runErr = errors.Join(runErr, <-done)
+	}
+	for _, sw := range sws {
+		defer sw.Close()
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "switch\tport\trx frames\ttx frames\tdrops\ttx errors\tcpu")
+	for i, sw := range sws {
+		for p, port := range tb.SwitchPorts(tb.Plan.NodeIndex(names[i])) {
+			pn := port.If
+			s := sw.Stats(p)
+			node, cpu := names[i], sw.CPUTime().String()
+			if p > 0 {
+				node, cpu = "", ""
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", node, pn, s.RxFrames, s.TxFrames, s.Drops, s.TxErrors, cpu)
+		}
+	}
+	w.Flush()
+	return runErr
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"smartt/test/netbed"
+)
+
+func TestTestbedRejectsBadInput(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(spec, []byte("kind: leafspine\nleaves: 2\nspines: 2\nhosts_per_leaf: 1\nspiens: 3\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "-spines", "0"}, "spines 0 out of range"},
+		{[]string{"up", "-topo", "ring"}, `kind "ring" unknown`},
+		{[]string{"up", "-rate", "fast"}, "not a rate"},
+		{[]string{"up", "-spec", spec, "-spines", "2"}, "exclude each other"},
+		{[]string{"up", "-spec", spec}, "spiens"},
+		{[]string{"up", "-name", "Bad_Name", "-topo", "pair"}, "testbed name"},
+		{[]string{"down", "extra"}, "unexpected argument"},
+		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"run"}, "needs the daemon"},
+	} {
+		var out bytes.Buffer
+		err := runTestbed(c.args, &out)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestTestbedUpStatusLinkDown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces)")
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := "c" + hex.EncodeToString(b)
+	t.Cleanup(func() { netbed.Remove(name) })
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runTestbed(append(args[:1:1], append([]string{"-name", name}, args[1:]...)...), &out); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out.String())
+		}
+		return out.String()
+	}
+	out := run("up", "-topo", "leafspine", "-leaves", "2", "-spines", "4", "-hosts-per-leaf", "4", "-rate", "1Gbit", "-oversub", "4")
+	if !strings.Contains(out, "uplinks 250Mbit") || !strings.Contains(out, "smartt-"+name+"-spine3") {
+		t.Fatalf("up printed:\n%s", out)
+	}
+	run("link", "leaf1-spine2", "down")
+	if out := run("status"); !strings.Contains(out, "no-carrier") {
+		t.Fatalf("status after link down shows no failed link:\n%s", out)
+	}
+	run("link", "leaf1-spine2", "up")
+	run("link", "leaf1-spine2", "rate", "100Mbit")
+	if out := run("status"); strings.Contains(out, "no-carrier") {
+		t.Fatalf("status after link up still shows a failed link:\n%s", out)
+	}
+	out = run("exec", "h3", "readlink", "/proc/self/ns/net")
+	if ino := nsInode(t, "smartt-"+name+"-h3"); strings.TrimSpace(out) != ino {
+		t.Fatalf("exec ran in %q, h3 is %q", out, ino)
+	}
+	if out := run("down"); !strings.Contains(out, "14 namespaces removed") {
+		t.Fatalf("down printed %q", out)
+	}
+	if left, _ := netbed.Namespaces(name); len(left) != 0 {
+		t.Fatalf("left after down: %v", left)
+	}
+}
+
+func nsInode(t *testing.T, ns string) string {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/var/run/netns/"+ns, &st); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("net:[%d]", st.Ino)
+}

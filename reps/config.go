@@ -1,0 +1,167 @@
+package reps
+
+import (
+	"errors"
+	"fmt"
+
+	"smartt/config"
+)
+
+// Config holds the parameters of REPS and of the baseline balancers. Zero durations are
+// derived from the endpoint's base RTT, as each field says.
+type Config struct {
+	// Entries is the size of REPS's circular buffer of cached EVs, 1..MaxEntries.
+	Entries int `yaml:"entries"`
+	// FreezeDuration is how long freezing mode lasts after the last loss judged a failure.
+	FreezeDuration config.Duration `yaml:"freeze_duration"`
+	// NoFreeze disables freezing mode (REPS core logic only).
+	NoFreeze bool `yaml:"no_freeze"`
+	// TimeoutOnly lets only retransmission timeouts signal a failure. By default a
+	// SACK-gap loss is judged like a timeout: the engine detects most losses on a dead
+	// path by the gap before their timer fires.
+	TimeoutOnly bool `yaml:"timeout_only"`
+	// FailureRTT applies without trimming: a loss is judged a failure when the highest
+	// RTT seen in the recent RTT window stayed below it (0: 3/2 base RTT).
+	FailureRTT config.Duration `yaml:"failure_rtt"`
+	// RTTWindow is the span over which that highest RTT is kept; a connection that got
+	// no ACK for two windows counts as idle and explores again (0: 8 base RTTs).
+	RTTWindow config.Duration `yaml:"rtt_window"`
+	// CleanEVs recycles every unmarked EV a coalesced ACK reports (the receiver must
+	// put them on the wire: ack.clean_evs), not only the triggering packet's.
+	CleanEVs bool `yaml:"clean_evs"`
+	// Port maps EVs to UDP source ports.
+	Port PortMap `yaml:"port"`
+	// PLB configures the PLB baseline.
+	PLB PLBConfig `yaml:"plb"`
+	// FlowletGap is the idle gap after which the flowlet baseline picks a new EV (0: half the base RTT).
+	FlowletGap config.Duration `yaml:"flowlet_gap"`
+	// Subflows is the number of fixed EVs the MPTCP-like baseline rotates through, 1..64.
+	Subflows int `yaml:"subflows"`
+}
+
+// PLBConfig configures PLB-style repathing (Qureshi et al., SIGCOMM 2022).
+type PLBConfig struct {
+	// CEPercent: a round in which at least this percentage of ACKs echo CE is congested, 1..100.
+	CEPercent int `yaml:"ce_percent"`
+	// Rounds: the flow repaths after this many consecutive congested rounds, 1..255.
+	Rounds int `yaml:"rounds"`
+	// Round is the length of a round (0: the base RTT).
+	Round config.Duration `yaml:"round"`
+}
+
+// PortMap says how an EV becomes a UDP source port.
+type PortMap struct {
+	// Mode is "wrap" (port = base + EV mod (65536 - base): the same as offset while the
+	// EVS fits above the base; beyond, EVs sharing a port share a path) or "offset"
+	// (port = base + EV, and base + EVS - 1 must be <= 65535).
+	Mode string `yaml:"mode"`
+	// Base is the lowest source port used, 1..65535.
+	Base uint16 `yaml:"base"`
+}
+
+// MaxEntries is the largest REPS buffer the packed state holds.
+const MaxEntries = 8
+
+// DefaultConfig returns the defaults: 8 entries, 1 ms freezing, PLB with FlowBender-like
+// aggressive parameters (repath after one round with >= 50 % CE, as the REPS paper
+// configured it), 8 subflows, source ports from 49152 (wrapping).
+func DefaultConfig() Config {
+	return Config{
+		Entries:        8,
+		FreezeDuration: 1_000_000,
+		Port:           PortMap{Mode: "wrap", Base: 49152},
+		PLB:            PLBConfig{CEPercent: 50, Rounds: 1},
+		Subflows:       8,
+	}
+}
+
+// Validate checks every field against an EV space of evs values; errors name the field
+// (under "reps.") and its allowed range.
+func (c *Config) Validate(evs int) error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Entries < 1 || c.Entries > MaxEntries {
+		bad("reps.entries = %d: must be in 1..%d", c.Entries, MaxEntries)
+	}
+	if c.FreezeDuration < 1_000 || c.FreezeDuration > maxSpan {
+		bad("reps.freeze_duration = %v: must be in 1us..%v", c.FreezeDuration, config.Duration(maxSpan))
+	}
+	if c.FailureRTT != 0 && (c.FailureRTT < 1<<rttShift || c.FailureRTT > maxRTT) {
+		bad("reps.failure_rtt = %v: must be 0 (derived) or in %dns..%v", c.FailureRTT, 1<<rttShift, config.Duration(maxRTT))
+	}
+	if c.RTTWindow != 0 && (c.RTTWindow < 1_000 || c.RTTWindow > maxSpan) {
+		bad("reps.rtt_window = %v: must be 0 (derived) or in 1us..%v", c.RTTWindow, config.Duration(maxSpan))
+	}
+	if c.PLB.CEPercent < 1 || c.PLB.CEPercent > 100 {
+		bad("reps.plb.ce_percent = %d: must be in 1..100", c.PLB.CEPercent)
+	}
+	if c.PLB.Rounds < 1 || c.PLB.Rounds > 255 {
+		bad("reps.plb.rounds = %d: must be in 1..255", c.PLB.Rounds)
+	}
+	if c.PLB.Round < 0 || c.PLB.Round > maxSpan {
+		bad("reps.plb.round = %v: must be 0 (derived) or up to %v", c.PLB.Round, config.Duration(maxSpan))
+	}
+	if c.FlowletGap < 0 || c.FlowletGap > maxSpan {
+		bad("reps.flowlet_gap = %v: must be 0 (derived) or up to %v", c.FlowletGap, config.Duration(maxSpan))
+	}
+	if c.Subflows < 1 || c.Subflows > 64 {
+		bad("reps.subflows = %d: must be in 1..64", c.Subflows)
+	}
+	if err := c.Port.Validate(evs); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the mapping against an EV space of evs values.
+func (m PortMap) Validate(evs int) error {
+	if m.Base < 1 {
+		return fmt.Errorf("reps.port.base = %d: must be in 1..65535", m.Base)
+	}
+	switch m.Mode {
+	case "offset":
+		if int(m.Base)+evs-1 > 65535 {
+			return fmt.Errorf("reps.port.base = %d with evs = %d: base + evs - 1 must be <= 65535 in offset mode (lower the base or use mode: wrap)", m.Base, evs)
+		}
+	case "wrap":
+	default:
+		return fmt.Errorf("reps.port.mode = %q: must be offset or wrap", m.Mode)
+	}
+	return nil
+}
+
+// Port returns the UDP source port that carries ev.
+func (m PortMap) Port(ev uint16) uint16 {
+	if m.Mode == "wrap" {
+		return m.Base + uint16(uint32(ev)%(65536-uint32(m.Base)))
+	}
+	return m.Base + ev
+}
+
+// EV returns the EV a source port carries, and false if the port is outside the mapping.
+func (m PortMap) EV(port uint16) (uint16, bool) {
+	if port < m.Base {
+		return 0, false
+	}
+	return port - m.Base, true
+}
+
+// derive fills the zero durations from the base RTT.
+func (c Config) derive(baseRTT int64) Config {
+	if baseRTT <= 0 {
+		baseRTT = 10_000
+	}
+	if c.FailureRTT == 0 {
+		c.FailureRTT = config.Duration(min(baseRTT*3/2, maxRTT))
+	}
+	if c.RTTWindow == 0 {
+		c.RTTWindow = config.Duration(min(8*baseRTT, maxSpan))
+	}
+	if c.PLB.Round == 0 {
+		c.PLB.Round = config.Duration(baseRTT)
+	}
+	if c.FlowletGap == 0 {
+		c.FlowletGap = config.Duration(baseRTT / 2)
+	}
+	return c
+}

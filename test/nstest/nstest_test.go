@@ -1,0 +1,173 @@
+package nstest
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// udpEcho opens a UDP socket inside dst, sends one datagram to it from inside src and
+// returns what arrived and from where.
+func udpEcho(t *testing.T, src, dst *NS, from, to netip.Addr, size int) (netip.AddrPort, []byte) {
+	t.Helper()
+	var rx *net.UDPConn
+	if err := dst.Do(func() error {
+		var err error
+		rx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, 0)))
+		return err
+	}); err != nil {
+		t.Fatalf("listen in %s: %v", dst.Name, err)
+	}
+	defer rx.Close()
+	msg := bytes.Repeat([]byte("n"), size)
+	if err := src.Do(func() error {
+		tx, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(from, 0)), net.UDPAddrFromAddrPort(rx.LocalAddr().(*net.UDPAddr).AddrPort()))
+		if err != nil {
+			return err
+		}
+		defer tx.Close()
+		_, err = tx.Write(msg)
+		return err
+	}); err != nil {
+		t.Fatalf("send from %s: %v", src.Name, err)
+	}
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 65536)
+	n, ap, err := rx.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("%v -> %v: %v", from, to, err)
+	}
+	if !bytes.Equal(buf[:n], msg) {
+		t.Fatalf("%v -> %v: %d bytes arrived, want %d", from, to, n, size)
+	}
+	return ap, buf[:n]
+}
+
+func TestPair(t *testing.T) {
+	tp := Pair(t)
+	// 8000 bytes fit one 9000-byte frame: the MTU is in place.
+	for _, c := range [][2]netip.Addr{{tp.AddrA, tp.AddrB}, {tp.Addr6A, tp.Addr6B}, {tp.AddrB, tp.AddrA}} {
+		src, dst := tp.A, tp.B
+		if c[0] == tp.AddrB {
+			src, dst = tp.B, tp.A
+		}
+		ap, _ := udpEcho(t, src, dst, c[0], c[1], 8000)
+		if ap.Addr() != c[0] {
+			t.Errorf("source %v, want %v", ap.Addr(), c[0])
+		}
+	}
+	l, err := tp.A.nl.LinkByName("veth0")
+	if err != nil || l.Attrs().MTU != DefaultMTU {
+		t.Fatalf("veth0 in A: %v, MTU %v; want %d", err, l, DefaultMTU)
+	}
+	// The addresses live in the namespaces, not here.
+	if _, err := net.ListenUDP("udp", &net.UDPAddr{IP: tp.AddrA.AsSlice()}); err == nil {
+		t.Fatalf("could bind %v outside the namespace", tp.AddrA)
+	}
+}
+
+func TestRouted(t *testing.T) {
+	tp := Routed(t)
+	udpEcho(t, tp.A, tp.B, tp.AddrA, tp.AddrB, 8000)
+	udpEcho(t, tp.B, tp.A, tp.Addr6B, tp.Addr6A, 8000)
+	// A and B share no link: the path goes through R.
+	if _, err := tp.A.nl.LinkByName("ra"); err == nil {
+		t.Fatal("router interface ra visible in A")
+	}
+	out := tp.R.MustExec(t, "cat", "/proc/sys/net/ipv4/ip_forward")
+	if strings.TrimSpace(string(out)) != "1" {
+		t.Fatalf("ip_forward in R = %q", out)
+	}
+}
+
+func TestExecRunsInside(t *testing.T) {
+	ns := New(t, "exec")
+	out := ns.MustExec(t, "cat", "/proc/net/dev")
+	// A fresh namespace has only loopback.
+	if !strings.Contains(string(out), "lo:") || strings.Count(string(out), ":") != 1 {
+		t.Fatalf("/proc/net/dev inside the namespace:\n%s", out)
+	}
+	if _, err := ns.Exec("false"); err == nil {
+		t.Fatal("Exec(false) returned no error")
+	}
+}
+
+// Namespaces are gone after the test that made them, however it ended.
+func TestCleanup(t *testing.T) {
+	var names []string
+	t.Run("skipped", func(t *testing.T) {
+		tp := Routed(t)
+		names = []string{tp.A.Name, tp.R.Name, tp.B.Name}
+		for _, n := range names {
+			if _, err := os.Stat("/run/netns/" + n); err != nil {
+				t.Fatalf("namespace %s not created: %v", n, err)
+			}
+		}
+		t.Skip("ending early must still clean up")
+	})
+	if len(names) != 3 {
+		t.Fatal("subtest did not create the topology")
+	}
+	for _, n := range names {
+		if _, err := os.Stat("/run/netns/" + n); !os.IsNotExist(err) {
+			t.Errorf("namespace %s still there after its test: %v", n, err)
+		}
+	}
+}
+
+// Multipath: A reaches B over every path, and R's route to B spreads flows over the paths.
+func TestMultipath(t *testing.T) {
+	tp := Multipath(t, 2)
+	if err := tp.R.Sysctl("net/ipv4/fib_multipath_hash_policy", "1"); err != nil { // hash on ports too
+		t.Fatal(err)
+	}
+	udpEcho(t, tp.A, tp.B, tp.AddrA, tp.AddrB, 8000)
+	udpEcho(t, tp.A, tp.B, tp.Addr6A, tp.Addr6B, 8000)
+	udpEcho(t, tp.B, tp.A, tp.AddrB, tp.AddrA, 100) // replies go back by path 0
+	routes, err := tp.R.nl.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.String() == "10.99.2.1/32" {
+			found = len(r.MultiPath) == 2 && r.MultiPath[0].Gw.String() == "10.99.10.1" && r.MultiPath[1].Gw.String() == "10.99.11.1"
+		}
+	}
+	if !found {
+		t.Fatalf("no two-way multipath route to B in R: %v", routes)
+	}
+	// Many source ports: both paths carry some.
+	used := map[int]bool{}
+	for i := 0; i < 32 && len(used) < 2; i++ {
+		before := pathTx(t, tp)
+		udpEcho(t, tp.A, tp.B, tp.AddrA, tp.AddrB, 100)
+		after := pathTx(t, tp)
+		for k := range after {
+			if after[k] > before[k] {
+				used[k] = true
+			}
+		}
+	}
+	if len(used) != 2 {
+		t.Fatalf("32 flows used paths %v, want both", used)
+	}
+}
+
+func pathTx(t *testing.T, tp *Topo) []uint64 {
+	var tx []uint64
+	for _, l := range tp.Paths {
+		ll, err := tp.R.nl.LinkByName(l.IfA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx = append(tx, ll.Attrs().Statistics.TxPackets)
+	}
+	return tx
+}

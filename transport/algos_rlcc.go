@@ -1,0 +1,21 @@
+package transport
+
+import (
+	"smartt/cc"
+	"smartt/cc/rlcc"
+)
+
+func init() {
+	ccByName["rlcc"] = func(cfg *Config) cc.Controller {
+		p, err := rlcc.CachedParams(cfg.RLCC, cfg.Network())
+		if err != nil {
+			// Unreachable: NewEndpoint's checkAlgorithms refused this configuration.
+			panic("transport: rlcc: " + err.Error())
+		}
+		return rlcc.New(p)
+	}
+	ccCheck["rlcc"] = func(cfg *Config) error {
+		_, err := rlcc.CachedParams(cfg.RLCC, cfg.Network())
+		return err
+	}
+}

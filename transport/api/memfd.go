@@ -1,0 +1,188 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"smartt/transport/daemon"
+)
+
+// maxQueuedFDs bounds the descriptors a client may send ahead of their SendFD frames.
+const maxQueuedFDs = 16
+
+// fdReader reads a Unix socket's bytes and collects the descriptors passed with them
+// (SCM_RIGHTS), in order. Each SendFD frame consumes the oldest one.
+type fdReader struct {
+	uc  *net.UnixConn
+	oob []byte
+	mu  sync.Mutex
+	fds []int
+	off bool  // closed: descriptors arriving late are closed at once
+	bad error // set when the client passed too many descriptors or a truncated control message
+}
+
+func newFDReader(uc *net.UnixConn) *fdReader {
+	return &fdReader{uc: uc, oob: make([]byte, unix.CmsgSpace(4*maxQueuedFDs))}
+}
+
+// Read reads bytes and keeps the descriptors that came with them.
+func (r *fdReader) Read(p []byte) (int, error) {
+	n, oobn, flags, _, err := r.uc.ReadMsgUnix(p, r.oob)
+	n = max(n, 0) // -1 with some errors (a closed connection)
+	if oobn > 0 {
+		r.collect(r.oob[:oobn])
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		r.setBad(errors.New("descriptors truncated: too many passed at once"))
+	}
+	return n, err
+}
+
+func (r *fdReader) collect(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		r.setBad(fmt.Errorf("control message: %w", err))
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if r.off {
+				unix.Close(fd)
+				continue
+			}
+			if len(r.fds) >= maxQueuedFDs {
+				unix.Close(fd)
+				if r.bad == nil {
+					r.bad = fmt.Errorf("more than %d descriptors passed ahead of their SendFD frames", maxQueuedFDs)
+				}
+				continue
+			}
+			r.fds = append(r.fds, fd)
+		}
+	}
+}
+
+func (r *fdReader) setBad(err error) {
+	r.mu.Lock()
+	if r.bad == nil {
+		r.bad = err
+	}
+	r.mu.Unlock()
+}
+
+// take returns the oldest descriptor received.
+func (r *fdReader) take() (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bad != nil {
+		return -1, r.bad
+	}
+	if len(r.fds) == 0 {
+		return -1, errors.New("SendFD frame without a descriptor (pass one memfd per frame with SCM_RIGHTS)")
+	}
+	fd := r.fds[0]
+	r.fds = r.fds[1:]
+	return fd, nil
+}
+
+// closeAll closes descriptors never claimed (the session ended).
+func (r *fdReader) closeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, fd := range r.fds {
+		unix.Close(fd)
+	}
+	r.fds, r.off = nil, true
+}
+
+var _ io.Reader = (*fdReader)(nil)
+
+// mapMemfd checks that fd is a memfd sealed against writes, shrinking and growing, of
+// FDHeadroom+size bytes, and maps it copy-on-write: the daemon writes its envelope into
+// the headroom (one private page), the rest stays the client's pages.
+func mapMemfd(fd int, size uint64) ([]byte, error) {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("not a memfd (F_GET_SEALS: %v)", err)
+	}
+	const need = unix.F_SEAL_WRITE | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	if seals&need != need {
+		return nil, fmt.Errorf("memfd not sealed: seals 0x%x, need F_SEAL_WRITE|F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if uint64(st.Size) != FDHeadroom+size {
+		return nil, fmt.Errorf("memfd holds %d bytes, want %d (%d headroom + the announced %d)", st.Size, FDHeadroom+size, FDHeadroom, size)
+	}
+	return unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+}
+
+// handleSendFD sends the message in a sealed memfd without copying it.
+func (x *session) handleSendFD(tag uint32, sh SendHeader, fd int) {
+	s := x.srv
+	reject := func(code uint16, format string, a ...any) {
+		unix.Close(fd)
+		s.msgsRejected.Add(1)
+		x.enqueueError(tag, code, fmt.Sprintf(format, a...))
+	}
+	s.mu.Lock()
+	ep := x.endpoint
+	s.mu.Unlock()
+	limit := x.maxMessage()
+	switch {
+	case ep == 0:
+		reject(CodeNotBound, "send before bind: bind an endpoint first")
+		return
+	case sh.Size == 0 || sh.Size > uint64(limit):
+		reject(CodeTooLarge, "message of %d bytes: api.max_message allows 1..%d bytes", sh.Size, limit)
+		return
+	case s.closing.Load():
+		reject(CodeShuttingDown, "daemon is shutting down; no new messages accepted")
+		return
+	}
+	size := int64(sh.Size)
+	if out := x.outstanding.Add(size); out > s.cfg.MaxOutstanding {
+		x.outstanding.Add(-size)
+		reject(CodeOutstanding, "message of %d bytes would make %d bytes outstanding: api.max_outstanding = %d (wait for completions)",
+			size, out, s.cfg.MaxOutstanding)
+		return
+	}
+	buf, err := mapMemfd(fd, sh.Size)
+	if err != nil {
+		x.outstanding.Add(-size)
+		reject(CodeFD, "%v", err)
+		return
+	}
+	release := func() {
+		unix.Munmap(buf)
+		unix.Close(fd)
+		x.outstanding.Add(-size)
+	}
+	putEnvelope(buf, sh.Endpoint, ep)
+	err = s.node.Send(sh.To, buf, func(r daemon.SendResult) {
+		release()
+		x.completed(tag, r)
+	})
+	if err != nil {
+		release()
+		s.msgsRejected.Add(1)
+		x.enqueueError(tag, sendErrCode(err), err.Error())
+		return
+	}
+	s.msgsAccepted.Add(1)
+	s.bytesAccepted.Add(uint64(size))
+	s.fdMsgs.Add(1)
+}

@@ -1,0 +1,528 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"smartt/transport"
+	"smartt/transport/daemon"
+)
+
+// DefaultSocket is where smarttd listens unless configured otherwise.
+const DefaultSocket = "/run/smartt/smarttd.sock"
+
+// Config configures the API server. YAML keys under `api:` in smarttd's config.
+type Config struct {
+	// Socket is the Unix socket path; its directory is created, a stale socket replaced.
+	Socket string `yaml:"socket" json:"socket"`
+	// Group, if set, owns the socket (mode 0660), so its members may use the daemon.
+	Group string `yaml:"group" json:"group"`
+	// MaxMessage is the largest message a client may send, bytes (1..1 GiB).
+	MaxMessage int64 `yaml:"max_message" json:"max_message"`
+	// MaxOutstanding bounds the bytes of a client's messages accepted and not yet
+	// delivered or failed (>= max_message).
+	MaxOutstanding int64 `yaml:"max_outstanding" json:"max_outstanding"`
+	// MaxRecvQueue bounds the bytes of received messages queued for one client; beyond it
+	// messages are dropped and the client is told (>= 1).
+	MaxRecvQueue int64 `yaml:"max_recv_queue" json:"max_recv_queue"`
+	// MaxClients bounds concurrent messaging sessions (1..65536).
+	MaxClients int `yaml:"max_clients" json:"max_clients"`
+}
+
+// DefaultConfig returns the API defaults.
+func DefaultConfig() Config {
+	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30, MaxOutstanding: 2 << 30,
+		MaxRecvQueue: 2 << 30, MaxClients: 64}
+}
+
+// Validate checks every field and names the offending one with its allowed range.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Socket == "" {
+		errs = append(errs, errors.New("api.socket: must be a path"))
+	}
+	if c.MaxMessage < 1 || c.MaxMessage > 1<<30 {
+		errs = append(errs, fmt.Errorf("api.max_message = %d: must be in 1..%d bytes", c.MaxMessage, 1<<30))
+	}
+	if c.MaxOutstanding < c.MaxMessage || c.MaxOutstanding > 1<<40 {
+		errs = append(errs, fmt.Errorf("api.max_outstanding = %d: must be in max_message (%d)..%d bytes", c.MaxOutstanding, c.MaxMessage, int64(1)<<40))
+	}
+	if c.MaxRecvQueue < 1 || c.MaxRecvQueue > 1<<40 {
+		errs = append(errs, fmt.Errorf("api.max_recv_queue = %d: must be in 1..%d bytes", c.MaxRecvQueue, int64(1)<<40))
+	}
+	if c.MaxClients < 1 || c.MaxClients > 1<<16 {
+		errs = append(errs, fmt.Errorf("api.max_clients = %d: must be in 1..65536", c.MaxClients))
+	}
+	return errors.Join(errs...)
+}
+
+// Info is what the control endpoints report besides the node's own state.
+type Info struct {
+	Version  string
+	Listen   netip.AddrPort
+	Config   any        // served at /v1/config
+	Caps     func() any // socket capabilities, served in /v1/capabilities
+	Counters func() any // socket counters, served in /v1/counters
+}
+
+// Stats are the API server's counters.
+type Stats struct {
+	Sessions       int64  `json:"sessions"`         // gauge: open messaging sessions
+	SessionsTotal  uint64 `json:"sessions_total"`   // sessions ever opened
+	ClientsRefused uint64 `json:"clients_refused"`  // sessions refused at max_clients
+	MsgsAccepted   uint64 `json:"msgs_accepted"`    // messages handed to the engine
+	BytesAccepted  uint64 `json:"bytes_accepted"`   // their bytes (without envelope)
+	MsgsRejected   uint64 `json:"msgs_rejected"`    // Send frames refused with an Error
+	MsgsDelivered  uint64 `json:"msgs_delivered"`   // received messages queued to a client
+	BytesDelivered uint64 `json:"bytes_delivered"`  // their bytes
+	Undeliverable  uint64 `json:"undeliverable"`    // received for an endpoint nobody bound
+	RecvOverflow   uint64 `json:"recv_overflow"`    // dropped at a client's max_recv_queue
+	BadEnvelope    uint64 `json:"bad_envelope"`     // received messages without a valid envelope
+	ProtocolErrors uint64 `json:"protocol_errors"`  // sessions closed for malformed frames
+	ClientsVanishd uint64 `json:"clients_vanished"` // sessions that ended with a message half sent
+	MsgsFD         uint64 `json:"msgs_memfd"`       // messages passed as a memfd (no copy)
+	ClientsStalled uint64 `json:"clients_stalled"`  // sessions closed because the client stopped reading
+}
+
+// Server serves the API on a Unix socket for one node.
+type Server struct {
+	cfg  Config
+	info Info
+	log  *slog.Logger
+	node *daemon.Node
+
+	ln      net.Listener
+	hs      *http.Server
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	sess    map[uint64]*session
+	eps     map[uint32]*session
+	next    uint64
+	nextEP  uint32
+	closing atomic.Bool
+
+	sessionsTotal, clientsRefused, msgsAccepted, bytesAccepted, msgsRejected atomic.Uint64
+	msgsDelivered, bytesDelivered, undeliverable, recvOverflow, badEnvelope  atomic.Uint64
+	protocolErrors, vanished, fdMsgs, stalled                                atomic.Uint64
+}
+
+// NewServer returns a server; give its Deliver method to the node as OnReceive, then call
+// Start with the node.
+func NewServer(cfg Config, info Info, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{cfg: cfg, info: info, log: log, sess: make(map[uint64]*session),
+		eps: make(map[uint32]*session), nextEP: 1 << 16}, nil
+}
+
+// PeerCred is the identity of a client process (SO_PEERCRED).
+type PeerCred struct {
+	PID int32  `json:"pid"`
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+type credKey struct{}
+
+func peerCred(c net.Conn) (PeerCred, bool) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return PeerCred{}, false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return PeerCred{}, false
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil || cerr != nil {
+		return PeerCred{}, false
+	}
+	return PeerCred{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, true
+}
+
+// Listen prepares the socket path (directory created, a stale socket replaced, mode 0660,
+// group) and listens on it.
+func Listen(cfg Config) (net.Listener, error) {
+	path := cfg.Socket
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("api.socket %s: %w", path, err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("api.socket %s: exists and is not a socket; not replacing it", path)
+		}
+		if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("api.socket %s: another daemon is listening there", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("api.socket %s: removing stale socket: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("api.socket %s: %w", path, err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("api.socket %s: chmod: %w", path, err)
+	}
+	if cfg.Group != "" {
+		g, err := user.LookupGroup(cfg.Group)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("api.group %q: %w", cfg.Group, err)
+		}
+		gid, _ := strconv.Atoi(g.Gid)
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("api.group %q: chown %s: %w", cfg.Group, path, err)
+		}
+	}
+	return ln, nil
+}
+
+// Start listens on the configured socket and serves node.
+func (s *Server) Start(node *daemon.Node) error {
+	ln, err := Listen(s.cfg)
+	if err != nil {
+		return err
+	}
+	s.Serve(ln, node)
+	return nil
+}
+
+// Serve serves node on ln (already listening) in the background.
+func (s *Server) Serve(ln net.Listener, node *daemon.Node) {
+	s.node, s.ln = node, ln
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("GET /v1/version", s.handleVersion)
+	mux.HandleFunc("GET /v1/capabilities", s.handleCaps)
+	mux.HandleFunc("GET /v1/conns", s.handleConns)
+	mux.HandleFunc("GET /v1/config", s.handleConfig)
+	mux.HandleFunc("GET /v1/counters", s.handleCounters)
+	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
+	mux.HandleFunc("POST /v1/session", s.handleSession)
+	s.hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if cred, ok := peerCred(c); ok {
+				return context.WithValue(ctx, credKey{}, cred)
+			}
+			return ctx
+		}}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("api serve", "err", err)
+		}
+	}()
+}
+
+// Addr returns the socket path.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// BeginShutdown stops accepting clients and new messages; sessions stay open so that
+// completions and failures still reach their clients.
+func (s *Server) BeginShutdown() {
+	s.closing.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = s.hs.Shutdown(ctx) // closes the listener and idle HTTP connections; hijacked sessions stay
+}
+
+// Close ends every session after its queued frames are written (bounded by ctx).
+func (s *Server) Close(ctx context.Context) {
+	s.closing.Store(true)
+	_ = s.hs.Close()
+	s.mu.Lock()
+	list := make([]*session, 0, len(s.sess))
+	for _, x := range s.sess {
+		list = append(list, x)
+	}
+	s.mu.Unlock()
+	for _, x := range list {
+		x.drain(ctx)
+	}
+	s.wg.Wait()
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := int64(len(s.sess))
+	s.mu.Unlock()
+	return Stats{Sessions: n, SessionsTotal: s.sessionsTotal.Load(), ClientsRefused: s.clientsRefused.Load(),
+		MsgsAccepted: s.msgsAccepted.Load(), BytesAccepted: s.bytesAccepted.Load(), MsgsRejected: s.msgsRejected.Load(),
+		MsgsDelivered: s.msgsDelivered.Load(), BytesDelivered: s.bytesDelivered.Load(),
+		Undeliverable: s.undeliverable.Load(), RecvOverflow: s.recvOverflow.Load(), BadEnvelope: s.badEnvelope.Load(),
+		ProtocolErrors: s.protocolErrors.Load(), ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load()}
+}
+
+// Deliver routes a received message to the session bound to its endpoint. It is the
+// node's OnReceive: it never blocks.
+func (s *Server) Deliver(r daemon.Received) {
+	dst, src, ok := parseEnvelope(r.Data)
+	if !ok {
+		s.badEnvelope.Add(1)
+		return
+	}
+	s.mu.Lock()
+	x := s.eps[dst]
+	s.mu.Unlock()
+	if x == nil {
+		s.undeliverable.Add(1)
+		return
+	}
+	body := r.Data[envelopeLen:]
+	h := RecvHeader{From: r.From, FromEndpoint: src, Endpoint: dst, Size: uint64(len(body))}
+	if !x.enqueueRecv(h, body) {
+		s.recvOverflow.Add(1)
+		return
+	}
+	s.msgsDelivered.Add(1)
+	s.bytesDelivered.Add(uint64(len(body)))
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func httpError(w http.ResponseWriter, code int, format string, a ...any) {
+	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, a...)})
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Version      string  `json:"version"`
+	PID          int     `json:"pid"`
+	Listen       string  `json:"listen"`
+	UptimeS      float64 `json:"uptime_s"`
+	Connections  int     `json:"connections"`
+	Sessions     int64   `json:"sessions"`
+	Pending      int     `json:"pending_messages"`
+	ShuttingDown bool    `json:"shutting_down"`
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, Status{Version: s.info.Version, PID: os.Getpid(), Listen: s.info.Listen.String(),
+		UptimeS:     time.Since(s.node.Started()).Seconds(),
+		Connections: len(s.node.Conns(nil)), Sessions: s.Stats().Sessions, Pending: s.node.Pending(),
+		ShuttingDown: s.closing.Load()})
+}
+
+// Version is the body of GET /v1/version.
+type Version struct {
+	Version  string `json:"version"`
+	Go       string `json:"go"`
+	Protocol string `json:"protocol"`
+	Wire     int    `json:"wire_version"`
+}
+
+func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, Version{Version: s.info.Version, Go: runtime.Version(), Protocol: Protocol, Wire: 1})
+}
+
+// Capabilities is the body of GET /v1/capabilities.
+type Capabilities struct {
+	Socket     any      `json:"socket"`
+	CC         []string `json:"cc"`
+	LB         []string `json:"lb"`
+	Protocol   string   `json:"protocol"`
+	MaxPayload int      `json:"max_frame_payload"`
+	Limits     Config   `json:"limits"`
+}
+
+func (s *Server) handleCaps(w http.ResponseWriter, r *http.Request) {
+	c := Capabilities{CC: transport.CCNames(), LB: transport.LBNames(), Protocol: Protocol,
+		MaxPayload: MaxPayload, Limits: s.cfg}
+	if s.info.Caps != nil {
+		c.Socket = s.info.Caps()
+	}
+	writeJSON(w, 200, c)
+}
+
+// Conn is one connection in GET /v1/conns.
+type Conn struct {
+	ID          string `json:"id"`
+	Peer        string `json:"peer"`
+	Initiator   bool   `json:"initiator"`
+	CC          string `json:"cc"`
+	LB          string `json:"lb"`
+	SRTTNs      int64  `json:"srtt_ns"`
+	RTONs       int64  `json:"rto_ns"`
+	Window      int    `json:"window"`
+	PacingRate  int64  `json:"pacing_rate"`
+	InFlight    int    `json:"in_flight"`
+	QueuedMsgs  int    `json:"queued_msgs"`
+	RecvBuffers uint64 `json:"recv_buffers"`
+	Closing     bool   `json:"closing"`
+	Freezing    bool   `json:"lb_freezing"`
+	Freezes     uint64 `json:"lb_freeze_episodes"`
+}
+
+func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
+	cfg := s.node.Config()
+	infos := s.node.Conns(nil)
+	out := make([]Conn, 0, len(infos))
+	for _, c := range infos {
+		out = append(out, Conn{ID: fmt.Sprintf("%016x", uint64(c.ID)), Peer: c.Peer.String(), Initiator: c.Initiator,
+			CC: cfg.CC, LB: cfg.LB, SRTTNs: c.SRTT, RTONs: c.RTO, Window: c.Window, PacingRate: c.PacingRate,
+			InFlight: c.InFlight, QueuedMsgs: c.QueuedMsgs, RecvBuffers: c.RecvBuffers, Closing: c.Closing,
+			Freezing: c.Freezing, Freezes: c.FreezeEpisodes})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Peer+out[i].ID < out[j].Peer+out[j].ID })
+	writeJSON(w, 200, out)
+}
+
+func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, s.info.Config)
+}
+
+// Counters is the body of GET /v1/counters.
+type Counters struct {
+	Engine transport.Stats `json:"engine"`
+	API    Stats           `json:"api"`
+	Socket any             `json:"socket,omitempty"`
+}
+
+func (s *Server) handleCounters(w http.ResponseWriter, r *http.Request) {
+	c := Counters{Engine: s.node.Stats(), API: s.Stats()}
+	if s.info.Counters != nil {
+		c.Socket = s.info.Counters()
+	}
+	writeJSON(w, 200, c)
+}
+
+// SessionInfo is one session in GET /v1/sessions.
+type SessionInfo struct {
+	ID          uint64    `json:"id"`
+	Cred        *PeerCred `json:"peer_cred,omitempty"`
+	Endpoint    uint32    `json:"endpoint"`
+	Started     time.Time `json:"started"`
+	Outstanding int64     `json:"outstanding_bytes"`
+	RecvQueued  int64     `json:"recv_queued_bytes"`
+}
+
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	out := make([]SessionInfo, 0, len(s.sess))
+	for _, x := range s.sess {
+		out = append(out, x.info())
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	writeJSON(w, 200, out)
+}
+
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") != Protocol {
+		httpError(w, http.StatusUpgradeRequired, "messaging needs Upgrade: %s", Protocol)
+		return
+	}
+	if s.closing.Load() {
+		httpError(w, http.StatusServiceUnavailable, "daemon is shutting down")
+		return
+	}
+	s.mu.Lock()
+	if len(s.sess) >= s.cfg.MaxClients {
+		s.mu.Unlock()
+		s.clientsRefused.Add(1)
+		httpError(w, http.StatusServiceUnavailable, "api.max_clients (%d) sessions open; try again later", s.cfg.MaxClients)
+		return
+	}
+	s.next++
+	id := s.next
+	s.mu.Unlock()
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		httpError(w, 500, "connection cannot be upgraded")
+		return
+	}
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	x := newSession(s, id, conn, brw.Reader)
+	if cred, ok := r.Context().Value(credKey{}).(PeerCred); ok {
+		x.cred = &cred
+	}
+	s.mu.Lock()
+	if len(s.sess) >= s.cfg.MaxClients { // raced with another upgrade
+		s.mu.Unlock()
+		s.clientsRefused.Add(1)
+		conn.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		conn.Close()
+		return
+	}
+	s.sess[id] = x
+	s.mu.Unlock()
+	s.sessionsTotal.Add(1)
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + Protocol + "\r\nConnection: Upgrade\r\n\r\n"); err == nil {
+		err = brw.Flush()
+	}
+	s.log.Debug("api session", "id", id, "cred", x.cred)
+	s.wg.Add(2)
+	go x.writeLoop()
+	go x.readLoop()
+}
+
+// bind binds ep (0: pick one) to x.
+func (s *Server) bind(x *session, ep uint32) (uint32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x.endpoint != 0 {
+		return 0, fmt.Errorf("session already bound to endpoint %d", x.endpoint)
+	}
+	if ep == 0 {
+		for s.eps[s.nextEP] != nil || s.nextEP == 0 {
+			s.nextEP++
+		}
+		ep = s.nextEP
+		s.nextEP++
+	}
+	if s.eps[ep] != nil {
+		return 0, fmt.Errorf("endpoint %d is bound by another session", ep)
+	}
+	s.eps[ep] = x
+	x.endpoint = ep
+	return ep, nil
+}
+
+func (s *Server) removeSession(x *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sess, x.id)
+	if x.endpoint != 0 && s.eps[x.endpoint] == x {
+		delete(s.eps, x.endpoint)
+	}
+}

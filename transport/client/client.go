@@ -1,0 +1,498 @@
+// Package client is the Go client of smarttd's Unix-socket API: control queries over
+// HTTP/JSON and messaging sessions (bind an endpoint, send messages to peers' endpoints
+// with a completion or failure for each, receive messages with their sender).
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"smartt/transport/api"
+)
+
+// Client talks to one daemon.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// New returns a client of the daemon listening on the Unix socket path socket.
+func New(socket string) *Client {
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: &http.Transport{DialContext: dial}}}
+}
+
+// Error is an error the daemon reported.
+type Error struct {
+	Code uint16 // api.Code*; 0 for HTTP errors
+	HTTP int    // HTTP status for control requests
+	Text string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.HTTP != 0 {
+		return fmt.Sprintf("smarttd: HTTP %d: %s", e.HTTP, e.Text)
+	}
+	return fmt.Sprintf("smarttd: %s (code %d)", e.Text, e.Code)
+}
+
+// ErrFailed wraps the reason of a message the daemon could not deliver.
+var ErrFailed = errors.New("message failed")
+
+// Get fetches path (e.g. "/v1/status") and decodes its JSON body into out.
+func (c *Client) Get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://smarttd"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("smarttd at %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		var e struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return &Error{HTTP: resp.StatusCode, Text: e.Error}
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Status returns the daemon's status.
+func (c *Client) Status(ctx context.Context) (st api.Status, err error) {
+	return st, c.Get(ctx, "/v1/status", &st)
+}
+
+// Version returns the daemon's version.
+func (c *Client) Version(ctx context.Context) (v api.Version, err error) {
+	return v, c.Get(ctx, "/v1/version", &v)
+}
+
+// Capabilities returns what the daemon and its sockets support.
+func (c *Client) Capabilities(ctx context.Context) (v api.Capabilities, err error) {
+	return v, c.Get(ctx, "/v1/capabilities", &v)
+}
+
+// Conns returns the daemon's live connections.
+func (c *Client) Conns(ctx context.Context) (v []api.Conn, err error) {
+	return v, c.Get(ctx, "/v1/conns", &v)
+}
+
+// Counters returns the daemon's counters.
+func (c *Client) Counters(ctx context.Context) (v api.Counters, err error) {
+	return v, c.Get(ctx, "/v1/counters", &v)
+}
+
+// Message is a message received from a peer.
+type Message struct {
+	From         netip.AddrPort // the sending daemon
+	FromEndpoint uint32         // the sender's endpoint
+	Endpoint     uint32         // our endpoint
+	Size         uint64         // bytes
+	Data         []byte         // the message (nil with SetRecvWriter)
+}
+
+type reply struct {
+	typ     uint8
+	payload []byte
+	err     error
+}
+
+type recvItem struct {
+	msg *Message
+	err error
+}
+
+// Session is a messaging session: one bound endpoint, any number of messages each way.
+// Its methods may be called from several goroutines.
+type Session struct {
+	conn net.Conn
+	br   *bufio.Reader
+	wmu  sync.Mutex
+	bw   *bufio.Writer
+	tags atomic.Uint32
+
+	mu      sync.Mutex
+	waiters map[uint32]chan reply
+	err     error // set when the session broke
+	recv    chan recvItem
+	done    chan struct{}
+	sink    func(m *Message) io.Writer // SetRecvWriter
+}
+
+// SetRecvWriter makes the session stream every received message into the writer w
+// returns for it (called with the message's sender and size; Data stays nil), instead of
+// holding the message in memory: for large messages. Recv then returns each message
+// after its last byte was written, with the writer's error if it failed.
+func (s *Session) SetRecvWriter(w func(m *Message) io.Writer) {
+	s.mu.Lock()
+	s.sink = w
+	s.mu.Unlock()
+}
+
+// Open starts a messaging session.
+func (c *Client) Open(ctx context.Context) (*Session, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return nil, fmt.Errorf("smarttd at %s: %w", c.socket, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	req, _ := http.NewRequest("POST", "http://smarttd/v1/session", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", api.Protocol)
+	if err := req.Write(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(conn, 256<<10)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("smarttd session: %w", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		var e struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		conn.Close()
+		return nil, &Error{HTTP: resp.StatusCode, Text: e.Error}
+	}
+	conn.SetDeadline(time.Time{})
+	s := &Session{conn: conn, br: br, bw: bufio.NewWriterSize(conn, 256<<10),
+		waiters: make(map[uint32]chan reply), recv: make(chan recvItem, 4096), done: make(chan struct{})}
+	go s.readLoop()
+	return s, nil
+}
+
+// Close ends the session; messages not yet completed still complete at the daemon, but
+// their outcomes are no longer reported.
+func (s *Session) Close() error {
+	err := s.conn.Close()
+	<-s.done
+	return err
+}
+
+func (s *Session) nextTag() uint32 {
+	for {
+		if t := s.tags.Add(1); t != 0 {
+			return t
+		}
+	}
+}
+
+func (s *Session) register(tag uint32) (chan reply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	ch := make(chan reply, 1)
+	s.waiters[tag] = ch
+	return ch, nil
+}
+
+func (s *Session) unregister(tag uint32) {
+	s.mu.Lock()
+	delete(s.waiters, tag)
+	s.mu.Unlock()
+}
+
+func (s *Session) wait(ctx context.Context, tag uint32, ch chan reply) (reply, error) {
+	select {
+	case r := <-ch:
+		return r, r.err
+	case <-ctx.Done():
+		s.unregister(tag)
+		return reply{}, ctx.Err()
+	}
+}
+
+// Bind binds endpoint ep (0: the daemon picks a free one) and returns it. Messages peers
+// send to this daemon's address and that endpoint arrive at this session.
+func (s *Session) Bind(ctx context.Context, ep uint32) (uint32, error) {
+	tag := s.nextTag()
+	ch, err := s.register(tag)
+	if err != nil {
+		return 0, err
+	}
+	s.wmu.Lock()
+	err = s.writeFrame(api.FrameBind, tag, api.AppendEndpointPayload(ep))
+	if err == nil {
+		err = s.bw.Flush()
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		s.unregister(tag)
+		return 0, err
+	}
+	r, err := s.wait(ctx, tag, ch)
+	if err != nil {
+		return 0, err
+	}
+	return api.ParseEndpoint(r.payload)
+}
+
+func (s *Session) writeFrame(typ uint8, tag uint32, payload []byte) error {
+	var h [api.HeaderLen]byte
+	if _, err := s.bw.Write(api.AppendHeader(h[:0], api.Header{Type: typ, Tag: tag, Len: uint32(len(payload))})); err != nil {
+		return err
+	}
+	_, err := s.bw.Write(payload)
+	return err
+}
+
+// Pending is a message handed to the daemon whose outcome is not known yet.
+type Pending struct {
+	s   *Session
+	tag uint32
+	ch  chan reply
+}
+
+// Wait returns the message's completion (nil error: every byte acknowledged by the peer
+// daemon) or why it failed.
+func (p *Pending) Wait(ctx context.Context) (api.SentInfo, error) {
+	r, err := p.s.wait(ctx, p.tag, p.ch)
+	if err != nil {
+		return api.SentInfo{}, err
+	}
+	if r.typ == api.FrameFailed {
+		return api.SentInfo{}, fmt.Errorf("%w: %s", ErrFailed, r.payload)
+	}
+	return api.ParseSentInfo(r.payload)
+}
+
+// SendAsync hands data to the daemon for endpoint ep at the daemon at to, and returns
+// without waiting for the outcome. data may be reused once SendAsync returns.
+func (s *Session) SendAsync(to netip.AddrPort, ep uint32, data []byte) (*Pending, error) {
+	return s.SendFrom(to, ep, bytesReader(data), int64(len(data)), nil)
+}
+
+// Send sends data and waits for its outcome.
+func (s *Session) Send(ctx context.Context, to netip.AddrPort, ep uint32, data []byte) (api.SentInfo, error) {
+	p, err := s.SendAsync(to, ep, data)
+	if err != nil {
+		return api.SentInfo{}, err
+	}
+	return p.Wait(ctx)
+}
+
+type sliceReader struct {
+	b   []byte
+	off int
+}
+
+func bytesReader(b []byte) *sliceReader { return &sliceReader{b: b} }
+
+// Read implements io.Reader.
+func (r *sliceReader) Read(p []byte) (int, error) {
+	if r.off >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// SendFrom streams size bytes from r as one message, calling progress (if set) with the
+// bytes written so far, and returns without waiting for the outcome.
+func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64, progress func(int64)) (*Pending, error) {
+	if size <= 0 {
+		return nil, &Error{Code: api.CodeTooLarge, Text: "empty message"}
+	}
+	tag := s.nextTag()
+	ch, err := s.register(tag)
+	if err != nil {
+		return nil, err
+	}
+	s.wmu.Lock()
+	err = s.writeFrame(api.FrameSend, tag, api.SendHeader{To: to, Endpoint: ep, Size: uint64(size)}.Append(nil))
+	chunk := make([]byte, min(size, api.MaxPayload))
+	for off := int64(0); off < size && err == nil; {
+		n := min(size-off, int64(len(chunk)))
+		if _, err = io.ReadFull(r, chunk[:n]); err != nil {
+			// The daemon expects the rest: a short source breaks the session.
+			s.wmu.Unlock()
+			s.conn.Close()
+			return nil, fmt.Errorf("reading the message at byte %d of %d: %w", off, size, err)
+		}
+		err = s.writeFrame(api.FrameData, tag, chunk[:n])
+		off += n
+		if progress != nil {
+			progress(off)
+		}
+	}
+	if err == nil {
+		err = s.bw.Flush()
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		s.unregister(tag)
+		return nil, s.brokenErr(err)
+	}
+	return &Pending{s: s, tag: tag, ch: ch}, nil
+}
+
+func (s *Session) brokenErr(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	return err
+}
+
+// Recv waits for the next message to this session's endpoint. A message the daemon had
+// to drop (the session's receive queue was full) is reported as an *Error.
+func (s *Session) Recv(ctx context.Context) (*Message, error) {
+	select {
+	case it := <-s.recv:
+		return it.msg, it.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.done:
+		select {
+		case it := <-s.recv:
+			return it.msg, it.err
+		default:
+		}
+		return nil, s.brokenErr(io.EOF)
+	}
+}
+
+func (s *Session) readLoop() {
+	defer close(s.done)
+	err := s.read()
+	if err == nil {
+		err = io.EOF
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = fmt.Errorf("smarttd session ended: %w", err)
+	}
+	for tag, ch := range s.waiters {
+		ch <- reply{err: s.err}
+		delete(s.waiters, tag)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Session) read() error {
+	var hb [api.HeaderLen]byte
+	for {
+		if _, err := io.ReadFull(s.br, hb[:]); err != nil {
+			return err
+		}
+		h, err := api.ParseHeader(hb[:])
+		if err != nil {
+			return err
+		}
+		payload := make([]byte, h.Len)
+		if _, err := io.ReadFull(s.br, payload); err != nil {
+			return err
+		}
+		switch h.Type {
+		case api.FrameRecv:
+			rh, err := api.ParseRecvHeader(payload)
+			if err != nil {
+				return err
+			}
+			if rh.Size > 1<<32 {
+				return fmt.Errorf("daemon announced a message of %d bytes", rh.Size)
+			}
+			m := &Message{From: rh.From, FromEndpoint: rh.FromEndpoint, Endpoint: rh.Endpoint, Size: rh.Size}
+			s.mu.Lock()
+			sink := s.sink
+			s.mu.Unlock()
+			var w *sinkWriter
+			if sink != nil {
+				w = &sinkWriter{w: sink(m)}
+			} else {
+				m.Data = make([]byte, rh.Size)
+			}
+			for off := uint64(0); off < rh.Size; {
+				if _, err := io.ReadFull(s.br, hb[:]); err != nil {
+					return err
+				}
+				dh, err := api.ParseHeader(hb[:])
+				if err != nil {
+					return err
+				}
+				if dh.Type != api.FrameData || dh.Tag != h.Tag || uint64(dh.Len) > rh.Size-off || dh.Len == 0 {
+					return fmt.Errorf("daemon broke the framing of received message %d", h.Tag)
+				}
+				if w == nil {
+					if _, err := io.ReadFull(s.br, m.Data[off:off+uint64(dh.Len)]); err != nil {
+						return err
+					}
+				} else if _, err := io.CopyN(w, s.br, int64(dh.Len)); err != nil {
+					return err // only the connection fails here: w swallows its own errors
+				}
+				off += uint64(dh.Len)
+			}
+			item := recvItem{msg: m}
+			if w != nil && w.err != nil {
+				item.err = fmt.Errorf("writing received message: %w", w.err)
+			}
+			s.recv <- item
+		case api.FrameError:
+			code, text, err := api.ParseError(payload)
+			if err != nil {
+				return err
+			}
+			e := &Error{Code: code, Text: text}
+			if h.Tag == 0 {
+				if code == api.CodeProtocol {
+					return e
+				}
+				s.recv <- recvItem{err: e}
+				continue
+			}
+			s.deliver(h.Tag, reply{typ: h.Type, err: e})
+		case api.FrameBound, api.FrameSent, api.FrameFailed:
+			s.deliver(h.Tag, reply{typ: h.Type, payload: payload})
+		default:
+			return fmt.Errorf("unexpected frame type 0x%02x from the daemon", h.Type)
+		}
+	}
+}
+
+// sinkWriter passes bytes to a SetRecvWriter writer and remembers its first error instead
+// of returning it, so the session still consumes the whole message from the daemon.
+type sinkWriter struct {
+	w   io.Writer
+	err error
+}
+
+// Write implements io.Writer.
+func (x *sinkWriter) Write(p []byte) (int, error) {
+	if x.err == nil {
+		_, x.err = x.w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (s *Session) deliver(tag uint32, r reply) {
+	s.mu.Lock()
+	ch := s.waiters[tag]
+	delete(s.waiters, tag)
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- r
+	}
+}

@@ -1,0 +1,140 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"smartt/transport"
+)
+
+func testConfig(port uint16) transport.Config {
+	cfg := transport.DefaultConfig()
+	cfg.ListenPort = port
+	cfg.MinRTO = 2_000_000
+	cfg.InitialRTO = 5_000_000
+	return cfg
+}
+
+func startNode(t *testing.T, mn *MemNet, addr string, onRecv func(Received)) *Node {
+	t.Helper()
+	ap := netip.MustParseAddrPort(addr)
+	n, err := New(testConfig(ap.Port()), mn.Socket(ap), Options{OnReceive: onRecv, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	})
+	return n
+}
+
+func TestNodesExchangeMessages(t *testing.T) {
+	mn := NewMemNet()
+	var mu sync.Mutex
+	var got [][]byte
+	recvd := make(chan struct{}, 100)
+	a := startNode(t, mn, "10.0.0.1:4791", nil)
+	startNode(t, mn, "10.0.0.2:4791", func(r Received) {
+		mu.Lock()
+		got = append(got, r.Data)
+		mu.Unlock()
+		recvd <- struct{}{}
+	})
+	msgs := [][]byte{[]byte("hello"), bytes.Repeat([]byte{7}, 1<<20)}
+	results := make(chan SendResult, len(msgs))
+	for _, m := range msgs {
+		if err := a.Send(netip.MustParseAddrPort("10.0.0.2:4791"), m, func(r SendResult) { results <- r }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range msgs {
+		select {
+		case r := <-results:
+			if r.Err != nil || r.Elapsed <= 0 || r.SRTT <= 0 || r.Window <= 0 {
+				t.Fatalf("bad result %+v", r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no completion")
+		}
+		<-recvd
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range msgs {
+		if !bytes.Equal(got[i], msgs[i]) {
+			t.Fatalf("message %d differs", i)
+		}
+	}
+	if a.Pending() != 0 {
+		t.Fatalf("%d pending after completion", a.Pending())
+	}
+}
+
+func TestShutdownFailsOutstandingWithNotification(t *testing.T) {
+	mn := NewMemNet()
+	ap := netip.MustParseAddrPort("10.0.0.1:4791")
+	a, err := New(testConfig(4791), mn.Socket(ap), Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	res := make(chan SendResult, 1)
+	// Nobody listens at 10.0.0.9: the message stays outstanding.
+	if err := a.Send(netip.MustParseAddrPort("10.0.0.9:4791"), []byte("lost"), func(r SendResult) { res <- r }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("shutdown took %v", d)
+	}
+	select {
+	case r := <-res:
+		if !errors.Is(r.Err, transport.ErrAborted) {
+			t.Fatalf("outstanding message ended with %v, want ErrAborted", r.Err)
+		}
+	default:
+		t.Fatal("no notification for the outstanding message")
+	}
+	if err := a.Send(netip.MustParseAddrPort("10.0.0.9:4791"), []byte("x"), nil); !errors.Is(err, ErrStopped) {
+		t.Fatalf("send after shutdown: %v", err)
+	}
+}
+
+func TestDecisionTiming(t *testing.T) {
+	mn := NewMemNet()
+	ap, bp := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
+	a, err := New(testConfig(4791), mn.Socket(ap), Options{Seed: 1, TimeDecisions: true, DecisionBudget: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	defer a.Shutdown(context.Background())
+	startNode(t, mn, bp.String(), nil)
+	done := make(chan SendResult, 1)
+	if err := a.Send(bp, make([]byte, 1<<20), func(r SendResult) { done <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	d := a.Decisions()
+	st := a.Stats()
+	// One decision per ACK of new data and per packet judged lost, at most.
+	feedback := st.AcksRecv + st.RetxSack + st.RetxNack + st.RetxTimeout
+	if d.Hist.Count == 0 || d.Hist.Count > feedback || d.Overruns != d.Hist.Count || d.Budget != 1 {
+		t.Fatalf("decisions %+v after %d ACKs and losses (budget 1 ns: every decision overruns)", d, feedback)
+	}
+}

@@ -1,0 +1,291 @@
+// Package metrics exports a daemon's counters to Prometheus on its own registry. Engine
+// counters and per-connection state are read when scraped (nothing is looked up per
+// packet), so a connection's series disappear with it; message completion times are
+// observed once per message on a pre-bound histogram.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"smartt/hwprofile/timing"
+	"smartt/transport"
+	"smartt/transport/api"
+	"smartt/transport/daemon"
+	"smartt/transport/wire"
+)
+
+// Sources are where the collector reads at scrape time. Any may be nil.
+type Sources struct {
+	Engine func() transport.Stats
+	Conns  func() []transport.ConnInfo
+	API    func() api.Stats
+	// Socket adds the socket layer's metrics (capabilities, counters).
+	Socket func(ch chan<- prometheus.Metric)
+	CC, LB string // algorithm names, as labels of the connection series
+	// Decisions returns the congestion controllers' decision-time statistics.
+	Decisions func() daemon.DecisionStats
+}
+
+// Metrics is a daemon's registry and the metrics it updates itself.
+type Metrics struct {
+	Registry   *prometheus.Registry
+	Completion prometheus.Histogram // message completion time, seconds (observed per message)
+	Size       prometheus.Histogram // sent message size, bytes
+
+	rxBatches, rxPackets, rxStamped atomic.Uint64
+	src                             Sources
+}
+
+// New builds the registry with the collector over src.
+func New(src Sources) *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry(), src: src}
+	m.Completion = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "smartt_message_completion_seconds", Help: "Time from accepting a message to its last acknowledgement.",
+		Buckets: prometheus.ExponentialBuckets(10e-6, 4, 12)})
+	m.Size = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "smartt_message_size_bytes", Help: "Size of messages sent.",
+		Buckets: prometheus.ExponentialBuckets(64, 8, 10)})
+	m.Registry.MustRegister(m.Completion, m.Size, collector{m},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObserveBatch counts one received batch of n datagrams, stamped of which carried a kernel
+// receive timestamp (called once per batch).
+func (m *Metrics) ObserveBatch(n, stamped int) {
+	m.rxBatches.Add(1)
+	m.rxPackets.Add(uint64(n))
+	m.rxStamped.Add(uint64(stamped))
+}
+
+// ObserveMessage records a completed message.
+func (m *Metrics) ObserveMessage(elapsedNs int64, size int) {
+	m.Completion.Observe(float64(elapsedNs) / 1e9)
+	m.Size.Observe(float64(size))
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+var (
+	dPackets   = desc("smartt_packets_total", "Datagrams sent (tx) and received (rx) by the engine.", "dir")
+	dData      = desc("smartt_data_packets_total", "Data packets: first transmissions (tx) and received, duplicates included (rx).", "dir")
+	dPayload   = desc("smartt_payload_bytes_total", "Payload bytes: first transmissions (tx), delivered in messages (rx).", "dir")
+	dRetx      = desc("smartt_retransmissions_total", "Retransmissions by cause.", "cause")
+	dCE        = desc("smartt_ce_marks_total", "CE marks: data packets received CE-marked (received); ACKs echoing CE (echoed); CE-marked packets the peer reported in ACKs (reported).", "kind")
+	dTrimmed   = desc("smartt_trimmed_packets_total", "Trimmed data packets received.")
+	dNacks     = desc("smartt_nacks_total", "NACKs sent and received.", "dir")
+	dAcks      = desc("smartt_acks_total", "ACKs sent and received.", "dir")
+	dTimeouts  = desc("smartt_timeouts_total", "Retransmission timer expiries (packets).")
+	dProbes    = desc("smartt_probes_sent_total", "Flow-control probes sent.")
+	dDup       = desc("smartt_duplicate_packets_total", "Duplicate data packets received.")
+	dBeyond    = desc("smartt_beyond_window_total", "Data packets dropped beyond the PSN or flow-control window.")
+	dMalformed = desc("smartt_malformed_total", "Datagrams that failed to decode, by error.", "error")
+	dUnknown   = desc("smartt_unknown_conn_total", "Packets for connections we hold no state for.")
+	dViol      = desc("smartt_protocol_violations_total", "Well-formed packets contradicting connection state.")
+	dMsgs      = desc("smartt_messages_total", "Messages by outcome.", "result")
+	dDelivB    = desc("smartt_delivered_bytes_total", "Bytes of messages delivered.")
+	dConnsEv   = desc("smartt_connection_events_total", "Connections opened, accepted, closed and aborted.", "event")
+	dConns     = desc("smartt_connections", "Live connections.")
+	dBuffered  = desc("smartt_recv_buffered_bytes", "Bytes of message buffers held for peers.")
+	dBufMax    = desc("smartt_recv_buffered_max_bytes", "High-water mark of smartt_recv_buffered_bytes.")
+	dRTT       = desc("smartt_rtt_seconds", "RTT samples (echoed transmit time minus receiver hold time).")
+	dRxBatch   = desc("smartt_rx_batches_total", "Receive batches read from the socket.")
+	dRxStamped = desc("smartt_rx_kernel_timestamps_total", "Received datagrams that carried a kernel timestamp.")
+	dRxPkts    = desc("smartt_rx_datagrams_total", "Datagrams read from the socket.")
+
+	connLabels = []string{"conn", "peer", "cc", "lb"}
+	dCWindow   = desc("smartt_conn_window_bytes", "Congestion window of a connection.", connLabels...)
+	dCRate     = desc("smartt_conn_pacing_rate_bytes_per_second", "Pacing rate of a connection (0: unpaced).", connLabels...)
+	dCSRTT     = desc("smartt_conn_srtt_seconds", "Smoothed RTT of a connection.", connLabels...)
+	dCRTO      = desc("smartt_conn_rto_seconds", "Retransmission timeout of a connection.", connLabels...)
+	dCInflight = desc("smartt_conn_inflight_bytes", "Payload bytes in flight on a connection.", connLabels...)
+	dCQueued   = desc("smartt_conn_queued_messages", "Outgoing messages not yet acknowledged on a connection.", connLabels...)
+	dCRecvBufs = desc("smartt_conn_recv_buffered_bytes", "Bytes of message buffers held for a connection.", connLabels...)
+	dCFreezing = desc("smartt_conn_lb_freezing", "The connection's load balancer is in freezing mode (1) or not (0).", connLabels...)
+	dCFreezes  = desc("smartt_conn_lb_freeze_episodes_total", "Times the connection's load balancer entered freezing mode.", connLabels...)
+	dFreezes   = desc("smartt_lb_freeze_episodes", "Freezing-mode episodes of the load balancers of live connections (sum).")
+	dDecision  = desc("smartt_cc_decision_seconds", "Wall time of each congestion-control decision on this host.")
+	dOverruns  = desc("smartt_cc_decision_overruns_total", "Decisions that took longer than the hardware profile's budget.")
+	dBudget    = desc("smartt_cc_decision_budget_seconds", "Decision-time budget of the configured hardware profile (0: none).")
+	dAPISess   = desc("smartt_api_sessions", "Open API messaging sessions.")
+	dAPI       = desc("smartt_api_events_total", "API server events.", "event")
+	dAPIBytes  = desc("smartt_api_bytes_total", "Message bytes accepted from and delivered to clients.", "dir")
+)
+
+// malformedNames label smartt_malformed_total by wire error code.
+var malformedNames = [wire.NumErrors]string{"short", "version", "type", "flags", "conn_id", "length", "sack_width", "clean_evs", "buffer"}
+
+type collector struct{ m *Metrics }
+
+// Describe sends nothing: the collector is "unchecked", because its series (connections,
+// socket metrics) come and go.
+func (c collector) Describe(ch chan<- *prometheus.Desc) {}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+// Collect reads every source once and emits its series.
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	m, src := c.m, c.m.src
+	counter(ch, dRxBatch, m.rxBatches.Load())
+	counter(ch, dRxPkts, m.rxPackets.Load())
+	counter(ch, dRxStamped, m.rxStamped.Load())
+	if src.Engine != nil {
+		s := src.Engine()
+		counter(ch, dPackets, s.PacketsSent, "tx")
+		counter(ch, dPackets, s.PacketsRecv, "rx")
+		counter(ch, dData, s.DataSent, "tx")
+		counter(ch, dData, s.DataRecv, "rx")
+		counter(ch, dPayload, s.BytesSent, "tx")
+		counter(ch, dPayload, s.BytesDelivered, "rx")
+		counter(ch, dRetx, s.RetxSack, "sack")
+		counter(ch, dRetx, s.RetxNack, "nack")
+		counter(ch, dRetx, s.RetxTimeout, "timeout")
+		counter(ch, dCE, s.CERecv, "received")
+		counter(ch, dCE, s.CEEchoed, "echoed")
+		counter(ch, dCE, s.CEReported, "reported")
+		counter(ch, dTrimmed, s.Trimmed)
+		counter(ch, dNacks, s.NacksSent, "tx")
+		counter(ch, dNacks, s.NacksRecv, "rx")
+		counter(ch, dAcks, s.AcksSent, "tx")
+		counter(ch, dAcks, s.AcksRecv, "rx")
+		counter(ch, dTimeouts, s.Timeouts)
+		counter(ch, dProbes, s.ProbesSent)
+		counter(ch, dDup, s.DupData)
+		counter(ch, dBeyond, s.BeyondWindow)
+		for k := range s.MalformedByKind {
+			counter(ch, dMalformed, s.MalformedByKind[k], malformedNames[k])
+		}
+		counter(ch, dUnknown, s.UnknownConn)
+		counter(ch, dViol, s.ProtoViolations)
+		counter(ch, dMsgs, s.MsgsSent, "sent")
+		counter(ch, dMsgs, s.MsgsFailed, "failed")
+		counter(ch, dMsgs, s.MsgsDelivered, "delivered")
+		counter(ch, dDelivB, s.BytesDelivered)
+		counter(ch, dConnsEv, s.ConnsOpened, "opened")
+		counter(ch, dConnsEv, s.ConnsAccepted, "accepted")
+		counter(ch, dConnsEv, s.ConnsClosed, "closed")
+		counter(ch, dConnsEv, s.ConnsAborted, "aborted")
+		gauge(ch, dBuffered, float64(s.RecvBuffered))
+		gauge(ch, dBufMax, float64(s.RecvBufferedMax))
+		buckets := make(map[float64]uint64, transport.RTTBuckets)
+		var cum uint64
+		for i, n := range s.RTTHist {
+			cum += n
+			if i < transport.RTTBuckets-1 {
+				buckets[float64(transport.RTTBucketBound(i))/1e9] = cum
+			}
+		}
+		// The engine keeps no sum of samples: estimate it from bucket midpoints.
+		var sum float64
+		for i, n := range s.RTTHist {
+			lo := 0.0
+			if i > 0 {
+				lo = float64(transport.RTTBucketBound(i - 1))
+			}
+			sum += float64(n) * (lo + float64(transport.RTTBucketBound(i))) / 2 / 1e9
+		}
+		ch <- prometheus.MustNewConstHistogram(dRTT, cum, sum, buckets)
+	}
+	if src.Conns != nil {
+		cs := src.Conns()
+		gauge(ch, dConns, float64(len(cs)))
+		var freezes uint64
+		for _, ci := range cs {
+			freezes += ci.FreezeEpisodes
+			l := []string{strconv.FormatUint(uint64(ci.ID), 16), ci.Peer.String(), src.CC, src.LB}
+			gauge(ch, dCWindow, float64(ci.Window), l...)
+			gauge(ch, dCRate, float64(ci.PacingRate), l...)
+			gauge(ch, dCSRTT, float64(ci.SRTT)/1e9, l...)
+			gauge(ch, dCRTO, float64(ci.RTO)/1e9, l...)
+			gauge(ch, dCInflight, float64(ci.InFlight), l...)
+			gauge(ch, dCQueued, float64(ci.QueuedMsgs), l...)
+			gauge(ch, dCRecvBufs, float64(ci.RecvBuffers), l...)
+			f := 0.0
+			if ci.Freezing {
+				f = 1
+			}
+			gauge(ch, dCFreezing, f, l...)
+			counter(ch, dCFreezes, ci.FreezeEpisodes, l...)
+		}
+		gauge(ch, dFreezes, float64(freezes))
+	}
+	if src.API != nil {
+		a := src.API()
+		gauge(ch, dAPISess, float64(a.Sessions))
+		counter(ch, dAPI, a.SessionsTotal, "session_opened")
+		counter(ch, dAPI, a.ClientsRefused, "client_refused")
+		counter(ch, dAPI, a.MsgsAccepted, "message_accepted")
+		counter(ch, dAPI, a.MsgsRejected, "message_rejected")
+		counter(ch, dAPI, a.MsgsDelivered, "message_delivered")
+		counter(ch, dAPI, a.Undeliverable, "undeliverable")
+		counter(ch, dAPI, a.RecvOverflow, "recv_overflow")
+		counter(ch, dAPI, a.BadEnvelope, "bad_envelope")
+		counter(ch, dAPI, a.ProtocolErrors, "protocol_error")
+		counter(ch, dAPI, a.ClientsVanishd, "client_vanished")
+		counter(ch, dAPI, a.ClientsStalled, "client_stalled")
+		counter(ch, dAPI, a.MsgsFD, "message_memfd")
+		counter(ch, dAPIBytes, a.BytesAccepted, "accepted")
+		counter(ch, dAPIBytes, a.BytesDelivered, "delivered")
+	}
+	if src.Decisions != nil {
+		d := src.Decisions()
+		buckets := make(map[float64]uint64, timing.NumBuckets)
+		var cum uint64
+		for i, n := range d.Hist.Buckets[:timing.NumBuckets-1] {
+			cum += n
+			buckets[float64(uint64(1)<<i)/1e9] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(dDecision, d.Hist.Count, float64(d.Hist.Sum)/1e9, buckets)
+		counter(ch, dOverruns, d.Overruns)
+		gauge(ch, dBudget, float64(d.Budget)/1e9)
+	}
+	if src.Socket != nil {
+		src.Socket(ch)
+	}
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// Serve serves /metrics on addr ("host:port") until ctx ends; it returns the bound address.
+func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		hs.Shutdown(c)
+	}()
+	return ln.Addr(), nil
+}

@@ -1,0 +1,199 @@
+// Package smarttd assembles the daemon: YAML configuration, the UDP socket layer, the
+// engine's node, the Unix-socket API and the metrics endpoint, with graceful shutdown.
+// cmd/smarttd runs one; `smartt demo` runs two in one process.
+package smarttd
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"smartt/config"
+	"smartt/transport"
+	"smartt/transport/api"
+)
+
+// DefaultYAML is the embedded default configuration (every field, commented).
+//
+//go:embed default.yaml
+var DefaultYAML []byte
+
+// UDPConfig configures the socket layer (transport/udp).
+type UDPConfig struct {
+	// EVPortBase is the first UDP source port of the EV pool (0: listen port + 1).
+	EVPortBase uint16 `yaml:"ev_port_base" json:"ev_port_base"`
+	// Carrier carries the EV: "port" (source-port pool), "raw" (IP_HDRINCL) or "flowlabel" (IPv6).
+	Carrier string `yaml:"carrier" json:"carrier"`
+	// DataDSCP and ControlDSCP are the DSCP code points of data and control packets (0..63).
+	DataDSCP    uint8 `yaml:"data_dscp" json:"data_dscp"`
+	ControlDSCP uint8 `yaml:"control_dscp" json:"control_dscp"`
+	// Off switches (the socket layer also falls back by itself when the kernel refuses).
+	DisableECN        bool `yaml:"disable_ecn" json:"disable_ecn"`
+	DisableTimestamps bool `yaml:"disable_timestamps" json:"disable_timestamps"`
+	DisableBatch      bool `yaml:"disable_batch" json:"disable_batch"`
+	DisableGSO        bool `yaml:"disable_gso" json:"disable_gso"`
+	DisableGRO        bool `yaml:"disable_gro" json:"disable_gro"`
+	// TxTimestampEvery samples a kernel TX timestamp on 1 in N packets (0: off).
+	TxTimestampEvery int `yaml:"tx_timestamp_every" json:"tx_timestamp_every"`
+	// RecvBuffer and SendBuffer are socket buffer sizes, bytes (0: kernel default).
+	RecvBuffer int `yaml:"recv_buffer" json:"recv_buffer"`
+	SendBuffer int `yaml:"send_buffer" json:"send_buffer"`
+	// BatchSize is the recvmmsg/sendmmsg batch (1..1024).
+	BatchSize int `yaml:"batch_size" json:"batch_size"`
+}
+
+// Config is smarttd's configuration file.
+type Config struct {
+	// Listen is the UDP address:port peers send to.
+	Listen netip.AddrPort `yaml:"listen" json:"listen"`
+	// Metrics is the host:port of the Prometheus /metrics endpoint ("" : off).
+	Metrics string `yaml:"metrics" json:"metrics"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"log_level" json:"log_level"`
+	// DecisionTiming measures every congestion-control decision's wall time (metric
+	// smartt_cc_decision_seconds; two monotonic clock reads per ACK).
+	DecisionTiming bool `yaml:"decision_timing" json:"decision_timing"`
+	// ShutdownTimeout bounds graceful shutdown: messages still outstanding then fail.
+	ShutdownTimeout config.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+	// UDP configures the socket layer.
+	UDP UDPConfig `yaml:"udp" json:"udp"`
+	// API configures the Unix-socket API.
+	API api.Config `yaml:"api" json:"api"`
+	// Transport is the protocol engine's configuration (listen_port is taken from Listen).
+	Transport transport.Config `yaml:"transport" json:"transport"`
+}
+
+// DefaultConfig returns the built-in defaults: default.yaml over the engine's defaults.
+func DefaultConfig() Config {
+	var c Config
+	c.Transport = transport.DefaultConfig()
+	if err := config.DecodeYAML(DefaultYAML, &c); err != nil {
+		panic("smarttd: embedded default.yaml: " + err.Error())
+	}
+	return c
+}
+
+// Load decodes YAML over the defaults (strictly: unknown fields are errors) and validates.
+func Load(data []byte) (Config, error) {
+	c := DefaultConfig()
+	if err := config.DecodeYAML(data, &c); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	return c, c.Validate()
+}
+
+// Validate checks every field, naming it with its allowed range.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if !c.Listen.IsValid() || c.Listen.Port() == 0 {
+		bad("listen = %q: must be address:port with a port in 1..65535", c.Listen)
+	}
+	if c.Metrics != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics); err != nil {
+			bad("metrics = %q: must be host:port or empty (off)", c.Metrics)
+		}
+	}
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ShutdownTimeout < 0 || c.ShutdownTimeout > 600_000_000_000 {
+		bad("shutdown_timeout = %v: must be in 0..10m", c.ShutdownTimeout)
+	}
+	u := &c.UDP
+	switch u.Carrier {
+	case "port", "raw", "flowlabel":
+	default:
+		bad("udp.carrier = %q: must be port, raw or flowlabel", u.Carrier)
+	}
+	if u.Carrier == "flowlabel" && c.Transport.EVS > 4096 {
+		bad("udp.carrier = flowlabel: transport.evs = %d, the flow-label carrier allows 1..4096", c.Transport.EVS)
+	}
+	if u.Carrier == "flowlabel" && !c.Listen.Addr().Is6() {
+		bad("udp.carrier = flowlabel: needs an IPv6 listen address, have %v", c.Listen.Addr())
+	}
+	if u.DataDSCP > 63 {
+		bad("udp.data_dscp = %d: must be in 0..63", u.DataDSCP)
+	}
+	if u.ControlDSCP > 63 {
+		bad("udp.control_dscp = %d: must be in 0..63", u.ControlDSCP)
+	}
+	if u.Carrier == "port" {
+		base := int(u.EVPortBase)
+		if base == 0 {
+			base = int(c.Listen.Port()) + 1
+		}
+		if base+c.Transport.EVS-1 > 65535 {
+			bad("udp.ev_port_base = %d with transport.evs = %d: the EV port range must end at or below 65535", base, c.Transport.EVS)
+		}
+		if lp := int(c.Listen.Port()); lp >= base && lp < base+c.Transport.EVS {
+			bad("udp.ev_port_base = %d: the EV port range %d..%d must not contain the listen port %d", base, base, base+c.Transport.EVS-1, lp)
+		}
+	}
+	if u.TxTimestampEvery < 0 {
+		bad("udp.tx_timestamp_every = %d: must be >= 0 (0: off)", u.TxTimestampEvery)
+	}
+	if u.RecvBuffer < 0 || u.RecvBuffer > 1<<30 {
+		bad("udp.recv_buffer = %d: must be in 0..%d bytes", u.RecvBuffer, 1<<30)
+	}
+	if u.SendBuffer < 0 || u.SendBuffer > 1<<30 {
+		bad("udp.send_buffer = %d: must be in 0..%d bytes", u.SendBuffer, 1<<30)
+	}
+	if u.BatchSize < 1 || u.BatchSize > 1024 {
+		bad("udp.batch_size = %d: must be in 1..1024", u.BatchSize)
+	}
+	if err := c.API.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if !slices.Contains(transport.CCNames(), c.Transport.CC) {
+		bad("transport.cc = %q: must be one of %v", c.Transport.CC, transport.CCNames())
+	}
+	if !slices.Contains(transport.LBNames(), c.Transport.LB) {
+		bad("transport.lb = %q: must be one of %v", c.Transport.LB, transport.LBNames())
+	}
+	t := c.Transport
+	t.ListenPort = c.Listen.Port()
+	if err := t.Validate(); err != nil {
+		errs = append(errs, prefixLines("transport.", err))
+	}
+	return errors.Join(errs...)
+}
+
+// prefixLines prefixes every line of err's text.
+func prefixLines(p string, err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	for i := range lines {
+		lines[i] = p + lines[i]
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+// ParseLevel reads a log level name.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("log_level = %q: must be debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// View returns the configuration as generic maps under its YAML keys (for JSON output:
+// the engine config holds function fields JSON cannot encode).
+func (c *Config) View() any {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	return v
+}

@@ -1,0 +1,153 @@
+package smarttd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"smartt/hwprofile"
+	"smartt/transport"
+	"smartt/transport/api"
+	"smartt/transport/daemon"
+	"smartt/transport/metrics"
+)
+
+// Version is the daemon's version string.
+var Version = "0.3.0-dev"
+
+// SocketLayer is an open socket layer and what it reports.
+type SocketLayer struct {
+	Socket   daemon.Socket
+	Caps     func() any                        // capabilities, for /v1/capabilities (may be nil)
+	Counters func() any                        // counters, for /v1/counters (may be nil)
+	Metrics  func(ch chan<- prometheus.Metric) // metrics (may be nil)
+}
+
+// Options are what a caller supplies besides the config.
+type Options struct {
+	Logger *slog.Logger
+	// OpenSocket opens the socket layer (default: transport/udp on cfg.Listen). It runs on
+	// the calling goroutine, so a test can start a daemon inside a network namespace.
+	OpenSocket func(cfg *Config, log *slog.Logger) (*SocketLayer, error)
+	Seed       uint64 // engine random seed (0: from the clock)
+}
+
+// Daemon is a running smarttd.
+type Daemon struct {
+	Config      Config
+	Node        *daemon.Node
+	API         *api.Server
+	Metrics     *metrics.Metrics
+	MetricsAddr net.Addr // bound /metrics address, nil when off
+	Socket      *SocketLayer
+	log         *slog.Logger
+	stopMetrics context.CancelFunc
+}
+
+// Start opens the sockets, starts the engine, the API and the metrics endpoint.
+func Start(cfg Config, o Options) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := o.Logger
+	if log == nil {
+		level, _ := ParseLevel(cfg.LogLevel)
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	open := o.OpenSocket
+	if open == nil {
+		open = OpenUDP
+	}
+	sl, err := open(&cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("sockets on %v: %w", cfg.Listen, err)
+	}
+	d := &Daemon{Config: cfg, Socket: sl, log: log}
+	info := api.Info{Version: Version, Listen: cfg.Listen, Config: cfg.View(), Caps: sl.Caps, Counters: sl.Counters}
+	d.API, err = api.NewServer(cfg.API, info, log)
+	if err != nil {
+		sl.Socket.Close()
+		return nil, err
+	}
+	tcfg := cfg.Transport
+	tcfg.ListenPort = cfg.Listen.Port()
+	var budget int64
+	if tcfg.Profile != "" {
+		p, err := hwprofile.Lookup(tcfg.Profile)
+		if err != nil {
+			sl.Socket.Close()
+			return nil, fmt.Errorf("transport.profile: %w", err)
+		}
+		budget = p.DecisionNs
+	}
+	var m *metrics.Metrics
+	d.Node, err = daemon.New(tcfg, sl.Socket, daemon.Options{
+		TimeDecisions: cfg.DecisionTiming, DecisionBudget: budget,
+		BatchSize: cfg.UDP.BatchSize, Logger: log, Seed: o.Seed,
+		OnReceive: d.API.Deliver,
+		OnBatch:   func(n, stamped int) { m.ObserveBatch(n, stamped) },
+		OnComplete: func(r daemon.SendResult, size int) {
+			if r.Err == nil {
+				m.ObserveMessage(r.Elapsed, size)
+			}
+		},
+	})
+	if err != nil {
+		sl.Socket.Close()
+		return nil, err
+	}
+	node := d.Node
+	m = metrics.New(metrics.Sources{
+		Engine: node.Stats,
+		Conns:  func() []transport.ConnInfo { return node.Conns(nil) },
+		API:    d.API.Stats,
+		Socket: sl.Metrics,
+		CC:     tcfg.CC, LB: tcfg.LB,
+		Decisions: node.Decisions,
+	})
+	d.Metrics = m
+	if err := d.API.Start(node); err != nil {
+		sl.Socket.Close()
+		return nil, err
+	}
+	node.Start()
+	if cfg.Metrics != "" {
+		ctx, cancel := context.WithCancel(context.Background())
+		d.stopMetrics = cancel
+		if d.MetricsAddr, err = m.Serve(ctx, cfg.Metrics); err != nil {
+			d.Shutdown(context.Background())
+			return nil, fmt.Errorf("metrics = %q: %w", cfg.Metrics, err)
+		}
+	}
+	log.Info("smarttd started", "version", Version, "listen", cfg.Listen, "api", cfg.API.Socket,
+		"metrics", d.MetricsAddr, "cc", tcfg.CC, "lb", tcfg.LB)
+	return d, nil
+}
+
+// Shutdown stops accepting clients and messages, lets outstanding messages finish until
+// ctx ends (or ShutdownTimeout), fails the rest with a notification to their clients, and
+// stops everything.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	if d.Config.ShutdownTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(d.Config.ShutdownTimeout))
+		defer cancel()
+	}
+	start := time.Now()
+	d.API.BeginShutdown()
+	err := d.Node.Shutdown(ctx)
+	// Failures and completions are queued to the clients: give them a moment to be written.
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	d.API.Close(cctx)
+	if d.stopMetrics != nil {
+		d.stopMetrics()
+	}
+	d.log.Info("smarttd stopped", "took", time.Since(start).Round(time.Millisecond))
+	return err
+}

@@ -1,0 +1,170 @@
+package smarttd
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"smartt/transport/daemon"
+	"smartt/transport/udp"
+)
+
+// UDPConfigFor returns the socket layer's config for c.
+func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
+	u := c.UDP
+	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier,
+		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
+		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, TxTimestampEvery: u.TxTimestampEvery,
+		RecvBuffer: u.RecvBuffer, SendBuffer: u.SendBuffer, BatchSize: u.BatchSize, Logger: log}
+}
+
+// OpenUDP opens the transport/udp socket layer on cfg.Listen (in the network namespace of
+// the calling thread).
+func OpenUDP(cfg *Config, log *slog.Logger) (*SocketLayer, error) {
+	c, err := udp.Open(UDPConfigFor(cfg, log))
+	if err != nil {
+		return nil, err
+	}
+	return UDPLayer(c), nil
+}
+
+// udpSocket adapts a udp.Conn to daemon.Socket (the same fields; buffers are shared, not copied).
+type udpSocket struct {
+	c      *udp.Conn
+	rp, wp []udp.Packet
+	stop   chan struct{}
+	once   sync.Once
+	// send-path delay (kernel TX timestamp minus user send time) of sampled packets
+	txDelay prometheus.Histogram
+}
+
+// UDPLayer wraps an open udp.Conn as a daemon socket layer with its capabilities,
+// counters and metrics.
+func UDPLayer(c *udp.Conn) *SocketLayer {
+	s := &udpSocket{c: c, stop: make(chan struct{}),
+		txDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "smartt_tx_path_delay_seconds",
+			Help:    "Kernel transmit timestamp minus user-space send time of sampled packets.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10)})}
+	go s.pollTxStamps()
+	return &SocketLayer{Socket: s, Caps: func() any { return c.Caps() }, Counters: func() any { return c.Stats() },
+		Metrics: s.collect}
+}
+
+func (s *udpSocket) pollTxStamps() {
+	buf := make([]udp.TxStamp, 256)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for {
+			n := s.c.TxStamps(buf)
+			for _, st := range buf[:n] {
+				if st.KernTime >= st.UserTime {
+					s.txDelay.Observe(float64(st.KernTime-st.UserTime) / 1e9)
+				}
+			}
+			if n < len(buf) {
+				break
+			}
+		}
+	}
+}
+
+// ReadBatch implements daemon.Socket.
+func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
+	if len(s.rp) < len(pkts) {
+		s.rp = make([]udp.Packet, len(pkts))
+	}
+	rp := s.rp[:len(pkts)]
+	for i := range pkts {
+		rp[i].Buf = pkts[i].Buf
+	}
+	n, err := s.c.ReadBatch(rp)
+	for i := 0; i < n; i++ {
+		p, q := &pkts[i], &rp[i]
+		p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel = q.N, q.Addr, q.ECN, q.DSCP, q.RxTime, q.RxKernel
+	}
+	return n, err
+}
+
+// WriteBatch implements daemon.Socket.
+func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
+	if len(s.wp) < len(pkts) {
+		s.wp = make([]udp.Packet, len(pkts))
+	}
+	wp := s.wp[:len(pkts)]
+	for i := range pkts {
+		p := &pkts[i]
+		wp[i] = udp.Packet{Buf: p.Buf, N: p.N, Addr: p.Addr, EV: p.EV, ECN: p.ECN, Control: p.Control}
+	}
+	return s.c.WriteBatch(wp)
+}
+
+// Close implements daemon.Socket.
+func (s *udpSocket) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	return s.c.Close()
+}
+
+var (
+	dCap      = prometheus.NewDesc("smartt_socket_capability", "Socket capabilities granted by the kernel (1) or not (0).", []string{"cap"}, nil)
+	dTSSource = prometheus.NewDesc("smartt_timestamp_source", "Receive timestamp source in use (1).", []string{"source"}, nil)
+	dSockPkts = prometheus.NewDesc("smartt_socket_packets_total", "Datagrams through the sockets.", []string{"dir"}, nil)
+	dSockB    = prometheus.NewDesc("smartt_socket_bytes_total", "UDP payload bytes through the sockets.", []string{"dir"}, nil)
+	dSockErr  = prometheus.NewDesc("smartt_socket_errors_total", "Socket errors.", []string{"dir"}, nil)
+	dSockECN  = prometheus.NewDesc("smartt_socket_rx_ecn_total", "Datagrams received ECN-capable (ect) and CE-marked (ce).", []string{"codepoint"}, nil)
+	dSockNoTS = prometheus.NewDesc("smartt_socket_rx_user_timestamps_total", "Datagrams received without a kernel timestamp.", nil, nil)
+	dSockTx   = prometheus.NewDesc("smartt_socket_tx_timestamps_total", "Sampled TX timestamps.", []string{"state"}, nil)
+	dSockGRO  = prometheus.NewDesc("smartt_socket_rx_gro_buffers_total", "Receive buffers that held several datagrams (UDP GRO).", nil, nil)
+	dSockGSO  = prometheus.NewDesc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", []string{"kind"}, nil)
+	dSockBuf  = prometheus.NewDesc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", []string{"dir"}, nil)
+)
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
+	caps, st := s.c.Caps(), s.c.Stats()
+	g := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	c := func(d *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	g(dCap, b2f(caps.ECN), "ecn")
+	g(dCap, b2f(caps.RxTimestamps), "rx_timestamps")
+	g(dCap, b2f(caps.TxTimestamps), "tx_timestamps")
+	g(dCap, b2f(caps.Batch), "batch")
+	g(dCap, b2f(caps.GSO), "gso")
+	g(dCap, b2f(caps.GRO), "gro")
+	g(dTSSource, 1, caps.TimestampSource)
+	g(dSockBuf, float64(caps.RecvBuffer), "rx")
+	g(dSockBuf, float64(caps.SendBuffer), "tx")
+	c(dSockPkts, st.RxPackets, "rx")
+	c(dSockPkts, st.TxPackets, "tx")
+	c(dSockB, st.RxBytes, "rx")
+	c(dSockB, st.TxBytes, "tx")
+	c(dSockErr, st.RxErrors, "rx")
+	c(dSockErr, st.TxErrors, "tx")
+	c(dSockECN, st.RxECT, "ect")
+	c(dSockECN, st.RxCE, "ce")
+	c(dSockNoTS, st.RxNoKernelStamp)
+	c(dSockTx, st.TxStampsSampled, "sampled")
+	c(dSockTx, st.TxStampsMatched, "matched")
+	c(dSockTx, st.TxStampsLost, "lost")
+	c(dSockGRO, st.RxGROBuffers)
+	c(dSockGSO, st.TxGSOMessages, "messages")
+	c(dSockGSO, st.TxGSOSegments, "segments")
+	s.txDelay.Collect(ch)
+}

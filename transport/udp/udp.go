@@ -1,0 +1,371 @@
+// Package udp is smartt's Linux socket layer: one receive socket per local address, a pool
+// of send sockets whose UDP source ports carry the entropy value (EV) of every packet,
+// ECN and DSCP on send and receive, kernel receive and (sampled) transmit timestamps, and
+// batched I/O with recvmmsg/sendmmsg. The read and write paths allocate nothing per packet.
+//
+// See docs/datapath.md for the design and the kernel interfaces it uses.
+package udp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Carrier names accepted in Config.Carrier.
+const (
+	CarrierPort      = "port"      // EV i leaves from UDP source port EVPortBase+i
+	CarrierFlowLabel = "flowlabel" // IPv6 only: one send socket, EV i travels as flow label i+1
+	CarrierRaw       = "raw"       // one raw socket (IP_HDRINCL, CAP_NET_RAW): any source port per packet, EVS up to 65535
+)
+
+// Defaults for zero-valued Config fields.
+const (
+	DefaultEVS       = 256
+	DefaultBatchSize = 64
+	MaxBatchSize     = 1024
+)
+
+// ECN codepoints of the two low bits of the IP TOS / traffic-class byte (RFC 3168).
+const (
+	NotECT = 0
+	ECT1   = 1
+	ECT0   = 2
+	CE     = 3
+)
+
+// Config configures the socket layer of one local address.
+type Config struct {
+	Listen      netip.AddrPort // receive address:port of the daemon (IPv4 or IPv6); peers send here
+	EVPortBase  uint16         // first UDP source port of the EV pool (0: Listen.Port()+1; ephemeral ports if Listen.Port() is 0 too)
+	EVS         int            // EV pool size; EV i leaves from source port EVPortBase+i (default 256)
+	Carrier     string         // "port" (default), "raw" (IP_HDRINCL, CAP_NET_RAW, EVS up to 65535), "flowlabel" (IPv6, EVS up to 4096)
+	DataDSCP    uint8          // DSCP for data packets (0..63)
+	ControlDSCP uint8          // DSCP for control packets (ACK/NACK/...), so switches can prioritise (0..63)
+
+	// Off switches; each also falls back automatically when the kernel refuses.
+	DisableECN, DisableTimestamps, DisableBatch bool
+	DisableGSO                                  bool // no UDP GSO (UDP_SEGMENT) on send (port and flowlabel carriers)
+	DisableGRO                                  bool // no UDP GRO on receive (and no copy out of the socket's own buffers)
+
+	TxTimestampEvery int // sample a kernel TX timestamp on 1 in N sent packets (0: off)
+
+	RecvBuffer, SendBuffer int // socket buffer bytes (SO_*BUFFORCE when allowed, else warn with the sysctl); 0: kernel default
+	BatchSize              int // recvmmsg/sendmmsg batch (default 64, at most 1024)
+	Logger                 *slog.Logger
+
+	probing bool // a probe's own socket pair: do not probe again
+}
+
+// Packet is one datagram of a batch, in a caller-owned buffer.
+type Packet struct {
+	Buf      []byte         // storage; on read len(Buf) is the capacity offered; data is Buf[:N]
+	N        int            // read: datagram length; write: bytes of Buf to send
+	Addr     netip.AddrPort // read: source; write: destination
+	EV       uint16         // write: entropy value -> source port EVPortBase + EV mod EVS (flowlabel carrier: label EV mod EVS + 1)
+	ECN      uint8          // read: ECN bits of the IP header; write: codepoint to send (ECT(0)=2 for data, 0 control)
+	DSCP     uint8          // read: DSCP of the IP header
+	Control  bool           // write: use ControlDSCP instead of DataDSCP
+	RxTime   int64          // read: receive time, Unix ns (CLOCK_REALTIME): the kernel's if RxKernel, else the user clock
+	RxKernel bool           // read: RxTime is a kernel software timestamp
+}
+
+// Caps is what the kernel granted at Open (after probing and fallback).
+type Caps struct {
+	ECN, RxTimestamps, TxTimestamps, Batch bool
+	GSO                                    bool   // UDP_SEGMENT on send (switched off for good if the kernel refuses a GSO send)
+	GRO                                    bool   // UDP_GRO on receive
+	TimestampSource                        string // "kernel" or "user"
+	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
+}
+
+// Stats are cumulative counters of a Conn.
+type Stats struct {
+	RxPackets, RxBytes   uint64
+	TxPackets, TxBytes   uint64
+	RxBatches, TxBatches uint64 // recvmmsg / sendmmsg calls that moved at least one packet
+	RxErrors, TxErrors   uint64
+	RxTruncated          uint64 // datagrams longer than the buffer offered (MSG_TRUNC)
+	RxDropped            uint64 // datagrams the kernel dropped for a full receive buffer (SO_RXQ_OVFL), as of the last one read
+	RxECT, RxCE          uint64 // packets that arrived ECT(0)/ECT(1), and CE
+	RxNoKernelStamp      uint64 // packets without a kernel timestamp (RxTime from the user clock)
+	RxDSCP               [64]uint64
+	TxStampsSampled      uint64 // packets sent with a TX timestamp request
+	TxStampsMatched      uint64 // TX timestamps read back from the error queue and matched
+	TxStampsLost         uint64 // requests whose timestamp never came back before its slot was reused
+	RxGROBuffers         uint64 // received buffers that held several datagrams (UDP GRO)
+	TxGSOMessages        uint64 // sends that carried several packets as UDP GSO segments
+	TxGSOSegments        uint64 // packets sent inside those
+}
+
+// TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
+type TxStamp struct {
+	ID       uint32 // sample number
+	EV       uint16 // the EV (send socket) it left on
+	UserTime int64  // Unix ns just before sendmmsg
+	KernTime int64  // Unix ns when the kernel handed it to the device (software timestamp)
+}
+
+// Conn is the socket layer of one local address. ReadBatch may run concurrently with
+// WriteBatch and TxStamps; concurrent calls of the same method are serialised.
+type Conn struct {
+	cfg   Config
+	log   *slog.Logger
+	v6    bool // sockets are AF_INET6
+	caps  Caps
+	local netip.AddrPort
+
+	rx    *sock   // listen socket
+	evs   []*sock // EV -> send socket (all the same socket for the flow-label carrier)
+	socks []*sock // the distinct send sockets
+	label bool    // flow-label carrier
+	raw   bool    // raw (IP_HDRINCL) carrier
+	rawT  []byte  // raw carrier: IP+UDP header template (from gopacket)
+
+	rmu sync.Mutex
+	rb  batch
+	gro groState
+
+	wmu   sync.Mutex
+	wb    batch
+	txSeq uint64 // packets offered to WriteBatch (for TX-stamp sampling)
+	txID  uint32
+	txRun []uint32 // sample IDs of the run being sent
+
+	ringMu sync.Mutex // txRing, shared by WriteBatch and TxStamps
+	txRing []txPending
+
+	smu    sync.Mutex // TxStamps
+	emsg   unix.Msghdr
+	eiov   unix.Iovec
+	errBuf [64]byte
+	errOOB [512]byte
+	eres   errResult
+	errFn  func(fd uintptr)
+
+	closed atomic.Bool
+	gso    atomic.Bool // GSO in use (switched off at run time if the kernel refuses it)
+	st     counters
+}
+
+type counters struct {
+	rxPackets, rxBytes, txPackets, txBytes, rxBatches, txBatches   atomic.Uint64
+	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp, rxDropped atomic.Uint64
+	rxDSCP                                                         [64]atomic.Uint64
+	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs  atomic.Uint64
+}
+
+type txPending struct {
+	id    uint32
+	valid bool
+	ev    uint16
+	user  int64
+}
+
+// Open validates cfg, creates and configures the sockets, probes what the kernel allows and
+// logs the result. Sockets are created in the network namespace of the calling OS thread.
+func Open(cfg Config) (*Conn, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	c := &Conn{cfg: cfg, log: cfg.Logger, v6: cfg.Listen.Addr().Is6() && !cfg.Listen.Addr().Is4In6()}
+	c.caps = Caps{ECN: !cfg.DisableECN, RxTimestamps: !cfg.DisableTimestamps,
+		TxTimestamps: !cfg.DisableTimestamps && cfg.TxTimestampEvery > 0, Batch: !cfg.DisableBatch,
+		GSO: !cfg.DisableGSO && cfg.Carrier != CarrierRaw, GRO: !cfg.DisableGRO}
+	if err := c.openSockets(); err != nil {
+		c.closeSockets()
+		return nil, err
+	}
+	verdict := c.probe()
+	if c.caps.RxTimestamps {
+		c.caps.TimestampSource = "kernel"
+	} else {
+		c.caps.TimestampSource = "user"
+	}
+	c.rb.init(cfg.BatchSize, false)
+	if c.caps.GRO {
+		c.gro.init(min(cfg.BatchSize, 16))
+	}
+	c.wb.init(cfg.BatchSize, true)
+	c.rb.rawFn = c.rxRecv
+	c.wb.rawFn = c.txSend
+	if c.caps.TxTimestamps {
+		c.txRing = make([]txPending, txRingSize)
+		c.txRun = make([]uint32, 0, cfg.BatchSize)
+	}
+	c.errFn = c.readErrQueue
+	c.gso.Store(c.caps.GSO)
+	if cfg.probing {
+		return c, nil
+	}
+	c.log.Info("udp: socket layer open",
+		"listen", c.local.String(), "carrier", cfg.Carrier, "evs", cfg.EVS,
+		"ev_ports", c.evPortRange(), "ecn", c.caps.ECN, "rx_timestamps", c.caps.RxTimestamps,
+		"tx_timestamps", c.caps.TxTimestamps, "timestamp_source", c.caps.TimestampSource,
+		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "probe", verdict,
+		"recv_buffer", c.caps.RecvBuffer, "send_buffer", c.caps.SendBuffer)
+	return c, nil
+}
+
+func (cfg *Config) normalize() error {
+	if !cfg.Listen.IsValid() {
+		return errors.New("udp: Config.Listen: need an IPv4 or IPv6 address:port")
+	}
+	if cfg.Listen.Addr().Zone() != "" {
+		return fmt.Errorf("udp: Config.Listen %v: zoned addresses are not supported", cfg.Listen)
+	}
+	if cfg.Carrier == "" {
+		cfg.Carrier = CarrierPort
+	}
+	switch cfg.Carrier {
+	case CarrierPort:
+	case CarrierFlowLabel:
+		if !cfg.Listen.Addr().Is6() || cfg.Listen.Addr().Is4In6() {
+			return fmt.Errorf("udp: Config.Carrier %q needs an IPv6 Config.Listen, not %v", cfg.Carrier, cfg.Listen)
+		}
+	case CarrierRaw:
+		if cfg.Listen.Addr().IsUnspecified() {
+			return fmt.Errorf("udp: Config.Carrier %q builds its own IP headers and needs a specific Config.Listen address, not %v", cfg.Carrier, cfg.Listen)
+		}
+	default:
+		return fmt.Errorf("udp: Config.Carrier %q: allowed values are %q, %q, %q", cfg.Carrier, CarrierPort, CarrierRaw, CarrierFlowLabel)
+	}
+	if cfg.EVS == 0 {
+		cfg.EVS = DefaultEVS
+	}
+	if cfg.EVS < 1 || cfg.EVS > 65535 {
+		return fmt.Errorf("udp: Config.EVS %d: allowed range is 1..65535 for the port carrier", cfg.EVS)
+	}
+	if cfg.Carrier == CarrierFlowLabel && cfg.EVS > maxFlowLabels {
+		return fmt.Errorf("udp: Config.EVS %d: allowed range is 1..%d for the flowlabel carrier (the kernel's flow-label table)", cfg.EVS, maxFlowLabels)
+	}
+	if cfg.EVPortBase == 0 && cfg.Listen.Port() != 0 {
+		cfg.EVPortBase = cfg.Listen.Port() + 1
+	}
+	ports := cfg.EVS
+	if cfg.Carrier == CarrierFlowLabel {
+		ports = 1
+	}
+	if cfg.EVPortBase != 0 && int(cfg.EVPortBase)+ports-1 > 65535 {
+		return fmt.Errorf("udp: Config.EVPortBase %d + EVS %d exceeds port 65535: allowed EVPortBase is 1..%d",
+			cfg.EVPortBase, cfg.EVS, 65536-cfg.EVS)
+	}
+	if cfg.EVPortBase != 0 && cfg.Listen.Port() >= cfg.EVPortBase && int(cfg.Listen.Port()) < int(cfg.EVPortBase)+ports {
+		return fmt.Errorf("udp: Config.Listen port %d lies inside the EV port range %d..%d",
+			cfg.Listen.Port(), cfg.EVPortBase, int(cfg.EVPortBase)+ports-1)
+	}
+	if cfg.DataDSCP > 63 {
+		return fmt.Errorf("udp: Config.DataDSCP %d: allowed range is 0..63", cfg.DataDSCP)
+	}
+	if cfg.ControlDSCP > 63 {
+		return fmt.Errorf("udp: Config.ControlDSCP %d: allowed range is 0..63", cfg.ControlDSCP)
+	}
+	if cfg.TxTimestampEvery < 0 {
+		return fmt.Errorf("udp: Config.TxTimestampEvery %d: allowed is 0 (off) or N >= 1", cfg.TxTimestampEvery)
+	}
+	if cfg.RecvBuffer < 0 || cfg.SendBuffer < 0 {
+		return fmt.Errorf("udp: Config.RecvBuffer %d / SendBuffer %d: allowed is 0 (kernel default) or a positive byte count", cfg.RecvBuffer, cfg.SendBuffer)
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.BatchSize < 1 || cfg.BatchSize > MaxBatchSize {
+		return fmt.Errorf("udp: Config.BatchSize %d: allowed range is 1..%d", cfg.BatchSize, MaxBatchSize)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return nil
+}
+
+func (c *Conn) evPortRange() string {
+	if len(c.socks) == 0 {
+		return ""
+	}
+	if c.raw {
+		return fmt.Sprintf("%d..%d (raw)", c.EVPort(0), c.EVPort(uint16(c.cfg.EVS-1)))
+	}
+	return fmt.Sprintf("%d..%d", c.socks[0].port, c.socks[len(c.socks)-1].port)
+}
+
+// Caps reports what the kernel granted at Open.
+func (c *Conn) Caps() Caps {
+	caps := c.caps
+	caps.GSO = c.gso.Load()
+	return caps
+}
+
+// LocalAddr is the bound receive address (with the kernel-chosen port if Listen.Port() was 0).
+func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
+
+// EVPort is the UDP source port EV ev leaves from (one port for the flow-label carrier).
+func (c *Conn) EVPort(ev uint16) uint16 {
+	if c.raw {
+		return c.cfg.EVPortBase + uint16(int(ev)%c.cfg.EVS)
+	}
+	return c.evs[int(ev)%len(c.evs)].port
+}
+
+// FlowLabel is the IPv6 flow label EV ev travels with (0 unless the flow-label carrier).
+func (c *Conn) FlowLabel(ev uint16) uint32 {
+	if !c.label {
+		return 0
+	}
+	return uint32(int(ev)%len(c.evs)) + 1
+}
+
+// EVS is the size of the EV pool.
+func (c *Conn) EVS() int { return len(c.evs) }
+
+// SetReadDeadline makes a blocked or future ReadBatch return an error wrapping
+// os.ErrDeadlineExceeded at t (zero t: no deadline).
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.rx.uc.SetReadDeadline(t) }
+
+// Stats returns the cumulative counters.
+func (c *Conn) Stats() Stats {
+	s := Stats{
+		RxPackets: c.st.rxPackets.Load(), RxBytes: c.st.rxBytes.Load(),
+		TxPackets: c.st.txPackets.Load(), TxBytes: c.st.txBytes.Load(),
+		RxBatches: c.st.rxBatches.Load(), TxBatches: c.st.txBatches.Load(),
+		RxErrors: c.st.rxErrors.Load(), TxErrors: c.st.txErrors.Load(),
+		RxTruncated: c.st.rxTrunc.Load(), RxDropped: c.st.rxDropped.Load(), RxECT: c.st.rxECT.Load(), RxCE: c.st.rxCE.Load(),
+		RxNoKernelStamp: c.st.rxNoStamp.Load(),
+		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
+		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(),
+	}
+	for i := range s.RxDSCP {
+		s.RxDSCP[i] = c.st.rxDSCP[i].Load()
+	}
+	return s
+}
+
+// Close closes every socket; a blocked ReadBatch returns net.ErrClosed.
+func (c *Conn) Close() error {
+	if c.closed.Swap(true) {
+		return net.ErrClosed
+	}
+	return c.closeSockets()
+}
+
+func (c *Conn) closeSockets() error {
+	var first error
+	if c.rx != nil {
+		first = c.rx.close()
+	}
+	for _, s := range c.socks {
+		if s == nil {
+			continue
+		}
+		if err := s.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
