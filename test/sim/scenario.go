@@ -24,6 +24,13 @@ type Scenario struct {
 	// RoutingConvergence is how long after a link goes down (or up) switches keep hashing
 	// onto it before routing excludes (re-admits) it (0: at once).
 	RoutingConvergence config.Duration `yaml:"routing_convergence"`
+	// DecisionLatency emulates a NIC whose congestion-control and load-balancing
+	// decisions take time: every ACK, NACK and other control packet reaches the host's
+	// engine this much later than it arrives (0: at once).
+	DecisionLatency config.Duration `yaml:"decision_latency"`
+	// HardwareProfile names an hwprofile profile (cx6dx, fpga-reps) whose decision time
+	// is used when DecisionLatency is 0.
+	HardwareProfile string `yaml:"hardware_profile"`
 	// WireOverhead is added to every datagram for serialisation and queueing (lower-layer
 	// headers), bytes.
 	WireOverhead int `yaml:"wire_overhead"`

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"smartt/config"
+	"smartt/hwprofile"
 	"smartt/reps"
 	"smartt/test/switchport"
 	"smartt/transport"
@@ -109,8 +110,16 @@ func (s *Sim) pipeArrive(pi int32) {
 	if p.size > 0 {
 		s.schedule(p.ring[p.head].at, evPipe, pi, 0)
 	}
-	s.hops++
+	decPipe := int32(len(s.tp.ports) + len(s.hosts))
+	if pi < decPipe {
+		s.hops++
+	}
 	if int(p.to) < len(s.hosts) {
+		if s.decLat > 0 && !e.p.data && pi < decPipe {
+			// Feedback waits for the NIC's decision logic (a FIFO of constant delay).
+			s.send(decPipe+p.to, e.p, s.now+s.decLat)
+			return
+		}
 		s.deliver(e.p, p.to)
 	} else {
 		s.switchArrive(e.p, p.to)
@@ -175,7 +184,8 @@ type Sim struct {
 	tx     []byte // PollTransmit scratch
 	rx     []byte // delivery scratch for data: header, then zeros
 	rxCtl  []byte // delivery scratch for control packets
-	pipes  []pipe // one per port (same index), then one per host uplink
+	pipes  []pipe // one per port (same index), then one per host uplink, then one per host's decision delay
+	decLat int64  // emulated decision latency for control packets reaching a host
 	ovh    int
 	faults []fault
 	smp    sampler
@@ -278,12 +288,26 @@ func New(sc *Scenario) (*Sim, error) {
 	s.tx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
 	s.rx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
 	s.rxCtl = make([]byte, hdrCap)
-	s.pipes = make([]pipe, len(tp.ports)+tp.hosts)
+	s.pipes = make([]pipe, len(tp.ports)+2*tp.hosts)
 	for i := range tp.ports {
 		s.pipes[i].to = tp.ports[i].peer
 	}
 	for h := range tp.hosts {
 		s.pipes[len(tp.ports)+h].to = tp.hostUp[h]
+		s.pipes[len(tp.ports)+tp.hosts+h].to = int32(h)
+	}
+	s.decLat = int64(sc.DecisionLatency)
+	if sc.DecisionLatency < 0 {
+		return nil, fmt.Errorf("decision_latency = %v: must be >= 0", sc.DecisionLatency)
+	}
+	if sc.HardwareProfile != "" {
+		prof, err := hwprofile.Lookup(sc.HardwareProfile)
+		if err != nil {
+			return nil, fmt.Errorf("hardware_profile: %w", err)
+		}
+		if s.decLat == 0 {
+			s.decLat = prof.DecisionNs
+		}
 	}
 	s.wl, err = s.buildWorkload(&sc.Workload, tcfg.MTU)
 	if err != nil {

@@ -73,6 +73,30 @@ func TestSingleFlowClosedForm(t *testing.T) {
 	}
 }
 
+// Emulated decision latency delays every ACK by exactly that much: a single flow, whose
+// completion waits for its last ACK, finishes that much later (and the fixed window, a
+// BDP larger than needed, keeps the link busy meanwhile).
+func TestDecisionLatency(t *testing.T) {
+	mk := func(lat int64, prof string) *Result {
+		sc := scenario(TopologyConfig{Kind: "single", Hosts: 2, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500},
+			WorkloadConfig{Kind: "incast", Senders: 1, Receiver: 0, Size: 1 << 20})
+		sc.Transport.InitialWindow = 4 << 20
+		sc.DecisionLatency = configDuration(lat)
+		sc.HardwareProfile = prof
+		return run(t, sc)
+	}
+	base, slow, prof := mk(0, ""), mk(5_000, ""), mk(0, "cx6dx")
+	if d := slow.PerFlow[0].FCT - base.PerFlow[0].FCT; d != 5_000 {
+		t.Fatalf("5 us decision latency added %d ns to the FCT", d)
+	}
+	if d := prof.PerFlow[0].FCT - base.PerFlow[0].FCT; d != 2_000 {
+		t.Fatalf("cx6dx profile (2 us decisions) added %d ns", d)
+	}
+	if slow.Hops != base.Hops {
+		t.Fatalf("decision delay counted as hops: %d vs %d", slow.Hops, base.Hops)
+	}
+}
+
 // N:1 incast with trimming and an ideal (spraying) balancer finishes within 10 % of
 // N*size/rate: the receiver's link stays busy, trimmed packets are resent at once.
 func TestIncastClosedForm(t *testing.T) {
