@@ -42,6 +42,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	progress := fs.Bool("progress", true, "print a progress line every few seconds")
 	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
+	compare := fs.String("compare", "", "run once per balancer in this comma-separated list (e.g. ecmp,ops,reps) and print a comparison; -out gets one FCT CDF of all")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -49,36 +50,24 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("sim run: want exactly one scenario file")
 	}
-	sc, err := sim.LoadScenario(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	if *seed != 0 {
-		sc.Seed = *seed
-	}
-	if *lb != "" {
-		sc.Transport.LB = *lb
-	}
-	if *cc != "" {
-		sc.Transport.CC = *cc
-	}
-	if *hosts != 0 {
-		sc.Topology.Hosts = *hosts
-	}
-	if *osub != 0 {
-		sc.Topology.Oversubscription = *osub
-	}
-	if *size != "" {
-		var s sim.Size
-		if err := s.UnmarshalText([]byte(*size)); err != nil {
-			return fmt.Errorf("-size: %w", err)
+	load := func() (*sim.Scenario, error) {
+		sc, err := sim.LoadScenario(fs.Arg(0))
+		if err != nil {
+			return nil, err
 		}
-		sc.Workload.Size = s
+		return sc, applySimFlags(sc, *seed, *lb, *cc, *hosts, *osub, *size)
 	}
 	switch *plots {
 	case "png", "svg", "both", "none":
 	default:
 		return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
+	}
+	if *compare != "" {
+		return runSimCompare(load, strings.Split(*compare, ","), *out, *plots, *progress, stdout, stderr)
+	}
+	sc, err := load()
+	if err != nil {
+		return err
 	}
 	s, err := sim.New(sc)
 	if err != nil {
@@ -116,17 +105,105 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 			float64(ru.Maxrss)/1024, float64(r.Hops)/cpu/1e6, cpu, runtime.NumCPU(), r.Hash()[:16])
 	}
 	if *out != "" {
-		if err := writeSimOutputs(*out, *plots, r); err != nil {
+		if err := writeSimOutputs(*out, *plots, "", r); err != nil {
 			return err
 		}
 	}
+	return unfinished(r)
+}
+
+func unfinished(r *sim.Result) error {
 	if r.Completed+r.Failed < r.Flows {
-		return fmt.Errorf("sim: %d of %d flows unfinished at the deadline (%v)", r.Flows-r.Completed-r.Failed, r.Flows, config.Duration(r.SimTime))
+		return fmt.Errorf("sim: %s: %d of %d flows unfinished at the deadline (%v)", r.LB, r.Flows-r.Completed-r.Failed, r.Flows, config.Duration(r.SimTime))
 	}
 	return nil
 }
 
-func writeSimOutputs(dir, plots string, r *sim.Result) error {
+// runSimCompare runs the scenario once per balancer and prints one row each.
+func runSimCompare(load func() (*sim.Scenario, error), lbs []string, out, plots string, progress bool, stdout, stderr io.Writer) error {
+	var rs []*sim.Result
+	for _, lb := range lbs {
+		sc, err := load()
+		if err != nil {
+			return err
+		}
+		sc.Transport.LB = strings.TrimSpace(lb)
+		s, err := sim.New(sc)
+		if err != nil {
+			return fmt.Errorf("lb %s: %w", lb, err)
+		}
+		if progress {
+			s.SetProgress(stderr)
+		}
+		r := s.Run()
+		fmt.Fprint(stdout, r.Summary(), "\n")
+		if out != "" {
+			if err := writeSimOutputs(out, "none", "_"+sc.Transport.LB, r); err != nil {
+				return err
+			}
+		}
+		rs = append(rs, r)
+	}
+	fmt.Fprintf(stdout, "%-8s %-8s %10s %10s %10s %8s %8s %8s\n", "lb", "cc", "completion", "ideal", "rel", "maxslow", "trims", "retx")
+	for _, r := range rs {
+		fmt.Fprintf(stdout, "%-8s %-8s %8.2fus %8.2fus %10.3f %8.3f %8d %8d\n", r.LB, r.CC, float64(r.Completion)/1e3,
+			float64(r.Ideal)/1e3, r.Ratio, r.FCT.MaxSlowdown, r.Trims, r.RetxSack+r.RetxNack+r.RetxTimeout)
+	}
+	if out != "" {
+		for _, ext := range plotExts(plots) {
+			if err := sim.PlotFCTCDF(filepath.Join(out, "fct_cdf."+ext), rs...); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range rs {
+		if err := unfinished(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func plotExts(plots string) []string {
+	switch plots {
+	case "png", "svg":
+		return []string{plots}
+	case "both":
+		return []string{"png", "svg"}
+	}
+	return nil
+}
+
+// applySimFlags applies the command-line overrides to a scenario.
+func applySimFlags(sc *sim.Scenario, seed uint64, lb, cc string, hosts, osub int, size string) error {
+	if seed != 0 {
+		sc.Seed = seed
+	}
+	if lb != "" {
+		sc.Transport.LB = lb
+	}
+	if cc != "" {
+		sc.Transport.CC = cc
+	}
+	if hosts != 0 {
+		sc.Topology.Hosts = hosts
+	}
+	if osub != 0 {
+		sc.Topology.Oversubscription = osub
+	}
+	if size != "" {
+		var s sim.Size
+		if err := s.UnmarshalText([]byte(size)); err != nil {
+			return fmt.Errorf("-size: %w", err)
+		}
+		sc.Workload.Size = s
+	}
+	return nil
+}
+
+// writeSimOutputs writes result<suffix>.json, flows<suffix>.csv, queues<suffix>.csv and
+// the plots into dir.
+func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -141,30 +218,23 @@ func writeSimOutputs(dir, plots string, r *sim.Result) error {
 		}
 		return fh.Close()
 	}
-	if err := write("result.json", r.WriteJSON); err != nil {
+	if err := write("result"+suffix+".json", r.WriteJSON); err != nil {
 		return err
 	}
-	if err := write("flows.csv", r.WriteFlowsCSV); err != nil {
+	if err := write("flows"+suffix+".csv", r.WriteFlowsCSV); err != nil {
 		return err
 	}
 	if len(r.Samples) > 0 {
-		if err := write("queues.csv", r.WriteSamplesCSV); err != nil {
+		if err := write("queues"+suffix+".csv", r.WriteSamplesCSV); err != nil {
 			return err
 		}
 	}
-	var exts []string
-	switch plots {
-	case "png", "svg":
-		exts = []string{plots}
-	case "both":
-		exts = []string{"png", "svg"}
-	}
-	for _, ext := range exts {
-		if err := sim.PlotFCTCDF(filepath.Join(dir, "fct_cdf."+ext), r); err != nil && !strings.Contains(err.Error(), "no completed") {
+	for _, ext := range plotExts(plots) {
+		if err := sim.PlotFCTCDF(filepath.Join(dir, "fct_cdf"+suffix+"."+ext), r); err != nil && !strings.Contains(err.Error(), "no completed") {
 			return err
 		}
 		if len(r.Samples) > 0 {
-			if err := sim.PlotQueues(filepath.Join(dir, "queues."+ext), r, 8); err != nil {
+			if err := sim.PlotQueues(filepath.Join(dir, "queues"+suffix+"."+ext), r, 8); err != nil {
 				return err
 			}
 		}

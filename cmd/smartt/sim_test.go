@@ -32,6 +32,20 @@ output: {sample_interval: 1us, sample_ports: up}
 			t.Fatalf("%s missing: %v", f, err)
 		}
 	}
+	// One run per balancer, a comparison table and one CDF of all.
+	out.Reset()
+	cmpDir := filepath.Join(dir, "cmp")
+	if err := runSim([]string{"run", "-progress=false", "-compare", "ecmp,ops", "-plots", "png", "-out", cmpDir, scen}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "completion") || strings.Count(out.String(), "flows 16/16 done") != 2 {
+		t.Fatalf("compare output:\n%s", out.String())
+	}
+	for _, f := range []string{"result_ecmp.json", "result_ops.json", "flows_ops.csv", "fct_cdf.png"} {
+		if _, err := os.Stat(filepath.Join(cmpDir, f)); err != nil {
+			t.Fatalf("%s missing: %v", f, err)
+		}
+	}
 	// Bad input names the field.
 	if err := os.WriteFile(scen, []byte("topology: {kind: ring, hosts: 4}\nworkload: {kind: incast, size: 1KiB}\n"), 0o644); err != nil {
 		t.Fatal(err)
