@@ -15,17 +15,17 @@ import (
 
 // Result is what a run produced. Times are ns.
 type Result struct {
-	Scenario string `json:"scenario"`
-	Topology string `json:"topology"`
-	Workload string `json:"workload"`
+	Scenario string `json:"scenario"` // scenario name
+	Topology string `json:"topology"` // the fabric, described
+	Workload string `json:"workload"` // workload kind
 	Seed     uint64 `json:"seed"`
 	Hosts    int    `json:"hosts"`
-	CC       string `json:"cc"`
-	LB       string `json:"lb"`
+	CC       string `json:"cc"` // congestion controller
+	LB       string `json:"lb"` // load balancer
 
-	Flows     int `json:"flows"`
-	Completed int `json:"completed"`
-	Failed    int `json:"failed"`
+	Flows     int `json:"flows"`     // flows in the workload
+	Completed int `json:"completed"` // flows whose sender saw every byte acknowledged
+	Failed    int `json:"failed"`    // flows the engine failed
 
 	SimTime    int64   `json:"sim_time_ns"`    // clock at the end
 	Completion int64   `json:"completion_ns"`  // first start to last flow done
@@ -65,34 +65,34 @@ type Result struct {
 
 // FCTSummary summarises flow completion times and slowdowns (FCT / isolated FCT).
 type FCTSummary struct {
-	Mean         int64   `json:"mean_ns"`
-	P50          int64   `json:"p50_ns"`
-	P99          int64   `json:"p99_ns"`
-	Max          int64   `json:"max_ns"`
-	IdealMax     int64   `json:"ideal_max_ns"` // largest isolated FCT
-	MeanSlowdown float64 `json:"mean_slowdown"`
-	P99Slowdown  float64 `json:"p99_slowdown"`
-	MaxSlowdown  float64 `json:"max_slowdown"`
+	Mean         int64   `json:"mean_ns"`       // mean FCT
+	P50          int64   `json:"p50_ns"`        // median FCT
+	P99          int64   `json:"p99_ns"`        // 99th percentile FCT
+	Max          int64   `json:"max_ns"`        // slowest flow
+	IdealMax     int64   `json:"ideal_max_ns"`  // largest isolated FCT
+	MeanSlowdown float64 `json:"mean_slowdown"` // mean of FCT / isolated FCT
+	P99Slowdown  float64 `json:"p99_slowdown"`  // 99th percentile slowdown
+	MaxSlowdown  float64 `json:"max_slowdown"`  // largest slowdown
 }
 
 // FlowResult is one flow. FCT is start to the sender's last ACK; RxTime start to the
 // receiver holding the whole message; -1 if it did not happen.
 type FlowResult struct {
-	Src, Dst int
-	Size     int64
-	Phase    int
-	Start    int64
-	FCT      int64
-	RxTime   int64
-	Ideal    int64
-	Failed   bool
+	Src, Dst int   // hosts
+	Size     int64 // bytes
+	Phase    int   // collective step (0 otherwise)
+	Start    int64 // ns
+	FCT      int64 // ns, start to last ACK
+	RxTime   int64 // ns, start to the receiver holding the message
+	Ideal    int64 // ns, isolated FCT
+	Failed   bool  // the engine failed the message
 }
 
 // QueueSeries is the data-queue occupancy of one port over time.
 type QueueSeries struct {
-	Port  string
-	Times []int64
-	Bytes []int32
+	Port  string  // "tor0->spine1"
+	Times []int64 // sample times, ns
+	Bytes []int32 // data-queue bytes at each time
 }
 
 func (s *Sim) result(wall time.Duration) *Result {

@@ -15,12 +15,12 @@ import (
 // what to record. It is read from YAML (see docs/sim.md); the transport block takes the
 // same fields as the daemon's configuration.
 type Scenario struct {
-	Name      string           `yaml:"name"`
-	Seed      uint64           `yaml:"seed"`
-	Topology  TopologyConfig   `yaml:"topology"`
-	Transport transport.Config `yaml:"transport"`
-	Workload  WorkloadConfig   `yaml:"workload"`
-	Failures  []FailureConfig  `yaml:"failures"`
+	Name      string           `yaml:"name"`      // shown in results
+	Seed      uint64           `yaml:"seed"`      // every random choice derives from it (default 1)
+	Topology  TopologyConfig   `yaml:"topology"`  // the fabric
+	Transport transport.Config `yaml:"transport"` // every host's engine, as the daemon's config
+	Workload  WorkloadConfig   `yaml:"workload"`  // the traffic
+	Failures  []FailureConfig  `yaml:"failures"`  // link faults
 	// RoutingConvergence is how long after a link goes down (or up) switches keep hashing
 	// onto it before routing excludes (re-admits) it (0: at once).
 	RoutingConvergence config.Duration `yaml:"routing_convergence"`
@@ -61,6 +61,7 @@ type OutputConfig struct {
 // WorkloadConfig is the traffic. Kinds: incast, permutation, tornado, all_to_all,
 // ring_allreduce, butterfly_allreduce, websearch.
 type WorkloadConfig struct {
+	// Kind selects the traffic pattern.
 	Kind string `yaml:"kind"`
 	// Size is the message size (per flow; for all-reduce the whole buffer per host).
 	Size Size `yaml:"size"`
@@ -89,9 +90,9 @@ type WorkloadConfig struct {
 // topology: tor3, agg1.0, core0.2, spine1, sw0), or between host A ("h12") and its ToR.
 type FailureConfig struct {
 	Kind string          `yaml:"kind"` // down, degrade, flaky
-	A    string          `yaml:"a"`
-	B    string          `yaml:"b"`
-	At   config.Duration `yaml:"at"`
+	A    string          `yaml:"a"`    // one end of the link
+	B    string          `yaml:"b"`    // the other end
+	At   config.Duration `yaml:"at"`   // when the fault starts
 	// Until ends the fault (0: never).
 	Until config.Duration `yaml:"until"`
 	// Rate is the degraded link rate.

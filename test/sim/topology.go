@@ -20,16 +20,16 @@ import (
 //
 // Oversubscription (1..8) is the ratio of host ports to uplinks at the ToR.
 type TopologyConfig struct {
-	Kind             string          `yaml:"kind"`
-	Hosts            int             `yaml:"hosts"`
-	Radix            int             `yaml:"radix"`
-	Oversubscription int             `yaml:"oversubscription"`
-	Leaves           int             `yaml:"leaves"`
-	Spines           int             `yaml:"spines"`
-	LinkRate         config.Rate     `yaml:"link_rate"`
-	LinkLatency      config.Duration `yaml:"link_latency"`   // propagation per link
-	SwitchLatency    config.Duration `yaml:"switch_latency"` // traversal per switch
-	Queue            QueueConfig     `yaml:"queue"`
+	Kind             string          `yaml:"kind"`             // single, fattree2, fattree3, leafspine
+	Hosts            int             `yaml:"hosts"`            // number of hosts
+	Radix            int             `yaml:"radix"`            // switch radix (fat trees)
+	Oversubscription int             `yaml:"oversubscription"` // ToR host ports per uplink, 1..8 (default 1)
+	Leaves           int             `yaml:"leaves"`           // leaf switches (leafspine)
+	Spines           int             `yaml:"spines"`           // spine switches (leafspine)
+	LinkRate         config.Rate     `yaml:"link_rate"`        // every link (default 100 Gbit/s)
+	LinkLatency      config.Duration `yaml:"link_latency"`     // propagation per link
+	SwitchLatency    config.Duration `yaml:"switch_latency"`   // traversal per switch
+	Queue            QueueConfig     `yaml:"queue"`            // every switch output port
 }
 
 // QueueConfig sizes every switch output port.
