@@ -44,6 +44,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
 	compare := fs.String("compare", "", "run once per balancer in this comma-separated list (e.g. ecmp,ops,reps) and print a comparison; -out gets one FCT CDF of all")
 	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if fs.NArg() != 1 {
