@@ -51,10 +51,10 @@ const (
 
 // pkt is what the fabric knows of a packet in flight. It travels by value through pipes
 // and port queues (24 bytes), so forwarding reads only memory that is already in cache;
-// the datagram bytes live in Sim.hdrs[id] and are only touched by the sending and
+// the datagram bytes live in a slot (Sim.slot(id)) and are only touched by the sending and
 // receiving hosts (and when a port trims the packet).
 type pkt struct {
-	id     int32 // slot in Sim.hdrs
+	id     int32 // slot of the datagram bytes (Sim.slot)
 	n      int32 // datagram length
 	src    int32 // host
 	dst    int32 // host
@@ -169,26 +169,30 @@ type sconn struct {
 
 // Sim is one simulation run. Build it with New, run it with Run.
 type Sim struct {
-	sc     *Scenario
-	tp     *topo
-	now    int64
-	q      eventQueue
-	hdrs   [][hdrCap]byte // datagram bytes of packet slots: a whole control packet, a data header
-	free   []int32
-	hosts  []host
-	flows  []flow
-	deps   []int32 // dependents of flows, by flow.depLo..depHi
-	wl     *workload
-	msgBuf []byte
-	rxBuf  []byte
-	tx     []byte // PollTransmit scratch
-	rx     []byte // delivery scratch for data: header, then zeros
-	rxCtl  []byte // delivery scratch for control packets
-	pipes  []pipe // one per port (same index), then one per host uplink, then one per host's decision delay
-	decLat int64  // emulated decision latency for control packets reaching a host
-	ovh    int
-	faults []fault
-	smp    sampler
+	sc  *Scenario
+	tp  *topo
+	now int64
+	q   eventQueue
+	// Datagram bytes of packets in flight, in two pools: data headers and whole
+	// control packets.
+	dataHdrs [][wire.DataHdrLen]byte
+	ctlHdrs  [][hdrCap]byte
+	freeCtl  []int32
+	free     []int32
+	hosts    []host
+	flows    []flow
+	deps     []int32 // dependents of flows, by flow.depLo..depHi
+	wl       *workload
+	msgBuf   []byte
+	rxBuf    []byte
+	tx       []byte // PollTransmit scratch
+	rx       []byte // delivery scratch for data: header, then zeros
+	rxCtl    []byte // delivery scratch for control packets
+	pipes    []pipe // one per port (same index), then one per host uplink, then one per host's decision delay
+	decLat   int64  // emulated decision latency for control packets reaching a host
+	ovh      int
+	faults   []fault
+	smp      sampler
 
 	hops, events  uint64
 	flowsDone     int
@@ -389,17 +393,44 @@ func (s *Sim) schedule(at int64, kind evKind, id, arg int32) {
 	s.q.push(at, mkVal(kind, id, arg))
 }
 
-func (s *Sim) allocPkt() int32 {
+// ctlSlot marks a slot id of the control-packet pool (the others hold data headers).
+const ctlSlot = 1 << 30
+
+// allocPkt returns a free slot for a data header or, with ctl, a whole control packet.
+func (s *Sim) allocPkt(ctl bool) int32 {
+	if ctl {
+		if n := len(s.freeCtl); n > 0 {
+			id := s.freeCtl[n-1]
+			s.freeCtl = s.freeCtl[:n-1]
+			return id
+		}
+		s.ctlHdrs = append(s.ctlHdrs, [hdrCap]byte{})
+		return int32(len(s.ctlHdrs)-1) | ctlSlot
+	}
 	if n := len(s.free); n > 0 {
 		id := s.free[n-1]
 		s.free = s.free[:n-1]
 		return id
 	}
-	s.hdrs = append(s.hdrs, [hdrCap]byte{})
-	return int32(len(s.hdrs) - 1)
+	s.dataHdrs = append(s.dataHdrs, [wire.DataHdrLen]byte{})
+	return int32(len(s.dataHdrs) - 1)
 }
 
-func (s *Sim) freePkt(id int32) { s.free = append(s.free, id) }
+func (s *Sim) freePkt(id int32) {
+	if id&ctlSlot != 0 {
+		s.freeCtl = append(s.freeCtl, id)
+	} else {
+		s.free = append(s.free, id)
+	}
+}
+
+// slot returns the stored bytes of packet slot id.
+func (s *Sim) slot(id int32) []byte {
+	if id&ctlSlot != 0 {
+		return s.ctlHdrs[id&^ctlSlot][:]
+	}
+	return s.dataHdrs[id][:]
+}
 
 // Run processes events until the workload is complete, nothing is left to do, or the
 // deadline passes; it returns the results.
@@ -473,9 +504,10 @@ func (s *Sim) service(i int32) {
 		if !ok {
 			break
 		}
-		id := s.allocPkt()
 		var pk pkt
 		p := &pk
+		p.data = !tx.Control && tx.Type == wire.TypeData
+		id := s.allocPkt(!p.data)
 		p.id = id
 		p.n = int32(tx.N)
 		p.src = i
@@ -483,7 +515,6 @@ func (s *Sim) service(i int32) {
 		p.ev = tx.EV
 		p.ecn = tx.ECN & 3
 		p.dscp = 0
-		p.data = !tx.Control && tx.Type == wire.TypeData
 		p.ect = p.ecn == transport.ECT0 || p.ecn == transport.ECT1
 		st := tx.N
 		if p.data {
@@ -492,7 +523,7 @@ func (s *Sim) service(i int32) {
 		if st > hdrCap {
 			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, hdrCap))
 		}
-		copy(s.hdrs[id][:st], s.tx[:st])
+		copy(s.slot(id)[:st], s.tx[:st])
 		p.stored = uint8(st)
 		if p.dst < 0 || int(p.dst) >= len(s.hosts) {
 			s.freePkt(id) // not a host of this fabric
@@ -634,7 +665,7 @@ func (s *Sim) drainPort(pid int32) {
 		}
 		if d.Trimmed {
 			p.n = wire.DataHdrLen
-			s.hdrs[p.id][1] |= byte(wire.FlagTrimmed)
+			s.slot(p.id)[1] |= byte(wire.FlagTrimmed)
 			p.dscp = s.sc.Transport.TrimDSCP
 		}
 		if pt.down {
@@ -675,7 +706,7 @@ func (s *Sim) deliver(pk pkt, i int32) {
 	if p.data {
 		buf = s.rx // only the header is ever written here: the payload stays zeros
 	}
-	copy(buf, s.hdrs[id][:p.stored])
+	copy(buf, s.slot(id)[:p.stored])
 	src := s.hosts[p.src].addr
 	ecn, dscp := p.ecn, p.dscp
 	s.freePkt(id)
