@@ -8,6 +8,7 @@ import (
 	"smartt/ackpath"
 	"smartt/cc"
 	"smartt/cc/rlcc"
+	"smartt/cc/smartt"
 	"smartt/config"
 	"smartt/reps"
 	"smartt/transport/wire"
@@ -86,6 +87,8 @@ type Config struct {
 	// Profile names a hardware profile (hwprofile.Names) the configured CC and LB must fit:
 	// NewEndpoint refuses them if they exceed its memory budgets or need floating point.
 	Profile string `yaml:"profile"`
+	// SMaRTT holds the parameters of the "smartt" controller (docs/smartt.md).
+	SMaRTT smartt.Config `yaml:"smartt"`
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
 	// NewBalancer, if set, overrides LB with a constructor of the caller's.
@@ -132,11 +135,12 @@ func DefaultConfig() Config {
 		Ack:              ackpath.DefaultConfig(),
 		LinkRate:         100_000_000_000,
 		BaseRTT:          12_000,
-		CC:               "fixed",
+		CC:               "smartt",
 		LB:               "reps",
 		REPS:             reps.DefaultConfig(),
 		InitialWindow:    256 << 10,
 		RLCC:             rlcc.DefaultConfig(),
+		SMaRTT:           smartt.DefaultConfig(),
 	}
 }
 
@@ -198,5 +202,14 @@ func (c *Config) Validate() error {
 	if err := c.Ack.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if v := ccValidators[c.CC]; v != nil && c.NewCC == nil {
+		if err := v(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// ccValidators check the parameters of the congestion controller Config.CC names;
+// algorithms register theirs from their own file's init, like ccByName.
+var ccValidators = map[string]func(cfg *Config) error{}

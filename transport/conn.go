@@ -252,8 +252,11 @@ func (e *Endpoint) onTimer(now int64, c *conn) {
 			break
 		}
 		e.stats.Timeouts++
+		// Back off only when a retransmission times out (the path may be dead): the
+		// first transmissions of a burst lost at once each expire one RTO after they
+		// left, as a trimmed burst would be NACKed, instead of one per doubled RTO.
+		fired = fired || sp.tx > 1
 		e.declareLost(now, c, t.psn, cc.LossTimeout)
-		fired = true
 	}
 	if fired && c.backoff < 16 {
 		c.backoff++ // back off until an ACK shows progress

@@ -102,7 +102,10 @@ func runDemo(args []string, out io.Writer) error {
 	cfg.TrimDSCP = 10
 	cfg.MinRTO = config.Duration(max(4*baseRTT, 20_000))
 	cfg.InitialRTO = 2 * cfg.MinRTO
-	cfg.InitialWindow = max(2*bdp, 2*cfg.MTU)
+	cfg.InitialWindow = max(2*bdp, 2*cfg.MTU) // for -cc fixed
+	// SMaRTT derives its constants from the path: tell it the demo network's.
+	cfg.LinkRate, cfg.BaseRTT, cfg.Trimming = config.Rate(rate), config.Duration(baseRTT), o.trim
+	cfg.SMaRTT.LearnBaseRTT = true
 	addrA := netip.MustParseAddrPort("10.0.0.1:4791")
 	addrB := netip.MustParseAddrPort("10.0.0.2:4791")
 	a, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(o.seed, 1)))
@@ -121,7 +124,7 @@ func runDemo(args []string, out io.Writer) error {
 		o.rateGbps, buffer, port.KminBytes, port.KmaxBytes, o.trim, o.delayNs)
 	fmt.Fprintf(out, "         %.1f %% loss, %.1f %% duplication, %.1f %% of packets held back up to %d packets; seed %d\n",
 		100*o.loss, 100*o.dup, 100*o.reorder, o.depth, o.seed)
-	fmt.Fprintf(out, "engine:  fixed window %d B, MTU %d B, RTO floor %d ns\n\n", cfg.InitialWindow, cfg.MTU, cfg.MinRTO)
+	fmt.Fprintf(out, "engine:  congestion control %s, MTU %d B, RTO floor %d ns\n\n", cfg.CC, cfg.MTU, cfg.MinRTO)
 
 	rng := rand.New(rand.NewPCG(o.seed, 3))
 	conn, err := a.Dial(0, addrB)
