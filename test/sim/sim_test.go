@@ -115,7 +115,7 @@ func TestIncastClosedForm(t *testing.T) {
 			const size = 1 << 20
 			sc := scenario(tc.topo, WorkloadConfig{Kind: "incast", Senders: tc.n, Receiver: 0, Size: size})
 			sc.Transport.LB = "ops" // per-packet spraying: an ideal balancer for an incast
-			// No congestion control is merged yet: give each sender the fair share of
+			// A fixed window (the helper pins cc fixed): each sender gets the fair share of
 			// 1.5 x (BDP + queue), so the queue overflows (trims) without collapse.
 			s0, err := New(sc)
 			if err != nil {
@@ -149,7 +149,7 @@ func TestPermutationECMPvsSpraying(t *testing.T) {
 	res := map[string]*Result{}
 	for _, lb := range []string{"ecmp", "ops", "reps"} {
 		sc := scenario(topo, WorkloadConfig{Kind: "permutation", Size: 1 << 20})
-		// Without congestion control (none merged yet), colliding flows keep trimming
+		// With a fixed window (no congestion control), colliding flows keep trimming
 		// each other's retransmissions: allow the engine's maximum retransmissions.
 		sc.Transport.MaxRetransmits = 255
 		sc.Transport.LB = lb
