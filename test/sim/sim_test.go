@@ -194,3 +194,23 @@ func TestDeterminism(t *testing.T) {
 		t.Fatalf("completed %d, %d sampled ports", a.Completed, len(a.Samples))
 	}
 }
+
+// The same closed form with the daemon's default controller (SMaRTT) and no window
+// tuning: 32:1 at 800 Gbit/s on the 128-host fat tree finishes within 10 % of
+// N x size / rate.
+func TestIncastSMaRTT(t *testing.T) {
+	const n, size = 32, 1 << 20
+	sc := scenario(TopologyConfig{Kind: "fattree2", Hosts: 128, Radix: 16, LinkRate: 800e9, LinkLatency: 600, SwitchLatency: 400},
+		WorkloadConfig{Kind: "incast", Senders: n, Receiver: 0, Size: size})
+	sc.Transport.CC = transport.DefaultConfig().CC
+	sc.Transport.LB = "ops"
+	r := run(t, sc)
+	if r.CC != "smartt" {
+		t.Skipf("default CC is %q", r.CC)
+	}
+	rate := 800e9
+	want := int64(float64(n*size) * 8 / rate * 1e9)
+	if r.Completed != n || !within(r.Completion, want, 0.10) {
+		t.Fatalf("%d/%d flows, completion %d ns, N*size/rate = %d ns", r.Completed, n, r.Completion, want)
+	}
+}
