@@ -2,6 +2,8 @@ package smartt_test
 
 import (
 	"testing"
+
+	"smartt/cc/smartt"
 )
 
 // TestIncast8to1Trimming: eight senders start an 8 MiB message each at once toward one
@@ -33,9 +35,13 @@ func idealIncast() int64 {
 
 // incast runs the 8:1 incast and returns the time until every message was delivered
 // and acknowledged.
-func incast(t *testing.T, trim, fixed bool, rto int64) (*rig, int64) {
+func incast(t *testing.T, trim, fixed bool, rto int64, mod ...func(*smartt.Config)) (*rig, int64) {
 	t.Helper()
-	r := newRig(t, rigOpts{senders: 8, trim: trim, fixed: fixed, seed: 7, rto: rto})
+	o := rigOpts{senders: 8, trim: trim, fixed: fixed, seed: 7, rto: rto}
+	if len(mod) > 0 {
+		o.mod = mod[0]
+	}
+	r := newRig(t, o)
 	for i := range r.tx {
 		r.send(i, incastMsg)
 	}
@@ -73,3 +79,15 @@ func TestIncastNoTrimming(t *testing.T) {
 // noTrimRTO is the RTO floor without trimming: SMaRTT wants aggressive timeouts, here
 // the REPS paper's full-queue traversal plus base RTT (2 base RTTs) with 20 % margin.
 var noTrimRTO = baseRTT() * 24 / 10
+
+// TestIncastReactEvery50: reacting once per 50 ACKs (the paper: within 5 % of per-ACK)
+// still completes the trimming incast within 1.25x of ideal; the test reports the ratio.
+func TestIncastReactEvery50(t *testing.T) {
+	_, perAck := incast(t, true, false, 0)
+	r, took := incast(t, true, false, 0, func(c *smartt.Config) { c.ReactEvery = 50 })
+	t.Logf("react_every 50: %.1f us vs %.1f us per ACK (%.3f x); QuickAdapt %d",
+		float64(took)/1e3, float64(perAck)/1e3, float64(took)/float64(perAck), r.sum().QuickAdapt)
+	if float64(took) > 1.25*float64(idealIncast()) {
+		t.Errorf("react_every 50: %.3f x ideal", float64(took)/float64(idealIncast()))
+	}
+}

@@ -10,6 +10,7 @@ package smartt
 
 import (
 	"smartt/cc"
+	"smartt/hwprofile"
 )
 
 // Stats are a controller's counters, for metrics. They live beside the packed per-flow
@@ -70,14 +71,17 @@ func clampSize(n int) uint32 {
 }
 
 // batch implements ReactEvery: it accumulates size and reports whether to react now,
-// with the summed bytes.
-func (c *core) batch(p *Params, size uint32) (uint32, bool) {
+// with the summed bytes: after Every ACKs, or earlier once a window's worth of bytes
+// (cwnd, bytes) was acknowledged, so that a flow with a small window still reacts at
+// least once per window (the equations are per-ACK linearisations; applied to many
+// windows of bytes at once, FD alone would cut by more than the window).
+func (c *core) batch(p *Params, size, cwnd uint32) (uint32, bool) {
 	if p.Every <= 1 {
 		return size, true
 	}
 	b := min(uint64(c.pend&pendMask)+uint64(size), pendMask)
 	n := c.pend>>pendShift + 1
-	if int(n) < p.Every {
+	if int(n) < p.Every && b < uint64(cwnd) {
 		c.pend = n<<pendShift | uint32(b)
 		return 0, false
 	}
@@ -140,3 +144,11 @@ func lossCuts(p *Params, cause cc.LossCause) bool {
 func (c *core) SetHops(n int) {
 	c.fi = c.fi&^(31<<hopShift) | uint32(min(max(n, 0), maxHops-1))<<hopShift
 }
+
+// Both implementations are congestion controllers with a hardware cost.
+var (
+	_ cc.Controller    = (*Float)(nil)
+	_ cc.Controller    = (*Fixed)(nil)
+	_ hwprofile.Coster = (*Float)(nil)
+	_ hwprofile.Coster = (*Fixed)(nil)
+)

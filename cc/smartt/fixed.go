@@ -79,7 +79,7 @@ func mulDiv(a, b, c uint64) uint64 {
 // OnAck runs Algorithm 1 for one ACK.
 func (f *Fixed) OnAck(a cc.Ack) {
 	p, s := f.p, &f.s
-	size, react := s.batch(p, clampSize(a.Bytes))
+	size, react := s.batch(p, clampSize(a.Bytes), s.cwnd>>8)
 	if !react {
 		return
 	}

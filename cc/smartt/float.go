@@ -50,7 +50,7 @@ func (f *Float) Cost() hwprofile.Cost {
 // OnAck runs Algorithm 1 for one ACK.
 func (f *Float) OnAck(a cc.Ack) {
 	p, s := f.p, &f.s
-	size, react := s.batch(p, clampSize(a.Bytes))
+	size, react := s.batch(p, clampSize(a.Bytes), uint32(s.cwnd))
 	if !react {
 		return
 	}

@@ -330,6 +330,14 @@ func TestReactEvery(t *testing.T) {
 		if got := c.Cwnd(); math.Abs(got-want) > tol(c) || c.Stats().Acks != 2 {
 			t.Errorf("%s: cwnd = %.3f, want %.3f; %+v", name(c), got, want, c.Stats())
 		}
+		// A small window reacts once its worth of bytes is acknowledged: with cwnd =
+		// 8192 the second ACK reacts, as one of 8192 bytes (FI: +8192/8192*4096*0.25).
+		set(c, 8192, 0)
+		c.OnAck(ack(4, 4096, 20_000, false))
+		c.OnAck(ack(5, 4096, 20_000, false))
+		if got := c.Cwnd(); math.Abs(got-(8192+1024)) > tol(c) || c.Stats().Acks != 3 {
+			t.Errorf("%s: small window: cwnd = %.3f, want %.3f; %+v", name(c), got, 8192.0+1024, c.Stats())
+		}
 	}
 }
 

@@ -281,6 +281,7 @@ type host struct {
 	timerSet bool  // a valid timer event is pending
 	timerAt  int64
 	timerGen uint64
+	firedAt  int64 // when HandleTimeout was last called
 	port     port
 	paths    []path
 	hash     uint64  // of the address, for path selection
@@ -437,7 +438,7 @@ func (n *Network) Attach(addr netip.AddrPort, h Host, hc HostConfig) {
 	if hc.NICRate < 0 || pc.Rate < 0 || pc.BufferBytes < 0 || pc.ControlBytes < 0 || pc.Latency < 0 || pc.SampleInterval < 0 || pc.SampleCap < 0 {
 		panic("testnet: negative HostConfig field")
 	}
-	hs := &host{addr: addr, h: h, cfg: hc, idx: int32(len(n.hosts)), lastDst: -1, hash: addrHash(addr)}
+	hs := &host{addr: addr, h: h, cfg: hc, idx: int32(len(n.hosts)), lastDst: -1, hash: addrHash(addr), firedAt: -1}
 	n.initPort(&hs.port, pc)
 	for i, c := range hc.Paths {
 		q := c.Port
@@ -664,6 +665,12 @@ func (n *Network) arm(h *host) {
 	if t < n.now {
 		t = n.now
 	}
+	if t == n.now && h.nicBusy && h.firedAt == n.now {
+		// The host was just given its timeout and still has something due that only
+		// its busy NIC can send (a pending ACK): the NIC's completion re-arms it, so
+		// do not fire again at this instant (that would loop without time advancing).
+		return
+	}
 	if h.timerSet && h.timerAt <= t {
 		return // the pending event fires early and re-arms
 	}
@@ -687,6 +694,7 @@ func (n *Network) onTimer(h *host, gen uint64) {
 		return
 	}
 	h.h.HandleTimeout(n.now)
+	h.firedAt = n.now
 	n.service(h)
 }
 

@@ -781,3 +781,33 @@ func TestOverheadAndSetConfig(t *testing.T) {
 		t.Fatalf("arrivals %+v", b.got)
 	}
 }
+
+// dueHost has datagrams to send and reports its timeout as due until it sent them
+// (as an endpoint with a pending ACK does) but does nothing in HandleTimeout.
+type dueHost struct{ left int }
+
+func (h *dueHost) HandlePacket(int64, []byte, transport.RxMeta) {}
+func (h *dueHost) HandleTimeout(int64)                          {}
+func (h *dueHost) NextTimeout() (int64, bool)                   { return 0, h.left > 0 }
+func (h *dueHost) PollTransmit(now int64, buf []byte) (transport.Transmit, bool) {
+	if h.left == 0 {
+		return transport.Transmit{}, false
+	}
+	h.left--
+	return transport.Transmit{N: 100, To: netip.MustParseAddrPort("10.9.9.2:1")}, true
+}
+
+// A host whose timeout stays due while its busy NIC holds what it must send must not
+// make the network fire its timer forever at one instant: time advances, the NIC drains.
+func TestDueTimeoutWhileNICBusy(t *testing.T) {
+	n := New(Config{}, 1)
+	h := &dueHost{left: 5}
+	n.Attach(netip.MustParseAddrPort("10.9.9.1:1"), h, HostConfig{NICRate: 1e9})
+	n.Attach(netip.MustParseAddrPort("10.9.9.2:1"), &dueHost{}, HostConfig{})
+	n.Wake(netip.MustParseAddrPort("10.9.9.1:1"))
+	steps := 0
+	ok := n.RunUntil(1_000_000, func() bool { steps++; return h.left == 0 || steps > 10_000 })
+	if !ok || h.left != 0 || steps > 10_000 {
+		t.Fatalf("left %d after %d events at %d ns", h.left, steps, n.Now())
+	}
+}
