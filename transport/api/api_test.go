@@ -120,7 +120,7 @@ func TestControlOverUnixSocketHTTP(t *testing.T) {
 		}
 	}
 	conns, err := c.Conns(ctx(t))
-	if err != nil || len(conns) != 1 || conns[0].CC != "fixed" || conns[0].Window <= 0 || conns[0].SRTTNs <= 0 {
+	if err != nil || len(conns) != 1 || conns[0].CC != "smartt" || conns[0].Window <= 0 || conns[0].SRTTNs <= 0 {
 		t.Fatalf("conns %+v %v", conns, err)
 	}
 	var sess []api.SessionInfo

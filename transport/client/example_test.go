@@ -85,7 +85,7 @@ func ExampleClient_Status() {
 	fmt.Println("peer", conns[0].Peer, "cc", conns[0].CC, "lb", conns[0].LB)
 	// Output:
 	// 10.0.0.1:4791 connections: 1
-	// peer 10.0.0.2:4791 cc fixed lb reps
+	// peer 10.0.0.2:4791 cc smartt lb reps
 }
 
 // Pipeline several messages and collect their completions.
