@@ -82,6 +82,7 @@ type conn struct {
 	inReady    bool
 	dead       bool
 	dl         int64 // cached next deadline (math.MaxInt64: none)
+	hidx       int32 // index in the endpoint's timer heap (-1: not in it)
 	ctrlEV     uint16
 
 	cc    cc.Controller
@@ -158,6 +159,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
 	e.list = append(e.list, c)
+	e.heapPush(c)
 	return c
 }
 
@@ -232,6 +234,7 @@ func (e *Endpoint) touch(c *conn, now int64) {
 		}
 	}
 	c.dl = d
+	e.heapFix(c)
 }
 
 // onTimer handles whatever of c's timers expired.

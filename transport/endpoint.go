@@ -45,7 +45,10 @@ type Endpoint struct {
 	cfg    Config
 	rng    *rand.Rand
 	conns  map[uint64]*conn
-	list   []*conn // every live connection, for timer scans
+	list   []*conn // every live connection
+	theap  []*conn // live connections, a min-heap by next deadline (timerheap.go)
+	hstack []int32 // scratch for expired
+	due    []*conn // scratch for HandleTimeout
 	byPeer map[peerKey]*conn
 	ready  ring[*conn]
 	events ring[Event]
@@ -211,10 +214,8 @@ func (e *Endpoint) emit(ev Event) { e.events.push(ev) }
 // no timer is armed.
 func (e *Endpoint) NextTimeout() (int64, bool) {
 	d := int64(math.MaxInt64)
-	for _, c := range e.list {
-		if c.dl < d {
-			d = c.dl
-		}
+	if len(e.theap) > 0 {
+		d = e.theap[0].dl
 	}
 	if e.twQueue.len() > 0 && e.twQueue.peek().expiry < d {
 		d = e.twQueue.peek().expiry
@@ -234,15 +235,12 @@ func (e *Endpoint) HandleTimeout(now int64) {
 			delete(e.twPeer, t.peer)
 		}
 	}
-	for i := 0; i < len(e.list); i++ {
-		c := e.list[i]
-		if c.dl > now {
-			continue
+	e.due = e.expired(e.due[:0], now)
+	for i, c := range e.due {
+		if !c.dead {
+			e.onTimer(now, c)
 		}
-		e.onTimer(now, c)
-		if i < len(e.list) && e.list[i] != c {
-			i-- // c was removed and the slot refilled
-		}
+		e.due[i] = nil
 	}
 }
 
@@ -406,6 +404,7 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 	}
 	c.dead = true
 	delete(e.conns, c.id)
+	e.heapRemove(c)
 	for i, x := range e.list {
 		if x == c {
 			last := len(e.list) - 1

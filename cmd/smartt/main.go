@@ -21,6 +21,7 @@ commands:
   hwprofile report
           every CC and LB against every hardware profile (state, ops, decision time)
   testbed build and drive a network-namespace testbed, as root (run "smartt testbed help")
+  sim     run a fabric simulation: smartt sim run SCENARIO.yaml (see docs/sim.md)
 
 Run "smartt <command> -h" for a command's flags. Commands that talk to a daemon use
 -socket (default $SMARTT_SOCKET or /run/smartt/smarttd.sock).
@@ -50,6 +51,8 @@ func main() {
 		err = runHWProfile(args, os.Stdout)
 	case "testbed":
 		err = runTestbed(args, os.Stdout)
+	case "sim":
+		err = runSim(args, os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

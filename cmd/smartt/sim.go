@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+
+	"smartt/config"
+	"smartt/test/sim"
+)
+
+const simUsage = `usage: smartt sim run [flags] SCENARIO.yaml
+
+Runs a discrete-event fabric simulation whose hosts run the real transport engine
+(see docs/sim.md). Flags override the scenario file:
+`
+
+// runSim implements "smartt sim run".
+func runSim(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "run" {
+		fmt.Fprint(stderr, simUsage)
+		return errors.New(`sim: want "sim run SCENARIO.yaml"`)
+	}
+	fs := flag.NewFlagSet("sim run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
+	seed := fs.Uint64("seed", 0, "random seed (0: the scenario's)")
+	lb := fs.String("lb", "", "load balancer (transport lb): ecmp, ops, reps, plb, flowlet, mptcp")
+	cc := fs.String("cc", "", "congestion controller (transport cc), e.g. fixed")
+	hosts := fs.Int("hosts", 0, "number of hosts (0: the scenario's)")
+	osub := fs.Int("oversubscription", 0, "ToR oversubscription 1..8 (0: the scenario's)")
+	size := fs.String("size", "", "message size, e.g. 2MiB (empty: the scenario's)")
+	out := fs.String("out", "", "directory for result.json, flows.csv, queues.csv and plots (empty: none)")
+	plots := fs.String("plots", "png", "plot formats written to -out: png, svg, both or none")
+	progress := fs.Bool("progress", true, "print a progress line every few seconds")
+	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
+	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
+	compare := fs.String("compare", "", "run once per balancer in this comma-separated list (e.g. ecmp,ops,reps) and print a comparison; -out gets one FCT CDF of all")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("sim run: want exactly one scenario file")
+	}
+	load := func() (*sim.Scenario, error) {
+		sc, err := sim.LoadScenario(fs.Arg(0))
+		if err != nil {
+			return nil, err
+		}
+		return sc, applySimFlags(sc, *seed, *lb, *cc, *hosts, *osub, *size)
+	}
+	switch *plots {
+	case "png", "svg", "both", "none":
+	default:
+		return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
+	}
+	if *compare != "" {
+		return runSimCompare(load, strings.Split(*compare, ","), *out, *plots, *progress, stdout, stderr)
+	}
+	sc, err := load()
+	if err != nil {
+		return err
+	}
+	s, err := sim.New(sc)
+	if err != nil {
+		return err
+	}
+	if *progress {
+		s.SetProgress(stderr)
+	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer f.Close()
+	}
+	r := s.Run()
+	if *cpuProf != "" {
+		pprof.StopCPUProfile()
+	}
+	if *jsonOut {
+		if err := r.WriteJSON(stdout); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(stdout, r.Summary())
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		// The simulation is single-threaded: per core is hops per CPU second of the
+		// process (the garbage collector's share on the other core included).
+		cpu := float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+		fmt.Fprintf(stdout, "peak memory %.0f MiB (max RSS); %.2fM hops per CPU second (%.1f CPU s, %d cores available); output hash %s\n",
+			float64(ru.Maxrss)/1024, float64(r.Hops)/cpu/1e6, cpu, runtime.NumCPU(), r.Hash()[:16])
+	}
+	if *out != "" {
+		if err := writeSimOutputs(*out, *plots, "", r); err != nil {
+			return err
+		}
+	}
+	return unfinished(r)
+}
+
+func unfinished(r *sim.Result) error {
+	if r.Completed+r.Failed < r.Flows {
+		return fmt.Errorf("sim: %s: %d of %d flows unfinished at the deadline (%v)", r.LB, r.Flows-r.Completed-r.Failed, r.Flows, config.Duration(r.SimTime))
+	}
+	return nil
+}
+
+// runSimCompare runs the scenario once per balancer and prints one row each.
+func runSimCompare(load func() (*sim.Scenario, error), lbs []string, out, plots string, progress bool, stdout, stderr io.Writer) error {
+	var rs []*sim.Result
+	for _, lb := range lbs {
+		sc, err := load()
+		if err != nil {
+			return err
+		}
+		sc.Transport.LB = strings.TrimSpace(lb)
+		s, err := sim.New(sc)
+		if err != nil {
+			return fmt.Errorf("lb %s: %w", lb, err)
+		}
+		if progress {
+			s.SetProgress(stderr)
+		}
+		r := s.Run()
+		fmt.Fprint(stdout, r.Summary(), "\n")
+		if out != "" {
+			if err := writeSimOutputs(out, "none", "_"+sc.Transport.LB, r); err != nil {
+				return err
+			}
+		}
+		rs = append(rs, r)
+	}
+	fmt.Fprintf(stdout, "%-8s %-8s %10s %10s %10s %8s %8s %8s\n", "lb", "cc", "completion", "ideal", "rel", "maxslow", "trims", "retx")
+	for _, r := range rs {
+		fmt.Fprintf(stdout, "%-8s %-8s %8.2fus %8.2fus %10.3f %8.3f %8d %8d\n", r.LB, r.CC, float64(r.Completion)/1e3,
+			float64(r.Ideal)/1e3, r.Ratio, r.FCT.MaxSlowdown, r.Trims, r.RetxSack+r.RetxNack+r.RetxTimeout)
+	}
+	if out != "" {
+		for _, ext := range plotExts(plots) {
+			if err := sim.PlotFCTCDF(filepath.Join(out, "fct_cdf."+ext), rs...); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range rs {
+		if err := unfinished(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func plotExts(plots string) []string {
+	switch plots {
+	case "png", "svg":
+		return []string{plots}
+	case "both":
+		return []string{"png", "svg"}
+	}
+	return nil
+}
+
+// applySimFlags applies the command-line overrides to a scenario.
+func applySimFlags(sc *sim.Scenario, seed uint64, lb, cc string, hosts, osub int, size string) error {
+	if seed != 0 {
+		sc.Seed = seed
+	}
+	if lb != "" {
+		sc.Transport.LB = lb
+	}
+	if cc != "" {
+		sc.Transport.CC = cc
+	}
+	if hosts != 0 {
+		sc.Topology.Hosts = hosts
+	}
+	if osub != 0 {
+		sc.Topology.Oversubscription = osub
+	}
+	if size != "" {
+		var s sim.Size
+		if err := s.UnmarshalText([]byte(size)); err != nil {
+			return fmt.Errorf("-size: %w", err)
+		}
+		sc.Workload.Size = s
+	}
+	return nil
+}
+
+// writeSimOutputs writes result<suffix>.json, flows<suffix>.csv, queues<suffix>.csv and
+// the plots into dir.
+func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	write := func(name string, f func(io.Writer) error) error {
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := f(fh); err != nil {
+			fh.Close()
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return fh.Close()
+	}
+	if err := write("result"+suffix+".json", r.WriteJSON); err != nil {
+		return err
+	}
+	if err := write("flows"+suffix+".csv", r.WriteFlowsCSV); err != nil {
+		return err
+	}
+	if len(r.Samples) > 0 {
+		if err := write("queues"+suffix+".csv", r.WriteSamplesCSV); err != nil {
+			return err
+		}
+	}
+	for _, ext := range plotExts(plots) {
+		if err := sim.PlotFCTCDF(filepath.Join(dir, "fct_cdf"+suffix+"."+ext), r); err != nil && !strings.Contains(err.Error(), "no completed") {
+			return err
+		}
+		if len(r.Samples) > 0 {
+			if err := sim.PlotQueues(filepath.Join(dir, "queues"+suffix+"."+ext), r, 8); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

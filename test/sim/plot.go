@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// PlotFCTCDF draws the cumulative distribution of flow completion times of one or more
+// results (one line each, labelled by balancer) into path (.png or .svg).
+func PlotFCTCDF(path string, rs ...*Result) error {
+	p := plot.New()
+	p.Title.Text = "flow completion time CDF"
+	p.X.Label.Text = "FCT (us)"
+	p.Y.Label.Text = "fraction of flows"
+	var lines []any
+	for _, r := range rs {
+		var f []float64
+		for _, fl := range r.PerFlow {
+			if fl.FCT >= 0 {
+				f = append(f, float64(fl.FCT)/1e3)
+			}
+		}
+		if len(f) == 0 {
+			continue
+		}
+		slices.Sort(f)
+		pts := make(plotter.XYs, 0, 2*len(f))
+		for i, x := range f {
+			pts = append(pts, plotter.XY{X: x, Y: float64(i) / float64(len(f))}, plotter.XY{X: x, Y: float64(i+1) / float64(len(f))})
+		}
+		lines = append(lines, fmt.Sprintf("%s %s", r.CC, r.LB), pts)
+	}
+	if len(lines) == 0 {
+		return fmt.Errorf("plot: no completed flows")
+	}
+	if err := plotutil.AddLines(p, lines...); err != nil {
+		return err
+	}
+	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
+
+// PlotQueues draws the sampled data-queue occupancy over time of up to maxLines ports
+// (the ones with the highest peaks) into path (.png or .svg).
+func PlotQueues(path string, r *Result, maxLines int) error {
+	if len(r.Samples) == 0 {
+		return fmt.Errorf("plot: no queue samples (set output.sample_interval)")
+	}
+	type peak struct {
+		i int
+		m int32
+	}
+	var ps []peak
+	for i, q := range r.Samples {
+		ps = append(ps, peak{i, slices.Max(append([]int32{0}, q.Bytes...))})
+	}
+	slices.SortStableFunc(ps, func(a, b peak) int { return int(b.m - a.m) })
+	if len(ps) > maxLines {
+		ps = ps[:maxLines]
+	}
+	p := plot.New()
+	p.Title.Text = "queue occupancy"
+	p.X.Label.Text = "time (us)"
+	p.Y.Label.Text = "data queue (KiB)"
+	var lines []any
+	for _, pk := range ps {
+		q := r.Samples[pk.i]
+		pts := make(plotter.XYs, len(q.Bytes))
+		for j := range q.Bytes {
+			pts[j] = plotter.XY{X: float64(q.Times[j]) / 1e3, Y: float64(q.Bytes[j]) / 1024}
+		}
+		lines = append(lines, q.Port, pts)
+	}
+	if err := plotutil.AddLines(p, lines...); err != nil {
+		return err
+	}
+	return p.Save(8*vg.Inch, 4*vg.Inch, path)
+}

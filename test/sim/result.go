@@ -1,0 +1,350 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Result is what a run produced. Times are ns.
+type Result struct {
+	Scenario string `json:"scenario"` // scenario name
+	Topology string `json:"topology"` // the fabric, described
+	Workload string `json:"workload"` // workload kind
+	Seed     uint64 `json:"seed"`
+	Hosts    int    `json:"hosts"`
+	CC       string `json:"cc"` // congestion controller
+	LB       string `json:"lb"` // load balancer
+
+	Flows     int `json:"flows"`     // flows in the workload
+	Completed int `json:"completed"` // flows whose sender saw every byte acknowledged
+	Failed    int `json:"failed"`    // flows the engine failed
+
+	SimTime    int64   `json:"sim_time_ns"`    // clock at the end
+	Completion int64   `json:"completion_ns"`  // first start to last flow done
+	Ideal      int64   `json:"ideal_ns"`       // lower bound on Completion
+	Ratio      float64 `json:"completion_rel"` // Completion / Ideal
+
+	FCT FCTSummary `json:"fct"`
+
+	Drops      uint64 `json:"drops"`       // switch queues full
+	Trims      uint64 `json:"trims"`       // packets trimmed
+	Marks      uint64 `json:"ecn_marks"`   // CE marks
+	LinkDrops  uint64 `json:"link_drops"`  // lost on links that were down
+	FlakyDrops uint64 `json:"flaky_drops"` // lost in flaky-link bursts
+	MaxQueue   int    `json:"max_queue_bytes"`
+
+	PacketsSent uint64 `json:"packets_sent"`
+	DataSent    uint64 `json:"data_sent"`
+	RetxSack    uint64 `json:"retx_sack"`
+	RetxNack    uint64 `json:"retx_nack"`
+	RetxTimeout uint64 `json:"retx_timeout"`
+	NacksSent   uint64 `json:"nacks_sent"`
+	CEEchoed    uint64 `json:"ce_echoed"`
+	DupData     uint64 `json:"dup_data"`
+	// FreezeEpisodes counts REPS freezing episodes (balancers that have them).
+	FreezeEpisodes uint64 `json:"reps_freeze_episodes"`
+
+	Hops   uint64 `json:"packet_hops"`
+	Events uint64 `json:"events"`
+
+	// Wall-clock figures: excluded from Hash.
+	WallSeconds float64 `json:"wall_s"`
+	HopsPerSec  float64 `json:"hops_per_s"`
+
+	PerFlow []FlowResult  `json:"-"`
+	Samples []QueueSeries `json:"-"`
+}
+
+// FCTSummary summarises flow completion times and slowdowns (FCT / isolated FCT).
+type FCTSummary struct {
+	Mean         int64   `json:"mean_ns"`       // mean FCT
+	P50          int64   `json:"p50_ns"`        // median FCT
+	P99          int64   `json:"p99_ns"`        // 99th percentile FCT
+	Max          int64   `json:"max_ns"`        // slowest flow
+	IdealMax     int64   `json:"ideal_max_ns"`  // largest isolated FCT
+	MeanSlowdown float64 `json:"mean_slowdown"` // mean of FCT / isolated FCT
+	P99Slowdown  float64 `json:"p99_slowdown"`  // 99th percentile slowdown
+	MaxSlowdown  float64 `json:"max_slowdown"`  // largest slowdown
+}
+
+// FlowResult is one flow. FCT is start to the sender's last ACK; RxTime start to the
+// receiver holding the whole message; -1 if it did not happen.
+type FlowResult struct {
+	Src, Dst int   // hosts
+	Size     int64 // bytes
+	Phase    int   // collective step (0 otherwise)
+	Start    int64 // ns
+	FCT      int64 // ns, start to last ACK
+	RxTime   int64 // ns, start to the receiver holding the message
+	Ideal    int64 // ns, isolated FCT
+	Failed   bool  // the engine failed the message
+}
+
+// QueueSeries is the data-queue occupancy of one port over time.
+type QueueSeries struct {
+	Port  string  // "tor0->spine1"
+	Times []int64 // sample times, ns
+	Bytes []int32 // data-queue bytes at each time
+}
+
+func (s *Sim) result(wall time.Duration) *Result {
+	r := &Result{Scenario: s.sc.Name, Topology: s.tp.description, Workload: s.sc.Workload.Kind, Seed: s.sc.Seed,
+		Hosts: len(s.hosts), CC: s.sc.Transport.CC, LB: s.sc.Transport.LB,
+		Flows: len(s.flows), Completed: s.flowsDone, Failed: s.flowsFailed, SimTime: s.now,
+		Ideal: s.wl.ideal, Hops: s.hops, Events: s.events, WallSeconds: wall.Seconds()}
+	if s.sc.LBName != "" {
+		r.LB = s.sc.LBName
+	}
+	if wall > 0 {
+		r.HopsPerSec = float64(s.hops) / wall.Seconds()
+	}
+	if s.flowsDone > 0 && s.firstStart >= 0 {
+		r.Completion = s.lastDone - s.firstStart
+	}
+	if r.Ideal > 0 && s.flowsDone+s.flowsFailed == len(s.flows) {
+		r.Ratio = float64(r.Completion) / float64(r.Ideal)
+	}
+	var fcts []int64
+	var slow []float64
+	sum := int64(0)
+	for i := range s.flows {
+		f := &s.flows[i]
+		fr := FlowResult{Src: int(f.src), Dst: int(f.dst), Size: f.size, Phase: int(f.phase), Start: f.start,
+			FCT: -1, RxTime: -1, Ideal: f.idealTx, Failed: f.failed}
+		if f.tx >= 0 {
+			fr.FCT = f.tx - f.start
+			fcts = append(fcts, fr.FCT)
+			slow = append(slow, float64(fr.FCT)/float64(f.idealTx))
+			sum += fr.FCT
+			r.FCT.IdealMax = max(r.FCT.IdealMax, f.idealTx)
+		}
+		if f.rx >= 0 {
+			fr.RxTime = f.rx - f.start
+		}
+		r.PerFlow = append(r.PerFlow, fr)
+	}
+	if len(fcts) > 0 {
+		slices.Sort(fcts)
+		slices.Sort(slow)
+		q := func(p float64) int { return min(len(fcts)-1, int(p*float64(len(fcts)))) }
+		r.FCT.Mean = sum / int64(len(fcts))
+		r.FCT.P50, r.FCT.P99, r.FCT.Max = fcts[q(0.5)], fcts[q(0.99)], fcts[len(fcts)-1]
+		ms := 0.0
+		for _, x := range slow {
+			ms += x
+		}
+		r.FCT.MeanSlowdown = ms / float64(len(slow))
+		r.FCT.P99Slowdown, r.FCT.MaxSlowdown = slow[q(0.99)], slow[len(slow)-1]
+	}
+	for i := range s.tp.ports {
+		p := &s.tp.ports[i]
+		st := p.q.Stats()
+		r.Drops += st.Drops
+		r.Trims += st.Trims
+		r.Marks += st.Marks
+		r.MaxQueue = max(r.MaxQueue, st.MaxDataBytes)
+		r.LinkDrops += p.linkDrops
+		r.FlakyDrops += p.flakyDrops
+	}
+	for i := range s.hosts {
+		st := s.hosts[i].ep.Stats()
+		r.PacketsSent += st.PacketsSent
+		r.DataSent += st.DataSent
+		r.RetxSack += st.RetxSack
+		r.RetxNack += st.RetxNack
+		r.RetxTimeout += st.RetxTimeout
+		r.NacksSent += st.NacksSent
+		r.CEEchoed += st.CEEchoed
+		r.DupData += st.DupData
+	}
+	for _, f := range s.freezers {
+		r.FreezeEpisodes += f.FreezeEpisodes()
+	}
+	r.Samples = s.smp.series(s)
+	return r
+}
+
+// WriteJSON writes the summary as indented JSON.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteFlowsCSV writes one row per flow.
+func (r *Result) WriteFlowsCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"src", "dst", "size", "phase", "start_ns", "fct_ns", "rx_ns", "ideal_ns", "failed"})
+	for _, f := range r.PerFlow {
+		_ = cw.Write([]string{strconv.Itoa(f.Src), strconv.Itoa(f.Dst), strconv.FormatInt(f.Size, 10), strconv.Itoa(f.Phase),
+			strconv.FormatInt(f.Start, 10), strconv.FormatInt(f.FCT, 10), strconv.FormatInt(f.RxTime, 10),
+			strconv.FormatInt(f.Ideal, 10), strconv.FormatBool(f.Failed)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteSamplesCSV writes the queue samples: time, then one column per sampled port.
+func (r *Result) WriteSamplesCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	head := []string{"time_ns"}
+	n := 0
+	for _, q := range r.Samples {
+		head = append(head, q.Port)
+		n = max(n, len(q.Times))
+	}
+	_ = cw.Write(head)
+	row := make([]string, len(head))
+	for i := range n {
+		row[0] = ""
+		for j, q := range r.Samples {
+			if i < len(q.Times) {
+				row[0] = strconv.FormatInt(q.Times[i], 10)
+				row[j+1] = strconv.Itoa(int(q.Bytes[i]))
+			} else {
+				row[j+1] = ""
+			}
+		}
+		_ = cw.Write(row)
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// Hash is a digest of everything the run computed (summary, every flow, every sample),
+// leaving out wall-clock figures: equal for equal scenario and seed.
+func (r *Result) Hash() string {
+	c := *r
+	c.WallSeconds, c.HopsPerSec = 0, 0
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode(&c)
+	_ = r.WriteFlowsCSV(h)
+	_ = r.WriteSamplesCSV(h)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Summary is a few human-readable lines.
+func (r *Result) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s, %d hosts, %s, cc=%s lb=%s, seed %d\n", r.Scenario, r.Workload, r.Hosts, r.Topology, r.CC, r.LB, r.Seed)
+	fmt.Fprintf(&b, "flows %d/%d done (%d failed); completion %.2f us, ideal %.2f us, ratio %.3f\n",
+		r.Completed, r.Flows, r.Failed, float64(r.Completion)/1e3, float64(r.Ideal)/1e3, r.Ratio)
+	fmt.Fprintf(&b, "fct mean %.2f us, p50 %.2f, p99 %.2f, max %.2f us; slowdown mean %.3f p99 %.3f max %.3f\n",
+		float64(r.FCT.Mean)/1e3, float64(r.FCT.P50)/1e3, float64(r.FCT.P99)/1e3, float64(r.FCT.Max)/1e3,
+		r.FCT.MeanSlowdown, r.FCT.P99Slowdown, r.FCT.MaxSlowdown)
+	fmt.Fprintf(&b, "fabric: drops %d, trims %d, ecn marks %d, link drops %d, flaky drops %d, max queue %d B\n",
+		r.Drops, r.Trims, r.Marks, r.LinkDrops, r.FlakyDrops, r.MaxQueue)
+	fmt.Fprintf(&b, "hosts: retx sack %d, nack %d, timeout %d; ce echoed %d; dup data %d; reps freezing episodes %d\n",
+		r.RetxSack, r.RetxNack, r.RetxTimeout, r.CEEchoed, r.DupData, r.FreezeEpisodes)
+	fmt.Fprintf(&b, "run: %.2fM packet-hops, %.2fM events, %.2f s wall, %.2fM hops/s\n",
+		float64(r.Hops)/1e6, float64(r.Events)/1e6, r.WallSeconds, r.HopsPerSec/1e6)
+	return b.String()
+}
+
+// sampler records queue occupancy of selected ports at a fixed interval.
+type sampler struct {
+	interval int64
+	ports    []int32
+	max      int
+	times    []int64
+	bytes    [][]int32
+}
+
+func (m *sampler) init(s *Sim, oc *OutputConfig) error {
+	if oc.SampleInterval < 0 || oc.MaxSamples < 0 {
+		return fmt.Errorf("output: sample_interval and max_samples must be >= 0")
+	}
+	m.interval = int64(oc.SampleInterval)
+	if m.interval == 0 {
+		return nil
+	}
+	m.max = oc.MaxSamples
+	if m.max == 0 {
+		m.max = 100000
+	}
+	H := int32(len(s.hosts))
+	sel := oc.SamplePorts
+	if sel == "" {
+		sel = "hosts"
+	}
+	switch sel {
+	case "hosts", "up", "all":
+		for i := range s.tp.ports {
+			p := &s.tp.ports[i]
+			toHost := p.peer < H
+			upward := !toHost && p.owner >= H && s.tp.sws[p.owner-H].tier == 0
+			if sel == "all" || (sel == "hosts" && toHost) || (sel == "up" && upward) {
+				m.ports = append(m.ports, int32(i))
+			}
+		}
+	default:
+		for _, name := range strings.Split(sel, ",") {
+			a, b, ok := strings.Cut(strings.TrimSpace(name), "->")
+			if !ok {
+				return fmt.Errorf("output.sample_ports: %q: want hosts, up, all or names like tor0->spine1", name)
+			}
+			na, err := s.nodeByName(a)
+			if err != nil {
+				return fmt.Errorf("output.sample_ports: %w", err)
+			}
+			nb, err := s.nodeByName(b)
+			if err != nil {
+				return fmt.Errorf("output.sample_ports: %w", err)
+			}
+			pid, ok := s.tp.portByLink[[2]int32{na, nb}]
+			if !ok {
+				return fmt.Errorf("output.sample_ports: no switch port %s", name)
+			}
+			m.ports = append(m.ports, pid)
+		}
+	}
+	m.bytes = make([][]int32, len(m.ports))
+	return nil
+}
+
+func (m *sampler) start(s *Sim) {
+	if m.interval > 0 && len(m.ports) > 0 {
+		s.schedule(0, evSample, 0, 0)
+	}
+}
+
+func (m *sampler) tick(s *Sim) {
+	m.times = append(m.times, s.now)
+	for i, pid := range m.ports {
+		p := &s.tp.ports[pid]
+		p.q.Advance(s.now)
+		s.drainPort(pid)
+		m.bytes[i] = append(m.bytes[i], int32(p.q.DataBytes()))
+	}
+	if len(m.times) < m.max && s.flowsDone+s.flowsFailed < len(s.flows) {
+		s.schedule(s.now+m.interval, evSample, 0, 0)
+	}
+}
+
+func (s *Sim) portName(pid int32) string {
+	p := &s.tp.ports[pid]
+	return s.nodeName(p.owner) + "->" + s.nodeName(p.peer)
+}
+
+func (s *Sim) nodeName(n int32) string {
+	if int(n) < len(s.hosts) {
+		return "h" + strconv.Itoa(int(n))
+	}
+	return s.tp.sws[int(n)-len(s.hosts)].name
+}
+
+func (m *sampler) series(s *Sim) []QueueSeries {
+	var out []QueueSeries
+	for i, pid := range m.ports {
+		out = append(out, QueueSeries{Port: s.portName(pid), Times: m.times, Bytes: m.bytes[i]})
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"smartt/config"
+	"smartt/transport"
+)
+
+// Scenario is one simulation: fabric, transport configuration, workload, failures and
+// what to record. It is read from YAML (see docs/sim.md); the transport block takes the
+// same fields as the daemon's configuration.
+type Scenario struct {
+	Name      string           `yaml:"name"`      // shown in results
+	Seed      uint64           `yaml:"seed"`      // every random choice derives from it (default 1)
+	Topology  TopologyConfig   `yaml:"topology"`  // the fabric
+	Transport transport.Config `yaml:"transport"` // every host's engine, as the daemon's config
+	Workload  WorkloadConfig   `yaml:"workload"`  // the traffic
+	Failures  []FailureConfig  `yaml:"failures"`  // link faults
+	// RoutingConvergence is how long after a link goes down (or up) switches keep hashing
+	// onto it before routing excludes (re-admits) it (0: at once).
+	RoutingConvergence config.Duration `yaml:"routing_convergence"`
+	// DecisionLatency emulates a NIC whose congestion-control and load-balancing
+	// decisions take time: every ACK, NACK and other control packet reaches the host's
+	// engine this much later than it arrives (0: at once).
+	DecisionLatency config.Duration `yaml:"decision_latency"`
+	// HardwareProfile names an hwprofile profile (cx6dx, fpga-reps) whose decision time
+	// is used when DecisionLatency is 0.
+	HardwareProfile string `yaml:"hardware_profile"`
+	// WireOverhead is added to every datagram for serialisation and queueing (lower-layer
+	// headers), bytes.
+	WireOverhead int `yaml:"wire_overhead"`
+	// Deadline stops the run at this simulated time (0: 10 s).
+	Deadline config.Duration `yaml:"deadline"`
+	Output   OutputConfig    `yaml:"output"`
+
+	// NewTransport, if set, adjusts each host's transport configuration (tests plug in
+	// balancers and controllers here).
+	NewTransport func(host int, cfg *transport.Config) `yaml:"-"`
+	// LBName names the balancer in results when NewTransport replaces it.
+	LBName string `yaml:"-"`
+}
+
+// OutputConfig says what to record beyond the summary.
+type OutputConfig struct {
+	// SampleInterval samples queue occupancy of the selected ports this often (0: never).
+	SampleInterval config.Duration `yaml:"sample_interval"`
+	// SamplePorts selects the sampled ports: "hosts" (switch ports toward hosts), "up"
+	// (ToR uplinks), "all", or a list of port names "tor0->spine1" separated by commas.
+	SamplePorts string `yaml:"sample_ports"`
+	// MaxSamples bounds the samples kept per port (0: 100000).
+	MaxSamples int `yaml:"max_samples"`
+	// Progress prints a progress line to stderr every few seconds of wall time.
+	Progress bool `yaml:"progress"`
+}
+
+// WorkloadConfig is the traffic. Kinds: incast, permutation, tornado, all_to_all,
+// ring_allreduce, butterfly_allreduce, websearch.
+type WorkloadConfig struct {
+	// Kind selects the traffic pattern.
+	Kind string `yaml:"kind"`
+	// Size is the message size (per flow; for all-reduce the whole buffer per host).
+	Size Size `yaml:"size"`
+	// Senders is the incast fan-in (0: every other host).
+	Senders int `yaml:"senders"`
+	// Receiver is the incast destination host.
+	Receiver int `yaml:"receiver"`
+	// Window is the number of concurrently active flows per host in all-to-all (0: 1).
+	Window int `yaml:"window"`
+	// Participants limits collectives to the first n hosts (0: all).
+	Participants int `yaml:"participants"`
+	// Jitter delays each flow's start by a uniform random time in [0, Jitter].
+	Jitter config.Duration `yaml:"jitter"`
+	// Load is the offered load per host for websearch, as a fraction of the link rate.
+	Load float64 `yaml:"load"`
+	// Duration is how long websearch flows keep arriving.
+	Duration config.Duration `yaml:"duration"`
+	// MaxFlows caps the number of websearch flows (0: 100000).
+	MaxFlows int `yaml:"max_flows"`
+	// CloseWhenDone closes a connection once its flows are done (bounds memory when a host
+	// talks to many peers, as in all-to-all; default true for all_to_all).
+	CloseWhenDone *bool `yaml:"close_when_done"`
+}
+
+// FailureConfig is one fault on the link between switches A and B (named as in the
+// topology: tor3, agg1.0, core0.2, spine1, sw0), or between host A ("h12") and its ToR.
+type FailureConfig struct {
+	Kind string          `yaml:"kind"` // down, degrade, flaky
+	A    string          `yaml:"a"`    // one end of the link
+	B    string          `yaml:"b"`    // the other end
+	At   config.Duration `yaml:"at"`   // when the fault starts
+	// Until ends the fault (0: never).
+	Until config.Duration `yaml:"until"`
+	// Rate is the degraded link rate.
+	Rate config.Rate `yaml:"rate"`
+	// Gap and Burst are the mean times between and of loss bursts on a flaky link.
+	Gap   config.Duration `yaml:"gap"`
+	Burst config.Duration `yaml:"burst"`
+}
+
+// Size is a byte count that reads as "2MiB", "4KiB", "1MB", "1500" or "1e6".
+type Size int64
+
+// UnmarshalText reads a size with an optional unit (KiB, MiB, GiB, KB, MB, GB, B).
+func (s *Size) UnmarshalText(b []byte) error {
+	t := strings.TrimSpace(string(b))
+	mult := 1.0
+	for _, u := range []struct {
+		suf string
+		m   float64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"b", 1}} {
+		if strings.HasSuffix(strings.ToLower(t), u.suf) {
+			t, mult = strings.TrimSpace(t[:len(t)-len(u.suf)]), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || v*mult > math.MaxInt32*2 {
+		return fmt.Errorf("%q is not a size (want e.g. 2MiB, 4KiB, 1500)", string(b))
+	}
+	*s = Size(math.Round(v * mult))
+	return nil
+}
+
+// MarshalText writes the size in bytes.
+func (s Size) MarshalText() ([]byte, error) { return []byte(strconv.FormatInt(int64(s), 10)), nil }
+
+// LoadScenario reads a scenario file.
+func LoadScenario(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ParseScenario(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseScenario decodes a scenario strictly (unknown fields are errors). Transport fields
+// left out keep the daemon's defaults, except link_rate and base_rtt, which default to
+// the fabric's link rate and longest-path base RTT.
+func ParseScenario(b []byte) (*Scenario, error) {
+	s := &Scenario{Seed: 1}
+	s.Transport = transport.DefaultConfig()
+	s.Transport.LinkRate, s.Transport.BaseRTT = 0, 0
+	if err := config.DecodeYAML(b, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

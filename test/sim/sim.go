@@ -1,0 +1,766 @@
+// Package sim is a discrete-event fabric simulator whose hosts run the project's own
+// protocol code: every host is a transport.Endpoint (with its cc, reps, ackpath and
+// pacing), configured exactly as the daemon is, and the switches are test/switchport
+// output ports, the same model the emulated testbed switch uses.
+//
+// # Model
+//
+// A datagram a host's engine emits is serialised by the host's NIC at the link rate (the
+// engine is polled for the next one only when the NIC is free), crosses the link
+// (propagation delay), traverses the switch (switch latency), and joins the output port
+// the switch routes it to: down toward the destination when the switch covers it, else
+// up by ECMP, a hash of (source address, destination address, UDP, source port = EV,
+// destination port) under a per-switch salt. Ports queue, mark, trim and serialise as
+// switchport describes; a packet is delivered to the destination engine when its last
+// bit arrives. A packet-hop is one packet crossing one link.
+//
+// Time is virtual, int64 nanoseconds; the event queue orders by (time, scheduling
+// order), all randomness comes from seeded generators, and nothing iterates a map on
+// the way to a result, so a scenario and seed give the same output bit for bit.
+//
+// Packets carry only their headers (a data packet's payload bytes are never looked at by
+// the fabric, so they are not stored: the receiving engine is handed zeros), packets and
+// events are pooled, and message buffers are shared, so memory grows with the number
+// of hosts and packets in flight, not with the bytes moved.
+package sim
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"smartt/config"
+	"smartt/hwprofile"
+	"smartt/reps"
+	"smartt/test/switchport"
+	"smartt/transport"
+	"smartt/transport/wire"
+)
+
+// hdrCap is the number of datagram bytes a packet stores: a whole control packet
+// (the largest is an ACK) or a data packet's header.
+const hdrCap = wire.MaxAckLen
+
+// Port of every host's engine and the UDP destination port hashed by ECMP.
+const (
+	listenPort = 4791
+	evBase     = 49152 // source port = evBase + EV (mod 2^16)
+)
+
+// pkt is what the fabric knows of a packet in flight. It travels by value through pipes
+// and port queues (24 bytes), so forwarding reads only memory that is already in cache;
+// the datagram bytes live in a slot (Sim.slot(id)) and are only touched by the sending and
+// receiving hosts (and when a port trims the packet).
+type pkt struct {
+	id     int32 // slot of the datagram bytes (Sim.slot)
+	n      int32 // datagram length
+	src    int32 // host
+	dst    int32 // host
+	ev     uint16
+	ecn    uint8
+	dscp   uint8
+	data   bool // DATA: trimmable
+	ect    bool
+	stored uint8 // bytes of the header slot in use (<= hdrCap)
+}
+
+// pipe is one direction of a link: packets in flight on it, in departure order. All
+// take the same time to cross, so they arrive in that order, and the pipe needs only one
+// event (for its head) however many packets it holds. This keeps the event heap as
+// small as the number of busy links.
+type pipe struct {
+	ring []pipeEntry
+	head int
+	size int
+	to   int32 // node at the far end
+}
+
+type pipeEntry struct {
+	at int64
+	p  pkt
+}
+
+// send puts packet id on pipe pi, arriving at time at; it schedules the pipe's event if
+// the pipe was empty.
+func (s *Sim) send(pi int32, pk pkt, at int64) {
+	p := &s.pipes[pi]
+	if p.size == len(p.ring) {
+		n := max(2*len(p.ring), 16)
+		nr := make([]pipeEntry, n)
+		for i := 0; i < p.size; i++ {
+			nr[i] = p.ring[(p.head+i)&(len(p.ring)-1)]
+		}
+		p.ring, p.head = nr, 0
+	}
+	p.ring[(p.head+p.size)&(len(p.ring)-1)] = pipeEntry{at, pk}
+	p.size++
+	if p.size == 1 {
+		s.schedule(at, evPipe, pi, 0)
+	}
+}
+
+// pipeArrive delivers the head packet of pipe pi and schedules the next one.
+func (s *Sim) pipeArrive(pi int32) {
+	p := &s.pipes[pi]
+	e := p.ring[p.head]
+	p.head = (p.head + 1) & (len(p.ring) - 1)
+	p.size--
+	if p.size > 0 {
+		s.schedule(p.ring[p.head].at, evPipe, pi, 0)
+	}
+	decPipe := int32(len(s.tp.ports) + len(s.hosts))
+	if pi < decPipe {
+		s.hops++
+	}
+	if int(p.to) < len(s.hosts) {
+		if s.decLat > 0 && !e.p.data && pi < decPipe {
+			// Feedback waits for the NIC's decision logic (a FIFO of constant delay).
+			s.send(decPipe+p.to, e.p, s.now+s.decLat)
+			return
+		}
+		s.deliver(e.p, p.to)
+	} else {
+		s.switchArrive(e.p, p.to)
+	}
+}
+
+// port is one switch output port with the link behind it.
+type port struct {
+	down        bool // link down: arriving packets are lost
+	wake        bool // an evWake is pending
+	flaky       bool
+	q           switchport.Port[pkt]
+	owner, peer int32 // nodes
+	baseRate    int64
+	lossUntil   int64 // flaky: current loss burst ends then
+	goodUntil   int64 // flaky: next loss burst starts then
+	gap, burst  int64
+	rng         uint64
+	linkDrops   uint64 // lost because the link was down
+	flakyDrops  uint64 // lost in a loss burst
+	sampleIdx   int32  // index into Sim.samples, -1: not sampled
+	lastCtrlOcc int
+}
+
+type host struct {
+	ep       *transport.Endpoint
+	addr     netip.AddrPort
+	ip       uint32
+	tor      int32
+	nicBusy  bool
+	nicFree  int64 // when the NIC finishes the packet it serialises
+	nicRem   int64
+	nicDown  bool
+	timerSet bool
+	timerAt  int64
+	timerGen int32
+	conns    map[int32]*sconn // by destination host
+}
+
+// sconn is a connection a host opened, with the flows (messages) sent on it.
+type sconn struct {
+	id      transport.ConnID
+	base    uint32  // message ID of flows[0]
+	flows   []int32 // by message ID - base
+	pending int     // flows not yet done on both sides
+}
+
+// Sim is one simulation run. Build it with New, run it with Run.
+type Sim struct {
+	sc  *Scenario
+	tp  *topo
+	now int64
+	q   eventQueue
+	// Datagram bytes of packets in flight, in two pools: data headers and whole
+	// control packets.
+	dataHdrs [][wire.DataHdrLen]byte
+	ctlHdrs  [][hdrCap]byte
+	freeCtl  []int32
+	free     []int32
+	hosts    []host
+	flows    []flow
+	deps     []int32 // dependents of flows, by flow.depLo..depHi
+	wl       *workload
+	msgBuf   []byte
+	rxBuf    []byte
+	tx       []byte // PollTransmit scratch
+	rx       []byte // delivery scratch for data: header, then zeros
+	rxCtl    []byte // delivery scratch for control packets
+	pipes    []pipe // one per port (same index), then one per host uplink, then one per host's decision delay
+	decLat   int64  // emulated decision latency for control packets reaching a host
+	ovh      int
+	faults   []fault
+	smp      sampler
+
+	hops, events  uint64
+	flowsDone     int
+	flowsFailed   int
+	lastDone      int64
+	firstStart    int64
+	progress      io.Writer
+	wallStart     time.Time
+	lastProgress  time.Time
+	sharedBuffers rxPool
+	freezers      []freezer
+}
+
+// freezer is a balancer with a freezing mode (REPS) that counts its episodes.
+type freezer interface{ FreezeEpisodes() uint64 }
+
+// rxPool hands every receiving engine slices of one shared buffer: the simulator never
+// reads message contents, so memory stays independent of bytes in flight.
+type rxPool struct{ s *Sim }
+
+func (p rxPool) Get(n int) []byte {
+	if n > len(p.s.rxBuf) {
+		p.s.rxBuf = make([]byte, n)
+	}
+	return p.s.rxBuf[:n]
+}
+
+func (p rxPool) Put([]byte) {}
+
+// New builds the fabric, the hosts and the workload of sc.
+func New(sc *Scenario) (*Sim, error) {
+	tp, err := sc.Topology.build(sc.Seed)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sim{sc: sc, tp: tp, ovh: sc.WireOverhead, firstStart: -1}
+	if sc.WireOverhead < 0 || sc.WireOverhead > 1024 {
+		return nil, fmt.Errorf("wire_overhead = %d: must be in 0..1024 bytes", sc.WireOverhead)
+	}
+	if sc.Deadline < 0 {
+		return nil, fmt.Errorf("deadline = %v: must be >= 0", sc.Deadline)
+	}
+	if sc.RoutingConvergence < 0 {
+		return nil, fmt.Errorf("routing_convergence = %v: must be >= 0", sc.RoutingConvergence)
+	}
+	s.sharedBuffers = rxPool{s}
+	tcfg := sc.Transport
+	if tcfg.LinkRate == 0 {
+		tcfg.LinkRate = sc.Topology.LinkRate
+	}
+	if tcfg.BaseRTT == 0 {
+		tcfg.BaseRTT = config.Duration(max(100, s.baseRTT(tp.maxLinks, tcfg.MTU)))
+	}
+	tcfg.ListenPort = listenPort
+	tcfg.Buffers = s.sharedBuffers
+	if tcfg.Trimming != (*sc.Topology.Queue.trim()) {
+		// The engine must read losses the way the fabric produces them.
+		tcfg.Trimming = *sc.Topology.Queue.trim()
+	}
+	if err := s.sizeQueues(); err != nil {
+		return nil, err
+	}
+	s.hosts = make([]host, tp.hosts)
+	var shared func(*rand.Rand) reps.Balancer
+	for i := range s.hosts {
+		h := &s.hosts[i]
+		cfg := tcfg
+		if sc.NewTransport != nil {
+			sc.NewTransport(i, &cfg)
+		}
+		if shared == nil || sc.NewTransport != nil {
+			// Resolve the balancer by name once (through a throwaway endpoint) so that
+			// the balancers can be wrapped: REPS reports its freezing episodes.
+			probe, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(0, 0)))
+			if err != nil {
+				return nil, fmt.Errorf("transport: %w", err)
+			}
+			shared = probe.Config().NewBalancer
+		}
+		mk := shared
+		cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer {
+			b := mk(rng)
+			if f, ok := b.(freezer); ok {
+				s.freezers = append(s.freezers, f)
+			}
+			return b
+		}
+		h.ep, err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(sc.Seed, uint64(i)+1)))
+		if err != nil {
+			return nil, fmt.Errorf("transport: %w", err)
+		}
+		h.ip = hostIP(i)
+		h.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(h.ip >> 24), byte(h.ip >> 16), byte(h.ip >> 8), byte(h.ip)}), listenPort)
+		h.tor = tp.hostUp[i]
+		h.conns = make(map[int32]*sconn)
+	}
+	s.tx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
+	s.rx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
+	s.rxCtl = make([]byte, hdrCap)
+	s.pipes = make([]pipe, len(tp.ports)+2*tp.hosts)
+	for i := range tp.ports {
+		s.pipes[i].to = tp.ports[i].peer
+	}
+	for h := range tp.hosts {
+		s.pipes[len(tp.ports)+h].to = tp.hostUp[h]
+		s.pipes[len(tp.ports)+tp.hosts+h].to = int32(h)
+	}
+	s.decLat = int64(sc.DecisionLatency)
+	if sc.DecisionLatency < 0 {
+		return nil, fmt.Errorf("decision_latency = %v: must be >= 0", sc.DecisionLatency)
+	}
+	if sc.HardwareProfile != "" {
+		prof, err := hwprofile.Lookup(sc.HardwareProfile)
+		if err != nil {
+			return nil, fmt.Errorf("hardware_profile: %w", err)
+		}
+		if s.decLat == 0 {
+			s.decLat = prof.DecisionNs
+		}
+	}
+	s.wl, err = s.buildWorkload(&sc.Workload, tcfg.MTU)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.buildFaults(); err != nil {
+		return nil, err
+	}
+	if err := s.smp.init(s, &sc.Output); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func hostIP(i int) uint32 { return 10<<24 | uint32(i+1) }
+
+func hostOf(a netip.Addr) int32 {
+	b := a.As4()
+	return int32(uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3])) - 1
+}
+
+// sizeQueues sets every port's queue from the topology's queue configuration.
+func (s *Sim) sizeQueues() error {
+	tc := &s.sc.Topology
+	qc := &tc.Queue
+	buf := qc.Bytes
+	if buf == 0 {
+		bdp := float64(s.tp.rate) / 8 * float64(s.baseRTT(s.tp.maxLinks, s.sc.Transport.MTU)) / 1e9
+		buf = int(qc.BDPs * bdp)
+	}
+	ctl := qc.ControlBytes
+	if ctl == 0 {
+		ctl = buf
+	}
+	kmin, kmax := switchport.RED(buf, qc.Kmin, qc.Kmax)
+	if qc.NoECN {
+		kmin, kmax = 0, 0
+	}
+	pc := switchport.Config{Rate: s.tp.rate, DataBytes: buf, ControlBytes: ctl, KminBytes: kmin, KmaxBytes: kmax,
+		Trim: *qc.trim(), TrimBytes: qc.TrimBytes}
+	for i := range s.tp.ports {
+		p := &s.tp.ports[i]
+		if err := p.q.Init(pc, s.sc.Seed^uint64(i)*0x9e3779b97f4a7c15); err != nil {
+			return fmt.Errorf("topology.queue: %w", err)
+		}
+		p.baseRate = s.tp.rate
+		p.sampleIdx = -1
+	}
+	return nil
+}
+
+func (q *QueueConfig) trim() *bool {
+	if q.Trim == nil {
+		t := true
+		q.Trim = &t
+	}
+	return q.Trim
+}
+
+// ser returns the serialisation time of a datagram of n bytes at rate.
+func (s *Sim) ser(n int, rate int64) int64 {
+	return int64(n+s.ovh) * 8_000_000_000 / rate
+}
+
+// baseRTT is the time from the moment a full data packet starts leaving the sender's NIC
+// until its ACK has arrived, on an empty path of the given number of links: store and
+// forward serialisation on every link each way, propagation and switch traversal.
+func (s *Sim) baseRTT(links, mtu int) int64 {
+	ackLen := wire.AckFixedLen + 8*s.sc.Transport.Ack.SackWords
+	sw := int64(links - 1)
+	return int64(links)*(s.ser(mtu+wire.DataHdrLen, s.tp.rate)+s.ser(ackLen, s.tp.rate)+2*s.tp.prop) + 2*sw*s.tp.swLat
+}
+
+// Now returns the simulated time, ns.
+func (s *Sim) Now() int64 { return s.now }
+
+// schedule pushes an event.
+func (s *Sim) schedule(at int64, kind evKind, id, arg int32) {
+	s.q.push(at, mkVal(kind, id, arg))
+}
+
+// ctlSlot marks a slot id of the control-packet pool (the others hold data headers).
+const ctlSlot = 1 << 30
+
+// allocPkt returns a free slot for a data header or, with ctl, a whole control packet.
+func (s *Sim) allocPkt(ctl bool) int32 {
+	if ctl {
+		if n := len(s.freeCtl); n > 0 {
+			id := s.freeCtl[n-1]
+			s.freeCtl = s.freeCtl[:n-1]
+			return id
+		}
+		s.ctlHdrs = append(s.ctlHdrs, [hdrCap]byte{})
+		return int32(len(s.ctlHdrs)-1) | ctlSlot
+	}
+	if n := len(s.free); n > 0 {
+		id := s.free[n-1]
+		s.free = s.free[:n-1]
+		return id
+	}
+	s.dataHdrs = append(s.dataHdrs, [wire.DataHdrLen]byte{})
+	return int32(len(s.dataHdrs) - 1)
+}
+
+func (s *Sim) freePkt(id int32) {
+	if id&ctlSlot != 0 {
+		s.freeCtl = append(s.freeCtl, id)
+	} else {
+		s.free = append(s.free, id)
+	}
+}
+
+// slot returns the stored bytes of packet slot id.
+func (s *Sim) slot(id int32) []byte {
+	if id&ctlSlot != 0 {
+		return s.ctlHdrs[id&^ctlSlot][:]
+	}
+	return s.dataHdrs[id][:]
+}
+
+// Run processes events until the workload is complete, nothing is left to do, or the
+// deadline passes; it returns the results.
+func (s *Sim) Run() *Result {
+	deadline := int64(s.sc.Deadline)
+	if deadline == 0 {
+		deadline = 10_000_000_000
+	}
+	s.wallStart = time.Now()
+	s.lastProgress = s.wallStart
+	s.start()
+	for s.q.len() > 0 && s.flowsDone+s.flowsFailed < len(s.flows) {
+		if s.q.peekAt() > deadline {
+			break
+		}
+		s.step()
+		if s.progress != nil && s.events&0xfffff == 0 {
+			s.printProgress()
+		}
+	}
+	return s.result(time.Since(s.wallStart))
+}
+
+// SetProgress makes Run print a progress line to w every few seconds.
+func (s *Sim) SetProgress(w io.Writer) { s.progress = w }
+
+func (s *Sim) printProgress() {
+	t := time.Now()
+	if t.Sub(s.lastProgress) < 2*time.Second {
+		return
+	}
+	s.lastProgress = t
+	wall := t.Sub(s.wallStart).Seconds()
+	fmt.Fprintf(s.progress, "sim %s: t=%.1fus flows %d/%d done, %d failed, %.2fM hops, %.2fM hops/s\n",
+		s.sc.Name, float64(s.now)/1e3, s.flowsDone, len(s.flows), s.flowsFailed,
+		float64(s.hops)/1e6, float64(s.hops)/wall/1e6)
+}
+
+func (s *Sim) step() {
+	e := s.q.pop()
+	s.now = e.at()
+	s.events++
+	switch e.kind() {
+	case evPipe:
+		s.pipeArrive(e.id())
+	case evWake:
+		p := &s.tp.ports[e.id()]
+		p.wake = false
+		p.q.Advance(s.now)
+		s.drainPort(e.id())
+	case evNIC:
+		s.nicDone(e.id())
+	case evTimer:
+		s.onTimer(e.id(), e.arg())
+	case evStart:
+		s.startFlow(e.id())
+	case evFault:
+		s.onFault(e.id(), e.arg())
+	case evRoute:
+		s.recomputeRoutes()
+	case evSample:
+		s.smp.tick(s)
+	}
+}
+
+// service polls host i's engine while its NIC is free and re-arms its timer.
+func (s *Sim) service(i int32) {
+	h := &s.hosts[i]
+	for !h.nicBusy {
+		tx, ok := h.ep.PollTransmit(s.now, s.tx)
+		if !ok {
+			break
+		}
+		var pk pkt
+		p := &pk
+		p.data = !tx.Control && tx.Type == wire.TypeData
+		id := s.allocPkt(!p.data)
+		p.id = id
+		p.n = int32(tx.N)
+		p.src = i
+		p.dst = hostOf(tx.To.Addr())
+		p.ev = tx.EV
+		p.ecn = tx.ECN & 3
+		p.dscp = 0
+		p.ect = p.ecn == transport.ECT0 || p.ecn == transport.ECT1
+		st := tx.N
+		if p.data {
+			st = wire.DataHdrLen
+		}
+		if st > hdrCap {
+			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, hdrCap))
+		}
+		copy(s.slot(id)[:st], s.tx[:st])
+		p.stored = uint8(st)
+		if p.dst < 0 || int(p.dst) >= len(s.hosts) {
+			s.freePkt(id) // not a host of this fabric
+			continue
+		}
+		bitNs := int64(tx.N+s.ovh)*8_000_000_000 + h.nicRem
+		d := bitNs / s.tp.rate
+		h.nicRem = bitNs % s.tp.rate
+		h.nicBusy = true
+		h.nicFree = s.now + d
+		s.schedule(h.nicFree, evNIC, i, 0)
+		if h.nicDown {
+			s.freePkt(id)
+			break
+		}
+		s.send(int32(len(s.tp.ports))+i, pk, s.now+d+s.tp.prop+s.tp.swLat)
+	}
+	s.arm(i)
+}
+
+// nicDone runs host i's expired timers, if any, and polls it for the next datagram.
+func (s *Sim) nicDone(i int32) {
+	h := &s.hosts[i]
+	h.nicBusy = false
+	if t, ok := h.ep.NextTimeout(); ok && t <= s.now {
+		h.ep.HandleTimeout(s.now)
+		s.service(i)
+		s.engineEvents(i)
+		return
+	}
+	s.service(i)
+}
+
+// arm makes sure a timer event fires no later than host i's engine asks.
+func (s *Sim) arm(i int32) {
+	h := &s.hosts[i]
+	t, ok := h.ep.NextTimeout()
+	if !ok {
+		return
+	}
+	if t < s.now {
+		t = s.now
+	}
+	if h.nicBusy && t <= h.nicFree {
+		// What is due may be a transmission, which cannot happen before the NIC is
+		// free; the NIC's completion runs the timer (nicDone), so no event is needed.
+		return
+	}
+	if h.timerSet && h.timerAt <= t {
+		return // the pending event fires early and re-arms
+	}
+	h.timerGen = (h.timerGen + 1) & idMask
+	h.timerSet = true
+	h.timerAt = t
+	s.schedule(t, evTimer, i, h.timerGen)
+}
+
+func (s *Sim) onTimer(i, gen int32) {
+	h := &s.hosts[i]
+	if !h.timerSet || gen != h.timerGen {
+		return
+	}
+	h.timerSet = false
+	t, ok := h.ep.NextTimeout()
+	if !ok {
+		return
+	}
+	if t > s.now {
+		s.arm(i)
+		return
+	}
+	h.ep.HandleTimeout(s.now)
+	s.service(i)
+	s.engineEvents(i)
+}
+
+// switchArrive routes packet id at switch node and offers it to the output port.
+func (s *Sim) switchArrive(pk pkt, node int32) {
+	p := &pk
+	id := p.id
+	sw := &s.tp.sws[node-int32(len(s.hosts))]
+	var out int32
+	if p.dst >= sw.lo && p.dst < sw.hi {
+		out = sw.down[(p.dst-sw.lo)/sw.span]
+	} else {
+		hsh := switchport.Hash4(sw.salt, hostIP(int(p.src)), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
+		if sw.allowed != nil {
+			out = sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
+			if out < 0 {
+				s.tp.ports[sw.up[0]].linkDrops++ // no route at all
+				s.freePkt(id)
+				return
+			}
+		} else {
+			out = sw.up[switchport.Pick(hsh, len(sw.up))]
+		}
+	}
+	pt := &s.tp.ports[out]
+	if pt.down {
+		pt.linkDrops++
+		s.freePkt(id)
+		return
+	}
+	if pt.q.Arrive(s.now, pk, int(p.n)+s.ovh, p.data, p.ect) == switchport.Dropped {
+		s.freePkt(id)
+	}
+	s.drainPort(out)
+}
+
+func (sw *swtch) pickAllowed(h uint64, group int32) int32 {
+	m := sw.allowed[group]
+	n := popcount(m)
+	if n == 0 {
+		return -1
+	}
+	k := switchport.Pick(h, n)
+	for i := range sw.up {
+		if m&(1<<i) != 0 {
+			if k == 0 {
+				return sw.up[i]
+			}
+			k--
+		}
+	}
+	return -1
+}
+
+// drainPort forwards the packets port pid has started serialising and schedules its next wake.
+func (s *Sim) drainPort(pid int32) {
+	pt := &s.tp.ports[pid]
+	for {
+		d, ok := pt.q.Pop()
+		if !ok {
+			break
+		}
+		p := &d.Item
+		if d.Marked {
+			p.ecn = transport.CE
+		}
+		if d.Trimmed {
+			p.n = wire.DataHdrLen
+			s.slot(p.id)[1] |= byte(wire.FlagTrimmed)
+			p.dscp = s.sc.Transport.TrimDSCP
+		}
+		if pt.down {
+			pt.linkDrops++
+			s.freePkt(p.id)
+			continue
+		}
+		if pt.flaky && pt.inBurst(d.Start) {
+			pt.flakyDrops++
+			s.freePkt(p.id)
+			continue
+		}
+		at := d.End + s.tp.prop
+		if int(pt.peer) >= len(s.hosts) {
+			at += s.tp.swLat
+		}
+		s.send(pid, *p, at)
+	}
+	if !pt.wake {
+		if t, ok := pt.q.NextStart(); ok {
+			pt.wake = true
+			s.schedule(t, evWake, pid, 0)
+		}
+	}
+}
+
+// deliver hands packet id to host i's engine.
+func (s *Sim) deliver(pk pkt, i int32) {
+	p := &pk
+	id := p.id
+	h := &s.hosts[i]
+	if h.nicDown {
+		s.freePkt(id)
+		return
+	}
+	n := int(p.n)
+	buf := s.rxCtl // control packets are stored whole
+	if p.data {
+		buf = s.rx // only the header is ever written here: the payload stays zeros
+	}
+	copy(buf, s.slot(id)[:p.stored])
+	src := s.hosts[p.src].addr
+	ecn, dscp := p.ecn, p.dscp
+	s.freePkt(id)
+	h.ep.HandlePacket(s.now, buf[:n], transport.RxMeta{From: src, RxTime: s.now, ECN: ecn, DSCP: dscp})
+	s.service(i)
+	s.engineEvents(i)
+}
+
+// engineEvents drains host i's engine events: message completions drive the workload.
+func (s *Sim) engineEvents(i int32) {
+	h := &s.hosts[i]
+	for {
+		ev, ok := h.ep.PollEvent()
+		if !ok {
+			return
+		}
+		switch ev.Kind {
+		case transport.MessageReceived:
+			src := hostOf(ev.Peer.Addr())
+			if f := s.flowOf(src, i, ev.MsgID); f >= 0 {
+				s.flowRx(f)
+			}
+		case transport.MessageSent:
+			if f := s.flowOf(i, hostOf(ev.Peer.Addr()), ev.MsgID); f >= 0 {
+				s.flowTx(f)
+			}
+		case transport.MessageFailed:
+			if f := s.flowOf(i, hostOf(ev.Peer.Addr()), ev.MsgID); f >= 0 {
+				s.flowFail(f)
+			}
+		}
+	}
+}
+
+func (s *Sim) flowOf(src, dst int32, msg uint32) int32 {
+	if src < 0 || int(src) >= len(s.hosts) {
+		return -1
+	}
+	c := s.hosts[src].conns[dst]
+	if c == nil {
+		return -1
+	}
+	k := int(msg - c.base)
+	if k < 0 || k >= len(c.flows) {
+		return -1
+	}
+	return c.flows[k]
+}
+
+func popcount(m uint64) int {
+	n := 0
+	for m != 0 {
+		m &= m - 1
+		n++
+	}
+	return n
+}

@@ -1,0 +1,354 @@
+// Package switchport models one switch output port the way the papers' htsim model does
+// (SPEC.md section 7), for the discrete-event simulator (test/sim) and the emulated
+// testbed switch alike, so the two never drift apart.
+//
+// # Model
+//
+// A port has a FIFO data queue and a strict-priority control queue (ACKs, NACKs, trimmed
+// headers), both counted in bytes, and serialises one packet at a time at Rate, control
+// first. Occupancy counts the packets waiting, not the one being serialised.
+//
+//   - ECN: RED marking decided when a packet leaves the data queue, on the bytes it leaves
+//     behind there: probability 0 at or below KminBytes, rising linearly to 1 at
+//     KmaxBytes; only ECT packets are marked.
+//   - Trimming: a data packet that does not fit the data queue is, with Trim, cut to
+//     TrimBytes and queued on the control queue; if that is full too it is dropped.
+//     Without Trim it is dropped (drop-tail).
+//
+// # Departure-time-driven service
+//
+// The port never needs a timer of its own: it computes when each packet starts and ends
+// serialisation from the arrival times it is given. Arrive(now, ...) first serves every
+// packet whose service starts at or before now, then offers the new one; Advance(now)
+// only serves. Served packets are collected with Pop, each with its exact start and end
+// times and its marking. A caller whose clock is coarse (a userspace switch woken every
+// few microseconds) passes each packet's own arrival timestamp and still gets exact
+// marks and trims; an event-driven caller (the simulator) calls Advance at NextStart.
+// Times must not go backwards.
+//
+// The port is generic over the caller's packet handle T and never touches packet bytes:
+// the caller cuts trimmed packets and sets CE on marked ones.
+package switchport
+
+import "fmt"
+
+// DefaultTrimBytes is the wire size of a trimmed packet when Config.TrimBytes is 0.
+const DefaultTrimBytes = 64
+
+// Config configures one output port.
+type Config struct {
+	// Rate is the line rate, bits/s (> 0).
+	Rate int64
+	// DataBytes is the data-queue capacity, bytes (0: unlimited).
+	DataBytes int
+	// ControlBytes is the control-queue capacity, bytes (0: unlimited).
+	ControlBytes int
+	// KminBytes: a packet leaving at most this many bytes behind is never marked.
+	KminBytes int
+	// KmaxBytes: a packet leaving at least this many bytes behind is always marked if ECT;
+	// linear in between (0: no marking).
+	KmaxBytes int
+	// Trim cuts data packets that do not fit the data queue to TrimBytes instead of dropping them.
+	Trim bool
+	// TrimBytes is the size of a trimmed packet (0: DefaultTrimBytes).
+	TrimBytes int
+}
+
+// Validate checks the ranges and names the offending field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Rate <= 0:
+		return fmt.Errorf("switchport: rate = %d bit/s: must be > 0", c.Rate)
+	case c.DataBytes < 0 || c.ControlBytes < 0:
+		return fmt.Errorf("switchport: queue sizes (data %d, control %d bytes) must be >= 0", c.DataBytes, c.ControlBytes)
+	case c.KmaxBytes < 0 || c.KminBytes < 0 || (c.KmaxBytes > 0 && c.KminBytes >= c.KmaxBytes):
+		return fmt.Errorf("switchport: need 0 <= kmin (%d) < kmax (%d) bytes, or kmax 0 for no marking", c.KminBytes, c.KmaxBytes)
+	case c.TrimBytes < 0:
+		return fmt.Errorf("switchport: trim_bytes = %d: must be >= 0", c.TrimBytes)
+	}
+	return nil
+}
+
+// RED returns Kmin and Kmax as the given fractions of a data queue of buf bytes
+// (SPEC: 20 % and 80 % by default).
+func RED(buf int, kmin, kmax float64) (int, int) {
+	return int(float64(buf) * kmin), int(float64(buf) * kmax)
+}
+
+// Verdict is what happened to an arriving packet.
+type Verdict uint8
+
+// Verdicts.
+const (
+	Queued  Verdict = iota // accepted unchanged
+	Trimmed                // cut to TrimBytes and put on the control queue
+	Dropped                // no room (the caller releases the packet)
+)
+
+// String names the verdict.
+func (v Verdict) String() string {
+	return [...]string{"queued", "trimmed", "dropped"}[v]
+}
+
+// Departure is a packet that has started serialisation.
+type Departure[T any] struct {
+	Item    T
+	Size    int   // bytes serialised (TrimBytes if trimmed)
+	Start   int64 // service start, ns
+	End     int64 // last bit out, ns
+	Trimmed bool  // cut at this port
+	Marked  bool  // CE-marked at this port
+	Control bool  // served from the control queue
+}
+
+// Stats are a port's cumulative counters.
+type Stats struct {
+	Enqueued        uint64 // packets accepted (trimmed headers included)
+	Dequeued        uint64 // packets served
+	Drops           uint64 // packets dropped because their queue was full
+	Trims           uint64 // data packets trimmed
+	Marks           uint64 // packets CE-marked
+	BytesOut        uint64 // bytes serialised
+	MaxDataBytes    int    // high-water mark of the data queue
+	MaxControlBytes int    // high-water mark of the control queue
+}
+
+type entry[T any] struct {
+	item    T
+	size    int32
+	ect     bool
+	trimmed bool
+}
+
+// Port is one output port. It is not safe for concurrent use.
+type Port[T any] struct {
+	// Fields every packet touches first, so that they share cache lines.
+	busyUntil int64 // end of the packet in service (<= now: idle)
+	dataBytes int
+	ctrlBytes int
+	rem       int64 // serialisation remainder, bit-ns mod Rate
+	data      ring[entry[T]]
+	ctrl      ring[entry[T]]
+	out       ring[Departure[T]]
+	cfg       Config
+	trimSize  int
+	rng       uint64
+	stats     Stats
+}
+
+// New returns an idle port; seed drives its RED marking decisions.
+func New[T any](cfg Config, seed uint64) (*Port[T], error) {
+	p := &Port[T]{}
+	if err := p.Init(cfg, seed); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Init makes p an idle port with cfg (for ports embedded in larger arrays).
+func (p *Port[T]) Init(cfg Config, seed uint64) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	*p = Port[T]{cfg: cfg, trimSize: cfg.TrimBytes, rng: seed ^ 0x9e3779b97f4a7c15}
+	if p.trimSize == 0 {
+		p.trimSize = DefaultTrimBytes
+	}
+	return nil
+}
+
+// Config returns the port's configuration.
+func (p *Port[T]) Config() Config { return p.cfg }
+
+// Stats returns the counters.
+func (p *Port[T]) Stats() Stats { return p.stats }
+
+// DataBytes returns the data-queue occupancy as of the last Arrive/Advance.
+func (p *Port[T]) DataBytes() int { return p.dataBytes }
+
+// ControlBytes returns the control-queue occupancy as of the last Arrive/Advance.
+func (p *Port[T]) ControlBytes() int { return p.ctrlBytes }
+
+// Queued returns the number of packets waiting in both queues.
+func (p *Port[T]) Queued() int { return p.ctrl.len() + p.data.len() }
+
+// BusyUntil returns when the packet in service (if any) ends.
+func (p *Port[T]) BusyUntil() int64 { return p.busyUntil }
+
+// SetRate changes the line rate from now on (a degraded link); the packet in service
+// keeps its end time.
+func (p *Port[T]) SetRate(now int64, rate int64) {
+	if rate <= 0 {
+		panic("switchport: SetRate needs a positive rate")
+	}
+	p.Advance(now)
+	p.cfg.Rate = rate
+	p.rem = 0
+}
+
+// NextStart returns when the next queued packet starts service, if any is queued.
+func (p *Port[T]) NextStart() (int64, bool) {
+	if p.ctrl.len() == 0 && p.data.len() == 0 {
+		return 0, false
+	}
+	return p.busyUntil, true
+}
+
+// Arrive serves up to now, then offers a packet of size bytes arriving at now. data says
+// it is a data packet (trimmable, data queue); otherwise it is control traffic. ect says
+// it may be CE-marked.
+func (p *Port[T]) Arrive(now int64, item T, size int, data, ect bool) Verdict {
+	p.Advance(now)
+	v := Queued
+	switch {
+	case !data:
+		if !p.pushCtrl(entry[T]{item: item, size: int32(size)}) {
+			p.stats.Drops++
+			return Dropped
+		}
+	case p.cfg.DataBytes == 0 || p.dataBytes+size <= p.cfg.DataBytes:
+		p.data.push(entry[T]{item: item, size: int32(size), ect: ect})
+		p.dataBytes += size
+		p.stats.Enqueued++
+	case p.cfg.Trim:
+		if !p.pushCtrl(entry[T]{item: item, size: int32(min(size, p.trimSize)), trimmed: true}) {
+			p.stats.Drops++
+			return Dropped
+		}
+		p.stats.Trims++
+		v = Trimmed
+	default:
+		p.stats.Drops++
+		return Dropped
+	}
+	if p.busyUntil <= now {
+		p.busyUntil = now
+		p.serve()
+	}
+	// High-water marks of what waits (a packet served at once never queued).
+	p.stats.MaxDataBytes = max(p.stats.MaxDataBytes, p.dataBytes)
+	p.stats.MaxControlBytes = max(p.stats.MaxControlBytes, p.ctrlBytes)
+	return v
+}
+
+func (p *Port[T]) pushCtrl(e entry[T]) bool {
+	if p.cfg.ControlBytes != 0 && p.ctrlBytes+int(e.size) > p.cfg.ControlBytes {
+		return false
+	}
+	p.ctrl.push(e)
+	p.ctrlBytes += int(e.size)
+	p.stats.Enqueued++
+	return true
+}
+
+// Advance serves every packet whose service starts at or before now.
+func (p *Port[T]) Advance(now int64) {
+	for p.busyUntil <= now && p.serve() {
+	}
+}
+
+// serve starts the next packet at busyUntil; it reports whether there was one.
+func (p *Port[T]) serve() bool {
+	var e entry[T]
+	ctl := false
+	switch {
+	case p.ctrl.len() > 0:
+		e = p.ctrl.pop()
+		p.ctrlBytes -= int(e.size)
+		ctl = true
+	case p.data.len() > 0:
+		e = p.data.pop()
+		p.dataBytes -= int(e.size)
+	default:
+		return false
+	}
+	d := Departure[T]{Item: e.item, Size: int(e.size), Start: p.busyUntil, Trimmed: e.trimmed, Control: ctl}
+	if e.ect && p.mark() {
+		d.Marked = true
+		p.stats.Marks++
+	}
+	bitNs := int64(e.size)*8_000_000_000 + p.rem
+	p.rem = bitNs % p.cfg.Rate
+	d.End = d.Start + bitNs/p.cfg.Rate
+	p.busyUntil = d.End
+	p.stats.Dequeued++
+	p.stats.BytesOut += uint64(e.size)
+	p.out.push(d)
+	return true
+}
+
+// mark decides RED marking on the data-queue bytes left behind.
+func (p *Port[T]) mark() bool {
+	occ, c := p.dataBytes, &p.cfg
+	if c.KmaxBytes <= 0 || occ <= c.KminBytes {
+		return false
+	}
+	if occ >= c.KmaxBytes {
+		return true
+	}
+	// splitmix64: a cheap deterministic generator, 8 bytes of state per port.
+	p.rng += 0x9e3779b97f4a7c15
+	z := p.rng
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return z%uint64(c.KmaxBytes-c.KminBytes) < uint64(occ-c.KminBytes)
+}
+
+// Pop returns the oldest served packet not yet collected.
+func (p *Port[T]) Pop() (Departure[T], bool) {
+	if p.out.len() == 0 {
+		return Departure[T]{}, false
+	}
+	return p.out.pop(), true
+}
+
+// Flush removes every queued packet (a link that went down), passing each to drop; the
+// packet in service and served packets not yet collected are kept.
+func (p *Port[T]) Flush(drop func(T)) {
+	for p.ctrl.len() > 0 {
+		e := p.ctrl.pop()
+		p.stats.Drops++
+		if drop != nil {
+			drop(e.item)
+		}
+	}
+	for p.data.len() > 0 {
+		e := p.data.pop()
+		p.stats.Drops++
+		if drop != nil {
+			drop(e.item)
+		}
+	}
+	p.ctrlBytes, p.dataBytes = 0, 0
+}
+
+// ring is a growable FIFO that allocates only when it grows.
+type ring[T any] struct {
+	buf        []T
+	head, size int
+}
+
+func (r *ring[T]) len() int { return r.size }
+
+func (r *ring[T]) push(v T) {
+	if r.size == len(r.buf) {
+		n := max(2*len(r.buf), 8)
+		nb := make([]T, n)
+		for i := 0; i < r.size; i++ {
+			nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.size)&(len(r.buf)-1)] = v
+	r.size++
+}
+
+func (r *ring[T]) pop() T {
+	var zero T
+	v := r.buf[r.head]
+	r.buf[r.head] = zero
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.size--
+	return v
+}
