@@ -29,8 +29,6 @@ type Config struct {
 	// CleanEVs recycles every unmarked EV a coalesced ACK reports (the receiver must
 	// put them on the wire: ack.clean_evs), not only the triggering packet's.
 	CleanEVs bool `yaml:"clean_evs"`
-	// Port maps EVs to UDP source ports.
-	Port PortMap `yaml:"port"`
 	// PLB configures the PLB baseline.
 	PLB PLBConfig `yaml:"plb"`
 	// FlowletGap is the idle gap after which the flowlet baseline picks a new EV (0: half the base RTT).
@@ -49,27 +47,16 @@ type PLBConfig struct {
 	Round config.Duration `yaml:"round"`
 }
 
-// PortMap says how an EV becomes a UDP source port.
-type PortMap struct {
-	// Mode is "wrap" (port = base + EV mod (65536 - base): the same as offset while the
-	// EVS fits above the base; beyond, EVs sharing a port share a path) or "offset"
-	// (port = base + EV, and base + EVS - 1 must be <= 65535).
-	Mode string `yaml:"mode"`
-	// Base is the lowest source port used, 1..65535.
-	Base uint16 `yaml:"base"`
-}
-
 // MaxEntries is the largest REPS buffer the packed state holds.
 const MaxEntries = 8
 
 // DefaultConfig returns the defaults: 8 entries, 1 ms freezing, PLB with FlowBender-like
 // aggressive parameters (repath after one round with >= 50 % CE, as the REPS paper
-// configured it), 8 subflows, source ports from 49152 (wrapping).
+// configured it), 8 subflows.
 func DefaultConfig() Config {
 	return Config{
 		Entries:        8,
 		FreezeDuration: 1_000_000,
-		Port:           PortMap{Mode: "wrap", Base: 49152},
 		PLB:            PLBConfig{CEPercent: 50, Rounds: 1},
 		Subflows:       8,
 	}
@@ -107,43 +94,7 @@ func (c *Config) Validate(evs int) error {
 	if c.Subflows < 1 || c.Subflows > 64 {
 		bad("reps.subflows = %d: must be in 1..64", c.Subflows)
 	}
-	if err := c.Port.Validate(evs); err != nil {
-		errs = append(errs, err)
-	}
 	return errors.Join(errs...)
-}
-
-// Validate checks the mapping against an EV space of evs values.
-func (m PortMap) Validate(evs int) error {
-	if m.Base < 1 {
-		return fmt.Errorf("reps.port.base = %d: must be in 1..65535", m.Base)
-	}
-	switch m.Mode {
-	case "offset":
-		if int(m.Base)+evs-1 > 65535 {
-			return fmt.Errorf("reps.port.base = %d with evs = %d: base + evs - 1 must be <= 65535 in offset mode (lower the base or use mode: wrap)", m.Base, evs)
-		}
-	case "wrap":
-	default:
-		return fmt.Errorf("reps.port.mode = %q: must be offset or wrap", m.Mode)
-	}
-	return nil
-}
-
-// Port returns the UDP source port that carries ev.
-func (m PortMap) Port(ev uint16) uint16 {
-	if m.Mode == "wrap" {
-		return m.Base + uint16(uint32(ev)%(65536-uint32(m.Base)))
-	}
-	return m.Base + ev
-}
-
-// EV returns the EV a source port carries, and false if the port is outside the mapping.
-func (m PortMap) EV(port uint16) (uint16, bool) {
-	if port < m.Base {
-		return 0, false
-	}
-	return port - m.Base, true
 }
 
 // derive fills the zero durations from the base RTT.

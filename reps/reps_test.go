@@ -449,9 +449,6 @@ func TestConfigValidation(t *testing.T) {
 		{func(c *Config) { c.PLB.Rounds = 300 }, 256, "reps.plb.rounds"},
 		{func(c *Config) { c.Subflows = 65 }, 256, "reps.subflows"},
 		{func(c *Config) { c.FlowletGap = -5 }, 256, "reps.flowlet_gap"},
-		{func(c *Config) { c.Port.Mode = "hash" }, 256, "reps.port.mode"},
-		{func(c *Config) { c.Port.Base = 0 }, 256, "reps.port.base = 0"},
-		{func(c *Config) { c.Port.Mode = "offset" }, 1 << 16, "offset mode"},
 	} {
 		c := DefaultConfig()
 		tc.mod(&c)
@@ -469,29 +466,6 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
-}
-
-func TestPortMap(t *testing.T) {
-	off := PortMap{Mode: "offset", Base: 49152}
-	for _, ev := range []uint16{0, 1, 255} {
-		p := off.Port(ev)
-		if back, ok := off.EV(p); !ok || back != ev || p < 49152 {
-			t.Fatalf("offset: EV %d -> port %d -> %d %v", ev, p, back, ok)
-		}
-	}
-	if _, ok := off.EV(80); ok {
-		t.Fatal("port below the base mapped to an EV")
-	}
-	wrap := PortMap{Mode: "wrap", Base: 1024}
-	if err := wrap.Validate(1 << 16); err != nil {
-		t.Fatal(err)
-	}
-	if p := wrap.Port(65535); p < 1024 {
-		t.Fatalf("wrap: port %d below base", p)
-	}
-	if wrap.Port(100) != 1124 || wrap.Port(64512) != 1024 {
-		t.Fatalf("wrap: %d %d", wrap.Port(100), wrap.Port(64512))
-	}
 }
 
 // Every balancer reports its hardware cost; the sizes are the ones docs/reps.md lists.

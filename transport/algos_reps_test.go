@@ -19,12 +19,12 @@ func TestBalancersRegisteredAndREPSDefault(t *testing.T) {
 	if cfg.LB != "reps" {
 		t.Fatalf("default lb %q", cfg.LB)
 	}
-	doc := "evs: 65536\nreps:\n  entries: 4\n  freeze_duration: 2ms\n  clean_evs: true\n  port:\n    mode: wrap\n    base: 1024\n"
+	doc := "evs: 65536\nreps:\n  entries: 4\n  freeze_duration: 2ms\n  clean_evs: true\n"
 	if err := config.DecodeYAML([]byte(doc), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.REPS.Entries != 4 || cfg.REPS.FreezeDuration != 2_000_000 || !cfg.REPS.CleanEVs ||
-		cfg.REPS.Port.Base != 1024 || cfg.REPS.Subflows != DefaultConfig().REPS.Subflows {
+		cfg.REPS.Subflows != DefaultConfig().REPS.Subflows {
 		t.Fatalf("decoded %+v", cfg.REPS)
 	}
 	if err := cfg.Validate(); err != nil {
