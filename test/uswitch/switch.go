@@ -186,7 +186,7 @@ func (s *Switch) get() *Frame {
 
 func (s *Switch) put(f *Frame) { s.free = append(s.free, f) }
 
-// Stats returns the counters of port i; safe to call while the switch runs.
+// Stats returns the counters of port i; safe to call while the switch runs and after Close.
 func (s *Switch) Stats(i int) PortStats {
 	p := s.ports[i]
 	return PortStats{p.stats[0].Load(), p.stats[1].Load(), p.stats[2].Load(), p.stats[3].Load(),
@@ -213,9 +213,11 @@ func (s *Switch) Stop() {
 func (s *Switch) Close() error {
 	var errs []error
 	for _, p := range s.ports {
-		errs = append(errs, unix.Close(p.fd))
+		if p.fd >= 0 {
+			errs = append(errs, unix.Close(p.fd))
+			p.fd = -1 // closed; the counters stay readable
+		}
 	}
-	s.ports = nil
 	if s.stop >= 0 {
 		errs = append(errs, unix.Close(s.stop))
 		s.stop = -1
