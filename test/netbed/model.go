@@ -155,19 +155,17 @@ func (f *Fabric) Counters() []PortCounters {
 	return out
 }
 
-// LinkTx sums the frames sent into link by the switch sw (its port on that link),
-// refused sends (TxErrors: the link is down) included.
-func (f *Fabric) LinkTx(sw, link string) (frames, refused uint64, ok bool) {
-	for s, name := range f.Names {
-		if name != sw {
-			continue
-		}
+// LinkTx sums the frames the switches sent into link from either end, refused sends
+// (TxErrors: the link is down) included.
+func (f *Fabric) LinkTx(link string) (frames, refused uint64) {
+	for s := range f.Names {
 		for i, mp := range f.Ports[s] {
 			if mp.Link == link {
 				st := f.Sws[s].Stats(i)
-				return st.TxFrames + st.TxErrors, st.TxErrors, true
+				frames += st.TxFrames + st.TxErrors
+				refused += st.TxErrors
 			}
 		}
 	}
-	return 0, 0, false
+	return frames, refused
 }
