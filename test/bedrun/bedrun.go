@@ -129,6 +129,9 @@ func Map(sc *sim.Scenario) (*Mapped, error) {
 	t.MinRTO = max(t.MinRTO, 20*t.BaseRTT, config.Duration(5*time.Millisecond))
 	t.InitialRTO = max(t.InitialRTO, t.MinRTO)
 	t.MaxRTO = max(t.MaxRTO, 4*t.MinRTO)
+	// REPS's freezing lasts a fixed time tuned to microsecond fabrics (1 ms by default,
+	// hundreds of simulated RTTs): keep it at least 10 testbed base RTTs.
+	t.REPS.FreezeDuration = max(t.REPS.FreezeDuration, 10*t.BaseRTT)
 	m.Transport = t
 	hosts := m.Spec.Hosts
 	if m.Spec.Kind != netbed.KindStar {
@@ -228,7 +231,8 @@ type Report struct {
 	Ports   []netbed.PortCounters // every switch port (switch and model counters)
 	Hosts   []transport.Stats     // every daemon's engine counters
 	Quick   uint64                // SMaRTT QuickAdapt firings over live connections
-	Refused map[string]uint64     // per failed link: frames the switches sent into it after it failed
+	Base    int64                 // the transport's base RTT, ns
+	Refused map[string]uint64     // per failed link: DATA frames the switches sent into it after it failed
 }
 
 // Execute runs sc on a fresh testbed and removes the testbed afterwards.
@@ -299,7 +303,7 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Result: res, Refused: refused}
+	rep := &Report{Result: res, Refused: refused, Base: int64(m.Transport.BaseRTT)}
 	for _, d := range r.Daemons {
 		st := d.Node.Stats()
 		rep.Hosts = append(rep.Hosts, st)
@@ -424,13 +428,25 @@ func (r *Run) drive(sc *sim.Scenario, timeout time.Duration) (*sim.Result, map[s
 				return
 			case <-time.After(time.Until(start.Add(time.Duration(f.At)))):
 			}
-			before, _ := r.Fabric.LinkTx(link)
+			_, before := r.Fabric.LinkTx(link)
 			if err := r.TB.LinkDown(link); err != nil {
 				fail(err)
 				return
 			}
+			if conv := time.Duration(sc.RoutingConvergence); conv > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(conv):
+				}
+			}
+			if ctx.Err() == nil {
+				if err := r.Fabric.Converge(link, true); err != nil {
+					fail(err)
+					return
+				}
+			}
 			<-ctx.Done()
-			after, _ := r.Fabric.LinkTx(link)
+			_, after := r.Fabric.LinkTx(link)
 			mu.Lock()
 			refused[link] = after - before
 			mu.Unlock()

@@ -82,3 +82,43 @@ workload: {kind: incast, size: 2MiB, senders: 4, receiver: 4}
 		t.Error("SMaRTT's QuickAdapt never fired")
 	}
 }
+
+// failover runs 8 hosts on 2 leaves × 4 spines (200 Mbit/s links), every host sending
+// 3 MiB to the host at the same place on the other leaf, and fails leaf0–spine1 30 ms in.
+func failover(t *testing.T, lb string) *bedrun.Report {
+	sc := scenario(t, `
+name: failover-`+lb+`
+seed: 5
+topology: {kind: leafspine, hosts: 8, leaves: 2, spines: 4, link_rate: 200Mbit, queue: {bytes: 65536}}
+transport: {cc: smartt, lb: `+lb+`, base_rtt: 3ms, reorder_threshold: 4}
+workload: {kind: tornado, size: 3MiB}
+failures: [{kind: down, a: tor0, b: spine1, at: 30ms}]
+routing_convergence: 200ms
+`)
+	rep, err := bedrun.Execute(sc, bedrun.Options{Name: name(t), Timeout: 40 * time.Second})
+	if err != nil {
+		t.Fatalf("%s: %v", lb, err)
+	}
+	r := rep.Result
+	t.Logf("%s: %d/%d flows, completion %v; %d frames sent into the dead link after the failure; retx: %d SACK, %d NACK, %d timeout; %d trims, %d freeze episodes",
+		lb, r.Completed, r.Flows, time.Duration(r.Completion), rep.Refused["leaf0-spine1"], r.RetxSack, r.RetxNack, r.RetxTimeout, r.Trims, r.FreezeEpisodes)
+	if r.Completed != r.Flows || r.Failed != 0 {
+		t.Fatalf("%s: %d of %d flows completed, %d failed", lb, r.Completed, r.Flows, r.Failed)
+	}
+	return rep
+}
+
+// TestEmulatedSpineFailure: a spine link goes down mid-transfer on an emulated
+// leaf-spine (the switches keep hashing into it, as before routing converges). Every
+// transfer completes with REPS and with OPS, and REPS sends at least 10x fewer packets
+// into the dead link than OPS after the failure (the switches' counters).
+func TestEmulatedSpineFailure(t *testing.T) {
+	reps := failover(t, "reps").Refused["leaf0-spine1"]
+	ops := failover(t, "ops").Refused["leaf0-spine1"]
+	if ops == 0 {
+		t.Fatal("OPS sent nothing into the dead link: the failure happened after the transfer")
+	}
+	if reps*10 > ops {
+		t.Fatalf("into the dead link: REPS %d, OPS %d frames; want REPS at most OPS/10", reps, ops)
+	}
+}

@@ -3,6 +3,7 @@ package netbed
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"smartt/config"
 	"smartt/test/switchport"
@@ -52,6 +53,9 @@ func Salt(seed uint64, node string) uint64 {
 type ModelPort struct {
 	Switch, If, Link string // switch node, interface, plan link name
 	Model            *switchport.Port[*uswitch.Frame]
+	// DataIn counts DATA frames (our header's type) routed to the port, control frames
+	// (ACK, NACK, trimmed headers from upstream) not included.
+	DataIn *atomic.Uint64
 }
 
 // Fabric is the running userspace switches of an emulated testbed with the port model.
@@ -59,6 +63,8 @@ type Fabric struct {
 	Names []string
 	Sws   []*uswitch.Switch
 	Ports [][]ModelPort // per switch, per port
+	t     *Testbed
+	l3    map[string]*uswitch.L3Router
 	stop  func() error
 }
 
@@ -66,7 +72,8 @@ type Fabric struct {
 type PortCounters struct {
 	Switch, If, Link string
 	uswitch.PortStats
-	Model switchport.Stats
+	Model  switchport.Stats
+	DataIn uint64 // DATA frames routed to the port
 }
 
 // RunFabric runs every switch of an emulated testbed with m's port model on every port
@@ -81,6 +88,7 @@ func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) {
 	f := &Fabric{}
 	var cfgErr error
 	ports := map[string][]ModelPort{}
+	l3 := map[string]*uswitch.L3Router{}
 	tune := func(node string, cfg *uswitch.Config) {
 		n := t.Plan.NodeIndex(node)
 		sps := t.SwitchPorts(n)
@@ -102,10 +110,13 @@ func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) {
 				cfgErr = fmt.Errorf("switch %s port %s: %w", node, sp.If, err)
 				return
 			}
-			mps[i] = ModelPort{Switch: node, If: sp.If, Link: l.Name, Model: p}
+			mps[i] = ModelPort{Switch: node, If: sp.If, Link: l.Name, Model: p, DataIn: new(atomic.Uint64)}
 		}
 		ports[node] = mps
-		cfg.NewQueue = func(i int) uswitch.Queue { return ModelQueue(mps[i].Model, m.Delay, m.TrimDSCP) }
+		if r, ok := cfg.Router.(*uswitch.L3Router); ok {
+			l3[node] = r
+		}
+		cfg.NewQueue = func(i int) uswitch.Queue { return modelQueue(mps[i].Model, mps[i].DataIn, m.Delay, m.TrimDSCP) }
 	}
 	choose := func(node string) uswitch.Choose { return ECMP(Salt(m.Seed, node)) }
 	names, sws, stop, err := t.RunSwitches(choose, tune)
@@ -115,7 +126,7 @@ func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.Names, f.Sws, f.stop = names, sws, stop
+	f.Names, f.Sws, f.stop, f.t, f.l3 = names, sws, stop, t, l3
 	for _, n := range names {
 		f.Ports = append(f.Ports, ports[n])
 	}
@@ -125,8 +136,16 @@ func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) {
 // ModelQueue wraps a switchport Port as a userspace-switch queue (the glue of
 // uswitch.Model's documentation).
 func ModelQueue(p *switchport.Port[*uswitch.Frame], delay int64, trimDSCP uint8) *uswitch.ModelQueue {
+	return modelQueue(p, nil, delay, trimDSCP)
+}
+
+// modelQueue is ModelQueue counting arriving DATA frames in dataIn (if not nil).
+func modelQueue(p *switchport.Port[*uswitch.Frame], dataIn *atomic.Uint64, delay int64, trimDSCP uint8) *uswitch.ModelQueue {
 	m := uswitch.Model{
 		Arrive: func(now int64, f *uswitch.Frame, size int, data, ect bool) uswitch.Verdict {
+			if data && dataIn != nil {
+				dataIn.Add(1)
+			}
 			return uswitch.Verdict(p.Arrive(now, f, size, data, ect))
 		},
 		Advance:   p.Advance,
@@ -149,23 +168,73 @@ func (f *Fabric) Counters() []PortCounters {
 	for s, sw := range f.Sws {
 		for i, mp := range f.Ports[s] {
 			out = append(out, PortCounters{Switch: mp.Switch, If: mp.If, Link: mp.Link,
-				PortStats: sw.Stats(i), Model: mp.Model.Stats()})
+				PortStats: sw.Stats(i), Model: mp.Model.Stats(), DataIn: mp.DataIn.Load()})
 		}
 	}
 	return out
 }
 
 // LinkTx sums the frames the switches sent into link from either end, refused sends
-// (TxErrors: the link is down) included.
-func (f *Fabric) LinkTx(link string) (frames, refused uint64) {
+// (TxErrors: the link is down) included, and the DATA frames among them (counted as
+// they are queued at the port).
+func (f *Fabric) LinkTx(link string) (frames, data uint64) {
 	for s := range f.Names {
 		for i, mp := range f.Ports[s] {
 			if mp.Link == link {
 				st := f.Sws[s].Stats(i)
 				frames += st.TxFrames + st.TxErrors
-				refused += st.TxErrors
+				data += mp.DataIn.Load()
 			}
 		}
 	}
-	return frames, refused
+	return frames, data
+}
+
+// Converge makes the switches route around link (down) or over it again (up), as a
+// routing protocol would once it has converged: the switch at the link's lower end stops
+// hashing onto it, and every other switch stops hashing onto next hops whose only way
+// to the destination is that link. Until then (the testbed's LinkDown alone) switches
+// keep hashing flows into the dead link, as before convergence in a real fabric.
+func (f *Fabric) Converge(link string, down bool) error {
+	p := f.t.Plan
+	li := p.LinkIndex(link)
+	if li < 0 {
+		return fmt.Errorf("no link %q", link)
+	}
+	portOf := func(node, link int) int {
+		for i, sp := range f.t.SwitchPorts(node) {
+			if sp.Link == link {
+				return i
+			}
+		}
+		return -1
+	}
+	other := func(l Link, n int) int {
+		if l.A == n {
+			return l.B
+		}
+		return l.A
+	}
+	for _, r := range p.Routes {
+		router := f.l3[p.Nodes[r.Node].Name]
+		if router == nil || len(r.Via) < 2 {
+			continue
+		}
+		for _, h := range r.Via {
+			excl := h.Link == li
+			if !excl {
+				// A hop toward a neighbour whose only route to r.Dst is the dead link.
+				nb := other(p.Links[h.Link], r.Node)
+				for _, nr := range p.Routes {
+					if nr.Node == nb && nr.Dst == r.Dst && len(nr.Via) == 1 && nr.Via[0].Link == li {
+						excl = true
+					}
+				}
+			}
+			if excl {
+				router.SetDown(r.Dst, portOf(r.Node, h.Link), down)
+			}
+		}
+	}
+	return nil
 }
