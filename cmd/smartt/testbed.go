@@ -27,7 +27,7 @@ const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run> [fl
   link    fail or change a link:  link <name> down|up|rate <rate>|flaky <loss%%> <burst>
   switch  run the userspace switches of an emulated testbed until interrupted
   exec    run a command on a node:  exec <node> <command> [args...]
-  run     run a scenario with the daemon on every host (to come: needs the daemon)
+  run     run a simulator scenario (test/sim YAML) on an emulated testbed, a daemon per host
 
 every command takes -name (default "tb"); up takes the topology flags (see "smartt testbed up -h")
 or -spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
@@ -126,7 +126,7 @@ func runTestbed(args []string, out io.Writer) error {
 		}
 		return c.Wait()
 	case "run":
-		return errors.New("testbed run needs the daemon (issue 3) and the scenario format (issue 4); not available yet")
+		return testbedRun(args, out)
 	default:
 		return fmt.Errorf("testbed: unknown command %q\n\n%s", cmd, testbedUsage)
 	}
