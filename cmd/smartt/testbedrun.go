@@ -81,11 +81,11 @@ func testbedRun(args []string, out io.Writer) error {
 
 // writePorts writes every switch port's counters, one line per port.
 func writePorts(w io.Writer, rep *bedrun.Report, sep string) {
-	fmt.Fprintf(w, "switch%sport%slink%srx_frames%stx_frames%sdata_in%smarks%strims%sdrops%stx_errors%smax_queue_bytes\n",
-		sep, sep, sep, sep, sep, sep, sep, sep, sep, sep)
+	fmt.Fprintf(w, "switch%sport%slink%srx_frames%srx_dropped%stx_frames%sdata_in%smarks%strims%sdrops%stx_errors%smax_queue_bytes\n",
+		sep, sep, sep, sep, sep, sep, sep, sep, sep, sep, sep)
 	for _, p := range rep.Ports {
-		fmt.Fprintf(w, "%s%s%s%s%s%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d\n", p.Switch, sep, p.If, sep, p.Link, sep,
-			p.RxFrames, sep, p.TxFrames, sep, p.DataIn, sep, p.Model.Marks, sep, p.Model.Trims, sep,
+		fmt.Fprintf(w, "%s%s%s%s%s%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d\n", p.Switch, sep, p.If, sep, p.Link, sep,
+			p.RxFrames, sep, p.RxDropped, sep, p.TxFrames, sep, p.DataIn, sep, p.Model.Marks, sep, p.Model.Trims, sep,
 			p.Model.Drops, sep, p.TxErrors, sep, p.Model.MaxDataBytes)
 	}
 }

@@ -543,6 +543,10 @@ func summarise(res *sim.Result, m *Mapped) {
 		return
 	}
 	res.Completion = last - first
+	res.Ideal = res.FCT.IdealMax
+	if res.Completed+res.Failed == len(res.PerFlow) && res.Ideal > 0 {
+		res.Ratio = float64(res.Completion) / float64(res.Ideal)
+	}
 	slices.Sort(fcts)
 	slices.Sort(slow)
 	q := func(p float64) int { return min(len(fcts)-1, int(p*float64(len(fcts)))) }
