@@ -15,6 +15,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
+	"smartt/cc"
+	"smartt/cc/smartt"
 	"smartt/reps"
 	"smartt/transport/wire"
 )
@@ -484,7 +486,12 @@ type ConnInfo struct {
 	Freezing bool
 	// FreezeEpisodes counts the times the load balancer entered freezing mode.
 	FreezeEpisodes uint64
+	// QuickAdapts counts the controller's QuickAdapt firings (SMaRTT; 0 for others).
+	QuickAdapts uint64
 }
+
+// quickAdapter is a controller that counts QuickAdapt firings (cc/smartt's Float, Fixed).
+type quickAdapter interface{ Stats() smartt.Stats }
 
 // Conns appends a snapshot of every live connection to dst and returns it.
 func (e *Endpoint) Conns(dst []ConnInfo) []ConnInfo {
@@ -512,6 +519,19 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 	}
 	if f, ok := c.lb.(reps.Freezer); ok {
 		ci.Freezing, ci.FreezeEpisodes = f.Freezing(e.lastNow), f.FreezeEpisodes()
+	}
+	ctl := c.cc
+	for {
+		if q, ok := ctl.(quickAdapter); ok {
+			ci.QuickAdapts = q.Stats().QuickAdapt
+			break
+		}
+		// Wrappers (the daemon's decision timer) expose the controller they wrap.
+		u, ok := ctl.(interface{ Unwrap() cc.Controller })
+		if !ok {
+			break
+		}
+		ctl = u.Unwrap()
 	}
 	return ci
 }

@@ -16,6 +16,7 @@ import (
 
 	"smartt/config"
 	"smartt/test/netbed"
+	"smartt/test/uswitch"
 )
 
 const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run> [flags]   (as root)
@@ -26,7 +27,7 @@ const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run> [fl
   link    fail or change a link:  link <name> down|up|rate <rate>|flaky <loss%%> <burst>
   switch  run the userspace switches of an emulated testbed until interrupted
   exec    run a command on a node:  exec <node> <command> [args...]
-  run     run a scenario with the daemon on every host (to come: needs the daemon)
+  run     run a simulator scenario (test/sim YAML) on an emulated testbed, a daemon per host
 
 every command takes -name (default "tb"); up takes the topology flags (see "smartt testbed up -h")
 or -spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
@@ -40,6 +41,7 @@ func runTestbed(args []string, out io.Writer) error {
 	}
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet("testbed "+cmd, flag.ContinueOnError)
+	var kmin, kmax float64
 	fs.SetOutput(out)
 	name := fs.String("name", "tb", "testbed name: namespaces are smartt-<name>-<node>")
 	switch cmd {
@@ -88,10 +90,23 @@ func runTestbed(args []string, out io.Writer) error {
 		}
 		return testbedLink(*name, fs.Args(), out)
 	case "switch":
+		m := netbed.PortModel{Trim: true}
+		fs.IntVar(&m.DataBytes, "queue", 64<<10, "data queue per port, bytes (0: no model, a 1024-frame FIFO)")
+		fs.Float64Var(&kmin, "kmin", 0.2, "RED Kmin as a fraction of the data queue")
+		fs.Float64Var(&kmax, "kmax", 0.8, "RED Kmax as a fraction of the data queue (0: no marking)")
+		fs.BoolVar(&m.Trim, "trim", true, "trim data packets that find the data queue full (false: drop-tail)")
+		dscp := fs.Uint("trim-dscp", 0, "DSCP written into trimmed frames (the daemons' transport.trim_dscp)")
+		delay := fs.Duration("delay", 0, "propagation delay per link")
+		fs.Uint64Var(&m.Seed, "seed", 1, "seed of the per-switch ECMP salts")
 		if err := parseNoArgs(fs, args); err != nil {
 			return err
 		}
-		return testbedSwitch(*name, out)
+		if *dscp > 63 || kmin < 0 || kmax < 0 || kmax > 1 || (kmax > 0 && kmin >= kmax) {
+			return fmt.Errorf("testbed switch: need -trim-dscp 0..63 (got %d) and 0 <= kmin < kmax <= 1 (got %v, %v)", *dscp, kmin, kmax)
+		}
+		m.TrimDSCP, m.Delay = uint8(*dscp), int64(*delay)
+		m.KminBytes, m.KmaxBytes = int(kmin*float64(m.DataBytes)), int(kmax*float64(m.DataBytes))
+		return testbedSwitch(*name, m, out)
 	case "exec":
 		if err := fs.Parse(args); err != nil {
 			return err
@@ -111,7 +126,7 @@ func runTestbed(args []string, out io.Writer) error {
 		}
 		return c.Wait()
 	case "run":
-		return errors.New("testbed run needs the daemon (issue 3) and the scenario format (issue 4); not available yet")
+		return testbedRun(args, out)
 	default:
 		return fmt.Errorf("testbed: unknown command %q\n\n%s", cmd, testbedUsage)
 	}
@@ -134,7 +149,7 @@ func parseTestbedUp(fs *flag.FlagSet, args []string) (netbed.Spec, error) {
 	rate := config.Rate(0)
 	fs.StringVar(&specFile, "spec", "", "YAML topology file (instead of the flags below)")
 	fs.StringVar(&s.Kind, "topo", netbed.KindLeafSpine, "pair | star | leafspine | fattree")
-	fs.StringVar(&s.Mode, "mode", netbed.ModeKernel, "kernel (Linux routers, ECMP) | emulated (userspace switch; star only)")
+	fs.StringVar(&s.Mode, "mode", netbed.ModeKernel, "kernel (Linux routers, ECMP) | emulated (userspace switches: `smartt testbed switch`)")
 	fs.IntVar(&s.Hosts, "hosts", 2, "star: hosts on the switch (2..250)")
 	fs.IntVar(&s.Leaves, "leaves", 2, "leafspine: leaves (1..250)")
 	fs.IntVar(&s.Spines, "spines", 4, "leafspine: spines (1..127)")
@@ -262,8 +277,10 @@ func testbedLink(name string, args []string, out io.Writer) error {
 	return nil
 }
 
-// testbedSwitch runs the userspace switches of an emulated testbed until SIGINT/SIGTERM.
-func testbedSwitch(name string, out io.Writer) error {
+// testbedSwitch runs the userspace switches of an emulated testbed until SIGINT/SIGTERM:
+// test/switchport's port model on every port (unless m.DataBytes is 0 on a star) and its
+// ECMP hash with a per-switch salt on leaves and spines.
+func testbedSwitch(name string, m netbed.PortModel, out io.Writer) error {
 	tb, err := netbed.Open(name)
 	if err != nil {
 		return err
@@ -272,38 +289,26 @@ func testbedSwitch(name string, out io.Writer) error {
 	if tb.Plan.Spec.Mode != netbed.ModeEmulated {
 		return fmt.Errorf("testbed %s is in %s mode; its switches are the kernel's", name, tb.Plan.Spec.Mode)
 	}
-	if tb.Plan.Spec.Kind != netbed.KindStar {
-		// The ECMP hash comes from test/switchport, shared with the simulator (to be wired).
-		return fmt.Errorf("testbed %s: emulated %s needs the shared ECMP hash (test/switchport), not wired yet; emulated star works", name, tb.Plan.Spec.Kind)
+	var names []string
+	var sws []*uswitch.Switch
+	var stop func() error
+	if m.DataBytes == 0 && tb.Plan.Spec.Kind == netbed.KindStar {
+		names, sws, stop, err = tb.RunSwitches(nil, nil)
+	} else {
+		var f *netbed.Fabric
+		if f, err = tb.RunFabric(m); err == nil {
+			names, sws, stop = f.Names, f.Sws, f.Stop
+		}
 	}
-	names, sws, err := tb.OpenSwitches(nil, nil)
 	if err != nil {
 		return err
-	}
-	done := make(chan error, len(sws))
-	for _, sw := range sws {
-		go func() { done <- sw.Run() }()
 	}
 	fmt.Fprintf(out, "testbed %s: %d userspace switch(es) running; interrupt to stop\n", name, len(sws))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	var runErr error
-	returned := 0
-	select {
-	case <-sig:
-	case runErr = <-done: // a switch failed
-		returned++
-	}
+	<-sig
 	signal.Stop(sig)
-	for _, sw := range sws {
-		sw.Stop()
-	}
-	for ; returned < len(sws); returned++ {
-		runErr = errors.Join(runErr, <-done)
-	}
-	for _, sw := range sws {
-		defer sw.Close()
-	}
+	runErr := stop()
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "switch\tport\trx frames\ttx frames\tdrops\ttx errors\tcpu")
 	for i, sw := range sws {

@@ -17,6 +17,10 @@ import (
 func TestTestbedRejectsBadInput(t *testing.T) {
 	spec := filepath.Join(t.TempDir(), "s.yaml")
 	os.WriteFile(spec, []byte("kind: leafspine\nleaves: 2\nspines: 2\nhosts_per_leaf: 1\nspiens: 3\n"), 0o644)
+	norate := filepath.Join(t.TempDir(), "sc.yaml")
+	os.WriteFile(norate, []byte("topology: {kind: single, hosts: 3}\nworkload: {kind: incast, size: 1MiB}\n"), 0o644)
+	fast := filepath.Join(t.TempDir(), "fast.yaml")
+	os.WriteFile(fast, []byte("topology: {kind: fattree3, hosts: 16, radix: 4, link_rate: 100Mbit}\nworkload: {kind: incast, size: 1MiB}\n"), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -29,7 +33,11 @@ func TestTestbedRejectsBadInput(t *testing.T) {
 		{[]string{"up", "-name", "Bad_Name", "-topo", "pair"}, "testbed name"},
 		{[]string{"down", "extra"}, "unexpected argument"},
 		{[]string{"frobnicate"}, "unknown command"},
-		{[]string{"run"}, "needs the daemon"},
+		{[]string{"run"}, "usage: smartt testbed run"},
+		{[]string{"run", norate}, "topology.link_rate"},
+		{[]string{"run", fast}, `topology.kind = "fattree3"`},
+		{[]string{"switch", "-kmin", "0.9", "-kmax", "0.5"}, "0 <= kmin < kmax <= 1"},
+		{[]string{"switch", "-trim-dscp", "64"}, "-trim-dscp 0..63"},
 	} {
 		var out bytes.Buffer
 		err := runTestbed(c.args, &out)

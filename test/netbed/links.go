@@ -38,10 +38,22 @@ func (t *Testbed) end(i int, bEnd bool) (int, netlink.Link, error) {
 func (t *Testbed) frameBytes() uint32 { return uint32(t.Plan.Spec.MTU) + 14 }
 
 // tbfFor sizes a token bucket: a burst of at least two full frames or 1 ms at the rate, and
-// a queue of 16 full frames or 1 ms at the rate beyond the burst.
+// a queue of 16 full frames or 1 ms at the rate beyond the burst. In emulated mode the
+// queue is 4 MiB: the tbf there is only the host NIC's rate (the switches' port model
+// does the queueing, marking and trimming), and a NIC does not drop what its host hands
+// it; a full qdisc holds the sender back through its socket buffer instead of losing a
+// burst of a window silently.
 func (t *Testbed) tbfFor(idx int, rate config.Rate) *netlink.Tbf {
 	bps := uint64(rate) / 8
 	burst := max(2*t.frameBytes(), uint32(min(bps/1000, 1<<30)))
+	if t.Plan.Spec.Mode == ModeEmulated {
+		return &netlink.Tbf{
+			QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+			Rate:       bps,
+			Buffer:     netlink.Xmittime(bps, burst),
+			Limit:      burst + 4<<20,
+		}
+	}
 	return &netlink.Tbf{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
 		Rate:       bps,

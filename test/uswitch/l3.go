@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"sync/atomic"
 )
 
 // NextHop is one way out of an L3 switch: a port and the MAC address of the neighbour
@@ -41,6 +42,7 @@ type L3Router struct {
 type l3route struct {
 	net, mask uint32
 	hops      []NextHop
+	down      *atomic.Uint64 // bit i: hops[i] excluded (routing converged around a failure)
 }
 
 // NewL3Router builds a router whose port i has address portMACs[i].
@@ -63,7 +65,7 @@ func NewL3Router(portMACs [][6]byte, routes []L3Route, choose Choose) (*L3Router
 		if rt.Dst.Bits() > 0 {
 			mask = ^uint32(0) << (32 - rt.Dst.Bits())
 		}
-		r.routes = append(r.routes, l3route{binary.BigEndian.Uint32(a[:]), mask, rt.Hops})
+		r.routes = append(r.routes, l3route{binary.BigEndian.Uint32(a[:]), mask, rt.Hops, new(atomic.Uint64)})
 	}
 	sort.SliceStable(r.routes, func(i, j int) bool { return r.routes[i].mask > r.routes[j].mask })
 	return r, nil
@@ -88,6 +90,9 @@ func (r *L3Router) Route(f *Frame, in int) int {
 		return Drop // no route, or the TTL runs out here
 	}
 	h := rt.hops[0]
+	if down := rt.down.Load(); down != 0 {
+		return r.routeLive(f, ip, dst, rt, down)
+	}
 	if len(rt.hops) > 1 {
 		var sp, dp uint16
 		ihl := int(ip[0]&0x0f) * 4
@@ -101,6 +106,74 @@ func (r *L3Router) Route(f *Frame, in int) int {
 		}
 		h = rt.hops[k]
 	}
+	return r.rewrite(d, ip, h)
+}
+
+// routeLive is Route over the hops not excluded by down.
+func (r *L3Router) routeLive(f *Frame, ip []byte, dst uint32, rt *l3route, down uint64) int {
+	var live [64]int
+	n := 0
+	for i := range rt.hops {
+		if i >= 64 || down&(1<<i) == 0 {
+			live[n] = i
+			n++
+		}
+	}
+	if n == 0 {
+		return Drop
+	}
+	h := rt.hops[live[0]]
+	if n > 1 {
+		sp, dp, proto := ports(ip)
+		k := r.choose(binary.BigEndian.Uint32(ip[12:]), dst, proto, sp, dp, n)
+		if k < 0 || k >= n {
+			return Drop
+		}
+		h = rt.hops[live[k]]
+	}
+	return r.rewrite(f.Data(), ip, h)
+}
+
+func ports(ip []byte) (sp, dp uint16, proto uint8) {
+	ihl := int(ip[0]&0x0f) * 4
+	proto = ip[9]
+	if (proto == 6 || proto == 17) && binary.BigEndian.Uint16(ip[6:])&0x1fff == 0 && len(ip) >= ihl+4 {
+		sp, dp = binary.BigEndian.Uint16(ip[ihl:]), binary.BigEndian.Uint16(ip[ihl+2:])
+	}
+	return sp, dp, proto
+}
+
+// SetDown excludes (or re-admits) the next hops through port from the routes to
+// destinations in dst (every route when dst is not valid), as routing does once it has
+// converged around a failed link. Safe while the switch runs.
+func (r *L3Router) SetDown(dst netip.Prefix, port int, down bool) {
+	for i := range r.routes {
+		rt := &r.routes[i]
+		if dst.IsValid() {
+			a := dst.Masked().Addr().As4()
+			if binary.BigEndian.Uint32(a[:])&rt.mask != rt.net {
+				continue
+			}
+		}
+		for j, h := range rt.hops {
+			if h.Port != port || j >= 64 {
+				continue
+			}
+			for {
+				old := rt.down.Load()
+				nw := old &^ (1 << j)
+				if down {
+					nw = old | 1<<j
+				}
+				if rt.down.CompareAndSwap(old, nw) {
+					break
+				}
+			}
+		}
+	}
+}
+
+func (r *L3Router) rewrite(d, ip []byte, h NextHop) int {
 	old := binary.BigEndian.Uint16(ip[8:])
 	ip[8]--
 	updateCsum(ip[10:], old, binary.BigEndian.Uint16(ip[8:]))

@@ -99,3 +99,53 @@ func BenchmarkL3Route(b *testing.B) {
 		}
 	}
 }
+
+// SetDown takes a next hop out of the ECMP choice for the routes to a destination (and
+// only those); SetDown(false) puts it back; a route with every hop down drops.
+func TestL3RouterSetDown(t *testing.T) {
+	macs := [][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {2, 0, 0, 0, 0, 3}}
+	choose := func(src, dst uint32, proto uint8, sp, dp uint16, n int) int { return int(sp) % n }
+	hops := []uswitch.NextHop{{Port: 1}, {Port: 2}}
+	r, err := uswitch.NewL3Router(macs, []uswitch.L3Route{
+		{Dst: netip.MustParsePrefix("10.3.0.0/16"), Hops: hops},
+		{Dst: netip.MustParsePrefix("10.4.0.0/16"), Hops: hops},
+	}, choose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(b byte, sport uint16) int {
+		fr := dataFrame(100, 2)
+		fr[30], fr[31], fr[32], fr[33] = 10, b, 9, 9
+		fr[34], fr[35] = byte(sport>>8), byte(sport)
+		fixIP(fr)
+		return r.Route(uswitch.NewTestFrame(fr, 34, 6), 0)
+	}
+	count := func(b byte) [3]int {
+		var c [3]int
+		for sp := uint16(1000); sp < 1100; sp++ {
+			if p := route(b, sp); p >= 0 {
+				c[p]++
+			}
+		}
+		return c
+	}
+	if c := count(3); c[1] != 50 || c[2] != 50 {
+		t.Fatalf("before: %v", c)
+	}
+	r.SetDown(netip.MustParsePrefix("10.3.0.0/24"), 1, true)
+	if c := count(3); c[1] != 0 || c[2] != 100 {
+		t.Fatalf("port 1 down toward 10.3: %v", c)
+	}
+	if c := count(4); c[1] != 50 || c[2] != 50 {
+		t.Fatalf("10.4 must be unaffected: %v", c)
+	}
+	r.SetDown(netip.MustParsePrefix("10.3.0.0/24"), 2, true)
+	if p := route(3, 1000); p != uswitch.Drop {
+		t.Fatalf("every hop down: routed to %d", p)
+	}
+	r.SetDown(netip.Prefix{}, 1, false)
+	r.SetDown(netip.Prefix{}, 2, false)
+	if c := count(3); c[1] != 50 || c[2] != 50 {
+		t.Fatalf("after recovery: %v", c)
+	}
+}

@@ -32,6 +32,7 @@ type PortStats struct {
 	Drops             uint64 // refused by the port's queue (or no frame buffer for a flood copy)
 	TxErrors          uint64 // frames the kernel would not send
 	Truncated         uint64 // received frames longer than MaxFrame (dropped)
+	RxDropped         uint64 // frames the kernel dropped before the switch read them (socket buffer full)
 }
 
 type port struct {
@@ -45,6 +46,7 @@ type port struct {
 	txIov   []unix.Iovec
 	txHdr   []unix.Mmsghdr
 	stats   [7]atomic.Uint64 // PortStats fields in order
+	rxDrop  atomic.Uint64    // PACKET_STATISTICS drops, accumulated (the kernel resets them on read)
 	pending bool
 }
 
@@ -186,11 +188,12 @@ func (s *Switch) get() *Frame {
 
 func (s *Switch) put(f *Frame) { s.free = append(s.free, f) }
 
-// Stats returns the counters of port i; safe to call while the switch runs.
+// Stats returns the counters of port i; safe to call while the switch runs and after Close.
 func (s *Switch) Stats(i int) PortStats {
 	p := s.ports[i]
+	p.readDrops()
 	return PortStats{p.stats[0].Load(), p.stats[1].Load(), p.stats[2].Load(), p.stats[3].Load(),
-		p.stats[4].Load(), p.stats[5].Load(), p.stats[6].Load()}
+		p.stats[4].Load(), p.stats[5].Load(), p.stats[6].Load(), p.rxDrop.Load()}
 }
 
 const (
@@ -213,9 +216,12 @@ func (s *Switch) Stop() {
 func (s *Switch) Close() error {
 	var errs []error
 	for _, p := range s.ports {
-		errs = append(errs, unix.Close(p.fd))
+		if p.fd >= 0 {
+			p.readDrops()
+			errs = append(errs, unix.Close(p.fd))
+			p.fd = -1 // closed; the counters stay readable
+		}
 	}
-	s.ports = nil
 	if s.stop >= 0 {
 		errs = append(errs, unix.Close(s.stop))
 		s.stop = -1
@@ -392,5 +398,15 @@ func (s *Switch) transmit(p *port, now int64) {
 		p.stats[stTxB].Add(bytes)
 		rest := copy(p.tx, p.tx[sent:])
 		p.tx = p.tx[:rest] // a short count: the next call sends the rest or reports why not
+	}
+}
+
+// readDrops adds the kernel's receive drops since the last read to rxDrop.
+func (p *port) readDrops() {
+	if p.fd < 0 {
+		return
+	}
+	if st, err := unix.GetsockoptTpacketStats(p.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
+		p.rxDrop.Add(uint64(st.Drops))
 	}
 }

@@ -115,6 +115,8 @@ var (
 	dCRecvBufs = desc("smartt_conn_recv_buffered_bytes", "Bytes of message buffers held for a connection.", connLabels...)
 	dCFreezing = desc("smartt_conn_lb_freezing", "The connection's load balancer is in freezing mode (1) or not (0).", connLabels...)
 	dCFreezes  = desc("smartt_conn_lb_freeze_episodes_total", "Times the connection's load balancer entered freezing mode.", connLabels...)
+	dCQuick    = desc("smartt_conn_cc_quick_adapt_total", "QuickAdapt firings of a connection's controller (SMaRTT).", connLabels...)
+	dQuick     = desc("smartt_cc_quick_adapt", "QuickAdapt firings of the controllers of live connections (sum).")
 	dFreezes   = desc("smartt_lb_freeze_episodes", "Freezing-mode episodes of the load balancers of live connections (sum).")
 	dDecision  = desc("smartt_cc_decision_seconds", "Wall time of each congestion-control decision on this host.")
 	dOverruns  = desc("smartt_cc_decision_overruns_total", "Decisions that took longer than the hardware profile's budget.")
@@ -207,9 +209,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if src.Conns != nil {
 		cs := src.Conns()
 		gauge(ch, dConns, float64(len(cs)))
-		var freezes uint64
+		var freezes, quick uint64
 		for _, ci := range cs {
 			freezes += ci.FreezeEpisodes
+			quick += ci.QuickAdapts
+			counter(ch, dCQuick, ci.QuickAdapts, strconv.FormatUint(uint64(ci.ID), 16), ci.Peer.String(), src.CC, src.LB)
 			l := []string{strconv.FormatUint(uint64(ci.ID), 16), ci.Peer.String(), src.CC, src.LB}
 			gauge(ch, dCWindow, float64(ci.Window), l...)
 			gauge(ch, dCRate, float64(ci.PacingRate), l...)
@@ -226,6 +230,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, dCFreezes, ci.FreezeEpisodes, l...)
 		}
 		gauge(ch, dFreezes, float64(freezes))
+		gauge(ch, dQuick, float64(quick))
 	}
 	if src.API != nil {
 		a := src.API()

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"smartt/test/bedrun"
+	"smartt/test/sim"
+)
+
+// testbedRun runs a simulator scenario on a fresh emulated testbed (test/bedrun) and
+// writes the simulator's outputs plus the switch counters (ports.csv).
+func testbedRun(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("testbed run", flag.ContinueOnError)
+	fs.SetOutput(out)
+	name := fs.String("name", "run", "testbed name: namespaces are smartt-<name>-<node> (removed afterwards)")
+	seed := fs.Uint64("seed", 0, "random seed (0: the scenario's)")
+	lb := fs.String("lb", "", "load balancer (transport lb): ecmp, ops, reps, ...")
+	cc := fs.String("cc", "", "congestion controller (transport cc)")
+	size := fs.String("size", "", "message size, e.g. 2MiB (empty: the scenario's)")
+	timeout := fs.Duration("timeout", 60*time.Second, "wall-time bound of the workload")
+	dir := fs.String("out", "", "directory for result.json, flows.csv, ports.csv and plots (empty: none)")
+	plots := fs.String("plots", "png", "plot formats written to -out: png, svg, both or none")
+	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: smartt testbed run [flags] SCENARIO.yaml   (as root)")
+	}
+	sc, err := sim.LoadScenario(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if err := applySimFlags(sc, *seed, *lb, *cc, 0, 0, *size); err != nil {
+		return err
+	}
+	rep, err := bedrun.Execute(sc, bedrun.Options{Name: *name, Timeout: *timeout})
+	if err != nil {
+		return err
+	}
+	r := rep.Result
+	if *jsonOut {
+		if err := r.WriteJSON(out); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(out, r.Summary())
+		fmt.Fprintf(out, "testbed: base_rtt %v, %d QuickAdapt firings\n", time.Duration(rep.Base), rep.Quick)
+		for l, n := range rep.Refused {
+			fmt.Fprintf(out, "failed link %s: %d DATA frames sent into it after the failure\n", l, n)
+		}
+		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		writePorts(w, rep, "\t")
+		w.Flush()
+	}
+	if *dir != "" {
+		if err := writeSimOutputs(*dir, *plots, "", r); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(*dir, "ports.csv"))
+		if err != nil {
+			return err
+		}
+		writePorts(f, rep, ",")
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return unfinished(r)
+}
+
+// writePorts writes every switch port's counters, one line per port.
+func writePorts(w io.Writer, rep *bedrun.Report, sep string) {
+	fmt.Fprintf(w, "switch%sport%slink%srx_frames%srx_dropped%stx_frames%sdata_in%smarks%strims%sdrops%stx_errors%smax_queue_bytes\n",
+		sep, sep, sep, sep, sep, sep, sep, sep, sep, sep, sep)
+	for _, p := range rep.Ports {
+		fmt.Fprintf(w, "%s%s%s%s%s%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d\n", p.Switch, sep, p.If, sep, p.Link, sep,
+			p.RxFrames, sep, p.RxDropped, sep, p.TxFrames, sep, p.DataIn, sep, p.Model.Marks, sep, p.Model.Trims, sep,
+			p.Model.Drops, sep, p.TxErrors, sep, p.Model.MaxDataBytes)
+	}
+}

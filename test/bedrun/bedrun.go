@@ -1,0 +1,561 @@
+// Package bedrun runs a simulator scenario (test/sim's YAML format) on a netns testbed
+// (test/netbed): it builds the fabric, runs the emulated switches with test/switchport's
+// port model, starts the real daemon (transport/smarttd) in every host namespace, drives
+// the workload through the client library, applies the scheduled failures and reports
+// the simulator's result types plus switch and daemon counters.
+package bedrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"smartt/config"
+	"smartt/test/netbed"
+	"smartt/test/sim"
+	"smartt/test/switchport"
+	"smartt/transport"
+	"smartt/transport/client"
+	"smartt/transport/smarttd"
+)
+
+// Port is the daemons' UDP port on every host.
+const Port = 4791
+
+// DefaultTrimDSCP is the DSCP of trimmed frames when the scenario's transport gives none.
+const DefaultTrimDSCP = 46
+
+// Mapped is a scenario translated for the testbed.
+type Mapped struct {
+	Spec      netbed.Spec
+	Model     netbed.PortModel
+	Transport transport.Config
+	Flows     []sim.FlowResult // Src, Dst, Size, Start filled in
+}
+
+// Map translates a scenario: topology (single → star, leafspine, fattree2 → leafspine;
+// the switches tor<i> are leaf<i>), queues (switchport's config in testbed wire bytes),
+// the transport (base_rtt and min_rto scaled to the testbed when the scenario leaves them
+// 0) and the workload's flows.
+func Map(sc *sim.Scenario) (*Mapped, error) {
+	tc := sc.Topology
+	m := &Mapped{}
+	rate := tc.LinkRate
+	if rate == 0 {
+		return nil, errors.New("topology.link_rate: must be set for the testbed (a few hundred Mbit/s to 1Gbit here)")
+	}
+	if rate > 5e9 {
+		return nil, fmt.Errorf("topology.link_rate = %v: the userspace switch forwards about 1 Gbit/s here; at most 5Gbit", rate)
+	}
+	s := netbed.Spec{Mode: netbed.ModeEmulated, LinkRate: rate}
+	switch tc.Kind {
+	case "single":
+		s.Kind, s.Hosts = netbed.KindStar, tc.Hosts
+	case "leafspine":
+		if tc.Leaves < 1 || tc.Hosts%tc.Leaves != 0 {
+			return nil, fmt.Errorf("topology: hosts (%d) must split evenly over leaves (%d)", tc.Hosts, tc.Leaves)
+		}
+		s.Kind, s.Leaves, s.Spines, s.HostsPerLeaf = netbed.KindLeafSpine, tc.Leaves, tc.Spines, tc.Hosts/tc.Leaves
+		// The simulator runs every link at link_rate: so does the testbed.
+		s.Oversubscription = float64(s.HostsPerLeaf) / float64(s.Spines)
+	case "fattree2":
+		half := tc.Radix / 2
+		o := max(tc.Oversubscription, 1)
+		if half < 1 || tc.Hosts%half != 0 || half%o != 0 {
+			return nil, fmt.Errorf("topology: fattree2 needs hosts (%d) a multiple of radix/2 (%d) and radix/2 a multiple of oversubscription (%d)", tc.Hosts, half, o)
+		}
+		s.Kind, s.Leaves, s.Spines, s.HostsPerLeaf = netbed.KindLeafSpine, tc.Hosts/half, half/o, half
+		s.Oversubscription = float64(o)
+	default:
+		return nil, fmt.Errorf("topology.kind = %q: the testbed runs single, leafspine and fattree2", tc.Kind)
+	}
+	var err error
+	if m.Spec, err = s.Normalize(); err != nil {
+		return nil, err
+	}
+	// Longest path: host-leaf-spine-leaf-host (4 links), or 2 on a star.
+	links := 4
+	if s.Kind == netbed.KindStar {
+		links = 2
+	}
+	mtu := sc.Transport.MTU
+	frame := int64(mtu + 14 + 20 + 8 + 24)
+	ser := frame * 8 * 1e9 / int64(rate)
+	q := tc.Queue
+	bytes := q.Bytes
+	if bytes == 0 {
+		bdps := q.BDPs
+		if bdps == 0 {
+			bdps = 1
+		}
+		// The testbed's RTT is dominated by the switches' and kernel's per-hop cost, so
+		// size the queue on a BDP of that RTT, at least 8 full frames.
+		bytes = max(int(bdps*float64(rate)/8*float64(testbedRTT(links, ser))/1e9), 8*int(frame))
+	}
+	kmin, kmax := q.Kmin, q.Kmax
+	if kmin == 0 && kmax == 0 {
+		kmin, kmax = 0.2, 0.8
+	}
+	m.Model = netbed.PortModel{DataBytes: bytes, ControlBytes: q.ControlBytes, Trim: q.Trim == nil || *q.Trim,
+		Delay: int64(tc.LinkLatency), Seed: sc.Seed}
+	if m.Model.ControlBytes == 0 {
+		m.Model.ControlBytes = bytes
+	}
+	if !q.NoECN {
+		m.Model.KminBytes, m.Model.KmaxBytes = switchport.RED(bytes, kmin, kmax)
+	}
+	t := sc.Transport
+	t.LinkRate = rate
+	t.Trimming = m.Model.Trim
+	if t.TrimDSCP == 0 {
+		t.TrimDSCP = DefaultTrimDSCP
+	}
+	m.Model.TrimDSCP = t.TrimDSCP
+	if t.BaseRTT == 0 {
+		t.BaseRTT = config.Duration(testbedRTT(links, ser))
+	}
+	// The scenario's RTOs are tuned to the simulator's microsecond RTTs: keep them at least
+	// 20 base RTTs and 5 ms, beyond the testbed's scheduling hiccups.
+	t.MinRTO = max(t.MinRTO, 20*t.BaseRTT, config.Duration(5*time.Millisecond))
+	t.InitialRTO = max(t.InitialRTO, t.MinRTO)
+	t.MaxRTO = max(t.MaxRTO, 4*t.MinRTO)
+	// REPS's freezing lasts a fixed time tuned to microsecond fabrics (1 ms by default,
+	// hundreds of simulated RTTs): keep it at least 10 testbed base RTTs.
+	t.REPS.FreezeDuration = max(t.REPS.FreezeDuration, 10*t.BaseRTT)
+	m.Transport = t
+	hosts := m.Spec.Hosts
+	if m.Spec.Kind != netbed.KindStar {
+		hosts = m.Spec.Leaves * m.Spec.HostsPerLeaf
+	}
+	if m.Flows, err = flows(sc, hosts); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// testbedRTT is a base RTT for the testbed: serialisation of a full frame per link both
+// ways plus about 60 µs per userspace-switch hop and kernel crossing each way (measured
+// on this machine's veths; see docs/testbed.md).
+func testbedRTT(links int, ser int64) int64 {
+	return int64(links)*ser + int64(links)*2*60_000
+}
+
+// flows lays out the workload: incast, permutation, tornado, all_to_all (one message per
+// ordered pair). Starts are offsets from the run's start, jittered as the scenario says.
+func flows(sc *sim.Scenario, hosts int) ([]sim.FlowResult, error) {
+	w := sc.Workload
+	if w.Size <= 0 {
+		return nil, fmt.Errorf("workload.size = %d: must be > 0", w.Size)
+	}
+	rng := rand.New(rand.NewPCG(sc.Seed, 0x7e57bed))
+	var fs []sim.FlowResult
+	add := func(s, d int) { fs = append(fs, sim.FlowResult{Src: s, Dst: d, Size: int64(w.Size)}) }
+	switch w.Kind {
+	case "incast":
+		if w.Receiver < 0 || w.Receiver >= hosts {
+			return nil, fmt.Errorf("workload.receiver = %d: want 0..%d", w.Receiver, hosts-1)
+		}
+		n := w.Senders
+		if n == 0 {
+			n = hosts - 1
+		}
+		if n < 1 || n > hosts-1 {
+			return nil, fmt.Errorf("workload.senders = %d: want 1..%d", n, hosts-1)
+		}
+		for h := 0; len(fs) < n; h++ {
+			if h != w.Receiver {
+				add(h, w.Receiver)
+			}
+		}
+	case "permutation":
+		// A random derangement: every host sends to one other and receives from one.
+		p := rng.Perm(hosts)
+		for i := range p {
+			add(p[i], p[(i+1)%hosts])
+		}
+	case "tornado":
+		for h := range hosts {
+			add(h, (h+hosts/2)%hosts)
+		}
+	case "all_to_all":
+		for s := range hosts {
+			for d := range hosts {
+				if s != d {
+					add(s, d)
+				}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("workload.kind = %q: the testbed runs incast, permutation, tornado and all_to_all", w.Kind)
+	}
+	for i := range fs {
+		if w.Jitter > 0 {
+			fs[i].Start = rng.Int64N(int64(w.Jitter) + 1)
+		}
+	}
+	return fs, nil
+}
+
+// Options steer a run.
+type Options struct {
+	Name    string        // testbed name (namespaces smartt-<name>-*); default "run"
+	Timeout time.Duration // wall-time bound of the workload (default 60 s)
+	Log     *slog.Logger  // daemon logs (default: discarded)
+	// Before, if set, is called with the testbed and fabric up, daemons running, before
+	// the workload starts.
+	Before func(r *Run) error
+}
+
+// Run is a testbed run in progress: what the scenario's hooks can reach.
+type Run struct {
+	TB      *netbed.Testbed
+	Fabric  *netbed.Fabric
+	Daemons []*smarttd.Daemon // per host
+	Addrs   []netip.AddrPort  // per host
+	Mapped  *Mapped
+}
+
+// Report is what a run measured.
+type Report struct {
+	Result  *sim.Result           // the simulator's summary and per-flow results
+	Ports   []netbed.PortCounters // every switch port (switch and model counters)
+	Hosts   []transport.Stats     // every daemon's engine counters
+	Quick   uint64                // SMaRTT QuickAdapt firings over live connections
+	Base    int64                 // the transport's base RTT, ns
+	Refused map[string]uint64     // per failed link: DATA frames the switches sent into it after it failed
+}
+
+// Execute runs sc on a fresh testbed and removes the testbed afterwards.
+func Execute(sc *sim.Scenario, o Options) (*Report, error) {
+	m, err := Map(sc)
+	if err != nil {
+		return nil, err
+	}
+	if o.Name == "" {
+		o.Name = "run"
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	tb, err := netbed.Up(o.Name, m.Spec)
+	if err != nil {
+		return nil, err
+	}
+	defer tb.Down()
+	fab, err := tb.RunFabric(m.Model)
+	if err != nil {
+		return nil, err
+	}
+	fabStopped := false
+	defer func() {
+		if !fabStopped {
+			fab.Stop()
+		}
+	}()
+	dir, err := os.MkdirTemp("", "smartt-bed-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	r := &Run{TB: tb, Fabric: fab, Mapped: m}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for _, d := range r.Daemons {
+			d.Shutdown(ctx)
+		}
+	}()
+	for i, n := range tb.Plan.Hosts() {
+		node := tb.Plan.Nodes[n]
+		cfg := smarttd.DefaultConfig()
+		cfg.Listen = netip.AddrPortFrom(node.Addr, Port)
+		cfg.API.Socket = filepath.Join(dir, node.Name+".sock")
+		cfg.Transport = m.Transport
+		var d *smarttd.Daemon
+		if err := netbed.DoHandle(tb.NsHandle(n), func() (err error) {
+			d, err = smarttd.Start(cfg, smarttd.Options{Logger: o.Log, Seed: sc.Seed + uint64(i)})
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("daemon on %s: %w", node.Name, err)
+		}
+		r.Daemons = append(r.Daemons, d)
+		r.Addrs = append(r.Addrs, cfg.Listen)
+	}
+	if o.Before != nil {
+		if err := o.Before(r); err != nil {
+			return nil, err
+		}
+	}
+	res, refused, err := r.drive(sc, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Result: res, Refused: refused, Base: int64(m.Transport.BaseRTT)}
+	for _, d := range r.Daemons {
+		st := d.Node.Stats()
+		rep.Hosts = append(rep.Hosts, st)
+		for _, ci := range d.Node.Conns(nil) {
+			rep.Quick += ci.QuickAdapts
+			res.FreezeEpisodes += ci.FreezeEpisodes
+		}
+		res.PacketsSent += st.PacketsSent
+		res.DataSent += st.DataSent
+		res.RetxSack += st.RetxSack
+		res.RetxNack += st.RetxNack
+		res.RetxTimeout += st.RetxTimeout
+		res.NacksSent += st.NacksSent
+		res.CEEchoed += st.CEEchoed
+		res.DupData += st.DupData
+	}
+	fabStopped = true
+	if err := fab.Stop(); err != nil {
+		return nil, fmt.Errorf("switches: %w", err)
+	}
+	rep.Ports = fab.Counters()
+	for _, p := range rep.Ports {
+		res.Drops += p.Model.Drops
+		res.Trims += p.Model.Trims
+		res.Marks += p.Model.Marks
+		res.MaxQueue = max(res.MaxQueue, p.Model.MaxDataBytes)
+		res.LinkDrops += p.TxErrors
+	}
+	return rep, nil
+}
+
+// drive runs the workload: a client session per host, every flow's message sent at its
+// start offset, completion (last ACK, from the daemon) and receive times recorded.
+func (r *Run) drive(sc *sim.Scenario, timeout time.Duration) (*sim.Result, map[string]uint64, error) {
+	m := r.Mapped
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	sess := make([]*client.Session, len(r.Daemons))
+	for i, d := range r.Daemons {
+		s, err := client.New(d.Config.API.Socket).Open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer s.Close()
+		if _, err := s.Bind(ctx, 1); err != nil {
+			return nil, nil, err
+		}
+		sess[i] = s
+	}
+	fl := slices.Clone(m.Flows)
+	expect := make([]int, len(sess))
+	hostOf := map[netip.AddrPort]int{}
+	for i, a := range r.Addrs {
+		hostOf[a] = i
+	}
+	for i := range fl {
+		fl[i].FCT, fl[i].RxTime = -1, -1
+		expect[fl[i].Dst]++
+	}
+	// Each flow's first 8 bytes carry its index, so the receiver can time it.
+	payload := func(i int) []byte {
+		b := make([]byte, fl[i].Size)
+		for j := range b {
+			b[j] = byte(j*7 + i)
+		}
+		if len(b) >= 8 {
+			b[0], b[1], b[2], b[3] = byte(i), byte(i>>8), byte(i>>16), 0xbe
+		}
+		return b
+	}
+	start := time.Now()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+		cancel()
+	}
+	for h, s := range sess {
+		if expect[h] == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range expect[h] {
+				msg, err := s.Recv(ctx)
+				if err != nil {
+					fail(fmt.Errorf("host %d receive: %w", h, err))
+					return
+				}
+				t := time.Since(start).Nanoseconds()
+				if len(msg.Data) < 8 || msg.Data[3] != 0xbe {
+					continue
+				}
+				i := int(msg.Data[0]) | int(msg.Data[1])<<8 | int(msg.Data[2])<<16
+				mu.Lock()
+				if i < len(fl) && !slices.Equal(msg.Data, payload(i)) {
+					errs = append(errs, fmt.Errorf("flow %d: message corrupted", i))
+				} else if i < len(fl) {
+					fl[i].RxTime = t - fl[i].Start
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	// Failures at their times.
+	refused := map[string]uint64{}
+	var fwg sync.WaitGroup
+	for _, f := range sc.Failures {
+		link, err := r.failLink(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		fwg.Add(1)
+		go func() {
+			defer fwg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(start.Add(time.Duration(f.At)))):
+			}
+			_, before := r.Fabric.LinkTx(link)
+			if err := r.TB.LinkDown(link); err != nil {
+				fail(err)
+				return
+			}
+			if conv := time.Duration(sc.RoutingConvergence); conv > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(conv):
+				}
+			}
+			if ctx.Err() == nil {
+				if err := r.Fabric.Converge(link, true); err != nil {
+					fail(err)
+					return
+				}
+			}
+			<-ctx.Done()
+			_, after := r.Fabric.LinkTx(link)
+			mu.Lock()
+			refused[link] = after - before
+			mu.Unlock()
+		}()
+	}
+	for i := range fl {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if d := time.Until(start.Add(time.Duration(fl[i].Start))); d > 0 {
+				time.Sleep(d)
+			}
+			f := &fl[i]
+			info, err := sess[f.Src].Send(ctx, r.Addrs[f.Dst], 1, payload(i))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				f.Failed = true
+				errs = append(errs, fmt.Errorf("flow %d (h%d→h%d): %w", i, f.Src, f.Dst, err))
+				return
+			}
+			f.FCT = info.Elapsed
+		}()
+	}
+	wg.Wait()
+	end := time.Since(start).Nanoseconds()
+	cancel()
+	fwg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	res := &sim.Result{Scenario: sc.Name, Topology: describe(m), Workload: sc.Workload.Kind, Seed: sc.Seed,
+		Hosts: len(r.Daemons), CC: m.Transport.CC, LB: m.Transport.LB, Flows: len(fl), SimTime: end,
+		WallSeconds: float64(end) / 1e9, PerFlow: fl}
+	summarise(res, m)
+	return res, refused, errors.Join(errs...)
+}
+
+// failLink maps a scenario failure to a testbed link.
+func (r *Run) failLink(f sim.FailureConfig) (string, error) {
+	if f.Kind != "down" {
+		return "", fmt.Errorf("failures: kind %q: the testbed applies down only so far", f.Kind)
+	}
+	name := func(n string) string {
+		if strings.HasPrefix(n, "tor") {
+			return "leaf" + n[3:]
+		}
+		return n
+	}
+	a, b := name(f.A), name(f.B)
+	for _, l := range r.TB.Plan.Links {
+		na, nb := r.TB.Plan.Nodes[l.A].Name, r.TB.Plan.Nodes[l.B].Name
+		if (na == a && nb == b) || (na == b && nb == a) {
+			return l.Name, nil
+		}
+	}
+	return "", fmt.Errorf("failures: no link between %s and %s on the testbed", f.A, f.B)
+}
+
+func describe(m *Mapped) string {
+	s := m.Spec
+	if s.Kind == netbed.KindStar {
+		return fmt.Sprintf("testbed star, %d hosts, %v", s.Hosts, s.LinkRate)
+	}
+	return fmt.Sprintf("testbed leafspine, %d leaves x %d hosts, %d spines, %v", s.Leaves, s.HostsPerLeaf, s.Spines, s.LinkRate)
+}
+
+// summarise fills the completion and FCT figures the way the simulator does; the ideal
+// of a flow is its serialisation at the link rate.
+func summarise(res *sim.Result, m *Mapped) {
+	var fcts []int64
+	var slow []float64
+	var sum, first, last int64 = 0, -1, 0
+	for i := range res.PerFlow {
+		f := &res.PerFlow[i]
+		pkts := (f.Size + int64(m.Transport.MTU) - 1) / int64(m.Transport.MTU)
+		f.Ideal = (f.Size+pkts*(64+14+20+8+24))*8*1e9/int64(m.Transport.LinkRate) + int64(m.Transport.BaseRTT)
+		if first < 0 || f.Start < first {
+			first = f.Start
+		}
+		if f.Failed {
+			res.Failed++
+		}
+		if f.FCT < 0 || f.Failed {
+			continue
+		}
+		res.Completed++
+		fcts = append(fcts, f.FCT)
+		slow = append(slow, float64(f.FCT)/float64(f.Ideal))
+		sum += f.FCT
+		last = max(last, f.Start+f.FCT)
+		res.FCT.IdealMax = max(res.FCT.IdealMax, f.Ideal)
+	}
+	if len(fcts) == 0 {
+		return
+	}
+	res.Completion = last - first
+	res.Ideal = res.FCT.IdealMax
+	if res.Completed+res.Failed == len(res.PerFlow) && res.Ideal > 0 {
+		res.Ratio = float64(res.Completion) / float64(res.Ideal)
+	}
+	slices.Sort(fcts)
+	slices.Sort(slow)
+	q := func(p float64) int { return min(len(fcts)-1, int(p*float64(len(fcts)))) }
+	res.FCT.Mean = sum / int64(len(fcts))
+	res.FCT.P50, res.FCT.P99, res.FCT.Max = fcts[q(0.5)], fcts[q(0.99)], fcts[len(fcts)-1]
+	ms := 0.0
+	for _, x := range slow {
+		ms += x
+	}
+	res.FCT.MeanSlowdown = ms / float64(len(slow))
+	res.FCT.P99Slowdown, res.FCT.MaxSlowdown = slow[q(0.99)], slow[len(slow)-1]
+}
