@@ -50,21 +50,32 @@ const (
 )
 
 // pkt is what the fabric knows of a packet in flight. It travels by value through pipes
-// and port queues (24 bytes), so forwarding reads only memory that is already in cache;
-// the datagram bytes live in a slot (Sim.slot(id)) and are only touched by the sending and
-// receiving hosts (and when a port trims the packet).
+// and port queues (16 bytes: at 1,024 hosts these entries are read long after they were
+// written, from memory rather than cache, so their size is what forwarding costs); the
+// datagram bytes live in a slot (Sim.slot(id)) and are only touched by the sending and
+// receiving hosts (and when a port trims the packet). What needs no field is derived: a
+// data packet is one whose slot is a data header (id&ctlSlot == 0), the bytes stored are
+// the data header or the whole control packet, and a trimmed packet (FlagTrimmed in its
+// header) carries the trim DSCP.
 type pkt struct {
-	id     int32 // slot of the datagram bytes (Sim.slot)
-	n      int32 // datagram length
-	src    int32 // host
-	dst    int32 // host
-	ev     uint16
-	ecn    uint8
-	dscp   uint8
-	data   bool // DATA: trimmable
-	ect    bool
-	stored uint8 // bytes of the header slot in use (<= hdrCap)
+	id  int32  // slot of the datagram bytes (Sim.slot)
+	sf  uint32 // source host (low 24 bits; addresses are 10.x.y.z) | ECN << 24 | ect << 26
+	dst int32  // host
+	n   uint16 // datagram length (<= 65,507)
+	ev  uint16
 }
+
+const (
+	sfHost = 1<<24 - 1
+	sfECN  = 24
+	sfECT  = 1 << 26
+)
+
+func (p *pkt) src() int32 { return int32(p.sf & sfHost) }
+func (p *pkt) ecn() uint8 { return uint8(p.sf>>sfECN) & 3 }
+func (p *pkt) ect() bool  { return p.sf&sfECT != 0 }
+func (p *pkt) data() bool { return p.id&ctlSlot == 0 }
+func (p *pkt) setCE()     { p.sf |= uint32(transport.CE) << sfECN }
 
 // pipe is one direction of a link: packets in flight on it, in departure order. All
 // take the same time to cross, so they arrive in that order, and the pipe needs only one
@@ -115,7 +126,7 @@ func (s *Sim) pipeArrive(pi int32) {
 		s.hops++
 	}
 	if int(p.to) < len(s.hosts) {
-		if s.decLat > 0 && !e.p.data && pi < decPipe {
+		if s.decLat > 0 && !e.p.data() && pi < decPipe {
 			// Feedback waits for the NIC's decision logic (a FIFO of constant delay).
 			s.send(decPipe+p.to, e.p, s.now+s.decLat)
 			return
@@ -506,25 +517,25 @@ func (s *Sim) service(i int32) {
 		}
 		var pk pkt
 		p := &pk
-		p.data = !tx.Control && tx.Type == wire.TypeData
-		id := s.allocPkt(!p.data)
+		data := !tx.Control && tx.Type == wire.TypeData
+		id := s.allocPkt(!data)
 		p.id = id
-		p.n = int32(tx.N)
-		p.src = i
+		p.n = uint16(tx.N)
+		ecn := tx.ECN & 3
+		p.sf = uint32(i) | uint32(ecn)<<sfECN
+		if ecn == transport.ECT0 || ecn == transport.ECT1 {
+			p.sf |= sfECT
+		}
 		p.dst = hostOf(tx.To.Addr())
 		p.ev = tx.EV
-		p.ecn = tx.ECN & 3
-		p.dscp = 0
-		p.ect = p.ecn == transport.ECT0 || p.ecn == transport.ECT1
 		st := tx.N
-		if p.data {
+		if data {
 			st = wire.DataHdrLen
 		}
 		if st > hdrCap {
 			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, hdrCap))
 		}
 		copy(s.slot(id)[:st], s.tx[:st])
-		p.stored = uint8(st)
 		if p.dst < 0 || int(p.dst) >= len(s.hosts) {
 			s.freePkt(id) // not a host of this fabric
 			continue
@@ -609,7 +620,7 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 	if p.dst >= sw.lo && p.dst < sw.hi {
 		out = sw.down[(p.dst-sw.lo)/sw.span]
 	} else {
-		hsh := switchport.Hash4(sw.salt, hostIP(int(p.src)), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
+		hsh := switchport.Hash4(sw.salt, hostIP(int(p.src())), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
 		if sw.allowed != nil {
 			out = sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
 			if out < 0 {
@@ -627,7 +638,7 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 		s.freePkt(id)
 		return
 	}
-	if pt.q.Arrive(s.now, pk, int(p.n)+s.ovh, p.data, p.ect) == switchport.Dropped {
+	if pt.q.Arrive(s.now, pk, int(p.n)+s.ovh, p.data(), p.ect()) == switchport.Dropped {
 		s.freePkt(id)
 	}
 	s.drainPort(out)
@@ -661,12 +672,11 @@ func (s *Sim) drainPort(pid int32) {
 		}
 		p := &d.Item
 		if d.Marked {
-			p.ecn = transport.CE
+			p.setCE()
 		}
 		if d.Trimmed {
 			p.n = wire.DataHdrLen
-			s.slot(p.id)[1] |= byte(wire.FlagTrimmed)
-			p.dscp = s.sc.Transport.TrimDSCP
+			s.slot(p.id)[1] |= byte(wire.FlagTrimmed) // deliver gives it the trim DSCP
 		}
 		if pt.down {
 			pt.linkDrops++
@@ -703,12 +713,17 @@ func (s *Sim) deliver(pk pkt, i int32) {
 	}
 	n := int(p.n)
 	buf := s.rxCtl // control packets are stored whole
-	if p.data {
+	st := n
+	if p.data() {
 		buf = s.rx // only the header is ever written here: the payload stays zeros
+		st = wire.DataHdrLen
 	}
-	copy(buf, s.slot(id)[:p.stored])
-	src := s.hosts[p.src].addr
-	ecn, dscp := p.ecn, p.dscp
+	copy(buf, s.slot(id)[:st])
+	src := s.hosts[p.src()].addr
+	ecn, dscp := p.ecn(), uint8(0)
+	if p.data() && buf[1]&byte(wire.FlagTrimmed) != 0 {
+		dscp = s.sc.Transport.TrimDSCP
+	}
 	s.freePkt(id)
 	h.ep.HandlePacket(s.now, buf[:n], transport.RxMeta{From: src, RxTime: s.now, ECN: ecn, DSCP: dscp})
 	s.service(i)
