@@ -129,6 +129,79 @@ func (c *core) qaDue(now int64, trtt int64) bool {
 	return d >= 0 || int64(d) < -trtt
 }
 
+// quickAdapt is Algorithm 2's bookkeeping, shared by both implementations: at most once
+// per target RTT, if a loss armed it, QuickAdapt fires: it reports the bytes acknowledged
+// in the last target RTT (at least one MTU), from which the caller sets the window, and
+// the feedback of the bytes now in flight is to be ignored.
+func (c *core) quickAdapt(p *Params, st *Stats, now, trtt int64, inflight int) (acked uint32, fire bool) {
+	if !c.qaDue(now, trtt) {
+		return 0, false
+	}
+	if c.fi&(flagTrigger|flagStarted) == flagTrigger|flagStarted {
+		c.fi &^= flagTrigger
+		if !p.NoQA {
+			fire = true
+			st.QuickAdapt++
+			acked = max(c.acked, uint32(p.MTU))
+			c.ignore = uint32(min(max(inflight, 0), 1<<32-1))
+		}
+	}
+	c.qaEnd = uint32(now + trtt)
+	c.fi |= flagStarted
+	c.acked = 0
+	return acked, fire
+}
+
+// fastIncrease is Algorithm 3's test, shared by both implementations: after a window's
+// worth of bytes (win, the window in whole bytes) at about the base RTT without CE, it
+// reports true on every ACK until a congested one; the caller adds k MTUs.
+func (c *core) fastIncrease(p *Params, st *Stats, size uint32, rtt, brtt int64, ce bool, win uint32) bool {
+	if p.NoFI {
+		return false
+	}
+	if !ce && rtt <= brtt+p.FITol {
+		n := min(c.fi&fiCountMask+size, fiCountMask)
+		c.fi = c.fi&^fiCountMask | n
+		// n > win compares with the exact window too: n is a whole number of bytes.
+		if n > win || c.fi&flagFIActive != 0 {
+			if c.fi&flagFIActive == 0 {
+				st.FastIncrease++
+			}
+			st.FastIncreaseAcks++
+			c.fi |= flagFIActive
+			return true
+		}
+		return false
+	}
+	c.fi &^= fiCountMask | flagFIActive
+	return false
+}
+
+// loss is the shared part of OnLoss (Algorithm 1, lines 28-34): it counts the loss and
+// reports the bytes to cut the window by, or false when this cause does not cut it
+// (lossCuts). The lost packet's feedback has arrived: it counts toward the ignored bytes
+// (Algorithm 1 adds every packet's size before branching); it was not delivered, so it
+// does not count as acknowledged. QuickAdapt is armed; the caller runs it once no
+// feedback is left to ignore.
+func (c *core) loss(p *Params, st *Stats, l cc.Loss) (uint32, bool) {
+	size := clampSize(l.Bytes)
+	if !lossCuts(p, l.Cause) {
+		st.LossNotCut++
+		return 0, false
+	}
+	switch l.Cause {
+	case cc.LossTrim:
+		st.LossTrim++
+	case cc.LossTimeout:
+		st.LossTimeout++
+	default:
+		st.LossSack++
+	}
+	c.ignore -= min(c.ignore, size)
+	c.fi |= flagTrigger
+	return size, true
+}
+
 // cause reports whether a loss of this cause cuts the window and arms QuickAdapt.
 // Trims and timeouts do (Algorithm 1, line 28). A SACK-gap loss does only when the
 // network does not trim: there, a drop is the congestion signal the paper's aggressive

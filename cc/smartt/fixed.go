@@ -98,7 +98,8 @@ func (f *Fixed) OnAck(a cc.Ack) {
 	if rtt <= 0 {
 		return
 	}
-	if f.fastIncrease(size, rtt, brtt, a.CE) {
+	if s.fastIncrease(p, &f.st, size, rtt, brtt, a.CE, s.cwnd>>8) {
+		f.clamp(uint64(s.cwnd) + uint64(p.fixed.kQ8))
 		return
 	}
 	rtt = min(rtt, 1<<32-1) // 32-bit RTTs: no product below overflows
@@ -143,26 +144,14 @@ func subSat(a, b uint64) uint64 {
 
 // OnLoss cuts the window by the lost packet's size and arms QuickAdapt (see Float.OnLoss).
 func (f *Fixed) OnLoss(l cc.Loss) {
-	p, s := f.p, &f.s
-	size := clampSize(l.Bytes)
-	if !lossCuts(p, l.Cause) {
-		f.st.LossNotCut++
+	s := &f.s
+	size, cut := s.loss(f.p, &f.st, l)
+	if !cut {
 		return
 	}
-	switch l.Cause {
-	case cc.LossTrim:
-		f.st.LossTrim++
-	case cc.LossTimeout:
-		f.st.LossTimeout++
-	default:
-		f.st.LossSack++
-	}
-	s.ignore -= min(s.ignore, size)
-	cw := subSat(uint64(s.cwnd), uint64(size)<<8)
-	s.cwnd = uint32(cw)
-	s.fi |= flagTrigger
+	s.cwnd = uint32(subSat(uint64(s.cwnd), uint64(size)<<8))
 	if s.ignore == 0 {
-		_, trtt := s.rtts(p, 0)
+		_, trtt := s.rtts(f.p, 0)
 		f.quickAdapt(l.Now, trtt, l.InFlight)
 	}
 	f.clamp(uint64(s.cwnd))
@@ -180,51 +169,15 @@ func (f *Fixed) wtd(ce bool) bool {
 	return p.NoWTD || s.avg >= p.fixed.thrQ31
 }
 
-// quickAdapt is Algorithm 2 (see Float.quickAdapt).
+// quickAdapt is Algorithm 2 (core.quickAdapt): when it fires, the window becomes the
+// bytes acknowledged in the last target RTT times qa_scaling.
 func (f *Fixed) quickAdapt(now, trtt int64, inflight int) bool {
-	p, s := f.p, &f.s
-	if !s.qaDue(now, trtt) {
-		return false
+	acked, fire := f.s.quickAdapt(f.p, &f.st, now, trtt, inflight)
+	if fire {
+		w := mulDiv(uint64(acked), f.p.fixed.qaQ32, 1<<24)
+		f.s.cwnd = uint32(min(w, uint64(f.p.fixed.maxQ8)+1)) // clamp follows
 	}
-	adapted := false
-	if s.fi&(flagTrigger|flagStarted) == flagTrigger|flagStarted {
-		s.fi &^= flagTrigger
-		if !p.NoQA {
-			adapted = true
-			f.st.QuickAdapt++
-			w := mulDiv(uint64(max(s.acked, uint32(p.MTU))), p.fixed.qaQ32, 1<<24)
-			s.cwnd = uint32(min(w, uint64(p.fixed.maxQ8)+1)) // clamp follows
-			s.ignore = uint32(min(max(inflight, 0), 1<<32-1))
-		}
-	}
-	s.qaEnd = uint32(now + trtt)
-	s.fi |= flagStarted
-	s.acked = 0
-	return adapted
-}
-
-// fastIncrease is Algorithm 3 (see Float.fastIncrease).
-func (f *Fixed) fastIncrease(size uint32, rtt, brtt int64, ce bool) bool {
-	p, s := f.p, &f.s
-	if p.NoFI {
-		return false
-	}
-	if !ce && rtt <= brtt+p.FITol {
-		n := min(s.fi&fiCountMask+size, fiCountMask)
-		s.fi = s.fi&^fiCountMask | n
-		if uint64(n)<<8 > uint64(s.cwnd) || s.fi&flagFIActive != 0 {
-			if s.fi&flagFIActive == 0 {
-				f.st.FastIncrease++
-			}
-			f.st.FastIncreaseAcks++
-			s.fi |= flagFIActive
-			f.clamp(uint64(s.cwnd) + uint64(p.fixed.kQ8))
-			return true
-		}
-		return false
-	}
-	s.fi &^= fiCountMask | flagFIActive
-	return false
+	return fire
 }
 
 // clamp stores cw (Q8) bounded to [min_window, max_window].

@@ -69,7 +69,8 @@ func (f *Float) OnAck(a cc.Ack) {
 	if rtt <= 0 {
 		return // no RTT sample: no quadrant to choose
 	}
-	if f.fastIncrease(size, rtt, brtt, a.CE) {
+	if s.fastIncrease(p, &f.st, size, rtt, brtt, a.CE, uint32(s.cwnd)) {
+		s.cwnd += float64(p.K * p.MTU)
 		f.clamp()
 		return
 	}
@@ -99,35 +100,17 @@ func (f *Float) OnAck(a cc.Ack) {
 // OnLoss cuts the window by the lost packet's size and arms QuickAdapt (Algorithm 1,
 // lines 28-34), for the causes lossCuts accepts.
 func (f *Float) OnLoss(l cc.Loss) {
-	p, s := f.p, &f.s
-	size := clampSize(l.Bytes)
-	if !lossCuts(p, l.Cause) {
-		f.st.LossNotCut++
+	s := &f.s
+	size, cut := s.loss(f.p, &f.st, l)
+	if !cut {
 		return
 	}
-	f.countLoss(l.Cause)
-	// The lost packet's feedback has arrived: it counts toward the ignored bytes
-	// (Algorithm 1 adds every packet's size before branching); it was not delivered,
-	// so it does not count as acknowledged.
-	s.ignore -= min(s.ignore, size)
 	s.cwnd -= float64(size)
-	s.fi |= flagTrigger
 	if s.ignore == 0 {
-		_, trtt := s.rtts(p, 0)
+		_, trtt := s.rtts(f.p, 0)
 		f.quickAdapt(l.Now, trtt, l.InFlight)
 	}
 	f.clamp()
-}
-
-func (f *Float) countLoss(c cc.LossCause) {
-	switch c {
-	case cc.LossTrim:
-		f.st.LossTrim++
-	case cc.LossTimeout:
-		f.st.LossTimeout++
-	default:
-		f.st.LossSack++
-	}
 }
 
 // wtd updates the EWMA of CE marks and reports whether a decrease is allowed.
@@ -141,53 +124,14 @@ func (f *Float) wtd(ce bool) bool {
 	return p.NoWTD || s.avg >= p.Threshold
 }
 
-// quickAdapt is Algorithm 2: at most once per target RTT, if armed, set the window to
-// the bytes acknowledged in the last target RTT times qa_scaling and ignore the
-// feedback of the bytes now in flight.
+// quickAdapt is Algorithm 2 (core.quickAdapt): when it fires, the window becomes the
+// bytes acknowledged in the last target RTT times qa_scaling.
 func (f *Float) quickAdapt(now, trtt int64, inflight int) bool {
-	p, s := f.p, &f.s
-	if !s.qaDue(now, trtt) {
-		return false
+	acked, fire := f.s.quickAdapt(f.p, &f.st, now, trtt, inflight)
+	if fire {
+		f.s.cwnd = float64(acked) * f.p.QAScaling
 	}
-	adapted := false
-	if s.fi&(flagTrigger|flagStarted) == flagTrigger|flagStarted {
-		s.fi &^= flagTrigger
-		if !p.NoQA {
-			adapted = true
-			f.st.QuickAdapt++
-			s.cwnd = float64(max(s.acked, uint32(p.MTU))) * p.QAScaling
-			s.ignore = uint32(min(max(inflight, 0), 1<<32-1))
-		}
-	}
-	s.qaEnd = uint32(now + trtt)
-	s.fi |= flagStarted
-	s.acked = 0
-	return adapted
-}
-
-// fastIncrease is Algorithm 3: after a window's worth of bytes at (about) the base RTT
-// without CE, add k MTUs per ACK until a congested ACK.
-func (f *Float) fastIncrease(size uint32, rtt, brtt int64, ce bool) bool {
-	p, s := f.p, &f.s
-	if p.NoFI {
-		return false
-	}
-	if !ce && rtt <= brtt+p.FITol {
-		n := min(s.fi&fiCountMask+size, fiCountMask)
-		s.fi = s.fi&^fiCountMask | n
-		if float64(n) > s.cwnd || s.fi&flagFIActive != 0 {
-			if s.fi&flagFIActive == 0 {
-				f.st.FastIncrease++
-			}
-			f.st.FastIncreaseAcks++
-			s.fi |= flagFIActive
-			s.cwnd += float64(p.K * p.MTU)
-			return true
-		}
-		return false
-	}
-	s.fi &^= fiCountMask | flagFIActive
-	return false
+	return fire
 }
 
 func (f *Float) clamp() {
