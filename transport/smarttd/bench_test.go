@@ -100,12 +100,7 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 	startIn(b, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	s, err := client.New(a.Config.API.Socket).Open(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	s.Bind(ctx, 1)
+	s := session(b, ctx, a, 1)
 	const msgSize = 16 << 20
 	msg := make([]byte, msgSize)
 	total := int64(n) * benchPayload

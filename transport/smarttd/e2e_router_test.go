@@ -60,18 +60,7 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sa, err := client.New(a.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sa.Close()
-	sb, err := client.New(b.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	sa.Bind(ctx, 1)
-	sb.Bind(ctx, 1)
+	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 1)
 	rng := rand.New(rand.NewPCG(3, 4))
 	const n = 100
 	hashes := make([][32]byte, n)
@@ -82,6 +71,7 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 			m[j] = byte(rng.Uint32())
 		}
 		hashes[i] = sha256.Sum256(m)
+		var err error
 		if pend[i], err = sa.SendAsync(lb, 1, m); err != nil {
 			t.Fatal(err)
 		}
@@ -150,19 +140,13 @@ func TestE2ERTTExcludesHoldTime(t *testing.T) {
 		c.Transport.CC = "fixed"              // the window must stay below ack.every packets
 		c.Transport.InitialWindow = 128 << 10 // 32 packets, below ack.every
 	})
-	b := startIn(t, tp.B, lb, dir, func(c *smarttd.Config) {
+	startIn(t, tp.B, lb, dir, func(c *smarttd.Config) {
 		c.Transport.Ack.Every = 64
 		c.Transport.Ack.MaxDelay = 20_000_000
 	})
-	_ = b
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := client.New(a.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.Bind(ctx, 1)
+	s := session(t, ctx, a, 1)
 	// 2 MiB = 512 packets; the 128 KiB window (32 packets) is below ack.every (64), so
 	// every ACK but the message's last waits out the 20 ms delay.
 	info, err := s.Send(ctx, lb, 1, make([]byte, 2<<20))

@@ -1,7 +1,6 @@
 package smarttd_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"io"
@@ -48,6 +47,21 @@ func startIn(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod
 		d.Shutdown(ctx)
 	})
 	return d
+}
+
+// session opens a client session on daemon d's API and binds endpoint ep; it is closed
+// when the test ends.
+func session(t testing.TB, ctx context.Context, d *smarttd.Daemon, ep uint32) *client.Session {
+	t.Helper()
+	s, err := client.New(d.Config.API.Socket).Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Bind(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func tempDir(t testing.TB) string {
@@ -131,22 +145,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
-	sa, err := client.New(a.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sa.Close()
-	sb, err := client.New(b.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	if _, err := sa.Bind(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sb.Bind(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 2)
 
 	const big = 256 << 20
 	const small = 1000
@@ -259,8 +258,6 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 		txData, metric(t, ra, "smartt_retransmissions_total", "cause", "sack"),
 		metric(t, ra, "smartt_retransmissions_total", "cause", "nack"),
 		metric(t, ra, "smartt_retransmissions_total", "cause", "timeout"), dup)
-	var out bytes.Buffer
-	_ = out
 }
 
 // TestE2EIPv6 runs the daemons on the veth pair's IPv6 addresses.
@@ -272,18 +269,7 @@ func TestE2EIPv6(t *testing.T) {
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sa, err := client.New(a.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sa.Close()
-	sb, err := client.New(b.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	sa.Bind(ctx, 1)
-	sb.Bind(ctx, 1)
+	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 1)
 	msg := make([]byte, 3<<20)
 	rand.NewChaCha8([32]byte{6}).Read(msg)
 	if _, err := sa.Send(ctx, lb, 1, msg); err != nil {
@@ -315,18 +301,7 @@ func TestE2EOneGiBMessage(t *testing.T) {
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	sa, err := client.New(a.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sa.Close()
-	sb, err := client.New(b.Config.API.Socket).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	sa.Bind(ctx, 1)
-	sb.Bind(ctx, 1)
+	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 1)
 	rh := sha256.New()
 	sb.SetRecvWriter(func(*client.Message) io.Writer { return rh })
 
