@@ -74,18 +74,7 @@ func Send(c *net.UDPConn, dst netip.AddrPort, size, batch, count int, until time
 	for i := range ms {
 		ms[i] = ipv4.Message{Buffers: [][]byte{buf}, Addr: to}
 	}
-	sent := 0
-	for sent < count {
-		if sent%(batch*64) == 0 && time.Now().After(until) {
-			break
-		}
-		k, err := bc.WriteBatch(ms[:min(batch, count-sent)], 0)
-		sent += k
-		if err != nil {
-			return sent, err
-		}
-	}
-	return sent, nil
+	return send(batch, count, until, func(n int) (int, error) { return bc.WriteBatch(ms[:n], 0) })
 }
 
 // Receive reads datagrams of up to size bytes, batch at a time with recvmmsg, until count
@@ -96,28 +85,14 @@ func Receive(c *net.UDPConn, size, batch, count int, idle time.Duration) (Result
 	for i := range ms {
 		ms[i] = ipv4.Message{Buffers: [][]byte{make([]byte, size)}}
 	}
-	var r Result
-	var first, last time.Time
-	for r.Packets < uint64(count) {
-		c.SetReadDeadline(time.Now().Add(idle))
+	return receive(c.SetReadDeadline, count, idle, func() (int, uint64, error) {
 		k, err := bc.ReadBatch(ms, 0)
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				break
-			}
-			return r, err
-		}
-		last = time.Now()
-		if r.Packets == 0 {
-			first = last
-		}
+		var n uint64
 		for _, m := range ms[:k] {
-			r.Bytes += uint64(m.N)
+			n += uint64(m.N)
 		}
-		r.Packets += uint64(k)
-	}
-	r.Elapsed = last.Sub(first)
-	return r, nil
+		return k, n, err
+	})
 }
 
 // SendConn is Send over a udp.Conn: data packets (ECT(0)) with the given EVs in turn
@@ -128,23 +103,14 @@ func SendConn(c *udp.Conn, dst netip.AddrPort, size, batch, count, evs int, unti
 	}
 	buf := make([]byte, size)
 	pk := make([]udp.Packet, batch)
-	sent, ev := 0, 0
-	for sent < count {
-		if sent%(batch*64) == 0 && time.Now().After(until) {
-			break
-		}
-		n := min(batch, count-sent)
+	ev := 0
+	return send(batch, count, until, func(n int) (int, error) {
 		for i := range pk[:n] {
 			pk[i] = udp.Packet{Buf: buf, N: size, Addr: dst, EV: uint16(ev), ECN: udp.ECT0}
 			ev = (ev + 1) % evs
 		}
-		k, err := c.WriteBatch(pk[:n])
-		sent += k
-		if err != nil {
-			return sent, err
-		}
-	}
-	return sent, nil
+		return c.WriteBatch(pk[:n])
+	})
 }
 
 // ReceiveConn is Receive over a udp.Conn.
@@ -153,11 +119,42 @@ func ReceiveConn(c *udp.Conn, size, batch, count int, idle time.Duration) (Resul
 	for i := range pk {
 		pk[i].Buf = make([]byte, size)
 	}
+	return receive(c.SetReadDeadline, count, idle, func() (int, uint64, error) {
+		k, err := c.ReadBatch(pk)
+		var n uint64
+		for _, p := range pk[:k] {
+			n += uint64(p.N)
+		}
+		return k, n, err
+	})
+}
+
+// send is the loop of Send and SendConn: write sends n datagrams and returns how many
+// the kernel took; the clock is read once per 64 batches.
+func send(batch, count int, until time.Time, write func(n int) (int, error)) (int, error) {
+	sent := 0
+	for sent < count {
+		if sent%(batch*64) == 0 && time.Now().After(until) {
+			break
+		}
+		k, err := write(min(batch, count-sent))
+		sent += k
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// receive is the loop of Receive and ReceiveConn: read returns the datagrams and bytes of
+// one batch; it stops after count datagrams or once none came for idle.
+func receive(setDeadline func(time.Time) error, count int, idle time.Duration, read func() (int, uint64, error)) (Result, error) {
 	var r Result
 	var first, last time.Time
+	defer setDeadline(time.Time{})
 	for r.Packets < uint64(count) {
-		c.SetReadDeadline(time.Now().Add(idle))
-		k, err := c.ReadBatch(pk)
+		setDeadline(time.Now().Add(idle))
+		k, n, err := read()
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				break
@@ -168,12 +165,9 @@ func ReceiveConn(c *udp.Conn, size, batch, count int, idle time.Duration) (Resul
 		if r.Packets == 0 {
 			first = last
 		}
-		for _, p := range pk[:k] {
-			r.Bytes += uint64(p.N)
-		}
 		r.Packets += uint64(k)
+		r.Bytes += n
 	}
-	c.SetReadDeadline(time.Time{})
 	r.Elapsed = last.Sub(first)
 	return r, nil
 }
