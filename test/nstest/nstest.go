@@ -7,6 +7,7 @@ package nstest
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -108,6 +109,22 @@ func (ns *NS) Do(f func() error) error {
 		ch <- f()
 	}()
 	return <-ch
+}
+
+// Open runs open on a thread inside ns, so the sockets it makes belong to ns, fails the
+// test on error, and closes what it opened when the test ends.
+func Open[T io.Closer](t testing.TB, ns *NS, open func() (T, error)) T {
+	t.Helper()
+	var v T
+	if err := ns.Do(func() error {
+		var err error
+		v, err = open()
+		return err
+	}); err != nil {
+		t.Fatalf("open in %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
 }
 
 // Exec runs a command inside the namespace and returns its combined output.

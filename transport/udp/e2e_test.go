@@ -21,16 +21,7 @@ func openIn(t testing.TB, ns *nstest.NS, cfg udp.Config) *udp.Conn {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	var c *udp.Conn
-	if err := ns.Do(func() error {
-		var err error
-		c, err = udp.Open(cfg)
-		return err
-	}); err != nil {
-		t.Fatalf("Open in %s: %v", ns.Name, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return nstest.Open(t, ns, func() (*udp.Conn, error) { return udp.Open(cfg) })
 }
 
 // needTool fails (never skips) when a tool the test needs is missing: CI installs it.

@@ -25,34 +25,19 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func listenIn(t testing.TB, ns *nstest.NS, addr netip.Addr) *net.UDPConn {
 	t.Helper()
-	var c *net.UDPConn
-	if err := ns.Do(func() error {
-		var err error
-		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
+	return nstest.Open(t, ns, func() (*net.UDPConn, error) {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
 		if err == nil {
 			err = blast.ForceBuffers(c, bufSize, bufSize)
 		}
-		return err
-	}); err != nil {
-		t.Fatalf("listen in %s: %v", ns.Name, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+		return c, err
+	})
 }
 
 func openIn(t testing.TB, ns *nstest.NS, cfg udp.Config) *udp.Conn {
 	t.Helper()
 	cfg.Logger = quiet()
-	var c *udp.Conn
-	if err := ns.Do(func() error {
-		var err error
-		c, err = udp.Open(cfg)
-		return err
-	}); err != nil {
-		t.Fatalf("Open in %s: %v", ns.Name, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return nstest.Open(t, ns, func() (*udp.Conn, error) { return udp.Open(cfg) })
 }
 
 // Small paced runs lose nothing, so both paths must deliver every byte.
