@@ -516,9 +516,7 @@ func describe(m *Mapped) string {
 // summarise fills the completion and FCT figures the way the simulator does; the ideal
 // of a flow is its serialisation at the link rate.
 func summarise(res *sim.Result, m *Mapped) {
-	var fcts []int64
-	var slow []float64
-	var sum, first, last int64 = 0, -1, 0
+	var first, last int64 = -1, 0
 	for i := range res.PerFlow {
 		f := &res.PerFlow[i]
 		pkts := (f.Size + int64(m.Transport.MTU) - 1) / int64(m.Transport.MTU)
@@ -533,13 +531,10 @@ func summarise(res *sim.Result, m *Mapped) {
 			continue
 		}
 		res.Completed++
-		fcts = append(fcts, f.FCT)
-		slow = append(slow, float64(f.FCT)/float64(f.Ideal))
-		sum += f.FCT
 		last = max(last, f.Start+f.FCT)
-		res.FCT.IdealMax = max(res.FCT.IdealMax, f.Ideal)
 	}
-	if len(fcts) == 0 {
+	res.FCT = sim.SummariseFCT(res.PerFlow)
+	if res.Completed == 0 {
 		return
 	}
 	res.Completion = last - first
@@ -547,15 +542,4 @@ func summarise(res *sim.Result, m *Mapped) {
 	if res.Completed+res.Failed == len(res.PerFlow) && res.Ideal > 0 {
 		res.Ratio = float64(res.Completion) / float64(res.Ideal)
 	}
-	slices.Sort(fcts)
-	slices.Sort(slow)
-	q := func(p float64) int { return min(len(fcts)-1, int(p*float64(len(fcts)))) }
-	res.FCT.Mean = sum / int64(len(fcts))
-	res.FCT.P50, res.FCT.P99, res.FCT.Max = fcts[q(0.5)], fcts[q(0.99)], fcts[len(fcts)-1]
-	ms := 0.0
-	for _, x := range slow {
-		ms += x
-	}
-	res.FCT.MeanSlowdown = ms / float64(len(slow))
-	res.FCT.P99Slowdown, res.FCT.MaxSlowdown = slow[q(0.99)], slow[len(slow)-1]
 }

@@ -75,6 +75,40 @@ type FCTSummary struct {
 	MaxSlowdown  float64 `json:"max_slowdown"`  // largest slowdown
 }
 
+// SummariseFCT summarises the flows that completed (FCT >= 0, not failed): mean and
+// percentiles of the FCT, slowdowns against each flow's Ideal, the largest ideal.
+func SummariseFCT(flows []FlowResult) FCTSummary {
+	var r FCTSummary
+	var fcts []int64
+	var slow []float64
+	sum := int64(0)
+	for i := range flows {
+		f := &flows[i]
+		if f.FCT < 0 || f.Failed {
+			continue
+		}
+		fcts = append(fcts, f.FCT)
+		slow = append(slow, float64(f.FCT)/float64(f.Ideal))
+		sum += f.FCT
+		r.IdealMax = max(r.IdealMax, f.Ideal)
+	}
+	if len(fcts) == 0 {
+		return r
+	}
+	slices.Sort(fcts)
+	slices.Sort(slow)
+	q := func(p float64) int { return min(len(fcts)-1, int(p*float64(len(fcts)))) }
+	r.Mean = sum / int64(len(fcts))
+	r.P50, r.P99, r.Max = fcts[q(0.5)], fcts[q(0.99)], fcts[len(fcts)-1]
+	ms := 0.0
+	for _, x := range slow {
+		ms += x
+	}
+	r.MeanSlowdown = ms / float64(len(slow))
+	r.P99Slowdown, r.MaxSlowdown = slow[q(0.99)], slow[len(slow)-1]
+	return r
+}
+
 // FlowResult is one flow. FCT is start to the sender's last ACK; RxTime start to the
 // receiver holding the whole message; -1 if it did not happen.
 type FlowResult struct {
@@ -112,38 +146,19 @@ func (s *Sim) result(wall time.Duration) *Result {
 	if r.Ideal > 0 && s.flowsDone+s.flowsFailed == len(s.flows) {
 		r.Ratio = float64(r.Completion) / float64(r.Ideal)
 	}
-	var fcts []int64
-	var slow []float64
-	sum := int64(0)
 	for i := range s.flows {
 		f := &s.flows[i]
 		fr := FlowResult{Src: int(f.src), Dst: int(f.dst), Size: f.size, Phase: int(f.phase), Start: f.start,
 			FCT: -1, RxTime: -1, Ideal: f.idealTx, Failed: f.failed}
 		if f.tx >= 0 {
 			fr.FCT = f.tx - f.start
-			fcts = append(fcts, fr.FCT)
-			slow = append(slow, float64(fr.FCT)/float64(f.idealTx))
-			sum += fr.FCT
-			r.FCT.IdealMax = max(r.FCT.IdealMax, f.idealTx)
 		}
 		if f.rx >= 0 {
 			fr.RxTime = f.rx - f.start
 		}
 		r.PerFlow = append(r.PerFlow, fr)
 	}
-	if len(fcts) > 0 {
-		slices.Sort(fcts)
-		slices.Sort(slow)
-		q := func(p float64) int { return min(len(fcts)-1, int(p*float64(len(fcts)))) }
-		r.FCT.Mean = sum / int64(len(fcts))
-		r.FCT.P50, r.FCT.P99, r.FCT.Max = fcts[q(0.5)], fcts[q(0.99)], fcts[len(fcts)-1]
-		ms := 0.0
-		for _, x := range slow {
-			ms += x
-		}
-		r.FCT.MeanSlowdown = ms / float64(len(slow))
-		r.FCT.P99Slowdown, r.FCT.MaxSlowdown = slow[q(0.99)], slow[len(slow)-1]
-	}
+	r.FCT = SummariseFCT(r.PerFlow)
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]
 		st := p.q.Stats()
