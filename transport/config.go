@@ -193,8 +193,13 @@ func (c *Config) Validate() error {
 	if c.InitialWindow < c.MTU {
 		bad("initial_window = %d: must be >= mtu (%d)", c.InitialWindow, c.MTU)
 	}
-	if err := c.Network().Validate(); err != nil {
-		errs = append(errs, err)
+	// The network parameters and the controller's derive from the fields above: checked
+	// only once those are valid, so that one bad field gives one error.
+	derivedOK := len(errs) == 0
+	if derivedOK {
+		if err := c.Network().Validate(); err != nil {
+			errs, derivedOK = append(errs, err), false
+		}
 	}
 	if err := c.REPS.Validate(c.EVS); err != nil {
 		errs = append(errs, err)
@@ -202,7 +207,7 @@ func (c *Config) Validate() error {
 	if err := c.Ack.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if v := ccValidators[c.CC]; v != nil && c.NewCC == nil {
+	if v := ccValidators[c.CC]; v != nil && c.NewCC == nil && derivedOK {
 		if err := v(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -40,6 +42,31 @@ func newFlagSet(name string, out io.Writer, cf *clientFlags) *flag.FlagSet {
 
 // parseNoArgs is in testbed.go.
 
+// socketCaps prints the daemon's socket capabilities (a JSON object) on one line:
+// features it has, "no-" and those it lacks, then its settings, in name order.
+func socketCaps(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	var on, off, set []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		switch x := m[k].(type) {
+		case bool:
+			if x {
+				on = append(on, k)
+			} else {
+				off = append(off, "no-"+k)
+			}
+		case float64:
+			set = append(set, fmt.Sprintf("%s=%.0f", k, x))
+		default:
+			set = append(set, fmt.Sprintf("%s=%v", k, x))
+		}
+	}
+	return strings.Join(slices.Concat(on, off, set), " ")
+}
+
 func runStatus(args []string, out io.Writer) error {
 	var cf clientFlags
 	fs := newFlagSet("status", out, &cf)
@@ -65,7 +92,7 @@ func runStatus(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "smarttd %s (pid %d) listening on %s, up %.0f s%s\n", st.Version, st.PID, st.Listen, st.UptimeS,
 		map[bool]string{true: ", SHUTTING DOWN"}[st.ShuttingDown])
 	fmt.Fprintf(out, "connections %d, API sessions %d, messages in flight %d\n", st.Connections, st.Sessions, st.Pending)
-	fmt.Fprintf(out, "sockets: %v\n", caps.Socket)
+	fmt.Fprintf(out, "sockets: %s\n", socketCaps(caps.Socket))
 	fmt.Fprintf(out, "algorithms: cc %s, lb %s\n", strings.Join(caps.CC, " "), strings.Join(caps.LB, " "))
 	fmt.Fprintf(out, "messages: %d sent, %d failed, %d delivered (%d bytes)\n", e.MsgsSent, e.MsgsFailed, e.MsgsDelivered, e.BytesDelivered)
 	fmt.Fprintf(out, "packets: %d out, %d in; retransmissions %d sack, %d nack, %d timeout; CE %d; trimmed %d\n",

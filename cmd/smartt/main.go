@@ -4,6 +4,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
@@ -59,6 +61,9 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "smartt: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // the flag set printed its usage
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "smartt:", err)

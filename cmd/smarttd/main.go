@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, nil); err != nil {
+	if err := run(os.Args[1:], os.Stdout, nil); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "smarttd:", err)
 		os.Exit(1)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
@@ -36,15 +37,19 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// loopback is a loopback address of this test process's own (127.0.0.0/8 is all
+// loopback), so that concurrent runs of these tests with fixed ports do not collide.
+var loopback = fmt.Sprintf("127.%d.%d.1", os.Getpid()>>8&255, os.Getpid()&255)
+
 func TestRunServesAndStops(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "d.yaml")
-	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:34791\nmetrics: 127.0.0.1:0\nlog_level: warn\nshutdown_timeout: 1s\n"), 0o644)
+	os.WriteFile(cfgFile, []byte("listen: "+loopback+":34791\nmetrics: 127.0.0.1:0\nlog_level: warn\nshutdown_timeout: 1s\n"), 0o644)
 	sock := filepath.Join(dir, "d.sock")
 	stop := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"-config", cfgFile, "-socket", sock, "-metrics", "127.0.0.1:39464"}, new(bytes.Buffer), stop)
+		done <- run([]string{"-config", cfgFile, "-socket", sock, "-metrics", loopback + ":39464"}, new(bytes.Buffer), stop)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -52,7 +57,7 @@ func TestRunServesAndStops(t *testing.T) {
 	for {
 		st, err := c.Status(ctx)
 		if err == nil {
-			if st.Listen != "127.0.0.1:34791" {
+			if st.Listen != loopback+":34791" {
 				t.Fatalf("status %+v", st)
 			}
 			break
@@ -62,7 +67,7 @@ func TestRunServesAndStops(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	resp, err := http.Get("http://127.0.0.1:39464/metrics")
+	resp, err := http.Get("http://" + loopback + ":39464/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +108,7 @@ func TestSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "d.sock")
 	cfgFile := filepath.Join(dir, "d.yaml")
-	os.WriteFile(cfgFile, []byte("listen: 127.0.0.1:34792\nlog_level: warn\nshutdown_timeout: 300ms\n"), 0o644)
+	os.WriteFile(cfgFile, []byte("listen: "+loopback+":34792\nlog_level: warn\nshutdown_timeout: 300ms\n"), 0o644)
 	cmd := exec.Command(os.Args[0], "-config", cfgFile, "-socket", sock)
 	cmd.Env = append(os.Environ(), "SMARTTD_TEST_MAIN=1")
 	cmd.Stderr = os.Stderr
