@@ -124,8 +124,12 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 			return nil, fmt.Errorf("metrics = %q: %w", cfg.Metrics, err)
 		}
 	}
+	metrics := "off"
+	if d.MetricsAddr != nil {
+		metrics = d.MetricsAddr.String()
+	}
 	log.Info("smarttd started", "version", Version, "listen", cfg.Listen, "api", cfg.API.Socket,
-		"metrics", d.MetricsAddr, "cc", tcfg.CC, "lb", tcfg.LB)
+		"metrics", metrics, "cc", tcfg.CC, "lb", tcfg.LB)
 	return d, nil
 }
 
