@@ -206,7 +206,7 @@ func TestIncastSMaRTT(t *testing.T) {
 	sc.Transport.LB = "ops"
 	r := run(t, sc)
 	if r.CC != "smartt" {
-		t.Skipf("default CC is %q", r.CC)
+		t.Fatalf("the default CC is %q, not SMaRTT", r.CC)
 	}
 	rate := 800e9
 	want := int64(float64(n*size) * 8 / rate * 1e9)
