@@ -349,4 +349,3 @@ func (c *capBuf) write(path string, epoch time.Time) error {
 	}
 	return errors.Join(err, fh.Close())
 }
-
