@@ -2,9 +2,12 @@ package netbed
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"slices"
 	"testing"
 	"time"
@@ -186,6 +189,7 @@ func TestFabricOps(t *testing.T) {
 			t.Fatalf("h0-sw0.pcap: frame %d has PSN %d", i, p)
 		}
 	}
+	checkDissector(t, filepath.Join(dir, "h0-sw0.pcap"), in)
 	// Degraded: the first 40 left at 10 Mbit/s (0.9 ms each); restored: at 100 Mbit/s.
 	slow := times[39].Sub(times[0])
 	fast := times[mark+39].Sub(times[mark])
@@ -193,4 +197,31 @@ func TestFabricOps(t *testing.T) {
 	if slow < 28*time.Millisecond || fast > slow/2 {
 		t.Errorf("40 frames took %v at 10 Mbit/s (serialisation 35 ms) and %v at 100 Mbit/s", slow, fast)
 	}
+}
+
+// checkDissector runs docs/smartt.lua in tshark, if tshark is installed (it is not needed
+// otherwise), over a pcap of DATA packets and compares type and PSN with what was sent.
+func checkDissector(t *testing.T, pcap string, psns []uint32) {
+	ts, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Log("tshark not installed: the Wireshark dissector is not checked")
+		return
+	}
+	out, err := exec.Command(ts, "-X", "lua_script:../../docs/smartt.lua", "-r", pcap, "-Y", "smartt",
+		"-T", "fields", "-e", "smartt.type", "-e", "smartt.psn", "-e", "smartt.payload_len", "-e", "smartt.trimmed").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(psns) {
+		t.Fatalf("tshark dissected %d smartt packets, want %d", len(lines), len(psns))
+	}
+	for i, l := range lines {
+		// Captured 128 bytes of each: the header is whole, the payload short of PayloadLen
+		// in the capture only, so not trimmed (the datagram's length decides).
+		if want := fmt.Sprintf("1\t%d\t1000\t0", psns[i]); l != want {
+			t.Fatalf("tshark line %d: %q, want %q", i, l, want)
+		}
+	}
+	t.Logf("tshark with docs/smartt.lua: %d DATA packets, PSNs and lengths as sent", len(lines))
 }
