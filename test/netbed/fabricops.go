@@ -269,6 +269,9 @@ func (f *Fabric) Samples() ([]QueueSamples, time.Duration) {
 			late = max(late, st.smp.late)
 		}
 	}
+	if n <= 0 {
+		return nil, 0 // nothing sampled (not configured, or never started)
+	}
 	var out []QueueSamples
 	for _, st := range f.st {
 		for i, mp := range st.smp.models {

@@ -87,11 +87,14 @@ func (s *Switch) Epoch() time.Time { return s.epoch }
 // Do runs fn on the switch thread (between batches, with the switch's clock), so it may
 // touch the queues and models, which only that thread uses. It returns at once; fn runs
 // when Run next wakes (at once if it is running; at its start if not yet; never after it
-// returned).
+// returned; not at all once the switch is closed).
 func (s *Switch) Do(fn func(now int64)) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop < 0 {
+		return // closed: the eventfd's number may belong to another file by now
+	}
 	s.todo = append(s.todo, fn)
-	s.mu.Unlock()
 	var one = [8]byte{1}
 	unix.Write(s.stop, one[:])
 }
@@ -259,10 +262,12 @@ func (s *Switch) Close() error {
 			p.fd = -1 // closed; the counters stay readable
 		}
 	}
+	s.mu.Lock()
 	if s.stop >= 0 {
 		errs = append(errs, unix.Close(s.stop))
 		s.stop = -1
 	}
+	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 
