@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"smartt/config"
+	"smartt/test/bedrun"
 	"smartt/test/netbed"
 	"smartt/test/uswitch"
 )
 
-const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run> [flags]   (as root)
+const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run|fail> [flags]   (as root)
 
   up      build a testbed of network namespaces (removes leftovers of the same name first)
   down    remove every namespace of the testbed
@@ -28,6 +29,8 @@ const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run> [fl
   switch  run the userspace switches of an emulated testbed until interrupted
   exec    run a command on a node:  exec <node> <command> [args...]
   run     run a simulator scenario (test/sim YAML) on an emulated testbed, a daemon per host
+  fail    change a link of a running "testbed run" (its switches and port models):
+          fail down|up|restore|heal LINK, fail degrade RATE LINK, fail flaky GAP BURST LINK
 
 every command takes -name (default "tb"); up takes the topology flags (see "smartt testbed up -h")
 or -spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
@@ -107,6 +110,15 @@ func runTestbed(args []string, out io.Writer) error {
 		m.TrimDSCP, m.Delay = uint8(*dscp), int64(*delay)
 		m.KminBytes, m.KmaxBytes = int(kmin*float64(m.DataBytes)), int(kmax*float64(m.DataBytes))
 		return testbedSwitch(*name, m, out)
+	case "fail":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if err := bedrun.Control(bedrun.ControlPath(netbed.StateDir, *name), fs.Args()); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "testbed %s: %s\n", *name, strings.Join(fs.Args(), " "))
+		return nil
 	case "exec":
 		if err := fs.Parse(args); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"smartt/test/netbed"
 )
@@ -38,6 +39,9 @@ func TestTestbedRejectsBadInput(t *testing.T) {
 		{[]string{"run", fast}, `topology.kind = "fattree3"`},
 		{[]string{"switch", "-kmin", "0.9", "-kmax", "0.5"}, "0 <= kmin < kmax <= 1"},
 		{[]string{"switch", "-trim-dscp", "64"}, "-trim-dscp 0..63"},
+		{[]string{"fail", "flaky", "h0-sw0"}, "want down|up"},
+		{[]string{"fail", "degrade", "fast", "h0-sw0"}, "not a rate"},
+		{[]string{"fail", "-name", "nosuchrun", "down", "h0-sw0"}, "no testbed run listening"},
 	} {
 		var out bytes.Buffer
 		err := runTestbed(c.args, &out)
@@ -94,4 +98,52 @@ func nsInode(t *testing.T, ns string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("net:[%d]", st.Ino)
+}
+
+// TestTestbedRunFail: "testbed fail" makes a link of a running "testbed run" flaky; the
+// run reports the losses, writes the queue samples and a pcap per link.
+func TestTestbedRunFail(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces)")
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := "f" + hex.EncodeToString(b)
+	t.Cleanup(func() { netbed.Remove(name) })
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "incast.yaml")
+	os.WriteFile(sc, []byte(`
+topology: {kind: single, hosts: 3, link_rate: 100Mbit}
+transport: {cc: smartt, lb: ops}
+workload: {kind: incast, size: 1MiB, receiver: 2}
+output: {sample_interval: 1ms}
+`), 0o644)
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- runTestbed([]string{"run", "-name", name, "-out", filepath.Join(dir, "out"), "-plots", "none",
+			"-pcap", filepath.Join(dir, "pcap"), "-pcap-links", "h2-sw0", sc}, &out)
+	}()
+	var failOut bytes.Buffer
+	var err error
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		if err = runTestbed([]string{"fail", "-name", name, "flaky", "4ms", "1ms", "sw0-h2"}, &failOut); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("testbed fail: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("testbed run: %v\n%s", err, out.String())
+	}
+	t.Logf("%s%s", failOut.String(), out.String())
+	if !strings.Contains(failOut.String(), "flaky 4ms 1ms sw0-h2") || strings.Contains(out.String(), "flaky drops 0,") {
+		t.Errorf("no flaky drops after testbed fail")
+	}
+	for _, f := range []string{"out/queues.csv", "out/ports.csv", "pcap/h2-sw0.pcap"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() < 100 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
 }

@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"smartt/test/bedrun"
+	"smartt/test/netbed"
 	"smartt/test/sim"
 )
 
@@ -28,6 +30,10 @@ func testbedRun(args []string, out io.Writer) error {
 	dir := fs.String("out", "", "directory for result.json, flows.csv, ports.csv and plots (empty: none)")
 	plots := fs.String("plots", "png", "plot formats written to -out: png, svg, both or none")
 	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
+	pcap := fs.String("pcap", "", "directory for one pcap file per link (frames as the switch end saw them)")
+	pcapLinks := fs.String("pcap-links", "", "links to capture, comma-separated (empty: all)")
+	pcapMax := fs.Int("pcap-max", 4<<20, "capture bytes per link; later frames are counted, not kept")
+	pcapSnap := fs.Int("pcap-snap", 128, "bytes kept of each frame (128: all headers and ours)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -44,7 +50,20 @@ func testbedRun(args []string, out io.Writer) error {
 	if err := applySimFlags(sc, *seed, *lb, *cc, 0, 0, *size); err != nil {
 		return err
 	}
-	rep, err := bedrun.Execute(sc, bedrun.Options{Name: *name, Timeout: *timeout})
+	o := bedrun.Options{Name: *name, Timeout: *timeout, Pcap: *pcap, PcapMax: *pcapMax, PcapSnap: *pcapSnap,
+		Control: bedrun.ControlPath(netbed.StateDir, *name)}
+	if *pcapLinks != "" {
+		o.PcapLinks = strings.Split(*pcapLinks, ",")
+	}
+	if *pcap != "" {
+		if err := os.MkdirAll(*pcap, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(netbed.StateDir, 0o755); err != nil {
+		return err
+	}
+	rep, err := bedrun.Execute(sc, o)
 	if err != nil {
 		return err
 	}
@@ -58,6 +77,12 @@ func testbedRun(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "testbed: base_rtt %v, %d QuickAdapt firings\n", time.Duration(rep.Base), rep.Quick)
 		for l, n := range rep.Refused {
 			fmt.Fprintf(out, "failed link %s: %d DATA frames sent into it after the failure\n", l, n)
+		}
+		if len(r.Samples) > 0 {
+			fmt.Fprintf(out, "queue samples: %d ports x %d, latest sample %v behind its time\n", len(r.Samples), len(r.Samples[0].Times), rep.SampleLate)
+		}
+		for _, c := range rep.Pcaps {
+			fmt.Fprintf(out, "pcap %s: %d frames (%d beyond the size bound not kept)\n", c.File, c.Frames, c.Skipped)
 		}
 		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		writePorts(w, rep, "\t")
@@ -81,11 +106,11 @@ func testbedRun(args []string, out io.Writer) error {
 
 // writePorts writes every switch port's counters, one line per port.
 func writePorts(w io.Writer, rep *bedrun.Report, sep string) {
-	fmt.Fprintf(w, "switch%sport%slink%srx_frames%srx_dropped%stx_frames%sdata_in%smarks%strims%sdrops%stx_errors%smax_queue_bytes\n",
-		sep, sep, sep, sep, sep, sep, sep, sep, sep, sep, sep)
+	fmt.Fprintf(w, "switch%sport%slink%srx_frames%srx_dropped%stx_frames%sdata_in%smarks%strims%sdrops%stx_errors%slost%smax_queue_bytes\n",
+		sep, sep, sep, sep, sep, sep, sep, sep, sep, sep, sep, sep)
 	for _, p := range rep.Ports {
-		fmt.Fprintf(w, "%s%s%s%s%s%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d\n", p.Switch, sep, p.If, sep, p.Link, sep,
+		fmt.Fprintf(w, "%s%s%s%s%s%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d\n", p.Switch, sep, p.If, sep, p.Link, sep,
 			p.RxFrames, sep, p.RxDropped, sep, p.TxFrames, sep, p.DataIn, sep, p.Model.Marks, sep, p.Model.Trims, sep,
-			p.Model.Drops, sep, p.TxErrors, sep, p.Model.MaxDataBytes)
+			p.Model.Drops, sep, p.TxErrors, sep, p.Lost, sep, p.Model.MaxDataBytes)
 	}
 }

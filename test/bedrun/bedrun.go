@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -195,11 +194,16 @@ func flows(sc *sim.Scenario, hosts int) ([]sim.FlowResult, error) {
 				}
 			}
 		}
+	case "ring_allreduce", "butterfly_allreduce":
+		var err error
+		if fs, err = allReduce(sc, hosts); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, fmt.Errorf("workload.kind = %q: the testbed runs incast, permutation, tornado and all_to_all", w.Kind)
+		return nil, fmt.Errorf("workload.kind = %q: the testbed runs incast, permutation, tornado, all_to_all, ring_allreduce and butterfly_allreduce", w.Kind)
 	}
 	for i := range fs {
-		if w.Jitter > 0 {
+		if w.Jitter > 0 && fs[i].Phase == 0 {
 			fs[i].Start = rng.Int64N(int64(w.Jitter) + 1)
 		}
 	}
@@ -214,6 +218,15 @@ type Options struct {
 	// Before, if set, is called with the testbed and fabric up, daemons running, before
 	// the workload starts.
 	Before func(r *Run) error
+	// Control, if set, is a unix socket path where the run takes faults while the
+	// workload runs (smartt testbed fail; see Control and ParseFault).
+	Control string
+	// Pcap, if set, is a directory for one pcap file per captured link (PcapLinks, or
+	// every link), at most PcapMax bytes each (0: 4 MiB), the first PcapSnap bytes (0: 128)
+	// of every frame.
+	Pcap              string
+	PcapLinks         []string
+	PcapMax, PcapSnap int
 }
 
 // Run is a testbed run in progress: what the scenario's hooks can reach.
@@ -223,6 +236,14 @@ type Run struct {
 	Daemons []*smarttd.Daemon // per host
 	Addrs   []netip.AddrPort  // per host
 	Mapped  *Mapped
+	// Scenario is the scenario being run.
+	Scenario *sim.Scenario
+	faults   faults
+	control  string
+	parent   []int           // per flow: the flow whose arrival starts it, -1: none
+	released []chan struct{} // per flow: closed when it arrived (or failed)
+	once     []sync.Once
+	start    time.Time
 }
 
 // Report is what a run measured.
@@ -233,6 +254,10 @@ type Report struct {
 	Quick   uint64                // SMaRTT QuickAdapt firings over live connections
 	Base    int64                 // the transport's base RTT, ns
 	Refused map[string]uint64     // per failed link: DATA frames the switches sent into it after it failed
+	// SampleLate is the largest delay of a queue sample behind its time (switch loop wake-ups).
+	SampleLate time.Duration
+	Pcaps      []netbed.CaptureStats // the pcap files written
+	Start      time.Time             // the workload's time zero (flow starts, samples, failures)
 }
 
 // Execute runs sc on a fresh testbed and removes the testbed afterwards.
@@ -255,7 +280,19 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer tb.Down()
-	fab, err := tb.RunFabric(m.Model)
+	fo := netbed.FabricOptions{}
+	if fo.Sample, err = sampleOptions(sc, tb); err != nil {
+		return nil, err
+	}
+	if o.Pcap != "" {
+		for _, l := range o.PcapLinks {
+			if tb.Plan.LinkIndex(l) < 0 {
+				return nil, fmt.Errorf("pcap: no link %q", l)
+			}
+		}
+		fo.Capture = &netbed.CaptureOptions{Links: o.PcapLinks, Max: o.PcapMax, Snap: o.PcapSnap}
+	}
+	fab, err := tb.RunFabricWith(m.Model, fo)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +307,7 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	r := &Run{TB: tb, Fabric: fab, Mapped: m}
+	r := &Run{TB: tb, Fabric: fab, Mapped: m, Scenario: sc, control: o.Control}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -303,7 +340,7 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Result: res, Refused: refused, Base: int64(m.Transport.BaseRTT)}
+	rep := &Report{Result: res, Refused: refused, Base: int64(m.Transport.BaseRTT), Start: r.start}
 	for _, d := range r.Daemons {
 		st := d.Node.Stats()
 		rep.Hosts = append(rep.Hosts, st)
@@ -325,7 +362,16 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 		return nil, fmt.Errorf("switches: %w", err)
 	}
 	rep.Ports = fab.Counters()
+	var smp []netbed.QueueSamples
+	smp, rep.SampleLate = fab.Samples()
+	res.Samples = series(smp)
+	if o.Pcap != "" {
+		if rep.Pcaps, err = fab.WritePcaps(o.Pcap); err != nil {
+			return rep, fmt.Errorf("pcap: %w", err)
+		}
+	}
 	for _, p := range rep.Ports {
+		res.FlakyDrops += p.Lost
 		res.Drops += p.Model.Drops
 		res.Trims += p.Model.Trims
 		res.Marks += p.Model.Marks
@@ -374,7 +420,12 @@ func (r *Run) drive(sc *sim.Scenario, timeout time.Duration) (*sim.Result, map[s
 		}
 		return b
 	}
+	r.deps(fl)
 	start := time.Now()
+	r.start = start
+	if err := r.Fabric.StartSampling(start); err != nil {
+		return nil, nil, err
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var errs []error
@@ -407,102 +458,36 @@ func (r *Run) drive(sc *sim.Scenario, timeout time.Duration) (*sim.Result, map[s
 					errs = append(errs, fmt.Errorf("flow %d: message corrupted", i))
 				} else if i < len(fl) {
 					fl[i].RxTime = t - fl[i].Start
+					r.release(i)
 				}
 				mu.Unlock()
 			}
 		}()
 	}
-	// Failures at their times.
-	refused := map[string]uint64{}
-	var fwg sync.WaitGroup
-	for _, f := range sc.Failures {
-		link, err := r.failLink(f)
+	// Failures at their times, and from the control socket while the workload runs.
+	if err := r.scheduleFailures(ctx, start, sc); err != nil {
+		return nil, nil, err
+	}
+	if r.control != "" {
+		stop, err := r.serveControl(r.control)
 		if err != nil {
 			return nil, nil, err
 		}
-		fwg.Add(1)
-		go func() {
-			defer fwg.Done()
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Until(start.Add(time.Duration(f.At)))):
-			}
-			_, before := r.Fabric.LinkTx(link)
-			if err := r.TB.LinkDown(link); err != nil {
-				fail(err)
-				return
-			}
-			if conv := time.Duration(sc.RoutingConvergence); conv > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(conv):
-				}
-			}
-			if ctx.Err() == nil {
-				if err := r.Fabric.Converge(link, true); err != nil {
-					fail(err)
-					return
-				}
-			}
-			<-ctx.Done()
-			_, after := r.Fabric.LinkTx(link)
-			mu.Lock()
-			refused[link] = after - before
-			mu.Unlock()
-		}()
+		defer stop()
 	}
-	for i := range fl {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if d := time.Until(start.Add(time.Duration(fl[i].Start))); d > 0 {
-				time.Sleep(d)
-			}
-			f := &fl[i]
-			info, err := sess[f.Src].Send(ctx, r.Addrs[f.Dst], 1, payload(i))
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				f.Failed = true
-				errs = append(errs, fmt.Errorf("flow %d (h%d→h%d): %w", i, f.Src, f.Dst, err))
-				return
-			}
-			f.FCT = info.Elapsed
-		}()
-	}
+	r.launch(ctx, start, fl, sess, payload, &mu, &wg, &errs)
 	wg.Wait()
 	end := time.Since(start).Nanoseconds()
 	cancel()
-	fwg.Wait()
+	refused, ferr := r.endFailures()
 	mu.Lock()
 	defer mu.Unlock()
+	errs = append(errs, ferr)
 	res := &sim.Result{Scenario: sc.Name, Topology: describe(m), Workload: sc.Workload.Kind, Seed: sc.Seed,
 		Hosts: len(r.Daemons), CC: m.Transport.CC, LB: m.Transport.LB, Flows: len(fl), SimTime: end,
 		WallSeconds: float64(end) / 1e9, PerFlow: fl}
 	summarise(res, m)
 	return res, refused, errors.Join(errs...)
-}
-
-// failLink maps a scenario failure to a testbed link.
-func (r *Run) failLink(f sim.FailureConfig) (string, error) {
-	if f.Kind != "down" {
-		return "", fmt.Errorf("failures: kind %q: the testbed applies down only so far", f.Kind)
-	}
-	name := func(n string) string {
-		if strings.HasPrefix(n, "tor") {
-			return "leaf" + n[3:]
-		}
-		return n
-	}
-	a, b := name(f.A), name(f.B)
-	for _, l := range r.TB.Plan.Links {
-		na, nb := r.TB.Plan.Nodes[l.A].Name, r.TB.Plan.Nodes[l.B].Name
-		if (na == a && nb == b) || (na == b && nb == a) {
-			return l.Name, nil
-		}
-	}
-	return "", fmt.Errorf("failures: no link between %s and %s on the testbed", f.A, f.B)
 }
 
 func describe(m *Mapped) string {
@@ -541,5 +526,11 @@ func summarise(res *sim.Result, m *Mapped) {
 	res.Ideal = res.FCT.IdealMax
 	if res.Completed+res.Failed == len(res.PerFlow) && res.Ideal > 0 {
 		res.Ratio = float64(res.Completion) / float64(res.Ideal)
+	}
+	if c := chainIdeal(res.PerFlow, m); c > 0 {
+		res.Ideal = c
+		if res.Ratio > 0 {
+			res.Ratio = float64(res.Completion) / float64(res.Ideal)
+		}
 	}
 }

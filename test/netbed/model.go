@@ -52,6 +52,8 @@ func Salt(seed uint64, node string) uint64 {
 // ModelPort is one emulated output port: the switch's counters and the model's.
 type ModelPort struct {
 	Switch, If, Link string // switch node, interface, plan link name
+	Peer             string // the node at the other end of the link
+	Rate             int64  // the port's configured rate, bits/s (what SetRate 0 restores)
 	Model            *switchport.Port[*uswitch.Frame]
 	// DataIn counts DATA frames (our header's type) routed to the port, control frames
 	// (ACK, NACK, trimmed headers from upstream) not included.
@@ -66,11 +68,13 @@ type Fabric struct {
 	t     *Testbed
 	l3    map[string]*uswitch.L3Router
 	stop  func() error
+	st    []*swState // per switch: flaky links, sampler, capture (fabricops.go)
 }
 
 // PortCounters are one port's counters after a run.
 type PortCounters struct {
 	Switch, If, Link string
+	Peer             string // node at the other end
 	uswitch.PortStats
 	Model  switchport.Stats
 	DataIn uint64 // DATA frames routed to the port
@@ -78,7 +82,10 @@ type PortCounters struct {
 
 // RunFabric runs every switch of an emulated testbed with m's port model on every port
 // and switchport's ECMP hash with a per-switch salt.
-func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) {
+func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) { return t.RunFabricWith(m, FabricOptions{}) }
+
+// RunFabricWith is RunFabric with queue sampling and frame capture (see FabricOptions).
+func (t *Testbed) RunFabricWith(m PortModel, o FabricOptions) (*Fabric, error) {
 	if t.Plan.Spec.Mode != ModeEmulated {
 		return nil, fmt.Errorf("testbed %s is in %s mode; the port model needs mode emulated", t.Name, t.Plan.Spec.Mode)
 	}
@@ -88,6 +95,7 @@ func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) {
 	f := &Fabric{}
 	var cfgErr error
 	ports := map[string][]ModelPort{}
+	states := map[string]*swState{}
 	l3 := map[string]*uswitch.L3Router{}
 	tune := func(node string, cfg *uswitch.Config) {
 		n := t.Plan.NodeIndex(node)
@@ -110,9 +118,17 @@ func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) {
 				cfgErr = fmt.Errorf("switch %s port %s: %w", node, sp.If, err)
 				return
 			}
-			mps[i] = ModelPort{Switch: node, If: sp.If, Link: l.Name, Model: p, DataIn: new(atomic.Uint64)}
+			peer := l.A
+			if peer == n {
+				peer = l.B
+			}
+			mps[i] = ModelPort{Switch: node, If: sp.If, Link: l.Name, Peer: t.Plan.Nodes[peer].Name, Rate: int64(rate),
+				Model: p, DataIn: new(atomic.Uint64)}
 		}
 		ports[node] = mps
+		st := newSwState(t, n, mps, o)
+		states[node] = st
+		st.hook(cfg)
 		if r, ok := cfg.Router.(*uswitch.L3Router); ok {
 			l3[node] = r
 		}
@@ -129,6 +145,7 @@ func (t *Testbed) RunFabric(m PortModel) (*Fabric, error) {
 	f.Names, f.Sws, f.stop, f.t, f.l3 = names, sws, stop, t, l3
 	for _, n := range names {
 		f.Ports = append(f.Ports, ports[n])
+		f.st = append(f.st, states[n])
 	}
 	return f, nil
 }
@@ -167,7 +184,7 @@ func (f *Fabric) Counters() []PortCounters {
 	var out []PortCounters
 	for s, sw := range f.Sws {
 		for i, mp := range f.Ports[s] {
-			out = append(out, PortCounters{Switch: mp.Switch, If: mp.If, Link: mp.Link,
+			out = append(out, PortCounters{Switch: mp.Switch, If: mp.If, Link: mp.Link, Peer: mp.Peer,
 				PortStats: sw.Stats(i), Model: mp.Model.Stats(), DataIn: mp.DataIn.Load()})
 		}
 	}

@@ -159,59 +159,30 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 				deps = append(deps, [2]int32{ids[i][j-k], ids[i][j]})
 			}
 		}
-	case "ring_allreduce":
+	case "ring_allreduce", "butterfly_allreduce":
 		if err := needSize(); err != nil {
 			return nil, err
 		}
 		n := participants
-		chunk := max(1, size/int64(n))
-		prev := make([]int32, n)
-		for step := range 2 * (n - 1) {
+		dsts, sizes, err := AllReduceSteps(wc.Kind, n, size)
+		if err != nil {
+			return nil, err
+		}
+		prev := make([]int32, n) // per host, the flow it received in the previous step
+		for step := range dsts {
 			cur := make([]int32, n)
 			for i := range n {
 				at := int64(-1)
 				if step == 0 {
 					at = jitter()
 				}
-				cur[i] = add(i, (i+1)%n, chunk, at)
-				s.flows[cur[i]].phase = int32(step)
+				id := add(i, dsts[step][i], sizes[step], at)
+				s.flows[id].phase = int32(step)
 				if step > 0 {
-					deps = append(deps, [2]int32{prev[(i-1+n)%n], cur[i]})
+					// i's next step needs what it received in the previous one.
+					deps = append(deps, [2]int32{prev[i], id})
 				}
-			}
-			prev = cur
-		}
-	case "butterfly_allreduce":
-		if err := needSize(); err != nil {
-			return nil, err
-		}
-		n := participants
-		if n&(n-1) != 0 {
-			return nil, fmt.Errorf("workload: butterfly_allreduce needs a power-of-two number of participants, not %d", n)
-		}
-		L := bits.Len(uint(n)) - 1
-		var masks []int
-		var sizes []int64
-		for j := range L { // reduce-scatter: halving
-			masks, sizes = append(masks, 1<<j), append(sizes, max(1, size>>(j+1)))
-		}
-		for j := L - 1; j >= 0; j-- { // all-gather: doubling
-			masks, sizes = append(masks, 1<<j), append(sizes, max(1, size>>(j+1)))
-		}
-		prev := make([]int32, n)
-		for step := range masks {
-			cur := make([]int32, n)
-			for i := range n {
-				at := int64(-1)
-				if step == 0 {
-					at = jitter()
-				}
-				cur[i] = add(i, i^masks[step], sizes[step], at)
-				s.flows[cur[i]].phase = int32(step)
-				if step > 0 {
-					// i's next step needs what its previous partner sent it.
-					deps = append(deps, [2]int32{prev[i^masks[step-1]], cur[i]})
-				}
+				cur[dsts[step][i]] = id
 			}
 			prev = cur
 		}
@@ -295,6 +266,46 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 	}
 	w.ideal = s.idealCompletion(mtu)
 	return w, nil
+}
+
+// AllReduceSteps lays out an all-reduce of size bytes per host over n hosts, step by
+// step: in step s host i sends sizes[s] bytes to dsts[s][i], and starts step s once it
+// holds the message it received in step s-1. ring_allreduce: 2(n-1) steps of size/n to
+// the next host (reduce-scatter, then all-gather); butterfly_allreduce (n a power of two):
+// recursive halving to partner i^2^j with size/2^(j+1), then doubling back.
+func AllReduceSteps(kind string, n int, size int64) (dsts [][]int, sizes []int64, err error) {
+	switch kind {
+	case "ring_allreduce":
+		chunk := max(1, size/int64(n))
+		for range 2 * (n - 1) {
+			d := make([]int, n)
+			for i := range n {
+				d[i] = (i + 1) % n
+			}
+			dsts, sizes = append(dsts, d), append(sizes, chunk)
+		}
+	case "butterfly_allreduce":
+		if n&(n-1) != 0 {
+			return nil, nil, fmt.Errorf("workload: butterfly_allreduce needs a power-of-two number of participants, not %d", n)
+		}
+		L := bits.Len(uint(n)) - 1
+		step := func(j int) {
+			d := make([]int, n)
+			for i := range n {
+				d[i] = i ^ 1<<j
+			}
+			dsts, sizes = append(dsts, d), append(sizes, max(1, size>>(j+1)))
+		}
+		for j := range L { // reduce-scatter: halving
+			step(j)
+		}
+		for j := L - 1; j >= 0; j-- { // all-gather: doubling
+			step(j)
+		}
+	default:
+		return nil, nil, fmt.Errorf("workload: %q is not an all-reduce", kind)
+	}
+	return dsts, sizes, nil
 }
 
 // derangement returns a random permutation of 0..n-1 with no fixed point.

@@ -102,6 +102,7 @@ func (q *ModelQueue) Dequeue(now int64) *Frame {
 	}
 	d := q.head
 	q.has = false
+	d.Frame.Depart = d.End // when its last bit left the port (Config.Lose looks at it)
 	if d.Trimmed {
 		d.Frame.Trim(q.trimDSCP)
 	}

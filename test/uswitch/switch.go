@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -23,6 +24,17 @@ type Config struct {
 	// SoftwareChecksum completes offloaded checksums in the switch instead of passing the
 	// offload request on to the next hop in the virtio-net header.
 	SoftwareChecksum bool
+	// Tick, if set, runs on the switch thread at the start of Run, after every batch of Do
+	// functions, and whenever the time it last returned (switch clock, ns) has come; it
+	// returns when to run next (-1: only after the next Do). Samplers go here.
+	Tick func(now int64) int64
+	// Lose, if set, is asked for every frame leaving port (after its queue, before the
+	// socket): true loses it on the link (a flaky link), counted in PortStats.Lost.
+	Lose func(port int, f *Frame) bool
+	// Capture, if set, sees every frame received on a port (tx false, before routing) and
+	// every frame the kernel accepted for sending (tx true), at now (switch clock). It runs
+	// on the switch thread and must not keep f.
+	Capture func(port int, f *Frame, now int64, tx bool)
 }
 
 // PortStats are the counters of one port.
@@ -33,6 +45,7 @@ type PortStats struct {
 	TxErrors          uint64 // frames the kernel would not send
 	Truncated         uint64 // received frames longer than MaxFrame (dropped)
 	RxDropped         uint64 // frames the kernel dropped before the switch read them (socket buffer full)
+	Lost              uint64 // frames Config.Lose lost on the link
 }
 
 type port struct {
@@ -45,7 +58,7 @@ type port struct {
 	tx      []*Frame // frames dequeued and not yet sent
 	txIov   []unix.Iovec
 	txHdr   []unix.Mmsghdr
-	stats   [7]atomic.Uint64 // PortStats fields in order
+	stats   [8]atomic.Uint64 // the switch's own PortStats counters, indexed by st*
 	rxDrop  atomic.Uint64    // PACKET_STATISTICS drops, accumulated (the kernel resets them on read)
 	pending bool
 }
@@ -55,10 +68,35 @@ type Switch struct {
 	cfg   Config
 	ports []*port
 	free  []*Frame
-	stop  int // eventfd
+	stop  int // eventfd: Stop and Do wake the loop through it
 	epoch time.Time
 	pfds  []unix.PollFd
 	cpu   atomic.Int64
+
+	halt    atomic.Bool
+	mu      sync.Mutex
+	todo    []func(now int64) // posted by Do, run on the switch thread
+	running []func(now int64)
+	tickAt  int64 // when Tick runs next (-1: after the next Do)
+}
+
+// Epoch is the switch clock's zero: the now given to queues, Tick and Capture is
+// nanoseconds since Epoch.
+func (s *Switch) Epoch() time.Time { return s.epoch }
+
+// Do runs fn on the switch thread (between batches, with the switch's clock), so it may
+// touch the queues and models, which only that thread uses. It returns at once; fn runs
+// when Run next wakes (at once if it is running; at its start if not yet; never after it
+// returned; not at all once the switch is closed).
+func (s *Switch) Do(fn func(now int64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop < 0 {
+		return // closed: the eventfd's number may belong to another file by now
+	}
+	s.todo = append(s.todo, fn)
+	var one = [8]byte{1}
+	unix.Write(s.stop, one[:])
 }
 
 // CPUTime is the CPU time the switch's thread used in Run calls that returned (kernel work
@@ -193,7 +231,7 @@ func (s *Switch) Stats(i int) PortStats {
 	p := s.ports[i]
 	p.readDrops()
 	return PortStats{p.stats[0].Load(), p.stats[1].Load(), p.stats[2].Load(), p.stats[3].Load(),
-		p.stats[4].Load(), p.stats[5].Load(), p.stats[6].Load(), p.rxDrop.Load()}
+		p.stats[4].Load(), p.stats[5].Load(), p.stats[6].Load(), p.rxDrop.Load(), p.stats[stLost].Load()}
 }
 
 const (
@@ -204,10 +242,12 @@ const (
 	stDrop
 	stTxErr
 	stTrunc
+	stLost
 )
 
 // Stop makes Run return; safe from any goroutine.
 func (s *Switch) Stop() {
+	s.halt.Store(true)
 	var one = [8]byte{1}
 	unix.Write(s.stop, one[:])
 }
@@ -222,10 +262,12 @@ func (s *Switch) Close() error {
 			p.fd = -1 // closed; the counters stay readable
 		}
 	}
+	s.mu.Lock()
 	if s.stop >= 0 {
 		errs = append(errs, unix.Close(s.stop))
 		s.stop = -1
 	}
+	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -243,9 +285,16 @@ func (s *Switch) Run() error {
 		s.cpu.Add(c1.Nano() - c0.Nano())
 	}()
 	var ts unix.Timespec
+	s.tickAt = 0
 	for {
 		now := s.now()
-		next := int64(-1)
+		if s.cfg.Tick != nil && s.tickAt >= 0 && now >= s.tickAt {
+			s.tickAt = s.cfg.Tick(now)
+		}
+		next := s.tickAt
+		if s.cfg.Tick == nil {
+			next = -1
+		}
 		for i, p := range s.ports {
 			ev := int16(0)
 			if len(s.free) >= s.cfg.Batch {
@@ -269,7 +318,12 @@ func (s *Switch) Run() error {
 			return fmt.Errorf("uswitch: ppoll: %w", err)
 		}
 		if s.pfds[len(s.ports)].Revents != 0 {
-			return nil
+			var b [8]byte
+			unix.Read(s.stop, b[:])
+			if s.halt.Load() {
+				return nil
+			}
+			s.runTodo()
 		}
 		now = s.now()
 		for i, p := range s.ports {
@@ -277,9 +331,24 @@ func (s *Switch) Run() error {
 				s.receive(i, p, now)
 			}
 		}
-		for _, p := range s.ports {
-			s.transmit(p, now)
+		for i, p := range s.ports {
+			s.transmit(i, p, now)
 		}
+	}
+}
+
+// runTodo runs the functions Do posted, then Tick.
+func (s *Switch) runTodo() {
+	s.mu.Lock()
+	s.running, s.todo = s.todo, s.running[:0]
+	s.mu.Unlock()
+	now := s.now()
+	for i, fn := range s.running {
+		fn(now)
+		s.running[i] = nil
+	}
+	if s.cfg.Tick != nil && len(s.running) > 0 {
+		s.tickAt = s.cfg.Tick(now)
 	}
 }
 
@@ -308,6 +377,9 @@ func (s *Switch) receive(in int, p *port, now int64) {
 			}
 			p.rx[i] = nf
 			p.setRx(i)
+			if s.cfg.Capture != nil {
+				s.cfg.Capture(in, f, now, false)
+			}
 			s.forward(f, in, now)
 		}
 		p.stats[stRxF].Add(uint64(n))
@@ -354,12 +426,17 @@ func (s *Switch) forward(f *Frame, in int, now int64) {
 }
 
 // transmit sends the frames of p's queue that are due, in batches.
-func (s *Switch) transmit(p *port, now int64) {
+func (s *Switch) transmit(i int, p *port, now int64) {
 	for {
 		for len(p.tx) < cap(p.tx) {
 			f := p.q.Dequeue(now)
 			if f == nil {
 				break
+			}
+			if s.cfg.Lose != nil && s.cfg.Lose(i, f) {
+				p.stats[stLost].Add(1)
+				s.put(f)
+				continue
 			}
 			p.tx = append(p.tx, f)
 		}
@@ -392,6 +469,9 @@ func (s *Switch) transmit(p *port, now int64) {
 		var bytes uint64
 		for _, f := range p.tx[:sent] {
 			bytes += uint64(f.n - VnetHdrLen)
+			if s.cfg.Capture != nil {
+				s.cfg.Capture(i, f, now, true)
+			}
 			s.put(f)
 		}
 		p.stats[stTxF].Add(uint64(sent))

@@ -39,6 +39,7 @@ func star(t testing.TB, hosts int, cfg uswitch.Config) (*netbed.Testbed, *uswitc
 	})
 	_, sws, err := tb.OpenSwitches(nil, func(_ string, c *uswitch.Config) {
 		c.Batch, c.SoftwareChecksum, c.NewQueue = cfg.Batch, cfg.SoftwareChecksum, cfg.NewQueue
+		c.Tick, c.Lose, c.Capture = cfg.Tick, cfg.Lose, cfg.Capture
 	})
 	if err != nil || len(sws) != 1 {
 		t.Fatalf("open switches: %d, %v", len(sws), err)

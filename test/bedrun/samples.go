@@ -1,0 +1,75 @@
+package bedrun
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"smartt/config"
+	"smartt/test/netbed"
+	"smartt/test/sim"
+)
+
+// simName is a testbed node's name in the simulator (leaf<i> is tor<i>).
+func simName(n string) string {
+	if rest, ok := strings.CutPrefix(n, "leaf"); ok {
+		return "tor" + rest
+	}
+	return n
+}
+
+// sampleOptions maps the scenario's output.sample_* to the fabric's sampler: the same
+// port selections as the simulator (hosts: switch ports toward hosts; up: leaf uplinks;
+// all; or names like tor0->spine1).
+func sampleOptions(sc *sim.Scenario, tb *netbed.Testbed) (*netbed.SampleOptions, error) {
+	oc := sc.Output
+	if oc.SampleInterval < 0 || oc.MaxSamples < 0 {
+		return nil, fmt.Errorf("output: sample_interval and max_samples must be >= 0")
+	}
+	if oc.SampleInterval == 0 {
+		return nil, nil
+	}
+	if oc.SampleInterval < config10us {
+		return nil, fmt.Errorf("output.sample_interval = %v: the testbed samples at 10us or more (the switch loop's wake-ups)", oc.SampleInterval)
+	}
+	isHost := func(n string) bool { i := tb.Plan.NodeIndex(n); return i >= 0 && !tb.Plan.Nodes[i].Switch }
+	o := &netbed.SampleOptions{Interval: int64(oc.SampleInterval), Max: oc.MaxSamples}
+	switch sel := oc.SamplePorts; sel {
+	case "", "hosts":
+		o.Ports = func(_, peer string) bool { return isHost(peer) }
+	case "up":
+		o.Ports = func(sw, peer string) bool { return strings.HasPrefix(sw, "leaf") && !isHost(peer) }
+	case "all":
+	default:
+		want := map[[2]string]bool{}
+		for _, name := range strings.Split(sel, ",") {
+			a, b, ok := strings.Cut(strings.TrimSpace(name), "->")
+			if !ok {
+				return nil, fmt.Errorf("output.sample_ports: %q: want hosts, up, all or names like tor0->spine1", name)
+			}
+			k := [2]string{simName(a), simName(b)}
+			found := false
+			for _, l := range tb.Plan.Links {
+				na, nb := simName(tb.Plan.Nodes[l.A].Name), simName(tb.Plan.Nodes[l.B].Name)
+				found = found || (k == [2]string{na, nb} || k == [2]string{nb, na})
+			}
+			if !found || isHost(k[0]) {
+				return nil, fmt.Errorf("output.sample_ports: no switch port %s", name)
+			}
+			want[k] = true
+		}
+		o.Ports = func(sw, peer string) bool { return want[[2]string{simName(sw), simName(peer)}] }
+	}
+	return o, nil
+}
+
+const config10us = config.Duration(10 * time.Microsecond)
+
+// series converts the fabric's samples to the simulator's, ports named as there.
+func series(s []netbed.QueueSamples) []sim.QueueSeries {
+	out := make([]sim.QueueSeries, len(s))
+	for i, q := range s {
+		out[i] = sim.QueueSeries{Port: simName(q.Switch) + "->" + simName(q.Peer), Times: q.Times, Bytes: q.Bytes}
+	}
+	return out
+}
