@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"smartt/config"
+	"smartt/test/nsenter"
 )
 
 // StateDir holds one file per testbed (its spec), so status and down find what up built.
@@ -140,7 +141,7 @@ func mac(link int, bEnd bool) net.HardwareAddr {
 func (t *Testbed) build() error {
 	p := t.Plan
 	for _, n := range p.Nodes {
-		h, err := newNamedNs(NsName(t.Name, n.Name))
+		h, err := nsenter.New(NsName(t.Name, n.Name))
 		if err != nil {
 			return err
 		}

@@ -6,11 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 
 	"github.com/vishvananda/netns"
+
+	"smartt/test/nsenter"
 )
 
 // NsDir is where named network namespaces are bind-mounted (the same place `ip netns` uses).
@@ -73,41 +74,6 @@ func Remove(testbed string) error {
 	return errors.Join(errs...)
 }
 
-// newNamedNs creates a named namespace without leaving any thread of ours inside it: it
-// runs on a fresh locked goroutine, which, if it cannot return to the original namespace,
-// exits still locked so the runtime discards its thread.
-func newNamedNs(name string) (netns.NsHandle, error) {
-	type result struct {
-		h   netns.NsHandle
-		err error
-	}
-	c := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			c <- result{-1, err}
-			return
-		}
-		defer orig.Close()
-		h, err := netns.NewNamed(name)
-		if err != nil {
-			netns.Set(orig)
-			c <- result{-1, fmt.Errorf("create namespace %s: %w", name, err)}
-			return
-		}
-		if err := netns.Set(orig); err != nil {
-			h.Close()
-			c <- result{-1, fmt.Errorf("return from namespace %s: %w", name, err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		c <- result{h, nil}
-	}()
-	r := <-c
-	return r.h, r.err
-}
-
 // Do runs fn on a thread inside the named namespace. Sockets fn opens stay in that
 // namespace after Do returns, so fn is where a test opens its host's sockets.
 func Do(nsName string, fn func() error) error {
@@ -120,32 +86,7 @@ func Do(nsName string, fn func() error) error {
 }
 
 // DoHandle is Do with an open namespace handle.
-func DoHandle(h netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// A fresh goroutine keeps the caller's thread clean; if we cannot return to the
-		// original namespace, the goroutine exits locked and the runtime kills the thread.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("enter namespace: %w", err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("leave namespace: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func DoHandle(h netns.NsHandle, fn func() error) error { return nsenter.Do(h, fn) }
 
 // writeSysctls sets sysctls (keys like "net/ipv4/ip_forward") inside a namespace.
 func writeSysctls(h netns.NsHandle, kv [][2]string) error {

@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"smartt/test/nsenter"
 )
 
 // DefaultMTU is the MTU of veth links unless LinkOpts says otherwise.
@@ -42,7 +43,7 @@ type NS struct {
 func New(t testing.TB, name string) *NS {
 	t.Helper()
 	full := fmt.Sprintf("%s-%d-%s", prefix, seq.Add(1), name)
-	h, err := newNamed(full)
+	h, err := nsenter.New(full)
 	if err != nil {
 		t.Fatalf("nstest: create namespace %s: %v", full, err)
 	}
@@ -69,23 +70,6 @@ func New(t testing.TB, name string) *NS {
 	return ns
 }
 
-// newNamed creates the namespace on a thread of its own, so no goroutine ever runs on a
-// thread left in the wrong namespace (the thread exits with its locked goroutine).
-func newNamed(name string) (netns.NsHandle, error) {
-	type res struct {
-		h   netns.NsHandle
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		h, err := netns.NewNamed(name)
-		ch <- res{h, err}
-	}()
-	r := <-ch
-	return r.h, r.err
-}
-
 func (ns *NS) remove(t testing.TB) {
 	if ns.nl != nil {
 		ns.nl.Close()
@@ -99,16 +83,7 @@ func (ns *NS) remove(t testing.TB) {
 // Do runs f on an OS thread inside the namespace. Sockets f creates belong to the
 // namespace and may be used from any goroutine afterwards.
 func (ns *NS) Do(f func() error) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		if err := netns.Set(ns.h); err != nil {
-			ch <- fmt.Errorf("nstest: enter %s: %w", ns.Name, err)
-			return
-		}
-		ch <- f()
-	}()
-	return <-ch
+	return nsenter.Do(ns.h, f)
 }
 
 // Open runs open on a thread inside ns, so the sockets it makes belong to ns, fails the
