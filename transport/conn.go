@@ -83,7 +83,9 @@ type conn struct {
 	dead       bool
 	dl         int64 // cached next deadline (math.MaxInt64: none)
 	hidx       int32 // index in the endpoint's timer heap (-1: not in it)
-	ctrlEV     uint16
+	// ctrlEV is the EV of the next probe, CLOSE or CLOSE_ACK; it advances with each, so a
+	// retry takes another path. ACKs and NACKs take the EV of the packet they answer.
+	ctrlEV uint16
 
 	cc    cc.Controller
 	lb    reps.Balancer
@@ -308,9 +310,11 @@ func (e *Endpoint) transmit(now int64, c *conn, buf []byte) (Transmit, bool) {
 	return e.transmitData(now, c, buf)
 }
 
-func (e *Endpoint) header(c *conn, t wire.Type) *wire.Packet {
+// header starts a control packet of c with entropy value ev (an EV echoed from the peer
+// is folded into our own EV space: the peer may be configured with more).
+func (e *Endpoint) header(c *conn, t wire.Type, ev uint16) *wire.Packet {
 	p := &e.pkt
-	p.Type, p.Flags, p.EV, p.ReplyPort = t, 0, c.ctrlEV, e.cfg.ListenPort
+	p.Type, p.Flags, p.EV, p.ReplyPort = t, 0, uint16(int(ev)%e.cfg.EVS), e.cfg.ListenPort
 	p.DstConn, p.SrcConn = c.peerID, c.id
 	p.Payload = nil
 	return p
@@ -327,7 +331,7 @@ func (e *Endpoint) control(c *conn, p *wire.Packet, buf []byte) (Transmit, bool)
 func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bool) {
 	if c.nacks.len() > 0 && c.peerID != 0 {
 		nk := c.nacks.pop()
-		p := e.header(c, wire.TypeNack)
+		p := e.header(c, wire.TypeNack, nk.ev) // back on the trimmed packet's EV
 		if nk.ce {
 			p.Flags |= wire.FlagCE
 		}
@@ -340,7 +344,7 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 		return e.buildAck(now, c, buf)
 	}
 	if c.probeAt > 0 && c.probeAt <= now && c.peerID != 0 {
-		p := e.header(c, wire.TypeProbe)
+		p := e.header(c, wire.TypeProbe, c.nextCtrlEV(&e.cfg))
 		p.Probe = now
 		c.probeAt = now + c.rto(&e.cfg)
 		c.lastProbeTx = now
@@ -349,7 +353,7 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 	}
 	if c.peerClosed && !c.outstanding() {
 		// Our side is drained: confirm the peer's CLOSE and go.
-		p := e.header(c, wire.TypeCloseAck)
+		p := e.header(c, wire.TypeCloseAck, c.nextCtrlEV(&e.cfg))
 		t, ok := e.control(c, p, buf)
 		e.remove(now, c, nil)
 		return t, ok
@@ -359,13 +363,20 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 			e.remove(now, c, nil) // nothing ever reached the peer
 			return Transmit{}, false
 		}
-		p := e.header(c, wire.TypeClose)
+		p := e.header(c, wire.TypeClose, c.nextCtrlEV(&e.cfg))
 		p.Reason = 0
 		c.closeSentAt = now
 		c.closeTries++
 		return e.control(c, p, buf)
 	}
 	return Transmit{}, false
+}
+
+// nextCtrlEV returns the EV for a probe, CLOSE or CLOSE_ACK and advances it.
+func (c *conn) nextCtrlEV(cfg *Config) uint16 {
+	ev := c.ctrlEV
+	c.ctrlEV = uint16((int(ev) + 1) % cfg.EVS)
+	return ev
 }
 
 func holdTime(now, rx int64) uint32 {
@@ -379,15 +390,18 @@ func holdTime(now, rx int64) uint32 {
 	return uint32(h)
 }
 
+// buildAck writes c's next ACK. It leaves on the EV of the packet that triggered it (the
+// one it echoes), so ACKs spread over the reverse paths as the sender's balancer spreads
+// data, and an EV comes back to the sender only if its packet's round trip works.
 func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
-	p := e.header(c, wire.TypeAck)
-	a := &p.Ack
-	words := e.cfg.Ack.SackWords
 	tr := &c.trig
 	if c.probeEcho > 0 && !c.coal.Pending() {
 		// Answering a probe: echo its timestamp.
 		*tr = trigger{psn: c.tracker.Cum() - 1, ev: c.probeEV, txTime: c.probeEcho, rxTime: now}
 	}
+	p := e.header(c, wire.TypeAck, tr.ev)
+	a := &p.Ack
+	words := e.cfg.Ack.SackWords
 	a.CumPSN = c.tracker.Cum()
 	a.SackBase = c.tracker.SackBase(tr.psn, words)
 	a.SackWords = uint8(words)
