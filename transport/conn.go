@@ -182,11 +182,14 @@ func (c *conn) updateRTT(rtt int64) {
 	c.srtt += (rtt - c.srtt) / 8
 }
 
-// rto is the current retransmission timeout.
+// rto is the current retransmission timeout: srtt + max(MinRTO, 4 rttvar). MinRTO floors
+// the variation term, not the sum (as Linux does): on a path whose RTT hardly varies
+// rttvar decays toward zero, and max(MinRTO, srtt + 4 rttvar) then sat just above srtt,
+// so an ACK delayed by less than MinRTO timed its packet out.
 func (c *conn) rto(cfg *Config) int64 {
 	r := int64(cfg.InitialRTO)
 	if c.srtt > 0 {
-		r = max(int64(cfg.MinRTO), c.srtt+4*c.rttvar)
+		r = c.srtt + max(int64(cfg.MinRTO), 4*c.rttvar)
 	}
 	r <<= c.backoff
 	if r > int64(cfg.MaxRTO) || r <= 0 {
