@@ -8,13 +8,13 @@ import (
 	"smartt/transport/wire"
 )
 
-// TestControlEVs: every ACK leaves on the EV of the data packet it answers and a NACK on
-// the EV of the trimmed packet, so a sender spraying EVs gets its acknowledgements back
-// over as many paths (a connection's ACKs used to share one EV, and so one path: a failed
-// link on it cut the connection off from every ACK). CLOSE retries each take a new EV.
+// TestControlEVs: a connection's control packets (ACKs, NACKs, CLOSE retries) each take
+// the next EV of a per-connection rotation, so they spread over the reverse paths even
+// when the data keeps one EV (ECMP). They used to share one EV, and so one path: a failed
+// link on it cut the connection off from every ACK until routing converged.
 func TestControlEVs(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.LB = "ops" // a random EV per packet
+	cfg.LB = "ecmp" // one EV for all data
 	cfg.TrimDSCP = 46
 	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
@@ -32,8 +32,16 @@ func TestControlEVs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pkt wire.Packet
-	evs := map[uint16]bool{}
+	evs, ctrlEVs := map[uint16]bool{}, map[uint16]bool{}
 	acks, nacks := 0, 0
+	last := -1
+	next := func(ev uint16) {
+		if last >= 0 && int(ev) != (last+1)%cfg.EVS {
+			t.Fatalf("control packet on EV %d after one on EV %d; want the next EV", ev, last)
+		}
+		last = int(ev)
+		ctrlEVs[ev] = true
+	}
 	for i := 0; ; i++ {
 		tx, ok := a.PollTransmit(now, buf)
 		if !ok {
@@ -56,18 +64,16 @@ func TestControlEVs(t *testing.T) {
 			if err := pkt.Decode(rbuf[:rt.N]); err != nil {
 				t.Fatal(err)
 			}
+			if pkt.EV != rt.EV {
+				t.Fatalf("%v: header EV %d, transmit EV %d", rt.Type, pkt.EV, rt.EV)
+			}
 			switch rt.Type {
 			case wire.TypeAck:
 				acks++
-				if rt.EV != tx.EV || pkt.EV != tx.EV {
-					t.Fatalf("ACK of a packet on EV %d left on EV %d (header %d)", tx.EV, rt.EV, pkt.EV)
-				}
 			case wire.TypeNack:
 				nacks++
-				if rt.EV != tx.EV || pkt.EV != tx.EV {
-					t.Fatalf("NACK of a packet trimmed on EV %d left on EV %d (header %d)", tx.EV, rt.EV, pkt.EV)
-				}
 			}
+			next(rt.EV)
 			a.HandlePacket(now, rbuf[:rt.N], RxMeta{From: p.bAddr, RxTime: now})
 		}
 		now += 1000
@@ -75,8 +81,9 @@ func TestControlEVs(t *testing.T) {
 	if sent := a.Stats().MsgsSent; sent != 1 {
 		t.Fatalf("%d messages sent, want 1", sent)
 	}
-	if acks < 20 || nacks < 5 || len(evs) < 10 {
-		t.Fatalf("%d ACKs and %d NACKs over %d data EVs; want at least 20, 5 and 10", acks, nacks, len(evs))
+	if acks < 20 || nacks < 5 || len(evs) != 1 || len(ctrlEVs) != acks+nacks {
+		t.Fatalf("%d ACKs and %d NACKs on %d EVs, data on %d; want at least 20 and 5, each on its own EV, data on one",
+			acks, nacks, len(ctrlEVs), len(evs))
 	}
 
 	// CLOSE is resent every RTO until answered: each try on another EV.

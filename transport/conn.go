@@ -83,8 +83,9 @@ type conn struct {
 	dead       bool
 	dl         int64 // cached next deadline (math.MaxInt64: none)
 	hidx       int32 // index in the endpoint's timer heap (-1: not in it)
-	// ctrlEV is the EV of the next probe, CLOSE or CLOSE_ACK; it advances with each, so a
-	// retry takes another path. ACKs and NACKs take the EV of the packet they answer.
+	// ctrlEV is the EV of the connection's next control packet (ACK, NACK, probe, CLOSE,
+	// CLOSE_ACK); it advances by one with each, from a random start, so control traffic
+	// spreads over the reverse paths whatever the balancer does with data.
 	ctrlEV uint16
 
 	cc    cc.Controller
@@ -313,11 +314,10 @@ func (e *Endpoint) transmit(now int64, c *conn, buf []byte) (Transmit, bool) {
 	return e.transmitData(now, c, buf)
 }
 
-// header starts a control packet of c with entropy value ev (an EV echoed from the peer
-// is folded into our own EV space: the peer may be configured with more).
+// header starts a control packet of c with entropy value ev.
 func (e *Endpoint) header(c *conn, t wire.Type, ev uint16) *wire.Packet {
 	p := &e.pkt
-	p.Type, p.Flags, p.EV, p.ReplyPort = t, 0, uint16(int(ev)%e.cfg.EVS), e.cfg.ListenPort
+	p.Type, p.Flags, p.EV, p.ReplyPort = t, 0, ev, e.cfg.ListenPort
 	p.DstConn, p.SrcConn = c.peerID, c.id
 	p.Payload = nil
 	return p
@@ -334,7 +334,7 @@ func (e *Endpoint) control(c *conn, p *wire.Packet, buf []byte) (Transmit, bool)
 func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bool) {
 	if c.nacks.len() > 0 && c.peerID != 0 {
 		nk := c.nacks.pop()
-		p := e.header(c, wire.TypeNack, nk.ev) // back on the trimmed packet's EV
+		p := e.header(c, wire.TypeNack, c.nextCtrlEV(&e.cfg))
 		if nk.ce {
 			p.Flags |= wire.FlagCE
 		}
@@ -375,7 +375,7 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 	return Transmit{}, false
 }
 
-// nextCtrlEV returns the EV for a probe, CLOSE or CLOSE_ACK and advances it.
+// nextCtrlEV returns the EV of c's next control packet and advances the rotation.
 func (c *conn) nextCtrlEV(cfg *Config) uint16 {
 	ev := c.ctrlEV
 	c.ctrlEV = uint16((int(ev) + 1) % cfg.EVS)
@@ -393,18 +393,18 @@ func holdTime(now, rx int64) uint32 {
 	return uint32(h)
 }
 
-// buildAck writes c's next ACK. It leaves on the EV of the packet that triggered it (the
-// one it echoes), so ACKs spread over the reverse paths as the sender's balancer spreads
-// data, and an EV comes back to the sender only if its packet's round trip works.
+// buildAck writes c's next ACK, on the next EV of c's control rotation: a connection's
+// ACKs take every reverse path in turn, so a failed link costs only the ACKs hashed onto
+// it (the next one carries the same cumulative and SACK state).
 func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
+	p := e.header(c, wire.TypeAck, c.nextCtrlEV(&e.cfg))
+	a := &p.Ack
+	words := e.cfg.Ack.SackWords
 	tr := &c.trig
 	if c.probeEcho > 0 && !c.coal.Pending() {
 		// Answering a probe: echo its timestamp.
 		*tr = trigger{psn: c.tracker.Cum() - 1, ev: c.probeEV, txTime: c.probeEcho, rxTime: now}
 	}
-	p := e.header(c, wire.TypeAck, tr.ev)
-	a := &p.Ack
-	words := e.cfg.Ack.SackWords
 	a.CumPSN = c.tracker.Cum()
 	a.SackBase = c.tracker.SackBase(tr.psn, words)
 	a.SackWords = uint8(words)
