@@ -86,7 +86,7 @@ workload: {kind: incast, size: 2MiB, senders: 4, receiver: 4}
 // failover runs 8 hosts on 2 leaves × 4 spines (200 Mbit/s links), every host sending
 // 4 MiB to the host at the same place on the other leaf, and fails leaf0–spine1 30 ms in;
 // routing does not converge during the run (an hour later), so every connection must get
-// around the dead link by itself, ACKs included (they leave on their data packet's EV).
+// around the dead link by itself, ACKs included (they rotate over the EVs).
 func failover(t *testing.T, lb string) *bedrun.Report {
 	sc := scenario(t, `
 name: failover-`+lb+`
