@@ -83,7 +83,10 @@ type conn struct {
 	dead       bool
 	dl         int64 // cached next deadline (math.MaxInt64: none)
 	hidx       int32 // index in the endpoint's timer heap (-1: not in it)
-	ctrlEV     uint16
+	// ctrlEV is the EV of the connection's next control packet (ACK, NACK, probe, CLOSE,
+	// CLOSE_ACK); it advances by one with each, from a random start, so control traffic
+	// spreads over the reverse paths whatever the balancer does with data.
+	ctrlEV uint16
 
 	cc    cc.Controller
 	lb    reps.Balancer
@@ -180,11 +183,14 @@ func (c *conn) updateRTT(rtt int64) {
 	c.srtt += (rtt - c.srtt) / 8
 }
 
-// rto is the current retransmission timeout.
+// rto is the current retransmission timeout: srtt + max(MinRTO, 4 rttvar). MinRTO floors
+// the variation term, not the sum (as Linux does): on a path whose RTT hardly varies
+// rttvar decays toward zero, and max(MinRTO, srtt + 4 rttvar) then sat just above srtt,
+// so an ACK delayed by less than MinRTO timed its packet out.
 func (c *conn) rto(cfg *Config) int64 {
 	r := int64(cfg.InitialRTO)
 	if c.srtt > 0 {
-		r = max(int64(cfg.MinRTO), c.srtt+4*c.rttvar)
+		r = c.srtt + max(int64(cfg.MinRTO), 4*c.rttvar)
 	}
 	r <<= c.backoff
 	if r > int64(cfg.MaxRTO) || r <= 0 {
@@ -308,9 +314,10 @@ func (e *Endpoint) transmit(now int64, c *conn, buf []byte) (Transmit, bool) {
 	return e.transmitData(now, c, buf)
 }
 
-func (e *Endpoint) header(c *conn, t wire.Type) *wire.Packet {
+// header starts a control packet of c with entropy value ev.
+func (e *Endpoint) header(c *conn, t wire.Type, ev uint16) *wire.Packet {
 	p := &e.pkt
-	p.Type, p.Flags, p.EV, p.ReplyPort = t, 0, c.ctrlEV, e.cfg.ListenPort
+	p.Type, p.Flags, p.EV, p.ReplyPort = t, 0, ev, e.cfg.ListenPort
 	p.DstConn, p.SrcConn = c.peerID, c.id
 	p.Payload = nil
 	return p
@@ -327,7 +334,7 @@ func (e *Endpoint) control(c *conn, p *wire.Packet, buf []byte) (Transmit, bool)
 func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bool) {
 	if c.nacks.len() > 0 && c.peerID != 0 {
 		nk := c.nacks.pop()
-		p := e.header(c, wire.TypeNack)
+		p := e.header(c, wire.TypeNack, c.nextCtrlEV(&e.cfg))
 		if nk.ce {
 			p.Flags |= wire.FlagCE
 		}
@@ -340,7 +347,7 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 		return e.buildAck(now, c, buf)
 	}
 	if c.probeAt > 0 && c.probeAt <= now && c.peerID != 0 {
-		p := e.header(c, wire.TypeProbe)
+		p := e.header(c, wire.TypeProbe, c.nextCtrlEV(&e.cfg))
 		p.Probe = now
 		c.probeAt = now + c.rto(&e.cfg)
 		c.lastProbeTx = now
@@ -349,7 +356,7 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 	}
 	if c.peerClosed && !c.outstanding() {
 		// Our side is drained: confirm the peer's CLOSE and go.
-		p := e.header(c, wire.TypeCloseAck)
+		p := e.header(c, wire.TypeCloseAck, c.nextCtrlEV(&e.cfg))
 		t, ok := e.control(c, p, buf)
 		e.remove(now, c, nil)
 		return t, ok
@@ -359,13 +366,20 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 			e.remove(now, c, nil) // nothing ever reached the peer
 			return Transmit{}, false
 		}
-		p := e.header(c, wire.TypeClose)
+		p := e.header(c, wire.TypeClose, c.nextCtrlEV(&e.cfg))
 		p.Reason = 0
 		c.closeSentAt = now
 		c.closeTries++
 		return e.control(c, p, buf)
 	}
 	return Transmit{}, false
+}
+
+// nextCtrlEV returns the EV of c's next control packet and advances the rotation.
+func (c *conn) nextCtrlEV(cfg *Config) uint16 {
+	ev := c.ctrlEV
+	c.ctrlEV = uint16((int(ev) + 1) % cfg.EVS)
+	return ev
 }
 
 func holdTime(now, rx int64) uint32 {
@@ -379,8 +393,11 @@ func holdTime(now, rx int64) uint32 {
 	return uint32(h)
 }
 
+// buildAck writes c's next ACK, on the next EV of c's control rotation: a connection's
+// ACKs take every reverse path in turn, so a failed link costs only the ACKs hashed onto
+// it (the next one carries the same cumulative and SACK state).
 func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
-	p := e.header(c, wire.TypeAck)
+	p := e.header(c, wire.TypeAck, c.nextCtrlEV(&e.cfg))
 	a := &p.Ack
 	words := e.cfg.Ack.SackWords
 	tr := &c.trig

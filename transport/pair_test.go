@@ -15,7 +15,8 @@ type pair struct {
 	bAddr      netip.AddrPort
 	now, delay int64
 	buf        []byte
-	drop       func(from *Endpoint, b []byte) bool // optional: drop this datagram
+	drop       func(from *Endpoint, b []byte) bool  // optional: drop this datagram
+	extra      func(from *Endpoint, b []byte) int64 // optional: delay this datagram more
 	inflight   []flight
 }
 
@@ -60,7 +61,11 @@ func (p *pair) step() bool {
 				continue
 			}
 			to, from := p.other(e)
-			p.inflight = append(p.inflight, flight{p.now + p.delay, to, from, append([]byte(nil), p.buf[:t.N]...)})
+			at := p.now + p.delay
+			if p.extra != nil {
+				at += p.extra(e, p.buf[:t.N])
+			}
+			p.inflight = append(p.inflight, flight{at, to, from, append([]byte(nil), p.buf[:t.N]...)})
 		}
 	}
 	next := int64(-1)

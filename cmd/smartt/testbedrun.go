@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -106,11 +107,14 @@ func testbedRun(args []string, out io.Writer) error {
 
 // writePorts writes every switch port's counters, one line per port.
 func writePorts(w io.Writer, rep *bedrun.Report, sep string) {
-	fmt.Fprintf(w, "switch%sport%slink%srx_frames%srx_dropped%stx_frames%sdata_in%smarks%strims%sdrops%stx_errors%slost%smax_queue_bytes\n",
-		sep, sep, sep, sep, sep, sep, sep, sep, sep, sep, sep, sep)
+	fmt.Fprintln(w, strings.Join([]string{"switch", "port", "link", "rx_frames", "rx_dropped", "rx_truncated",
+		"tx_frames", "data_in", "marks", "trims", "drops", "tx_errors", "lost", "max_queue_bytes"}, sep))
 	for _, p := range rep.Ports {
-		fmt.Fprintf(w, "%s%s%s%s%s%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d%s%d\n", p.Switch, sep, p.If, sep, p.Link, sep,
-			p.RxFrames, sep, p.RxDropped, sep, p.TxFrames, sep, p.DataIn, sep, p.Model.Marks, sep, p.Model.Trims, sep,
-			p.Model.Drops, sep, p.TxErrors, sep, p.Lost, sep, p.Model.MaxDataBytes)
+		fields := []string{p.Switch, p.If, p.Link}
+		for _, n := range []uint64{p.RxFrames, p.RxDropped, p.Truncated, p.TxFrames, p.DataIn, p.Model.Marks,
+			p.Model.Trims, p.Model.Drops, p.TxErrors, p.Lost, uint64(p.Model.MaxDataBytes)} {
+			fields = append(fields, strconv.FormatUint(n, 10))
+		}
+		fmt.Fprintln(w, strings.Join(fields, sep))
 	}
 }

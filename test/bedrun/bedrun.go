@@ -372,7 +372,7 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 	}
 	for _, p := range rep.Ports {
 		res.FlakyDrops += p.Lost
-		res.Drops += p.Model.Drops
+		res.Drops += p.Model.Drops + p.Truncated // frames too long for the switch are lost too
 		res.Trims += p.Model.Trims
 		res.Marks += p.Model.Marks
 		res.MaxQueue = max(res.MaxQueue, p.Model.MaxDataBytes)

@@ -85,7 +85,8 @@ workload: {kind: incast, size: 2MiB, senders: 4, receiver: 4}
 
 // failover runs 8 hosts on 2 leaves × 4 spines (200 Mbit/s links), every host sending
 // 4 MiB to the host at the same place on the other leaf, and fails leaf0–spine1 30 ms in;
-// routing converges 400 ms later.
+// routing does not converge during the run (an hour later), so every connection must get
+// around the dead link by itself, ACKs included (they rotate over the EVs).
 func failover(t *testing.T, lb string) *bedrun.Report {
 	sc := scenario(t, `
 name: failover-`+lb+`
@@ -94,7 +95,7 @@ topology: {kind: leafspine, hosts: 8, leaves: 2, spines: 4, link_rate: 200Mbit, 
 transport: {cc: smartt, lb: `+lb+`, base_rtt: 3ms, reorder_threshold: 4}
 workload: {kind: tornado, size: 4MiB}
 failures: [{kind: down, a: tor0, b: spine1, at: 30ms}]
-routing_convergence: 400ms
+routing_convergence: 1h
 `)
 	rep, err := bedrun.Execute(sc, bedrun.Options{Name: name(t), Timeout: 40 * time.Second})
 	if err != nil {

@@ -202,6 +202,17 @@ func (t *Testbed) build() error {
 					return fmt.Errorf("link %s: address %s: %w", l.Name, addr, err)
 				}
 			}
+			if !p.Nodes[node].Switch && !p.Nodes[node].Router {
+				// A host's NIC puts wire-size frames on the link: a UDP GSO send (the
+				// daemon's EV sockets batch same-EV packets that way) would otherwise
+				// cross the veth as one super-frame of up to 64 KiB, which the userspace
+				// switch cannot take (it dropped them as truncated) and a port model would
+				// see as one packet. One segment per skb makes the kernel segment in
+				// software before the veth, as a NIC with segmentation offload would.
+				if err := t.nl[node].LinkSetGSOMaxSegs(lk, 1); err != nil {
+					return fmt.Errorf("link %s: gso_max_segs: %w", l.Name, err)
+				}
+			}
 			if err := t.nl[node].LinkSetUp(lk); err != nil {
 				return fmt.Errorf("link %s: up: %w", l.Name, err)
 			}

@@ -1,0 +1,115 @@
+package transport
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"smartt/transport/wire"
+)
+
+// TestControlEVs: a connection's control packets (ACKs, NACKs, CLOSE retries) each take
+// the next EV of a per-connection rotation, so they spread over the reverse paths even
+// when the data keeps one EV (ECMP). They used to share one EV, and so one path: a failed
+// link on it cut the connection off from every ACK until routing converged.
+func TestControlEVs(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.LB = "ecmp" // one EV for all data
+	cfg.TrimDSCP = 46
+	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPair(t, cfg, 0)
+	buf, rbuf := make([]byte, 70000), make([]byte, 70000)
+	now := int64(1000)
+	id, _ := a.Dial(now, p.bAddr)
+	if _, err := a.Send(now, id, bytes.Repeat([]byte{1}, 40*cfg.MTU)); err != nil {
+		t.Fatal(err)
+	}
+	var pkt wire.Packet
+	evs, ctrlEVs := map[uint16]bool{}, map[uint16]bool{}
+	acks, nacks := 0, 0
+	last := -1
+	next := func(ev uint16) {
+		if last >= 0 && int(ev) != (last+1)%cfg.EVS {
+			t.Fatalf("control packet on EV %d after one on EV %d; want the next EV", ev, last)
+		}
+		last = int(ev)
+		ctrlEVs[ev] = true
+	}
+	for i := 0; ; i++ {
+		tx, ok := a.PollTransmit(now, buf)
+		if !ok {
+			break
+		}
+		if tx.Type != wire.TypeData {
+			continue
+		}
+		evs[tx.EV] = true
+		meta := RxMeta{From: p.aAddr, RxTime: now}
+		if i%5 == 4 {
+			meta.DSCP = cfg.TrimDSCP // the fabric trimmed it
+		}
+		b.HandlePacket(now, buf[:tx.N], meta)
+		for {
+			rt, ok := b.PollTransmit(now, rbuf)
+			if !ok {
+				break
+			}
+			if err := pkt.Decode(rbuf[:rt.N]); err != nil {
+				t.Fatal(err)
+			}
+			if pkt.EV != rt.EV {
+				t.Fatalf("%v: header EV %d, transmit EV %d", rt.Type, pkt.EV, rt.EV)
+			}
+			switch rt.Type {
+			case wire.TypeAck:
+				acks++
+			case wire.TypeNack:
+				nacks++
+			}
+			next(rt.EV)
+			a.HandlePacket(now, rbuf[:rt.N], RxMeta{From: p.bAddr, RxTime: now})
+		}
+		now += 1000
+	}
+	if sent := a.Stats().MsgsSent; sent != 1 {
+		t.Fatalf("%d messages sent, want 1", sent)
+	}
+	if acks < 20 || nacks < 5 || len(evs) != 1 || len(ctrlEVs) != acks+nacks {
+		t.Fatalf("%d ACKs and %d NACKs on %d EVs, data on %d; want at least 20 and 5, each on its own EV, data on one",
+			acks, nacks, len(ctrlEVs), len(evs))
+	}
+
+	// CLOSE is resent every RTO until answered: each try on another EV.
+	if err := a.Close(now, id); err != nil {
+		t.Fatal(err)
+	}
+	closeEVs := map[uint16]bool{}
+	for try := 0; try < 3; try++ {
+		sent := false
+		for {
+			tx, ok := a.PollTransmit(now, buf)
+			if !ok {
+				break
+			}
+			if tx.Type == wire.TypeClose {
+				closeEVs[tx.EV], sent = true, true
+			}
+		}
+		if !sent {
+			t.Fatalf("try %d: no CLOSE sent", try)
+		}
+		d, _ := a.NextTimeout()
+		now = d
+		a.HandleTimeout(now)
+	}
+	if len(closeEVs) != 3 {
+		t.Fatalf("3 CLOSE tries went out on %d distinct EVs", len(closeEVs))
+	}
+}
