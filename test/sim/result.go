@@ -259,8 +259,12 @@ func (r *Result) Summary() string {
 		r.Drops, r.Trims, r.Marks, r.LinkDrops, r.FlakyDrops, r.MaxQueue)
 	fmt.Fprintf(&b, "hosts: retx sack %d, nack %d, timeout %d; ce echoed %d; dup data %d; reps freezing episodes %d\n",
 		r.RetxSack, r.RetxNack, r.RetxTimeout, r.CEEchoed, r.DupData, r.FreezeEpisodes)
-	fmt.Fprintf(&b, "run: %.2fM packet-hops, %.2fM events, %.2f s wall, %.2fM hops/s\n",
-		float64(r.Hops)/1e6, float64(r.Events)/1e6, r.WallSeconds, r.HopsPerSec/1e6)
+	if r.Events == 0 { // a testbed run: no simulated events to count
+		fmt.Fprintf(&b, "run: %.2f s wall\n", r.WallSeconds)
+	} else {
+		fmt.Fprintf(&b, "run: %.2fM packet-hops, %.2fM events, %.2f s wall, %.2fM hops/s\n",
+			float64(r.Hops)/1e6, float64(r.Events)/1e6, r.WallSeconds, r.HopsPerSec/1e6)
+	}
 	return b.String()
 }
 
