@@ -79,7 +79,7 @@ func (p *pkt) setCE()     { p.sf |= uint32(transport.CE) << sfECN }
 
 // pipe is one direction of a link: packets in flight on it, in departure order. All
 // take the same time to cross, so they arrive in that order, and the pipe needs only one
-// event (for its head) however many packets it holds. This keeps the event heap as
+// event (for its head) however many packets it holds. This keeps the event queue as
 // small as the number of busy links.
 type pipe struct {
 	ring []pipeEntry
