@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"time"
+	"unsafe"
 
 	"smartt/config"
 	"smartt/hwprofile"
@@ -83,9 +84,10 @@ func (p *pkt) setCE()     { p.sf |= uint32(transport.CE) << sfECN }
 // small as the number of busy links.
 type pipe struct {
 	ring []pipeEntry
-	head int
-	size int
+	head int32
+	size int32
 	to   int32 // node at the far end
+	lat  int32 // from the last bit out to the packet's arrival at the far end's queue, ns
 }
 
 type pipeEntry struct {
@@ -97,15 +99,15 @@ type pipeEntry struct {
 // the pipe was empty.
 func (s *Sim) send(pi int32, pk pkt, at int64) {
 	p := &s.pipes[pi]
-	if p.size == len(p.ring) {
+	if int(p.size) == len(p.ring) {
 		n := max(2*len(p.ring), 16)
 		nr := make([]pipeEntry, n)
-		for i := 0; i < p.size; i++ {
-			nr[i] = p.ring[(p.head+i)&(len(p.ring)-1)]
+		for i := 0; i < int(p.size); i++ {
+			nr[i] = p.ring[(int(p.head)+i)&(len(p.ring)-1)]
 		}
 		p.ring, p.head = nr, 0
 	}
-	p.ring[(p.head+p.size)&(len(p.ring)-1)] = pipeEntry{at, pk}
+	p.ring[(int(p.head)+int(p.size))&(len(p.ring)-1)] = pipeEntry{at, pk}
 	p.size++
 	if p.size == 1 {
 		s.schedule(at, evPipe, pi, 0)
@@ -116,7 +118,7 @@ func (s *Sim) send(pi int32, pk pkt, at int64) {
 func (s *Sim) pipeArrive(pi int32) {
 	p := &s.pipes[pi]
 	e := p.ring[p.head]
-	p.head = (p.head + 1) & (len(p.ring) - 1)
+	p.head = (p.head + 1) & int32(len(p.ring)-1)
 	p.size--
 	if p.size > 0 {
 		s.schedule(p.ring[p.head].at, evPipe, pi, 0)
@@ -137,11 +139,16 @@ func (s *Sim) pipeArrive(pi int32) {
 	}
 }
 
-// port is one switch output port with the link behind it.
+// port is one switch output port with the link behind it. The queue comes first and the
+// port is a whole number of cache lines, so the queue's hot fields start a line; the
+// flags every packet checks live in Sim.pflag (a few KiB that stay in cache).
 type port struct {
-	down        bool // link down: arriving packets are lost
-	wake        bool // an evWake is pending
-	flaky       bool
+	portFields
+	_ [(64 - unsafe.Sizeof(portFields{})%64) % 64]byte
+}
+
+// portFields are port's fields, before the padding.
+type portFields struct {
 	q           switchport.Port[pkt]
 	owner, peer int32 // nodes
 	baseRate    int64
@@ -154,6 +161,13 @@ type port struct {
 	sampleIdx   int32  // index into Sim.samples, -1: not sampled
 	lastCtrlOcc int
 }
+
+// Port flags (Sim.pflag).
+const (
+	pfDown  = 1 << iota // link down: arriving packets are lost
+	pfWake              // an evWake is pending
+	pfFlaky             // in a flaky episode
+)
 
 type host struct {
 	ep       *transport.Endpoint
@@ -184,6 +198,8 @@ type Sim struct {
 	tp  *topo
 	now int64
 	q   eventQueue
+	// pflag holds each port's flags (pfDown...).
+	pflag []uint8
 	// Datagram bytes of packets in flight, in two pools: data headers and whole
 	// control packets.
 	dataHdrs [][wire.DataHdrLen]byte
@@ -306,6 +322,10 @@ func New(sc *Scenario) (*Sim, error) {
 	s.pipes = make([]pipe, len(tp.ports)+2*tp.hosts)
 	for i := range tp.ports {
 		s.pipes[i].to = tp.ports[i].peer
+		s.pipes[i].lat = int32(tp.prop)
+		if int(tp.ports[i].peer) >= tp.hosts {
+			s.pipes[i].lat += int32(tp.swLat)
+		}
 	}
 	for h := range tp.hosts {
 		s.pipes[len(tp.ports)+h].to = tp.hostUp[h]
@@ -363,6 +383,7 @@ func (s *Sim) sizeQueues() error {
 	}
 	pc := switchport.Config{Rate: s.tp.rate, DataBytes: buf, ControlBytes: ctl, KminBytes: kmin, KmaxBytes: kmax,
 		Trim: *qc.trim(), TrimBytes: qc.TrimBytes}
+	s.pflag = make([]uint8, len(s.tp.ports))
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]
 		if err := p.q.Init(pc, s.sc.Seed^uint64(i)*0x9e3779b97f4a7c15); err != nil {
@@ -489,7 +510,7 @@ func (s *Sim) step() {
 		s.pipeArrive(e.id())
 	case evWake:
 		p := &s.tp.ports[e.id()]
-		p.wake = false
+		s.pflag[e.id()] &^= pfWake
 		p.q.Advance(s.now)
 		s.drainPort(e.id())
 	case evNIC:
@@ -633,7 +654,7 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 		}
 	}
 	pt := &s.tp.ports[out]
-	if pt.down {
+	if s.pflag[out]&pfDown != 0 {
 		pt.linkDrops++
 		s.freePkt(id)
 		return
@@ -665,6 +686,7 @@ func (sw *swtch) pickAllowed(h uint64, group int32) int32 {
 // drainPort forwards the packets port pid has started serialising and schedules its next wake.
 func (s *Sim) drainPort(pid int32) {
 	pt := &s.tp.ports[pid]
+	pf := &s.pflag[pid]
 	for {
 		d, ok := pt.q.Pop()
 		if !ok {
@@ -678,25 +700,23 @@ func (s *Sim) drainPort(pid int32) {
 			p.n = wire.DataHdrLen
 			s.slot(p.id)[1] |= byte(wire.FlagTrimmed) // deliver gives it the trim DSCP
 		}
-		if pt.down {
-			pt.linkDrops++
-			s.freePkt(p.id)
-			continue
+		if *pf&(pfDown|pfFlaky) != 0 {
+			if *pf&pfDown != 0 {
+				pt.linkDrops++
+				s.freePkt(p.id)
+				continue
+			}
+			if pt.inBurst(d.Start) {
+				pt.flakyDrops++
+				s.freePkt(p.id)
+				continue
+			}
 		}
-		if pt.flaky && pt.inBurst(d.Start) {
-			pt.flakyDrops++
-			s.freePkt(p.id)
-			continue
-		}
-		at := d.End + s.tp.prop
-		if int(pt.peer) >= len(s.hosts) {
-			at += s.tp.swLat
-		}
-		s.send(pid, *p, at)
+		s.send(pid, *p, d.End+int64(s.pipes[pid].lat))
 	}
-	if !pt.wake {
+	if *pf&pfWake == 0 {
 		if t, ok := pt.q.NextStart(); ok {
-			pt.wake = true
+			*pf |= pfWake
 			s.schedule(t, evWake, pid, 0)
 		}
 	}
