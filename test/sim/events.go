@@ -79,7 +79,18 @@ type eventQueue struct {
 	used  []uint64 // bit per bucket: not empty
 	nodes []wnode
 	free  int32 // free list of nodes (LIFO: the node reused is the one just freed)
+	// Lookahead for prefetching: a cursor about pfDist pops ahead (at node pfNode, whose
+	// key was pfKey, pfAhead pops ahead), and the events it stood on at its last moves
+	// (pfHist[pfN&7] the newest).
+	pfNode  int32
+	pfKey   uint64
+	pfAhead int
+	pfHist  [8]event
+	pfN     uint32
 }
+
+// pfDist is how far the lookahead cursor runs ahead of pop, in events.
+const pfDist = 9
 
 func (q *eventQueue) len() int { return q.n + len(q.far.h) }
 
@@ -140,7 +151,40 @@ func (q *eventQueue) init() {
 	}
 	q.used = make([]uint64, wheelLen/64)
 	q.free = -1
+	q.pfNode = -1
 }
+
+// lookahead moves the cursor on and records the event under it in pfHist: the event
+// recorded k calls ago is then about pfDist-k pops ahead. Only a hint: the cursor restarts
+// at the head when it has been overtaken, and stops at the end of its nanosecond.
+func (q *eventQueue) lookahead() {
+	q.pfN++
+	q.pfHist[q.pfN&7] = event{}
+	if q.n == 0 {
+		return
+	}
+	if q.pfAhead <= 0 || q.pfNode < 0 || q.nodes[q.pfNode].ev.key != q.pfKey {
+		q.pfNode = q.bk[q.cur&wheelMask].head
+		q.pfAhead = 0
+		if q.pfNode < 0 {
+			return
+		}
+	}
+	for step := 0; step < 2 && q.pfAhead < pfDist; step++ {
+		nx := q.nodes[q.pfNode].next
+		if nx < 0 {
+			break
+		}
+		q.pfNode = nx
+		q.pfAhead++
+	}
+	e := q.nodes[q.pfNode].ev
+	q.pfKey = e.key
+	q.pfHist[q.pfN&7] = e
+}
+
+// pfBack returns the event the cursor recorded k calls ago (k < 8; kind 0: none).
+func (q *eventQueue) pfBack(k uint32) event { return q.pfHist[(q.pfN-k)&7] }
 
 // advance moves cur to the first non-empty bucket; the wheel must not be empty.
 func (q *eventQueue) advance() {
@@ -193,6 +237,7 @@ func (q *eventQueue) pop() event {
 	nd.next = q.free
 	q.free = h
 	q.n--
+	q.pfAhead--
 	if b.head < 0 {
 		b.tail = -1
 		q.used[(q.cur&wheelMask)>>6] &^= 1 << (q.cur & 63)

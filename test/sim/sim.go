@@ -505,6 +505,10 @@ func (s *Sim) step() {
 	e := s.q.pop()
 	s.now = e.at()
 	s.events++
+	s.q.lookahead()
+	s.prefetchFor(s.q.pfBack(0), 0)
+	s.prefetchFor(s.q.pfBack(3), 1)
+	s.prefetchFor(s.q.pfBack(6), 2)
 	switch e.kind() {
 	case evPipe:
 		s.pipeArrive(e.id())
@@ -526,6 +530,55 @@ func (s *Sim) step() {
 	case evSample:
 		s.smp.tick(s)
 	}
+}
+
+// prefetchFor starts loading what event e, a few events ahead, will read: stage 0 the
+// records it reads first (a pipe, a port), stage 1 what they point to (the packet at the
+// pipe's head, the queue entry served next), stage 2 where that packet goes (the output
+// port, the delivered header). Handling an event takes longer than a cache miss, so
+// a few events ahead is enough.
+func (s *Sim) prefetchFor(e event, stage int) {
+	id := e.id()
+	switch e.kind() {
+	case evPipe:
+		p := &s.pipes[id]
+		switch stage {
+		case 0:
+			prefetch(uintptr(unsafe.Pointer(p)))
+		case 1:
+			if p.size > 0 {
+				prefetch(uintptr(unsafe.Pointer(&p.ring[p.head])))
+			}
+		case 2:
+			if p.size == 0 {
+				return
+			}
+			pk := &p.ring[p.head].p
+			if int(p.to) < len(s.hosts) {
+				if pk.data() {
+					prefetch(uintptr(unsafe.Pointer(&s.dataHdrs[pk.id])))
+				}
+				return
+			}
+			if out := s.route(pk, p.to); out >= 0 {
+				s.prefetchPort(out)
+			}
+		}
+	case evWake:
+		switch stage {
+		case 0:
+			s.prefetchPort(id)
+		case 1:
+			if a := s.tp.ports[id].q.NextEntry(); a != 0 {
+				prefetch(a)
+			}
+		}
+	}
+}
+
+// prefetchPort loads the lines of port pid's queue that every packet touches.
+func (s *Sim) prefetchPort(pid int32) {
+	prefetch3(uintptr(unsafe.Pointer(&s.tp.ports[pid])))
 }
 
 // service polls host i's engine while its NIC is free and re-arms its timer.
@@ -636,22 +689,11 @@ func (s *Sim) onTimer(i, gen int32) {
 func (s *Sim) switchArrive(pk pkt, node int32) {
 	p := &pk
 	id := p.id
-	sw := &s.tp.sws[node-int32(len(s.hosts))]
-	var out int32
-	if p.dst >= sw.lo && p.dst < sw.hi {
-		out = sw.down[(p.dst-sw.lo)/sw.span]
-	} else {
-		hsh := switchport.Hash4(sw.salt, hostIP(int(p.src())), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
-		if sw.allowed != nil {
-			out = sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
-			if out < 0 {
-				s.tp.ports[sw.up[0]].linkDrops++ // no route at all
-				s.freePkt(id)
-				return
-			}
-		} else {
-			out = sw.up[switchport.Pick(hsh, len(sw.up))]
-		}
+	out := s.route(p, node)
+	if out < 0 {
+		s.tp.ports[s.tp.sws[node-int32(len(s.hosts))].up[0]].linkDrops++ // no route at all
+		s.freePkt(id)
+		return
 	}
 	pt := &s.tp.ports[out]
 	if s.pflag[out]&pfDown != 0 {
@@ -663,6 +705,20 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 		s.freePkt(id)
 	}
 	s.drainPort(out)
+}
+
+// route returns the output port packet p takes at switch node (-1: no route): down
+// toward its destination when the switch covers it, else up by ECMP.
+func (s *Sim) route(p *pkt, node int32) int32 {
+	sw := &s.tp.sws[node-int32(len(s.hosts))]
+	if p.dst >= sw.lo && p.dst < sw.hi {
+		return sw.down[(p.dst-sw.lo)/sw.span]
+	}
+	hsh := switchport.Hash4(sw.salt, hostIP(int(p.src())), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
+	if sw.allowed != nil {
+		return sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
+	}
+	return sw.up[switchport.Pick(hsh, len(sw.up))]
 }
 
 func (sw *swtch) pickAllowed(h uint64, group int32) int32 {

@@ -30,7 +30,10 @@
 // the caller cuts trimmed packets and sets CE on marked ones.
 package switchport
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // DefaultTrimBytes is the wire size of a trimmed packet when Config.TrimBytes is 0.
 const DefaultTrimBytes = 64
@@ -340,6 +343,19 @@ func (p *Port[T]) mark() bool {
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	z ^= z >> 31
 	return z%uint64(p.kmax-p.kmin) < uint64(occ-int64(p.kmin))
+}
+
+// NextEntry returns the address of the queue entry served next (0: none is queued), for a
+// caller that sees the port's next service coming to prefetch.
+func (p *Port[T]) NextEntry() uintptr {
+	r := &p.ctrl
+	if r.size == 0 {
+		r = &p.data
+		if r.size == 0 {
+			return 0
+		}
+	}
+	return uintptr(unsafe.Pointer(&r.buf[r.head]))
 }
 
 // Pop returns the oldest served packet not yet collected.
