@@ -204,34 +204,37 @@ func (q *eventQueue) advance() {
 	}
 }
 
-// peekAt returns the time of the earliest event; the queue must not be empty.
-func (q *eventQueue) peekAt() int64 {
-	if q.n == 0 {
-		return q.far.h[0].at()
-	}
-	q.advance()
-	if len(q.far.h) > 0 && q.far.h[0].key < q.nodes[q.bk[q.cur&wheelMask].head].ev.key {
-		return q.far.h[0].at()
-	}
-	return q.cur
-}
-
 // pop removes and returns the earliest event; the queue must not be empty.
 func (q *eventQueue) pop() event {
+	e, _ := q.popUntil(maxAt)
+	return e
+}
+
+// popUntil removes and returns the earliest event if it is due at or before t (ok false:
+// it is later, and stays); the queue must not be empty.
+func (q *eventQueue) popUntil(t int64) (e event, ok bool) {
 	if q.n == 0 {
-		e := q.far.pop()
-		if t := e.at(); t > q.cur {
-			q.cur = t
+		if q.far.h[0].at() > t {
+			return event{}, false
 		}
-		return e
+		e := q.far.pop()
+		q.cur = max(q.cur, e.at())
+		return e, true
 	}
 	q.advance()
 	b := &q.bk[q.cur&wheelMask]
 	nd := &q.nodes[b.head]
 	if len(q.far.h) > 0 && q.far.h[0].key < nd.ev.key {
-		return q.far.pop() // before cur: pushed in the past, or a heap event now due
+		// Before cur (pushed in the past) or a heap event now due.
+		if q.far.h[0].at() > t {
+			return event{}, false
+		}
+		return q.far.pop(), true
 	}
-	e := nd.ev
+	if q.cur > t {
+		return event{}, false
+	}
+	e = nd.ev
 	h := b.head
 	b.head = nd.next
 	nd.next = q.free
@@ -242,7 +245,7 @@ func (q *eventQueue) pop() event {
 		b.tail = -1
 		q.used[(q.cur&wheelMask)>>6] &^= 1 << (q.cur & 63)
 	}
-	return e
+	return e, true
 }
 
 // heap4 is a 4-ary min-heap of events.

@@ -202,10 +202,8 @@ type Sim struct {
 	pflag []uint8
 	// Datagram bytes of packets in flight, in two pools: data headers and whole
 	// control packets.
-	dataHdrs [][wire.DataHdrLen]byte
-	ctlHdrs  [][hdrCap]byte
-	freeCtl  []int32
-	free     []int32
+	dataHdrs slotPool
+	ctlHdrs  slotPool
 	hosts    []host
 	flows    []flow
 	deps     []int32 // dependents of flows, by flow.depLo..depHi
@@ -431,37 +429,55 @@ const ctlSlot = 1 << 30
 // allocPkt returns a free slot for a data header or, with ctl, a whole control packet.
 func (s *Sim) allocPkt(ctl bool) int32 {
 	if ctl {
-		if n := len(s.freeCtl); n > 0 {
-			id := s.freeCtl[n-1]
-			s.freeCtl = s.freeCtl[:n-1]
-			return id
-		}
-		s.ctlHdrs = append(s.ctlHdrs, [hdrCap]byte{})
-		return int32(len(s.ctlHdrs)-1) | ctlSlot
+		return s.ctlHdrs.alloc(hdrCap) | ctlSlot
 	}
-	if n := len(s.free); n > 0 {
-		id := s.free[n-1]
-		s.free = s.free[:n-1]
-		return id
-	}
-	s.dataHdrs = append(s.dataHdrs, [wire.DataHdrLen]byte{})
-	return int32(len(s.dataHdrs) - 1)
+	return s.dataHdrs.alloc(wire.DataHdrLen)
 }
 
 func (s *Sim) freePkt(id int32) {
 	if id&ctlSlot != 0 {
-		s.freeCtl = append(s.freeCtl, id)
+		s.ctlHdrs.free = append(s.ctlHdrs.free, id&^ctlSlot)
 	} else {
-		s.free = append(s.free, id)
+		s.dataHdrs.free = append(s.dataHdrs.free, id)
 	}
 }
 
 // slot returns the stored bytes of packet slot id.
 func (s *Sim) slot(id int32) []byte {
 	if id&ctlSlot != 0 {
-		return s.ctlHdrs[id&^ctlSlot][:]
+		return s.ctlHdrs.get(id&^ctlSlot, hdrCap)
 	}
-	return s.dataHdrs[id][:]
+	return s.dataHdrs.get(id, wire.DataHdrLen)
+}
+
+// slotPool holds records of a fixed size in chunks, so that growing it never copies
+// (at 1,024 hosts the pools reach tens of MiB).
+type slotPool struct {
+	chunks [][]byte
+	n      int32   // records handed out
+	free   []int32 // LIFO: the record reused is the one just freed
+}
+
+const slotChunkBits = 10
+
+// alloc returns a free record of size bytes (the same size at every call).
+func (p *slotPool) alloc(size int) int32 {
+	if k := len(p.free); k > 0 {
+		id := p.free[k-1]
+		p.free = p.free[:k-1]
+		return id
+	}
+	if int(p.n>>slotChunkBits) == len(p.chunks) {
+		p.chunks = append(p.chunks, make([]byte, size<<slotChunkBits))
+	}
+	p.n++
+	return p.n - 1
+}
+
+// get returns record id, of size bytes.
+func (p *slotPool) get(id int32, size int) []byte {
+	o := int(id&(1<<slotChunkBits-1)) * size
+	return p.chunks[id>>slotChunkBits][o : o+size : o+size]
 }
 
 // Run processes events until the workload is complete, nothing is left to do, or the
@@ -475,10 +491,11 @@ func (s *Sim) Run() *Result {
 	s.lastProgress = s.wallStart
 	s.start()
 	for s.q.len() > 0 && s.flowsDone+s.flowsFailed < len(s.flows) {
-		if s.q.peekAt() > deadline {
+		e, ok := s.q.popUntil(deadline)
+		if !ok {
 			break
 		}
-		s.step()
+		s.step(e)
 		if s.progress != nil && s.events&0xfffff == 0 {
 			s.printProgress()
 		}
@@ -501,8 +518,7 @@ func (s *Sim) printProgress() {
 		float64(s.hops)/1e6, float64(s.hops)/wall/1e6)
 }
 
-func (s *Sim) step() {
-	e := s.q.pop()
+func (s *Sim) step(e event) {
 	s.now = e.at()
 	s.events++
 	s.q.lookahead()
@@ -556,7 +572,7 @@ func (s *Sim) prefetchFor(e event, stage int) {
 			pk := &p.ring[p.head].p
 			if int(p.to) < len(s.hosts) {
 				if pk.data() {
-					prefetch(uintptr(unsafe.Pointer(&s.dataHdrs[pk.id])))
+					prefetch(uintptr(unsafe.Pointer(&s.slot(pk.id)[0])))
 				}
 				return
 			}
