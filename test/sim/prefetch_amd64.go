@@ -5,7 +5,7 @@ package sim
 //go:noescape
 func prefetch(addr uintptr)
 
-// prefetch3 prefetches the three cache lines from addr on.
+// prefetchN prefetches the n (>= 1) cache lines from addr on.
 //
 //go:noescape
-func prefetch3(addr uintptr)
+func prefetchN(addr uintptr, n int)

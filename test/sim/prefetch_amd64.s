@@ -6,10 +6,13 @@ TEXT ·prefetch(SB), NOSPLIT|NOFRAME, $0-8
 	PREFETCHT0 (AX)
 	RET
 
-// func prefetch3(addr uintptr)
-TEXT ·prefetch3(SB), NOSPLIT|NOFRAME, $0-8
+// func prefetchN(addr uintptr, n int)
+TEXT ·prefetchN(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ addr+0(FP), AX
+	MOVQ n+8(FP), CX
+loop:
 	PREFETCHT0 (AX)
-	PREFETCHT0 64(AX)
-	PREFETCHT0 128(AX)
+	ADDQ $64, AX
+	DECQ CX
+	JGT loop
 	RET

@@ -5,5 +5,5 @@ package sim
 // prefetch is a no-op where no prefetch instruction is wired up.
 func prefetch(addr uintptr) {}
 
-// prefetch3 is a no-op where no prefetch instruction is wired up.
-func prefetch3(addr uintptr) {}
+// prefetchN is a no-op where no prefetch instruction is wired up.
+func prefetchN(addr uintptr, n int) {}

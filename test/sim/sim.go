@@ -429,7 +429,7 @@ const ctlSlot = 1 << 30
 // allocPkt returns a free slot for a data header or, with ctl, a whole control packet.
 func (s *Sim) allocPkt(ctl bool) int32 {
 	if ctl {
-		return s.ctlHdrs.alloc(hdrCap) | ctlSlot
+		return s.ctlHdrs.alloc(ctlStride) | ctlSlot
 	}
 	return s.dataHdrs.alloc(wire.DataHdrLen)
 }
@@ -445,10 +445,14 @@ func (s *Sim) freePkt(id int32) {
 // slot returns the stored bytes of packet slot id.
 func (s *Sim) slot(id int32) []byte {
 	if id&ctlSlot != 0 {
-		return s.ctlHdrs.get(id&^ctlSlot, hdrCap)
+		return s.ctlHdrs.get(id&^ctlSlot, ctlStride)[:hdrCap]
 	}
 	return s.dataHdrs.get(id, wire.DataHdrLen)
 }
+
+// ctlStride is the spacing of control packets in their pool: whole cache lines, so that
+// a packet touches as few as its length needs.
+const ctlStride = (hdrCap + 63) &^ 63
 
 // slotPool holds records of a fixed size in chunks, so that growing it never copies
 // (at 1,024 hosts the pools reach tens of MiB).
@@ -571,8 +575,11 @@ func (s *Sim) prefetchFor(e event, stage int) {
 			}
 			pk := &p.ring[p.head].p
 			if int(p.to) < len(s.hosts) {
+				a := uintptr(unsafe.Pointer(&s.slot(pk.id)[0]))
 				if pk.data() {
-					prefetch(uintptr(unsafe.Pointer(&s.slot(pk.id)[0])))
+					prefetch(a)
+				} else {
+					prefetchN(a, 3) // up to 192 bytes of an ACK
 				}
 				return
 			}
@@ -592,9 +599,9 @@ func (s *Sim) prefetchFor(e event, stage int) {
 	}
 }
 
-// prefetchPort loads the lines of port pid's queue that every packet touches.
+// prefetchPort loads the lines of port pid's queue that a packet touches.
 func (s *Sim) prefetchPort(pid int32) {
-	prefetch3(uintptr(unsafe.Pointer(&s.tp.ports[pid])))
+	prefetchN(uintptr(unsafe.Pointer(&s.tp.ports[pid])), 4)
 }
 
 // service polls host i's engine while its NIC is free and re-arms its timer.
