@@ -581,6 +581,7 @@ func (s *Sim) prefetchFor(e event, stage int) {
 				} else {
 					prefetchN(a, 3) // up to 192 bytes of an ACK
 				}
+				prefetchN(uintptr(unsafe.Pointer(&s.hosts[p.to])), 2)
 				return
 			}
 			if out := s.route(pk, p.to); out >= 0 {
@@ -595,13 +596,17 @@ func (s *Sim) prefetchFor(e event, stage int) {
 			if a := s.tp.ports[id].q.NextEntry(); a != 0 {
 				prefetch(a)
 			}
+			if p := &s.pipes[id]; len(p.ring) > 0 {
+				prefetch(uintptr(unsafe.Pointer(&p.ring[int(p.head+p.size)&(len(p.ring)-1)])))
+			}
 		}
 	}
 }
 
-// prefetchPort loads the lines of port pid's queue that a packet touches.
+// prefetchPort loads the lines of port pid's queue that a packet touches, and its pipe.
 func (s *Sim) prefetchPort(pid int32) {
 	prefetchN(uintptr(unsafe.Pointer(&s.tp.ports[pid])), 4)
+	prefetch(uintptr(unsafe.Pointer(&s.pipes[pid])))
 }
 
 // service polls host i's engine while its NIC is free and re-arms its timer.
