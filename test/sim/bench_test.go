@@ -87,7 +87,7 @@ func TestSteadyStateAllocations(t *testing.T) {
 
 // BenchmarkPermutation1024 is the scale run (the SMaRTT paper's 1,024-host 3-tier fat
 // tree, 800 Gbit/s, permutation of 2 MiB messages): run it explicitly with
-// -bench Permutation1024 -benchtime 1x; it takes about ten seconds.
+// -bench Permutation1024 -benchtime 1x; it takes a few seconds.
 func BenchmarkPermutation1024(b *testing.B) {
 	var hops uint64
 	for b.Loop() {

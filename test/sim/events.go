@@ -1,9 +1,17 @@
 package sim
 
-// The event core: a 4-ary min-heap of small, pointer-free events keyed by (time, sequence
-// number). The sequence number makes the order of simultaneous events the order they were
-// scheduled in, so a run is a pure function of its inputs and seed. Nothing is allocated
-// once the heap has reached its working size, and the garbage collector never scans it.
+import "math/bits"
+
+// The event core: a timing wheel of one-nanosecond buckets for the events of the next
+// few microseconds (nearly all of them: a hop is a link's latency ahead) and a 4-ary
+// min-heap for the rest (timers, flow starts), both holding small, pointer-free events
+// keyed by (time, sequence number). The sequence number makes the order of simultaneous
+// events the order they were scheduled in, so a run is a pure function of its inputs and
+// seed. A bucket holds the events of one nanosecond in key order (pushes append, so
+// that is push order but across a wrap of the sequence number), and pop takes the
+// smaller key of the wheel's first event and the heap's top: the order is exactly the
+// key order a single heap gives. Nothing is allocated once the pools have reached their
+// working size, and the garbage collector never scans them.
 
 // evKind says what an event does.
 type evKind uint8
@@ -44,13 +52,47 @@ func mkVal(k evKind, id, arg int32) uint64 {
 	return uint64(k)<<(2*idBits) | uint64(uint32(id)&idMask)<<idBits | uint64(uint32(arg)&idMask)
 }
 
-// eventQueue is the 4-ary heap.
-type eventQueue struct {
-	h   []event
-	seq uint64
+// wheelBits sets the wheel's span: 2^14 ns = 16 us, several full queues' drain time at
+// 800 Gbit/s; events further ahead go to the heap.
+const (
+	wheelBits = 14
+	wheelLen  = 1 << wheelBits
+	wheelMask = wheelLen - 1
+)
+
+// wnode is a wheel event in its bucket's list (a pool index; -1 ends the list).
+type wnode struct {
+	ev   event
+	next int32
 }
 
-func (q *eventQueue) len() int { return len(q.h) }
+// bucket is the list of events of one nanosecond.
+type bucket struct{ head, tail int32 }
+
+// eventQueue is the wheel plus the heap.
+type eventQueue struct {
+	far   heap4
+	seq   uint64
+	cur   int64 // no wheel event is before cur; the wheel covers [cur, cur+wheelLen)
+	n     int   // events in the wheel
+	bk    []bucket
+	used  []uint64 // bit per bucket: not empty
+	nodes []wnode
+	free  int32 // free list of nodes (LIFO: the node reused is the one just freed)
+	// Lookahead for prefetching: a cursor about pfDist pops ahead (at node pfNode, whose
+	// key was pfKey, pfAhead pops ahead), and the events it stood on at its last moves
+	// (pfHist[pfN&7] the newest).
+	pfNode  int32
+	pfKey   uint64
+	pfAhead int
+	pfHist  [8]event
+	pfN     uint32
+}
+
+// pfDist is how far the lookahead cursor runs ahead of pop, in events.
+const pfDist = 9
+
+func (q *eventQueue) len() int { return q.n + len(q.far.h) }
 
 // push schedules an action at time at (clamped to maxAt; equal times keep push order,
 // modulo 2^seqBits pushes).
@@ -60,6 +102,156 @@ func (q *eventQueue) push(at int64, val uint64) {
 	}
 	q.seq++
 	e := event{key: uint64(at)<<seqBits | q.seq&(1<<seqBits-1), val: val}
+	if uint64(at-q.cur) >= wheelLen { // before cur, or beyond the wheel
+		q.far.push(e)
+		return
+	}
+	if q.bk == nil {
+		q.init()
+	}
+	nd := q.free
+	if nd < 0 {
+		nd = int32(len(q.nodes))
+		q.nodes = append(q.nodes, wnode{})
+	} else {
+		q.free = q.nodes[nd].next
+	}
+	q.n++
+	b := &q.bk[at&wheelMask]
+	if b.head < 0 {
+		q.nodes[nd] = wnode{e, -1}
+		b.head, b.tail = nd, nd
+		q.used[(at&wheelMask)>>6] |= 1 << (at & 63)
+		return
+	}
+	if t := &q.nodes[b.tail]; t.ev.key <= e.key {
+		q.nodes[nd] = wnode{e, -1}
+		t.next = nd
+		b.tail = nd
+		return
+	}
+	// The sequence number wrapped since the bucket's last push: insert in key order.
+	if q.nodes[b.head].ev.key > e.key {
+		q.nodes[nd] = wnode{e, b.head}
+		b.head = nd
+		return
+	}
+	p := b.head
+	for q.nodes[p].next >= 0 && q.nodes[q.nodes[p].next].ev.key <= e.key {
+		p = q.nodes[p].next
+	}
+	q.nodes[nd] = wnode{e, q.nodes[p].next}
+	q.nodes[p].next = nd
+}
+
+func (q *eventQueue) init() {
+	q.bk = make([]bucket, wheelLen)
+	for i := range q.bk {
+		q.bk[i] = bucket{-1, -1}
+	}
+	q.used = make([]uint64, wheelLen/64)
+	q.free = -1
+	q.pfNode = -1
+}
+
+// lookahead moves the cursor on and records the event under it in pfHist: the event
+// recorded k calls ago is then about pfDist-k pops ahead. Only a hint: the cursor restarts
+// at the head when it has been overtaken, and stops at the end of its nanosecond.
+func (q *eventQueue) lookahead() {
+	q.pfN++
+	q.pfHist[q.pfN&7] = event{}
+	if q.n == 0 {
+		return
+	}
+	if q.pfAhead <= 0 || q.pfNode < 0 || q.nodes[q.pfNode].ev.key != q.pfKey {
+		q.pfNode = q.bk[q.cur&wheelMask].head
+		q.pfAhead = 0
+		if q.pfNode < 0 {
+			return
+		}
+	}
+	for step := 0; step < 2 && q.pfAhead < pfDist; step++ {
+		nx := q.nodes[q.pfNode].next
+		if nx < 0 {
+			break
+		}
+		q.pfNode = nx
+		q.pfAhead++
+	}
+	e := q.nodes[q.pfNode].ev
+	q.pfKey = e.key
+	q.pfHist[q.pfN&7] = e
+}
+
+// pfBack returns the event the cursor recorded k calls ago (k < 8; kind 0: none).
+func (q *eventQueue) pfBack(k uint32) event { return q.pfHist[(q.pfN-k)&7] }
+
+// advance moves cur to the first non-empty bucket; the wheel must not be empty.
+func (q *eventQueue) advance() {
+	i := int(q.cur & wheelMask)
+	w := i >> 6
+	if m := q.used[w] >> (i & 63); m != 0 {
+		q.cur += int64(bits.TrailingZeros64(m))
+		return
+	}
+	d := 64 - i&63
+	for k := 1; ; k++ {
+		if m := q.used[(w+k)&(wheelLen/64-1)]; m != 0 {
+			q.cur += int64(d + bits.TrailingZeros64(m))
+			return
+		}
+		d += 64
+	}
+}
+
+// pop removes and returns the earliest event; the queue must not be empty.
+func (q *eventQueue) pop() event {
+	e, _ := q.popUntil(maxAt)
+	return e
+}
+
+// popUntil removes and returns the earliest event if it is due at or before t (ok false:
+// it is later, and stays); the queue must not be empty.
+func (q *eventQueue) popUntil(t int64) (e event, ok bool) {
+	if q.n == 0 {
+		if q.far.h[0].at() > t {
+			return event{}, false
+		}
+		e := q.far.pop()
+		q.cur = max(q.cur, e.at())
+		return e, true
+	}
+	q.advance()
+	b := &q.bk[q.cur&wheelMask]
+	nd := &q.nodes[b.head]
+	if len(q.far.h) > 0 && q.far.h[0].key < nd.ev.key {
+		// Before cur (pushed in the past) or a heap event now due.
+		if q.far.h[0].at() > t {
+			return event{}, false
+		}
+		return q.far.pop(), true
+	}
+	if q.cur > t {
+		return event{}, false
+	}
+	e = nd.ev
+	h := b.head
+	b.head = nd.next
+	nd.next = q.free
+	q.free = h
+	q.n--
+	q.pfAhead--
+	if b.head < 0 {
+		b.tail = -1
+		q.used[(q.cur&wheelMask)>>6] &^= 1 << (q.cur & 63)
+	}
+	return e, true
+}
+
+// heap4 is a 4-ary min-heap of events.
+type heap4 struct{ h []event }
+
+func (q *heap4) push(e event) {
 	q.h = append(q.h, e)
 	h := q.h
 	i := len(h) - 1
@@ -74,11 +266,7 @@ func (q *eventQueue) push(at int64, val uint64) {
 	h[i] = e
 }
 
-// peekAt returns the time of the earliest event; the queue must not be empty.
-func (q *eventQueue) peekAt() int64 { return q.h[0].at() }
-
-// pop removes and returns the earliest event; the queue must not be empty.
-func (q *eventQueue) pop() event {
+func (q *heap4) pop() event {
 	h := q.h
 	top := h[0]
 	n := len(h) - 1

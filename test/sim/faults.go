@@ -88,7 +88,7 @@ func (s *Sim) onFault(i, end int32) {
 	case "down":
 		for _, pid := range f.ports {
 			p := &s.tp.ports[pid]
-			p.down = on
+			s.setFlag(pid, pfDown, on)
 			if on {
 				p.q.Flush(func(k pkt) { p.linkDrops++; s.freePkt(k.id) })
 			}
@@ -110,7 +110,7 @@ func (s *Sim) onFault(i, end int32) {
 	case "flaky":
 		for _, pid := range f.ports {
 			p := &s.tp.ports[pid]
-			p.flaky = on
+			s.setFlag(pid, pfFlaky, on)
 			if on {
 				p.gap, p.burst = int64(f.cfg.Gap), int64(f.cfg.Burst)
 				p.rng = s.sc.Seed ^ uint64(pid)<<20 ^ 0xf1a4
@@ -141,12 +141,21 @@ func (p *port) inBurst(t int64) bool {
 	return t >= p.goodUntil
 }
 
+// setFlag sets or clears flag f of port pid.
+func (s *Sim) setFlag(pid int32, f uint8, on bool) {
+	if on {
+		s.pflag[pid] |= f
+	} else {
+		s.pflag[pid] &^= f
+	}
+}
+
 // recomputeRoutes makes switches hash only onto up ports from which the destination ToR
 // is still reachable (what routing has converged to by now).
 func (s *Sim) recomputeRoutes() {
 	anyDown := false
 	for i := range s.tp.ports {
-		if s.tp.ports[i].down && int(s.tp.ports[i].peer) >= len(s.hosts) && int(s.tp.ports[i].owner) >= len(s.hosts) {
+		if s.pflag[i]&pfDown != 0 && int(s.tp.ports[i].peer) >= len(s.hosts) && int(s.tp.ports[i].owner) >= len(s.hosts) {
 			anyDown = true
 			break
 		}
@@ -173,12 +182,11 @@ func (s *Sim) recomputeRoutes() {
 		ok := false
 		first := int32(g * s.tp.perToR)
 		if first >= sw.lo && first < sw.hi {
-			p := &s.tp.ports[sw.down[(first-sw.lo)/sw.span]]
-			ok = !p.down && reach(p.peer, g)
+			pid := sw.down[(first-sw.lo)/sw.span]
+			ok = s.pflag[pid]&pfDown == 0 && reach(s.tp.ports[pid].peer, g)
 		} else {
 			for _, pid := range sw.up {
-				p := &s.tp.ports[pid]
-				if !p.down && reach(p.peer, g) {
+				if s.pflag[pid]&pfDown == 0 && reach(s.tp.ports[pid].peer, g) {
 					ok = true
 					break
 				}
@@ -201,8 +209,7 @@ func (s *Sim) recomputeRoutes() {
 		sw.allowed = make([]uint64, groups)
 		for g := range groups {
 			for k, pid := range sw.up {
-				p := &s.tp.ports[pid]
-				if !p.down && reach(p.peer, g) {
+				if s.pflag[pid]&pfDown == 0 && reach(s.tp.ports[pid].peer, g) {
 					sw.allowed[g] |= 1 << k
 				}
 			}

@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"time"
+	"unsafe"
 
 	"smartt/config"
 	"smartt/hwprofile"
@@ -79,13 +80,14 @@ func (p *pkt) setCE()     { p.sf |= uint32(transport.CE) << sfECN }
 
 // pipe is one direction of a link: packets in flight on it, in departure order. All
 // take the same time to cross, so they arrive in that order, and the pipe needs only one
-// event (for its head) however many packets it holds. This keeps the event heap as
+// event (for its head) however many packets it holds. This keeps the event queue as
 // small as the number of busy links.
 type pipe struct {
 	ring []pipeEntry
-	head int
-	size int
+	head int32
+	size int32
 	to   int32 // node at the far end
+	lat  int32 // from the last bit out to the packet's arrival at the far end's queue, ns
 }
 
 type pipeEntry struct {
@@ -97,15 +99,15 @@ type pipeEntry struct {
 // the pipe was empty.
 func (s *Sim) send(pi int32, pk pkt, at int64) {
 	p := &s.pipes[pi]
-	if p.size == len(p.ring) {
+	if int(p.size) == len(p.ring) {
 		n := max(2*len(p.ring), 16)
 		nr := make([]pipeEntry, n)
-		for i := 0; i < p.size; i++ {
-			nr[i] = p.ring[(p.head+i)&(len(p.ring)-1)]
+		for i := 0; i < int(p.size); i++ {
+			nr[i] = p.ring[(int(p.head)+i)&(len(p.ring)-1)]
 		}
 		p.ring, p.head = nr, 0
 	}
-	p.ring[(p.head+p.size)&(len(p.ring)-1)] = pipeEntry{at, pk}
+	p.ring[(int(p.head)+int(p.size))&(len(p.ring)-1)] = pipeEntry{at, pk}
 	p.size++
 	if p.size == 1 {
 		s.schedule(at, evPipe, pi, 0)
@@ -116,7 +118,7 @@ func (s *Sim) send(pi int32, pk pkt, at int64) {
 func (s *Sim) pipeArrive(pi int32) {
 	p := &s.pipes[pi]
 	e := p.ring[p.head]
-	p.head = (p.head + 1) & (len(p.ring) - 1)
+	p.head = (p.head + 1) & int32(len(p.ring)-1)
 	p.size--
 	if p.size > 0 {
 		s.schedule(p.ring[p.head].at, evPipe, pi, 0)
@@ -137,11 +139,16 @@ func (s *Sim) pipeArrive(pi int32) {
 	}
 }
 
-// port is one switch output port with the link behind it.
+// port is one switch output port with the link behind it. The queue comes first and the
+// port is a whole number of cache lines, so the queue's hot fields start a line; the
+// flags every packet checks live in Sim.pflag (a few KiB that stay in cache).
 type port struct {
-	down        bool // link down: arriving packets are lost
-	wake        bool // an evWake is pending
-	flaky       bool
+	portFields
+	_ [(64 - unsafe.Sizeof(portFields{})%64) % 64]byte
+}
+
+// portFields are port's fields, before the padding.
+type portFields struct {
 	q           switchport.Port[pkt]
 	owner, peer int32 // nodes
 	baseRate    int64
@@ -154,6 +161,13 @@ type port struct {
 	sampleIdx   int32  // index into Sim.samples, -1: not sampled
 	lastCtrlOcc int
 }
+
+// Port flags (Sim.pflag).
+const (
+	pfDown  = 1 << iota // link down: arriving packets are lost
+	pfWake              // an evWake is pending
+	pfFlaky             // in a flaky episode
+)
 
 type host struct {
 	ep       *transport.Endpoint
@@ -184,12 +198,12 @@ type Sim struct {
 	tp  *topo
 	now int64
 	q   eventQueue
+	// pflag holds each port's flags (pfDown...).
+	pflag []uint8
 	// Datagram bytes of packets in flight, in two pools: data headers and whole
 	// control packets.
-	dataHdrs [][wire.DataHdrLen]byte
-	ctlHdrs  [][hdrCap]byte
-	freeCtl  []int32
-	free     []int32
+	dataHdrs slotPool
+	ctlHdrs  slotPool
 	hosts    []host
 	flows    []flow
 	deps     []int32 // dependents of flows, by flow.depLo..depHi
@@ -306,6 +320,10 @@ func New(sc *Scenario) (*Sim, error) {
 	s.pipes = make([]pipe, len(tp.ports)+2*tp.hosts)
 	for i := range tp.ports {
 		s.pipes[i].to = tp.ports[i].peer
+		s.pipes[i].lat = int32(tp.prop)
+		if int(tp.ports[i].peer) >= tp.hosts {
+			s.pipes[i].lat += int32(tp.swLat)
+		}
 	}
 	for h := range tp.hosts {
 		s.pipes[len(tp.ports)+h].to = tp.hostUp[h]
@@ -363,6 +381,7 @@ func (s *Sim) sizeQueues() error {
 	}
 	pc := switchport.Config{Rate: s.tp.rate, DataBytes: buf, ControlBytes: ctl, KminBytes: kmin, KmaxBytes: kmax,
 		Trim: *qc.trim(), TrimBytes: qc.TrimBytes}
+	s.pflag = make([]uint8, len(s.tp.ports))
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]
 		if err := p.q.Init(pc, s.sc.Seed^uint64(i)*0x9e3779b97f4a7c15); err != nil {
@@ -410,37 +429,59 @@ const ctlSlot = 1 << 30
 // allocPkt returns a free slot for a data header or, with ctl, a whole control packet.
 func (s *Sim) allocPkt(ctl bool) int32 {
 	if ctl {
-		if n := len(s.freeCtl); n > 0 {
-			id := s.freeCtl[n-1]
-			s.freeCtl = s.freeCtl[:n-1]
-			return id
-		}
-		s.ctlHdrs = append(s.ctlHdrs, [hdrCap]byte{})
-		return int32(len(s.ctlHdrs)-1) | ctlSlot
+		return s.ctlHdrs.alloc(ctlStride) | ctlSlot
 	}
-	if n := len(s.free); n > 0 {
-		id := s.free[n-1]
-		s.free = s.free[:n-1]
-		return id
-	}
-	s.dataHdrs = append(s.dataHdrs, [wire.DataHdrLen]byte{})
-	return int32(len(s.dataHdrs) - 1)
+	return s.dataHdrs.alloc(wire.DataHdrLen)
 }
 
 func (s *Sim) freePkt(id int32) {
 	if id&ctlSlot != 0 {
-		s.freeCtl = append(s.freeCtl, id)
+		s.ctlHdrs.free = append(s.ctlHdrs.free, id&^ctlSlot)
 	} else {
-		s.free = append(s.free, id)
+		s.dataHdrs.free = append(s.dataHdrs.free, id)
 	}
 }
 
 // slot returns the stored bytes of packet slot id.
 func (s *Sim) slot(id int32) []byte {
 	if id&ctlSlot != 0 {
-		return s.ctlHdrs[id&^ctlSlot][:]
+		return s.ctlHdrs.get(id&^ctlSlot, ctlStride)[:hdrCap]
 	}
-	return s.dataHdrs[id][:]
+	return s.dataHdrs.get(id, wire.DataHdrLen)
+}
+
+// ctlStride is the spacing of control packets in their pool: whole cache lines, so that
+// a packet touches as few as its length needs.
+const ctlStride = (hdrCap + 63) &^ 63
+
+// slotPool holds records of a fixed size in chunks, so that growing it never copies
+// (at 1,024 hosts the pools reach tens of MiB).
+type slotPool struct {
+	chunks [][]byte
+	n      int32   // records handed out
+	free   []int32 // LIFO: the record reused is the one just freed
+}
+
+const slotChunkBits = 10
+
+// alloc returns a free record of size bytes (the same size at every call).
+func (p *slotPool) alloc(size int) int32 {
+	if k := len(p.free); k > 0 {
+		id := p.free[k-1]
+		p.free = p.free[:k-1]
+		return id
+	}
+	if int(p.n>>slotChunkBits) == len(p.chunks) {
+		p.chunks = append(p.chunks, make([]byte, size<<slotChunkBits))
+	}
+	p.n++
+	return p.n - 1
+}
+
+// get returns record id, of size bytes.
+func (p *slotPool) get(id int32, size int) []byte {
+	o := int(id&(1<<slotChunkBits-1)) * size
+	return p.chunks[id>>slotChunkBits][o : o+size : o+size]
 }
 
 // Run processes events until the workload is complete, nothing is left to do, or the
@@ -454,10 +495,11 @@ func (s *Sim) Run() *Result {
 	s.lastProgress = s.wallStart
 	s.start()
 	for s.q.len() > 0 && s.flowsDone+s.flowsFailed < len(s.flows) {
-		if s.q.peekAt() > deadline {
+		e, ok := s.q.popUntil(deadline)
+		if !ok {
 			break
 		}
-		s.step()
+		s.step(e)
 		if s.progress != nil && s.events&0xfffff == 0 {
 			s.printProgress()
 		}
@@ -480,16 +522,19 @@ func (s *Sim) printProgress() {
 		float64(s.hops)/1e6, float64(s.hops)/wall/1e6)
 }
 
-func (s *Sim) step() {
-	e := s.q.pop()
+func (s *Sim) step(e event) {
 	s.now = e.at()
 	s.events++
+	s.q.lookahead()
+	s.prefetchFor(s.q.pfBack(0), 0)
+	s.prefetchFor(s.q.pfBack(3), 1)
+	s.prefetchFor(s.q.pfBack(6), 2)
 	switch e.kind() {
 	case evPipe:
 		s.pipeArrive(e.id())
 	case evWake:
 		p := &s.tp.ports[e.id()]
-		p.wake = false
+		s.pflag[e.id()] &^= pfWake
 		p.q.Advance(s.now)
 		s.drainPort(e.id())
 	case evNIC:
@@ -505,6 +550,63 @@ func (s *Sim) step() {
 	case evSample:
 		s.smp.tick(s)
 	}
+}
+
+// prefetchFor starts loading what event e, a few events ahead, will read: stage 0 the
+// records it reads first (a pipe, a port), stage 1 what they point to (the packet at the
+// pipe's head, the queue entry served next), stage 2 where that packet goes (the output
+// port, the delivered header). Handling an event takes longer than a cache miss, so
+// a few events ahead is enough.
+func (s *Sim) prefetchFor(e event, stage int) {
+	id := e.id()
+	switch e.kind() {
+	case evPipe:
+		p := &s.pipes[id]
+		switch stage {
+		case 0:
+			prefetch(uintptr(unsafe.Pointer(p)))
+		case 1:
+			if p.size > 0 {
+				prefetch(uintptr(unsafe.Pointer(&p.ring[p.head])))
+			}
+		case 2:
+			if p.size == 0 {
+				return
+			}
+			pk := &p.ring[p.head].p
+			if int(p.to) < len(s.hosts) {
+				a := uintptr(unsafe.Pointer(&s.slot(pk.id)[0]))
+				if pk.data() {
+					prefetch(a)
+				} else {
+					prefetchN(a, 3) // up to 192 bytes of an ACK
+				}
+				prefetchN(uintptr(unsafe.Pointer(&s.hosts[p.to])), 2)
+				return
+			}
+			if out := s.route(pk, p.to); out >= 0 {
+				s.prefetchPort(out)
+			}
+		}
+	case evWake:
+		switch stage {
+		case 0:
+			s.prefetchPort(id)
+		case 1:
+			if a := s.tp.ports[id].q.NextEntry(); a != 0 {
+				prefetch(a)
+			}
+			if p := &s.pipes[id]; len(p.ring) > 0 {
+				prefetch(uintptr(unsafe.Pointer(&p.ring[int(p.head+p.size)&(len(p.ring)-1)])))
+			}
+		}
+	}
+}
+
+// prefetchPort loads the lines of port pid's queue that a packet touches, and its pipe.
+func (s *Sim) prefetchPort(pid int32) {
+	prefetchN(uintptr(unsafe.Pointer(&s.tp.ports[pid])), 4)
+	prefetch(uintptr(unsafe.Pointer(&s.pipes[pid])))
 }
 
 // service polls host i's engine while its NIC is free and re-arms its timer.
@@ -615,25 +717,14 @@ func (s *Sim) onTimer(i, gen int32) {
 func (s *Sim) switchArrive(pk pkt, node int32) {
 	p := &pk
 	id := p.id
-	sw := &s.tp.sws[node-int32(len(s.hosts))]
-	var out int32
-	if p.dst >= sw.lo && p.dst < sw.hi {
-		out = sw.down[(p.dst-sw.lo)/sw.span]
-	} else {
-		hsh := switchport.Hash4(sw.salt, hostIP(int(p.src())), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
-		if sw.allowed != nil {
-			out = sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
-			if out < 0 {
-				s.tp.ports[sw.up[0]].linkDrops++ // no route at all
-				s.freePkt(id)
-				return
-			}
-		} else {
-			out = sw.up[switchport.Pick(hsh, len(sw.up))]
-		}
+	out := s.route(p, node)
+	if out < 0 {
+		s.tp.ports[s.tp.sws[node-int32(len(s.hosts))].up[0]].linkDrops++ // no route at all
+		s.freePkt(id)
+		return
 	}
 	pt := &s.tp.ports[out]
-	if pt.down {
+	if s.pflag[out]&pfDown != 0 {
 		pt.linkDrops++
 		s.freePkt(id)
 		return
@@ -642,6 +733,20 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 		s.freePkt(id)
 	}
 	s.drainPort(out)
+}
+
+// route returns the output port packet p takes at switch node (-1: no route): down
+// toward its destination when the switch covers it, else up by ECMP.
+func (s *Sim) route(p *pkt, node int32) int32 {
+	sw := &s.tp.sws[node-int32(len(s.hosts))]
+	if p.dst >= sw.lo && p.dst < sw.hi {
+		return sw.down[(p.dst-sw.lo)/sw.span]
+	}
+	hsh := switchport.Hash4(sw.salt, hostIP(int(p.src())), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
+	if sw.allowed != nil {
+		return sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
+	}
+	return sw.up[switchport.Pick(hsh, len(sw.up))]
 }
 
 func (sw *swtch) pickAllowed(h uint64, group int32) int32 {
@@ -665,6 +770,7 @@ func (sw *swtch) pickAllowed(h uint64, group int32) int32 {
 // drainPort forwards the packets port pid has started serialising and schedules its next wake.
 func (s *Sim) drainPort(pid int32) {
 	pt := &s.tp.ports[pid]
+	pf := &s.pflag[pid]
 	for {
 		d, ok := pt.q.Pop()
 		if !ok {
@@ -678,25 +784,23 @@ func (s *Sim) drainPort(pid int32) {
 			p.n = wire.DataHdrLen
 			s.slot(p.id)[1] |= byte(wire.FlagTrimmed) // deliver gives it the trim DSCP
 		}
-		if pt.down {
-			pt.linkDrops++
-			s.freePkt(p.id)
-			continue
+		if *pf&(pfDown|pfFlaky) != 0 {
+			if *pf&pfDown != 0 {
+				pt.linkDrops++
+				s.freePkt(p.id)
+				continue
+			}
+			if pt.inBurst(d.Start) {
+				pt.flakyDrops++
+				s.freePkt(p.id)
+				continue
+			}
 		}
-		if pt.flaky && pt.inBurst(d.Start) {
-			pt.flakyDrops++
-			s.freePkt(p.id)
-			continue
-		}
-		at := d.End + s.tp.prop
-		if int(pt.peer) >= len(s.hosts) {
-			at += s.tp.swLat
-		}
-		s.send(pid, *p, at)
+		s.send(pid, *p, d.End+int64(s.pipes[pid].lat))
 	}
-	if !pt.wake {
+	if *pf&pfWake == 0 {
 		if t, ok := pt.q.NextStart(); ok {
-			pt.wake = true
+			*pf |= pfWake
 			s.schedule(t, evWake, pid, 0)
 		}
 	}

@@ -253,7 +253,7 @@ func (t *TopologyConfig) build(seed uint64) (*topo, error) {
 
 func (tp *topo) addPort(from, to int32) int32 {
 	id := int32(len(tp.ports))
-	tp.ports = append(tp.ports, port{owner: from, peer: to})
+	tp.ports = append(tp.ports, port{portFields: portFields{owner: from, peer: to}})
 	tp.portByLink[[2]int32{from, to}] = id
 	return id
 }

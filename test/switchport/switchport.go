@@ -30,7 +30,10 @@
 // the caller cuts trimmed packets and sets CE on marked ones.
 package switchport
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // DefaultTrimBytes is the wire size of a trimmed packet when Config.TrimBytes is 0.
 const DefaultTrimBytes = 64
@@ -65,6 +68,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("switchport: need 0 <= kmin (%d) < kmax (%d) bytes, or kmax 0 for no marking", c.KminBytes, c.KmaxBytes)
 	case c.TrimBytes < 0:
 		return fmt.Errorf("switchport: trim_bytes = %d: must be >= 0", c.TrimBytes)
+	case max(c.DataBytes, c.ControlBytes, c.KminBytes, c.KmaxBytes, c.TrimBytes) >= 1<<31:
+		return fmt.Errorf("switchport: queue sizes and thresholds must be below 2 GiB")
 	}
 	return nil
 }
@@ -121,19 +126,35 @@ type entry[T any] struct {
 }
 
 // Port is one output port. It is not safe for concurrent use.
+//
+// The fields every packet touches come first and fill three cache lines (for a 16-byte
+// T): a simulator keeps thousands of ports and comes back to each only after touching
+// megabytes of others, so every line a packet touches is a cache miss.
 type Port[T any] struct {
-	// Fields every packet touches first, so that they share cache lines.
 	busyUntil int64 // end of the packet in service (<= now: idle)
-	dataBytes int
-	ctrlBytes int
-	rem       int64 // serialisation remainder, bit-ns mod Rate
+	rem       int64 // serialisation remainder, bit-ns mod rate
+	rate      int64
+	dataBytes int64
+	ctrlBytes int64
+	dataCap   int32 // 0: unlimited
+	ctrlCap   int32
+	kmin      int32
+	kmax      int32
+	trimSize  int32
+	trim      bool
+	hasOut0   bool // out0 holds the oldest served packet not yet collected
 	data      ring[entry[T]]
 	ctrl      ring[entry[T]]
-	out       ring[Departure[T]]
-	cfg       Config
-	trimSize  int
-	rng       uint64
-	stats     Stats
+	out0      Departure[T]
+	dequeued  uint64
+	bytesOut  uint64
+	// Less often: queue growth, marking, drops, further served packets, configuration.
+	maxData, maxCtrl    int64
+	rng                 uint64
+	marks, drops, trims uint64
+	flushed             uint64             // queued packets removed by Flush (counted in Enqueued)
+	out                 ring[Departure[T]] // served packets after out0
+	cfg                 Config
 }
 
 // New returns an idle port; seed drives its RED marking decisions.
@@ -150,7 +171,10 @@ func (p *Port[T]) Init(cfg Config, seed uint64) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	*p = Port[T]{cfg: cfg, trimSize: cfg.TrimBytes, rng: seed ^ 0x9e3779b97f4a7c15}
+	*p = Port[T]{cfg: cfg, rng: seed ^ 0x9e3779b97f4a7c15, rate: cfg.Rate,
+		dataCap: int32(cfg.DataBytes), ctrlCap: int32(cfg.ControlBytes),
+		kmin: int32(cfg.KminBytes), kmax: int32(cfg.KmaxBytes),
+		trim: cfg.Trim, trimSize: int32(cfg.TrimBytes)}
 	if p.trimSize == 0 {
 		p.trimSize = DefaultTrimBytes
 	}
@@ -161,13 +185,24 @@ func (p *Port[T]) Init(cfg Config, seed uint64) error {
 func (p *Port[T]) Config() Config { return p.cfg }
 
 // Stats returns the counters.
-func (p *Port[T]) Stats() Stats { return p.stats }
+func (p *Port[T]) Stats() Stats {
+	return Stats{
+		Enqueued:        p.dequeued + uint64(p.Queued()) + p.flushed,
+		Dequeued:        p.dequeued,
+		Drops:           p.drops,
+		Trims:           p.trims,
+		Marks:           p.marks,
+		BytesOut:        p.bytesOut,
+		MaxDataBytes:    int(p.maxData),
+		MaxControlBytes: int(p.maxCtrl),
+	}
+}
 
 // DataBytes returns the data-queue occupancy as of the last Arrive/Advance.
-func (p *Port[T]) DataBytes() int { return p.dataBytes }
+func (p *Port[T]) DataBytes() int { return int(p.dataBytes) }
 
 // ControlBytes returns the control-queue occupancy as of the last Arrive/Advance.
-func (p *Port[T]) ControlBytes() int { return p.ctrlBytes }
+func (p *Port[T]) ControlBytes() int { return int(p.ctrlBytes) }
 
 // Queued returns the number of packets waiting in both queues.
 func (p *Port[T]) Queued() int { return p.ctrl.len() + p.data.len() }
@@ -183,6 +218,7 @@ func (p *Port[T]) SetRate(now int64, rate int64) {
 	}
 	p.Advance(now)
 	p.cfg.Rate = rate
+	p.rate = rate
 	p.rem = 0
 }
 
@@ -199,26 +235,34 @@ func (p *Port[T]) NextStart() (int64, bool) {
 // it may be CE-marked.
 func (p *Port[T]) Arrive(now int64, item T, size int, data, ect bool) Verdict {
 	p.Advance(now)
+	if p.busyUntil <= now && p.ctrl.size == 0 && p.data.size == 0 &&
+		(data && (p.dataCap == 0 || int64(size) <= int64(p.dataCap)) ||
+			!data && (p.ctrlCap == 0 || int64(size) <= int64(p.ctrlCap))) {
+		// Idle with empty queues: served at once, as if queued and taken straight out
+		// (it leaves an empty data queue behind, so it is never marked).
+		p.busyUntil = now
+		p.start(entry[T]{item: item, size: int32(size)}, !data)
+		return Queued
+	}
 	v := Queued
 	switch {
 	case !data:
 		if !p.pushCtrl(entry[T]{item: item, size: int32(size)}) {
-			p.stats.Drops++
+			p.drops++
 			return Dropped
 		}
-	case p.cfg.DataBytes == 0 || p.dataBytes+size <= p.cfg.DataBytes:
+	case p.dataCap == 0 || p.dataBytes+int64(size) <= int64(p.dataCap):
 		p.data.push(entry[T]{item: item, size: int32(size), ect: ect})
-		p.dataBytes += size
-		p.stats.Enqueued++
-	case p.cfg.Trim:
-		if !p.pushCtrl(entry[T]{item: item, size: int32(min(size, p.trimSize)), trimmed: true}) {
-			p.stats.Drops++
+		p.dataBytes += int64(size)
+	case p.trim:
+		if !p.pushCtrl(entry[T]{item: item, size: min(int32(size), p.trimSize), trimmed: true}) {
+			p.drops++
 			return Dropped
 		}
-		p.stats.Trims++
+		p.trims++
 		v = Trimmed
 	default:
-		p.stats.Drops++
+		p.drops++
 		return Dropped
 	}
 	if p.busyUntil <= now {
@@ -226,18 +270,17 @@ func (p *Port[T]) Arrive(now int64, item T, size int, data, ect bool) Verdict {
 		p.serve()
 	}
 	// High-water marks of what waits (a packet served at once never queued).
-	p.stats.MaxDataBytes = max(p.stats.MaxDataBytes, p.dataBytes)
-	p.stats.MaxControlBytes = max(p.stats.MaxControlBytes, p.ctrlBytes)
+	p.maxData = max(p.maxData, p.dataBytes)
+	p.maxCtrl = max(p.maxCtrl, p.ctrlBytes)
 	return v
 }
 
 func (p *Port[T]) pushCtrl(e entry[T]) bool {
-	if p.cfg.ControlBytes != 0 && p.ctrlBytes+int(e.size) > p.cfg.ControlBytes {
+	if p.ctrlCap != 0 && p.ctrlBytes+int64(e.size) > int64(p.ctrlCap) {
 		return false
 	}
 	p.ctrl.push(e)
-	p.ctrlBytes += int(e.size)
-	p.stats.Enqueued++
+	p.ctrlBytes += int64(e.size)
 	return true
 }
 
@@ -249,41 +292,48 @@ func (p *Port[T]) Advance(now int64) {
 
 // serve starts the next packet at busyUntil; it reports whether there was one.
 func (p *Port[T]) serve() bool {
-	var e entry[T]
-	ctl := false
 	switch {
 	case p.ctrl.len() > 0:
-		e = p.ctrl.pop()
-		p.ctrlBytes -= int(e.size)
-		ctl = true
+		e := p.ctrl.pop()
+		p.ctrlBytes -= int64(e.size)
+		p.start(e, true)
 	case p.data.len() > 0:
-		e = p.data.pop()
-		p.dataBytes -= int(e.size)
+		e := p.data.pop()
+		p.dataBytes -= int64(e.size)
+		p.start(e, false)
 	default:
 		return false
 	}
+	return true
+}
+
+// start puts e in service at busyUntil and hands it to the collector.
+func (p *Port[T]) start(e entry[T], ctl bool) {
 	d := Departure[T]{Item: e.item, Size: int(e.size), Start: p.busyUntil, Trimmed: e.trimmed, Control: ctl}
 	if e.ect && p.mark() {
 		d.Marked = true
-		p.stats.Marks++
+		p.marks++
 	}
 	bitNs := int64(e.size)*8_000_000_000 + p.rem
-	p.rem = bitNs % p.cfg.Rate
-	d.End = d.Start + bitNs/p.cfg.Rate
+	p.rem = bitNs % p.rate
+	d.End = d.Start + bitNs/p.rate
 	p.busyUntil = d.End
-	p.stats.Dequeued++
-	p.stats.BytesOut += uint64(e.size)
-	p.out.push(d)
-	return true
+	p.dequeued++
+	p.bytesOut += uint64(e.size)
+	if !p.hasOut0 && p.out.size == 0 {
+		p.out0, p.hasOut0 = d, true
+	} else {
+		p.out.push(d)
+	}
 }
 
 // mark decides RED marking on the data-queue bytes left behind.
 func (p *Port[T]) mark() bool {
-	occ, c := p.dataBytes, &p.cfg
-	if c.KmaxBytes <= 0 || occ <= c.KminBytes {
+	occ := p.dataBytes
+	if p.kmax <= 0 || occ <= int64(p.kmin) {
 		return false
 	}
-	if occ >= c.KmaxBytes {
+	if occ >= int64(p.kmax) {
 		return true
 	}
 	// splitmix64: a cheap deterministic generator, 8 bytes of state per port.
@@ -292,11 +342,30 @@ func (p *Port[T]) mark() bool {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	z ^= z >> 31
-	return z%uint64(c.KmaxBytes-c.KminBytes) < uint64(occ-c.KminBytes)
+	return z%uint64(p.kmax-p.kmin) < uint64(occ-int64(p.kmin))
+}
+
+// NextEntry returns the address of the queue entry served next (0: none is queued), for a
+// caller that sees the port's next service coming to prefetch.
+func (p *Port[T]) NextEntry() uintptr {
+	r := &p.ctrl
+	if r.size == 0 {
+		r = &p.data
+		if r.size == 0 {
+			return 0
+		}
+	}
+	return uintptr(unsafe.Pointer(&r.buf[r.head]))
 }
 
 // Pop returns the oldest served packet not yet collected.
 func (p *Port[T]) Pop() (Departure[T], bool) {
+	if p.hasOut0 {
+		p.hasOut0 = false
+		d := p.out0
+		p.out0 = Departure[T]{} // drop the reference (T may be a pointer)
+		return d, true
+	}
 	if p.out.len() == 0 {
 		return Departure[T]{}, false
 	}
@@ -308,14 +377,16 @@ func (p *Port[T]) Pop() (Departure[T], bool) {
 func (p *Port[T]) Flush(drop func(T)) {
 	for p.ctrl.len() > 0 {
 		e := p.ctrl.pop()
-		p.stats.Drops++
+		p.drops++
+		p.flushed++
 		if drop != nil {
 			drop(e.item)
 		}
 	}
 	for p.data.len() > 0 {
 		e := p.data.pop()
-		p.stats.Drops++
+		p.drops++
+		p.flushed++
 		if drop != nil {
 			drop(e.item)
 		}
@@ -326,21 +397,21 @@ func (p *Port[T]) Flush(drop func(T)) {
 // ring is a growable FIFO that allocates only when it grows.
 type ring[T any] struct {
 	buf        []T
-	head, size int
+	head, size int32
 }
 
-func (r *ring[T]) len() int { return r.size }
+func (r *ring[T]) len() int { return int(r.size) }
 
 func (r *ring[T]) push(v T) {
-	if r.size == len(r.buf) {
+	if int(r.size) == len(r.buf) {
 		n := max(2*len(r.buf), 8)
 		nb := make([]T, n)
-		for i := 0; i < r.size; i++ {
-			nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
+		for i := 0; i < int(r.size); i++ {
+			nb[i] = r.buf[(int(r.head)+i)&(len(r.buf)-1)]
 		}
 		r.buf, r.head = nb, 0
 	}
-	r.buf[(r.head+r.size)&(len(r.buf)-1)] = v
+	r.buf[(int(r.head)+int(r.size))&(len(r.buf)-1)] = v
 	r.size++
 }
 
@@ -348,7 +419,7 @@ func (r *ring[T]) pop() T {
 	var zero T
 	v := r.buf[r.head]
 	r.buf[r.head] = zero
-	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.head = (r.head + 1) & int32(len(r.buf)-1)
 	r.size--
 	return v
 }
