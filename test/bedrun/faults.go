@@ -85,24 +85,8 @@ func (r *Run) faultOf(i int, fc sim.FailureConfig) (Fault, error) {
 		return bad("%v", err)
 	}
 	f := Fault{Kind: fc.Kind, Link: link, Rate: fc.Rate, Gap: time.Duration(fc.Gap), Burst: time.Duration(fc.Burst)}
-	switch fc.Kind {
-	case "down":
-	case "degrade":
-		if fc.Rate <= 0 || fc.Rate > r.Mapped.Spec.LinkRate {
-			return bad("rate = %v: must be in (0, link_rate]", fc.Rate)
-		}
-		if r.hostLink(link) {
-			return bad("degrade is supported on switch-to-switch links only (as in the simulator)")
-		}
-	case "flaky":
-		if fc.Gap <= 0 || fc.Burst <= 0 {
-			return bad("flaky needs gap > 0 and burst > 0")
-		}
-	default:
-		return bad("kind = %q: must be down, degrade or flaky", fc.Kind)
-	}
-	if fc.At < 0 || (fc.Until != 0 && fc.Until <= fc.At) {
-		return bad("need 0 <= at (%v) < until (%v), or until 0", fc.At, fc.Until)
+	if err := fc.Check(r.Mapped.Spec.LinkRate, r.hostLink(link)); err != nil {
+		return bad("%v", err)
 	}
 	return f, nil
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"smartt/test/switchport"
 	"smartt/test/uswitch"
 )
 
@@ -41,13 +41,13 @@ type CaptureOptions struct {
 // swState is a switch's share of the fabric's operations; only its switch thread touches
 // it while the switch runs.
 type swState struct {
-	flaky []burstLoss // per port
+	flaky []switchport.BurstLoss // per port
 	smp   sampler
 	caps  []*capBuf // per port, nil if not captured
 }
 
 func newSwState(t *Testbed, n int, mps []ModelPort, o FabricOptions) *swState {
-	st := &swState{flaky: make([]burstLoss, len(mps)), caps: make([]*capBuf, len(mps))}
+	st := &swState{flaky: make([]switchport.BurstLoss, len(mps)), caps: make([]*capBuf, len(mps))}
 	st.smp.t0 = -1
 	if so := o.Sample; so != nil && so.Interval > 0 {
 		max := so.Max
@@ -98,7 +98,7 @@ func wanted(t *Testbed, links []string, li int) bool {
 
 // hook installs the state's hooks into a switch configuration.
 func (st *swState) hook(cfg *uswitch.Config) {
-	cfg.Lose = func(port int, f *uswitch.Frame) bool { return st.flaky[port].lose(f.Depart) }
+	cfg.Lose = func(port int, f *uswitch.Frame) bool { return st.flaky[port].Lost(f.Depart) }
 	if st.smp.interval > 0 && len(st.smp.ports) > 0 {
 		cfg.Tick = st.smp.tick
 	}
@@ -168,43 +168,11 @@ func (f *Fabric) Flaky(link string, gap, burst time.Duration, seed uint64) error
 	return f.onLink(link, func(st *swState, mp ModelPort, port int, now int64) {
 		b := &st.flaky[port]
 		if gap <= 0 || burst <= 0 {
-			b.on = false
+			b.Stop()
 			return
 		}
-		*b = burstLoss{on: true, gap: int64(gap), burst: int64(burst), rng: Salt(seed, mp.Switch) ^ uint64(port)<<20 ^ 0xf1a4}
-		b.good = now + b.exp(b.gap)
-		b.loss = b.good + b.exp(b.burst)
+		b.Start(now, int64(gap), int64(burst), Salt(seed, mp.Switch)^uint64(port)<<20^0xf1a4)
 	})
-}
-
-// burstLoss is a flaky port's loss process: [good, loss) is the next (or current) burst.
-type burstLoss struct {
-	on         bool
-	gap, burst int64
-	rng        uint64
-	good, loss int64
-}
-
-// exp draws an exponential time with the given mean (splitmix64, as the simulator).
-func (b *burstLoss) exp(mean int64) int64 {
-	b.rng += 0x9e3779b97f4a7c15
-	z := b.rng
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	u := (float64(z>>11) + 0.5) / (1 << 53)
-	return int64(-math.Log(u) * float64(mean))
-}
-
-func (b *burstLoss) lose(t int64) bool {
-	if !b.on {
-		return false
-	}
-	for t >= b.loss {
-		b.good = b.loss + b.exp(b.gap)
-		b.loss = b.good + b.exp(b.burst)
-	}
-	return t >= b.good
 }
 
 // sampler records the data-queue bytes of some ports of one switch at t0 + k·interval.

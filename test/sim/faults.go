@@ -2,9 +2,10 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
+
+	"smartt/config"
 )
 
 // fault is one configured failure, resolved to ports.
@@ -56,24 +57,8 @@ func (s *Sim) buildFaults() error {
 		} else if int(b) < len(s.hosts) {
 			f.host = b
 		}
-		switch fc.Kind {
-		case "down":
-		case "degrade":
-			if fc.Rate <= 0 || int64(fc.Rate) > s.tp.rate {
-				return bad("rate = %v: must be in (0, link_rate]", fc.Rate)
-			}
-			if f.host >= 0 {
-				return bad("degrade is supported on switch-to-switch links only")
-			}
-		case "flaky":
-			if fc.Gap <= 0 || fc.Burst <= 0 {
-				return bad("flaky needs gap > 0 and burst > 0")
-			}
-		default:
-			return bad("kind = %q: must be down, degrade or flaky", fc.Kind)
-		}
-		if fc.At < 0 || (fc.Until != 0 && fc.Until <= fc.At) {
-			return bad("need 0 <= at (%v) < until (%v), or until 0", fc.At, fc.Until)
+		if err := fc.Check(config.Rate(s.tp.rate), f.host >= 0); err != nil {
+			return bad("%v", err)
 		}
 		s.faults = append(s.faults, f)
 	}
@@ -112,33 +97,10 @@ func (s *Sim) onFault(i, end int32) {
 			p := &s.tp.ports[pid]
 			s.setFlag(pid, pfFlaky, on)
 			if on {
-				p.gap, p.burst = int64(f.cfg.Gap), int64(f.cfg.Burst)
-				p.rng = s.sc.Seed ^ uint64(pid)<<20 ^ 0xf1a4
-				p.goodUntil = s.now + p.exp(p.gap)
-				p.lossUntil = p.goodUntil + p.exp(p.burst)
+				p.flaky.Start(s.now, int64(f.cfg.Gap), int64(f.cfg.Burst), s.sc.Seed^uint64(pid)<<20^0xf1a4)
 			}
 		}
 	}
-}
-
-// exp draws an exponential time with the given mean from the port's generator.
-func (p *port) exp(mean int64) int64 {
-	p.rng += 0x9e3779b97f4a7c15
-	z := p.rng
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	u := (float64(z>>11) + 0.5) / (1 << 53)
-	return int64(-math.Log(u) * float64(mean))
-}
-
-// inBurst reports whether time t falls in a loss burst of a flaky link.
-func (p *port) inBurst(t int64) bool {
-	for t >= p.lossUntil {
-		p.goodUntil = p.lossUntil + p.exp(p.gap)
-		p.lossUntil = p.goodUntil + p.exp(p.burst)
-	}
-	return t >= p.goodUntil
 }
 
 // setFlag sets or clears flag f of port pid.

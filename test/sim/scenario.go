@@ -102,6 +102,32 @@ type FailureConfig struct {
 	Burst config.Duration `yaml:"burst"`
 }
 
+// Check validates the failure's kind and parameters for a fabric of the given link rate;
+// hostLink says whether the link has a host at one end (degrade is for switch-to-switch
+// links only). The simulator and the testbed check failures the same way.
+func (fc *FailureConfig) Check(linkRate config.Rate, hostLink bool) error {
+	switch fc.Kind {
+	case "down":
+	case "degrade":
+		if fc.Rate <= 0 || fc.Rate > linkRate {
+			return fmt.Errorf("rate = %v: must be in (0, link_rate]", fc.Rate)
+		}
+		if hostLink {
+			return fmt.Errorf("degrade is supported on switch-to-switch links only")
+		}
+	case "flaky":
+		if fc.Gap <= 0 || fc.Burst <= 0 {
+			return fmt.Errorf("flaky needs gap > 0 and burst > 0")
+		}
+	default:
+		return fmt.Errorf("kind = %q: must be down, degrade or flaky", fc.Kind)
+	}
+	if fc.At < 0 || (fc.Until != 0 && fc.Until <= fc.At) {
+		return fmt.Errorf("need 0 <= at (%v) < until (%v), or until 0", fc.At, fc.Until)
+	}
+	return nil
+}
+
 // Size is a byte count that reads as "2MiB", "4KiB", "1MB", "1500" or "1e6".
 type Size int64
 

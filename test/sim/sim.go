@@ -152,10 +152,7 @@ type portFields struct {
 	q           switchport.Port[pkt]
 	owner, peer int32 // nodes
 	baseRate    int64
-	lossUntil   int64 // flaky: current loss burst ends then
-	goodUntil   int64 // flaky: next loss burst starts then
-	gap, burst  int64
-	rng         uint64
+	flaky       switchport.BurstLoss
 	linkDrops   uint64 // lost because the link was down
 	flakyDrops  uint64 // lost in a loss burst
 	sampleIdx   int32  // index into Sim.samples, -1: not sampled
@@ -790,7 +787,7 @@ func (s *Sim) drainPort(pid int32) {
 				s.freePkt(p.id)
 				continue
 			}
-			if pt.inBurst(d.Start) {
+			if pt.flaky.Lost(d.Start) {
 				pt.flakyDrops++
 				s.freePkt(p.id)
 				continue
