@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"smartt/config"
 	"smartt/test/nstest"
 	"smartt/transport"
 	"smartt/transport/client"
@@ -127,13 +128,15 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 	}
 }
 
-// TestE2ERTTExcludesHoldTime makes B hold every ACK for 20 ms (ACK only after far more
+// TestE2ERTTExcludesHoldTime makes B hold every ACK for 40 ms (ACK only after far more
 // packets than a window, or at ack.max_delay): A's RTT samples must still be the path's
-// round trip, because each ACK reports its hold time and A subtracts it.
+// round trip, because each ACK reports its hold time and A subtracts it. Were the hold
+// counted, every sample but the last would be 40 ms or more; on a loaded machine a
+// sample or two of the path's own may exceed a quarter of that, so a few are allowed.
 func TestE2ERTTExcludesHoldTime(t *testing.T) {
 	tp := nstest.Pair(t)
 	dir := tempDir(t)
-	const hold = 20 * time.Millisecond
+	const hold = 40 * time.Millisecond
 	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
 	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) {
 		c.Transport.MinRTO, c.Transport.InitialRTO, c.Transport.MaxRTO = 500_000_000, 500_000_000, 2_000_000_000
@@ -142,13 +145,13 @@ func TestE2ERTTExcludesHoldTime(t *testing.T) {
 	})
 	startIn(t, tp.B, lb, dir, func(c *smarttd.Config) {
 		c.Transport.Ack.Every = 64
-		c.Transport.Ack.MaxDelay = 20_000_000
+		c.Transport.Ack.MaxDelay = config.Duration(hold)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := session(t, ctx, a, 1)
 	// 2 MiB = 512 packets; the 128 KiB window (32 packets) is below ack.every (64), so
-	// every ACK but the message's last waits out the 20 ms delay.
+	// every ACK but the message's last waits out the hold.
 	info, err := s.Send(ctx, lb, 1, make([]byte, 2<<20))
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +173,7 @@ func TestE2ERTTExcludesHoldTime(t *testing.T) {
 	if time.Duration(info.Elapsed) < 5*hold {
 		t.Fatalf("completion %v: the receiver did not hold its ACKs (want >= %v)", time.Duration(info.Elapsed), 5*hold)
 	}
-	if samples < 5 || above > 0 || time.Duration(info.SRTT) >= hold/4 {
+	if samples < 5 || above*10 > samples || time.Duration(info.SRTT) >= hold/4 {
 		t.Fatalf("RTT samples include the hold time: %d of %d samples >= %v, srtt %v", above, samples, time.Duration(limit), time.Duration(info.SRTT))
 	}
 }
