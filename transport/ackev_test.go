@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"testing"
 
 	"smartt/transport/wire"
@@ -16,15 +15,8 @@ func TestControlEVs(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.LB = "ecmp" // one EV for all data
 	cfg.TrimDSCP = 46
-	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPair(t, cfg, 0)
+	p := newPair(t, cfg, 0) // stepped by hand below
+	a, b := p.a, p.b
 	buf, rbuf := make([]byte, 70000), make([]byte, 70000)
 	now := int64(1000)
 	id, _ := a.Dial(now, p.bAddr)
