@@ -12,6 +12,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"smartt/config"
 	"smartt/test/switchport"
 	"smartt/test/uswitch"
 )
@@ -151,6 +152,18 @@ func (f *Fabric) onLink(link string, fn func(st *swState, mp ModelPort, port int
 // switch's direction of a host link), bits/s; 0 restores the configured rate. The packet
 // in service keeps its end time (switchport's SetRate).
 func (f *Fabric) SetRate(link string, rate int64) error {
+	if rate < 0 {
+		return fmt.Errorf("rate %d bit/s: must be > 0 (0 restores)", rate)
+	}
+	if li := f.t.Plan.LinkIndex(link); li >= 0 && rate > 0 {
+		for _, ports := range f.Ports {
+			for _, mp := range ports {
+				if mp.Link == f.t.Plan.Links[li].Name && rate > mp.Rate {
+					return fmt.Errorf("rate %v above the link's %v: degrade can only lower it", config.Rate(rate), config.Rate(mp.Rate))
+				}
+			}
+		}
+	}
 	return f.onLink(link, func(_ *swState, mp ModelPort, _ int, now int64) {
 		r := rate
 		if r <= 0 {

@@ -74,6 +74,10 @@ func TestFabricOps(t *testing.T) {
 		}
 		return got
 	}
+	// A degrade can only lower the rate: above the link's 100 Mbit/s is refused.
+	if err := fab.SetRate(link, 1e9); err == nil || !strings.Contains(err.Error(), "can only lower") {
+		t.Fatalf("SetRate above the link rate: err = %v", err)
+	}
 	// Degraded to 10 Mbit/s: 40 frames of 1130 wire bytes take 36 ms to serialise.
 	if err := fab.SetRate(link, 10e6); err != nil {
 		t.Fatal(err)
