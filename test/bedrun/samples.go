@@ -34,27 +34,27 @@ func sampleOptions(sc *sim.Scenario, tb *netbed.Testbed) (*netbed.SampleOptions,
 	}
 	isHost := func(n string) bool { i := tb.Plan.NodeIndex(n); return i >= 0 && !tb.Plan.Nodes[i].Switch }
 	o := &netbed.SampleOptions{Interval: int64(oc.SampleInterval), Max: oc.MaxSamples}
-	switch sel := oc.SamplePorts; sel {
-	case "", "hosts":
+	group, names, err := oc.PortSelection()
+	if err != nil {
+		return nil, err
+	}
+	switch group {
+	case "hosts":
 		o.Ports = func(_, peer string) bool { return isHost(peer) }
 	case "up":
 		o.Ports = func(sw, peer string) bool { return strings.HasPrefix(sw, "leaf") && !isHost(peer) }
 	case "all":
 	default:
 		want := map[[2]string]bool{}
-		for _, name := range strings.Split(sel, ",") {
-			a, b, ok := strings.Cut(strings.TrimSpace(name), "->")
-			if !ok {
-				return nil, fmt.Errorf("output.sample_ports: %q: want hosts, up, all or names like tor0->spine1", name)
-			}
-			k := [2]string{simName(a), simName(b)}
+		for _, n := range names {
+			k := [2]string{simName(n[0]), simName(n[1])}
 			found := false
 			for _, l := range tb.Plan.Links {
 				na, nb := simName(tb.Plan.Nodes[l.A].Name), simName(tb.Plan.Nodes[l.B].Name)
 				found = found || (k == [2]string{na, nb} || k == [2]string{nb, na})
 			}
 			if !found || isHost(k[0]) {
-				return nil, fmt.Errorf("output.sample_ports: no switch port %s", name)
+				return nil, fmt.Errorf("output.sample_ports: no switch port %s->%s", n[0], n[1])
 			}
 			want[k] = true
 		}

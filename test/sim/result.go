@@ -289,41 +289,35 @@ func (m *sampler) init(s *Sim, oc *OutputConfig) error {
 	if m.max == 0 {
 		m.max = 100000
 	}
-	H := int32(len(s.hosts))
-	sel := oc.SamplePorts
-	if sel == "" {
-		sel = "hosts"
+	group, names, err := oc.PortSelection()
+	if err != nil {
+		return err
 	}
-	switch sel {
-	case "hosts", "up", "all":
+	H := int32(len(s.hosts))
+	if group != "" {
 		for i := range s.tp.ports {
 			p := &s.tp.ports[i]
 			toHost := p.peer < H
 			upward := !toHost && p.owner >= H && s.tp.sws[p.owner-H].tier == 0
-			if sel == "all" || (sel == "hosts" && toHost) || (sel == "up" && upward) {
+			if group == "all" || (group == "hosts" && toHost) || (group == "up" && upward) {
 				m.ports = append(m.ports, int32(i))
 			}
 		}
-	default:
-		for _, name := range strings.Split(sel, ",") {
-			a, b, ok := strings.Cut(strings.TrimSpace(name), "->")
-			if !ok {
-				return fmt.Errorf("output.sample_ports: %q: want hosts, up, all or names like tor0->spine1", name)
-			}
-			na, err := s.nodeByName(a)
-			if err != nil {
-				return fmt.Errorf("output.sample_ports: %w", err)
-			}
-			nb, err := s.nodeByName(b)
-			if err != nil {
-				return fmt.Errorf("output.sample_ports: %w", err)
-			}
-			pid, ok := s.tp.portByLink[[2]int32{na, nb}]
-			if !ok {
-				return fmt.Errorf("output.sample_ports: no switch port %s", name)
-			}
-			m.ports = append(m.ports, pid)
+	}
+	for _, n := range names {
+		na, err := s.nodeByName(n[0])
+		if err != nil {
+			return fmt.Errorf("output.sample_ports: %w", err)
 		}
+		nb, err := s.nodeByName(n[1])
+		if err != nil {
+			return fmt.Errorf("output.sample_ports: %w", err)
+		}
+		pid, ok := s.tp.portByLink[[2]int32{na, nb}]
+		if !ok {
+			return fmt.Errorf("output.sample_ports: no switch port %s->%s", n[0], n[1])
+		}
+		m.ports = append(m.ports, pid)
 	}
 	m.bytes = make([][]int32, len(m.ports))
 	return nil

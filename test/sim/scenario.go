@@ -58,6 +58,27 @@ type OutputConfig struct {
 	Progress bool `yaml:"progress"`
 }
 
+// PortSelection parses SamplePorts, the grammar shared by the simulator and the testbed:
+// a group ("hosts", the default, "up" or "all", with no ports), or the listed ports as
+// (switch, peer) names.
+func (oc *OutputConfig) PortSelection() (group string, ports [][2]string, err error) {
+	switch sel := oc.SamplePorts; sel {
+	case "":
+		return "hosts", nil, nil
+	case "hosts", "up", "all":
+		return sel, nil, nil
+	default:
+		for _, name := range strings.Split(sel, ",") {
+			a, b, ok := strings.Cut(strings.TrimSpace(name), "->")
+			if !ok {
+				return "", nil, fmt.Errorf("output.sample_ports: %q: want hosts, up, all or names like tor0->spine1", name)
+			}
+			ports = append(ports, [2]string{a, b})
+		}
+		return "", ports, nil
+	}
+}
+
 // WorkloadConfig is the traffic. Kinds: incast, permutation, tornado, all_to_all,
 // ring_allreduce, butterfly_allreduce, websearch.
 type WorkloadConfig struct {
