@@ -51,14 +51,21 @@ func TestTestbedRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestTestbedUpStatusLinkDown(t *testing.T) {
+// testbedName skips the test unless root, and returns a testbed name unique to this run
+// whose namespaces are removed when the test ends.
+func testbedName(t *testing.T, prefix string) string {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces)")
 	}
 	b := make([]byte, 4)
 	rand.Read(b)
-	name := "c" + hex.EncodeToString(b)
+	name := prefix + hex.EncodeToString(b)
 	t.Cleanup(func() { netbed.Remove(name) })
+	return name
+}
+
+func TestTestbedUpStatusLinkDown(t *testing.T) {
+	name := testbedName(t, "c")
 	run := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
@@ -103,13 +110,7 @@ func nsInode(t *testing.T, ns string) string {
 // TestTestbedRunFail: "testbed fail" makes a link of a running "testbed run" flaky; the
 // run reports the losses, writes the queue samples and a pcap per link.
 func TestTestbedRunFail(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := "f" + hex.EncodeToString(b)
-	t.Cleanup(func() { netbed.Remove(name) })
+	name := testbedName(t, "f")
 	dir := t.TempDir()
 	sc := filepath.Join(dir, "incast.yaml")
 	os.WriteFile(sc, []byte(`

@@ -16,15 +16,7 @@ import (
 func TestEmulatedGSO(t *testing.T) {
 	const segs, seg = 15, 4096
 	tb := upTestbed(t, Spec{Kind: KindStar, Mode: ModeEmulated, Hosts: 2})
-	_, sws, stop, err := tb.RunSwitches(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	_, sws := runSwitches(t, tb, nil)
 	rx := listen(t, tb, "h1", 9000)
 	tx := dial(t, tb, "h0", 0, tb.Addr("h1"), 9000)
 	oob := make([]byte, unix.CmsgSpace(2))

@@ -103,6 +103,22 @@ func needRoot(t testing.TB) {
 }
 
 // upTestbed builds spec under a name unique to this run and removes it when the test ends.
+// runSwitches starts tb's userspace switches (routing by choose, nil for a star) and
+// stops them, checking the stop, when the test ends.
+func runSwitches(t testing.TB, tb *Testbed, choose func(string) uswitch.Choose) ([]string, []*uswitch.Switch) {
+	t.Helper()
+	names, sws, stop, err := tb.RunSwitches(choose, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return names, sws
+}
+
 func upTestbed(t testing.TB, spec Spec) *Testbed {
 	t.Helper()
 	needRoot(t)
@@ -556,15 +572,7 @@ func testChoose(node string) uswitch.Choose {
 func TestEmulatedECMP(t *testing.T) {
 	const spines, ports, k = 4, 256, 2
 	tb := upTestbed(t, Spec{Kind: KindLeafSpine, Mode: ModeEmulated, Leaves: 2, Spines: spines, HostsPerLeaf: 1})
-	names, sws, stop, err := tb.RunSwitches(testChoose, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	names, sws := runSwitches(t, tb, testChoose)
 	rx := listen(t, tb, "h1", 9000)
 	src, dst := tb.Addr("h0").As4(), tb.Addr("h1").As4()
 	choose := testChoose("leaf0")
