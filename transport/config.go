@@ -11,6 +11,7 @@ import (
 	"smartt/cc/smartt"
 	"smartt/config"
 	"smartt/reps"
+	"smartt/transport/seal"
 	"smartt/transport/wire"
 )
 
@@ -89,6 +90,8 @@ type Config struct {
 	Profile string `yaml:"profile"`
 	// SMaRTT holds the parameters of the "smartt" controller (docs/smartt.md).
 	SMaRTT smartt.Config `yaml:"smartt"`
+	// Auth configures packet authentication and encryption (transport/seal, docs/security.md).
+	Auth seal.Config `yaml:"auth"`
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
 	// NewBalancer, if set, overrides LB with a constructor of the caller's.
@@ -141,6 +144,7 @@ func DefaultConfig() Config {
 		InitialWindow:    256 << 10,
 		RLCC:             rlcc.DefaultConfig(),
 		SMaRTT:           smartt.DefaultConfig(),
+		Auth:             seal.DefaultConfig(),
 	}
 }
 
@@ -207,6 +211,7 @@ func (c *Config) Validate() error {
 	if err := c.Ack.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.authErrors())
 	if v := ccValidators[c.CC]; v != nil && c.NewCC == nil && derivedOK {
 		if err := v(c); err != nil {
 			errs = append(errs, err)

@@ -65,6 +65,8 @@ type Endpoint struct {
 	pkt      wire.Packet // scratch for decoding and encoding
 	stats    Stats
 	lastNow  int64 // latest time the driver passed in, for snapshots (Conns)
+
+	auth *authEngine // packet authentication (auth.go); nil when off
 }
 
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
@@ -88,7 +90,12 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if err := cfg.checkProfile(); err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
+	auth, err := newAuth(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
 	return &Endpoint{
+		auth:    auth,
 		cfg:     cfg,
 		rng:     rng,
 		conns:   make(map[uint64]*conn),
@@ -131,6 +138,9 @@ func (e *Endpoint) Dial(now int64, peer netip.AddrPort) (ConnID, error) {
 	}
 	if len(e.list) >= e.cfg.MaxConns {
 		return 0, fmt.Errorf("transport: dial %v: max_conns (%d) connections open", peer, e.cfg.MaxConns)
+	}
+	if err := e.authDial(now, peer); err != nil {
+		return 0, err
 	}
 	c := e.newConn(now, peer, 0)
 	e.stats.ConnsOpened++
@@ -255,8 +265,9 @@ func (e *Endpoint) markReady(c *conn) {
 }
 
 // PollTransmit writes the next datagram to send into buf and describes it. buf should
-// hold at least MTU + wire.DataHdrLen bytes (and wire.MaxAckLen). It returns false when
-// nothing may be sent now; NextTimeout tells when to ask again.
+// hold at least MaxDatagram(cfg) bytes (MTU + wire.DataHdrLen, at least wire.MaxAckLen,
+// plus seal.Overhead with authentication on). It returns false when nothing may be sent
+// now; NextTimeout tells when to ask again.
 func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 	e.lastNow = max(e.lastNow, now)
 	if e.ctrl.len() > 0 {
@@ -265,6 +276,7 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 		p.Type, p.Flags, p.EV, p.ReplyPort = cp.typ, 0, 0, e.cfg.ListenPort
 		p.DstConn, p.SrcConn = cp.dst, cp.src
 		n, err := p.Encode(buf)
+		n, err = e.sealOut(now, cp.to, buf, n, err)
 		if err == nil {
 			e.stats.PacketsSent++
 			return Transmit{N: n, To: cp.to, Control: true, Type: cp.typ}, true
@@ -277,6 +289,7 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 			continue
 		}
 		t, ok := e.transmit(now, c, buf)
+		t, ok = e.sealTx(now, t, ok, buf)
 		e.touch(c, now)
 		if ok {
 			// Round robin: c goes to the back and is asked again after the others.
@@ -292,6 +305,9 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 	e.lastNow = max(e.lastNow, now)
 	e.stats.PacketsRecv++
+	if b = e.openIn(now, b, &m); b == nil {
+		return // not authentic (counted in Stats.Auth), or a trimmed packet's hint
+	}
 	p := &e.pkt
 	if err := p.Decode(b); err != nil {
 		e.stats.Malformed++

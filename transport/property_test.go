@@ -73,6 +73,18 @@ func logUniform(rng *rand.Rand, max int) int {
 }
 
 func runProperty(t *testing.T, seed uint64, loss float64, nMsgs int, unordered bool) {
+	runPropertyWith(t, seed, loss, nMsgs, unordered, propOpts{})
+}
+
+// propOpts varies a property run: the engines' config (authentication, say) and the
+// switch port toward each host (a trimming bottleneck, say).
+type propOpts struct {
+	tune  func(*transport.Config)
+	host  testnet.HostConfig
+	check func(t *testing.T, net testnet.Stats, a, b transport.Stats) // after a successful run
+}
+
+func runPropertyWith(t *testing.T, seed uint64, loss float64, nMsgs int, unordered bool, o propOpts) {
 	const maxSize = 4 << 20
 	netCfg := testnet.Config{
 		Delay:        2000,
@@ -88,6 +100,9 @@ func runProperty(t *testing.T, seed uint64, loss float64, nMsgs int, unordered b
 	cfg.MinRTO = 50_000
 	cfg.InitialRTO = 100_000
 	cfg.IdleTimeout = 10_000_000_000
+	if o.tune != nil {
+		o.tune(&cfg)
+	}
 	r := &propRun{t: t, net: n, ordered: !unordered, maxMsg: maxSize}
 	for i := range 2 {
 		ep, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(seed, uint64(i))))
@@ -99,7 +114,7 @@ func runProperty(t *testing.T, seed uint64, loss float64, nMsgs int, unordered b
 		r.want[i] = map[uint32][32]byte{}
 		r.got[i] = map[uint32]bool{}
 		r.lastID[i] = -1
-		n.Attach(r.addr[i], ep, testnet.HostConfig{})
+		n.Attach(r.addr[i], ep, o.host)
 	}
 	rng := rand.New(rand.NewPCG(seed, 99))
 	largest := 0
@@ -154,6 +169,9 @@ func runProperty(t *testing.T, seed uint64, loss float64, nMsgs int, unordered b
 		}
 	}
 	a, b := r.ep[0].Stats(), r.ep[1].Stats()
+	if o.check != nil {
+		o.check(t, n.Stats(), a, b)
+	}
 	t.Logf("%d msgs, %.1f MB in %.2f ms virtual; net lost %d dup %d reordered %d; a retx sack/nack/rto %d/%d/%d; b dups %d; buffered max %d/%d",
 		nMsgs, float64(total)/1e6, float64(n.Now())/1e6, n.Stats().Lost, n.Stats().Duplicated, n.Stats().Reordered,
 		a.RetxSack, a.RetxNack, a.RetxTimeout, b.DupData, max(a.RecvBufferedMax, b.RecvBufferedMax), bound)

@@ -132,6 +132,9 @@ type Stats struct {
 	ProtoViolations uint64 // well-formed packets that contradict the connection's state
 	RecvBuffered    uint64 // gauge: bytes of message buffers currently held for peers
 	RecvBufferedMax uint64 // high-water mark of RecvBuffered
+
+	// Auth counts packet authentication (auth.go); all zero when it is off.
+	Auth AuthStats
 }
 
 // RTTBuckets is the number of buckets of Stats.RTTHist.

@@ -57,7 +57,10 @@ const (
 	FlagTrimmed Flags = 1 << 3 // DATA: a switch cut the payload off
 	FlagCE      Flags = 1 << 4 // ACK/NACK: the triggering data packet arrived CE-marked
 	FlagCleanEV Flags = 1 << 5 // ACK: the clean-EV extension list is present
-	flagsKnown        = FlagRetx | FlagLast | FlagAckReq | FlagTrimmed | FlagCE | FlagCleanEV
+	// FlagSealed (any type): a 36-byte authentication trailer follows the packet
+	// (transport/seal, docs/security.md). Decode and Encode see the packet without it.
+	FlagSealed = Flags(1 << 6)
+	flagsKnown = FlagRetx | FlagLast | FlagAckReq | FlagTrimmed | FlagCE | FlagCleanEV | FlagSealed
 )
 
 // Header and field sizes.

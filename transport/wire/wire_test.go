@@ -388,8 +388,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"type 0", mutate(data, set(0, 0x10)), wire.ErrType},
 		{"type 8", mutate(data, set(0, 0x18)), wire.ErrType},
 		{"type 15", mutate(data, set(0, 0x1f)), wire.ErrType},
-		{"flag 0x40", mutate(data, set(1, 0x40)), wire.ErrFlags},
-		{"flag 0x80", mutate(ack, set(1, 0xa0)), wire.ErrFlags},
+		{"flag 0x80", mutate(data, set(1, 0x80)), wire.ErrFlags},
+		{"flag 0x80 on ack", mutate(ack, set(1, 0xa0)), wire.ErrFlags},
 		{"data SrcConn 0", mutate(data, zero(16, 24)), wire.ErrConnID},
 		{"probe SrcConn 0", mutate(samples()["probe/nodst"], zero(16, 24)), wire.ErrConnID},
 		{"ack DstConn 0", mutate(ack, zero(8, 16)), wire.ErrConnID},
@@ -725,5 +725,33 @@ func BenchmarkDecodeAck(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		sinkErr = q.Decode(enc)
+	}
+}
+
+// TestSealedFlag: FlagSealed is a known flag on every type; Encode writes it and Decode
+// reports it (the trailer itself is transport/seal's, stripped before Decode).
+func TestSealedFlag(t *testing.T) {
+	for _, typ := range []wire.Type{wire.TypeData, wire.TypeAck, wire.TypeNack, wire.TypeProbe,
+		wire.TypeClose, wire.TypeCloseAck, wire.TypeReset} {
+		p := wire.Packet{Header: hdr(typ, wire.FlagSealed)}
+		if typ == wire.TypeData {
+			p.Data = wire.Data{MsgLen: 10, PayloadLen: 10}
+			p.Payload = payload(10)
+		}
+		if typ == wire.TypeAck {
+			p.Ack.SackWords = 1
+		}
+		buf := make([]byte, 300)
+		n, err := p.Encode(buf)
+		if err != nil {
+			t.Fatalf("%v: encode: %v", typ, err)
+		}
+		if buf[1] != byte(wire.FlagSealed) || wire.FlagSealed != 0x40 {
+			t.Fatalf("%v: flag byte %#x", typ, buf[1])
+		}
+		var q wire.Packet
+		if err := q.Decode(buf[:n]); err != nil || q.Flags != wire.FlagSealed {
+			t.Fatalf("%v: decode: %v, flags %#x", typ, err, q.Flags)
+		}
 	}
 }
