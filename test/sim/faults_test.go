@@ -134,3 +134,16 @@ func TestScenarioFiles(t *testing.T) {
 }
 
 func configDuration(ns int64) config.Duration { return config.Duration(ns) }
+
+// TestAuthRefused: the simulator carries packet headers only, so it refuses packet
+// authentication with an error naming the field, instead of failing every packet.
+func TestAuthRefused(t *testing.T) {
+	sc, err := ParseScenario([]byte("topology: {kind: single, hosts: 2}\nworkload: {kind: incast, size: 4KiB}\n" +
+		"transport: {auth: {mode: auth, key: " + strings.Repeat("ab", 32) + "}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(sc); err == nil || !strings.Contains(err.Error(), "transport.auth.mode = auth") {
+		t.Fatalf("New: %v", err)
+	}
+}

@@ -285,6 +285,11 @@ func New(sc *Scenario) (*Sim, error) {
 		if sc.NewTransport != nil {
 			sc.NewTransport(i, &cfg)
 		}
+		if cfg.Auth.Enabled() {
+			// Data packets cross the fabric as headers only (payload bytes are not
+			// simulated), so no seal could be checked; BenchmarkEngineAuth measures its cost.
+			return nil, fmt.Errorf("transport.auth.mode = %v: not supported by the simulator, which carries packet headers only", cfg.Auth.Mode)
+		}
 		if shared == nil || sc.NewTransport != nil {
 			// Resolve the balancer by name once (through a throwaway endpoint) so that
 			// the balancers can be wrapped: REPS reports its freezing episodes.

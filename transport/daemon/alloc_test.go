@@ -3,6 +3,9 @@ package daemon
 import (
 	"net/netip"
 	"testing"
+
+	"smartt/transport"
+	"smartt/transport/seal"
 )
 
 // ringSocket is a zero-allocation in-memory socket for measuring the node's own path:
@@ -61,10 +64,25 @@ func (r *ringSocket) Close() error { return nil }
 // driving the same batch handler the reader goroutine runs; one op is one data packet.
 // Steady state allocates nothing per packet (the engine's receive buffers come from the
 // heap per message: 1 MiB messages here, so per-message allocations amortise).
-func BenchmarkNodePath(b *testing.B) {
+func BenchmarkNodePath(b *testing.B) { benchNodePath(b, testConfig(4791)) }
+
+// BenchmarkNodePathAuth is BenchmarkNodePath with packet authentication on (auth and
+// encrypt modes): every data packet and ACK sealed and opened.
+func BenchmarkNodePathAuth(b *testing.B) {
+	for _, mode := range []seal.Mode{seal.Auth, seal.Encrypt} {
+		b.Run("mode="+mode.String(), func(b *testing.B) { benchNodePath(b, authConfig(mode)) })
+	}
+}
+
+func authConfig(mode seal.Mode) transport.Config {
+	cfg := testConfig(4791)
+	cfg.Auth.Mode, cfg.Auth.Key = mode, seal.Key{7}
+	return cfg
+}
+
+func benchNodePath(b *testing.B, cfg transport.Config) {
 	ap, bp := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
 	sa, sb := newRingPair(ap, bp, 4096+128, 8192)
-	cfg := testConfig(4791)
 	a, err := New(cfg, sa, Options{Seed: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -105,10 +123,12 @@ func BenchmarkNodePath(b *testing.B) {
 }
 
 func TestNodePathAllocatesNothingPerPacket(t *testing.T) {
-	r := testing.Benchmark(BenchmarkNodePath)
-	// Per packet: well under one allocation (a 1 MiB message is 256 packets and costs a
-	// few: its receive buffer, the completion record, the event callbacks).
-	if per := float64(r.MemAllocs) / float64(r.N); per > 0.1 {
-		t.Fatalf("%.3f allocations per packet (%d over %d packets)", per, r.MemAllocs, r.N)
+	for name, cfg := range map[string]transport.Config{"off": testConfig(4791), "auth": authConfig(seal.Auth), "encrypt": authConfig(seal.Encrypt)} {
+		r := testing.Benchmark(func(b *testing.B) { benchNodePath(b, cfg) })
+		// Per packet: well under one allocation (a 1 MiB message is 256 packets and costs a
+		// few: its receive buffer, the completion record, the event callbacks).
+		if per := float64(r.MemAllocs) / float64(r.N); per > 0.1 {
+			t.Fatalf("auth %s: %.3f allocations per packet (%d over %d packets)", name, per, r.MemAllocs, r.N)
+		}
 	}
 }

@@ -157,7 +157,7 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 		done:    make(chan struct{}),
 		started: time.Now(),
 	}
-	bufLen := cfg.MTU + 128
+	bufLen := datagramBuf(cfg)
 	n.wbuf = make([]Packet, o.BatchSize)
 	for i := range n.wbuf {
 		n.wbuf[i].Buf = make([]byte, bufLen)
@@ -167,6 +167,11 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 	n.timer.Stop()
 	return n, nil
 }
+
+// datagramBuf is the size of the node's datagram buffers: the engine's largest datagram
+// (transport.MaxDatagram: MTU + header, or an ACK, plus the seal with authentication on),
+// with slack so that an oversized datagram is read whole and refused, not truncated.
+func datagramBuf(cfg transport.Config) int { return max(cfg.MTU+128, transport.MaxDatagram(cfg)+64) }
 
 // Start launches the reader and timer goroutines.
 func (n *Node) Start() {
@@ -180,7 +185,7 @@ func (n *Node) Started() time.Time { return n.started }
 
 func (n *Node) readLoop() {
 	defer n.wg.Done()
-	bufLen := n.ep.Config().MTU + 128
+	bufLen := datagramBuf(n.ep.Config())
 	pkts := make([]Packet, n.opts.BatchSize)
 	store := make([]byte, bufLen*len(pkts))
 	for i := range pkts {

@@ -104,6 +104,10 @@ var (
 	dRxBatch   = desc("smartt_rx_batches_total", "Receive batches read from the socket.")
 	dRxStamped = desc("smartt_rx_kernel_timestamps_total", "Received datagrams that carried a kernel timestamp.")
 	dRxPkts    = desc("smartt_rx_datagrams_total", "Datagrams read from the socket.")
+	dAuth      = desc("smartt_auth_dropped_total", "Packets dropped by packet authentication, by reason (docs/security.md).", "reason")
+	dAuthTrim  = desc("smartt_auth_trim_hints_total", "Trimmed data packets (seal cut off): used as a NACK hint, or ignored.", "result")
+	dAuthSess  = desc("smartt_auth_sessions", "Receiving authentication sessions held.")
+	dAuthRekey = desc("smartt_auth_rekeys_total", "Sending authentication sessions started.")
 
 	connLabels = []string{"conn", "peer", "cc", "lb"}
 	dCWindow   = desc("smartt_conn_window_bytes", "Congestion window of a connection.", connLabels...)
@@ -185,6 +189,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dConnsEv, s.ConnsAccepted, "accepted")
 		counter(ch, dConnsEv, s.ConnsClosed, "closed")
 		counter(ch, dConnsEv, s.ConnsAborted, "aborted")
+		a := &s.Auth
+		counter(ch, dAuth, a.Failed, "failed")
+		counter(ch, dAuth, a.Replayed, "replayed")
+		counter(ch, dAuth, a.Unsealed, "unsealed")
+		counter(ch, dAuth, a.Stale, "stale")
+		counter(ch, dAuth, a.Refused, "sessions_full")
+		counter(ch, dAuth, a.NoKey, "no_key")
+		counter(ch, dAuthTrim, a.TrimHints, "used")
+		counter(ch, dAuthTrim, a.TrimIgnored, "ignored")
+		gauge(ch, dAuthSess, float64(a.Sessions))
+		counter(ch, dAuthRekey, a.Rekeys)
 		gauge(ch, dBuffered, float64(s.RecvBuffered))
 		gauge(ch, dBufMax, float64(s.RecvBufferedMax))
 		buckets := make(map[float64]uint64, transport.RTTBuckets)

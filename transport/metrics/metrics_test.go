@@ -21,6 +21,7 @@ func TestSeriesFollowConnectionsAndCounters(t *testing.T) {
 	st.RetxNack, st.CERecv = 3, 5
 	st.RTTHist[1], st.RTTHist[5] = 2, 1 // 1-2 us and 16-32 us
 	st.RTTSamples = 3
+	st.Auth.Replayed, st.Auth.Sessions = 4, 2
 	m.ObserveMessage(2_000_000, 4096)
 	m.ObserveBatch(64, 63)
 	scrape := func() string {
@@ -41,6 +42,8 @@ func TestSeriesFollowConnectionsAndCounters(t *testing.T) {
 		`smartt_rx_kernel_timestamps_total 63`,
 		`smartt_api_events_total{event="message_accepted"} 7`,
 		`smartt_connections 2`,
+		`smartt_auth_dropped_total{reason="replayed"} 4`,
+		`smartt_auth_sessions 2`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("scrape lacks %s", want)

@@ -4,12 +4,14 @@
 package smarttd
 
 import (
+	"bytes"
 	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 
@@ -18,6 +20,7 @@ import (
 	"smartt/config"
 	"smartt/transport"
 	"smartt/transport/api"
+	"smartt/transport/seal"
 )
 
 // DefaultYAML is the embedded default configuration (every field, commented).
@@ -80,13 +83,68 @@ func DefaultConfig() Config {
 	return c
 }
 
-// Load decodes YAML over the defaults (strictly: unknown fields are errors) and validates.
+// Load decodes YAML over the defaults (strictly: unknown fields are errors), reads the
+// key files of transport.auth and validates.
 func Load(data []byte) (Config, error) {
 	c := DefaultConfig()
 	if err := config.DecodeYAML(data, &c); err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
+	if err := LoadKeyFiles(&c.Transport.Auth); err != nil {
+		return c, err
+	}
 	return c, c.Validate()
+}
+
+// LoadKeyFiles reads the key files named in a (auth.key_file, auth.peers[i].key_file)
+// into the keys, and clears the file names: the engine does no I/O. A key file holds 64
+// hex digits (surrounding white space ignored) and must not be accessible to group or
+// others (mode 0600 or stricter).
+func LoadKeyFiles(a *seal.Config) error {
+	var errs []error
+	read := func(field, path string, k *seal.Key) bool {
+		if path == "" {
+			return false
+		}
+		if !k.IsZero() {
+			errs = append(errs, fmt.Errorf("transport.%s and transport.%s_file: give one of them, not both", field, field))
+			return false
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("transport.%s_file = %q: %w", field, path, err))
+			return false
+		}
+		if perm := st.Mode().Perm(); perm&0o077 != 0 {
+			errs = append(errs, fmt.Errorf("transport.%s_file = %q: mode %#o: must not be accessible to group or others (chmod 600)", field, path, perm))
+			return false
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("transport.%s_file = %q: %w", field, path, err))
+			return false
+		}
+		var key seal.Key
+		if err := key.UnmarshalText(bytes.TrimSpace(b)); err != nil {
+			errs = append(errs, fmt.Errorf("transport.%s_file = %q: %w", field, path, err))
+			return false
+		}
+		if key.IsZero() {
+			errs = append(errs, fmt.Errorf("transport.%s_file = %q: empty or all-zero key", field, path))
+			return false
+		}
+		*k = key
+		return true
+	}
+	if read("auth.key", a.KeyFile, &a.Key) {
+		a.KeyFile = ""
+	}
+	for i := range a.Peers {
+		if read(fmt.Sprintf("auth.peers[%d].key", i), a.Peers[i].KeyFile, &a.Peers[i].Key) {
+			a.Peers[i].KeyFile = ""
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Validate checks every field, naming it with its allowed range.
@@ -185,7 +243,7 @@ func ParseLevel(s string) (slog.Level, error) {
 }
 
 // View returns the configuration as generic maps under its YAML keys (for JSON output:
-// the engine config holds function fields JSON cannot encode).
+// the engine config holds function fields JSON cannot encode). Keys show as "<redacted>".
 func (c *Config) View() any {
 	b, err := yaml.Marshal(c)
 	if err != nil {
