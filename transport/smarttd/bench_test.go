@@ -3,6 +3,7 @@ package smarttd_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"smartt/test/nstest"
 	"smartt/transport/client"
+	"smartt/transport/seal"
 	"smartt/transport/smarttd"
 	"smartt/transport/udp/blast"
 	"smartt/transport/wire"
@@ -38,7 +40,7 @@ func BenchmarkVethDaemonVsBlaster(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			blasterRate, blasterGbps, loss := runBlaster(b, tp, b.N)
-			rate, gbps, retx := runDaemon(b, tp, b.N, v.lb, v.memfd)
+			rate, gbps, retx := runDaemon(b, tp, b.N, v.lb, v.memfd, nil)
 			b.ReportMetric(blasterRate, "blaster_pkts/s")
 			b.ReportMetric(blasterGbps, "blaster_Gbit/s")
 			b.ReportMetric(loss, "blaster_loss_%")
@@ -57,6 +59,32 @@ func BenchmarkVethDaemonVsBlaster(b *testing.B) {
 }
 
 const benchPayload = 4096
+
+// BenchmarkVethAuth is the daemon's goodput over the veth pair of BenchmarkVethDaemonVsBlaster
+// with packet authentication off, in auth mode and in encrypt mode (fabric key), for REPS
+// spraying and ECMP (GSO): the modes are interleaved within each round so that the shared
+// machine's load affects them alike. Use e.g. -benchtime=200000x; rounds are sub-benchmarks.
+func BenchmarkVethAuth(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range 3 {
+		for _, lb := range []string{"reps", "ecmp"} {
+			for _, mode := range []seal.Mode{seal.Off, seal.Auth, seal.Encrypt} {
+				b.Run(fmt.Sprintf("round=%d/lb=%s/mode=%v", round, lb, mode), func(b *testing.B) {
+					mod := func(c *smarttd.Config) {
+						c.Transport.Auth.Mode = mode
+						if mode != seal.Off {
+							c.Transport.Auth.Key = seal.Key{0xbe, 0xef}
+						}
+					}
+					rate, gbps, retx := runDaemon(b, tp, b.N, lb, false, mod)
+					b.ReportMetric(rate, "daemon_pkts/s")
+					b.ReportMetric(gbps, "daemon_Gbit/s")
+					b.ReportMetric(retx, "daemon_retx_%")
+				})
+			}
+		}
+	}
+}
 
 func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64) {
 	pkt := benchPayload + wire.DataHdrLen
@@ -93,11 +121,18 @@ func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64)
 	return r.PacketRate(), r.Gbps(), 100 * float64(sent-int(r.Packets)) / float64(max(sent, 1))
 }
 
-func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool) (rate, gbps, retxPct float64) {
+// runDaemon moves n x 4096 bytes from a daemon in A to one in B; mod, if set, adjusts both
+// daemons' configs.
+func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool, mod func(*smarttd.Config)) (rate, gbps, retxPct float64) {
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
-	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) { c.Transport.LB = balancer })
-	startIn(b, tp.B, lb, dir, nil)
+	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) {
+		c.Transport.LB = balancer
+		if mod != nil {
+			mod(c)
+		}
+	})
+	startIn(b, tp.B, lb, dir, mod)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s := session(b, ctx, a, 1)
