@@ -17,6 +17,8 @@ local types = { [1] = "DATA", [2] = "ACK", [3] = "NACK", [4] = "PROBE", [5] = "C
 	[6] = "CLOSE_ACK", [7] = "RESET" }
 -- Fixed lengths (docs/wire.md "Packet types and sizes").
 local DATA_HDR, ACK_FIXED, NACK_LEN, PROBE_LEN, CLOSE_LEN, COMMON = 64, 68, 48, 32, 28, 24
+-- The authentication trailer of a packet with FlagSealed (docs/wire.md "Sealed packets").
+local SEAL = 36
 
 local f = p.fields
 f.ver       = ProtoField.uint8("smartt.ver", "Version", base.DEC, nil, 0xf0)
@@ -28,7 +30,8 @@ f.f_ackreq  = ProtoField.bool("smartt.flags.ackreq", "AckReq", 8, nil, 0x04)
 f.f_trimmed = ProtoField.bool("smartt.flags.trimmed", "Trimmed", 8, nil, 0x08)
 f.f_ce      = ProtoField.bool("smartt.flags.ce", "CE", 8, nil, 0x10)
 f.f_cleanev = ProtoField.bool("smartt.flags.cleanev", "CleanEV", 8, nil, 0x20)
-f.f_unknown = ProtoField.uint8("smartt.flags.unknown", "Unknown flags", base.HEX, nil, 0xc0)
+f.f_sealed  = ProtoField.bool("smartt.flags.sealed", "Sealed", 8, nil, 0x40)
+f.f_unknown = ProtoField.uint8("smartt.flags.unknown", "Unknown flags", base.HEX, nil, 0x80)
 f.ev        = ProtoField.uint16("smartt.ev", "EV", base.DEC)
 f.replyport = ProtoField.uint16("smartt.reply_port", "ReplyPort", base.DEC)
 f.reserved  = ProtoField.uint16("smartt.reserved", "Reserved", base.HEX)
@@ -64,10 +67,17 @@ f.cleanev    = ProtoField.uint16("smartt.clean_ev", "CleanEV", base.DEC)
 -- NACK (PSN, CumPSN, EchoEV, HoldTime, EchoTxTime as above), PROBE, CLOSE
 f.probetx = ProtoField.int64("smartt.probe_tx_time", "TxTime (ns)", base.DEC)
 f.reason  = ProtoField.uint32("smartt.reason", "Reason", base.DEC)
+-- Seal trailer (FlagSealed)
+f.seal       = ProtoField.bytes("smartt.seal", "Seal")
+f.seal_tag   = ProtoField.bytes("smartt.seal.tag", "GCM tag")
+f.seal_start = ProtoField.uint32("smartt.seal.start", "Session start (s)", base.DEC)
+f.seal_rand  = ProtoField.uint64("smartt.seal.random", "Session random", base.HEX)
+f.seal_check = ProtoField.uint32("smartt.seal.check", "Session check", base.HEX)
+f.seal_ctr   = ProtoField.uint32("smartt.seal.counter", "Counter", base.DEC)
 
 local e_version = ProtoExpert.new("smartt.bad_version", "Version is not 1 (ErrVersion)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_type    = ProtoExpert.new("smartt.bad_type", "Unknown packet type (ErrType)", expert.group.MALFORMED, expert.severity.ERROR)
-local e_flags   = ProtoExpert.new("smartt.bad_flags", "Unknown flag bits 0xc0 (ErrFlags)", expert.group.MALFORMED, expert.severity.ERROR)
+local e_flags   = ProtoExpert.new("smartt.bad_flags", "Unknown flag bit 0x80 (ErrFlags)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_conn    = ProtoExpert.new("smartt.bad_conn", "Connection ID 0 where not allowed (ErrConnID)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_short   = ProtoExpert.new("smartt.short", "Shorter than its type's fixed length (ErrShort)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_length  = ProtoExpert.new("smartt.bad_length", "Length inconsistent (ErrLength)", expert.group.MALFORMED, expert.severity.ERROR)
@@ -129,8 +139,22 @@ local function dissect(tvb, pinfo, root)
 	local ft = t:add(f.flags, tvb(1, 1))
 	ft:add(f.f_retx, tvb(1, 1)); ft:add(f.f_last, tvb(1, 1)); ft:add(f.f_ackreq, tvb(1, 1))
 	ft:add(f.f_trimmed, tvb(1, 1)); ft:add(f.f_ce, tvb(1, 1)); ft:add(f.f_cleanev, tvb(1, 1))
-	if flags >= 0x40 then ft:add(f.f_unknown, tvb(1, 1)); ft:add_proto_expert_info(e_flags) end
+	ft:add(f.f_sealed, tvb(1, 1))
+	if flags >= 0x80 then ft:add(f.f_unknown, tvb(1, 1)); ft:add_proto_expert_info(e_flags) end
 	local function flag(mask) return math.floor(flags / mask) % 2 == 1 end
+	-- A sealed packet ends in the trailer, except a trimmed DATA (the switch cut it off):
+	-- the body rules below apply to the packet without it.
+	local dlen, trailer = len, nil
+	if flag(0x40) then
+		local whole = len >= COMMON + SEAL
+		if typ == 1 then
+			whole = len >= DATA_HDR and tvb:len() >= 46 and not flag(0x08) and len >= DATA_HDR + tvb(44, 2):uint() + SEAL
+		end
+		if whole then
+			len = len - SEAL
+			trailer = len
+		end
+	end
 	t:add(f.ev, tvb(2, 2))
 	t:add(f.replyport, tvb(4, 2))
 	t:add(f.reserved, tvb(6, 2))
@@ -168,6 +192,7 @@ local function dissect(tvb, pinfo, root)
 			if flag(0x01) then info = info .. " RETX" end
 			if flag(0x02) then info = info .. " LAST" end
 			if trimmed then info = info .. " TRIMMED" end
+			if flag(0x40) and trailer == nil then info = info .. " (seal cut off)" end
 		end
 	elseif typ == 2 then -- ACK
 		if need(ACK_FIXED) then
@@ -213,8 +238,18 @@ local function dissect(tvb, pinfo, root)
 			info = info .. " reason=" .. tvb(24, 4):uint()
 		end
 	end
+	if trailer ~= nil then
+		info = info .. " SEALED"
+		if tvb:len() >= trailer + SEAL then
+			local o = trailer
+			local st = t:add(f.seal, tvb(o, SEAL))
+			st:add(f.seal_tag, tvb(o, 16)); st:add(f.seal_start, tvb(o + 16, 4)); st:add(f.seal_rand, tvb(o + 20, 8))
+			st:add(f.seal_check, tvb(o + 28, 4)); st:add(f.seal_ctr, tvb(o + 32, 4))
+			info = info .. " ctr=" .. tvb(o + 32, 4):uint()
+		end
+	end
 	pinfo.cols.info = info
-	return len
+	return dlen
 end
 
 function p.dissector(tvb, pinfo, root)
@@ -225,7 +260,7 @@ end
 local function heur(tvb, pinfo, root)
 	if tvb:len() < COMMON then return false end
 	local b0 = tvb(0, 1):uint()
-	if b0 < 0x11 or b0 > 0x17 or tvb(1, 1):uint() >= 0x40 or tvb(16, 8):uint64() == UInt64(0) then
+	if b0 < 0x11 or b0 > 0x17 or tvb(1, 1):uint() >= 0x80 or tvb(16, 8):uint64() == UInt64(0) then
 		return false
 	end
 	dissect(tvb, pinfo, root)
