@@ -132,7 +132,7 @@ type Config struct {
 	// a session may have begun: packets captured in that span before a restart can be
 	// replayed once to the restarted receiver (docs/security.md).
 	MaxSkew config.Duration `yaml:"max_skew" json:"max_skew"`
-	// MaxSessions bounds the receiving sessions held (about 1.5 KiB each); beyond it new
+	// MaxSessions bounds the receiving sessions held (about 2 KiB each); beyond it new
 	// sessions are refused and counted, live ones are never evicted.
 	MaxSessions int `yaml:"max_sessions" json:"max_sessions"`
 }

@@ -441,8 +441,8 @@ func (s *Sealer) Open(now int64, src netip.Addr, pkt []byte, hdr int, out []byte
 	if !ok {
 		return nil, Failed
 	}
-	if len(s.rx) >= s.maxRx || nowS != s.lastSweepS {
-		s.sweep(nowS)
+	if nowS != s.lastSweepS {
+		s.sweep(nowS) // at most once a second: it walks every session
 	}
 	if len(s.rx) >= s.maxRx {
 		return nil, Full
