@@ -32,6 +32,7 @@ type ctrlPkt struct {
 	to       netip.AddrPort
 	typ      wire.Type
 	dst, src uint64
+	reason   uint32 // CLOSE
 }
 
 type twEntry struct {
@@ -60,6 +61,16 @@ type Endpoint struct {
 	twPeer  map[peerKey]struct{} // peers' IDs of recently closed connections
 	twQueue ring[twEntry]
 
+	// unproven lists accepted connections whose peer has not proven its address, oldest
+	// first: under MaxConns pressure they are evicted in that order.
+	unproven connList
+	// incomplete lists the incoming messages still missing data, oldest first: the oldest
+	// may always allocate, so a full RecvBudget cannot deadlock every message half-way.
+	incomplete rxList
+	// unprovenHeld is the buffer bytes held for unproven connections.
+	unprovenHeld uint64
+	wholeBufs    bool // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
+
 	freeMsgs []*txMsg
 	freeRxs  []*rxMsg
 	pkt      wire.Packet // scratch for decoding and encoding
@@ -79,6 +90,8 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if cfg.Buffers == nil {
 		cfg.Buffers = heapBuffers{}
 	}
+	wp, ok := cfg.Buffers.(WholeBufferPool)
+	whole := ok && wp.Whole()
 	if err := cfg.checkAlgorithms(); err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
@@ -89,12 +102,13 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	return &Endpoint{
-		cfg:     cfg,
-		rng:     rng,
-		conns:   make(map[uint64]*conn),
-		byPeer:  make(map[peerKey]*conn),
-		twLocal: make(map[uint64]struct{}),
-		twPeer:  make(map[peerKey]struct{}),
+		wholeBufs: whole,
+		cfg:       cfg,
+		rng:       rng,
+		conns:     make(map[uint64]*conn),
+		byPeer:    make(map[peerKey]*conn),
+		twLocal:   make(map[uint64]struct{}),
+		twPeer:    make(map[peerKey]struct{}),
 	}, nil
 }
 
@@ -129,7 +143,7 @@ func (e *Endpoint) Dial(now int64, peer netip.AddrPort) (ConnID, error) {
 	if !peer.IsValid() {
 		return 0, fmt.Errorf("transport: dial %v: invalid address", peer)
 	}
-	if len(e.list) >= e.cfg.MaxConns {
+	if len(e.list) >= e.cfg.MaxConns && !e.evictUnproven(now) {
 		return 0, fmt.Errorf("transport: dial %v: max_conns (%d) connections open", peer, e.cfg.MaxConns)
 	}
 	c := e.newConn(now, peer, 0)
@@ -156,6 +170,7 @@ func (e *Endpoint) Send(now int64, id ConnID, msg []byte) (uint32, error) {
 	m := e.allocMsg()
 	m.id = c.nextMsgID
 	m.data = msg
+	m.n = len(msg)
 	m.streamStart = c.streamNext
 	c.nextMsgID++
 	c.streamNext += streamLen(len(msg))
@@ -264,6 +279,7 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 		p := &e.pkt
 		p.Type, p.Flags, p.EV, p.ReplyPort = cp.typ, 0, 0, e.cfg.ListenPort
 		p.DstConn, p.SrcConn = cp.dst, cp.src
+		p.Reason = cp.reason
 		n, err := p.Encode(buf)
 		if err == nil {
 			e.stats.PacketsSent++
@@ -277,6 +293,10 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 			continue
 		}
 		t, ok := e.transmit(now, c, buf)
+		if ok && !c.dead {
+			c.lastActive = now
+			c.echoed = c.echoed || c.peerID != 0
+		}
 		e.touch(c, now)
 		if ok {
 			// Round robin: c goes to the back and is asked again after the others.
@@ -314,8 +334,8 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 			e.unknown(reply, p)
 			return
 		}
-		if c.peer.Addr() != m.From.Addr() {
-			// Right ID, wrong host: never let a third party act on a connection.
+		if c.peer != reply {
+			// Right ID, wrong host or port: never let a third party act on a connection.
 			e.stats.ProtoViolations++
 			return
 		}
@@ -325,6 +345,10 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 				return
 			}
 			c.peerID = p.SrcConn // first packet from the peer we dialled: learn its ID
+		}
+		if !c.proven {
+			// It echoed the ID we sent only to its address: it receives there.
+			e.prove(c)
 		}
 	} else {
 		k := peerKey{reply, p.SrcConn}
@@ -343,17 +367,19 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 				e.stats.UnknownConn++ // a late packet of a closed connection
 				return
 			}
-			if len(e.list) >= e.cfg.MaxConns {
+			if len(e.list) >= e.cfg.MaxConns && !e.evictUnproven(now) {
 				e.stats.UnknownConn++
 				e.queueCtrl(reply, wire.TypeReset, p.SrcConn, e.newID())
 				return
 			}
 			c = e.newConn(now, reply, p.SrcConn)
 			e.byPeer[k] = c
+			e.unproven.pushBack(c)
 			e.stats.ConnsAccepted++
 			e.emit(Event{Kind: ConnAccepted, Conn: ConnID(c.id), Peer: reply})
 		}
 	}
+	c.lastRecv, c.lastActive = now, now
 	switch p.Type {
 	case wire.TypeData:
 		e.onData(now, c, p, &m)
@@ -364,6 +390,10 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 	case wire.TypeProbe:
 		e.onProbe(now, c, p, &m)
 	case wire.TypeClose:
+		if p.Reason != 0 {
+			e.abort(now, c, ErrPeerReset) // the peer aborted before it learnt our ID
+			return
+		}
 		e.onClose(now, c)
 	case wire.TypeCloseAck:
 		e.onCloseAck(now, c)
@@ -394,9 +424,28 @@ func (e *Endpoint) unknown(reply netip.AddrPort, p *wire.Packet) {
 }
 
 func (e *Endpoint) queueCtrl(to netip.AddrPort, t wire.Type, dst, src uint64) {
+	e.queueCtrlReason(to, t, dst, src, 0)
+}
+
+func (e *Endpoint) queueCtrlReason(to netip.AddrPort, t wire.Type, dst, src uint64, reason uint32) {
 	if e.ctrl.len() < maxCtrlQueue {
-		e.ctrl.push(ctrlPkt{to: to, typ: t, dst: dst, src: src})
+		e.ctrl.push(ctrlPkt{to: to, typ: t, dst: dst, src: src, reason: reason})
 	}
+}
+
+// closeAborted is the CLOSE reason of a connection aborted before it learnt the peer's ID.
+const closeAborted = 1
+
+// evictUnproven makes room for a connection by evicting the oldest accepted connection
+// whose peer has not proven its address; false if there is none.
+func (e *Endpoint) evictUnproven(now int64) bool {
+	c := e.unproven.head
+	if c == nil {
+		return false
+	}
+	e.stats.ConnsEvicted++
+	e.abort(now, c, ErrEvicted)
+	return true
 }
 
 // remove releases c and remembers its identity for TimeWait.
@@ -405,6 +454,7 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 		return
 	}
 	c.dead = true
+	e.unproven.remove(c)
 	delete(e.conns, c.id)
 	e.heapRemove(c)
 	for i, x := range e.list {
@@ -449,8 +499,15 @@ func (e *Endpoint) abort(now int64, c *conn, err error) {
 		}
 		e.freeMsg(m)
 	}
-	if err != ErrPeerReset && c.peerID != 0 {
+	// Tell the peer, so it drops what it holds for us, also when a RESET made us abort:
+	// a forged RESET must not leave the real peer holding an orphan. A RESET to a
+	// connection that no longer exists is not answered, so this cannot loop.
+	if c.peerID != 0 {
 		e.queueCtrl(c.peer, wire.TypeReset, c.peerID, c.id)
+	} else if c.initiator {
+		// The peer knows us only by (address, our ID): an abort-CLOSE is the packet it
+		// can match without its ID.
+		e.queueCtrlReason(c.peer, wire.TypeClose, 0, c.id, closeAborted)
 	}
 	e.remove(now, c, err)
 }
@@ -514,7 +571,7 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 	ci := ConnInfo{
 		ID: ConnID(c.id), Peer: c.peer, Initiator: c.initiator,
 		SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
-		InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.buffered,
+		InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.held,
 		Closing: c.closeReq || c.peerClosed,
 	}
 	if f, ok := c.lb.(reps.Freezer); ok {
