@@ -130,7 +130,7 @@ type WholeBufferPool interface {
 
 // RecvChunk is the unit in which a large incoming message's buffer is allocated as its
 // data arrives; a message of at most RecvChunk bytes gets one buffer of its size.
-const RecvChunk = 256 << 10
+const RecvChunk = 16 << 10
 
 type heapBuffers struct{}
 

@@ -96,6 +96,7 @@ type conn struct {
 	// echoed: we have sent the peer a packet carrying its ID (the dialler's proof).
 	echoed       bool
 	createdAt    int64
+	lidx         int   // index in Endpoint.list
 	listed       bool  // in Endpoint.unproven
 	lprev, lnext *conn // Endpoint.unproven links
 	lastRecv     int64 // last packet from the peer
@@ -138,21 +139,22 @@ type conn struct {
 	lastProbeTx    int64
 
 	// Receiver.
-	rxInit      bool
-	tracker     *ackpath.Tracker
-	coal        ackpath.Coalescer
-	trig        trigger
-	nacks       ring[nackEntry]
-	rx          map[uint32]*rxMsg
-	lastRx      *rxMsg
-	nextDeliver uint32 // lowest message ID not yet delivered
-	delivered   uint64 // stream offset up to which everything was delivered
-	doneOOO     map[uint32]oooMsg
-	claimed     uint64 // stream bytes claimed by open messages (and doneOOO ones)
-	held        uint64 // buffer bytes allocated for undelivered messages
-	probeEcho   int64  // >0: a probe's TxTime to echo in the next ACK
-	probeEV     uint16
-	ackNow      bool // an ACK must go even without new data (probe, duplicate)
+	rxInit       bool
+	tracker      *ackpath.Tracker
+	coal         ackpath.Coalescer
+	trig         trigger
+	nacks        ring[nackEntry]
+	rx           map[uint32]*rxMsg
+	lastRx       *rxMsg
+	nextDeliver  uint32 // lowest message ID not yet delivered
+	deliveredAny bool   // a message was delivered (TIME_WAIT must then protect it)
+	delivered    uint64 // stream offset up to which everything was delivered
+	doneOOO      map[uint32]oooMsg
+	claimed      uint64 // stream bytes claimed by open messages (and doneOOO ones)
+	held         uint64 // buffer bytes allocated for undelivered messages
+	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
+	probeEV      uint16
+	ackNow       bool // an ACK must go even without new data (probe, duplicate)
 
 	// Close.
 	closeReq    bool // the application asked to close
@@ -187,6 +189,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
+	c.lidx = len(e.list)
 	e.list = append(e.list, c)
 	e.heapPush(c)
 	return c

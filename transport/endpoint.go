@@ -457,26 +457,27 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 	e.unproven.remove(c)
 	delete(e.conns, c.id)
 	e.heapRemove(c)
-	for i, x := range e.list {
-		if x == c {
-			last := len(e.list) - 1
-			e.list[i] = e.list[last]
-			e.list[last] = nil
-			e.list = e.list[:last]
-			break
-		}
-	}
+	last := len(e.list) - 1
+	e.list[c.lidx] = e.list[last]
+	e.list[c.lidx].lidx = c.lidx
+	e.list[last] = nil
+	e.list = e.list[:last]
 	k := peerKey{c.peer, c.peerID}
 	if !c.initiator {
 		delete(e.byPeer, k)
 	} else {
 		k.id = 0
 	}
-	e.twLocal[c.id] = struct{}{}
-	if k.id != 0 {
-		e.twPeer[k] = struct{}{}
+	if c.proven || c.deliveredAny {
+		// Remember it so late packets cannot resurrect it and deliver a message twice.
+		// An unproven connection that delivered nothing has nothing to protect (the
+		// common case of a spoofed flood, whose entries would only fill these maps).
+		e.twLocal[c.id] = struct{}{}
+		if k.id != 0 {
+			e.twPeer[k] = struct{}{}
+		}
+		e.twQueue.push(twEntry{expiry: now + int64(e.cfg.TimeWait), local: c.id, peer: k})
 	}
-	e.twQueue.push(twEntry{expiry: now + int64(e.cfg.TimeWait), local: c.id, peer: k})
 	c.releaseRx(e)
 	if err == nil {
 		e.stats.ConnsClosed++

@@ -88,6 +88,16 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		// New PSN for a delivered message: the peer resent data under a fresh PSN.
 		e.stats.DupData++
 	} else {
+		got := 0
+		if r != nil {
+			got = r.got
+		}
+		if uint64(d.Offset) >= uint64(got)+e.reach(int(d.PayloadLen)) {
+			// No honest sender sends this far ahead of what arrived of a message: its
+			// PSN window would not let it. Refusing it bounds a message's chunk table.
+			e.stats.BeyondWindow++
+			return
+		}
 		fresh := r == nil
 		if fresh {
 			r = e.allocRx()
@@ -96,6 +106,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		if !e.reserve(c, r, int(d.Offset), len(p.Payload)) {
 			e.stats.RecvBudgetDrops++
 			if fresh {
+				e.release(c, r) // what reserve did get before it ran out
 				e.freeRx(r)
 			}
 			if !c.proven {
@@ -134,6 +145,14 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 
 const maxNacks = 1024
 
+// reach bounds how far beyond the bytes received of a message a packet's offset can lie:
+// an honest sender sends a packet only while it is within PSNWindow PSNs of its oldest
+// unacknowledged one, and the receiver's lowest missing byte of the message is such a
+// packet, so offset < received + PSNWindow x packet size.
+func (e *Endpoint) reach(payload int) uint64 {
+	return uint64(e.cfg.PSNWindow) * uint64(max(e.cfg.MTU, payload))
+}
+
 // isHead reports whether a message is the next in delivery order, the one flow control
 // always admits whole (so a message larger than the window cannot deadlock).
 func (c *conn) isHead(id uint32, streamStart uint64) bool {
@@ -169,14 +188,16 @@ func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
 		r.buf = e.cfg.Buffers.Get(r.n)
 		return true
 	}
-	if r.chunks == nil {
-		k := (r.n + RecvChunk - 1) / RecvChunk
-		if !e.charge(c, r, uint64(k)*chunkSlotBytes) {
-			return false
+	last := (off + max(n, 1) - 1) / RecvChunk
+	for i := off / RecvChunk; i <= last; i++ {
+		for len(r.chunks) <= i {
+			// The table grows with the data (offsets are bounded by the reach rule in
+			// onData), so a 65-byte packet claiming 1 GiB costs one slot, not 16,384.
+			if !e.charge(c, r, chunkSlotBytes) {
+				return false
+			}
+			r.chunks = append(r.chunks, nil)
 		}
-		r.chunks = make([][]byte, k)
-	}
-	for i := off / RecvChunk; i <= (off+max(n, 1)-1)/RecvChunk; i++ {
 		if r.chunks[i] != nil {
 			continue
 		}
@@ -321,6 +342,7 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 		}
 	}
 	e.unheld(c, r)
+	c.deliveredAny = true
 	e.stats.MsgsDelivered++
 	e.stats.BytesDelivered += uint64(r.n)
 	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: buf})
