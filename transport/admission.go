@@ -47,41 +47,6 @@ func (l *connList) remove(c *conn) {
 	c.lprev, c.lnext = nil, nil
 }
 
-// rxList is an intrusive doubly linked list of incoming messages (O(1) insert and remove).
-type rxList struct{ head, tail *rxMsg }
-
-func (l *rxList) pushBack(r *rxMsg) {
-	if r.listed {
-		return
-	}
-	r.listed = true
-	r.lprev, r.lnext = l.tail, nil
-	if l.tail != nil {
-		l.tail.lnext = r
-	} else {
-		l.head = r
-	}
-	l.tail = r
-}
-
-func (l *rxList) remove(r *rxMsg) {
-	if !r.listed {
-		return
-	}
-	r.listed = false
-	if r.lprev != nil {
-		r.lprev.lnext = r.lnext
-	} else {
-		l.head = r.lnext
-	}
-	if r.lnext != nil {
-		r.lnext.lprev = r.lprev
-	} else {
-		l.tail = r.lprev
-	}
-	r.lprev, r.lnext = nil, nil
-}
-
 // idleDeadline returns when c is forgotten for silence (math.MaxInt64: not while it has
 // outgoing data or is closing; those have their own timers).
 //

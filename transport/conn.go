@@ -62,9 +62,6 @@ type rxMsg struct {
 	buf         []byte   // the whole buffer (small messages, whole-buffer pools)
 	chunks      [][]byte // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
 	held        uint64   // buffer bytes allocated for it (counted in Stats.RecvBuffered)
-	// Links of Endpoint.incomplete (messages still missing data, oldest first).
-	listed       bool
-	lprev, lnext *rxMsg
 }
 
 // nackEntry is a NACK waiting to leave.

@@ -64,18 +64,19 @@ type Endpoint struct {
 	// unproven lists accepted connections whose peer has not proven its address, oldest
 	// first: under MaxConns pressure they are evicted in that order.
 	unproven connList
-	// incomplete lists the incoming messages still missing data, oldest first: the oldest
-	// may always allocate, so a full RecvBudget cannot deadlock every message half-way.
-	incomplete rxList
+	// exempt is the one message that may allocate beyond RecvBudget (see charge).
+	exempt *rxMsg
 	// unprovenHeld is the buffer bytes held for unproven connections.
 	unprovenHeld uint64
 	wholeBufs    bool // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
 
 	freeMsgs []*txMsg
 	freeRxs  []*rxMsg
-	pkt      wire.Packet // scratch for decoding and encoding
-	stats    Stats
-	lastNow  int64 // latest time the driver passed in, for snapshots (Conns)
+	// chunkFree recycles receive chunks (RecvChunk bytes of capacity each).
+	chunkFree [][]byte
+	pkt       wire.Packet // scratch for decoding and encoding
+	stats     Stats
+	lastNow   int64 // latest time the driver passed in, for snapshots (Conns)
 }
 
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers

@@ -121,15 +121,9 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		if fresh {
 			c.rx[d.MsgID] = r
 			c.claimed += claim
-			if c.proven {
-				e.incomplete.pushBack(r)
-			}
 		}
 		c.lastRx = r
 		r.write(int(d.Offset), p.Payload)
-		if r.got == r.n {
-			e.incomplete.remove(r)
-		}
 	}
 	oldCum := c.tracker.Cum()
 	c.tracker.Mark(d.PSN)
@@ -205,18 +199,43 @@ func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
 		if !e.charge(c, r, uint64(size)) {
 			return false
 		}
-		r.chunks[i] = e.cfg.Buffers.Get(size)
+		r.chunks[i] = e.getChunk(size)
 	}
 	return true
 }
 
+// getChunk returns a zeroed buffer of size bytes (at most RecvChunk) for a message chunk,
+// recycled when it can be: chunks are internal, so they come from the engine's own free
+// list, not the application's BufferPool. Recycled chunks are cleared, so that bytes of
+// another peer's message can never show through a hole in a forged one.
+func (e *Endpoint) getChunk(size int) []byte {
+	if n := len(e.chunkFree); n > 0 {
+		ch := e.chunkFree[n-1][:size]
+		e.chunkFree = e.chunkFree[:n-1]
+		clear(ch)
+		return ch
+	}
+	return make([]byte, size, RecvChunk)
+}
+
+// putChunk recycles a chunk; the free list keeps at most maxFreeChunks (4 MiB).
+func (e *Endpoint) putChunk(ch []byte) {
+	if len(e.chunkFree) < maxFreeChunks && cap(ch) == RecvChunk {
+		e.chunkFree = append(e.chunkFree, ch[:0])
+	}
+}
+
+const maxFreeChunks = 256
+
 // chunkSlotBytes is what one entry of a message's chunk table costs (a slice header).
 const chunkSlotBytes = 24
 
-// charge accounts n more bytes held for r if the budget allows it. The oldest incomplete
-// message of a proven peer is exempt (it is bounded by MaxMessage), so that the messages
-// holding the budget can always finish one at a time: RecvBuffered <= RecvBudget +
-// MaxMessage. Unproven peers (possibly spoofed) share only RecvBudget/unprovenShare.
+// charge accounts n more bytes held for r if the budget allows it. Beyond the budget, one
+// message at a time, the next in its connection's delivery order (any message, unordered),
+// of a proven peer may go on (it is delivered, and frees its memory and that of the
+// complete messages waiting behind it, the moment it is complete), so a full budget cannot
+// deadlock: RecvBuffered <= RecvBudget + MaxMessage. Unproven peers (possibly spoofed)
+// share only RecvBudget/unprovenShare.
 func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
 	budget := uint64(e.cfg.RecvBudget)
 	over := e.stats.RecvBuffered+n > budget
@@ -225,11 +244,11 @@ func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
 			return false
 		}
 		e.unprovenHeld += n
-	} else if over {
-		oldest := e.incomplete.head
-		if r != oldest && (oldest != nil || !r.fresh()) {
+	} else if over && e.exempt != r {
+		if e.exempt != nil || !(e.cfg.Unordered || c.isHead(r.id, r.streamStart)) {
 			return false
 		}
+		e.exempt = r
 	}
 	r.held += n
 	c.held += n
@@ -242,17 +261,11 @@ func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
 // RecvBudget/unprovenShare bytes together, so a spoofed flood cannot take the budget.
 const unprovenShare = 8
 
-// prove marks c's peer as having proven its address: its buffers move to the proven
-// share and its incomplete messages join the oldest-first list.
+// prove marks c's peer as having proven its address: its buffers move to the proven share.
 func (e *Endpoint) prove(c *conn) {
 	c.proven = true
 	e.unproven.remove(c)
 	e.unprovenHeld -= c.held
-	for _, r := range c.rx {
-		if r.got < r.n {
-			e.incomplete.pushBack(r)
-		}
-	}
 }
 
 // unheld returns r's buffer bytes to the budget.
@@ -263,15 +276,14 @@ func (e *Endpoint) unheld(c *conn, r *rxMsg) {
 		e.unprovenHeld -= r.held
 	}
 	r.held = 0
-	e.incomplete.remove(r)
+	if e.exempt == r {
+		e.exempt = nil
+	}
 }
-
-// fresh reports whether r has received nothing yet (it is not listed anywhere).
-func (r *rxMsg) fresh() bool { return r.got == 0 && !r.listed }
 
 // write copies a payload to offset off of r (reserve has made room).
 func (r *rxMsg) write(off int, b []byte) {
-	if r.chunks == nil {
+	if len(r.chunks) == 0 {
 		r.got += copy(r.buf[off:], b)
 		return
 	}
@@ -333,12 +345,12 @@ type oooMsg struct{ end, claim uint64 }
 func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	delete(c.rx, r.id)
 	buf := r.buf
-	if r.chunks != nil {
+	if len(r.chunks) > 0 {
 		buf = e.cfg.Buffers.Get(r.n)
 		off := 0
 		for _, ch := range r.chunks {
 			off += copy(buf[off:], ch)
-			e.cfg.Buffers.Put(ch)
+			e.putChunk(ch)
 		}
 	}
 	e.unheld(c, r)
@@ -359,7 +371,9 @@ func (e *Endpoint) allocRx() *rxMsg {
 }
 
 func (e *Endpoint) freeRx(r *rxMsg) {
-	*r = rxMsg{}
+	tbl := r.chunks[:0] // keep the chunk table's array for the next message
+	clear(r.chunks)
+	*r = rxMsg{chunks: tbl}
 	e.freeRxs = append(e.freeRxs, r)
 }
 
@@ -370,7 +384,7 @@ func (e *Endpoint) release(c *conn, r *rxMsg) {
 	}
 	for _, ch := range r.chunks {
 		if ch != nil {
-			e.cfg.Buffers.Put(ch)
+			e.putChunk(ch)
 		}
 	}
 	e.unheld(c, r)
