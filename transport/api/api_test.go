@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -324,6 +325,19 @@ func TestLimitMaxClients(t *testing.T) {
 	s2.Close()
 }
 
+// gate is a SetRecvWriter sink that holds the client's reader until it is opened, so
+// that the daemon's frames wait in its queue.
+type gate struct {
+	open chan struct{}
+	buf  *bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (g gate) Write(p []byte) (int, error) {
+	<-g.open
+	return g.buf.Write(p)
+}
+
 func TestLimitMaxRecvQueue(t *testing.T) {
 	mn := daemon.NewMemNet()
 	dir := shortDir(t)
@@ -331,19 +345,42 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.MaxRecvQueue = 1000 })
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(b.Config.API.Socket), 1)
-	if _, err := s.Send(ctx(t), addrB, 1, make([]byte, 2000)); err != nil {
+	open := make(chan struct{})
+	var bufs []*bytes.Buffer
+	r.SetRecvWriter(func(*client.Message) io.Writer {
+		bufs = append(bufs, new(bytes.Buffer))
+		return gate{open, bufs[len(bufs)-1]}
+	})
+	// Larger than max_recv_queue, but nothing else is queued: it is queued (and held up
+	// by the client, which does not read on).
+	big := bytes.Repeat([]byte("big message "), 200_000)
+	if _, err := s.Send(ctx(t), addrB, 1, big); err != nil {
 		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return b.API.Stats().RecvQueued == int64(len(big)) })
+	// Now two are dropped, and the client gets one notice for both.
+	for range 2 {
+		if _, err := s.Send(ctx(t), addrB, 1, make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return b.API.Stats().RecvOverflow == 2 })
+	close(open)
+	if m, err := r.Recv(ctx(t)); err != nil || m.Size != uint64(len(big)) || !bytes.Equal(bufs[0].Bytes(), big) {
+		t.Fatalf("first message: %v %v", m, err)
 	}
 	_, err := r.Recv(ctx(t))
+	wantCode(t, err, api.CodeRecvOverflow, "dropped 2 messages (2000 bytes)")
 	wantCode(t, err, api.CodeRecvOverflow, "api.max_recv_queue = 1000")
-	if _, err := s.Send(ctx(t), addrB, 1, []byte("small")); err != nil {
+	// The queue is empty again: a message of exactly max_recv_queue bytes goes.
+	if _, err := s.Send(ctx(t), addrB, 1, bytes.Repeat([]byte("s"), 1000)); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := r.Recv(ctx(t)); err != nil || string(m.Data) != "small" {
+	if m, err := r.Recv(ctx(t)); err != nil || m.Size != 1000 || bufs[1].Len() != 1000 {
 		t.Fatalf("after an overflow: %v %v", m, err)
 	}
-	if b.API.Stats().RecvOverflow != 1 {
-		t.Fatal("overflow not counted")
+	if st := b.API.Stats(); st.RecvOverflow != 2 || st.RecvQueued != 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 
