@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -346,37 +347,54 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(b.Config.API.Socket), 1)
 	open := make(chan struct{})
-	var bufs []*bytes.Buffer
+	var mu sync.Mutex
+	var all []*bytes.Buffer
 	r.SetRecvWriter(func(*client.Message) io.Writer {
-		bufs = append(bufs, new(bytes.Buffer))
-		return gate{open, bufs[len(bufs)-1]}
+		mu.Lock()
+		defer mu.Unlock()
+		all = append(all, new(bytes.Buffer))
+		return gate{open, all[len(all)-1]}
 	})
-	// Larger than max_recv_queue, but nothing else is queued: it is queued (and held up
-	// by the client, which does not read on).
+	bufs := func(i int) *bytes.Buffer { // message i's, once Recv returned it
+		mu.Lock()
+		defer mu.Unlock()
+		return all[i]
+	}
+	// Larger than max_recv_queue, but nothing else waits: it is queued (and held up by
+	// the client, which does not read on).
 	big := bytes.Repeat([]byte("big message "), 200_000)
 	if _, err := s.Send(ctx(t), addrB, 1, big); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return b.API.Stats().RecvQueued == int64(len(big)) })
-	// Now two are dropped, and the client gets one notice for both.
-	for range 2 {
-		if _, err := s.Send(ctx(t), addrB, 1, make([]byte, 1000)); err != nil {
+	// Behind it: 1000 bytes wait (at max_recv_queue), the next two are dropped, and the
+	// client gets one notice for both.
+	for _, n := range []int{1000, 1, 1000} {
+		if _, err := s.Send(ctx(t), addrB, 1, bytes.Repeat([]byte("s"), n)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, func() bool { return b.API.Stats().RecvOverflow == 2 })
+	if st := b.API.Stats(); st.RecvQueued != int64(len(big))+1000 || st.MsgsDelivered != 2 {
+		t.Fatalf("stats %+v", st)
+	}
 	close(open)
-	if m, err := r.Recv(ctx(t)); err != nil || m.Size != uint64(len(big)) || !bytes.Equal(bufs[0].Bytes(), big) {
-		t.Fatalf("first message: %v %v", m, err)
+	for i, n := range []int{len(big), 1000} {
+		if m, err := r.Recv(ctx(t)); err != nil || m.Size != uint64(n) || bufs(i).Len() != n {
+			t.Fatalf("message %d: %v %v", i, m, err)
+		}
+	}
+	if !bytes.Equal(bufs(0).Bytes(), big) {
+		t.Fatal("big message corrupted")
 	}
 	_, err := r.Recv(ctx(t))
-	wantCode(t, err, api.CodeRecvOverflow, "dropped 2 messages (2000 bytes)")
+	wantCode(t, err, api.CodeRecvOverflow, "dropped 2 messages (1001 bytes)")
 	wantCode(t, err, api.CodeRecvOverflow, "api.max_recv_queue = 1000")
-	// The queue is empty again: a message of exactly max_recv_queue bytes goes.
-	if _, err := s.Send(ctx(t), addrB, 1, bytes.Repeat([]byte("s"), 1000)); err != nil {
+	// Nothing waits any more: the next message goes.
+	if _, err := s.Send(ctx(t), addrB, 1, []byte("small")); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := r.Recv(ctx(t)); err != nil || m.Size != 1000 || bufs[1].Len() != 1000 {
+	if m, err := r.Recv(ctx(t)); err != nil || bufs(2).String() != "small" {
 		t.Fatalf("after an overflow: %v %v", m, err)
 	}
 	if st := b.API.Stats(); st.RecvOverflow != 2 || st.RecvQueued != 0 {

@@ -53,31 +53,30 @@ func limitSession(t *testing.T, s *Server) *session {
 
 var limitFrom = RecvHeader{From: netip.MustParseAddrPort("10.0.0.2:4791"), FromEndpoint: 1, Endpoint: 1}
 
-// Every receive limit at and beyond it: max_recv_queue per session (a larger message
-// still passes an empty queue), max_recv_queue_total over all sessions, one coalesced
-// drop notice per burst of drops, and the bytes returned when a session ends.
+// Every receive limit at and beyond it: max_recv_queue per session (besides the
+// session's oldest message, so any message passes an empty queue), max_recv_queue_total
+// over all sessions, one coalesced drop notice per burst of drops, and the bytes returned
+// when a message is written or a session ends.
 func TestRecvQueueLimitsExactly(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxMessage, cfg.MaxOutstanding, cfg.MaxOutstandingTotal = 1000, 1000, 1000
-	cfg.MaxRecvQueue, cfg.MaxRecvQueueTotal = 1000, 6000
+	cfg.MaxRecvQueue, cfg.MaxRecvQueueTotal = 1000, 6600
 	s := limitServer(t, cfg)
 	x, y, z := limitSession(t, s), limitSession(t, s), limitSession(t, s)
-	for i, c := range []struct {
-		x    *session
-		n    int
-		want int
-	}{
-		{x, 600, recvQueued}, {x, 400, recvQueued}, // at max_recv_queue
-		{x, 1, recvOverflow}, {x, 1000, recvOverflow}, // beyond it
-		{y, 5000, recvQueued}, // larger than max_recv_queue, but y's queue is empty; total at 6000
-		{z, 1, recvTotal},     // beyond max_recv_queue_total
-	} {
-		if got := c.x.enqueueRecv(limitFrom, make([]byte, c.n)); got != c.want {
-			t.Fatalf("step %d: %d bytes: outcome %d, want %d", i, c.n, got, c.want)
+	step := func(name string, x *session, n, want int) {
+		t.Helper()
+		if got := x.enqueueRecv(limitFrom, make([]byte, n)); got != want {
+			t.Fatalf("%s: %d bytes: outcome %d, want %d", name, n, got, want)
 		}
 	}
-	if st := s.Stats(); st.RecvQueued != 6000 || x.info().RecvQueued != 1000 || y.info().RecvQueued != 5000 {
-		t.Fatalf("queued %d (x %d, y %d), want 6000 (1000, 5000)", st.RecvQueued, x.info().RecvQueued, y.info().RecvQueued)
+	step("x's oldest", x, 600, recvQueued)
+	step("behind it, at max_recv_queue", x, 1000, recvQueued)
+	step("beyond max_recv_queue", x, 1, recvOverflow)
+	step("beyond max_recv_queue", x, 1000, recvOverflow)
+	step("larger than max_recv_queue, nothing else queued; the total at 6600", y, 5000, recvQueued)
+	step("beyond max_recv_queue_total", z, 1, recvTotal)
+	if st := s.Stats(); st.RecvQueued != 6600 || x.info().RecvQueued != 1600 || y.info().RecvQueued != 5000 {
+		t.Fatalf("queued %d (x %d, y %d), want 6600 (1600, 5000)", st.RecvQueued, x.info().RecvQueued, y.info().RecvQueued)
 	}
 	// x's two drops share one notice, written when the writer gets to it.
 	if len(x.queue) != 3 || !x.queue[2].drops || x.dropped.n != 2 {
@@ -88,23 +87,32 @@ func TestRecvQueueLimitsExactly(t *testing.T) {
 		t.Fatalf("notice %d %q", code, text)
 	}
 	_, text, _ = ParseError(z.dropNoticeLocked())
-	if !strings.Contains(text, "dropped a message of 1 bytes") || !strings.Contains(text, "api.max_recv_queue_total = 6000") {
+	if !strings.Contains(text, "dropped a message of 1 bytes") || !strings.Contains(text, "api.max_recv_queue_total = 6600") {
 		t.Fatalf("notice %q", text)
 	}
 	// A session that ends returns its bytes; the others' stay counted.
 	y.kill()
-	if got := s.Stats().RecvQueued; got != 1000 {
-		t.Fatalf("after y ended: %d bytes queued, want 1000", got)
+	if got := s.Stats().RecvQueued; got != 1600 {
+		t.Fatalf("after y ended: %d bytes queued, want 1600", got)
 	}
-	if got := z.enqueueRecv(limitFrom, make([]byte, 5000)); got != recvQueued {
-		t.Fatalf("after y ended: outcome %d", got)
-	}
-	// A message written to the client returns its bytes.
 	x.mu.Lock()
-	x.releaseRecvLocked(600)
+	f := x.nextLocked() // the writer takes x's oldest, 600 bytes
 	x.mu.Unlock()
-	if got := s.Stats().RecvQueued; got != 5400 {
-		t.Fatalf("after a write: %d bytes queued, want 5400", got)
+	if i := x.info(); i.RecvQueued != 1000 || i.RecvWriting != 600 {
+		t.Fatalf("x while writing: %+v", i)
+	}
+	step("behind the one being written, beyond max_recv_queue", x, 1, recvOverflow)
+	x.mu.Lock()
+	x.doneLocked(f) // written: its bytes are released; the 1000 bytes are x's oldest now
+	x.mu.Unlock()
+	if got, i := s.Stats().RecvQueued, x.info(); got != 1000 || i.RecvQueued != 1000 || i.RecvWriting != 0 {
+		t.Fatalf("after a write: %d bytes queued, x %+v", got, i)
+	}
+	step("behind the oldest, at max_recv_queue", x, 1000, recvQueued)
+	step("beyond max_recv_queue", x, 1, recvOverflow)
+	step("at max_recv_queue_total", z, 4600, recvQueued)
+	if got := s.Stats().RecvQueued; got != 6600 {
+		t.Fatalf("%d bytes queued, want 6600", got)
 	}
 }
 

@@ -43,13 +43,14 @@ type Config struct {
 	// MaxOutstandingTotal bounds the same bytes over all clients together
 	// (max_outstanding..1 TiB); a Send beyond it is refused (code 5).
 	MaxOutstandingTotal int64 `yaml:"max_outstanding_total" json:"max_outstanding_total"`
-	// MaxRecvQueue bounds the bytes of received messages queued for one client
-	// (1..1 TiB); beyond it messages are dropped and the client is told (code 7). A
-	// message larger than it is still queued when nothing else is queued for the client.
+	// MaxRecvQueue bounds the bytes of received messages queued for one client besides
+	// its oldest (the one being written, or next to be) (1..1 TiB); beyond it messages
+	// are dropped and the client is told (code 7). So a message of any size passes when
+	// nothing else is queued, and a client that never reads pins one message and this.
 	MaxRecvQueue int64 `yaml:"max_recv_queue" json:"max_recv_queue"`
-	// MaxRecvQueueTotal bounds the same bytes over all clients together
-	// (max(max_recv_queue, max_message)..1 TiB); beyond it messages are dropped and
-	// their clients told (code 7).
+	// MaxRecvQueueTotal bounds the bytes of received messages queued or being written
+	// over all clients together (max(max_recv_queue, max_message)..1 TiB); beyond it
+	// messages are dropped and their clients told (code 7).
 	MaxRecvQueueTotal int64 `yaml:"max_recv_queue_total" json:"max_recv_queue_total"`
 	// MaxClients bounds concurrent messaging sessions (1..65536).
 	MaxClients int `yaml:"max_clients" json:"max_clients"`
@@ -144,7 +145,7 @@ type Info struct {
 type Stats struct {
 	Sessions                int64  `json:"sessions"`                  // gauge: open messaging sessions
 	Outstanding             int64  `json:"outstanding_bytes"`         // gauge: bytes accepted and not yet Sent/Failed, all sessions
-	RecvQueued              int64  `json:"recv_queued_bytes"`         // gauge: bytes of received messages queued for clients
+	RecvQueued              int64  `json:"recv_queued_bytes"`         // gauge: bytes of received messages queued or being written to clients
 	SessionsTotal           uint64 `json:"sessions_total"`            // sessions ever opened
 	ClientsRefused          uint64 `json:"clients_refused"`           // sessions refused at max_clients
 	SessionsEvicted         uint64 `json:"sessions_evicted"`          // idle sessions closed to make room for a new client
@@ -529,8 +530,9 @@ type SessionInfo struct {
 	Endpoint    uint32    `json:"endpoint"`
 	Started     time.Time `json:"started"`
 	Outstanding int64     `json:"outstanding_bytes"`
-	RecvQueued  int64     `json:"recv_queued_bytes"`
-	IdleS       float64   `json:"idle_s"` // since the last frame read from or written to the client
+	RecvQueued  int64     `json:"recv_queued_bytes"`  // received messages waiting to be written
+	RecvWriting int64     `json:"recv_writing_bytes"` // the received message being written to the client
+	IdleS       float64   `json:"idle_s"`             // since the last frame read from or written to the client
 }
 
 func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {

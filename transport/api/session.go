@@ -55,17 +55,19 @@ type session struct {
 	state       atomic.Int32 // stateWaiting, stateBusy, stateEvicted
 	lastActive  atomic.Int64 // unix ns of the last frame read or written
 
-	mu         sync.Mutex
-	cond       *sync.Cond
-	queue      []outFrame
-	writing    bool  // the writer holds a frame taken off the queue
-	recvQueued int64 // bytes of received messages queued or being written (in srv.recvTotal too)
-	dropped    drops // since the last drop notice; a notice is queued while dropped.n > 0
-	dead       bool  // the client is gone: drop everything
-	draining   bool  // write what is queued, then close
-	writerDone chan struct{}
-	recvSeq    uint32
-	fdr        *fdReader // descriptors passed by the client (nil when not a Unix socket)
+	mu          sync.Mutex
+	cond        *sync.Cond
+	queue       []outFrame
+	writing     bool    // the writer holds a frame taken off the queue
+	recvSizes   []int64 // sizes of the received messages waiting in the queue, in order
+	recvQueued  int64   // their sum (in srv.recvTotal too)
+	recvWriting int64   // bytes of the received message being written (in srv.recvTotal too)
+	dropped     drops   // since the last drop notice; a notice is queued while dropped.n > 0
+	dead        bool    // the client is gone: drop everything
+	draining    bool    // write what is queued, then close
+	writerDone  chan struct{}
+	recvSeq     uint32
+	fdr         *fdReader // descriptors passed by the client (nil when not a Unix socket)
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
@@ -92,10 +94,10 @@ func (x *session) idleFor() time.Duration {
 
 func (x *session) info() SessionInfo {
 	x.mu.Lock()
-	q := x.recvQueued
+	q, w := x.recvQueued, x.recvWriting
 	x.mu.Unlock()
 	return SessionInfo{ID: x.id, Cred: x.cred, Endpoint: x.endpoint, Started: x.started,
-		Outstanding: x.outstanding.Load(), RecvQueued: q, IdleS: x.idleFor().Seconds()}
+		Outstanding: x.outstanding.Load(), RecvQueued: q, RecvWriting: w, IdleS: x.idleFor().Seconds()}
 }
 
 // idleLocked reports whether the session may be evicted: its client is between requests,
@@ -149,8 +151,8 @@ func (x *session) stallLocked() bool {
 func (x *session) dropAllLocked() {
 	x.dead = true
 	x.queue = nil
-	x.srv.recvTotal.Add(-x.recvQueued)
-	x.recvQueued = 0
+	x.srv.recvTotal.Add(-x.recvQueued - x.recvWriting)
+	x.recvSizes, x.recvQueued, x.recvWriting = nil, 0, 0
 	x.dropped = drops{}
 	x.cond.Broadcast()
 }
@@ -169,8 +171,11 @@ const (
 
 // enqueueRecv queues a received message unless that would exceed max_recv_queue or
 // max_recv_queue_total: then the message is dropped and the client gets a drop notice
-// (one Error frame, tag 0, code 7, for all drops until it is written). A message larger
-// than max_recv_queue is queued when nothing else is queued for the session.
+// (one Error frame, tag 0, code 7, for all drops until it is written). max_recv_queue
+// bounds the bytes queued for the session besides its oldest message (the one being
+// written, or next to be), so a message of any size passes when nothing else is queued,
+// and a client that keeps up is never cut off while a large message is written to it.
+// max_recv_queue_total counts every byte queued or being written.
 func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -185,18 +190,29 @@ func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
 	}
 	cfg := &x.srv.cfg
 	n := int64(len(body))
-	if x.recvQueued > 0 && x.recvQueued+n > cfg.MaxRecvQueue {
-		x.dropLocked(h, n, fmt.Sprintf("%d bytes already queued for this session, api.max_recv_queue = %d", x.recvQueued, cfg.MaxRecvQueue))
+	if behind := x.behindLocked(); (x.recvWriting > 0 || x.recvQueued > 0) && behind+n > cfg.MaxRecvQueue {
+		x.dropLocked(h, n, fmt.Sprintf("%d bytes already queued for this session behind the message being written, api.max_recv_queue = %d",
+			behind, cfg.MaxRecvQueue))
 		return recvOverflow
 	}
 	if total, ok := x.srv.reserveRecv(n); !ok {
 		x.dropLocked(h, n, fmt.Sprintf("%d bytes queued for all sessions, api.max_recv_queue_total = %d", total, cfg.MaxRecvQueueTotal))
 		return recvTotal
 	}
+	x.recvSizes = append(x.recvSizes, n)
 	x.recvQueued += n
 	x.queue = append(x.queue, outFrame{typ: FrameRecv, tag: x.recvSeq, payload: h.Append(nil), data: body})
 	x.cond.Signal()
 	return recvQueued
+}
+
+// behindLocked is the bytes of received messages queued for the session besides its
+// oldest (being written, or next to be): what max_recv_queue bounds.
+func (x *session) behindLocked() int64 {
+	if x.recvWriting == 0 && len(x.recvSizes) > 0 {
+		return x.recvQueued - x.recvSizes[0]
+	}
+	return x.recvQueued
 }
 
 // dropLocked counts a dropped message and queues the drop notice if none is waiting.
@@ -225,10 +241,29 @@ func (x *session) dropNoticeLocked() []byte {
 	return AppendError(nil, CodeRecvOverflow, text)
 }
 
-// releaseRecvLocked returns the bytes of a received message written to the client.
-func (x *session) releaseRecvLocked(n int64) {
-	if !x.dead {
+// nextLocked takes the next frame off the queue for the writer: a received message's
+// bytes move from waiting to being written, the drop notice gets its text.
+func (x *session) nextLocked() outFrame {
+	f := x.queue[0]
+	x.queue[0] = outFrame{}
+	x.queue = x.queue[1:]
+	if f.drops {
+		f.payload = x.dropNoticeLocked()
+	}
+	if n := int64(len(f.data)); n > 0 {
+		x.recvSizes = x.recvSizes[1:]
 		x.recvQueued -= n
+		x.recvWriting += n
+	}
+	x.writing = true
+	return f
+}
+
+// doneLocked ends the writing of f: a received message's bytes are released.
+func (x *session) doneLocked(f outFrame) {
+	x.writing = false
+	if n := int64(len(f.data)); n > 0 && !x.dead {
+		x.recvWriting -= n
 		x.srv.recvTotal.Add(-n)
 	}
 }
@@ -278,13 +313,7 @@ func (x *session) writeLoop() {
 			x.conn.Close()
 			return
 		}
-		f := x.queue[0]
-		x.queue[0] = outFrame{}
-		x.queue = x.queue[1:]
-		if f.drops {
-			f.payload = x.dropNoticeLocked()
-		}
-		x.writing = true
+		f := x.nextLocked()
 		x.mu.Unlock()
 
 		err := writeFrame(bw, hdr, f)
@@ -292,10 +321,7 @@ func (x *session) writeLoop() {
 			err = bw.Flush()
 		}
 		x.mu.Lock()
-		x.writing = false
-		if f.data != nil {
-			x.releaseRecvLocked(int64(len(f.data)))
-		}
+		x.doneLocked(f)
 		x.mu.Unlock()
 		x.touch()
 		if err != nil {
