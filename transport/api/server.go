@@ -184,6 +184,8 @@ type Server struct {
 	next    uint64
 	nextEP  uint32
 	closing atomic.Bool
+	stop    context.Context // ended by Close: sessions closing on their own stop waiting
+	cancel  context.CancelFunc
 
 	recvTotal atomic.Int64 // bytes of received messages queued for all sessions
 	outTotal  atomic.Int64 // bytes accepted and not yet finished, all sessions
@@ -204,8 +206,9 @@ func NewServer(cfg Config, info Info, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	stop, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, info: info, log: log, sess: make(map[uint64]*session),
-		eps: make(map[uint32]*session), nextEP: 1 << 16}, nil
+		eps: make(map[uint32]*session), nextEP: 1 << 16, stop: stop, cancel: cancel}, nil
 }
 
 // PeerCred is the identity of a client process (SO_PEERCRED).
@@ -344,6 +347,7 @@ func (s *Server) Close(ctx context.Context) {
 	for _, x := range list {
 		x.drain(ctx)
 	}
+	s.cancel() // sessions evicted or closing on their own: close them now
 	s.wg.Wait()
 }
 

@@ -112,7 +112,7 @@ func (x *session) idleLocked() bool {
 func (x *session) evict(idle time.Duration) {
 	x.enqueueError(0, CodeClosed, fmt.Sprintf("session closed: idle for %v while api.max_clients (%d) sessions were open and a new client arrived",
 		idle.Round(time.Millisecond), x.srv.cfg.MaxClients))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(x.srv.cfg.WriteTimeout))
+	ctx, cancel := context.WithTimeout(x.srv.stop, time.Duration(x.srv.cfg.WriteTimeout))
 	defer cancel()
 	x.drain(ctx)
 }
@@ -416,7 +416,7 @@ func (x *session) readLoop() {
 // and closes the session.
 func (x *session) closeWith(code uint16, text string) {
 	x.enqueueError(0, code, text)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(x.srv.cfg.WriteTimeout))
+	ctx, cancel := context.WithTimeout(x.srv.stop, time.Duration(x.srv.cfg.WriteTimeout))
 	defer cancel()
 	x.drain(ctx)
 }
