@@ -228,18 +228,32 @@ func TestStalledMidFrameSessionIsClosedAfterReadTimeout(t *testing.T) {
 // The HTTP request that opens a session must arrive within api.header_timeout.
 func TestHeaderTimeout(t *testing.T) {
 	mn := daemon.NewMemNet()
-	a := startDaemon(t, mn, addrA, shortDir(t), func(c *smarttd.Config) { c.API.HeaderTimeout = config.Duration(200 * time.Millisecond) })
-	conn, err := net.Dial("unix", a.Config.API.Socket)
-	if err != nil {
-		t.Fatal(err)
+	const ht = 300 * time.Millisecond
+	a := startDaemon(t, mn, addrA, shortDir(t), func(c *smarttd.Config) { c.API.HeaderTimeout = config.Duration(ht) })
+	dial := func() net.Conn {
+		conn, err := net.Dial("unix", a.Config.API.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		return conn
 	}
-	defer conn.Close()
+	// Within it, even in pieces: served.
+	conn := dial()
+	conn.Write([]byte("GET /v1/version HTTP/1.1\r\n"))
+	time.Sleep(ht / 3)
+	conn.Write([]byte("Host: x\r\nConnection: close\r\n\r\n"))
+	if b, err := io.ReadAll(conn); err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 200") {
+		t.Fatalf("request within header_timeout: %q %v", b, err)
+	}
+	// Beyond it: the connection is closed.
+	conn = dial()
 	start := time.Now()
 	conn.Write([]byte("POST /v1/session HTTP/1.1\r\nHost: x\r\n")) // and nothing more
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err = io.ReadAll(conn)
-	if el := time.Since(start); err != nil || el < 150*time.Millisecond {
-		t.Fatalf("connection closed after %v: %v", el, err)
+	b, err := io.ReadAll(conn)
+	if el := time.Since(start); err != nil || el < ht-50*time.Millisecond || strings.Contains(string(b), "101") {
+		t.Fatalf("connection closed after %v: %q %v", el, b, err)
 	}
 }
 
@@ -304,21 +318,37 @@ func TestIdleSessionsDoNotLockOutNewClients(t *testing.T) {
 }
 
 // A client that stops reading is disconnected after api.write_timeout, and what was
-// queued for it is released.
+// queued for it is released; one that pauses for less than it is not.
 func TestWriteTimeoutDisconnectsClientThatStopsReading(t *testing.T) {
 	mn := daemon.NewMemNet()
 	dir := shortDir(t)
+	const wt = 300 * time.Millisecond
 	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.WriteTimeout = config.Duration(200 * time.Millisecond) })
-	idle := rawSession(t, b.Config.API.Socket, 5) // binds, never reads
-	defer idle.Close()
+	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.WriteTimeout = config.Duration(wt) })
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
-	if _, err := s.Send(ctx(t), addrB, 5, make([]byte, 4<<20)); err != nil {
+	msg := make([]byte, 4<<20) // more than the socket buffers take
+	// Pauses shorter than write_timeout: served.
+	r := openBound(t, client.New(b.Config.API.Socket), 6)
+	open := make(chan struct{})
+	var got bytes.Buffer
+	r.SetRecvWriter(func(*client.Message) io.Writer { return gate{open, &got} })
+	if _, err := s.Send(ctx(t), addrB, 6, msg); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(wt / 3)
+	close(open)
+	if m, err := r.Recv(ctx(t)); err != nil || m.Size != uint64(len(msg)) || got.Len() != len(msg) {
+		t.Fatalf("a client that paused: %v %v", m, err)
+	}
+	// Never reads: disconnected.
+	idle := rawSession(t, b.Config.API.Socket, 5)
+	defer idle.Close()
+	if _, err := s.Send(ctx(t), addrB, 5, msg); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {
 		st := b.API.Stats()
-		return st.ClientsStalled == 1 && st.Sessions == 0 && st.RecvQueued == 0
+		return st.ClientsStalled == 1 && st.Sessions == 1 && st.RecvQueued == 0
 	})
 }
 
