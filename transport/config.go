@@ -191,8 +191,13 @@ func (c *Config) Validate() error {
 	if c.ReorderThreshold < 1 {
 		bad("reorder_threshold = %d: must be >= 1", c.ReorderThreshold)
 	}
-	if c.MinRTO <= 0 || c.InitialRTO < c.MinRTO || c.MaxRTO < c.InitialRTO {
-		bad("rto: need 0 < min_rto (%d) <= initial_rto (%d) <= max_rto (%d) ns", c.MinRTO, c.InitialRTO, c.MaxRTO)
+	const minRTOFloor, minRTOCeil, maxRTOCeil config.Duration = 1_000, 10_000_000_000, 60_000_000_000 // 1us, 10s, 60s
+	if c.MinRTO < minRTOFloor || c.MinRTO > minRTOCeil {
+		bad("min_rto = %v: must be in 1us..10s", c.MinRTO)
+	} else if c.MaxRTO < c.MinRTO || c.MaxRTO > maxRTOCeil {
+		bad("max_rto = %v: must be in min_rto (%v)..60s", c.MaxRTO, c.MinRTO)
+	} else if c.InitialRTO < c.MinRTO || c.InitialRTO > c.MaxRTO {
+		bad("initial_rto = %v: must be in min_rto (%v)..max_rto (%v)", c.InitialRTO, c.MinRTO, c.MaxRTO)
 	}
 	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
 		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)
