@@ -202,14 +202,14 @@ func (c *Config) Validate() error {
 	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
 		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)
 	}
-	if c.IdleTimeout <= 0 {
-		bad("idle_timeout = %d: must be > 0 ns", c.IdleTimeout)
+	if c.IdleTimeout < 1_000_000 || c.IdleTimeout > 86_400_000_000_000 {
+		bad("idle_timeout = %v: must be in 1ms..24h", c.IdleTimeout)
 	}
-	if c.UnprovenTimeout <= 0 || c.UnprovenTimeout > c.IdleTimeout {
-		bad("unproven_timeout = %v: must be in 1ns..idle_timeout (%v)", c.UnprovenTimeout, c.IdleTimeout)
+	if c.UnprovenTimeout < 1_000_000 || c.UnprovenTimeout > c.IdleTimeout {
+		bad("unproven_timeout = %v: must be in 1ms..idle_timeout (%v)", c.UnprovenTimeout, c.IdleTimeout)
 	}
-	if c.TimeWait < 0 {
-		bad("time_wait = %d: must be >= 0 ns", c.TimeWait)
+	if c.TimeWait < 0 || c.TimeWait > 600_000_000_000 {
+		bad("time_wait = %v: must be in 0..10m", c.TimeWait)
 	}
 	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
 		bad("max_conns = %d: must be in 1..%d", c.MaxConns, 1<<20)
