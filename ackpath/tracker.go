@@ -45,6 +45,22 @@ func (t *Tracker) get(psn uint32) bool {
 	return t.bits[i>>6]&(1<<(i&63)) != 0
 }
 
+// Check classifies psn as Mark would (New, Duplicate or Beyond) without recording it, so
+// that a receiver can refuse a packet (and leave it unacknowledged) after looking.
+func (t *Tracker) Check(psn uint32) int {
+	d := wire.SeqDiff(psn, t.cum)
+	if d < 0 {
+		return Duplicate
+	}
+	if uint32(d) > t.mask {
+		return Beyond
+	}
+	if t.get(psn) {
+		return Duplicate
+	}
+	return New
+}
+
 // Mark records the arrival of psn and advances the cumulative point past every PSN that
 // has now arrived contiguously.
 func (t *Tracker) Mark(psn uint32) int {

@@ -285,7 +285,11 @@ func TestSackReference(t *testing.T) {
 		order := r.Perm(n)
 		for k, i := range order {
 			psn := start + uint32(i)
-			if got, want := tr.Mark(psn), m.mark(psn); got != want {
+			peek := tr.Check(psn)
+			if got, want := tr.Mark(psn), m.mark(psn); got != want || peek != want {
+				if peek != want {
+					t.Fatalf("seed %d: Check(%#x) = %s, want %s", seed, psn, result(peek), result(want))
+				}
 				t.Fatalf("seed %d: Mark(%#x) = %s, want %s", seed, psn, result(got), result(want))
 			}
 			if r.IntN(8) == 0 {
@@ -363,7 +367,11 @@ func TestTrackerProperty(t *testing.T) {
 			if r.IntN(2) == 0 {
 				psn = m.cum + uint32(r.IntN(8)) // near Cum, so that it keeps moving
 			}
-			if got, want := tr.Mark(psn), m.mark(psn); got != want {
+			peek := tr.Check(psn)
+			if got, want := tr.Mark(psn), m.mark(psn); got != want || peek != want {
+				if peek != want {
+					t.Fatalf("seed %d: Check(%#x) = %s, want %s", seed, psn, result(peek), result(want))
+				}
 				t.Fatalf("seed %d: Mark(%#x) = %s, want %s", seed, psn, result(got), result(want))
 			}
 			if tr.Cum() != m.cum {

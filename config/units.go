@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -11,8 +13,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Duration is a time span in nanoseconds that reads and writes as "200us", "1.5ms" or a
-// plain integer of nanoseconds, in YAML, JSON and flags.
+// Duration is a time span in nanoseconds that reads and writes with a unit: "200us",
+// "1.5ms", "10s" (Go's time.ParseDuration units), in YAML, JSON and flags. A number
+// without a unit is an error naming the unit to add ("5 has no unit; write 5us (or
+// 5ms)"), except 0, which is zero in every unit.
 type Duration int64
 
 // String formats d like time.Duration.
@@ -21,19 +25,93 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // MarshalText writes d as a Go duration string.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// UnmarshalText reads a Go duration ("12us", "1.5ms") or an integer of nanoseconds.
+// UnmarshalText reads a Go duration ("12us", "1.5ms", "0"); a bare number other than 0
+// is an error that suggests the unit.
 func (d *Duration) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		*d = Duration(n)
-		return nil
+	if bareNumber(s) {
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f == 0 {
+			*d = 0
+			return nil
+		}
+		return fmt.Errorf("%s has no unit; write %sus (or %sms)", s, s, s)
 	}
 	v, err := time.ParseDuration(strings.ReplaceAll(s, "µ", "u"))
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (want e.g. 12us, 1.5ms, or integer ns)", s)
+		return fmt.Errorf("%q is not a duration (want e.g. 12us, 1.5ms, 10s)", s)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// UnmarshalYAML reads a scalar as UnmarshalText does; DecodeYAML names the key of a
+// value it refuses.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	return unmarshalScalar(n, "a duration such as 200us", d.UnmarshalText)
+}
+
+// bareNumber reports whether s is a decimal number without a unit: [+-]digits[.digits][e[+-]digits].
+func bareNumber(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	digits := 0
+	i := 0
+	for ; i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.'); i++ {
+		if s[i] != '.' {
+			digits++
+		}
+	}
+	if digits == 0 {
+		return false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// valueError is a scalar a config type refused, with its position in the document so
+// that DecodeYAML can name its key.
+type valueError struct {
+	line, column int
+	err          error
+}
+
+// Error implements error.
+func (e *valueError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+
+// Unwrap returns the refusal.
+func (e *valueError) Unwrap() error { return e.err }
+
+func unmarshalScalar(n *yaml.Node, want string, text func([]byte) error) error {
+	if n.Kind != yaml.ScalarNode {
+		return &valueError{n.Line, n.Column, fmt.Errorf("want %s, not a %s", want, kindName(n.Kind))}
+	}
+	if err := text([]byte(n.Value)); err != nil {
+		return &valueError{n.Line, n.Column, err}
+	}
+	return nil
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "sequence"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "document"
 }
 
 // Rate is a link rate in bits per second that reads as "100Gbit", "800G", "25Mbit/s",
@@ -81,16 +159,71 @@ func (r *Rate) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// UnmarshalYAML reads a scalar as UnmarshalText does; DecodeYAML names the key of a
+// value it refuses.
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	return unmarshalScalar(n, "a rate such as 100Gbit", r.UnmarshalText)
+}
+
 // DecodeYAML decodes data into out strictly: an unknown field is an error naming it and
-// its line, so a typo in a config file never passes silently.
+// its line, so a typo in a config file never passes silently. A duration or rate it
+// refuses is named by its key path, e.g. "transport.min_rto: 5 has no unit; write 5us
+// (or 5ms) (line 3)".
 func DecodeYAML(data []byte, out any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(out); err != nil {
-		if err.Error() == "EOF" {
+		if errors.Is(err, io.EOF) {
 			return nil // an empty file keeps the defaults
+		}
+		var ve *valueError
+		if errors.As(err, &ve) {
+			var root yaml.Node
+			if yaml.Unmarshal(data, &root) == nil {
+				if path, ok := keyPath(&root, "", ve.line, ve.column); ok {
+					return fmt.Errorf("%s: %v (line %d)", path, ve.err, ve.line)
+				}
+			}
 		}
 		return err
 	}
 	return nil
+}
+
+// keyPath finds the value node at line:column under n and returns its dotted key path
+// ("transport.min_rto", "hops[2]").
+func keyPath(n *yaml.Node, prefix string, line, column int) (string, bool) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if p, ok := keyPath(c, prefix, line, column); ok {
+				return p, true
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if prefix != "" {
+				p = prefix + "." + p
+			}
+			v := n.Content[i+1]
+			if v.Line == line && v.Column == column {
+				return p, true
+			}
+			if p, ok := keyPath(v, p, line, column); ok {
+				return p, true
+			}
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			if v.Line == line && v.Column == column {
+				return p, true
+			}
+			if p, ok := keyPath(v, p, line, column); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }

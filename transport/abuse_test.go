@@ -141,7 +141,8 @@ func TestGarbageIsCountedAndDropped(t *testing.T) {
 }
 
 // TestConnectionFloodIsCapped: a peer opening connection after connection gets at most
-// MaxConns of them; the rest are refused with a RESET and counted.
+// MaxConns of them; beyond the cap the oldest unproven one is evicted (and RESET), so
+// the table never exceeds the cap and never locks.
 func TestConnectionFloodIsCapped(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxConns = 16
@@ -153,7 +154,7 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 	buf := make([]byte, 200)
 	for k := 0; k < 100; k++ {
 		p := wire.Packet{Header: wire.Header{Type: wire.TypeData, SrcConn: uint64(k + 1)}}
-		p.Data = wire.Data{PSN: 7, AckFloor: 7, MsgLen: 1, PayloadLen: 1}
+		p.Data = wire.Data{PSN: 7, AckFloor: 7, MsgLen: 2, PayloadLen: 1}
 		p.Payload = []byte{byte(k)}
 		n, err := p.Encode(buf)
 		if err != nil {
@@ -164,8 +165,8 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 	if e.NumConns() != 16 {
 		t.Fatalf("%d connections open, cap 16", e.NumConns())
 	}
-	if got := e.Stats().UnknownConn; got != 84 {
-		t.Fatalf("%d refusals counted, want 84", got)
+	if got := e.Stats().ConnsEvicted; got != 84 {
+		t.Fatalf("%d evictions counted, want 84", got)
 	}
 	resets := 0
 	out := make([]byte, 5000)
@@ -181,7 +182,14 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 	if resets != 84 {
 		t.Fatalf("%d RESETs sent, want 84", resets)
 	}
-	if _, err := e.Dial(300, from); err == nil {
-		t.Fatal("dial beyond max_conns accepted")
+	if got := e.Stats().RecvBuffered; got != 16*2 {
+		t.Fatalf("%d bytes buffered after evictions, want %d (the 16 live half-messages)", got, 16*2)
+	}
+	// The application can still dial: it evicts an unproven connection too.
+	if _, err := e.Dial(300, from); err != nil {
+		t.Fatalf("dial at max_conns with unproven connections: %v", err)
+	}
+	if e.NumConns() != 16 {
+		t.Fatalf("%d connections open after dial, cap 16", e.NumConns())
 	}
 }

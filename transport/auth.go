@@ -168,18 +168,18 @@ func (e *Endpoint) trimHint(now int64, h []byte, m *RxMeta) {
 		st.TrimIgnored++
 		return
 	}
+	reply := m.From
+	if p.ReplyPort != 0 {
+		reply = netip.AddrPortFrom(m.From.Addr(), p.ReplyPort)
+	}
 	var c *conn
 	if p.DstConn != 0 {
 		c = e.conns[p.DstConn]
 	} else {
-		reply := m.From
-		if p.ReplyPort != 0 {
-			reply = netip.AddrPortFrom(m.From.Addr(), p.ReplyPort)
-		}
 		c = e.byPeer[peerKey{reply, p.SrcConn}]
 	}
 	psn := p.Data.PSN
-	if c == nil || c.dead || c.peer.Addr() != m.From.Addr() || c.peerID == 0 || c.peerID != p.SrcConn ||
+	if c == nil || c.dead || c.peer != reply || c.peerID == 0 || c.peerID != p.SrcConn ||
 		!c.rxInit || wire.SeqDiff(psn, c.tracker.Cum()) < 0 ||
 		int(wire.SeqDiff(psn, c.tracker.Cum())) >= c.tracker.Size() || c.tracker.Has(psn) {
 		st.TrimIgnored++

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -166,4 +167,39 @@ func benchThroughputCfg(b *testing.B, msgSize int, cfg Config) {
 	}
 	el := time.Since(start)
 	b.ReportMetric(float64(b.N)/el.Seconds(), "pkts/s")
+}
+
+// BenchmarkFirstContactFlood measures what one spoofed first-contact DATA costs an
+// endpoint whose connection table is full of unproven connections (each evicts one):
+// the CPU price of the 60k packets/s flood of issue 13's finding 4.
+func BenchmarkFirstContactFlood(b *testing.B) {
+	cfg := DefaultConfig()
+	e, err := NewEndpoint(cfg, nil2())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pkt := firstContact(b, 1, 0, 1<<30, 0)
+	from := netip.MustParseAddrPort("10.66.0.1:4791")
+	out := make([]byte, 2048)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		now := int64(i) * 1000
+		binary.BigEndian.PutUint64(pkt[16:], uint64(i+1)) // SrcConn: a new connection each
+		e.HandlePacket(now, pkt, RxMeta{From: from})
+		for {
+			if _, ok := e.PollTransmit(now, out); !ok {
+				break
+			}
+		}
+		for {
+			if _, ok := e.PollEvent(); !ok {
+				break
+			}
+		}
+		if d, ok := e.NextTimeout(); ok && d <= now {
+			e.HandleTimeout(now)
+		}
+	}
+	b.ReportMetric(float64(e.Stats().ConnsEvicted)/float64(b.N), "evictions/op")
 }

@@ -21,11 +21,15 @@ type Config struct {
 	MTU int `yaml:"mtu"`
 	// MaxMessage is the largest message accepted from the application or a peer.
 	MaxMessage int `yaml:"max_message"`
-	// RecvWindow is the flow-control window in bytes: a peer may have at most this many
-	// bytes of messages buffered here beyond the delivered point, except that the oldest
-	// undelivered message may always be received whole. Memory per connection is thus
-	// bounded by max(RecvWindow, MaxMessage).
+	// RecvWindow is the flow-control window in bytes: the messages a peer has open here
+	// beyond the delivered point may claim at most this many bytes of stream in total,
+	// except that the next message in delivery order may always be received whole.
 	RecvWindow int `yaml:"recv_window"`
+	// RecvBudget caps the bytes of message buffers the endpoint holds for all peers
+	// together. Buffers are allocated as data arrives (RecvChunk at a time), so a peer
+	// holds only what it sent; data that would need memory beyond the budget is dropped
+	// unacknowledged (Stats.RecvBudgetDrops), so that its sender backs off and resends.
+	RecvBudget int64 `yaml:"recv_budget"`
 	// PSNWindow is how many PSNs may be outstanding (sender) or tracked (receiver); a
 	// power of two >= 256.
 	PSNWindow int `yaml:"psn_window"`
@@ -42,8 +46,14 @@ type Config struct {
 	// would be sent for the MaxRetransmits+1-th time.
 	MaxRetransmits int `yaml:"max_retransmits"`
 	// IdleTimeout aborts a connection whose peer acknowledged nothing for this long while
-	// data was outstanding, and forgets idle connections with nothing outstanding, ns (YAML: "200us").
+	// data was outstanding, or sent nothing for this long while a message from it was
+	// partly received; an idle accepted connection is forgotten after it, an idle dialled
+	// one after half of it (so the dialler re-dials before the peer forgets), ns (YAML: "5s").
 	IdleTimeout config.Duration `yaml:"idle_timeout"`
+	// UnprovenTimeout forgets an accepted connection whose peer has not yet proven its
+	// address (echoed our connection ID) after this long without a packet; such
+	// connections are also the first evicted when MaxConns is reached, ns (YAML: "1s").
+	UnprovenTimeout config.Duration `yaml:"unproven_timeout"`
 	// TimeWait is how long a closed connection's identity is remembered so that late
 	// packets cannot resurrect it, ns (YAML: "200us").
 	TimeWait config.Duration `yaml:"time_wait"`
@@ -112,6 +122,19 @@ type BufferPool interface {
 	Put(b []byte)
 }
 
+// WholeBufferPool is a BufferPool whose memory does not grow with the buffers it hands
+// out (the simulator's, which never reads contents): the engine then takes each message's
+// buffer whole on its first packet instead of RecvChunk at a time, and copies nothing.
+type WholeBufferPool interface {
+	BufferPool
+	// Whole reports that whole-message buffers cost nothing to hold.
+	Whole() bool
+}
+
+// RecvChunk is the unit in which a large incoming message's buffer is allocated as its
+// data arrives; a message of at most RecvChunk bytes gets one buffer of its size.
+const RecvChunk = 16 << 10
+
 type heapBuffers struct{}
 
 func (heapBuffers) Get(n int) []byte { return make([]byte, n) }
@@ -123,6 +146,7 @@ func DefaultConfig() Config {
 		MTU:              4096,
 		MaxMessage:       1 << 30,
 		RecvWindow:       64 << 20,
+		RecvBudget:       2 << 30,
 		PSNWindow:        4096,
 		ReorderThreshold: 32,
 		InitialRTO:       1_000_000,
@@ -130,6 +154,7 @@ func DefaultConfig() Config {
 		MaxRTO:           200_000_000,
 		MaxRetransmits:   15,
 		IdleTimeout:      5_000_000_000,
+		UnprovenTimeout:  1_000_000_000,
 		TimeWait:         2_000_000_000,
 		CloseRetries:     8,
 		MaxConns:         4096,
@@ -161,23 +186,34 @@ func (c *Config) Validate() error {
 	if c.RecvWindow < c.MTU || int64(c.RecvWindow) > 1<<32-1 {
 		bad("recv_window = %d: must be in mtu..%d bytes", c.RecvWindow, int64(1<<32-1))
 	}
+	if c.RecvBudget < int64(c.MaxMessage) || c.RecvBudget > 1<<40 {
+		bad("recv_budget = %d: must be in max_message (%d)..%d bytes (a message of max_message bytes must fit)", c.RecvBudget, c.MaxMessage, int64(1<<40))
+	}
 	if c.PSNWindow < 256 || c.PSNWindow > 1<<24 || c.PSNWindow&(c.PSNWindow-1) != 0 {
 		bad("psn_window = %d: must be a power of two in 256..%d", c.PSNWindow, 1<<24)
 	}
 	if c.ReorderThreshold < 1 {
 		bad("reorder_threshold = %d: must be >= 1", c.ReorderThreshold)
 	}
-	if c.MinRTO <= 0 || c.InitialRTO < c.MinRTO || c.MaxRTO < c.InitialRTO {
-		bad("rto: need 0 < min_rto (%d) <= initial_rto (%d) <= max_rto (%d) ns", c.MinRTO, c.InitialRTO, c.MaxRTO)
+	const minRTOFloor, minRTOCeil, maxRTOCeil config.Duration = 1_000, 10_000_000_000, 60_000_000_000 // 1us, 10s, 60s
+	if c.MinRTO < minRTOFloor || c.MinRTO > minRTOCeil {
+		bad("min_rto = %v: must be in 1us..10s", c.MinRTO)
+	} else if c.MaxRTO < c.MinRTO || c.MaxRTO > maxRTOCeil {
+		bad("max_rto = %v: must be in min_rto (%v)..60s", c.MaxRTO, c.MinRTO)
+	} else if c.InitialRTO < c.MinRTO || c.InitialRTO > c.MaxRTO {
+		bad("initial_rto = %v: must be in min_rto (%v)..max_rto (%v)", c.InitialRTO, c.MinRTO, c.MaxRTO)
 	}
 	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
 		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)
 	}
-	if c.IdleTimeout <= 0 {
-		bad("idle_timeout = %d: must be > 0 ns", c.IdleTimeout)
+	if c.IdleTimeout < 1_000_000 || c.IdleTimeout > 86_400_000_000_000 {
+		bad("idle_timeout = %v: must be in 1ms..24h", c.IdleTimeout)
 	}
-	if c.TimeWait < 0 {
-		bad("time_wait = %d: must be >= 0 ns", c.TimeWait)
+	if c.UnprovenTimeout < 1_000_000 || c.UnprovenTimeout > c.IdleTimeout {
+		bad("unproven_timeout = %v: must be in 1ms..idle_timeout (%v)", c.UnprovenTimeout, c.IdleTimeout)
+	}
+	if c.TimeWait < 0 || c.TimeWait > 600_000_000_000 {
+		bad("time_wait = %v: must be in 0..10m", c.TimeWait)
 	}
 	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
 		bad("max_conns = %d: must be in 1..%d", c.MaxConns, 1<<20)

@@ -41,19 +41,27 @@ type timeEntry struct {
 // txMsg is an outgoing message.
 type txMsg struct {
 	id          uint32
-	data        []byte
+	data        []byte // nil once every byte is acknowledged
+	n           int    // message length
 	streamStart uint64
-	sent        int // bytes segmented so far
-	acked       int // bytes acknowledged
-	done        bool
+	sent        int  // bytes segmented so far
+	acked       int  // bytes acknowledged
+	allAcked    bool // every byte acknowledged (ordered: delivery not yet confirmed)
+	done        bool // reported sent
 }
+
+// end is the stream offset after m: the receiver's Delivered passes it once m is delivered.
+func (m *txMsg) end() uint64 { return m.streamStart + streamLen(m.n) }
 
 // rxMsg is an incoming message being reassembled.
 type rxMsg struct {
 	id          uint32
-	buf         []byte
+	n           int // message length
 	streamStart uint64
-	got         int
+	got         int      // bytes received
+	buf         []byte   // the whole buffer (small messages, whole-buffer pools)
+	chunks      [][]byte // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
+	held        uint64   // buffer bytes allocated for it (counted in Stats.RecvBuffered)
 }
 
 // nackEntry is a NACK waiting to leave.
@@ -79,10 +87,21 @@ type conn struct {
 	id, peerID uint64
 	peer       netip.AddrPort
 	initiator  bool
-	inReady    bool
-	dead       bool
-	dl         int64 // cached next deadline (math.MaxInt64: none)
-	hidx       int32 // index in the endpoint's timer heap (-1: not in it)
+	// proven: the peer has shown it receives at its address (it echoed our ID, or we
+	// dialled it). Unproven accepted connections are cheap to evict and expire soon.
+	proven bool
+	// echoed: we have sent the peer a packet carrying its ID (the dialler's proof).
+	echoed       bool
+	createdAt    int64
+	lidx         int   // index in Endpoint.list
+	listed       bool  // in Endpoint.unproven
+	lprev, lnext *conn // Endpoint.unproven links
+	lastRecv     int64 // last packet from the peer
+	lastActive   int64 // last packet either way
+	inReady      bool
+	dead         bool
+	dl           int64 // cached next deadline (math.MaxInt64: none)
+	hidx         int32 // index in the endpoint's timer heap (-1: not in it)
 	// ctrlEV is the EV of the connection's next control packet (ACK, NACK, probe, CLOSE,
 	// CLOSE_ACK); it advances by one with each, from a random start, so control traffic
 	// spreads over the reverse paths whatever the balancer does with data.
@@ -117,20 +136,22 @@ type conn struct {
 	lastProbeTx    int64
 
 	// Receiver.
-	rxInit      bool
-	tracker     *ackpath.Tracker
-	coal        ackpath.Coalescer
-	trig        trigger
-	nacks       ring[nackEntry]
-	rx          map[uint32]*rxMsg
-	lastRx      *rxMsg
-	nextDeliver uint32 // lowest message ID not yet delivered
-	delivered   uint64 // stream offset up to which everything was delivered
-	doneOOO     map[uint32]uint64
-	buffered    uint64
-	probeEcho   int64 // >0: a probe's TxTime to echo in the next ACK
-	probeEV     uint16
-	ackNow      bool // an ACK must go even without new data (probe, duplicate)
+	rxInit       bool
+	tracker      *ackpath.Tracker
+	coal         ackpath.Coalescer
+	trig         trigger
+	nacks        ring[nackEntry]
+	rx           map[uint32]*rxMsg
+	lastRx       *rxMsg
+	nextDeliver  uint32 // lowest message ID not yet delivered
+	deliveredAny bool   // a message was delivered (TIME_WAIT must then protect it)
+	delivered    uint64 // stream offset up to which everything was delivered
+	doneOOO      map[uint32]oooMsg
+	claimed      uint64 // stream bytes claimed by open messages (and doneOOO ones)
+	held         uint64 // buffer bytes allocated for undelivered messages
+	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
+	probeEV      uint16
+	ackNow       bool // an ACK must go even without new data (probe, duplicate)
 
 	// Close.
 	closeReq    bool // the application asked to close
@@ -146,6 +167,10 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		peerID:       peerID,
 		peer:         peer,
 		initiator:    peerID == 0,
+		proven:       peerID == 0,
+		createdAt:    now,
+		lastRecv:     now,
+		lastActive:   now,
 		dl:           math.MaxInt64,
 		ctrlEV:       uint16(e.rng.IntN(cfg.EVS)),
 		cc:           cfg.NewCC(),
@@ -161,6 +186,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
+	c.lidx = len(e.list)
 	e.list = append(e.list, c)
 	e.heapPush(c)
 	return c
@@ -239,6 +265,9 @@ func (e *Endpoint) touch(c *conn, now int64) {
 			d = t
 		}
 	}
+	if t := c.idleDeadline(cfg); t < d {
+		d = t
+	}
 	c.dl = d
 	e.heapFix(c)
 }
@@ -248,6 +277,10 @@ func (e *Endpoint) onTimer(now int64, c *conn) {
 	cfg := &e.cfg
 	if c.outstanding() && now-c.lastProgress >= int64(cfg.IdleTimeout) {
 		e.abort(now, c, ErrIdle)
+		return
+	}
+	if now >= c.idleDeadline(cfg) {
+		e.expire(now, c)
 		return
 	}
 	rto := c.rto(cfg)
@@ -428,7 +461,7 @@ func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
 // canSendMsg applies the peer's flow control to message m.
 func (c *conn) canSendMsg(m *txMsg) bool {
 	return m.streamStart == c.peerDelivered ||
-		m.streamStart+streamLen(len(m.data)) <= c.peerDelivered+c.peerWindow
+		m.end() <= c.peerDelivered+c.peerWindow
 }
 
 func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool) {
@@ -462,7 +495,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 	// New data.
 	for c.cur < c.msgs.len() {
 		m := c.msgs.buf[(c.msgs.head+c.cur)&(len(c.msgs.buf)-1)]
-		if m.sent == len(m.data) {
+		if m.sent == m.n {
 			c.cur++
 			continue
 		}
@@ -475,7 +508,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		if wire.SeqDiff(c.sndNxt, c.sndUna) >= int32(cfg.PSNWindow) {
 			return Transmit{}, false
 		}
-		size := min(len(m.data)-m.sent, cfg.MTU)
+		size := min(m.n-m.sent, cfg.MTU)
 		if !e.windowOpen(now, c, size) {
 			return Transmit{}, false
 		}
@@ -493,6 +526,11 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		e.stats.DataSent++
 		e.stats.BytesSent += uint64(size)
 		return e.sendData(now, c, psn, sp, buf, false), true
+	}
+	if c.inflight == 0 && c.retxq.len() == 0 && c.msgs.len() > 0 && c.probeAt == 0 {
+		// Every byte is acknowledged but a delivery is unconfirmed (the ACK that carried
+		// the receiver's Delivered offset was lost): ask again.
+		c.probeAt = now + c.rto(cfg)
 	}
 	return Transmit{}, false
 }
@@ -539,11 +577,11 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	if retx {
 		p.Flags |= wire.FlagRetx
 	}
-	if int(sp.off+sp.size) == len(m.data) {
+	if int(sp.off+sp.size) == m.n {
 		p.Flags |= wire.FlagLast | wire.FlagAckReq
 	}
 	p.Data = wire.Data{
-		PSN: psn, AckFloor: c.sndUna, MsgID: m.id, MsgLen: uint32(len(m.data)),
+		PSN: psn, AckFloor: c.sndUna, MsgID: m.id, MsgLen: uint32(m.n),
 		Offset: sp.off, PayloadLen: uint16(sp.size), StreamStart: m.streamStart, TxTime: now,
 	}
 	p.Payload = m.data[sp.off : sp.off+sp.size]
@@ -558,18 +596,24 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	a := &p.Ack
 	e.stats.AcksRecv++
+	switch e.checkAck(now, c, a) {
+	case ackBad:
+		e.stats.BadAcks++
+		return
+	case ackStale:
+		e.stats.StaleAcks++
+		return
+	}
 	if a.Delivered > c.peerDelivered {
 		c.peerDelivered = a.Delivered
+		c.peerWindow = uint64(a.Window)
+		c.lastProgress = now
+	} else if a.Delivered == c.peerDelivered {
+		c.peerWindow = uint64(a.Window)
 	}
-	c.peerWindow = uint64(a.Window)
 	bytes, pkts := 0, 0
-	// Cumulative part: never beyond what we sent.
-	end := a.CumPSN
-	if wire.SeqLess(c.sndNxt, end) {
-		e.stats.ProtoViolations++
-		end = c.sndNxt
-	}
-	for psn := c.sndUna; wire.SeqLess(psn, end); psn++ {
+	// Cumulative part (checkAck made sure it ends at or before sndNxt).
+	for psn := c.sndUna; wire.SeqLess(psn, a.CumPSN); psn++ {
 		if b := e.ackPkt(c, psn, a); b > 0 {
 			bytes += b
 			pkts++
@@ -642,6 +686,47 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	e.markReady(c)
 }
 
+// ACK verdicts.
+const (
+	ackOK    = iota
+	ackStale // too old to act on: dropped whole, harmless
+	ackBad   // claims what we never sent: dropped whole, never partly applied
+)
+
+// checkAck validates an ACK against what we sent before any of it is applied: an ACK that
+// acknowledges a PSN at or beyond sndNxt, reports more stream delivered than we sent, or
+// echoes a transmit time we never stamped is bad; one whose cumulative point is more than
+// a PSN window behind ours is stale. An honest receiver only ever reports PSNs it got.
+func (e *Endpoint) checkAck(now int64, c *conn, a *wire.Ack) int {
+	if wire.SeqLess(c.sndNxt, a.CumPSN) || !wire.SeqLess(a.AckedPSN, c.sndNxt) ||
+		a.Delivered > c.streamNext || a.EchoTxTime > now || a.EchoTxTime < c.createdAt {
+		return ackBad
+	}
+	// SACK bits at or beyond sndNxt: the bitmap's first off bits lie before sndNxt.
+	width := int64(64 * int(a.SackWords))
+	off := int64(wire.SeqDiff(c.sndNxt, a.SackBase))
+	if off < width {
+		for w := 0; w < int(a.SackWords); w++ {
+			word := a.Sack[w]
+			lo := off - int64(64*w) // bits of this word from lo on are at or beyond sndNxt
+			switch {
+			case lo <= 0:
+			case lo < 64:
+				word &^= 1<<uint(lo) - 1
+			default:
+				word = 0
+			}
+			if word != 0 {
+				return ackBad
+			}
+		}
+	}
+	if wire.SeqDiff(c.sndUna, a.CumPSN) > int32(e.cfg.PSNWindow) {
+		return ackStale
+	}
+	return ackOK
+}
+
 // ackPkt marks psn acknowledged and returns its size if it was not already.
 func (e *Endpoint) ackPkt(c *conn, psn uint32, a *wire.Ack) int {
 	sp := &c.pkts[psn&c.mask]
@@ -662,32 +747,65 @@ func (e *Endpoint) ackPkt(c *conn, psn uint32, a *wire.Ack) int {
 	}
 	m := sp.msg
 	m.acked += int(sp.size)
-	if m.acked == len(m.data) {
-		m.done = true
+	if m.acked == m.n {
+		m.allAcked = true
 		m.data = nil
-		e.stats.MsgsSent++
-		e.emit(Event{Kind: MessageSent, Conn: ConnID(c.id), Peer: c.peer, MsgID: m.id})
+		if e.cfg.Unordered {
+			// The receiver delivers a message the moment it is complete.
+			e.messageSent(c, m)
+		}
 	}
 	return int(sp.size)
+}
+
+// messageSent reports m delivered.
+func (e *Endpoint) messageSent(c *conn, m *txMsg) {
+	m.done = true
+	e.stats.MsgsSent++
+	e.emit(Event{Kind: MessageSent, Conn: ConnID(c.id), Peer: c.peer, MsgID: m.id})
 }
 
 // completeMsgs drops finished messages from the head of the queue. Window slots of a
 // finished message may still point at it; they are all acknowledged, and no code path
 // dereferences the message of an acknowledged slot, so the struct can be reused.
+//
+// In order, a message is reported sent only once the receiver's Delivered offset has
+// passed it: a complete message held behind a missing predecessor is not yet delivered,
+// and would be lost with the connection.
 func (e *Endpoint) completeMsgs(c *conn) {
-	for c.msgs.len() > 0 && (*c.msgs.peek()).done {
+	for c.msgs.len() > 0 {
+		m := *c.msgs.peek()
+		if !m.done {
+			if !m.allAcked || m.end() > c.peerDelivered {
+				return
+			}
+			e.messageSent(c, m)
+		}
 		e.freeMsg(c.msgs.pop())
 		if c.cur > 0 {
 			c.cur--
 		}
 	}
+	c.probeAt = 0 // nothing left to confirm
 }
 
 // onNack: the receiver saw psn trimmed; resend it now.
 func (e *Endpoint) onNack(now int64, c *conn, p *wire.Packet) {
 	e.stats.NacksRecv++
-	psn := p.Nack.PSN
-	if !wire.SeqLEQ(c.sndUna, psn) || !wire.SeqLess(psn, c.sndNxt) {
+	nk := &p.Nack
+	psn := nk.PSN
+	if !wire.SeqLess(psn, c.sndNxt) || wire.SeqLess(c.sndNxt, nk.CumPSN) || nk.EchoTxTime > now {
+		e.stats.BadAcks++ // names a PSN never sent
+		return
+	}
+	if wire.SeqLess(psn, c.sndUna) {
+		e.stats.StaleAcks++
+		return
+	}
+	// Only the transmission it echoes may be declared lost: a NACK of an earlier one
+	// (already resent) is stale, and a forger would have to guess the timestamp.
+	if sp := &c.pkts[psn&c.mask]; sp.state != pktInflight || sp.sentAt != nk.EchoTxTime {
+		e.stats.StaleAcks++
 		return
 	}
 	e.declareLost(now, c, psn, cc.LossTrim)

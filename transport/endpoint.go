@@ -32,6 +32,7 @@ type ctrlPkt struct {
 	to       netip.AddrPort
 	typ      wire.Type
 	dst, src uint64
+	reason   uint32 // CLOSE
 }
 
 type twEntry struct {
@@ -60,11 +61,22 @@ type Endpoint struct {
 	twPeer  map[peerKey]struct{} // peers' IDs of recently closed connections
 	twQueue ring[twEntry]
 
+	// unproven lists accepted connections whose peer has not proven its address, oldest
+	// first: under MaxConns pressure they are evicted in that order.
+	unproven connList
+	// exempt is the one message that may allocate beyond RecvBudget (see charge).
+	exempt *rxMsg
+	// unprovenHeld is the buffer bytes held for unproven connections.
+	unprovenHeld uint64
+	wholeBufs    bool // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
+
 	freeMsgs []*txMsg
 	freeRxs  []*rxMsg
-	pkt      wire.Packet // scratch for decoding and encoding
-	stats    Stats
-	lastNow  int64 // latest time the driver passed in, for snapshots (Conns)
+	// chunkFree recycles receive chunks (RecvChunk bytes of capacity each).
+	chunkFree [][]byte
+	pkt       wire.Packet // scratch for decoding and encoding
+	stats     Stats
+	lastNow   int64 // latest time the driver passed in, for snapshots (Conns)
 
 	auth *authEngine // packet authentication (auth.go); nil when off
 }
@@ -81,6 +93,8 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if cfg.Buffers == nil {
 		cfg.Buffers = heapBuffers{}
 	}
+	wp, ok := cfg.Buffers.(WholeBufferPool)
+	whole := ok && wp.Whole()
 	if err := cfg.checkAlgorithms(); err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
@@ -95,13 +109,14 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	return &Endpoint{
-		auth:    auth,
-		cfg:     cfg,
-		rng:     rng,
-		conns:   make(map[uint64]*conn),
-		byPeer:  make(map[peerKey]*conn),
-		twLocal: make(map[uint64]struct{}),
-		twPeer:  make(map[peerKey]struct{}),
+		auth:      auth,
+		wholeBufs: whole,
+		cfg:       cfg,
+		rng:       rng,
+		conns:     make(map[uint64]*conn),
+		byPeer:    make(map[peerKey]*conn),
+		twLocal:   make(map[uint64]struct{}),
+		twPeer:    make(map[peerKey]struct{}),
 	}, nil
 }
 
@@ -136,11 +151,11 @@ func (e *Endpoint) Dial(now int64, peer netip.AddrPort) (ConnID, error) {
 	if !peer.IsValid() {
 		return 0, fmt.Errorf("transport: dial %v: invalid address", peer)
 	}
-	if len(e.list) >= e.cfg.MaxConns {
-		return 0, fmt.Errorf("transport: dial %v: max_conns (%d) connections open", peer, e.cfg.MaxConns)
-	}
 	if err := e.authDial(now, peer); err != nil {
 		return 0, err
+	}
+	if len(e.list) >= e.cfg.MaxConns && !e.evictUnproven(now) {
+		return 0, fmt.Errorf("transport: dial %v: max_conns (%d) connections open", peer, e.cfg.MaxConns)
 	}
 	c := e.newConn(now, peer, 0)
 	e.stats.ConnsOpened++
@@ -166,6 +181,7 @@ func (e *Endpoint) Send(now int64, id ConnID, msg []byte) (uint32, error) {
 	m := e.allocMsg()
 	m.id = c.nextMsgID
 	m.data = msg
+	m.n = len(msg)
 	m.streamStart = c.streamNext
 	c.nextMsgID++
 	c.streamNext += streamLen(len(msg))
@@ -275,6 +291,7 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 		p := &e.pkt
 		p.Type, p.Flags, p.EV, p.ReplyPort = cp.typ, 0, 0, e.cfg.ListenPort
 		p.DstConn, p.SrcConn = cp.dst, cp.src
+		p.Reason = cp.reason
 		n, err := p.Encode(buf)
 		n, err = e.sealOut(now, cp.to, buf, n, err)
 		if err == nil {
@@ -290,6 +307,10 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 		}
 		t, ok := e.transmit(now, c, buf)
 		t, ok = e.sealTx(now, t, ok, buf)
+		if ok && !c.dead {
+			c.lastActive = now
+			c.echoed = c.echoed || c.peerID != 0
+		}
 		e.touch(c, now)
 		if ok {
 			// Round robin: c goes to the back and is asked again after the others.
@@ -330,8 +351,8 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 			e.unknown(reply, p)
 			return
 		}
-		if c.peer.Addr() != m.From.Addr() {
-			// Right ID, wrong host: never let a third party act on a connection.
+		if c.peer != reply {
+			// Right ID, wrong host or port: never let a third party act on a connection.
 			e.stats.ProtoViolations++
 			return
 		}
@@ -341,6 +362,10 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 				return
 			}
 			c.peerID = p.SrcConn // first packet from the peer we dialled: learn its ID
+		}
+		if !c.proven {
+			// It echoed the ID we sent only to its address: it receives there.
+			e.prove(c)
 		}
 	} else {
 		k := peerKey{reply, p.SrcConn}
@@ -359,17 +384,19 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 				e.stats.UnknownConn++ // a late packet of a closed connection
 				return
 			}
-			if len(e.list) >= e.cfg.MaxConns {
+			if len(e.list) >= e.cfg.MaxConns && !e.evictUnproven(now) {
 				e.stats.UnknownConn++
 				e.queueCtrl(reply, wire.TypeReset, p.SrcConn, e.newID())
 				return
 			}
 			c = e.newConn(now, reply, p.SrcConn)
 			e.byPeer[k] = c
+			e.unproven.pushBack(c)
 			e.stats.ConnsAccepted++
 			e.emit(Event{Kind: ConnAccepted, Conn: ConnID(c.id), Peer: reply})
 		}
 	}
+	c.lastRecv, c.lastActive = now, now
 	switch p.Type {
 	case wire.TypeData:
 		e.onData(now, c, p, &m)
@@ -380,6 +407,10 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 	case wire.TypeProbe:
 		e.onProbe(now, c, p, &m)
 	case wire.TypeClose:
+		if p.Reason != 0 {
+			e.abort(now, c, ErrPeerReset) // the peer aborted before it learnt our ID
+			return
+		}
 		e.onClose(now, c)
 	case wire.TypeCloseAck:
 		e.onCloseAck(now, c)
@@ -410,9 +441,28 @@ func (e *Endpoint) unknown(reply netip.AddrPort, p *wire.Packet) {
 }
 
 func (e *Endpoint) queueCtrl(to netip.AddrPort, t wire.Type, dst, src uint64) {
+	e.queueCtrlReason(to, t, dst, src, 0)
+}
+
+func (e *Endpoint) queueCtrlReason(to netip.AddrPort, t wire.Type, dst, src uint64, reason uint32) {
 	if e.ctrl.len() < maxCtrlQueue {
-		e.ctrl.push(ctrlPkt{to: to, typ: t, dst: dst, src: src})
+		e.ctrl.push(ctrlPkt{to: to, typ: t, dst: dst, src: src, reason: reason})
 	}
+}
+
+// closeAborted is the CLOSE reason of a connection aborted before it learnt the peer's ID.
+const closeAborted = 1
+
+// evictUnproven makes room for a connection by evicting the oldest accepted connection
+// whose peer has not proven its address; false if there is none.
+func (e *Endpoint) evictUnproven(now int64) bool {
+	c := e.unproven.head
+	if c == nil {
+		return false
+	}
+	e.stats.ConnsEvicted++
+	e.abort(now, c, ErrEvicted)
+	return true
 }
 
 // remove releases c and remembers its identity for TimeWait.
@@ -421,28 +471,30 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 		return
 	}
 	c.dead = true
+	e.unproven.remove(c)
 	delete(e.conns, c.id)
 	e.heapRemove(c)
-	for i, x := range e.list {
-		if x == c {
-			last := len(e.list) - 1
-			e.list[i] = e.list[last]
-			e.list[last] = nil
-			e.list = e.list[:last]
-			break
-		}
-	}
+	last := len(e.list) - 1
+	e.list[c.lidx] = e.list[last]
+	e.list[c.lidx].lidx = c.lidx
+	e.list[last] = nil
+	e.list = e.list[:last]
 	k := peerKey{c.peer, c.peerID}
 	if !c.initiator {
 		delete(e.byPeer, k)
 	} else {
 		k.id = 0
 	}
-	e.twLocal[c.id] = struct{}{}
-	if k.id != 0 {
-		e.twPeer[k] = struct{}{}
+	if c.proven || c.deliveredAny {
+		// Remember it so late packets cannot resurrect it and deliver a message twice.
+		// An unproven connection that delivered nothing has nothing to protect (the
+		// common case of a spoofed flood, whose entries would only fill these maps).
+		e.twLocal[c.id] = struct{}{}
+		if k.id != 0 {
+			e.twPeer[k] = struct{}{}
+		}
+		e.twQueue.push(twEntry{expiry: now + int64(e.cfg.TimeWait), local: c.id, peer: k})
 	}
-	e.twQueue.push(twEntry{expiry: now + int64(e.cfg.TimeWait), local: c.id, peer: k})
 	c.releaseRx(e)
 	if err == nil {
 		e.stats.ConnsClosed++
@@ -465,8 +517,15 @@ func (e *Endpoint) abort(now int64, c *conn, err error) {
 		}
 		e.freeMsg(m)
 	}
-	if err != ErrPeerReset && c.peerID != 0 {
+	// Tell the peer, so it drops what it holds for us, also when a RESET made us abort:
+	// a forged RESET must not leave the real peer holding an orphan. A RESET to a
+	// connection that no longer exists is not answered, so this cannot loop.
+	if c.peerID != 0 {
 		e.queueCtrl(c.peer, wire.TypeReset, c.peerID, c.id)
+	} else if c.initiator {
+		// The peer knows us only by (address, our ID): an abort-CLOSE is the packet it
+		// can match without its ID.
+		e.queueCtrlReason(c.peer, wire.TypeClose, 0, c.id, closeAborted)
 	}
 	e.remove(now, c, err)
 }
@@ -530,7 +589,7 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 	ci := ConnInfo{
 		ID: ConnID(c.id), Peer: c.peer, Initiator: c.initiator,
 		SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
-		InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.buffered,
+		InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.held,
 		Closing: c.closeReq || c.peerClosed,
 	}
 	if f, ok := c.lb.(reps.Freezer); ok {

@@ -6,6 +6,12 @@ import (
 )
 
 // onData places a data packet and schedules its ACK (or NACK, when it was trimmed).
+//
+// Nothing a peer sends makes us hold more than it delivered: a message's buffer is
+// allocated as its data arrives (RecvChunk at a time), the messages a connection has open
+// may claim at most RecvWindow bytes of stream besides the next one in delivery order, and
+// all buffers together stay within RecvBudget. A packet refused for any of these reasons
+// is not recorded, so it is not acknowledged and its sender resends it later.
 func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	d := &p.Data
 	e.stats.DataRecv++
@@ -16,8 +22,12 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if !c.rxInit {
 		c.tracker = ackpath.NewTracker(e.cfg.PSNWindow, d.AckFloor)
 		c.rxInit = true
+	} else if wire.SeqLess(c.tracker.Cum(), d.AckFloor) {
+		// Every PSN below an honest sender's floor was acknowledged by us, so the floor
+		// can never pass our cumulative point: obeying it would skip PSNs we never got.
+		e.stats.ProtoViolations++
+		return
 	}
-	c.tracker.AdvanceTo(d.AckFloor)
 	if p.Trimmed() || (e.cfg.TrimDSCP != 0 && m.DSCP == e.cfg.TrimDSCP) {
 		e.stats.Trimmed++
 		if c.tracker.Has(d.PSN) {
@@ -43,27 +53,27 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if !done && c.doneOOO != nil {
 		_, done = c.doneOOO[d.MsgID]
 	}
+	var claim uint64
 	switch {
 	case done:
 		// A message already delivered: only a duplicate can still carry it.
 	case r != nil:
-		if uint32(len(r.buf)) != d.MsgLen || r.streamStart != d.StreamStart {
+		if r.n != int(d.MsgLen) || r.streamStart != d.StreamStart {
 			e.stats.ProtoViolations++
 			return
 		}
 	default:
-		end := d.StreamStart + streamLen(int(d.MsgLen))
 		if d.StreamStart < c.delivered {
 			e.stats.ProtoViolations++
 			return
 		}
-		if d.StreamStart != c.delivered && end > c.delivered+uint64(e.cfg.RecvWindow) {
+		claim = streamLen(int(d.MsgLen))
+		if !c.isHead(d.MsgID, d.StreamStart) && !c.fits(d.StreamStart, claim, uint64(e.cfg.RecvWindow)) {
 			e.stats.BeyondWindow++ // the peer ignored our flow control
 			return
 		}
 	}
-	oldCum := c.tracker.Cum()
-	switch c.tracker.Mark(d.PSN) {
+	switch c.tracker.Check(d.PSN) {
 	case ackpath.Beyond:
 		e.stats.BeyondWindow++
 		return
@@ -78,20 +88,46 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		// New PSN for a delivered message: the peer resent data under a fresh PSN.
 		e.stats.DupData++
 	} else {
-		if r == nil {
+		got := 0
+		if r != nil {
+			got = r.got
+		}
+		if uint64(d.Offset) >= uint64(got)+e.reach(int(d.PayloadLen)) {
+			// No honest sender sends this far ahead of what arrived of a message: its
+			// PSN window would not let it. Refusing it bounds a message's chunk table.
+			e.stats.BeyondWindow++
+			return
+		}
+		fresh := r == nil
+		if fresh {
 			r = e.allocRx()
-			*r = rxMsg{id: d.MsgID, streamStart: d.StreamStart, buf: e.cfg.Buffers.Get(int(d.MsgLen))}
-			c.rx[d.MsgID] = r
-			c.buffered += uint64(d.MsgLen)
-			e.stats.RecvBuffered += uint64(d.MsgLen)
-			if e.stats.RecvBuffered > e.stats.RecvBufferedMax {
-				e.stats.RecvBufferedMax = e.stats.RecvBuffered
+			*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart}
+		}
+		if !e.reserve(c, r, int(d.Offset), len(p.Payload)) {
+			e.stats.RecvBudgetDrops++
+			if fresh {
+				e.release(c, r) // what reserve did get before it ran out
+				e.freeRx(r)
 			}
+			if !c.proven {
+				// Acknowledge nothing, but tell the peer our ID: once it echoes it, it
+				// is proven and draws on the whole budget.
+				c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
+				c.ackNow = true
+				e.markReady(c)
+			}
+			return
+		}
+		if fresh {
+			c.rx[d.MsgID] = r
+			c.claimed += claim
 		}
 		c.lastRx = r
-		r.got += copy(r.buf[d.Offset:], p.Payload)
+		r.write(int(d.Offset), p.Payload)
 	}
-	complete := r != nil && !done && r.got == len(r.buf)
+	oldCum := c.tracker.Cum()
+	c.tracker.Mark(d.PSN)
+	complete := r != nil && !done && r.got == r.n
 	if complete {
 		e.complete(c, r)
 	}
@@ -103,6 +139,163 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 
 const maxNacks = 1024
 
+// reach bounds how far beyond the bytes received of a message a packet's offset can lie:
+// an honest sender sends a packet only while it is within PSNWindow PSNs of its oldest
+// unacknowledged one, and the receiver's lowest missing byte of the message is such a
+// packet, so offset < received + PSNWindow x packet size.
+func (e *Endpoint) reach(payload int) uint64 {
+	return uint64(e.cfg.PSNWindow) * uint64(max(e.cfg.MTU, payload))
+}
+
+// isHead reports whether a message is the next in delivery order, the one flow control
+// always admits whole (so a message larger than the window cannot deadlock).
+func (c *conn) isHead(id uint32, streamStart uint64) bool {
+	return id == c.nextDeliver && streamStart == c.delivered
+}
+
+// fits applies flow control to a new message claiming claim bytes of stream from start:
+// it must end within the window, and with the other open messages (the head excepted)
+// claim at most the window in total, so that overlapping claims cannot multiply it.
+func (c *conn) fits(start, claim, window uint64) bool {
+	if start+claim > c.delivered+window {
+		return false
+	}
+	other := c.claimed
+	if h := c.rx[c.nextDeliver]; h != nil && h.streamStart == c.delivered {
+		other -= streamLen(h.n)
+	}
+	return other+claim <= window
+}
+
+// chunked reports whether r's buffer is allocated RecvChunk at a time.
+func (e *Endpoint) chunked(r *rxMsg) bool { return r.n > RecvChunk && !e.wholeBufs }
+
+// reserve makes sure r has buffer memory for bytes [off, off+n), within RecvBudget.
+func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
+	if !e.chunked(r) {
+		if r.buf != nil {
+			return true
+		}
+		if !e.charge(c, r, uint64(r.n)) {
+			return false
+		}
+		r.buf = e.cfg.Buffers.Get(r.n)
+		return true
+	}
+	last := (off + max(n, 1) - 1) / RecvChunk
+	for i := off / RecvChunk; i <= last; i++ {
+		for len(r.chunks) <= i {
+			// The table grows with the data (offsets are bounded by the reach rule in
+			// onData), so a 65-byte packet claiming 1 GiB costs one slot, not 16,384.
+			if !e.charge(c, r, chunkSlotBytes) {
+				return false
+			}
+			r.chunks = append(r.chunks, nil)
+		}
+		if r.chunks[i] != nil {
+			continue
+		}
+		size := min(RecvChunk, r.n-i*RecvChunk)
+		if !e.charge(c, r, uint64(size)) {
+			return false
+		}
+		r.chunks[i] = e.getChunk(size)
+	}
+	return true
+}
+
+// getChunk returns a zeroed buffer of size bytes (at most RecvChunk) for a message chunk,
+// recycled when it can be: chunks are internal, so they come from the engine's own free
+// list, not the application's BufferPool. Recycled chunks are cleared, so that bytes of
+// another peer's message can never show through a hole in a forged one.
+func (e *Endpoint) getChunk(size int) []byte {
+	if n := len(e.chunkFree); n > 0 {
+		ch := e.chunkFree[n-1][:size]
+		e.chunkFree = e.chunkFree[:n-1]
+		clear(ch)
+		return ch
+	}
+	return make([]byte, size, RecvChunk)
+}
+
+// putChunk recycles a chunk; the free list keeps at most maxFreeChunks (4 MiB).
+func (e *Endpoint) putChunk(ch []byte) {
+	if len(e.chunkFree) < maxFreeChunks && cap(ch) == RecvChunk {
+		e.chunkFree = append(e.chunkFree, ch[:0])
+	}
+}
+
+const maxFreeChunks = 256
+
+// chunkSlotBytes is what one entry of a message's chunk table costs (a slice header).
+const chunkSlotBytes = 24
+
+// charge accounts n more bytes held for r if the budget allows it. Beyond the budget, one
+// message at a time, the next in its connection's delivery order (any message, unordered),
+// of a proven peer may go on (it is delivered, and frees its memory and that of the
+// complete messages waiting behind it, the moment it is complete), so a full budget cannot
+// deadlock: RecvBuffered <= RecvBudget + MaxMessage. Unproven peers (possibly spoofed)
+// share only RecvBudget/unprovenShare.
+func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
+	budget := uint64(e.cfg.RecvBudget)
+	over := e.stats.RecvBuffered+n > budget
+	if !c.proven {
+		if over || e.unprovenHeld+n > budget/unprovenShare {
+			return false
+		}
+		e.unprovenHeld += n
+	} else if over && e.exempt != r {
+		if e.exempt != nil || !(e.cfg.Unordered || c.isHead(r.id, r.streamStart)) {
+			return false
+		}
+		e.exempt = r
+	}
+	r.held += n
+	c.held += n
+	e.stats.RecvBuffered += n
+	e.stats.RecvBufferedMax = max(e.stats.RecvBufferedMax, e.stats.RecvBuffered)
+	return true
+}
+
+// unprovenShare: connections whose peer has not proven its address hold at most
+// RecvBudget/unprovenShare bytes together, so a spoofed flood cannot take the budget.
+const unprovenShare = 8
+
+// prove marks c's peer as having proven its address: its buffers move to the proven share.
+func (e *Endpoint) prove(c *conn) {
+	c.proven = true
+	e.unproven.remove(c)
+	e.unprovenHeld -= c.held
+}
+
+// unheld returns r's buffer bytes to the budget.
+func (e *Endpoint) unheld(c *conn, r *rxMsg) {
+	e.stats.RecvBuffered -= r.held
+	c.held -= r.held
+	if !c.proven {
+		e.unprovenHeld -= r.held
+	}
+	r.held = 0
+	if e.exempt == r {
+		e.exempt = nil
+	}
+}
+
+// write copies a payload to offset off of r (reserve has made room).
+func (r *rxMsg) write(off int, b []byte) {
+	if len(r.chunks) == 0 {
+		r.got += copy(r.buf[off:], b)
+		return
+	}
+	for len(b) > 0 {
+		i, o := off/RecvChunk, off%RecvChunk
+		k := copy(r.chunks[i][o:], b)
+		r.got += k
+		off += k
+		b = b[k:]
+	}
+}
+
 // complete handles a fully received message: deliver it now (unordered, or it is next in
 // line) or keep it until the messages before it are delivered.
 func (e *Endpoint) complete(c *conn, r *rxMsg) {
@@ -110,45 +303,61 @@ func (e *Endpoint) complete(c *conn, r *rxMsg) {
 		c.lastRx = nil
 	}
 	if e.cfg.Unordered {
-		id, end := r.id, r.streamStart+streamLen(len(r.buf))
+		id, end, claim := r.id, r.streamStart+streamLen(r.n), streamLen(r.n)
 		e.deliver(c, r)
 		if id != c.nextDeliver {
 			if c.doneOOO == nil {
-				c.doneOOO = make(map[uint32]uint64)
+				c.doneOOO = make(map[uint32]oooMsg)
 			}
-			c.doneOOO[id] = end
+			c.doneOOO[id] = oooMsg{end: end, claim: claim} // still claims its stream space
 			return
 		}
 		c.nextDeliver++
 		c.delivered = end
+		c.claimed -= claim
 		for {
-			end, ok := c.doneOOO[c.nextDeliver]
+			o, ok := c.doneOOO[c.nextDeliver]
 			if !ok {
 				return
 			}
 			delete(c.doneOOO, c.nextDeliver)
 			c.nextDeliver++
-			c.delivered = end
+			c.delivered = o.end
+			c.claimed -= o.claim
 		}
 	}
-	for r != nil && r.id == c.nextDeliver && r.got == len(r.buf) {
-		end := r.streamStart + streamLen(len(r.buf))
+	for r != nil && r.id == c.nextDeliver && r.got == r.n {
+		end, claim := r.streamStart+streamLen(r.n), streamLen(r.n)
 		e.deliver(c, r)
 		c.nextDeliver++
 		c.delivered = end
+		c.claimed -= claim
 		r = c.rx[c.nextDeliver]
 	}
 }
 
-// deliver hands r's buffer to the application and recycles r.
+// oooMsg is a message delivered ahead of its predecessors (Unordered): its stream space
+// stays claimed until the delivered point passes it.
+type oooMsg struct{ end, claim uint64 }
+
+// deliver hands r's data to the application and recycles r. A chunked message is
+// assembled into one buffer here: the copy is the price of holding only what arrived.
 func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	delete(c.rx, r.id)
-	n := uint64(len(r.buf))
-	c.buffered -= n
-	e.stats.RecvBuffered -= n
+	buf := r.buf
+	if len(r.chunks) > 0 {
+		buf = e.cfg.Buffers.Get(r.n)
+		off := 0
+		for _, ch := range r.chunks {
+			off += copy(buf[off:], ch)
+			e.putChunk(ch)
+		}
+	}
+	e.unheld(c, r)
+	c.deliveredAny = true
 	e.stats.MsgsDelivered++
-	e.stats.BytesDelivered += n
-	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: r.buf})
+	e.stats.BytesDelivered += uint64(r.n)
+	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: buf})
 	e.freeRx(r)
 }
 
@@ -162,18 +371,35 @@ func (e *Endpoint) allocRx() *rxMsg {
 }
 
 func (e *Endpoint) freeRx(r *rxMsg) {
-	*r = rxMsg{}
+	tbl := r.chunks[:0] // keep the chunk table's array for the next message
+	clear(r.chunks)
+	*r = rxMsg{chunks: tbl}
 	e.freeRxs = append(e.freeRxs, r)
+}
+
+// release returns r's buffers to the pool and its bytes to the budget.
+func (e *Endpoint) release(c *conn, r *rxMsg) {
+	if r.buf != nil {
+		e.cfg.Buffers.Put(r.buf)
+	}
+	for _, ch := range r.chunks {
+		if ch != nil {
+			e.putChunk(ch)
+		}
+	}
+	e.unheld(c, r)
 }
 
 // releaseRx returns the buffers of undelivered messages when a connection goes away.
 func (c *conn) releaseRx(e *Endpoint) {
 	for id, r := range c.rx {
-		e.cfg.Buffers.Put(r.buf)
-		e.stats.RecvBuffered -= uint64(len(r.buf))
+		e.release(c, r)
 		delete(c.rx, id)
 		e.freeRx(r)
 	}
-	c.buffered = 0
+	c.claimed = 0
 	c.lastRx = nil
 }
+
+// partial reports whether c holds part of an undelivered message.
+func (c *conn) partial() bool { return len(c.rx) > 0 }

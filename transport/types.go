@@ -88,9 +88,10 @@ var (
 	ErrTooLarge    = errors.New("transport: message larger than max_message")
 	ErrEmpty       = errors.New("transport: empty message")
 	ErrRetransmits = errors.New("transport: packet retransmitted max_retransmits times without acknowledgement")
-	ErrIdle        = errors.New("transport: peer silent for idle_timeout with data outstanding")
+	ErrIdle        = errors.New("transport: peer silent for idle_timeout with data outstanding or a message partly received")
 	ErrPeerReset   = errors.New("transport: peer reset the connection (it holds no state for it)")
 	ErrAborted     = errors.New("transport: connection aborted")
+	ErrEvicted     = errors.New("transport: unproven connection evicted to admit another (max_conns reached)")
 )
 
 // Stats are the endpoint's counters. All are cumulative.
@@ -130,7 +131,12 @@ type Stats struct {
 	MalformedByKind [wire.NumErrors]uint64
 	UnknownConn     uint64 // packets for connections we hold no state for
 	ProtoViolations uint64 // well-formed packets that contradict the connection's state
-	RecvBuffered    uint64 // gauge: bytes of message buffers currently held for peers
+	BadAcks         uint64 // ACKs and NACKs dropped whole: they acknowledge PSNs never sent or claim the impossible
+	StaleAcks       uint64 // ACKs and NACKs too old to act on (behind the window, or a NACK of an earlier transmission)
+	RecvBudgetDrops uint64 // data packets dropped unacknowledged because RecvBudget was reached
+	ConnsEvicted    uint64 // unproven accepted connections evicted to admit another at MaxConns
+	ConnsExpired    uint64 // idle connections forgotten (nothing outstanding either way)
+	RecvBuffered    uint64 // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
 	RecvBufferedMax uint64 // high-water mark of RecvBuffered
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.

@@ -92,6 +92,11 @@ func runStatus(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "smarttd %s (pid %d) listening on %s, up %.0f s%s\n", st.Version, st.PID, st.Listen, st.UptimeS,
 		map[bool]string{true: ", SHUTTING DOWN"}[st.ShuttingDown])
 	fmt.Fprintf(out, "connections %d, API sessions %d, messages in flight %d\n", st.Connections, st.Sessions, st.Pending)
+	a, l := cnt.API, caps.Limits
+	fmt.Fprintf(out, "api: %d of %d sessions; %d of %d bytes outstanding, %d of %d bytes queued for clients; "+
+		"%d received messages dropped, %d sends refused, %d sessions evicted idle, %d timed out mid-frame, %d stalled\n",
+		a.Sessions, l.MaxClients, a.Outstanding, l.MaxOutstandingTotal, a.RecvQueued, l.MaxRecvQueueTotal,
+		a.RecvOverflow+a.RecvOverflowTotal, a.MsgsRejected, a.SessionsEvicted, a.ReadTimeouts, a.ClientsStalled)
 	fmt.Fprintf(out, "sockets: %s\n", socketCaps(caps.Socket))
 	fmt.Fprintf(out, "algorithms: cc %s, lb %s\n", strings.Join(caps.CC, " "), strings.Join(caps.LB, " "))
 	fmt.Fprintf(out, "messages: %d sent, %d failed, %d delivered (%d bytes)\n", e.MsgsSent, e.MsgsFailed, e.MsgsDelivered, e.BytesDelivered)

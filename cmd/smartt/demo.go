@@ -22,7 +22,7 @@ type demoOpts struct {
 	reorder  float64
 	depth    int
 	rateGbps float64
-	delayNs  int64
+	delay    config.Duration
 	trim     bool
 	seed     uint64
 	maxSize  int
@@ -38,7 +38,8 @@ func parseDemo(args []string, out io.Writer) (demoOpts, error) {
 	fs.Float64Var(&o.reorder, "reorder", 0.1, "probability that a packet is held back (0..1)")
 	fs.IntVar(&o.depth, "depth", 100, "a held-back packet is overtaken by up to this many packets")
 	fs.Float64Var(&o.rateGbps, "rate", 100, "bottleneck port rate, Gbit/s (0.1..1000)")
-	fs.Int64Var(&o.delayNs, "delay", 2000, "one-way propagation delay, ns (0..1e9)")
+	o.delay = 2000
+	fs.TextVar(&o.delay, "delay", o.delay, "one-way propagation delay with its unit, e.g. 2us (0..1s)")
 	fs.BoolVar(&o.trim, "trim", true, "switch trims packets that overflow its queue (else drops them)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed: the same seed gives the same run")
 	fs.IntVar(&o.maxSize, "max-size", 4<<20, "largest message, bytes (1..1 GiB)")
@@ -58,8 +59,8 @@ func parseDemo(args []string, out io.Writer) (demoOpts, error) {
 		return o, fmt.Errorf("-depth = %d: must be in 0..100000", o.depth)
 	case o.rateGbps < 0.1 || o.rateGbps > 1000:
 		return o, fmt.Errorf("-rate = %v: must be in 0.1..1000 Gbit/s", o.rateGbps)
-	case o.delayNs < 0 || o.delayNs > 1e9:
-		return o, fmt.Errorf("-delay = %d: must be in 0..1e9 ns", o.delayNs)
+	case o.delay < 0 || o.delay > 1e9:
+		return o, fmt.Errorf("-delay = %v: must be in 0..1s", o.delay)
 	case o.maxSize < 1 || o.maxSize > 1<<30:
 		return o, fmt.Errorf("-max-size = %d: must be in 1..%d", o.maxSize, 1<<30)
 	}
@@ -87,7 +88,7 @@ func runDemo(args []string, out io.Writer) error {
 		return err
 	}
 	rate := int64(o.rateGbps * 1e9)
-	baseRTT := 2*o.delayNs + 1000
+	baseRTT := 2*int64(o.delay) + 1000
 	bdp := int(rate / 8 * baseRTT / 1e9)
 	buffer := max(bdp, 8*4160)
 	port := testnet.PortConfig{
@@ -95,7 +96,7 @@ func runDemo(args []string, out io.Writer) error {
 		KminBytes: buffer / 5, KmaxBytes: buffer * 4 / 5, Trim: o.trim, Latency: 500,
 	}
 	net := testnet.New(testnet.Config{
-		Delay: o.delayNs, Loss: o.loss, Dup: o.dup, ReorderProb: o.reorder, ReorderDepth: o.depth,
+		Delay: int64(o.delay), Loss: o.loss, Dup: o.dup, ReorderProb: o.reorder, ReorderDepth: o.depth,
 		TrimDSCP: 10,
 	}, o.seed)
 	cfg := transport.DefaultConfig()
@@ -120,11 +121,11 @@ func runDemo(args []string, out io.Writer) error {
 	net.Attach(addrB, b, testnet.HostConfig{NICRate: rate, Port: port})
 
 	fmt.Fprintf(out, "smartt demo: %d messages %v -> %v over the in-memory test network (virtual time)\n", o.messages, addrA, addrB)
-	fmt.Fprintf(out, "network: %.0f Gbit/s links, switch port buffer %d B (RED %d..%d B, trimming %v), %d ns one-way delay,\n",
-		o.rateGbps, buffer, port.KminBytes, port.KmaxBytes, o.trim, o.delayNs)
+	fmt.Fprintf(out, "network: %.0f Gbit/s links, switch port buffer %d B (RED %d..%d B, trimming %v), %v one-way delay,\n",
+		o.rateGbps, buffer, port.KminBytes, port.KmaxBytes, o.trim, o.delay)
 	fmt.Fprintf(out, "         %.1f %% loss, %.1f %% duplication, %.1f %% of packets held back up to %d packets; seed %d\n",
 		100*o.loss, 100*o.dup, 100*o.reorder, o.depth, o.seed)
-	fmt.Fprintf(out, "engine:  congestion control %s, MTU %d B, RTO floor %d ns\n\n", cfg.CC, cfg.MTU, cfg.MinRTO)
+	fmt.Fprintf(out, "engine:  congestion control %s, MTU %d B, RTO floor %v\n\n", cfg.CC, cfg.MTU, cfg.MinRTO)
 
 	rng := rand.New(rand.NewPCG(o.seed, 3))
 	conn, err := a.Dial(0, addrB)

@@ -18,7 +18,9 @@ func TestDemoDeliversEverything(t *testing.T) {
 
 func TestDemoRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-loss", "0.9"}, {"-messages", "0"}, {"-rate", "0"}, {"-max-size", "0"}, {"-delay", "-1"}, {"stray"},
+		{"-loss", "0.9"}, {"-messages", "0"}, {"-rate", "0"}, {"-max-size", "0"}, {"-delay", "-1us"}, {"-delay", "2s"},
+		{"-delay", "5"}, // no unit: not 5 ns
+		{"stray"},
 	} {
 		var out bytes.Buffer
 		err := runDemo(args, &out)

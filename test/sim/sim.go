@@ -885,3 +885,7 @@ func popcount(m uint64) int {
 	}
 	return n
 }
+
+// Whole tells the engine to take each message's buffer whole on its first packet: this
+// pool's memory does not grow with what it hands out (transport.WholeBufferPool).
+func (p rxPool) Whole() bool { return true }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -324,6 +326,19 @@ func TestLimitMaxClients(t *testing.T) {
 	s2.Close()
 }
 
+// gate is a SetRecvWriter sink that holds the client's reader until it is opened, so
+// that the daemon's frames wait in its queue.
+type gate struct {
+	open chan struct{}
+	buf  *bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (g gate) Write(p []byte) (int, error) {
+	<-g.open
+	return g.buf.Write(p)
+}
+
 func TestLimitMaxRecvQueue(t *testing.T) {
 	mn := daemon.NewMemNet()
 	dir := shortDir(t)
@@ -331,19 +346,59 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.MaxRecvQueue = 1000 })
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(b.Config.API.Socket), 1)
-	if _, err := s.Send(ctx(t), addrB, 1, make([]byte, 2000)); err != nil {
+	open := make(chan struct{})
+	var mu sync.Mutex
+	var all []*bytes.Buffer
+	r.SetRecvWriter(func(*client.Message) io.Writer {
+		mu.Lock()
+		defer mu.Unlock()
+		all = append(all, new(bytes.Buffer))
+		return gate{open, all[len(all)-1]}
+	})
+	bufs := func(i int) *bytes.Buffer { // message i's, once Recv returned it
+		mu.Lock()
+		defer mu.Unlock()
+		return all[i]
+	}
+	// Larger than max_recv_queue, but nothing else waits: it is queued (and held up by
+	// the client, which does not read on).
+	big := bytes.Repeat([]byte("big message "), 200_000)
+	if _, err := s.Send(ctx(t), addrB, 1, big); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, func() bool { return b.API.Stats().RecvQueued == int64(len(big)) })
+	// Behind it: 1000 bytes wait (at max_recv_queue), the next two are dropped, and the
+	// client gets one notice for both.
+	for _, n := range []int{1000, 1, 1000} {
+		if _, err := s.Send(ctx(t), addrB, 1, bytes.Repeat([]byte("s"), n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return b.API.Stats().RecvOverflow == 2 })
+	if st := b.API.Stats(); st.RecvQueued != int64(len(big))+1000 || st.MsgsDelivered != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	close(open)
+	for i, n := range []int{len(big), 1000} {
+		if m, err := r.Recv(ctx(t)); err != nil || m.Size != uint64(n) || bufs(i).Len() != n {
+			t.Fatalf("message %d: %v %v", i, m, err)
+		}
+	}
+	if !bytes.Equal(bufs(0).Bytes(), big) {
+		t.Fatal("big message corrupted")
+	}
 	_, err := r.Recv(ctx(t))
+	wantCode(t, err, api.CodeRecvOverflow, "dropped 2 messages (1001 bytes)")
 	wantCode(t, err, api.CodeRecvOverflow, "api.max_recv_queue = 1000")
+	// Nothing waits any more: the next message goes.
 	if _, err := s.Send(ctx(t), addrB, 1, []byte("small")); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := r.Recv(ctx(t)); err != nil || string(m.Data) != "small" {
+	if m, err := r.Recv(ctx(t)); err != nil || bufs(2).String() != "small" {
 		t.Fatalf("after an overflow: %v %v", m, err)
 	}
-	if b.API.Stats().RecvOverflow != 1 {
-		t.Fatal("overflow not counted")
+	if st := b.API.Stats(); st.RecvOverflow != 2 || st.RecvQueued != 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 

@@ -38,8 +38,8 @@ const MaxPayload = 1 << 20
 
 // Tags: a client numbers its Bind and Send requests from 1; the daemon's replies carry
 // the request's tag; Recv frames carry the daemon's own sequence number; an Error frame
-// with tag 0 is not a reply (a dropped received message, or a protocol error before the
-// daemon closes the session).
+// with tag 0 is not a reply (dropped received messages, or a protocol error, a timeout or
+// an eviction before the daemon closes the session).
 
 // Header is a frame header.
 type Header struct {
@@ -54,6 +54,9 @@ var (
 	ErrFrameReserved = errors.New("api: reserved header bits set")
 	ErrFrameLen      = errors.New("api: frame payload too long")
 	ErrPayload       = errors.New("api: malformed frame payload")
+	// ErrDestination is a well-formed Send frame whose destination cannot be sent to: the
+	// daemon refuses that message only (code 10), the session goes on.
+	ErrDestination = errors.New("bad destination")
 )
 
 // AppendHeader appends h to b.
@@ -137,20 +140,33 @@ func (s SendHeader) Append(b []byte) []byte {
 	return binary.BigEndian.AppendUint64(b, s.Size)
 }
 
-// ParseSendHeader decodes a Send payload.
+// ParseSendHeader decodes a Send payload. A payload of the wrong length is malformed
+// (ErrPayload); a destination nobody can be reached at (unspecified, multicast or
+// broadcast address, port 0, endpoint 0) is an error wrapping ErrDestination, returned
+// with the decoded header so that the message alone can be refused and skipped.
 func ParseSendHeader(b []byte) (SendHeader, error) {
 	if len(b) != SendHeaderLen {
 		return SendHeader{}, fmt.Errorf("%w: send header of %d bytes, want %d", ErrPayload, len(b), SendHeaderLen)
 	}
-	to, err := parseAddr(b)
-	if err != nil {
-		return SendHeader{}, err
+	ip := netip.AddrFrom16([16]byte(b[:16])).Unmap()
+	s := SendHeader{To: netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[16:])),
+		Endpoint: binary.BigEndian.Uint32(b[18:]), Size: binary.BigEndian.Uint64(b[22:])}
+	var why string
+	switch {
+	case ip.IsUnspecified():
+		why = "unspecified address"
+	case ip.IsMulticast():
+		why = "multicast address"
+	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		why = "broadcast address"
+	case s.To.Port() == 0:
+		why = "port 0"
+	case s.Endpoint == 0:
+		why = "endpoint 0"
+	default:
+		return s, nil
 	}
-	s := SendHeader{To: to, Endpoint: binary.BigEndian.Uint32(b[18:]), Size: binary.BigEndian.Uint64(b[22:])}
-	if s.Endpoint == 0 {
-		return s, fmt.Errorf("%w: endpoint 0", ErrPayload)
-	}
-	return s, nil
+	return s, fmt.Errorf("%w %v endpoint %d: %s", ErrDestination, s.To, s.Endpoint, why)
 }
 
 // Append appends the encoded header to b.
@@ -201,15 +217,17 @@ func ParseEndpoint(b []byte) (uint32, error) {
 
 // Error codes of Error frames.
 const (
-	CodeProtocol     = 1 // malformed or unexpected frame; the daemon closes the session
-	CodeNotBound     = 2 // Send before Bind
-	CodeBound        = 3 // endpoint already bound (by this or another client)
-	CodeTooLarge     = 4 // message size 0 or above the limit
-	CodeOutstanding  = 5 // the client's outstanding bytes would exceed the limit
-	CodeShuttingDown = 6 // the daemon is shutting down
-	CodeRecvOverflow = 7 // a received message was dropped: the client's receive queue was full
-	CodeSend         = 8 // the engine refused the message (text says why)
-	CodeFD           = 9 // a SendFD descriptor is not a sealed memfd of the announced size
+	CodeProtocol     = 1  // malformed or unexpected frame; the daemon closes the session
+	CodeNotBound     = 2  // Send before Bind
+	CodeBound        = 3  // endpoint already bound (by this or another client)
+	CodeTooLarge     = 4  // message size 0 or above the limit
+	CodeOutstanding  = 5  // the client's outstanding bytes would exceed the limit
+	CodeShuttingDown = 6  // the daemon is shutting down
+	CodeRecvOverflow = 7  // a received message was dropped: the client's receive queue was full
+	CodeSend         = 8  // the engine refused the message (text says why)
+	CodeFD           = 9  // a SendFD descriptor is not a sealed memfd of the announced size
+	CodeDestination  = 10 // the Send's destination cannot be sent to (unspecified, multicast, port or endpoint 0)
+	CodeClosed       = 11 // (tag 0) the daemon closes the session: a frame stalled past api.read_timeout, or idle and evicted
 )
 
 // FDHeadroom is the space a SendFD memfd keeps free before the message: the daemon writes

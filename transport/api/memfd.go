@@ -130,46 +130,31 @@ func mapMemfd(fd int, size uint64) ([]byte, error) {
 	return unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
 }
 
-// handleSendFD sends the message in a sealed memfd without copying it.
-func (x *session) handleSendFD(tag uint32, sh SendHeader, fd int) {
+// handleSendFD sends the message in a sealed memfd without copying it. A refused message
+// gets an Error frame with its tag; the session goes on.
+func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int) {
 	s := x.srv
-	reject := func(code uint16, format string, a ...any) {
+	reject := func(code uint16, text string) {
 		unix.Close(fd)
 		s.msgsRejected.Add(1)
-		x.enqueueError(tag, code, fmt.Sprintf(format, a...))
+		x.enqueueError(tag, code, text)
 	}
-	s.mu.Lock()
-	ep := x.endpoint
-	s.mu.Unlock()
-	limit := x.maxMessage()
-	switch {
-	case ep == 0:
-		reject(CodeNotBound, "send before bind: bind an endpoint first")
-		return
-	case sh.Size == 0 || sh.Size > uint64(limit):
-		reject(CodeTooLarge, "message of %d bytes: api.max_message allows 1..%d bytes", sh.Size, limit)
-		return
-	case s.closing.Load():
-		reject(CodeShuttingDown, "daemon is shutting down; no new messages accepted")
+	ep, r := x.admit(sh, destErr)
+	if r != nil {
+		reject(r.code, r.text)
 		return
 	}
 	size := int64(sh.Size)
-	if out := x.outstanding.Add(size); out > s.cfg.MaxOutstanding {
-		x.outstanding.Add(-size)
-		reject(CodeOutstanding, "message of %d bytes would make %d bytes outstanding: api.max_outstanding = %d (wait for completions)",
-			size, out, s.cfg.MaxOutstanding)
-		return
-	}
 	buf, err := mapMemfd(fd, sh.Size)
 	if err != nil {
-		x.outstanding.Add(-size)
-		reject(CodeFD, "%v", err)
+		x.release(size)
+		reject(CodeFD, err.Error())
 		return
 	}
 	release := func() {
 		unix.Munmap(buf)
 		unix.Close(fd)
-		x.outstanding.Add(-size)
+		x.release(size)
 	}
 	putEnvelope(buf, sh.Endpoint, ep)
 	err = s.node.Send(sh.To, buf, func(r daemon.SendResult) {

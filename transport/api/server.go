@@ -15,11 +15,13 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"smartt/config"
 	"smartt/transport"
 	"smartt/transport/daemon"
 )
@@ -36,40 +38,98 @@ type Config struct {
 	// MaxMessage is the largest message a client may send, bytes (1..1 GiB).
 	MaxMessage int64 `yaml:"max_message" json:"max_message"`
 	// MaxOutstanding bounds the bytes of a client's messages accepted and not yet
-	// delivered or failed (>= max_message).
+	// delivered or failed (max_message..1 TiB); a Send beyond it is refused (code 5).
 	MaxOutstanding int64 `yaml:"max_outstanding" json:"max_outstanding"`
-	// MaxRecvQueue bounds the bytes of received messages queued for one client; beyond it
-	// messages are dropped and the client is told (>= 1).
+	// MaxOutstandingTotal bounds the same bytes over all clients together
+	// (max_outstanding..1 TiB); a Send beyond it is refused (code 5).
+	MaxOutstandingTotal int64 `yaml:"max_outstanding_total" json:"max_outstanding_total"`
+	// MaxRecvQueue bounds the bytes of received messages queued for one client besides
+	// its oldest (the one being written, or next to be) (1..1 TiB); beyond it messages
+	// are dropped and the client is told (code 7). So a message of any size passes when
+	// nothing else is queued, and a client that never reads pins one message and this.
 	MaxRecvQueue int64 `yaml:"max_recv_queue" json:"max_recv_queue"`
+	// MaxRecvQueueTotal bounds the bytes of received messages queued or being written
+	// over all clients together (max(max_recv_queue, max_message)..1 TiB); beyond it
+	// messages are dropped and their clients told (code 7).
+	MaxRecvQueueTotal int64 `yaml:"max_recv_queue_total" json:"max_recv_queue_total"`
 	// MaxClients bounds concurrent messaging sessions (1..65536).
 	MaxClients int `yaml:"max_clients" json:"max_clients"`
+	// HeaderTimeout bounds reading an HTTP request, the Upgrade included (10ms..10m).
+	HeaderTimeout config.Duration `yaml:"header_timeout" json:"header_timeout"`
+	// ReadTimeout bounds every frame of a session once its first byte arrived, and the
+	// wait for each next Data frame of a message; a client that stalls there is
+	// disconnected (10ms..10m).
+	ReadTimeout config.Duration `yaml:"read_timeout" json:"read_timeout"`
+	// WriteTimeout disconnects a client that takes no bytes of a frame written to it for
+	// this long (it stopped reading), and bounds control responses (10ms..1h).
+	WriteTimeout config.Duration `yaml:"write_timeout" json:"write_timeout"`
+	// IdleTimeout: when max_clients sessions are open and a new client arrives, the
+	// session idle longest (nothing outstanding, nothing queued, no frame in progress)
+	// for at least this long is closed to make room; also closes idle control
+	// connections (10ms..24h).
+	IdleTimeout config.Duration `yaml:"idle_timeout" json:"idle_timeout"`
 }
 
 // DefaultConfig returns the API defaults.
 func DefaultConfig() Config {
-	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30, MaxOutstanding: 2 << 30,
-		MaxRecvQueue: 2 << 30, MaxClients: 64}
+	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30,
+		MaxOutstanding: 2 << 30, MaxOutstandingTotal: 4 << 30,
+		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, MaxClients: 64,
+		HeaderTimeout: config.Duration(10 * time.Second), ReadTimeout: config.Duration(10 * time.Second),
+		WriteTimeout: config.Duration(30 * time.Second), IdleTimeout: config.Duration(30 * time.Second)}
 }
 
 // Validate checks every field and names the offending one with its allowed range.
 func (c *Config) Validate() error {
 	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	const tib = int64(1) << 40
 	if c.Socket == "" {
-		errs = append(errs, errors.New("api.socket: must be a path"))
+		bad("api.socket: must be a path")
 	}
 	if c.MaxMessage < 1 || c.MaxMessage > 1<<30 {
-		errs = append(errs, fmt.Errorf("api.max_message = %d: must be in 1..%d bytes", c.MaxMessage, 1<<30))
+		bad("api.max_message = %d: must be in 1..%d bytes", c.MaxMessage, 1<<30)
 	}
-	if c.MaxOutstanding < c.MaxMessage || c.MaxOutstanding > 1<<40 {
-		errs = append(errs, fmt.Errorf("api.max_outstanding = %d: must be in max_message (%d)..%d bytes", c.MaxOutstanding, c.MaxMessage, int64(1)<<40))
+	if c.MaxOutstanding < c.MaxMessage || c.MaxOutstanding > tib {
+		bad("api.max_outstanding = %d: must be in max_message (%d)..%d bytes", c.MaxOutstanding, c.MaxMessage, tib)
 	}
-	if c.MaxRecvQueue < 1 || c.MaxRecvQueue > 1<<40 {
-		errs = append(errs, fmt.Errorf("api.max_recv_queue = %d: must be in 1..%d bytes", c.MaxRecvQueue, int64(1)<<40))
+	if c.MaxOutstandingTotal < c.MaxOutstanding || c.MaxOutstandingTotal > tib {
+		bad("api.max_outstanding_total = %d: must be in max_outstanding (%d)..%d bytes", c.MaxOutstandingTotal, c.MaxOutstanding, tib)
+	}
+	if c.MaxRecvQueue < 1 || c.MaxRecvQueue > tib {
+		bad("api.max_recv_queue = %d: must be in 1..%d bytes", c.MaxRecvQueue, tib)
+	}
+	if lo := max(c.MaxRecvQueue, c.MaxMessage); c.MaxRecvQueueTotal < lo || c.MaxRecvQueueTotal > tib {
+		bad("api.max_recv_queue_total = %d: must be in max(max_recv_queue, max_message) (%d)..%d bytes", c.MaxRecvQueueTotal, lo, tib)
 	}
 	if c.MaxClients < 1 || c.MaxClients > 1<<16 {
-		errs = append(errs, fmt.Errorf("api.max_clients = %d: must be in 1..65536", c.MaxClients))
+		bad("api.max_clients = %d: must be in 1..65536", c.MaxClients)
+	}
+	for _, d := range []struct {
+		name     string
+		v        config.Duration
+		min, max time.Duration
+	}{{"header_timeout", c.HeaderTimeout, 10 * time.Millisecond, 10 * time.Minute},
+		{"read_timeout", c.ReadTimeout, 10 * time.Millisecond, 10 * time.Minute},
+		{"write_timeout", c.WriteTimeout, 10 * time.Millisecond, time.Hour},
+		{"idle_timeout", c.IdleTimeout, 10 * time.Millisecond, 24 * time.Hour}} {
+		if time.Duration(d.v) < d.min || time.Duration(d.v) > d.max {
+			bad("api.%s = %v: must be in %s..%s", d.name, d.v, shortDuration(d.min), shortDuration(d.max))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// shortDuration formats d without zero minor units: "10m", "1h" rather than "10m0s", "1h0m0s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Info is what the control endpoints report besides the node's own state.
@@ -83,21 +143,29 @@ type Info struct {
 
 // Stats are the API server's counters.
 type Stats struct {
-	Sessions       int64  `json:"sessions"`         // gauge: open messaging sessions
-	SessionsTotal  uint64 `json:"sessions_total"`   // sessions ever opened
-	ClientsRefused uint64 `json:"clients_refused"`  // sessions refused at max_clients
-	MsgsAccepted   uint64 `json:"msgs_accepted"`    // messages handed to the engine
-	BytesAccepted  uint64 `json:"bytes_accepted"`   // their bytes (without envelope)
-	MsgsRejected   uint64 `json:"msgs_rejected"`    // Send frames refused with an Error
-	MsgsDelivered  uint64 `json:"msgs_delivered"`   // received messages queued to a client
-	BytesDelivered uint64 `json:"bytes_delivered"`  // their bytes
-	Undeliverable  uint64 `json:"undeliverable"`    // received for an endpoint nobody bound
-	RecvOverflow   uint64 `json:"recv_overflow"`    // dropped at a client's max_recv_queue
-	BadEnvelope    uint64 `json:"bad_envelope"`     // received messages without a valid envelope
-	ProtocolErrors uint64 `json:"protocol_errors"`  // sessions closed for malformed frames
-	ClientsVanishd uint64 `json:"clients_vanished"` // sessions that ended with a message half sent
-	MsgsFD         uint64 `json:"msgs_memfd"`       // messages passed as a memfd (no copy)
-	ClientsStalled uint64 `json:"clients_stalled"`  // sessions closed because the client stopped reading
+	Sessions                int64  `json:"sessions"`                  // gauge: open messaging sessions
+	Outstanding             int64  `json:"outstanding_bytes"`         // gauge: bytes accepted and not yet Sent/Failed, all sessions
+	RecvQueued              int64  `json:"recv_queued_bytes"`         // gauge: bytes of received messages queued or being written to clients
+	SessionsTotal           uint64 `json:"sessions_total"`            // sessions ever opened
+	ClientsRefused          uint64 `json:"clients_refused"`           // sessions refused at max_clients
+	SessionsEvicted         uint64 `json:"sessions_evicted"`          // idle sessions closed to make room for a new client
+	MsgsAccepted            uint64 `json:"msgs_accepted"`             // messages handed to the engine
+	BytesAccepted           uint64 `json:"bytes_accepted"`            // their bytes (without envelope)
+	MsgsRejected            uint64 `json:"msgs_rejected"`             // Send frames refused with an Error
+	BadDestination          uint64 `json:"bad_destination"`           // of them: destination cannot be sent to
+	OutstandingRefused      uint64 `json:"outstanding_refused"`       // of them: at the session's max_outstanding
+	OutstandingRefusedTotal uint64 `json:"outstanding_refused_total"` // of them: at max_outstanding_total
+	MsgsDelivered           uint64 `json:"msgs_delivered"`            // received messages queued to a client
+	BytesDelivered          uint64 `json:"bytes_delivered"`           // their bytes
+	Undeliverable           uint64 `json:"undeliverable"`             // received for an endpoint nobody bound
+	RecvOverflow            uint64 `json:"recv_overflow"`             // dropped at a client's max_recv_queue
+	RecvOverflowTotal       uint64 `json:"recv_overflow_total"`       // dropped at max_recv_queue_total
+	BadEnvelope             uint64 `json:"bad_envelope"`              // received messages without a valid envelope
+	ProtocolErrors          uint64 `json:"protocol_errors"`           // sessions closed for malformed frames
+	ReadTimeouts            uint64 `json:"read_timeouts"`             // sessions closed for a frame stalled past read_timeout
+	ClientsVanishd          uint64 `json:"clients_vanished"`          // sessions that ended with a message half sent
+	MsgsFD                  uint64 `json:"msgs_memfd"`                // messages passed as a memfd (no copy)
+	ClientsStalled          uint64 `json:"clients_stalled"`           // sessions closed because the client stopped reading
 }
 
 // Server serves the API on a Unix socket for one node.
@@ -116,10 +184,17 @@ type Server struct {
 	next    uint64
 	nextEP  uint32
 	closing atomic.Bool
+	stop    context.Context // ended by Close: sessions closing on their own stop waiting
+	cancel  context.CancelFunc
+
+	recvTotal atomic.Int64 // bytes of received messages queued for all sessions
+	outTotal  atomic.Int64 // bytes accepted and not yet finished, all sessions
 
 	sessionsTotal, clientsRefused, msgsAccepted, bytesAccepted, msgsRejected atomic.Uint64
 	msgsDelivered, bytesDelivered, undeliverable, recvOverflow, badEnvelope  atomic.Uint64
 	protocolErrors, vanished, fdMsgs, stalled                                atomic.Uint64
+	evicted, badDestination, outstandingRefused, outstandingRefusedTotal     atomic.Uint64
+	recvOverflowTotal, readTimeouts                                          atomic.Uint64
 }
 
 // NewServer returns a server; give its Deliver method to the node as OnReceive, then call
@@ -131,8 +206,9 @@ func NewServer(cfg Config, info Info, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	stop, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, info: info, log: log, sess: make(map[uint64]*session),
-		eps: make(map[uint32]*session), nextEP: 1 << 16}, nil
+		eps: make(map[uint32]*session), nextEP: 1 << 16, stop: stop, cancel: cancel}, nil
 }
 
 // PeerCred is the identity of a client process (SO_PEERCRED).
@@ -228,7 +304,9 @@ func (s *Server) Serve(ln net.Listener, node *daemon.Node) {
 	mux.HandleFunc("GET /v1/counters", s.handleCounters)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	mux.HandleFunc("POST /v1/session", s.handleSession)
-	s.hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	s.hs = &http.Server{Handler: mux,
+		ReadHeaderTimeout: time.Duration(s.cfg.HeaderTimeout), ReadTimeout: time.Duration(s.cfg.HeaderTimeout),
+		WriteTimeout: time.Duration(s.cfg.WriteTimeout), IdleTimeout: time.Duration(s.cfg.IdleTimeout),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if cred, ok := peerCred(c); ok {
 				return context.WithValue(ctx, credKey{}, cred)
@@ -269,6 +347,7 @@ func (s *Server) Close(ctx context.Context) {
 	for _, x := range list {
 		x.drain(ctx)
 	}
+	s.cancel() // sessions evicted or closing on their own: close them now
 	s.wg.Wait()
 }
 
@@ -277,11 +356,29 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	n := int64(len(s.sess))
 	s.mu.Unlock()
-	return Stats{Sessions: n, SessionsTotal: s.sessionsTotal.Load(), ClientsRefused: s.clientsRefused.Load(),
+	return Stats{Sessions: n, Outstanding: s.outTotal.Load(), RecvQueued: s.recvTotal.Load(),
+		SessionsTotal: s.sessionsTotal.Load(), ClientsRefused: s.clientsRefused.Load(), SessionsEvicted: s.evicted.Load(),
 		MsgsAccepted: s.msgsAccepted.Load(), BytesAccepted: s.bytesAccepted.Load(), MsgsRejected: s.msgsRejected.Load(),
-		MsgsDelivered: s.msgsDelivered.Load(), BytesDelivered: s.bytesDelivered.Load(),
-		Undeliverable: s.undeliverable.Load(), RecvOverflow: s.recvOverflow.Load(), BadEnvelope: s.badEnvelope.Load(),
-		ProtocolErrors: s.protocolErrors.Load(), ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load()}
+		BadDestination: s.badDestination.Load(), OutstandingRefused: s.outstandingRefused.Load(),
+		OutstandingRefusedTotal: s.outstandingRefusedTotal.Load(),
+		MsgsDelivered:           s.msgsDelivered.Load(), BytesDelivered: s.bytesDelivered.Load(),
+		Undeliverable: s.undeliverable.Load(), RecvOverflow: s.recvOverflow.Load(), RecvOverflowTotal: s.recvOverflowTotal.Load(),
+		BadEnvelope: s.badEnvelope.Load(), ProtocolErrors: s.protocolErrors.Load(), ReadTimeouts: s.readTimeouts.Load(),
+		ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load()}
+}
+
+// reserveRecv adds n bytes to the daemon-wide receive queue unless that would exceed
+// max_recv_queue_total; it returns the bytes queued before.
+func (s *Server) reserveRecv(n int64) (int64, bool) {
+	for {
+		cur := s.recvTotal.Load()
+		if cur+n > s.cfg.MaxRecvQueueTotal {
+			return cur, false
+		}
+		if s.recvTotal.CompareAndSwap(cur, cur+n) {
+			return cur, true
+		}
+	}
 }
 
 // Deliver routes a received message to the session bound to its endpoint. It is the
@@ -301,8 +398,15 @@ func (s *Server) Deliver(r daemon.Received) {
 	}
 	body := r.Data[envelopeLen:]
 	h := RecvHeader{From: r.From, FromEndpoint: src, Endpoint: dst, Size: uint64(len(body))}
-	if !x.enqueueRecv(h, body) {
+	switch x.enqueueRecv(h, body) {
+	case recvGone:
+		s.undeliverable.Add(1)
+		return
+	case recvOverflow:
 		s.recvOverflow.Add(1)
+		return
+	case recvTotal:
+		s.recvOverflowTotal.Add(1)
 		return
 	}
 	s.msgsDelivered.Add(1)
@@ -430,7 +534,9 @@ type SessionInfo struct {
 	Endpoint    uint32    `json:"endpoint"`
 	Started     time.Time `json:"started"`
 	Outstanding int64     `json:"outstanding_bytes"`
-	RecvQueued  int64     `json:"recv_queued_bytes"`
+	RecvQueued  int64     `json:"recv_queued_bytes"`  // received messages waiting to be written
+	RecvWriting int64     `json:"recv_writing_bytes"` // the received message being written to the client
+	IdleS       float64   `json:"idle_s"`             // since the last frame read from or written to the client
 }
 
 func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
@@ -454,10 +560,11 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	if len(s.sess) >= s.cfg.MaxClients {
+	if len(s.sess) >= s.cfg.MaxClients && !s.evictLocked() {
 		s.mu.Unlock()
 		s.clientsRefused.Add(1)
-		httpError(w, http.StatusServiceUnavailable, "api.max_clients (%d) sessions open; try again later", s.cfg.MaxClients)
+		httpError(w, http.StatusServiceUnavailable, "api.max_clients (%d) sessions open, none idle for api.idle_timeout (%v); try again later",
+			s.cfg.MaxClients, s.cfg.IdleTimeout)
 		return
 	}
 	s.next++
@@ -472,14 +579,16 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	conn.SetDeadline(time.Time{}) // the HTTP server's; the session sets its own
 	x := newSession(s, id, conn, brw.Reader)
 	if cred, ok := r.Context().Value(credKey{}).(PeerCred); ok {
 		x.cred = &cred
 	}
 	s.mu.Lock()
-	if len(s.sess) >= s.cfg.MaxClients { // raced with another upgrade
+	if len(s.sess) >= s.cfg.MaxClients && !s.evictLocked() { // raced with another upgrade
 		s.mu.Unlock()
 		s.clientsRefused.Add(1)
+		conn.SetWriteDeadline(time.Now().Add(time.Duration(s.cfg.WriteTimeout)))
 		conn.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
 		conn.Close()
 		return
@@ -487,13 +596,53 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	s.sess[id] = x
 	s.mu.Unlock()
 	s.sessionsTotal.Add(1)
+	conn.SetWriteDeadline(time.Now().Add(time.Duration(s.cfg.WriteTimeout)))
 	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + Protocol + "\r\nConnection: Upgrade\r\n\r\n"); err == nil {
 		err = brw.Flush()
 	}
+	conn.SetWriteDeadline(time.Time{})
 	s.log.Debug("api session", "id", id, "cred", x.cred)
 	s.wg.Add(2)
 	go x.writeLoop()
 	go x.readLoop()
+}
+
+// evictLocked makes room for a new client when max_clients sessions are open: the
+// session idle longest (its client between requests, nothing outstanding, nothing queued)
+// is closed if it has been idle for at least idle_timeout. A client waiting to receive is
+// idle too, so it may be closed, but only when the table is full and only after
+// idle_timeout. It reports whether a session was evicted. s.mu is held.
+func (s *Server) evictLocked() bool {
+	type cand struct {
+		x    *session
+		idle time.Duration
+	}
+	var cands []cand
+	for _, x := range s.sess {
+		if d := x.idleFor(); d >= time.Duration(s.cfg.IdleTimeout) && x.state.Load() == stateWaiting {
+			cands = append(cands, cand{x, d})
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].idle > cands[j].idle })
+	for _, c := range cands {
+		x := c.x
+		x.mu.Lock()
+		ok := x.idleLocked() && x.state.CompareAndSwap(stateWaiting, stateEvicted)
+		x.mu.Unlock()
+		if !ok {
+			continue // turned busy meanwhile, or holds messages
+		}
+		delete(s.sess, x.id)
+		if x.endpoint != 0 && s.eps[x.endpoint] == x {
+			delete(s.eps, x.endpoint)
+		}
+		s.evicted.Add(1)
+		s.log.Info("api: closing the session idle longest to make room for a new client", "session", x.id,
+			"idle", c.idle.Round(time.Millisecond), "max_clients", s.cfg.MaxClients)
+		go x.evict(c.idle)
+		return true
+	}
+	return false
 }
 
 // bind binds ep (0: pick one) to x.

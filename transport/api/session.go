@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,23 @@ type outFrame struct {
 	tag     uint32
 	payload []byte
 	data    []byte
+	drops   bool // the drop notice: its payload is made from session.dropped when it is written
+}
+
+// Reader states of a session (session.state).
+const (
+	stateWaiting = iota // between requests: the client may stay silent as long as it likes
+	stateBusy           // a frame or a message is being read, or the session is closing
+	stateEvicted        // closed to make room for a new client
+)
+
+// drops counts received messages dropped for a client since its last drop notice.
+type drops struct {
+	n      int
+	bytes  int64
+	from   RecvHeader
+	size   int    // of the last one
+	reason string // why the last one was dropped
 }
 
 // session is one client's messaging connection.
@@ -34,16 +52,22 @@ type session struct {
 
 	endpoint    uint32 // guarded by srv.mu
 	outstanding atomic.Int64
+	state       atomic.Int32 // stateWaiting, stateBusy, stateEvicted
+	lastActive  atomic.Int64 // unix ns of the last frame read or written
 
-	mu         sync.Mutex
-	cond       *sync.Cond
-	queue      []outFrame
-	recvQueued int64
-	dead       bool // the client is gone: drop everything
-	draining   bool // write what is queued, then close
-	writerDone chan struct{}
-	recvSeq    uint32
-	fdr        *fdReader // descriptors passed by the client (nil when not a Unix socket)
+	mu          sync.Mutex
+	cond        *sync.Cond
+	queue       []outFrame
+	writing     bool    // the writer holds a frame taken off the queue
+	recvSizes   []int64 // sizes of the received messages waiting in the queue, in order
+	recvQueued  int64   // their sum (in srv.recvTotal too)
+	recvWriting int64   // bytes of the received message being written (in srv.recvTotal too)
+	dropped     drops   // since the last drop notice; a notice is queued while dropped.n > 0
+	dead        bool    // the client is gone: drop everything
+	draining    bool    // write what is queued, then close
+	writerDone  chan struct{}
+	recvSeq     uint32
+	fdr         *fdReader // descriptors passed by the client (nil when not a Unix socket)
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
@@ -56,15 +80,41 @@ func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session 
 		x.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), x.fdr), 64<<10)
 	}
 	x.cond = sync.NewCond(&x.mu)
+	x.touch()
 	return x
+}
+
+// touch records activity: a frame read from or written to the client.
+func (x *session) touch() { x.lastActive.Store(time.Now().UnixNano()) }
+
+// idleFor is how long the session has been idle.
+func (x *session) idleFor() time.Duration {
+	return time.Duration(time.Now().UnixNano() - x.lastActive.Load())
 }
 
 func (x *session) info() SessionInfo {
 	x.mu.Lock()
-	q := x.recvQueued
+	q, w := x.recvQueued, x.recvWriting
 	x.mu.Unlock()
 	return SessionInfo{ID: x.id, Cred: x.cred, Endpoint: x.endpoint, Started: x.started,
-		Outstanding: x.outstanding.Load(), RecvQueued: q}
+		Outstanding: x.outstanding.Load(), RecvQueued: q, RecvWriting: w, IdleS: x.idleFor().Seconds()}
+}
+
+// idleLocked reports whether the session may be evicted: its client is between requests,
+// nothing is outstanding, nothing is queued or being written. x.mu is held.
+func (x *session) idleLocked() bool {
+	return x.state.Load() == stateWaiting && x.outstanding.Load() == 0 && len(x.queue) == 0 &&
+		!x.writing && !x.dead && !x.draining
+}
+
+// evict closes an idle session whose slot went to a new client: it is told why (an Error
+// frame with tag 0, code 11), then closed. x is already out of the server's tables.
+func (x *session) evict(idle time.Duration) {
+	x.enqueueError(0, CodeClosed, fmt.Sprintf("session closed: idle for %v while api.max_clients (%d) sessions were open and a new client arrived",
+		idle.Round(time.Millisecond), x.srv.cfg.MaxClients))
+	ctx, cancel := context.WithTimeout(x.srv.stop, time.Duration(x.srv.cfg.WriteTimeout))
+	defer cancel()
+	x.drain(ctx)
 }
 
 // maxQueuedFrames bounds the frames waiting for a client: one that stops reading while it
@@ -91,53 +141,139 @@ func (x *session) enqueue(f outFrame) {
 
 // stallLocked marks a client that does not read its frames as gone.
 func (x *session) stallLocked() bool {
-	x.dead = true
-	x.queue = nil
-	x.recvQueued = 0
-	x.cond.Broadcast()
+	x.dropAllLocked()
 	x.srv.stalled.Add(1)
 	x.srv.log.Warn("api client stopped reading; disconnecting it", "session", x.id, "queued_frames", maxQueuedFrames)
 	return true
+}
+
+// dropAllLocked marks the session dead and forgets what is queued for it.
+func (x *session) dropAllLocked() {
+	x.dead = true
+	x.queue = nil
+	x.srv.recvTotal.Add(-x.recvQueued - x.recvWriting)
+	x.recvSizes, x.recvQueued, x.recvWriting = nil, 0, 0
+	x.dropped = drops{}
+	x.cond.Broadcast()
 }
 
 func (x *session) enqueueError(tag uint32, code uint16, text string) {
 	x.enqueue(outFrame{typ: FrameError, tag: tag, payload: AppendError(nil, code, text)})
 }
 
-// enqueueRecv queues a received message unless that would exceed max_recv_queue (then
-// the client gets an Error frame instead).
-func (x *session) enqueueRecv(h RecvHeader, body []byte) bool {
+// Outcomes of enqueueRecv.
+const (
+	recvQueued   = iota
+	recvGone     // the session is closing or gone
+	recvOverflow // dropped at max_recv_queue
+	recvTotal    // dropped at max_recv_queue_total
+)
+
+// enqueueRecv queues a received message unless that would exceed max_recv_queue or
+// max_recv_queue_total: then the message is dropped and the client gets a drop notice
+// (one Error frame, tag 0, code 7, for all drops until it is written). max_recv_queue
+// bounds the bytes queued for the session besides its oldest message (the one being
+// written, or next to be), so a message of any size passes when nothing else is queued,
+// and a client that keeps up is never cut off while a large message is written to it.
+// max_recv_queue_total counts every byte queued or being written.
+func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.dead {
-		return false
+		return recvGone
 	}
 	x.recvSeq++
 	if len(x.queue) >= maxQueuedFrames {
 		x.stallLocked()
 		go x.kill()
-		return false
+		return recvGone
 	}
-	if x.recvQueued+int64(len(body)) > x.srv.cfg.MaxRecvQueue {
-		x.queue = append(x.queue, outFrame{typ: FrameError, tag: 0, payload: AppendError(nil, CodeRecvOverflow,
-			fmt.Sprintf("dropped a message of %d bytes from %v endpoint %d: %d bytes already queued, api.max_recv_queue = %d",
-				len(body), h.From, h.FromEndpoint, x.recvQueued, x.srv.cfg.MaxRecvQueue))})
-		x.cond.Signal()
-		return false
+	cfg := &x.srv.cfg
+	n := int64(len(body))
+	if behind := x.behindLocked(); (x.recvWriting > 0 || x.recvQueued > 0) && behind+n > cfg.MaxRecvQueue {
+		x.dropLocked(h, n, fmt.Sprintf("%d bytes already queued for this session behind the message being written, api.max_recv_queue = %d",
+			behind, cfg.MaxRecvQueue))
+		return recvOverflow
 	}
-	x.recvQueued += int64(len(body))
+	if total, ok := x.srv.reserveRecv(n); !ok {
+		x.dropLocked(h, n, fmt.Sprintf("%d bytes queued for all sessions, api.max_recv_queue_total = %d", total, cfg.MaxRecvQueueTotal))
+		return recvTotal
+	}
+	x.recvSizes = append(x.recvSizes, n)
+	x.recvQueued += n
 	x.queue = append(x.queue, outFrame{typ: FrameRecv, tag: x.recvSeq, payload: h.Append(nil), data: body})
 	x.cond.Signal()
-	return true
+	return recvQueued
+}
+
+// behindLocked is the bytes of received messages queued for the session besides its
+// oldest (being written, or next to be): what max_recv_queue bounds.
+func (x *session) behindLocked() int64 {
+	if x.recvWriting == 0 && len(x.recvSizes) > 0 {
+		return x.recvQueued - x.recvSizes[0]
+	}
+	return x.recvQueued
+}
+
+// dropLocked counts a dropped message and queues the drop notice if none is waiting.
+func (x *session) dropLocked(h RecvHeader, n int64, reason string) {
+	d := &x.dropped
+	if d.n == 0 {
+		x.queue = append(x.queue, outFrame{typ: FrameError, drops: true})
+		x.cond.Signal()
+	}
+	d.n++
+	d.bytes += n
+	d.from, d.size, d.reason = h, int(n), reason
+}
+
+// dropNoticeLocked is the text of the drop notice for what was dropped since the last one.
+func (x *session) dropNoticeLocked() []byte {
+	d := x.dropped
+	x.dropped = drops{}
+	var text string
+	if d.n == 1 {
+		text = fmt.Sprintf("dropped a message of %d bytes from %v endpoint %d: %s", d.size, d.from.From, d.from.FromEndpoint, d.reason)
+	} else {
+		text = fmt.Sprintf("dropped %d messages (%d bytes); the last, of %d bytes from %v endpoint %d: %s",
+			d.n, d.bytes, d.size, d.from.From, d.from.FromEndpoint, d.reason)
+	}
+	return AppendError(nil, CodeRecvOverflow, text)
+}
+
+// nextLocked takes the next frame off the queue for the writer: a received message's
+// bytes move from waiting to being written, the drop notice gets its text.
+func (x *session) nextLocked() outFrame {
+	f := x.queue[0]
+	x.queue[0] = outFrame{}
+	x.queue = x.queue[1:]
+	if f.drops {
+		f.payload = x.dropNoticeLocked()
+	}
+	if n := int64(len(f.data)); n > 0 {
+		x.recvSizes = x.recvSizes[1:]
+		x.recvQueued -= n
+		x.recvWriting += n
+	}
+	x.writing = true
+	return f
+}
+
+// doneLocked ends the writing of f: a received message's bytes are released.
+func (x *session) doneLocked(f outFrame) {
+	x.writing = false
+	if n := int64(len(f.data)); n > 0 && !x.dead {
+		x.recvWriting -= n
+		x.srv.recvTotal.Add(-n)
+	}
 }
 
 // kill ends the session at once: the client is gone or misbehaved.
 func (x *session) kill() {
 	x.mu.Lock()
-	x.dead = true
-	x.queue = nil
-	x.recvQueued = 0
-	x.cond.Broadcast()
+	if !x.dead {
+		x.dropAllLocked()
+	}
 	x.mu.Unlock()
 	x.conn.Close()
 	x.srv.removeSession(x)
@@ -162,7 +298,7 @@ func (x *session) drain(ctx context.Context) {
 func (x *session) writeLoop() {
 	defer x.srv.wg.Done()
 	defer close(x.writerDone)
-	bw := bufio.NewWriterSize(x.conn, 64<<10)
+	bw := bufio.NewWriterSize(deadlineWriter{x.conn, time.Duration(x.srv.cfg.WriteTimeout)}, 64<<10)
 	hdr := make([]byte, 0, HeaderLen)
 	for {
 		x.mu.Lock()
@@ -177,25 +313,39 @@ func (x *session) writeLoop() {
 			x.conn.Close()
 			return
 		}
-		f := x.queue[0]
-		x.queue[0] = outFrame{}
-		x.queue = x.queue[1:]
+		f := x.nextLocked()
 		x.mu.Unlock()
 
 		err := writeFrame(bw, hdr, f)
-		if f.data != nil {
-			x.mu.Lock()
-			x.recvQueued -= int64(len(f.data))
-			x.mu.Unlock()
-		}
 		if err == nil && x.queueEmpty() {
 			err = bw.Flush()
 		}
+		x.mu.Lock()
+		x.doneLocked(f)
+		x.mu.Unlock()
+		x.touch()
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				x.srv.stalled.Add(1)
+				x.srv.log.Warn("api client took no bytes for api.write_timeout; disconnecting it", "session", x.id,
+					"write_timeout", x.srv.cfg.WriteTimeout)
+			}
 			x.kill()
 			return
 		}
 	}
+}
+
+// deadlineWriter gives every write to the client write_timeout to make progress.
+type deadlineWriter struct {
+	c net.Conn
+	d time.Duration
+}
+
+// Write implements io.Writer.
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	w.c.SetWriteDeadline(time.Now().Add(w.d))
+	return w.c.Write(p)
 }
 
 func (x *session) queueEmpty() bool {
@@ -231,26 +381,90 @@ type errProtocol struct{ err error }
 // Error implements error.
 func (e errProtocol) Error() string { return e.err.Error() }
 
+// errTimeout ends a session whose client stalled in the middle of a frame or message.
+type errTimeout struct{}
+
+// Error implements error.
+func (errTimeout) Error() string { return "frame not finished within api.read_timeout" }
+
+// errEvicted ends the reader of a session evicted while it waited.
+var errEvicted = errors.New("session evicted")
+
 func (x *session) readLoop() {
 	defer x.srv.wg.Done()
 	err := x.serve()
+	x.state.CompareAndSwap(stateWaiting, stateBusy) // not evictable while it closes
 	var pe errProtocol
-	if errors.As(err, &pe) {
+	switch {
+	case errors.Is(err, errEvicted):
+		return // evict closes it
+	case errors.As(err, &pe):
 		x.srv.protocolErrors.Add(1)
 		x.srv.log.Warn("api client broke the protocol", "session", x.id, "err", pe.err)
-		// Tell the client why, then close.
-		x.enqueueError(0, CodeProtocol, pe.err.Error())
-		x.drain(context.Background())
-		return
+		x.closeWith(CodeProtocol, pe.err.Error()) // tell the client why, then close
+	case errors.As(err, new(errTimeout)):
+		x.srv.readTimeouts.Add(1)
+		x.srv.log.Warn("api client stalled in the middle of a frame; disconnecting it", "session", x.id,
+			"read_timeout", x.srv.cfg.ReadTimeout)
+		x.closeWith(CodeClosed, fmt.Sprintf("session closed: a frame or message not finished within api.read_timeout (%v)", x.srv.cfg.ReadTimeout))
+	default:
+		x.kill()
 	}
-	x.kill()
+}
+
+// closeWith sends an Error frame (tag 0), writes what is queued (bounded by write_timeout)
+// and closes the session.
+func (x *session) closeWith(code uint16, text string) {
+	x.enqueueError(0, code, text)
+	ctx, cancel := context.WithTimeout(x.srv.stop, time.Duration(x.srv.cfg.WriteTimeout))
+	defer cancel()
+	x.drain(ctx)
+}
+
+// beginFrame arms read_timeout for the frame about to be read.
+func (x *session) beginFrame() {
+	x.conn.SetReadDeadline(time.Now().Add(time.Duration(x.srv.cfg.ReadTimeout)))
+}
+
+// readFull reads len(p) bytes of the current frame.
+func (x *session) readFull(p []byte) error {
+	_, err := io.ReadFull(x.br, p)
+	return readErr(err)
+}
+
+// readErr turns a read deadline into errTimeout.
+func readErr(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errTimeout{}
+	}
+	return err
+}
+
+// waitRequest waits, without a deadline, for the first byte of the client's next request
+// and marks the session busy; it fails with errEvicted if the session was evicted.
+func (x *session) waitRequest() error {
+	x.conn.SetReadDeadline(time.Time{})
+	x.state.CompareAndSwap(stateBusy, stateWaiting)
+	x.touch()
+	if _, err := x.br.Peek(1); err != nil {
+		return err
+	}
+	if !x.state.CompareAndSwap(stateWaiting, stateBusy) {
+		return errEvicted
+	}
+	x.touch()
+	x.beginFrame()
+	return nil
 }
 
 func (x *session) serve() error {
 	var hb [HeaderLen]byte
 	var pl [64]byte
 	for {
-		if _, err := io.ReadFull(x.br, hb[:]); err != nil {
+		if err := x.waitRequest(); err != nil {
+			return err
+		}
+		if err := x.readFull(hb[:]); err != nil {
 			return err
 		}
 		h, err := ParseHeader(hb[:])
@@ -261,7 +475,7 @@ func (x *session) serve() error {
 			return errProtocol{fmt.Errorf("unexpected frame type 0x%02x (length %d) from a client", h.Type, h.Len)}
 		}
 		p := pl[:h.Len]
-		if _, err := io.ReadFull(x.br, p); err != nil {
+		if err := x.readFull(p); err != nil {
 			return err
 		}
 		switch h.Type {
@@ -278,25 +492,25 @@ func (x *session) serve() error {
 			x.enqueue(outFrame{typ: FrameBound, tag: h.Tag, payload: AppendEndpointPayload(got)})
 		case FrameSend:
 			sh, err := ParseSendHeader(p)
-			if err != nil {
+			if err != nil && !errors.Is(err, ErrDestination) {
 				return errProtocol{err}
 			}
-			if err := x.handleSend(h.Tag, sh); err != nil {
+			if err := x.handleSend(h.Tag, sh, err); err != nil {
 				return err
 			}
 		case FrameSendFD:
 			sh, err := ParseSendHeader(p)
-			if err != nil {
+			if err != nil && !errors.Is(err, ErrDestination) {
 				return errProtocol{err}
 			}
 			if x.fdr == nil {
 				return errProtocol{errors.New("SendFD needs a Unix socket connection")}
 			}
-			fd, err := x.fdr.take()
-			if err != nil {
-				return errProtocol{err}
+			fd, ferr := x.fdr.take()
+			if ferr != nil {
+				return errProtocol{ferr}
 			}
-			x.handleSendFD(h.Tag, sh, fd)
+			x.handleSendFD(h.Tag, sh, err, fd)
 		}
 	}
 }
@@ -311,46 +525,82 @@ func (x *session) maxMessage() int64 {
 	return min(x.srv.cfg.MaxMessage, int64(x.srv.node.Config().MaxMessage-envelopeLen))
 }
 
-func (x *session) handleSend(tag uint32, sh SendHeader) error {
+// refusal is why a Send is refused before its message is read: an Error frame's code and text.
+type refusal struct {
+	code uint16
+	text string
+}
+
+// admit checks a Send against the session and the daemon (bound, destination, size,
+// shutting down, outstanding bytes) and, when it is admitted, reserves its bytes in
+// max_outstanding and max_outstanding_total. It returns the session's endpoint.
+func (x *session) admit(sh SendHeader, destErr error) (uint32, *refusal) {
 	s := x.srv
-	reject := func(code uint16, format string, a ...any) error {
-		s.msgsRejected.Add(1)
-		x.enqueueError(tag, code, fmt.Sprintf(format, a...))
-		return x.readBody(tag, nil, int64(sh.Size)) // the client streams the body anyway: skip it
-	}
-	x.srv.mu.Lock()
+	s.mu.Lock()
 	ep := x.endpoint
-	x.srv.mu.Unlock()
+	s.mu.Unlock()
 	limit := x.maxMessage()
 	switch {
 	case ep == 0:
-		return reject(CodeNotBound, "send before bind: bind an endpoint first")
+		return 0, &refusal{CodeNotBound, "send before bind: bind an endpoint first"}
+	case destErr != nil:
+		s.badDestination.Add(1)
+		return 0, &refusal{CodeDestination, destErr.Error() + "; this message is refused, the session goes on"}
 	case sh.Size == 0 || sh.Size > uint64(limit):
-		return reject(CodeTooLarge, "message of %d bytes: api.max_message allows 1..%d bytes", sh.Size, limit)
+		return 0, &refusal{CodeTooLarge, fmt.Sprintf("message of %d bytes: api.max_message allows 1..%d bytes", sh.Size, limit)}
 	case s.closing.Load():
-		return reject(CodeShuttingDown, "daemon is shutting down; no new messages accepted")
+		return 0, &refusal{CodeShuttingDown, "daemon is shutting down; no new messages accepted"}
 	}
 	size := int64(sh.Size)
 	if out := x.outstanding.Add(size); out > s.cfg.MaxOutstanding {
 		x.outstanding.Add(-size)
-		return reject(CodeOutstanding, "message of %d bytes would make %d bytes outstanding: api.max_outstanding = %d (wait for completions)",
-			size, out, s.cfg.MaxOutstanding)
+		s.outstandingRefused.Add(1)
+		return 0, &refusal{CodeOutstanding, fmt.Sprintf("message of %d bytes would make %d bytes outstanding: api.max_outstanding = %d (wait for completions)",
+			size, out, s.cfg.MaxOutstanding)}
 	}
+	if out := s.outTotal.Add(size); out > s.cfg.MaxOutstandingTotal {
+		s.outTotal.Add(-size)
+		x.outstanding.Add(-size)
+		s.outstandingRefusedTotal.Add(1)
+		return 0, &refusal{CodeOutstanding, fmt.Sprintf("message of %d bytes would make %d bytes outstanding over all sessions: api.max_outstanding_total = %d (try again later)",
+			size, out, s.cfg.MaxOutstandingTotal)}
+	}
+	return ep, nil
+}
+
+// release returns the bytes of a message that completed, failed or was not sent.
+func (x *session) release(size int64) {
+	x.outstanding.Add(-size)
+	x.srv.outTotal.Add(-size)
+}
+
+// handleSend reads a message and hands it to the engine. A refused message gets an Error
+// frame with its tag and its Data frames are read and discarded: only a broken framing
+// or a stalled client ends the session.
+func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
+	s := x.srv
+	ep, r := x.admit(sh, destErr)
+	if r != nil {
+		s.msgsRejected.Add(1)
+		x.enqueueError(tag, r.code, r.text)
+		return x.readBody(tag, nil, int64(sh.Size)) // the client streams the body anyway: skip it
+	}
+	size := int64(sh.Size)
 	buf := make([]byte, envelopeLen+size)
 	putEnvelope(buf, sh.Endpoint, ep)
 	if err := x.readBody(tag, buf[envelopeLen:], size); err != nil {
-		x.outstanding.Add(-size)
-		if !errors.As(err, new(errProtocol)) {
+		x.release(size)
+		if !errors.As(err, new(errProtocol)) && !errors.As(err, new(errTimeout)) {
 			s.vanished.Add(1)
 		}
 		return err
 	}
 	err := s.node.Send(sh.To, buf, func(r daemon.SendResult) {
-		x.outstanding.Add(-size)
+		x.release(size)
 		x.completed(tag, r)
 	})
 	if err != nil {
-		x.outstanding.Add(-size)
+		x.release(size)
 		s.msgsRejected.Add(1)
 		x.enqueueError(tag, sendErrCode(err), err.Error())
 		return nil
@@ -377,11 +627,13 @@ func sendErrCode(err error) uint16 {
 	return CodeSend
 }
 
-// readBody reads size bytes of Data frames tagged tag into dst (nil: discard them).
+// readBody reads size bytes of Data frames tagged tag into dst (nil: discard them). Each
+// Data frame must arrive whole within read_timeout of the previous one.
 func (x *session) readBody(tag uint32, dst []byte, size int64) error {
 	var hb [HeaderLen]byte
 	for off := int64(0); off < size; {
-		if _, err := io.ReadFull(x.br, hb[:]); err != nil {
+		x.beginFrame()
+		if err := x.readFull(hb[:]); err != nil {
 			return err
 		}
 		h, err := ParseHeader(hb[:])
@@ -394,9 +646,9 @@ func (x *session) readBody(tag uint32, dst []byte, size int64) error {
 		}
 		if dst == nil {
 			if _, err := io.CopyN(io.Discard, x.br, int64(h.Len)); err != nil {
-				return err
+				return readErr(err)
 			}
-		} else if _, err := io.ReadFull(x.br, dst[off:off+int64(h.Len)]); err != nil {
+		} else if err := x.readFull(dst[off : off+int64(h.Len)]); err != nil {
 			return err
 		}
 		off += int64(h.Len)

@@ -357,8 +357,11 @@ func (s *Session) brokenErr(err error) error {
 	return err
 }
 
-// Recv waits for the next message to this session's endpoint. A message the daemon had
-// to drop (the session's receive queue was full) is reported as an *Error.
+// Recv waits for the next message to this session's endpoint. Messages the daemon had to
+// drop (the session's or the daemon's receive queue was full) are reported as an *Error
+// (code api.CodeRecvOverflow); the session goes on. When the daemon closes the session
+// (api.CodeClosed: idle and evicted for a new client, or a frame stalled) Recv returns
+// that *Error once the queued messages are consumed.
 func (s *Session) Recv(ctx context.Context) (*Message, error) {
 	select {
 	case it := <-s.recv:
@@ -457,8 +460,8 @@ func (s *Session) read() error {
 			}
 			e := &Error{Code: code, Text: text}
 			if h.Tag == 0 {
-				if code == api.CodeProtocol {
-					return e
+				if code == api.CodeProtocol || code == api.CodeClosed {
+					return e // the daemon closes the session after it
 				}
 				s.recv <- recvItem{err: e}
 				continue

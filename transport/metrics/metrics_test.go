@@ -17,7 +17,7 @@ func TestSeriesFollowConnectionsAndCounters(t *testing.T) {
 		{ID: 0xcd, Peer: netip.MustParseAddrPort("10.0.0.3:4791"), Window: 131072},
 	}
 	m := New(Sources{Engine: func() transport.Stats { return st }, Conns: func() []transport.ConnInfo { return conns },
-		API: func() api.Stats { return api.Stats{MsgsAccepted: 7} }, CC: "fixed", LB: "ecmp"})
+		API: func() api.Stats { return api.Stats{MsgsAccepted: 7, RecvQueued: 4096, RecvOverflowTotal: 2} }, CC: "fixed", LB: "ecmp"})
 	st.RetxNack, st.CERecv = 3, 5
 	st.RTTHist[1], st.RTTHist[5] = 2, 1 // 1-2 us and 16-32 us
 	st.RTTSamples = 3
@@ -41,6 +41,8 @@ func TestSeriesFollowConnectionsAndCounters(t *testing.T) {
 		`smartt_message_completion_seconds_count 1`,
 		`smartt_rx_kernel_timestamps_total 63`,
 		`smartt_api_events_total{event="message_accepted"} 7`,
+		`smartt_api_events_total{event="recv_overflow_total"} 2`,
+		`smartt_api_recv_queued_bytes 4096`,
 		`smartt_connections 2`,
 		`smartt_auth_dropped_total{reason="replayed"} 4`,
 		`smartt_auth_sessions 2`,

@@ -63,7 +63,8 @@ type Config struct {
 	// DecisionTiming measures every congestion-control decision's wall time (metric
 	// smartt_cc_decision_seconds; two monotonic clock reads per ACK).
 	DecisionTiming bool `yaml:"decision_timing" json:"decision_timing"`
-	// ShutdownTimeout bounds graceful shutdown: messages still outstanding then fail.
+	// ShutdownTimeout bounds graceful shutdown: messages still outstanding then fail
+	// (0: at once; 1ms..10m).
 	ShutdownTimeout config.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
 	// UDP configures the socket layer.
 	UDP UDPConfig `yaml:"udp" json:"udp"`
@@ -76,6 +77,7 @@ type Config struct {
 // DefaultConfig returns the built-in defaults: default.yaml over the engine's defaults.
 func DefaultConfig() Config {
 	var c Config
+	c.API = api.DefaultConfig()
 	c.Transport = transport.DefaultConfig()
 	if err := config.DecodeYAML(DefaultYAML, &c); err != nil {
 		panic("smarttd: embedded default.yaml: " + err.Error())
@@ -162,8 +164,8 @@ func (c *Config) Validate() error {
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	if c.ShutdownTimeout < 0 || c.ShutdownTimeout > 600_000_000_000 {
-		bad("shutdown_timeout = %v: must be in 0..10m", c.ShutdownTimeout)
+	if c.ShutdownTimeout != 0 && (c.ShutdownTimeout < 1_000_000 || c.ShutdownTimeout > 600_000_000_000) {
+		bad("shutdown_timeout = %v: must be 0 (fail outstanding messages at once) or in 1ms..10m", c.ShutdownTimeout)
 	}
 	u := &c.UDP
 	switch u.Carrier {

@@ -27,22 +27,42 @@ func TestDefaultYAMLIsValidAndComplete(t *testing.T) {
 
 func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 	for doc, want := range map[string]string{
-		"listen: 10.0.0.1:0\n":                   "listen",
-		"log_level: loud\n":                      "log_level",
-		"metrics: nocolon\n":                     "metrics",
-		"shutdown_timeout: 1h\n":                 "shutdown_timeout",
-		"udp:\n  carrier: pigeon\n":              "udp.carrier",
-		"udp:\n  data_dscp: 64\n":                "udp.data_dscp = 64: must be in 0..63",
-		"udp:\n  batch_size: 0\n":                "udp.batch_size = 0: must be in 1..1024",
-		"udp:\n  ev_port_base: 65500\n":          "udp.ev_port_base",
-		"udp:\n  ev_port_base: 4700\n":           "must not contain the listen port",
-		"api:\n  max_clients: 0\n":               "api.max_clients = 0: must be in 1..65536",
-		"api:\n  max_message: 0\n":               "api.max_message = 0: must be in 1..",
-		"api:\n  max_outstanding: 5\n":           "api.max_outstanding = 5",
-		"transport:\n  mtu: 10\n":                "transport.mtu = 10: must be in 64..",
-		"transport:\n  cc: nope\n":               "transport.cc = \"nope\": must be one of",
-		"bogus: 1\n":                             "bogus",
-		"listen: 0.0.0.0:4791\nudp:\n  mtu: 1\n": "mtu",
+		"listen: 10.0.0.1:0\n":                       "listen",
+		"log_level: loud\n":                          "log_level",
+		"metrics: nocolon\n":                         "metrics",
+		"shutdown_timeout: 1h\n":                     "shutdown_timeout",
+		"udp:\n  carrier: pigeon\n":                  "udp.carrier",
+		"udp:\n  data_dscp: 64\n":                    "udp.data_dscp = 64: must be in 0..63",
+		"udp:\n  batch_size: 0\n":                    "udp.batch_size = 0: must be in 1..1024",
+		"udp:\n  ev_port_base: 65500\n":              "udp.ev_port_base",
+		"udp:\n  ev_port_base: 4700\n":               "must not contain the listen port",
+		"api:\n  max_clients: 0\n":                   "api.max_clients = 0: must be in 1..65536",
+		"api:\n  max_message: 0\n":                   "api.max_message = 0: must be in 1..",
+		"api:\n  max_outstanding: 5\n":               "api.max_outstanding = 5",
+		"api:\n  max_outstanding_total: 1024\n":      "api.max_outstanding_total = 1024: must be in max_outstanding (2147483648)..",
+		"api:\n  max_recv_queue: 0\n":                "api.max_recv_queue = 0: must be in 1..",
+		"api:\n  max_recv_queue_total: 1048576\n":    "api.max_recv_queue_total = 1048576: must be in max(max_recv_queue, max_message) (1073741824)..",
+		"api:\n  read_timeout: 5ms\n":                "api.read_timeout = 5ms: must be in 10ms..10m",
+		"api:\n  header_timeout: 11m\n":              "api.header_timeout = 11m0s: must be in 10ms..10m",
+		"api:\n  write_timeout: 0s\n":                "api.write_timeout = 0s: must be in 10ms..1h",
+		"api:\n  idle_timeout: 25h\n":                "api.idle_timeout = 25h0m0s: must be in 10ms..24h",
+		"api:\n  idle_timeout: 30\n":                 "api.idle_timeout: 30 has no unit; write 30us (or 30ms)",
+		"shutdown_timeout: 500us\n":                  "shutdown_timeout = 500µs: must be 0 (fail outstanding messages at once) or in 1ms..10m",
+		"transport:\n  min_rto: 500ns\n":             "transport.min_rto = 500ns: must be in 1us..10s",
+		"transport:\n  min_rto: 11s\n":               "transport.min_rto = 11s: must be in 1us..10s",
+		"transport:\n  max_rto: 61s\n":               "transport.max_rto = 1m1s: must be in min_rto (5ms)..60s",
+		"transport:\n  max_rto: 1ms\n":               "transport.max_rto = 1ms: must be in min_rto (5ms)..60s",
+		"transport:\n  initial_rto: 1ms\n":           "transport.initial_rto = 1ms: must be in min_rto (5ms)..max_rto (200ms)",
+		"transport:\n  mtu: 10\n":                    "transport.mtu = 10: must be in 64..",
+		"transport:\n  recv_budget: 1048576\n":       "transport.recv_budget = 1048576: must be in max_message (1073741836)..",
+		"transport:\n  recv_budget: 2199023255553\n": "transport.recv_budget = 2199023255553: must be in",
+		"transport:\n  unproven_timeout: 6s\n":       "transport.unproven_timeout = 6s: must be in 1ms..idle_timeout (5s)",
+		"transport:\n  unproven_timeout: 999us\n":    "transport.unproven_timeout = 999µs: must be in 1ms..",
+		"transport:\n  idle_timeout: 25h\n":          "transport.idle_timeout = 25h0m0s: must be in 1ms..24h",
+		"transport:\n  time_wait: 11m\n":             "transport.time_wait = 11m0s: must be in 0..10m",
+		"transport:\n  cc: nope\n":                   "transport.cc = \"nope\": must be one of",
+		"bogus: 1\n":                                 "bogus",
+		"listen: 0.0.0.0:4791\nudp:\n  mtu: 1\n":     "mtu",
 	} {
 		_, err := Load([]byte(doc))
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -104,5 +124,38 @@ func TestAuthKeyFiles(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), hexKey) {
 			t.Errorf("%q: the error shows the key: %v", doc, err)
 		}
+	}
+}
+
+// Finding 7 of issue 13: a duration without a unit was nanoseconds, so `min_rto: 5`,
+// `max_rto: 200` and `shutdown_timeout: 10` were accepted as 5 ns, 200 ns and 10 ns. Now
+// each is an error naming the field and the unit to add.
+func TestDurationWithoutUnitIsAnErrorNamingTheField(t *testing.T) {
+	for doc, want := range map[string]string{
+		"transport:\n  min_rto: 5\n":                    "transport.min_rto: 5 has no unit; write 5us (or 5ms)",
+		"transport:\n  max_rto: 200\n":                  "transport.max_rto: 200 has no unit; write 200us (or 200ms)",
+		"shutdown_timeout: 10\n":                        "shutdown_timeout: 10 has no unit; write 10us (or 10ms)",
+		"transport:\n  reps:\n    freeze_duration: 7\n": "transport.reps.freeze_duration: 7 has no unit",
+		"transport:\n  ack:\n    max_delay: 10\n":       "transport.ack.max_delay: 10 has no unit",
+	} {
+		_, err := Load([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want it to contain %q", doc, err, want)
+		}
+	}
+	// At the RTO limits.
+	for _, doc := range []string{"transport: {recv_budget: 1073741836, unproven_timeout: 5s, time_wait: 10m}\n",
+		"transport: {recv_budget: 1099511627776, idle_timeout: 1ms, unproven_timeout: 1ms, time_wait: 0s}\n", "transport: {min_rto: 1us, initial_rto: 1us, max_rto: 1us}\n",
+		"transport: {min_rto: 10s, initial_rto: 60s, max_rto: 60s}\n", "shutdown_timeout: 1ms\n", "shutdown_timeout: 10m\n",
+		"api: {header_timeout: 10ms, read_timeout: 10m, write_timeout: 1h, idle_timeout: 24h}\n",
+		"api: {max_recv_queue: 1, max_recv_queue_total: 1073741824, max_outstanding: 1073741824, max_outstanding_total: 1073741824}\n"} {
+		if _, err := Load([]byte(doc)); err != nil {
+			t.Errorf("%q: %v", doc, err)
+		}
+	}
+	// 0 needs no unit; with units everything loads.
+	c, err := Load([]byte("shutdown_timeout: 0\ntransport:\n  min_rto: 5us\n  initial_rto: 200us\n  max_rto: 200ms\n"))
+	if err != nil || c.ShutdownTimeout != 0 || c.Transport.MinRTO != 5_000 {
+		t.Fatalf("got %v, %v", c.Transport.MinRTO, err)
 	}
 }

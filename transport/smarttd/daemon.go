@@ -137,11 +137,8 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 // ctx ends (or ShutdownTimeout), fails the rest with a notification to their clients, and
 // stops everything.
 func (d *Daemon) Shutdown(ctx context.Context) error {
-	if d.Config.ShutdownTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(d.Config.ShutdownTimeout))
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(d.Config.ShutdownTimeout)) // 0: fail them at once
+	defer cancel()
 	start := time.Now()
 	d.API.BeginShutdown()
 	err := d.Node.Shutdown(ctx)
