@@ -98,15 +98,12 @@ type FlapConfig struct {
 // silent at once, its application's session ends, its state is gone — Offset after the
 // first burst at or after At × duration (or at At × duration if no burst comes before
 // the cooldown), so that messages are in flight to and from it; a new daemon starts on
-// the same address Down later. At 0: no restart. Quiet > 0 makes the host submit
-// nothing in the last Quiet before the kill, so that it crashes as a receiver only (its
-// own messages done).
+// the same address Down later. At 0: no restart.
 type RestartConfig struct {
 	At     float64         `yaml:"at"`
 	Offset config.Duration `yaml:"offset"`
 	Down   config.Duration `yaml:"down"`
 	Host   int             `yaml:"host"`
-	Quiet  config.Duration `yaml:"quiet"`
 }
 
 // MemoryConfig: the process's memory and the daemons' gauges are sampled every Interval;
@@ -218,8 +215,8 @@ func (sc *SoakScenario) Check() error {
 		f.HostEvery < 0 || (f.HostEvery > 0 && (f.HostMaxDown < f.MinDown || f.HostMaxDown >= f.Every)))) {
 		bad("flaps: need every >= 0 and, when every > 0, 0 < min_down <= max_down < every, host_every >= 0 and min_down <= host_max_down < every")
 	}
-	if r := c.Restart; r.At < 0 || r.At >= 1 || r.Offset < 0 || r.Quiet < 0 || (r.At > 0 && (r.Down <= 0 || config.Duration(r.At*float64(d))+r.Down > d-c.Cooldown)) {
-		bad("restart: need 0 <= at < 1 (0: no restart), offset >= 0, quiet >= 0 and, when at > 0, down > 0 with at x duration + down before the cooldown")
+	if r := c.Restart; r.At < 0 || r.At >= 1 || r.Offset < 0 || (r.At > 0 && (r.Down <= 0 || config.Duration(r.At*float64(d))+r.Down > d-c.Cooldown)) {
+		bad("restart: need 0 <= at < 1 (0: no restart), offset >= 0 and, when at > 0, down > 0 with at x duration + down before the cooldown")
 	}
 	if m := c.Memory; m.Interval <= 0 || m.MaxGrowth <= 0 || m.MaxGoroutines < 0 {
 		bad("memory: need interval > 0, max_growth > 0, max_goroutines >= 0")

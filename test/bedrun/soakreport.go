@@ -36,7 +36,7 @@ type SoakReport struct {
 // SoakTally is the exactly-once accounting of every message the workload drew.
 type SoakTally struct {
 	Planned   int   `json:"planned"`   // drawn by the workload before its end
-	Skipped   int   `json:"skipped"`   // not submitted: the host's own daemon was down (or restart.quiet)
+	Skipped   int   `json:"skipped"`   // not submitted: the host's own daemon was down
 	Late      int   `json:"late"`      // not submitted: no free slot before the workload's end
 	Submitted int   `json:"submitted"` // handed to a daemon (or refused by it)
 	Bytes     int64 `json:"bytes"`     // of the submitted
@@ -372,7 +372,7 @@ func (rep *SoakReport) Write(w io.Writer) {
 	}
 	fmt.Fprintln(tw, "messages\tcount\t")
 	row("planned", t.Planned, "")
-	row("  skipped (own daemon down, or quiet before its kill)", t.Skipped, "")
+	row("  skipped (own daemon down)", t.Skipped, "")
 	row("  late (no slot before the end)", t.Late, "not in planned")
 	kinds := make([]string, 0, len(t.ByKind))
 	for _, k := range kindNames {

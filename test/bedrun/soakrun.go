@@ -110,7 +110,7 @@ const (
 	outNone = iota
 	outSent
 	outFailed
-	outSkipped // not submitted: the host's own daemon was down (or quiet before its kill)
+	outSkipped // not submitted: the host's own daemon was down
 )
 
 // soaker runs a soak.
@@ -139,9 +139,6 @@ type soaker struct {
 	restAt   int64
 	killHost int
 	inFlight [2]int // at the kill: to the killed host, from it
-	// quiet: host quietHost submits nothing planned in [quietFrom, quietTo) (restart.quiet)
-	quietHost          int
-	quietFrom, quietTo time.Duration
 
 	mem memTrack
 }
@@ -320,12 +317,6 @@ func (s *soaker) run() (*SoakReport, error) {
 	}
 	eps, bursts := c.plan(s.sc.Seed, hosts)
 	evs := c.schedule(s.sc.Seed, links, r.hostLink, hosts, bursts)
-	s.quietHost = -1
-	for _, e := range evs {
-		if e.Kind == "kill" && c.Restart.Quiet > 0 {
-			s.quietHost, s.quietFrom, s.quietTo = e.Host, e.At-time.Duration(c.Restart.Quiet), e.At
-		}
-	}
 	// Memory before the workload: daemons up, sessions bound, a forced GC.
 	s.mem.init(hosts)
 	s.start = time.Now()
@@ -555,9 +546,6 @@ func (s *soaker) send(ctx context.Context, h int, t time.Duration, m plannedMsg,
 	id := uint64(h)<<40 | seq
 	crc := fill(b, s.sc.Seed, id)
 	inst := hs.current()
-	if h == s.quietHost && t >= s.quietFrom && t < s.quietTo {
-		inst = nil
-	}
 	now := s.now()
 	rec := msgRec{size: int32(m.size), dst: int16(m.dst), kind: m.kind, crc: crc, submitted: now}
 	if inst == nil {
