@@ -61,8 +61,10 @@ type SoakTally struct {
 
 // CompletionPercents are completion times of a size class's messages reported sent.
 type CompletionPercents struct {
-	N             int `json:"n"`
-	P50, P99, Max time.Duration
+	N   int           `json:"n"`
+	P50 time.Duration `json:"p50_ns"`
+	P99 time.Duration `json:"p99_ns"`
+	Max time.Duration `json:"max_ns"`
 }
 
 // classOf is a message size's class: small, medium, large.
@@ -80,43 +82,65 @@ var classNames = [3]string{"small (<= 4 KiB)", "medium (<= 256 KiB)", "large (> 
 
 // SoakRestart is what the daemon restart showed.
 type SoakRestart struct {
-	Host                     int `json:"host"`
-	KillAt, RestartAt        time.Duration
-	InFlightTo, InFlightFrom int // messages without an outcome at the kill
+	Host      int           `json:"host"`
+	KillAt    time.Duration `json:"kill_at_ns"`
+	RestartAt time.Duration `json:"restart_at_ns"`
+	// Messages without an outcome at the kill, to the host and from it.
+	InFlightTo   int `json:"in_flight_to"`
+	InFlightFrom int `json:"in_flight_from"`
 	// Of the messages to the host submitted before the kill and without an outcome then:
-	ToSent, ToFailed, ToDeliveredOld, ToLost int
+	ToSent         int `json:"to_sent"`
+	ToFailed       int `json:"to_failed"`
+	ToDeliveredOld int `json:"to_delivered_old"`
+	ToLost         int `json:"to_lost"`
 	// After the restart: messages delivered to the new daemon and from it, and per peer
 	// how long after the restart the first one arrived each way (-1: none).
-	NewDelivered, NewSentDelivered int
-	FirstIn, FirstOut              []time.Duration
-	SubmittedIn, SubmittedOut      []int // per peer: submitted after the restart to it, from it
+	NewDelivered     int             `json:"new_delivered"`
+	NewSentDelivered int             `json:"new_sent_delivered"`
+	FirstIn          []time.Duration `json:"first_in_ns"`
+	FirstOut         []time.Duration `json:"first_out_ns"`
+	SubmittedIn      []int           `json:"submitted_in"` // per peer: submitted after the restart to it, from it
+	SubmittedOut     []int           `json:"submitted_out"`
 }
 
 // SoakMemory is the memory before the workload, its peaks during it, and after the drain.
 type SoakMemory struct {
-	Start, Peak, End MemSample
-	Samples          int
-	MaxGrowth        uint64
-	MaxGoroutines    int
+	Start         MemSample `json:"start"`
+	Peak          MemSample `json:"peak"`
+	End           MemSample `json:"end"`
+	Samples       int       `json:"samples"`
+	MaxGrowth     uint64    `json:"max_growth"`
+	MaxGoroutines int       `json:"max_goroutines"`
 }
 
 // SoakDaemon is one host's daemon (its lives summed).
 type SoakDaemon struct {
-	Host                                string
-	Lives                               int
-	MsgsSent, MsgsFailed, MsgsDelivered uint64
-	RetxSack, RetxNack, RetxTimeout     uint64
-	ConnsAborted, UnknownConn           uint64
-	RecvBufferedMax                     uint64
-	Undeliverable, RecvOverflow         uint64
+	Host            string `json:"host"`
+	Lives           int    `json:"lives"`
+	MsgsSent        uint64 `json:"msgs_sent"`
+	MsgsFailed      uint64 `json:"msgs_failed"`
+	MsgsDelivered   uint64 `json:"msgs_delivered"`
+	RetxSack        uint64 `json:"retx_sack"`
+	RetxNack        uint64 `json:"retx_nack"`
+	RetxTimeout     uint64 `json:"retx_timeout"`
+	ConnsAborted    uint64 `json:"conns_aborted"`
+	UnknownConn     uint64 `json:"unknown_conn"`
+	RecvBufferedMax uint64 `json:"recv_buffered_max"`
+	Undeliverable   uint64 `json:"undeliverable"`
+	RecvOverflow    uint64 `json:"recv_overflow"`
 	// After the drain: live connections, and those beyond one per peer and direction
-	// (left by a peer's previous life: nothing ends a connection with nothing outstanding).
-	Conns, StaleConns int
+	// (a peer's previous life's, never ended).
+	Conns      int `json:"conns"`
+	StaleConns int `json:"stale_conns"`
 }
 
 // SoakFabric sums the switches' counters.
 type SoakFabric struct {
-	FlakyLost, LinkRefused, Trims, Marks, Drops uint64
+	FlakyLost   uint64 `json:"flaky_lost"`   // frames lost on flaky links
+	LinkRefused uint64 `json:"link_refused"` // frames the switches sent into down links
+	Trims       uint64 `json:"trims"`
+	Marks       uint64 `json:"marks"`
+	Drops       uint64 `json:"drops"`
 }
 
 // tally counts the records.
@@ -306,7 +330,7 @@ func (s *soaker) restartFigures() *SoakRestart {
 // check lists the violations: lost or duplicated or corrupted messages, messages without
 // an outcome, memory not back after the drain, a restarted daemon its peers do not reach.
 func (rep *SoakReport) check() []string {
-	var v []string
+	v := []string{}
 	t := &rep.Tally
 	if t.Submitted == 0 || t.Delivered == 0 {
 		v = append(v, "the workload submitted or delivered nothing")
