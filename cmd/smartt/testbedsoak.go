@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"smartt/config"
@@ -75,7 +77,19 @@ func testbedSoak(args []string, out io.Writer) error {
 	if err := os.MkdirAll(netbed.StateDir, 0o755); err != nil {
 		return err
 	}
-	o := bedrun.SoakOptions{Name: *name, Progress: out, Control: bedrun.ControlPath(netbed.StateDir, *name)}
+	// The first interrupt ends the workload early (the soak still drains, checks, reports
+	// and removes its testbed); the next one kills the process as usual.
+	interrupt := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-sig; ok {
+			signal.Stop(sig)
+			close(interrupt)
+		}
+	}()
+	defer func() { signal.Stop(sig); close(sig) }()
+	o := bedrun.SoakOptions{Name: *name, Progress: out, Control: bedrun.ControlPath(netbed.StateDir, *name), Interrupt: interrupt}
 	if *verbose {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}

@@ -108,11 +108,12 @@ type RestartConfig struct {
 
 // MemoryConfig: the process's memory and the daemons' gauges are sampled every Interval;
 // after the drain the live heap (after a forced GC) may exceed the one before the
-// workload by at most MaxGrowth, and the goroutines by at most MaxGoroutines.
+// workload by at most MaxGrowthPerHost per host (what each engine may keep for reuse, the
+// soak's records, slack), and the goroutines by at most MaxGoroutines.
 type MemoryConfig struct {
-	Interval      config.Duration `yaml:"interval"`
-	MaxGrowth     sim.Size        `yaml:"max_growth"`
-	MaxGoroutines int             `yaml:"max_goroutines"`
+	Interval         config.Duration `yaml:"interval"`
+	MaxGrowthPerHost sim.Size        `yaml:"max_growth_per_host"`
+	MaxGoroutines    int             `yaml:"max_goroutines"`
 }
 
 // LoadSoak reads a soak scenario file over the defaults (DefaultSoakYAML).
@@ -218,8 +219,8 @@ func (sc *SoakScenario) Check() error {
 	if r := c.Restart; r.At < 0 || r.At >= 1 || r.Offset < 0 || (r.At > 0 && (r.Down <= 0 || config.Duration(r.At*float64(d))+r.Down > d-c.Cooldown)) {
 		bad("restart: need 0 <= at < 1 (0: no restart), offset >= 0 and, when at > 0, down > 0 with at x duration + down before the cooldown")
 	}
-	if m := c.Memory; m.Interval <= 0 || m.MaxGrowth <= 0 || m.MaxGoroutines < 0 {
-		bad("memory: need interval > 0, max_growth > 0, max_goroutines >= 0")
+	if m := c.Memory; m.Interval <= 0 || m.MaxGrowthPerHost <= 0 || m.MaxGoroutines < 0 {
+		bad("memory: need interval > 0, max_growth_per_host > 0, max_goroutines >= 0")
 	}
 	if c.Progress < 0 {
 		bad("progress = %v: must be >= 0", c.Progress)

@@ -221,7 +221,7 @@ func (s *soaker) report(work, drained time.Duration) *SoakReport {
 	mt := &s.mem
 	mt.mu.Lock()
 	rep.Memory = SoakMemory{Start: mt.start, Peak: mt.peak, End: mt.end, Samples: mt.n,
-		MaxGrowth: uint64(s.c.Memory.MaxGrowth), MaxGoroutines: s.c.Memory.MaxGoroutines}
+		MaxGrowth: uint64(s.c.Memory.MaxGrowthPerHost) * uint64(len(s.hosts)), MaxGoroutines: s.c.Memory.MaxGoroutines}
 	mt.mu.Unlock()
 	for i, h := range s.hosts {
 		d := SoakDaemon{Host: fmt.Sprintf("h%d", i)}

@@ -36,6 +36,9 @@ type SoakOptions struct {
 	// Control, if set, is a unix socket path where the soak takes faults while the
 	// workload runs (smartt testbed fail), as Options.Control.
 	Control string
+	// Interrupt, if set, ends the workload early when it is closed (or receives); the
+	// soak still drains, checks and reports.
+	Interrupt <-chan struct{}
 }
 
 // crashSocket wraps a daemon's socket layer so the soak can crash the daemon: once dead,
@@ -326,17 +329,29 @@ func (s *soaker) run() (*SoakReport, error) {
 	defer wcancel()
 	r.faults.ctx, r.faults.conv = wctx, time.Duration(s.sc.RoutingConvergence)
 	r.faults.downAt, r.faults.refused = map[string]uint64{}, map[string]uint64{}
+	stopCtl := func() {}
 	if s.o.Control != "" {
 		stop, err := r.serveControl(s.o.Control)
 		if err != nil {
 			return nil, err
 		}
-		defer stop()
+		var once sync.Once
+		stopCtl = func() { once.Do(stop) }
+		defer stopCtl()
 	}
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); s.faults(wctx, evs) }()
 	go func() { defer bg.Done(); s.monitor(wctx) }()
+	go func() {
+		defer bg.Done()
+		select {
+		case <-s.o.Interrupt:
+			s.logf("interrupted: the workload ends now")
+			wcancel()
+		case <-wctx.Done():
+		}
+	}()
 	var subs sync.WaitGroup
 	for h := range hosts {
 		subs.Add(1)
@@ -346,9 +361,11 @@ func (s *soaker) run() (*SoakReport, error) {
 	workEnd := time.Since(s.start)
 	s.logf("workload over: %d messages planned; draining (at most %v)", s.planned(), time.Duration(c.Drain))
 	// The faults are over by the cooldown; wait for the schedule to finish anyway.
+	stopCtl()
 	wcancel()
 	bg.Wait()
 	_, ferr := r.endFailures()
+	ferr = errors.Join(ferr, s.restoreLinks())
 	for h, hs := range s.hosts { // a restart the schedule did not reach (a late machine)
 		s.mu.Lock()
 		killed := s.killHost == h
@@ -376,6 +393,28 @@ func (s *soaker) run() (*SoakReport, error) {
 	s.mu.Unlock()
 	s.cancel() // outcomes not in by now stay "no outcome"
 	return rep, errors.Join(errs...)
+}
+
+// restoreLinks brings back every link still down and heals every flaky one, so the drain
+// runs on a whole fabric (after an interrupt, or a fault from smartt testbed fail).
+func (s *soaker) restoreLinks() error {
+	r := s.r
+	fs := &r.faults
+	fs.mu.Lock()
+	var down []string
+	for l := range fs.downAt {
+		down = append(down, l)
+	}
+	fs.mu.Unlock()
+	var errs []error
+	for _, l := range down {
+		errs = append(errs, r.TB.LinkUp(l), r.Fabric.Converge(l, false))
+		s.logf("up %s (still down after the workload)", l)
+	}
+	for _, l := range r.TB.Plan.Links {
+		errs = append(errs, r.Fabric.Flaky(l.Name, 0, 0, 0))
+	}
+	return errors.Join(errs...)
 }
 
 // planned counts the messages planned (submitted or skipped).
