@@ -20,7 +20,7 @@ import (
 	"smartt/test/uswitch"
 )
 
-const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run|fail> [flags]   (as root)
+const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run|fail|soak> [flags]   (as root)
 
   up      build a testbed of network namespaces (removes leftovers of the same name first)
   down    remove every namespace of the testbed
@@ -31,6 +31,8 @@ const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run|fail
   run     run a simulator scenario (test/sim YAML) on an emulated testbed, a daemon per host
   fail    change a link of a running "testbed run" (its switches and port models):
           fail down|up|restore|heal LINK, fail degrade RATE LINK, fail flaky GAP BURST LINK
+  soak    a mixed workload under flaky links, link flaps and a daemon restart (default 5 min);
+          checks every message delivered once or reported failed and memory flat afterwards
 
 every command takes -name (default "tb"); up takes the topology flags (see "smartt testbed up -h")
 or -spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
@@ -139,6 +141,8 @@ func runTestbed(args []string, out io.Writer) error {
 		return c.Wait()
 	case "run":
 		return testbedRun(args, out)
+	case "soak":
+		return testbedSoak(args, out)
 	default:
 		return fmt.Errorf("testbed: unknown command %q\n\n%s", cmd, testbedUsage)
 	}

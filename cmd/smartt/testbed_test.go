@@ -20,6 +20,8 @@ func TestTestbedRejectsBadInput(t *testing.T) {
 	os.WriteFile(spec, []byte("kind: leafspine\nleaves: 2\nspines: 2\nhosts_per_leaf: 1\nspiens: 3\n"), 0o644)
 	norate := filepath.Join(t.TempDir(), "sc.yaml")
 	os.WriteFile(norate, []byte("topology: {kind: single, hosts: 3}\nworkload: {kind: incast, size: 1MiB}\n"), 0o644)
+	soakBad := filepath.Join(t.TempDir(), "soak.yaml")
+	os.WriteFile(soakBad, []byte("soak: {duration: 1m, rate: -2}\n"), 0o644)
 	fast := filepath.Join(t.TempDir(), "fast.yaml")
 	os.WriteFile(fast, []byte("topology: {kind: fattree3, hosts: 16, radix: 4, link_rate: 100Mbit}\nworkload: {kind: incast, size: 1MiB}\n"), 0o644)
 	for _, c := range []struct {
@@ -42,6 +44,10 @@ func TestTestbedRejectsBadInput(t *testing.T) {
 		{[]string{"fail", "flaky", "h0-sw0"}, "want down|up"},
 		{[]string{"fail", "degrade", "fast", "h0-sw0"}, "not a rate"},
 		{[]string{"fail", "-name", "nosuchrun", "down", "h0-sw0"}, "no testbed run listening"},
+		{[]string{"soak", "a.yaml", "b.yaml"}, "usage: smartt testbed soak"},
+		{[]string{"soak", soakBad}, "soak.rate = -2"},
+		{[]string{"soak", "-duration", "1s"}, "soak.restart"},
+		{[]string{"soak", filepath.Join(t.TempDir(), "none.yaml")}, "no such file"},
 	} {
 		var out bytes.Buffer
 		err := runTestbed(c.args, &out)

@@ -240,6 +240,8 @@ type Run struct {
 	Scenario *sim.Scenario
 	faults   faults
 	control  string
+	dir      string          // the daemons' API sockets
+	log      *slog.Logger    // the daemons' logs
 	parent   []int           // per flow: the flow whose arrival starts it, -1: none
 	released []chan struct{} // per flow: closed when it arrived (or failed)
 	once     []sync.Once
@@ -307,7 +309,7 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	r := &Run{TB: tb, Fabric: fab, Mapped: m, Scenario: sc, control: o.Control}
+	r := &Run{TB: tb, Fabric: fab, Mapped: m, Scenario: sc, control: o.Control, dir: dir, log: o.Log}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -315,21 +317,13 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 			d.Shutdown(ctx)
 		}
 	}()
-	for i, n := range tb.Plan.Hosts() {
-		node := tb.Plan.Nodes[n]
-		cfg := smarttd.DefaultConfig()
-		cfg.Listen = netip.AddrPortFrom(node.Addr, Port)
-		cfg.API.Socket = filepath.Join(dir, node.Name+".sock")
-		cfg.Transport = m.Transport
-		var d *smarttd.Daemon
-		if err := netbed.DoHandle(tb.NsHandle(n), func() (err error) {
-			d, err = smarttd.Start(cfg, smarttd.Options{Logger: o.Log, Seed: sc.Seed + uint64(i)})
-			return err
-		}); err != nil {
-			return nil, fmt.Errorf("daemon on %s: %w", node.Name, err)
+	for i := range tb.Plan.Hosts() {
+		d, err := r.startDaemon(i, sc.Seed+uint64(i), nil)
+		if err != nil {
+			return nil, err
 		}
 		r.Daemons = append(r.Daemons, d)
-		r.Addrs = append(r.Addrs, cfg.Listen)
+		r.Addrs = append(r.Addrs, d.Config.Listen)
 	}
 	if o.Before != nil {
 		if err := o.Before(r); err != nil {
@@ -379,6 +373,26 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 		res.LinkDrops += p.TxErrors
 	}
 	return rep, nil
+}
+
+// startDaemon starts the daemon of host i (i-th of Plan.Hosts) in its namespace: listen on
+// the host's address and Port, API socket in the run's directory, the mapped transport.
+// open, if set, opens its socket layer (the soak wraps the UDP one to crash it).
+func (r *Run) startDaemon(i int, seed uint64, open func(cfg *smarttd.Config, log *slog.Logger) (*smarttd.SocketLayer, error)) (*smarttd.Daemon, error) {
+	n := r.TB.Plan.Hosts()[i]
+	node := r.TB.Plan.Nodes[n]
+	cfg := smarttd.DefaultConfig()
+	cfg.Listen = netip.AddrPortFrom(node.Addr, Port)
+	cfg.API.Socket = filepath.Join(r.dir, node.Name+".sock")
+	cfg.Transport = r.Mapped.Transport
+	var d *smarttd.Daemon
+	if err := netbed.DoHandle(r.TB.NsHandle(n), func() (err error) {
+		d, err = smarttd.Start(cfg, smarttd.Options{Logger: r.log, Seed: seed, OpenSocket: open})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("daemon on %s: %w", node.Name, err)
+	}
+	return d, nil
 }
 
 // drive runs the workload: a client session per host, every flow's message sent at its
