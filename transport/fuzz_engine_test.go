@@ -20,10 +20,12 @@ package transport
 //	wire     every datagram the engine emits decodes and matches its Transmit
 //	mem      Stats().RecvBuffered and the bytes held from the BufferPool stay within
 //	         fed payload + fuzzPerMsgSlack*messages + ... and within maxRecvBudget (invariant 2)
+//	window   no connection holds more than max(RecvWindow, MaxMessage) (docs/engine.md)
 //	gauge    Stats().RecvBuffered equals the bytes actually held from Config.Buffers
 //	pool     the engine only Puts buffers it got and still holds
 //	heap     live Go heap growth over an input stays within fuzzHeapSlack (sampled)
 //	conns    NumConns() <= MaxConns on both endpoints (invariant 3)
+//	timer    after HandleTimeout(now) and PollTransmit, NextTimeout() is after now
 //	outcome  each honest message gets at most one MessageSent/MessageFailed, only for a
 //	         message sent, and none is left without one when its connection closes
 //	once     the honest receiver delivers each honest message at most once, byte-exact, in
@@ -87,7 +89,7 @@ var (
 	maxRecvBudget    uint64 = 64 << 20
 	// fuzzHeapSlack bounds the growth of the live Go heap over one input beyond what the
 	// harness itself holds; it is sampled (a GC each) every fuzzHeapEvery inputs.
-	fuzzHeapSlack uint64 = 64 << 20
+	fuzzHeapSlack uint64 = 16 << 20
 	fuzzHeapEvery        = 64
 	// fuzzReclaimConns enables "idle": connections are forgotten after silence.
 	fuzzReclaimConns = true
@@ -439,6 +441,7 @@ type fzHarness struct {
 	charged                [2]map[fzChargeKey]struct{}
 
 	buf     []byte
+	ci      []ConnInfo
 	dec     wire.Packet
 	evs     []fzEvent
 	tracing bool
@@ -1291,9 +1294,38 @@ func (h *fzHarness) forge() {
 
 func (h *fzHarness) afterOp() {
 	h.pollAll(fuzzMaxPoll)
+	h.checkTimers()
 	h.drain()
 	h.checkMem()
 	h.checkConns()
+}
+
+// checkTimers: once HandleTimeout has run at now and PollTransmit has taken everything,
+// the next deadline lies in the future; a deadline that stays due would make a driver
+// (the daemon's timer loop) spin. A few rounds are allowed to settle.
+func (h *fzHarness) checkTimers() {
+	for i, e := range h.ep {
+		dl, ok := e.NextTimeout()
+		for k := 0; ok && dl <= h.now && k < 4; k++ {
+			e.HandleTimeout(h.now)
+			n := 0
+			for ; n < 4096; n++ {
+				t, more := e.PollTransmit(h.now, h.buf)
+				if !more {
+					break
+				}
+				h.route(i, t, h.buf[:t.N])
+			}
+			if n == 4096 {
+				return // still sending: not a spin
+			}
+			dl, ok = e.NextTimeout()
+		}
+		if ok && dl <= h.now {
+			h.fail("timer", "%s: NextTimeout stays at %v (now %v) after HandleTimeout and PollTransmit: a driver would spin; connections: %s",
+				epName[i], time.Duration(dl-h.start), time.Duration(h.now-h.start), fzConnList(e))
+		}
+	}
 }
 
 // drain processes both endpoints' events: deliveries first, then outcomes, then closes
@@ -1453,6 +1485,15 @@ func (h *fzHarness) checkMem() {
 		if v := max(st.RecvBuffered, held); v > bound || v > maxRecvBudget {
 			h.fail("mem", "%s holds %d bytes of receive buffers (Stats().RecvBuffered %d, from the pool %d) after being fed %d payload bytes in %d DATA packets of %d messages: bound %d, budget %d",
 				epName[i], v, st.RecvBuffered, held, h.fed[i], h.dataPkts[i], h.charges[i], min(bound, maxRecvBudget), maxRecvBudget)
+		}
+		// docs/engine.md, flow control: "a peer can make us hold at most
+		// max(RecvWindow, MaxMessage) bytes of message buffers per connection".
+		h.ci = e.Conns(h.ci[:0])
+		for _, c := range h.ci {
+			if lim := uint64(max(h.cfg.RecvWindow, h.cfg.MaxMessage)); c.RecvBuffers > lim {
+				h.fail("window", "%s's conn %x (peer %v) holds %d bytes of receive buffers, more than max(RecvWindow, MaxMessage) = %d",
+					epName[i], uint64(c.ID), c.Peer, c.RecvBuffers, lim)
+			}
 		}
 		if st.RecvBuffered != held {
 			h.fail("gauge", "%s: Stats().RecvBuffered = %d but %d bytes are held from Config.Buffers", epName[i], st.RecvBuffered, held)
