@@ -20,7 +20,7 @@ func fuzzMap(n int) ([]byte, bool) {
 	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE,
 		syscall.MAP_ANON|syscall.MAP_PRIVATE|syscall.MAP_NORESERVE)
 	if err != nil {
-		panic("FuzzEngine: mmap of a " + strconv.Itoa(n) + "-byte receive buffer: " + err.Error())
+		panic(fzEnvError("mmap of a " + strconv.Itoa(n) + "-byte receive buffer: " + err.Error()))
 	}
 	return b, true
 }
