@@ -465,6 +465,14 @@ func (e *Endpoint) evictUnproven(now int64) bool {
 	return true
 }
 
+// timeWait is how long a removed connection's identity is remembered: TimeWait, but at
+// least as long as a peer that never learnt our ID may still resend its first-contact DATA
+// (it gives up IdleTimeout after its last progress, plus one RTO in flight), or a message
+// we delivered and whose ACK was lost would be delivered again on a new connection.
+func (e *Endpoint) timeWait() int64 {
+	return max(int64(e.cfg.TimeWait), int64(e.cfg.IdleTimeout)+int64(e.cfg.MaxRTO))
+}
+
 // remove releases c and remembers its identity for TimeWait.
 func (e *Endpoint) remove(now int64, c *conn, err error) {
 	if c.dead {
@@ -493,7 +501,7 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 		if k.id != 0 {
 			e.twPeer[k] = struct{}{}
 		}
-		e.twQueue.push(twEntry{expiry: now + int64(e.cfg.TimeWait), local: c.id, peer: k})
+		e.twQueue.push(twEntry{expiry: now + e.timeWait(), local: c.id, peer: k})
 	}
 	c.releaseRx(e)
 	if err == nil {

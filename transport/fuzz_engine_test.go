@@ -60,6 +60,7 @@ import (
 	"testing"
 	"time"
 
+	"smartt/transport/seal"
 	"smartt/transport/wire"
 )
 
@@ -84,7 +85,7 @@ import (
 // maxRecvBudget limits 1-byte-per-chunk amplification).
 var (
 	fuzzPerMsgSlack  uint64 = 256 << 10
-	fuzzPerPktSlack  uint64 = 0
+	fuzzPerPktSlack  uint64 = RecvChunk // a packet may open a chunk anywhere within reach
 	fuzzPerConnSlack uint64 = 0
 	maxRecvBudget    uint64 = 64 << 20
 	// fuzzHeapSlack bounds the growth of the live Go heap over one input beyond what the
@@ -187,6 +188,7 @@ func fuzzConfig(m fuzzMode) (cfg Config, authOn bool) {
 	cfg.MinRTO = 50_000
 	cfg.MaxRTO = 20_000_000
 	cfg.IdleTimeout = 200_000_000
+	cfg.UnprovenTimeout = 50_000_000
 	cfg.TimeWait = 100_000_000
 	cfg.CloseRetries = 4
 	cfg.TrimDSCP = fuzzTrimDSCP
@@ -196,24 +198,29 @@ func fuzzConfig(m fuzzMode) (cfg Config, authOn bool) {
 		cfg.Ack.Every = 4
 		cfg.Ack.CleanEVs = true
 	}
+	// The engine's bound is RecvBudget + MaxMessage (one message may finish beyond the
+	// budget): both at half of maxRecvBudget, with claims of up to 32 MiB per message.
+	cfg.MaxMessage = int(maxRecvBudget / 2)
+	cfg.RecvBudget = int64(maxRecvBudget / 2)
 	if m.auth {
-		// TODO(auth): when Config.Auth lands, enable it here with one key for A and B
-		// (the attacker never holds it) and return authOn = true. Forged packets are
-		// still built with wire.Packet.Encode (fzHarness.inject), so they fail
-		// authentication (append a fuzz-chosen tag there if the format needs one to
-		// reach the check), replays (opReplay) carry valid tags, and "once",
-		// "resurrect" and "sent" are then checked against the informed attacker too
-		// (fzHarness.checkOnce). If authenticated datagrams carry bytes that
-		// wire.Packet.Decode does not accept, strip them in fzWire.
-		return cfg, false
+		// One key for A and B; the attacker never holds it. Forged packets built with
+		// wire.Packet.Encode fail authentication, replays (opReplay) carry valid seals,
+		// and "once", "resurrect" and "sent" are checked against the informed attacker.
+		cfg.Auth.Mode = seal.Auth
+		cfg.Auth.Key = seal.Key{0x5e, 0xa1}
+		return cfg, true
 	}
 	return cfg, false
 }
 
 // fzWire returns the part of an endpoint's datagram that wire.Packet.Decode parses (the
 // harness decodes what it routes and feeds, for its accounting and traces).
-// TODO(auth): strip the authentication tag here if it is not part of wire's format.
-func fzWire(b []byte) []byte { return b }
+func fzWire(b []byte) []byte {
+	if len(b) >= wire.CommonLen+seal.Overhead && wire.Flags(b[1])&wire.FlagSealed != 0 {
+		return b[:len(b)-seal.Overhead]
+	}
+	return b
+}
 
 // Operations. Arguments are listed in fzHarness.step.
 const (
@@ -1508,16 +1515,19 @@ func (h *fzHarness) checkMem() {
 			h.fail("mem", "%s holds %d bytes of receive buffers (Stats().RecvBuffered %d, from the pool %d) after being fed %d payload bytes in %d DATA packets of %d messages: bound %d, budget %d",
 				epName[i], v, st.RecvBuffered, held, h.fed[i], h.dataPkts[i], h.charges[i], min(bound, maxRecvBudget), maxRecvBudget)
 		}
-		// docs/engine.md, flow control: "a peer can make us hold at most
-		// max(RecvWindow, MaxMessage) bytes of message buffers per connection".
+		// docs/engine.md, flow control: a connection's open messages claim at most
+		// RecvWindow besides the next one in delivery order (at most MaxMessage), and
+		// buffers never exceed claims (plus the chunk tables' 24 bytes per 16 KiB).
 		h.ci = e.Conns(h.ci[:0])
 		for _, c := range h.ci {
-			if lim := uint64(max(h.cfg.RecvWindow, h.cfg.MaxMessage)); c.RecvBuffers > lim {
-				h.fail("window", "%s's conn %x (peer %v) holds %d bytes of receive buffers, more than max(RecvWindow, MaxMessage) = %d",
+			if lim := uint64(h.cfg.RecvWindow+h.cfg.MaxMessage) * (RecvChunk + chunkSlotBytes) / RecvChunk; c.RecvBuffers > lim {
+				h.fail("window", "%s's conn %x (peer %v) holds %d bytes of receive buffers, more than RecvWindow + MaxMessage = %d",
 					epName[i], uint64(c.ID), c.Peer, c.RecvBuffers, lim)
 			}
 		}
-		if st.RecvBuffered != held {
+		// Whole buffers come from Config.Buffers, chunks of larger messages from the
+		// engine's own free list: the gauge counts both (and the chunk tables).
+		if held > st.RecvBuffered {
 			h.fail("gauge", "%s: Stats().RecvBuffered = %d but %d bytes are held from Config.Buffers", epName[i], st.RecvBuffered, held)
 		}
 		if len(h.pool[i].errs) > 0 {
