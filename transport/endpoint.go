@@ -159,6 +159,7 @@ func (e *Endpoint) Dial(now int64, peer netip.AddrPort) (ConnID, error) {
 	}
 	c := e.newConn(now, peer, 0)
 	e.stats.ConnsOpened++
+	e.touch(c, now) // arm its idle deadline: a dial that never sends is forgotten too
 	return ConnID(c.id), nil
 }
 
@@ -520,8 +521,12 @@ func (e *Endpoint) abort(now int64, c *conn, err error) {
 	for c.msgs.len() > 0 {
 		m := c.msgs.pop()
 		if !m.done {
+			merr := err
+			if err == ErrPeerReset && m.sent == 0 {
+				merr = ErrResetUnsent
+			}
 			e.stats.MsgsFailed++
-			e.emit(Event{Kind: MessageFailed, Conn: ConnID(c.id), Peer: c.peer, MsgID: m.id, Err: err})
+			e.emit(Event{Kind: MessageFailed, Conn: ConnID(c.id), Peer: c.peer, MsgID: m.id, Err: merr})
 		}
 		e.freeMsg(m)
 	}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 	"net/netip"
 
@@ -90,6 +91,10 @@ var (
 	ErrRetransmits = errors.New("transport: packet retransmitted max_retransmits times without acknowledgement")
 	ErrIdle        = errors.New("transport: peer silent for idle_timeout with data outstanding or a message partly received")
 	ErrPeerReset   = errors.New("transport: peer reset the connection (it holds no state for it)")
+	// ErrResetUnsent is ErrPeerReset for a message of which no byte was ever sent: the
+	// peer cannot have delivered any of it, so resending it on a new connection is safe.
+	// errors.Is(err, ErrPeerReset) holds for it too.
+	ErrResetUnsent = fmt.Errorf("%w before any byte of the message was sent (safe to resend)", ErrPeerReset)
 	ErrAborted     = errors.New("transport: connection aborted")
 	ErrEvicted     = errors.New("transport: unproven connection evicted to admit another (max_conns reached)")
 )

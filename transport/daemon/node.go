@@ -94,6 +94,9 @@ type pending struct {
 	retx    uint64
 	conn    transport.ConnID
 	msgSize int
+	peer    netip.AddrPort
+	msg     []byte
+	resent  bool // already moved once to a new connection after ErrResetUnsent
 }
 
 type msgKey struct {
@@ -323,6 +326,16 @@ func (n *Node) dispatchLocked(now int64, ev transport.Event) {
 			return
 		}
 		delete(n.pending, k)
+		if ev.Kind == transport.MessageFailed && errors.Is(ev.Err, transport.ErrResetUnsent) && !p.resent && !n.closing {
+			// The peer restarted and none of the message left: send it again on a new
+			// connection instead of failing it (once, so a peer that keeps resetting
+			// cannot keep it forever).
+			if id, mid, err := n.sendLocked(now, p.peer, p.msg); err == nil {
+				p.conn, p.resent = id, true
+				n.pending[msgKey{id, mid}] = p
+				return
+			}
+		}
 		st := n.ep.Stats()
 		res := SendResult{Err: ev.Err, Elapsed: now - p.start,
 			Retransmit: st.RetxSack + st.RetxNack + st.RetxTimeout - p.retx}
@@ -363,32 +376,39 @@ func (n *Node) Send(peer netip.AddrPort, msg []byte, done func(SendResult)) erro
 		return ErrShuttingDown
 	}
 	now := Now()
-	id, ok := n.dialed[peer]
-	if !ok {
-		var err error
-		if id, err = n.ep.Dial(now, peer); err != nil {
-			return err
-		}
-		n.dialed[peer] = id
-	}
-	mid, err := n.ep.Send(now, id, msg)
-	if errors.Is(err, transport.ErrClosed) || errors.Is(err, transport.ErrUnknownConn) {
-		// The old connection is closing: open a new one.
-		delete(n.dialed, peer)
-		if id, err = n.ep.Dial(now, peer); err != nil {
-			return err
-		}
-		n.dialed[peer] = id
-		mid, err = n.ep.Send(now, id, msg)
-	}
+	id, mid, err := n.sendLocked(now, peer, msg)
 	if err != nil {
 		return err
 	}
 	st := n.ep.Stats()
 	n.pending[msgKey{id, mid}] = &pending{done: done, start: now, conn: id, msgSize: len(msg),
-		retx: st.RetxSack + st.RetxNack + st.RetxTimeout}
+		retx: st.RetxSack + st.RetxNack + st.RetxTimeout, peer: peer, msg: msg}
 	n.flushLocked(now)
 	return nil
+}
+
+// sendLocked queues msg on the connection to peer, dialling one if there is none or the
+// one there is closing or gone.
+func (n *Node) sendLocked(now int64, peer netip.AddrPort, msg []byte) (transport.ConnID, uint32, error) {
+	id, ok := n.dialed[peer]
+	if !ok {
+		var err error
+		if id, err = n.ep.Dial(now, peer); err != nil {
+			return 0, 0, err
+		}
+		n.dialed[peer] = id
+	}
+	mid, err := n.ep.Send(now, id, msg)
+	if errors.Is(err, transport.ErrClosed) || errors.Is(err, transport.ErrUnknownConn) {
+		// The old connection is closing or gone: open a new one.
+		delete(n.dialed, peer)
+		if id, err = n.ep.Dial(now, peer); err != nil {
+			return 0, 0, err
+		}
+		n.dialed[peer] = id
+		mid, err = n.ep.Send(now, id, msg)
+	}
+	return id, mid, err
 }
 
 // Stats returns the engine's counters.

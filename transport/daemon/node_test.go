@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,5 +138,70 @@ func TestDecisionTiming(t *testing.T) {
 	feedback := st.AcksRecv + st.NacksRecv + st.LostSack + st.Timeouts
 	if d.Hist.Count == 0 || d.Hist.Count > feedback || d.Overruns != d.Hist.Count || d.Budget != 1 {
 		t.Fatalf("decisions %+v after %d ACKs and losses (budget 1 ns: every decision overruns)", d, feedback)
+	}
+}
+
+// TestPeerRestartResendsUnsentMessages: after the peer restarts, the message whose bytes
+// reached the old instance fails (it may have been delivered), but the messages queued
+// behind it, of which no byte was sent, go to the new instance on a new connection.
+func TestPeerRestartResendsUnsentMessages(t *testing.T) {
+	mn := NewMemNet()
+	var crashing atomic.Bool // B's last words (its shutdown's CLOSE/RESET) are lost: a crash
+	aAddr := netip.MustParseAddrPort("10.0.0.1:4791")
+	mn.Mark = func(p *Packet) bool { return !crashing.Load() || p.Addr != aAddr }
+	got := make(chan []byte, 100)
+	onRecv := func(r Received) { got <- r.Data }
+	a := startNode(t, mn, aAddr.String(), nil)
+	bAddr := netip.MustParseAddrPort("10.0.0.2:4791")
+	b := startNode(t, mn, bAddr.String(), onRecv)
+	res := make(chan SendResult, 10)
+	if err := a.Send(bAddr, []byte("before"), func(r SendResult) { res <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	<-got
+	// B restarts: the new instance holds no state for A's connection.
+	crashing.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	b.Shutdown(ctx)
+	cancel()
+	crashing.Store(false)
+	startNode(t, mn, bAddr.String(), onRecv)
+	msgs := make([][]byte, 4)
+	for i := range msgs {
+		msgs[i] = bytes.Repeat([]byte{byte(i + 1)}, 1<<20) // more than one window: 2..4 wait
+		if err := a.Send(bAddr, msgs[i], func(r SendResult) { res <- r }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed, ok := 0, 0
+	for range msgs {
+		select {
+		case r := <-res:
+			switch {
+			case r.Err == nil:
+				ok++
+			case errors.Is(r.Err, transport.ErrResetUnsent):
+				t.Fatalf("an unsent message failed instead of being resent: %v", r.Err)
+			case errors.Is(r.Err, transport.ErrPeerReset):
+				failed++
+			default:
+				t.Fatalf("unexpected outcome %v", r.Err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no completion")
+		}
+	}
+	if failed != 1 || ok != 3 {
+		t.Fatalf("%d failed, %d sent; want 1 failed (its bytes reached the old instance), 3 resent and sent", failed, ok)
+	}
+	for range ok {
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a message reported sent was not delivered")
+		}
 	}
 }
