@@ -470,8 +470,17 @@ func (e *Endpoint) evictUnproven(now int64) bool {
 // least as long as a peer that never learnt our ID may still resend its first-contact DATA
 // (it gives up IdleTimeout after its last progress, plus one RTO in flight), or a message
 // we delivered and whose ACK was lost would be delivered again on a new connection.
+//
+// With authentication on, a held sealed packet stays acceptable for its session's MaxAge
+// (an on-path attacker is not bound by the network's packet lifetime), so the identity is
+// remembered that long: a late first-contact DATA must not open a new connection and
+// deliver its message again (a FuzzEngine find).
 func (e *Endpoint) timeWait() int64 {
-	return max(int64(e.cfg.TimeWait), int64(e.cfg.IdleTimeout)+int64(e.cfg.MaxRTO))
+	tw := max(int64(e.cfg.TimeWait), int64(e.cfg.IdleTimeout)+int64(e.cfg.MaxRTO))
+	if e.auth != nil {
+		tw = max(tw, int64(e.cfg.Auth.MaxAge()))
+	}
+	return tw
 }
 
 // remove releases c and remembers its identity for TimeWait.
