@@ -2,6 +2,7 @@
 // address and serves applications through a Unix-socket API (docs/api.md).
 //
 //	smarttd -config /etc/smartt/smarttd.yaml [-listen ADDR:PORT] [-socket PATH] [-metrics HOST:PORT]
+//	smarttd -version
 //
 // SIGTERM or SIGINT shuts it down gracefully: no new clients or messages, outstanding
 // messages get shutdown_timeout to finish, the rest fail with a notification to their clients.
@@ -19,6 +20,7 @@ import (
 	"syscall"
 
 	"smartt/transport/smarttd"
+	"smartt/version"
 )
 
 func main() {
@@ -39,11 +41,16 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	metrics := fs.String("metrics", "", "HOST:PORT of /metrics (overrides metrics:)")
 	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level:)")
 	printCfg := fs.Bool("print-config", false, "print the default config (commented YAML) and exit")
+	showVersion := fs.Bool("version", false, "print the version, VCS revision and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(out, version.Long("smarttd"))
+		return err
 	}
 	if *printCfg {
 		_, err := out.Write(smarttd.DefaultYAML)

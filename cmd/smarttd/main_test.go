@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"smartt/transport/client"
+	"smartt/version"
 )
 
 func TestRunRejectsBadConfig(t *testing.T) {
@@ -30,6 +31,10 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	err = run([]string{"-listen", "nope"}, &out, nil)
 	if err == nil || !strings.Contains(err.Error(), "-listen") {
 		t.Fatalf("err = %v", err)
+	}
+	out.Reset()
+	if err := run([]string{"-version"}, &out, nil); err != nil || out.String() != version.Long("smarttd")+"\n" {
+		t.Fatalf("-version: %v, %q", err, out.String())
 	}
 	out.Reset()
 	if err := run([]string{"-print-config"}, &out, nil); err != nil || !strings.Contains(out.String(), "transport:") {
