@@ -42,8 +42,8 @@ func benchThroughput(b *testing.B, msgSize int) {
 	cfg.Buffers = pool
 	snd, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
 	rcv, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
-	sAddr := netip.MustParseAddrPort("10.0.0.1:4791")
-	rAddr := netip.MustParseAddrPort("10.0.0.2:4791")
+	sAddr := netip.MustParseAddrPort("10.0.0.1:23600")
+	rAddr := netip.MustParseAddrPort("10.0.0.2:23600")
 	id, _ := snd.Dial(0, rAddr)
 	msg := make([]byte, msgSize)
 	pkt := make([]byte, cfg.MTU+128)
@@ -119,7 +119,7 @@ func BenchmarkFirstContactFlood(b *testing.B) {
 		b.Fatal(err)
 	}
 	pkt := firstContact(b, 1, 0, 1<<30, 0)
-	from := netip.MustParseAddrPort("10.66.0.1:4791")
+	from := netip.MustParseAddrPort("10.66.0.1:23600")
 	out := make([]byte, 2048)
 	b.ReportAllocs()
 	b.ResetTimer()

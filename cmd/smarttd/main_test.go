@@ -49,7 +49,7 @@ var loopback = fmt.Sprintf("127.%d.%d.1", os.Getpid()>>8&255, os.Getpid()&255)
 func TestRunServesAndStops(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "d.yaml")
-	os.WriteFile(cfgFile, []byte("listen: "+loopback+":34791\nmetrics: 127.0.0.1:0\nlog_level: warn\nshutdown_timeout: 1s\n"), 0o644)
+	os.WriteFile(cfgFile, []byte("listen: "+loopback+":23600\nmetrics: 127.0.0.1:0\nlog_level: warn\nshutdown_timeout: 1s\n"), 0o644)
 	sock := filepath.Join(dir, "d.sock")
 	stop := make(chan struct{})
 	done := make(chan error, 1)
@@ -62,7 +62,7 @@ func TestRunServesAndStops(t *testing.T) {
 	for {
 		st, err := c.Status(ctx)
 		if err == nil {
-			if st.Listen != loopback+":34791" {
+			if st.Listen != loopback+":23600" {
 				t.Fatalf("status %+v", st)
 			}
 			break
@@ -113,7 +113,7 @@ func TestSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "d.sock")
 	cfgFile := filepath.Join(dir, "d.yaml")
-	os.WriteFile(cfgFile, []byte("listen: "+loopback+":34792\nlog_level: warn\nshutdown_timeout: 300ms\n"), 0o644)
+	os.WriteFile(cfgFile, []byte("listen: "+loopback+":23601\nlog_level: warn\nshutdown_timeout: 300ms\n"), 0o644)
 	cmd := exec.Command(os.Args[0], "-config", cfgFile, "-socket", sock)
 	cmd.Env = append(os.Environ(), "SMARTTD_TEST_MAIN=1")
 	cmd.Stderr = os.Stderr

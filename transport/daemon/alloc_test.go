@@ -62,9 +62,9 @@ func (r *ringSocket) Close() error { return nil }
 // Steady state allocates nothing per packet (the engine's receive buffers come from the
 // heap per message: 1 MiB messages here, so per-message allocations amortise).
 func BenchmarkNodePath(b *testing.B) {
-	ap, bp := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
+	ap, bp := netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")
 	sa, sb := newRingPair(ap, bp, 4096+128, 8192)
-	cfg := testConfig(4791)
+	cfg := testConfig(23600)
 	a, err := New(cfg, sa, Options{Seed: 1})
 	if err != nil {
 		b.Fatal(err)

@@ -13,8 +13,8 @@ import (
 func TestSeriesFollowConnectionsAndCounters(t *testing.T) {
 	var st transport.Stats
 	conns := []transport.ConnInfo{
-		{ID: 0xab, Peer: netip.MustParseAddrPort("10.0.0.2:4791"), Window: 262144, SRTT: 50_000},
-		{ID: 0xcd, Peer: netip.MustParseAddrPort("10.0.0.3:4791"), Window: 131072},
+		{ID: 0xab, Peer: netip.MustParseAddrPort("10.0.0.2:23600"), Window: 262144, SRTT: 50_000},
+		{ID: 0xcd, Peer: netip.MustParseAddrPort("10.0.0.3:23600"), Window: 131072},
 	}
 	m := New(Sources{Engine: func() transport.Stats { return st }, Conns: func() []transport.ConnInfo { return conns },
 		API: func() api.Stats { return api.Stats{MsgsAccepted: 7} }, CC: "fixed", LB: "ecmp"})
@@ -32,8 +32,8 @@ func TestSeriesFollowConnectionsAndCounters(t *testing.T) {
 	for _, want := range []string{
 		`smartt_retransmissions_total{cause="nack"} 3`,
 		`smartt_ce_marks_total{kind="received"} 5`,
-		`smartt_conn_window_bytes{cc="fixed",conn="ab",lb="ecmp",peer="10.0.0.2:4791"} 262144`,
-		`smartt_conn_window_bytes{cc="fixed",conn="cd",lb="ecmp",peer="10.0.0.3:4791"} 131072`,
+		`smartt_conn_window_bytes{cc="fixed",conn="ab",lb="ecmp",peer="10.0.0.2:23600"} 262144`,
+		`smartt_conn_window_bytes{cc="fixed",conn="cd",lb="ecmp",peer="10.0.0.3:23600"} 131072`,
 		`smartt_rtt_seconds_bucket{le="2.048e-06"} 2`,
 		`smartt_rtt_seconds_bucket{le="3.2768e-05"} 3`,
 		`smartt_rtt_seconds_count 3`,

@@ -25,6 +25,13 @@ import (
 //go:embed default.yaml
 var DefaultYAML []byte
 
+// DefaultPort is the default UDP listen port. 23600 and the default EV source ports after
+// it (23601..23856) lie in the IANA registry's unassigned block 23547-23999 of the
+// registered range, below Linux's ephemeral ports (32768-60999) and Kubernetes NodePorts
+// (30000-32767), and clear of RoCEv2 (4791), UET (4793), VXLAN (4789) and Geneve (6081),
+// which a datacenter host may well run. docs/deploy.md lists what to open in firewalls.
+const DefaultPort = 23600
+
 // UDPConfig configures the socket layer (transport/udp).
 type UDPConfig struct {
 	// EVPortBase is the first UDP source port of the EV pool (0: listen port + 1).

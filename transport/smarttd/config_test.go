@@ -10,7 +10,7 @@ func TestDefaultYAMLIsValidAndComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.API.Socket != "/run/smartt/smarttd.sock" || c.Listen.Port() != 4791 || c.UDP.BatchSize != 64 {
+	if c.API.Socket != "/run/smartt/smarttd.sock" || c.Listen.Port() != DefaultPort || c.UDP.BatchSize != 64 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if int64(c.Transport.MaxMessage) != c.API.MaxMessage+12 {
@@ -20,22 +20,22 @@ func TestDefaultYAMLIsValidAndComplete(t *testing.T) {
 
 func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 	for doc, want := range map[string]string{
-		"listen: 10.0.0.1:0\n":                   "listen",
-		"log_level: loud\n":                      "log_level",
-		"metrics: nocolon\n":                     "metrics",
-		"shutdown_timeout: 1h\n":                 "shutdown_timeout",
-		"udp:\n  carrier: pigeon\n":              "udp.carrier",
-		"udp:\n  data_dscp: 64\n":                "udp.data_dscp = 64: must be in 0..63",
-		"udp:\n  batch_size: 0\n":                "udp.batch_size = 0: must be in 1..1024",
-		"udp:\n  ev_port_base: 65500\n":          "udp.ev_port_base",
-		"udp:\n  ev_port_base: 4700\n":           "must not contain the listen port",
-		"api:\n  max_clients: 0\n":               "api.max_clients = 0: must be in 1..65536",
-		"api:\n  max_message: 0\n":               "api.max_message = 0: must be in 1..",
-		"api:\n  max_outstanding: 5\n":           "api.max_outstanding = 5",
-		"transport:\n  mtu: 10\n":                "transport.mtu = 10: must be in 64..",
-		"transport:\n  cc: nope\n":               "transport.cc = \"nope\": must be one of",
-		"bogus: 1\n":                             "bogus",
-		"listen: 0.0.0.0:4791\nudp:\n  mtu: 1\n": "mtu",
+		"listen: 10.0.0.1:0\n":                    "listen",
+		"log_level: loud\n":                       "log_level",
+		"metrics: nocolon\n":                      "metrics",
+		"shutdown_timeout: 1h\n":                  "shutdown_timeout",
+		"udp:\n  carrier: pigeon\n":               "udp.carrier",
+		"udp:\n  data_dscp: 64\n":                 "udp.data_dscp = 64: must be in 0..63",
+		"udp:\n  batch_size: 0\n":                 "udp.batch_size = 0: must be in 1..1024",
+		"udp:\n  ev_port_base: 65500\n":           "udp.ev_port_base",
+		"udp:\n  ev_port_base: 23500\n":           "must not contain the listen port",
+		"api:\n  max_clients: 0\n":                "api.max_clients = 0: must be in 1..65536",
+		"api:\n  max_message: 0\n":                "api.max_message = 0: must be in 1..",
+		"api:\n  max_outstanding: 5\n":            "api.max_outstanding = 5",
+		"transport:\n  mtu: 10\n":                 "transport.mtu = 10: must be in 64..",
+		"transport:\n  cc: nope\n":                "transport.cc = \"nope\": must be one of",
+		"bogus: 1\n":                              "bogus",
+		"listen: 0.0.0.0:23600\nudp:\n  mtu: 1\n": "mtu",
 	} {
 		_, err := Load([]byte(doc))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -140,7 +140,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 	}
 	tp := nstest.Pair(t)
 	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(t, tp.A, la, dir, nil)
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
@@ -264,7 +264,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 func TestE2EIPv6(t *testing.T) {
 	tp := nstest.Pair(t)
 	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.Addr6A, 4791), netip.AddrPortFrom(tp.Addr6B, 4791)
+	la, lb := netip.AddrPortFrom(tp.Addr6A, 23600), netip.AddrPortFrom(tp.Addr6B, 23600)
 	a := startIn(t, tp.A, la, dir, nil)
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -296,7 +296,7 @@ func TestE2EOneGiBMessage(t *testing.T) {
 	}
 	tp := nstest.Pair(t)
 	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) { c.Transport.LB = "ecmp" })
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
