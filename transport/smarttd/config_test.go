@@ -34,6 +34,7 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		"api:\n  max_outstanding: 5\n":            "api.max_outstanding = 5",
 		"transport:\n  mtu: 10\n":                 "transport.mtu = 10: must be in 64..",
 		"transport:\n  cc: nope\n":                "transport.cc = \"nope\": must be one of",
+		"transport:\n  mtu: 65440\n":              "transport.mtu = 65440: with the 96-byte smartt header and authentication trailer a packet is 65536 bytes, over the 65507-byte UDP limit: must be at most 65411",
 		"bogus: 1\n":                              "bogus",
 		"listen: 0.0.0.0:23600\nudp:\n  mtu: 1\n": "mtu",
 	} {

@@ -67,7 +67,7 @@ func TestRawHeaderMatchesGopacket(t *testing.T) {
 		src, dst := netip.MustParseAddr(tc.src), netip.MustParseAddr(tc.dst)
 		c := &Conn{v6: src.Is6(), cfg: Config{EVPortBase: 30000, EVS: 100}, raw: true}
 		var err error
-		if c.rawT, err = rawTemplate(src, 30000); err != nil {
+		if c.rawT, err = rawTemplate(src, 30000, true); err != nil {
 			t.Fatal(err)
 		}
 		for _, size := range []int{0, 1, 7, 1200, 4097} {
