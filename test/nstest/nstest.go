@@ -77,8 +77,8 @@ func (ns *NS) remove(t testing.TB) {
 		ns.nl.Close()
 	}
 	ns.h.Close()
-	if err := netns.DeleteNamed(ns.Name); err != nil {
-		t.Errorf("nstest: delete namespace %s: %v", ns.Name, err)
+	if err := nsenter.Delete(ns.Name); err != nil {
+		t.Errorf("nstest: %v", err)
 	}
 }
 
