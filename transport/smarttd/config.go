@@ -83,6 +83,9 @@ type Config struct {
 	Listen netip.AddrPort `yaml:"listen" json:"listen"`
 	// Metrics is the host:port of the Prometheus /metrics endpoint ("" : off).
 	Metrics string `yaml:"metrics" json:"metrics"`
+	// MetricsPerConnection adds per-connection series (labels conn and peer) to /metrics.
+	// Off by default: their number grows with the number of peers.
+	MetricsPerConnection bool `yaml:"metrics_per_connection" json:"metrics_per_connection"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level" json:"log_level"`
 	// DecisionTiming measures every congestion-control decision's wall time (metric

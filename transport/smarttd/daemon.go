@@ -105,7 +105,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		Conns:  func() []transport.ConnInfo { return node.Conns(nil) },
 		API:    d.API.Stats,
 		Socket: sl.Metrics,
-		CC:     tcfg.CC, LB: tcfg.LB,
+		CC:     tcfg.CC, LB: tcfg.LB, PerConn: cfg.MetricsPerConnection,
 		Decisions: node.Decisions,
 	})
 	d.Metrics = m
@@ -117,6 +117,18 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	if cfg.Metrics != "" {
 		ctx, cancel := context.WithCancel(context.Background())
 		d.stopMetrics = cancel
+		go func() { // connection counters summed over closed connections (metrics.Refresh)
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					m.Refresh()
+				}
+			}
+		}()
 		if d.MetricsAddr, err = m.Serve(ctx, cfg.Metrics); err != nil {
 			d.Shutdown(context.Background())
 			return nil, fmt.Errorf("metrics = %q: %w", cfg.Metrics, err)

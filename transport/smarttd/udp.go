@@ -117,7 +117,6 @@ func (s *udpSocket) Close() error {
 var (
 	dCap      = prometheus.NewDesc("smartt_socket_capability", "Socket capabilities granted by the kernel (1) or not (0).", []string{"cap"}, nil)
 	dTSSource = prometheus.NewDesc("smartt_timestamp_source", "Receive timestamp source in use (1).", []string{"source"}, nil)
-	dSockPkts = prometheus.NewDesc("smartt_socket_packets_total", "Datagrams through the sockets.", []string{"dir"}, nil)
 	dSockB    = prometheus.NewDesc("smartt_socket_bytes_total", "UDP payload bytes through the sockets.", []string{"dir"}, nil)
 	dSockErr  = prometheus.NewDesc("smartt_socket_errors_total", "Socket errors.", []string{"dir"}, nil)
 	dSockECN  = prometheus.NewDesc("smartt_socket_rx_ecn_total", "Datagrams received ECN-capable (ect) and CE-marked (ce).", []string{"codepoint"}, nil)
@@ -156,8 +155,6 @@ func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
 	g(dTSSource, 1, caps.TimestampSource)
 	g(dSockBuf, float64(caps.RecvBuffer), "rx")
 	g(dSockBuf, float64(caps.SendBuffer), "tx")
-	c(dSockPkts, st.RxPackets, "rx")
-	c(dSockPkts, st.TxPackets, "tx")
 	c(dSockB, st.RxBytes, "rx")
 	c(dSockB, st.TxBytes, "tx")
 	c(dSockErr, st.RxErrors, "rx")
