@@ -6,6 +6,11 @@
 //
 // SIGTERM or SIGINT shuts it down gracefully: no new clients or messages, outstanding
 // messages get shutdown_timeout to finish, the rest fail with a notification to their clients.
+//
+// Under systemd (Type=notify, deploy/systemd/smarttd.service) it reports READY=1 once the
+// sockets, the API and the metrics endpoint are up, STOPPING=1 when it begins to shut down,
+// and, with WatchdogSec=, WATCHDOG=1 at half the interval for as long as the engine's lock
+// can be taken (a wedged datapath stops the pings and systemd restarts it).
 package main
 
 import (
@@ -18,6 +23,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/daemon"
 
 	"smartt/transport/smarttd"
 	"smartt/version"
@@ -91,9 +99,33 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
+	// Without NOTIFY_SOCKET (not under systemd) these do nothing.
+	sd.SdNotify(false, fmt.Sprintf("%s\nSTATUS=listening on %v, API %s", sd.SdNotifyReady, cfg.Listen, cfg.API.Socket))
+	done := make(chan struct{})
+	defer close(done)
+	if wd, err := sd.SdWatchdogEnabled(false); err == nil && wd > 0 {
+		go watchdog(d, wd/2, done)
+	}
 	select {
 	case <-sig:
 	case <-stop:
 	}
+	sd.SdNotify(false, sd.SdNotifyStopping+"\nSTATUS=shutting down")
 	return d.Shutdown(context.Background())
+}
+
+// watchdog tells systemd every interval that the daemon is alive: that the engine's lock
+// can be taken (Stats takes it), so a wedged datapath stops the pings.
+func watchdog(d *smarttd.Daemon, interval time.Duration, done <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			d.Node.Stats()
+			sd.SdNotify(false, sd.SdNotifyWatchdog)
+		}
+	}
 }
