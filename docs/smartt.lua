@@ -5,8 +5,8 @@
 --   wireshark -X lua_script:docs/smartt.lua leaf0-spine1.pcap
 --   (or copy it to ~/.local/lib/wireshark/plugins/)
 --
--- It takes UDP port 4791 (the daemon's default listen port; RoCEv2's too, so it replaces
--- that dissector there; the port is a preference) and, by heuristic, any UDP datagram that
+-- It takes UDP port 23600 (the daemon's default listen port; a preference) and, by
+-- heuristic, any UDP datagram that
 -- starts like a version-1 packet. Captures with a small snap length (the testbed's pcaps
 -- keep 128 bytes of each frame) still hold every header; the length rules below use the
 -- datagram's length, not what was captured.
@@ -87,7 +87,7 @@ local e_trim    = ProtoExpert.new("smartt.trimmed_note", "Trimmed by a switch", 
 p.experts = { e_version, e_type, e_flags, e_conn, e_short, e_length, e_sackw, e_clean, e_trim }
 
 local prefs = p.prefs
-prefs.port = Pref.uint("UDP port", 4791, "UDP port of smartt daemons")
+prefs.port = Pref.uint("UDP port", 23600, "UDP port of smartt daemons")
 
 -- bitset lists the set bits of one SACK word (8 bytes, big-endian; bit i is bit i%8 of
 -- the word's byte 7-i/8) as PSNs base+i, ranges collapsed.

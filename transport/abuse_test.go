@@ -150,7 +150,7 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := netip.MustParseAddrPort("10.9.9.9:4791")
+	from := netip.MustParseAddrPort("10.9.9.9:23600")
 	buf := make([]byte, 200)
 	for k := 0; k < 100; k++ {
 		p := wire.Packet{Header: wire.Header{Type: wire.TypeData, SrcConn: uint64(k + 1)}}

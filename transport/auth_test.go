@@ -293,7 +293,7 @@ func (h *authHarness) forgeries(id uint32) []forgery {
 	}
 	evil := evilBytes(4096)
 	hdr := func(typ wire.Type, dst, src uint64) wire.Header {
-		return wire.Header{Type: typ, DstConn: dst, SrcConn: src, ReplyPort: 4791}
+		return wire.Header{Type: typ, DstConn: dst, SrcConn: src, ReplyPort: 23600}
 	}
 	d := data.Data
 	var forged []forgery
@@ -375,7 +375,7 @@ func (h *authHarness) attack(id uint32) (injected, replays int) {
 	}
 	// Replays of every captured packet: from its real source (the counter was seen) and
 	// from another address.
-	evilAddr := netip.MustParseAddrPort("10.6.6.6:4791")
+	evilAddr := netip.MustParseAddrPort("10.6.6.6:23600")
 	for i, c := range h.caps {
 		if h.inFlight(c.data) {
 			continue // not arrived yet: it would be the first copy, not a replay
@@ -534,7 +534,7 @@ func TestAuthTrimmedHint(t *testing.T) {
 	}{
 		{"a PSN already received", func(q *wire.Packet) { q.Data.PSN = cum - 1 }, p.aAddr},
 		{"a PSN beyond the window", func(q *wire.Packet) { q.Data.PSN = cum + 1<<20 }, p.aAddr},
-		{"another source address", func(q *wire.Packet) { q.Data.PSN = cum + 11 }, netip.MustParseAddrPort("10.6.6.6:4791")},
+		{"another source address", func(q *wire.Packet) { q.Data.PSN = cum + 11 }, netip.MustParseAddrPort("10.6.6.6:23600")},
 		{"a wrong peer ID", func(q *wire.Packet) { q.Data.PSN = cum + 11; q.SrcConn++ }, p.aAddr},
 		{"an unknown connection", func(q *wire.Packet) { q.Data.PSN = cum + 11; q.DstConn++ }, p.aAddr},
 		{"first contact", func(q *wire.Packet) { q.Data.PSN = cum + 11; q.DstConn = 0; q.SrcConn = 0x5eed }, p.aAddr},

@@ -99,7 +99,7 @@ func newThroughputRig(tb testing.TB, msgSize int, cfg Config) *throughputRig {
 	}
 	rcv, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
 	r := &throughputRig{tb: tb, snd: snd, rcv: rcv, pool: pool,
-		sAddr: netip.MustParseAddrPort("10.0.0.1:4791"), rAddr: netip.MustParseAddrPort("10.0.0.2:4791"),
+		sAddr: netip.MustParseAddrPort("10.0.0.1:23600"), rAddr: netip.MustParseAddrPort("10.0.0.2:23600"),
 		msg: make([]byte, msgSize), pkt: make([]byte, cfg.MTU+128), ack: make([]byte, 512),
 		maxQueued: max(4, 4<<20/msgSize)}
 	r.id, err = snd.Dial(0, r.rAddr)
@@ -179,7 +179,7 @@ func BenchmarkFirstContactFlood(b *testing.B) {
 		b.Fatal(err)
 	}
 	pkt := firstContact(b, 1, 0, 1<<30, 0)
-	from := netip.MustParseAddrPort("10.66.0.1:4791")
+	from := netip.MustParseAddrPort("10.66.0.1:23600")
 	out := make([]byte, 2048)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -118,7 +118,7 @@ const (
 
 	fuzzMaxConns   = 8
 	fuzzTrimDSCP   = 10
-	fuzzListenPort = 4791
+	fuzzListenPort = 23600
 	fuzzEVPortBase = 40000 // honest data leaves from fuzzEVPortBase + EV
 )
 
@@ -477,7 +477,7 @@ func newFzHarness(data []byte, tracing bool) *fzHarness {
 	rest := data[min(len(data), 3):]
 	h := &fzHarness{
 		mode: parseFuzzMode(mb), skip: fuzzSkips(), r: fuzzReader{b: rest}, tracing: tracing,
-		addr:   [2]netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")},
+		addr:   [2]netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")},
 		honest: map[fzEP]*fzConn{}, peerOf: map[fzEP]fzEP{}, msgs: map[fzKey]*fzMsg{},
 		bySender: map[fzEP][]*fzMsg{}, pending: map[fzEP][]fzPending{}, nextExp: map[fzEP]uint32{},
 		honestIDs: map[uint64]bool{}, buf: make([]byte, 70000), phase: "operations",
@@ -1231,12 +1231,12 @@ func (h *fzHarness) blindFlood() {
 		p := wire.Packet{Header: wire.Header{Type: wire.TypeData, EV: uint16(i), SrcConn: h.blindID(src + uint64(i)*0x9E3779B97F4A7C15)}}
 		p.Data = wire.Data{PSN: floor, AckFloor: floor, MsgID: msg, MsgLen: msgLen, PayloadLen: 1, StreamStart: stream, TxTime: h.now}
 		p.Payload = []byte{byte(i)}
-		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 67, byte(ip), byte(i)}), 4791)
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 67, byte(ip), byte(i)}), 23600)
 		if one {
 			p.SrcConn = h.blindID(src)
 			p.Data.PSN += uint32(i)
 			p.Data.MsgID += uint32(i)
-			from = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 67, byte(ip), 0}), 4791)
+			from = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 67, byte(ip), 0}), 23600)
 		}
 		h.inject("", to, from, &p, 0, meta>>1)
 	}
@@ -1941,7 +1941,7 @@ func fuzzEngineSeeds() [][]byte {
 	s = newFzSeed(blind).dial(A, 0).send(A, 0, 1, 2000).run(3)
 	s.op(opGarbage, b8(B, 5, 0x11, 0x02, 0, 0, 0)).op(opGarbage, b8(A, 30), make([]byte, 30))
 	for typ := range byte(7) {
-		s.op(opBlindPacket, b8(byte(typ&1), typ), b16(uint16(typ)), b16(80), b16(4791), b8(typ), b64(uint64(typ)*77+1), b64(0x99),
+		s.op(opBlindPacket, b8(byte(typ&1), typ), b16(uint16(typ)), b16(80), b16(23600), b8(typ), b64(uint64(typ)*77+1), b64(0x99),
 			// enough field bytes for any type
 			fzRaw32(5), fzRaw32(6), fzRaw32(7), fzRaw32(100), fzRaw32(0), b16(50), b8(0), fzRaw64(0), fzDelta(0), b8(0x85, 1),
 			make([]byte, 24))

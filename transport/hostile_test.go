@@ -48,7 +48,7 @@ func TestHugeClaimsHoldOnlyWhatArrived(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		from := netip.MustParseAddrPort("10.6.6.6:4791")
+		from := netip.MustParseAddrPort("10.6.6.6:23600")
 		before := liveHeap()
 		for k := range 64 {
 			src, id := uint64(7), uint32(k)
@@ -85,7 +85,7 @@ func TestOverlappingClaimsBoundedByWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := netip.MustParseAddrPort("10.6.6.6:4791")
+	from := netip.MustParseAddrPort("10.6.6.6:23600")
 	const msgLen = 100 << 10 // fits the window on its own
 	for k := range 200 {
 		// Message 0 is the head; all others claim the stream right after it, overlapping.
@@ -187,7 +187,7 @@ func TestRecvBudgetRefusesUnacknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := netip.MustParseAddrPort("10.6.6.6:4791")
+	from := netip.MustParseAddrPort("10.6.6.6:23600")
 	// Connection 1 opens a 1 MiB message: its first chunk is charged; it is the oldest.
 	e.HandlePacket(1, firstContact(t, 1, 0, 1<<20, 0), RxMeta{From: from})
 	// Connections 2..8 open messages of a whole budget's worth each.

@@ -21,7 +21,7 @@ func twoHosts(t testing.TB, n *testnet.Network, cfg transport.Config, seed uint6
 		if err != nil {
 			t.Fatal(err)
 		}
-		ad[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 4791)
+		ad[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 23600)
 		n.Attach(ad[i], ep[i], testnet.HostConfig{})
 	}
 	return ep, ad

@@ -38,7 +38,7 @@ func newPair(t testing.TB, cfg Config, delay int64) *pair {
 		t.Fatal(err)
 	}
 	return &pair{a: a, b: b,
-		aAddr: netip.MustParseAddrPort("10.0.0.1:4791"), bAddr: netip.MustParseAddrPort("10.0.0.2:4791"),
+		aAddr: netip.MustParseAddrPort("10.0.0.1:23600"), bAddr: netip.MustParseAddrPort("10.0.0.2:23600"),
 		delay: delay, buf: make([]byte, 70000)}
 }
 

@@ -110,7 +110,7 @@ func runPropertyWith(t *testing.T, seed uint64, loss float64, nMsgs int, unorder
 			t.Fatal(err)
 		}
 		r.ep[i] = ep
-		r.addr[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 4791)
+		r.addr[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 23600)
 		r.want[i] = map[uint32][32]byte{}
 		r.got[i] = map[uint32]bool{}
 		r.lastID[i] = -1

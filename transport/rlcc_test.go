@@ -96,7 +96,7 @@ func runIncast(t testing.TB, n int, warm, measure int64, wrap func(cc.Controller
 	if err != nil {
 		t.Fatal(err)
 	}
-	rAddr := netip.MustParseAddrPort("10.0.1.1:4791")
+	rAddr := netip.MustParseAddrPort("10.0.1.1:23600")
 	net.Attach(rAddr, rcv, testnet.HostConfig{NICRate: rate, Port: testnet.PortConfig{
 		Rate: rate, BufferBytes: 512 << 10, ControlBytes: 256 << 10, Trim: true}})
 	hosts := min(n, 8)
@@ -114,7 +114,7 @@ func runIncast(t testing.TB, n int, warm, measure int64, wrap func(cc.Controller
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(h + 1)}), 4791)
+		a := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(h + 1)}), 23600)
 		net.Attach(a, ep, testnet.HostConfig{NICRate: rate})
 		eps = append(eps, ep)
 		addrs = append(addrs, a)

@@ -58,7 +58,7 @@ func TestTimerHeapMatchesScan(t *testing.T) {
 		now += rng.Int64N(50_000)
 		switch r := rng.IntN(10); {
 		case r < 3 || len(ids) == 0:
-			peer := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(step >> 8), byte(step)}), 4791)
+			peer := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(step >> 8), byte(step)}), 23600)
 			id, err := e.Dial(now, peer)
 			if err != nil {
 				t.Fatal(err)

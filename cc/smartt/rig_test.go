@@ -152,7 +152,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	r.params = p
-	r.rxAddr = netip.MustParseAddrPort("10.0.0.100:4791")
+	r.rxAddr = netip.MustParseAddrPort("10.0.0.100:23600")
 	r.rx, err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(o.seed, 1000)))
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 4791)
+		addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 23600)
 		r.net.Attach(addr, ep, testnet.HostConfig{NICRate: linkRate, Port: ackPort})
 		id, err := ep.Dial(0, r.rxAddr)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"smartt/transport/api"
 	"smartt/transport/client"
 	"smartt/transport/smarttd"
+	"smartt/version"
 )
 
 func TestDaemonDemoMovesEverything(t *testing.T) {
@@ -118,6 +119,12 @@ func TestCLIAgainstDaemons(t *testing.T) {
 		t.Fatalf("conns: %v\n%s", err, out.String())
 	}
 	out.Reset()
+	if err := runVersion([]string{"-socket", sockA}, &out); err != nil ||
+		!strings.Contains(out.String(), "smartt "+version.String()+" (revision ") ||
+		!strings.Contains(out.String(), "smarttd "+version.String()+" (") || !strings.Contains(out.String(), "wire v1") {
+		t.Fatalf("version: %v\n%s", err, out.String())
+	}
+	out.Reset()
 	if err := runBench([]string{"-socket", sockA, "-to", peer, "-sizes", "64,64K", "-lat-iters", "20", "-bw-bytes", "4M", "-max-time", "1s"}, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -144,4 +151,19 @@ func waitBound(t *testing.T, sock string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("receiver never bound")
+}
+
+func TestVersionWithoutDaemon(t *testing.T) {
+	var out bytes.Buffer
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	if err := runVersion([]string{"-socket", sock}, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := version.Long("smartt") + "\nsmarttd: no daemon answered on " + sock + "\n"
+	if out.String() != want {
+		t.Fatalf("got %q, want %q", out.String(), want)
+	}
+	if err := runVersion([]string{"stray"}, &out); err == nil {
+		t.Fatal("stray argument accepted")
+	}
 }

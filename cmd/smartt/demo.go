@@ -107,8 +107,8 @@ func runDemo(args []string, out io.Writer) error {
 	// SMaRTT derives its constants from the path: tell it the demo network's.
 	cfg.LinkRate, cfg.BaseRTT, cfg.Trimming = config.Rate(rate), config.Duration(baseRTT), o.trim
 	cfg.SMaRTT.LearnBaseRTT = true
-	addrA := netip.MustParseAddrPort("10.0.0.1:4791")
-	addrB := netip.MustParseAddrPort("10.0.0.2:4791")
+	addrA := netip.MustParseAddrPort("10.0.0.1:23600")
+	addrB := netip.MustParseAddrPort("10.0.0.2:23600")
 	a, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(o.seed, 1)))
 	if err != nil {
 		return err

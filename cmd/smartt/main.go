@@ -24,6 +24,7 @@ commands:
           every CC and LB against every hardware profile (state, ops, decision time)
   testbed build and drive a network-namespace testbed, as root (run "smartt testbed help")
   sim     run a fabric simulation: smartt sim run SCENARIO.yaml (see docs/sim.md)
+  version this tool's version, VCS revision and Go version (and the daemon's, if one answers)
 
 Run "smartt <command> -h" for a command's flags. Commands that talk to a daemon use
 -socket (default $SMARTT_SOCKET or /run/smartt/smarttd.sock).
@@ -55,6 +56,8 @@ func main() {
 		err = runTestbed(args, os.Stdout)
 	case "sim":
 		err = runSim(args, os.Stdout, os.Stderr)
+	case "version", "-version", "--version":
+		err = runVersion(args, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -152,5 +153,47 @@ output: {sample_interval: 1ms}
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() < 100 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestTestbedDownBesideIproute2: a testbed, then a namespace from `ip netns add`, then
+// `smartt testbed down` removes every namespace and file of the testbed and leaves the
+// other namespace alone, which `ip netns delete` then removes cleanly.
+func TestTestbedDownBesideIproute2(t *testing.T) {
+	name := testbedName(t, "i")
+	other := "smartt-iproute2-" + name // not one of the testbed's (smartt-NAME-*)
+	var out bytes.Buffer
+	if err := runTestbed([]string{"up", "-name", name, "-topo", "pair"}, &out); err != nil {
+		t.Fatalf("up: %v\n%s", err, out.String())
+	}
+	ctl := filepath.Join(netbed.StateDir, "testbed-"+name+".ctl") // as a crashed run leaves it
+	os.WriteFile(ctl, nil, 0o600)
+	if o, err := exec.Command("ip", "netns", "add", other).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, o)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "delete", other).Run() })
+	before, _ := netbed.Namespaces(name)
+	if len(before) != 2 {
+		t.Fatalf("namespaces of %s: %v, want 2", name, before)
+	}
+	out.Reset()
+	if err := runTestbed([]string{"down", "-name", name}, &out); err != nil {
+		t.Fatalf("down after ip netns add: %v\n%s", err, out.String())
+	}
+	if left, _ := netbed.Namespaces(name); len(left) != 0 {
+		t.Errorf("left after down: %v", left)
+	}
+	for _, n := range before {
+		if _, err := os.Lstat(filepath.Join(netbed.NsDir, n)); !os.IsNotExist(err) {
+			t.Errorf("%s still in %s", n, netbed.NsDir)
+		}
+	}
+	for _, f := range []string{ctl, filepath.Join(netbed.StateDir, "testbed-"+name+".yaml")} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s survived down (%v)", f, err)
+		}
+	}
+	if o, err := exec.Command("ip", "netns", "delete", other).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns delete %s after down: %v: %s", other, err, o)
 	}
 }

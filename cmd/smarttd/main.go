@@ -2,9 +2,15 @@
 // address and serves applications through a Unix-socket API (docs/api.md).
 //
 //	smarttd -config /etc/smartt/smarttd.yaml [-listen ADDR:PORT] [-socket PATH] [-metrics HOST:PORT]
+//	smarttd -version
 //
 // SIGTERM or SIGINT shuts it down gracefully: no new clients or messages, outstanding
 // messages get shutdown_timeout to finish, the rest fail with a notification to their clients.
+//
+// Under systemd (Type=notify, deploy/systemd/smarttd.service) it reports READY=1 once the
+// sockets, the API and the metrics endpoint are up, STOPPING=1 when it begins to shut down,
+// and, with WatchdogSec=, WATCHDOG=1 at half the interval for as long as the engine's lock
+// can be taken (a wedged datapath stops the pings and systemd restarts it).
 package main
 
 import (
@@ -17,8 +23,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/daemon"
 
 	"smartt/transport/smarttd"
+	"smartt/version"
 )
 
 func main() {
@@ -39,11 +49,16 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	metrics := fs.String("metrics", "", "HOST:PORT of /metrics (overrides metrics:)")
 	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level:)")
 	printCfg := fs.Bool("print-config", false, "print the default config (commented YAML) and exit")
+	showVersion := fs.Bool("version", false, "print the version, VCS revision and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(out, version.Long("smarttd"))
+		return err
 	}
 	if *printCfg {
 		_, err := out.Write(smarttd.DefaultYAML)
@@ -84,9 +99,33 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
+	// Without NOTIFY_SOCKET (not under systemd) these do nothing.
+	sd.SdNotify(false, fmt.Sprintf("%s\nSTATUS=listening on %v, API %s", sd.SdNotifyReady, cfg.Listen, cfg.API.Socket))
+	done := make(chan struct{})
+	defer close(done)
+	if wd, err := sd.SdWatchdogEnabled(false); err == nil && wd > 0 {
+		go watchdog(d, wd/2, done)
+	}
 	select {
 	case <-sig:
 	case <-stop:
 	}
+	sd.SdNotify(false, sd.SdNotifyStopping+"\nSTATUS=shutting down")
 	return d.Shutdown(context.Background())
+}
+
+// watchdog tells systemd every interval that the daemon is alive: that the engine's lock
+// can be taken (Stats takes it), so a wedged datapath stops the pings.
+func watchdog(d *smarttd.Daemon, interval time.Duration, done <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			d.Node.Stats()
+			sd.SdNotify(false, sd.SdNotifyWatchdog)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"smartt/transport/client"
+	"smartt/version"
 )
 
 func TestRunRejectsBadConfig(t *testing.T) {
@@ -32,6 +34,10 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	out.Reset()
+	if err := run([]string{"-version"}, &out, nil); err != nil || out.String() != version.Long("smarttd")+"\n" {
+		t.Fatalf("-version: %v, %q", err, out.String())
+	}
+	out.Reset()
 	if err := run([]string{"-print-config"}, &out, nil); err != nil || !strings.Contains(out.String(), "transport:") {
 		t.Fatalf("print-config: %v", err)
 	}
@@ -44,7 +50,7 @@ var loopback = fmt.Sprintf("127.%d.%d.1", os.Getpid()>>8&255, os.Getpid()&255)
 func TestRunServesAndStops(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "d.yaml")
-	os.WriteFile(cfgFile, []byte("listen: "+loopback+":34791\nmetrics: 127.0.0.1:0\nlog_level: warn\nshutdown_timeout: 1s\n"), 0o644)
+	os.WriteFile(cfgFile, []byte("listen: "+loopback+":23600\nmetrics: 127.0.0.1:0\nlog_level: warn\nshutdown_timeout: 1s\n"), 0o644)
 	sock := filepath.Join(dir, "d.sock")
 	stop := make(chan struct{})
 	done := make(chan error, 1)
@@ -57,7 +63,7 @@ func TestRunServesAndStops(t *testing.T) {
 	for {
 		st, err := c.Status(ctx)
 		if err == nil {
-			if st.Listen != loopback+":34791" {
+			if st.Listen != loopback+":23600" {
 				t.Fatalf("status %+v", st)
 			}
 			break
@@ -108,7 +114,7 @@ func TestSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "d.sock")
 	cfgFile := filepath.Join(dir, "d.yaml")
-	os.WriteFile(cfgFile, []byte("listen: "+loopback+":34792\nlog_level: warn\nshutdown_timeout: 300ms\n"), 0o644)
+	os.WriteFile(cfgFile, []byte("listen: "+loopback+":23601\nlog_level: warn\nshutdown_timeout: 300ms\n"), 0o644)
 	cmd := exec.Command(os.Args[0], "-config", cfgFile, "-socket", sock)
 	cmd.Env = append(os.Environ(), "SMARTTD_TEST_MAIN=1")
 	cmd.Stderr = os.Stderr
@@ -152,5 +158,71 @@ func TestSIGTERM(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Fatal("socket left behind")
+	}
+}
+
+// TestSystemdNotify runs the daemon as systemd would with Type=notify and WatchdogSec:
+// NOTIFY_SOCKET and WATCHDOG_USEC set. It must report READY=1 once the API answers,
+// WATCHDOG=1 while running, and STOPPING=1 on SIGTERM.
+func TestSystemdNotify(t *testing.T) {
+	dir := t.TempDir()
+	nsock := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: nsock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msgs := make(chan string, 64)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- string(buf[:n])
+		}
+	}()
+	sock := filepath.Join(dir, "d.sock")
+	cfgFile := filepath.Join(dir, "d.yaml")
+	os.WriteFile(cfgFile, []byte("listen: "+loopback+":23602\nlog_level: warn\nshutdown_timeout: 300ms\n"), 0o644)
+	cmd := exec.Command(os.Args[0], "-config", cfgFile, "-socket", sock)
+	cmd.Env = append(os.Environ(), "SMARTTD_TEST_MAIN=1", "NOTIFY_SOCKET="+nsock, "WATCHDOG_USEC=200000")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	next := func(want string) string {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case m := <-msgs:
+				if strings.Contains(m, want) {
+					return m
+				}
+			case <-timeout:
+				t.Fatalf("no %q from the daemon within 10 s", want)
+			}
+		}
+	}
+	ready := next("READY=1")
+	if !strings.Contains(ready, "STATUS=listening on "+loopback+":23602") {
+		t.Errorf("READY message %q lacks the status", ready)
+	}
+	// READY=1 comes after the API is up: it answers at once.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := client.New(sock).Status(ctx); err != nil {
+		t.Fatalf("API not answering after READY=1: %v", err)
+	}
+	next("WATCHDOG=1")
+	next("WATCHDOG=1")
+	cmd.Process.Signal(syscall.SIGTERM)
+	next("STOPPING=1")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("daemon exit: %v", err)
 	}
 }

@@ -29,7 +29,7 @@ import (
 )
 
 // Port is the daemons' UDP port on every host.
-const Port = 4791
+const Port = smarttd.DefaultPort
 
 // DefaultTrimDSCP is the DSCP of trimmed frames when the scenario's transport gives none.
 const DefaultTrimDSCP = 46

@@ -207,7 +207,7 @@ func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
 // TestSoakTally: the checker counts every kind of outcome and delivery right and names the
 // violations, the killed daemon's losses included.
 func TestSoakTally(t *testing.T) {
-	addrs := []netip.AddrPort{netip.MustParseAddrPort("10.1.0.1:4791"), netip.MustParseAddrPort("10.1.0.3:4791"), netip.MustParseAddrPort("10.1.1.1:4791")}
+	addrs := []netip.AddrPort{netip.MustParseAddrPort("10.1.0.1:23600"), netip.MustParseAddrPort("10.1.0.3:23600"), netip.MustParseAddrPort("10.1.1.1:23600")}
 	s := &soaker{r: &Run{Addrs: addrs}, sc: &SoakScenario{Seed: 5}, reasonIx: map[string]uint16{}, recvErrs: map[string]int{},
 		killAt: -1, killHost: -1, start: time.Now()}
 	s.msgs = make([][]msgRec, len(addrs))

@@ -52,8 +52,8 @@ func Default(lb string) Scenario {
 }
 
 var (
-	addrA = netip.MustParseAddrPort("10.0.0.1:4791")
-	addrB = netip.MustParseAddrPort("10.0.0.2:4791")
+	addrA = netip.MustParseAddrPort("10.0.0.1:23600")
+	addrB = netip.MustParseAddrPort("10.0.0.2:23600")
 )
 
 // Port and path parameters: 4 KiB MTU, 1 us propagation, 500 ns per switch; a path

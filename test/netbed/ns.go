@@ -15,7 +15,7 @@ import (
 )
 
 // NsDir is where named network namespaces are bind-mounted (the same place `ip netns` uses).
-const NsDir = "/var/run/netns"
+const NsDir = nsenter.NsDir
 
 // NamePrefix starts every namespace a testbed creates: "smartt-<testbed>-<node>".
 const NamePrefix = "smartt-"
@@ -53,9 +53,10 @@ func Namespaces(testbed string) ([]string, error) {
 	return out, nil
 }
 
-// Remove kills the processes left in the namespaces of testbed and deletes the namespaces,
-// and with them every veth and qdisc in them.
-// It is what Down does and what Up does first, so leftovers of a crashed run go away.
+// Remove kills the processes left in the namespaces of testbed, deletes the namespaces (and
+// with them every veth and qdisc in them) the way `ip netns delete` does, and removes the
+// testbed's files in StateDir (its spec, a run's control socket). It is what Down does and
+// what Up does first, so leftovers of a crashed run go away.
 func Remove(testbed string) error {
 	if err := CheckName(testbed); err != nil {
 		return err
@@ -66,11 +67,16 @@ func Remove(testbed string) error {
 	}
 	errs := []error{killIn(names)} // processes started in the testbed (Start) end with it
 	for _, n := range names {
-		if err := netns.DeleteNamed(n); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("delete namespace %s: %w", n, err))
+		if err := nsenter.Delete(n); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	os.Remove(statePath(testbed))
+	files, _ := filepath.Glob(filepath.Join(StateDir, "testbed-"+testbed+".*")) // .yaml, .ctl
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", f, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

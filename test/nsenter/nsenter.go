@@ -3,6 +3,9 @@
 // goroutine locked to its thread, returns that thread to the original namespace, and if
 // it cannot, exits still locked so the Go runtime discards the thread. Shared by the test
 // namespaces (test/nstest) and the testbeds (test/netbed).
+//
+// Named namespaces follow iproute2's convention (see PrepareDir), so `ip netns add` and
+// `ip netns delete` and this package can create and delete each other's namespaces.
 package nsenter
 
 import (
@@ -13,9 +16,13 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// New creates the named network namespace (bind-mounted under /var/run/netns, as `ip
-// netns` does) and returns a handle to it; no thread of the caller's is left inside.
+// New creates the named network namespace (bind-mounted at /run/netns/NAME, as `ip netns
+// add` does, after PrepareDir) and returns a handle to it; no thread of the caller's is
+// left inside.
 func New(name string) (netns.NsHandle, error) {
+	if err := PrepareDir(); err != nil {
+		return -1, err
+	}
 	var h netns.NsHandle = -1
 	err := run(func() error {
 		var err error

@@ -12,6 +12,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,8 +77,8 @@ func (ns *NS) remove(t testing.TB) {
 		ns.nl.Close()
 	}
 	ns.h.Close()
-	if err := netns.DeleteNamed(ns.Name); err != nil {
-		t.Errorf("nstest: delete namespace %s: %v", ns.Name, err)
+	if err := nsenter.Delete(ns.Name); err != nil {
+		t.Errorf("nstest: %v", err)
 	}
 }
 
@@ -364,4 +366,65 @@ func Multipath(t testing.TB, n int) *Topo {
 	tp.A.Route(t, netip.MustParsePrefix("0.0.0.0/0"), ra)
 	tp.A.Route(t, netip.MustParsePrefix("::/0"), ra6)
 	return tp
+}
+
+// SNMP reads the namespace's IP counters: /proc/net/snmp as "Proto.Field" (e.g.
+// "Ip.FragCreates", "Ip.FragFails", "Udp.OutDatagrams") and /proc/net/snmp6 under its own
+// names (e.g. "Ip6FragCreates"); it fails the test if it cannot.
+func (ns *NS) SNMP(t testing.TB) map[string]uint64 {
+	t.Helper()
+	var b4, b6 []byte
+	err := ns.Do(func() error {
+		var err error
+		// thread-self: this thread's namespace, not the process's
+		if b4, err = os.ReadFile("/proc/thread-self/net/snmp"); err != nil {
+			return err
+		}
+		b6, err = os.ReadFile("/proc/thread-self/net/snmp6")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("nstest: /proc/net/snmp in %s: %v", ns.Name, err)
+	}
+	out := ParseSNMP(b4)
+	for _, line := range strings.Split(string(b6), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			if v, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				out[f[0]] = v
+			}
+		}
+	}
+	return out
+}
+
+// ParseSNMP parses /proc/net/snmp (pairs of "Proto: names" and "Proto: values" lines)
+// into "Proto.Name" keys.
+func ParseSNMP(b []byte) map[string]uint64 {
+	out := map[string]uint64{}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) != len(vals) || len(names) == 0 || names[0] != vals[0] {
+			continue
+		}
+		proto := strings.TrimSuffix(names[0], ":")
+		for k := 1; k < len(names); k++ {
+			if v, err := strconv.ParseInt(vals[k], 10, 64); err == nil {
+				out[proto+"."+names[k]] = uint64(v)
+			}
+		}
+	}
+	return out
+}
+
+// SetMTU sets the MTU of interface ifname in the namespace.
+func (ns *NS) SetMTU(t testing.TB, ifname string, mtu int) {
+	t.Helper()
+	l, err := ns.nl.LinkByName(ifname)
+	if err == nil {
+		err = ns.nl.LinkSetMTU(l, mtu)
+	}
+	if err != nil {
+		t.Fatalf("nstest: MTU %d on %s in %s: %v", mtu, ifname, ns.Name, err)
+	}
 }

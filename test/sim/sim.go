@@ -44,7 +44,10 @@ import (
 // (the largest is an ACK) or a data packet's header.
 const hdrCap = wire.MaxAckLen
 
-// Port of every host's engine and the UDP destination port hashed by ECMP.
+// Port of every host's engine and the UDP destination port hashed by ECMP. These are
+// inputs of the model's hash, never a socket: they stay at the values the published results
+// (docs/sim.md) were produced with, so those reproduce bit for bit. The daemons listen on
+// smarttd.DefaultPort (23600) and send from the ports after it.
 const (
 	listenPort = 4791
 	evBase     = 49152 // source port = evBase + EV (mod 2^16)

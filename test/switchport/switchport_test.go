@@ -265,7 +265,7 @@ func TestValidate(t *testing.T) {
 
 func TestECMPHash(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.1.7")
-	ft := FiveTuple{Src: a, Dst: b, Proto: 17, SrcPort: 1000, DstPort: 4791}
+	ft := FiveTuple{Src: a, Dst: b, Proto: 17, SrcPort: 1000, DstPort: 23600}
 	if ft.Hash(1) != ft.Hash(1) {
 		t.Fatal("not deterministic")
 	}
@@ -280,7 +280,7 @@ func TestECMPHash(t *testing.T) {
 		if Pick(h1, n) == Pick(h2, n) {
 			same++
 		}
-		if Hash4(1, 1, 2, 17, uint16(ev), 4791) == Hash4(2, 1, 2, 17, uint16(ev), 4791) {
+		if Hash4(1, 1, 2, 17, uint16(ev), 23600) == Hash4(2, 1, 2, 17, uint16(ev), 23600) {
 			t.Fatal("salt ignored")
 		}
 	}

@@ -26,8 +26,8 @@ import (
 )
 
 var (
-	addrA = netip.MustParseAddrPort("10.0.0.1:4791")
-	addrB = netip.MustParseAddrPort("10.0.0.2:4791")
+	addrA = netip.MustParseAddrPort("10.0.0.1:23600")
+	addrB = netip.MustParseAddrPort("10.0.0.2:23600")
 )
 
 func shortDir(t *testing.T) string {
@@ -102,10 +102,10 @@ func TestControlOverUnixSocketHTTP(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", a.Config.API.Socket)
 	}}}
 	for path, want := range map[string]string{
-		"/v1/status":       `"listen": "10.0.0.1:4791"`,
+		"/v1/status":       `"listen": "10.0.0.1:23600"`,
 		"/v1/version":      `"protocol": "smartt-msg/1"`,
 		"/v1/capabilities": `"cc": [`,
-		"/v1/conns":        `"peer": "10.0.0.2:4791"`,
+		"/v1/conns":        `"peer": "10.0.0.2:23600"`,
 		"/v1/config":       `"socket": "` + a.Config.API.Socket,
 		"/v1/counters":     `"MsgsSent": 1`,
 		"/v1/sessions":     `"endpoint": 7`,
@@ -292,7 +292,7 @@ func TestLimitMaxOutstanding(t *testing.T) {
 	})
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	// Nobody at 10.0.0.9: the first message stays outstanding.
-	p, err := s.SendAsync(netip.MustParseAddrPort("10.0.0.9:4791"), 1, make([]byte, 1000))
+	p, err := s.SendAsync(netip.MustParseAddrPort("10.0.0.9:23600"), 1, make([]byte, 1000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestShutdownFailsOutstandingAndTellsClient(t *testing.T) {
 	mn := daemon.NewMemNet()
 	a := startDaemon(t, mn, addrA, shortDir(t), func(c *smarttd.Config) { c.ShutdownTimeout = 100_000_000 })
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
-	p, err := s.SendAsync(netip.MustParseAddrPort("10.0.0.9:4791"), 1, []byte("never acknowledged"))
+	p, err := s.SendAsync(netip.MustParseAddrPort("10.0.0.9:23600"), 1, []byte("never acknowledged"))
 	if err != nil {
 		t.Fatal(err)
 	}

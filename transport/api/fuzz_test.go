@@ -19,7 +19,7 @@ import (
 // back to the same bytes.
 func FuzzParse(f *testing.F) {
 	f.Add(AppendHeader(nil, Header{Type: FrameSend, Tag: 9, Len: SendHeaderLen}))
-	f.Add(SendHeader{To: netip.MustParseAddrPort("10.0.0.2:4791"), Endpoint: 3, Size: 1 << 20}.Append(nil))
+	f.Add(SendHeader{To: netip.MustParseAddrPort("10.0.0.2:23600"), Endpoint: 3, Size: 1 << 20}.Append(nil))
 	f.Add(RecvHeader{From: netip.MustParseAddrPort("[fd00::1]:9"), FromEndpoint: 1, Endpoint: 2, Size: 5}.Append(nil))
 	f.Add(SentInfo{Elapsed: 1, SRTT: 2, Window: 3, Retransmit: 4}.Append(nil))
 	f.Add(AppendError(nil, CodeTooLarge, "too large"))
@@ -71,12 +71,12 @@ func fuzzServer(t testing.TB) *Server {
 			panic(err)
 		}
 		tc := transport.DefaultConfig()
-		tc.ListenPort = 4791
-		n, err := daemon.New(tc, mn.Socket(netip.MustParseAddrPort("10.0.0.1:4791")), daemon.Options{OnReceive: s.Deliver, Logger: log, Seed: 1})
+		tc.ListenPort = 23600
+		n, err := daemon.New(tc, mn.Socket(netip.MustParseAddrPort("10.0.0.1:23600")), daemon.Options{OnReceive: s.Deliver, Logger: log, Seed: 1})
 		if err != nil {
 			panic(err)
 		}
-		mn.Socket(netip.MustParseAddrPort("10.0.0.2:4791")) // a peer that never answers
+		mn.Socket(netip.MustParseAddrPort("10.0.0.2:23600")) // a peer that never answers
 		n.Start()
 		s.node = n
 		fuzzSrv = s
@@ -88,7 +88,7 @@ func fuzzServer(t testing.TB) *Server {
 // crash nor hang, and the session must end and be released once the client hangs up.
 func FuzzSession(f *testing.F) {
 	bind := append(AppendHeader(nil, Header{Type: FrameBind, Tag: 1, Len: 4}), 0, 0, 0, 9)
-	sh := SendHeader{To: netip.MustParseAddrPort("10.0.0.2:4791"), Endpoint: 1, Size: 10}.Append(nil)
+	sh := SendHeader{To: netip.MustParseAddrPort("10.0.0.2:23600"), Endpoint: 1, Size: 10}.Append(nil)
 	send := append(AppendHeader(nil, Header{Type: FrameSend, Tag: 2, Len: uint32(len(sh))}), sh...)
 	data := append(AppendHeader(nil, Header{Type: FrameData, Tag: 2, Len: 10}), []byte("0123456789")...)
 	f.Add(bind)

@@ -26,9 +26,9 @@ func limitServer(t *testing.T, cfg Config) *Server {
 		t.Fatal(err)
 	}
 	tc := transport.DefaultConfig()
-	tc.ListenPort = 4791
+	tc.ListenPort = 23600
 	mn := daemon.NewMemNet()
-	n, err := daemon.New(tc, mn.Socket(netip.MustParseAddrPort("10.0.0.1:4791")), daemon.Options{OnReceive: s.Deliver, Logger: log, Seed: 1})
+	n, err := daemon.New(tc, mn.Socket(netip.MustParseAddrPort("10.0.0.1:23600")), daemon.Options{OnReceive: s.Deliver, Logger: log, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func limitSession(t *testing.T, s *Server) *session {
 	return x
 }
 
-var limitFrom = RecvHeader{From: netip.MustParseAddrPort("10.0.0.2:4791"), FromEndpoint: 1, Endpoint: 1}
+var limitFrom = RecvHeader{From: netip.MustParseAddrPort("10.0.0.2:23600"), FromEndpoint: 1, Endpoint: 1}
 
 // Every receive limit at and beyond it: max_recv_queue per session (besides the
 // session's oldest message, so any message passes an empty queue), max_recv_queue_total
@@ -123,7 +123,7 @@ func TestOutstandingLimitsExactly(t *testing.T) {
 	cfg.MaxMessage, cfg.MaxOutstanding, cfg.MaxOutstandingTotal = 1000, 1500, 2000
 	s := limitServer(t, cfg)
 	x, y := limitSession(t, s), limitSession(t, s)
-	to := netip.MustParseAddrPort("10.0.0.2:4791")
+	to := netip.MustParseAddrPort("10.0.0.2:23600")
 	for i, c := range []struct {
 		x    *session
 		n    uint64
@@ -163,7 +163,7 @@ func TestOutstandingLimitsExactly(t *testing.T) {
 // ParseSendHeader separates a malformed payload (the session ends) from a destination
 // nobody can be sent to (the message alone is refused).
 func TestParseSendHeaderDestination(t *testing.T) {
-	ok := netip.MustParseAddrPort("10.0.0.2:4791")
+	ok := netip.MustParseAddrPort("10.0.0.2:23600")
 	for _, c := range []struct {
 		to   netip.AddrPort
 		ep   uint32
@@ -171,10 +171,10 @@ func TestParseSendHeaderDestination(t *testing.T) {
 	}{
 		{ok, 1, ""},
 		{netip.MustParseAddrPort("[fd00::2]:9"), 7, ""},
-		{netip.MustParseAddrPort("0.0.0.0:4791"), 1, "unspecified address"},
-		{netip.MustParseAddrPort("[::]:4791"), 1, "unspecified address"},
-		{netip.MustParseAddrPort("224.0.0.1:4791"), 1, "multicast address"},
-		{netip.MustParseAddrPort("255.255.255.255:4791"), 1, "broadcast address"},
+		{netip.MustParseAddrPort("0.0.0.0:23600"), 1, "unspecified address"},
+		{netip.MustParseAddrPort("[::]:23600"), 1, "unspecified address"},
+		{netip.MustParseAddrPort("224.0.0.1:23600"), 1, "multicast address"},
+		{netip.MustParseAddrPort("255.255.255.255:23600"), 1, "broadcast address"},
 		{netip.MustParseAddrPort("10.0.0.2:0"), 1, "port 0"},
 		{ok, 0, "endpoint 0"},
 	} {

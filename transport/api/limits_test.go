@@ -124,7 +124,7 @@ func TestMaxOutstandingTotalRefusesTheMessageOnly(t *testing.T) {
 	})
 	startDaemon(t, mn, addrB, dir, nil)
 	c := client.New(a.Config.API.Socket)
-	nobody := netip.MustParseAddrPort("10.0.0.9:4791")
+	nobody := netip.MustParseAddrPort("10.0.0.9:23600")
 	for ep := uint32(1); ep <= 2; ep++ { // two clients, 1000 bytes each: at the cap
 		if _, err := openBound(t, c, ep).SendAsync(nobody, 1, make([]byte, 1000)); err != nil {
 			t.Fatal(err)
@@ -297,7 +297,7 @@ func TestIdleSessionsDoNotLockOutNewClients(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// s2 has a message outstanding, s3 has not been idle long enough: refused.
-	if _, err := s2.SendAsync(netip.MustParseAddrPort("10.0.0.9:4791"), 1, []byte("to nobody")); err != nil {
+	if _, err := s2.SendAsync(netip.MustParseAddrPort("10.0.0.9:23600"), 1, []byte("to nobody")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return a.API.Stats().Outstanding > 0 })
@@ -376,10 +376,10 @@ func TestBadDestinationRefusesThatMessageOnly(t *testing.T) {
 		ep   uint32
 		want string
 	}{
-		{netip.MustParseAddrPort("0.0.0.0:4791"), 2, "unspecified address"},
+		{netip.MustParseAddrPort("0.0.0.0:23600"), 2, "unspecified address"},
 		{netip.AddrPortFrom(addrB.Addr(), 0), 2, "port 0"},
 		{addrB, 0, "endpoint 0"},
-		{netip.MustParseAddrPort("239.1.1.1:4791"), 2, "multicast address"},
+		{netip.MustParseAddrPort("239.1.1.1:23600"), 2, "multicast address"},
 	} {
 		p, err := s.SendAsync(c.to, c.ep, bytes.Repeat([]byte("bad"), 1000))
 		if err != nil {
@@ -392,7 +392,7 @@ func TestBadDestinationRefusesThatMessageOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Seal()
-	pfd, err := s.SendFD(netip.MustParseAddrPort("[::]:4791"), 2, m)
+	pfd, err := s.SendFD(netip.MustParseAddrPort("[::]:23600"), 2, m)
 	m.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func startTwo() (a, b *smarttd.Daemon, stop func()) {
 	mn := daemon.NewMemNet()
 	quiet := slog.New(slog.DiscardHandler)
 	var ds [2]*smarttd.Daemon
-	for i, addr := range []string{"10.0.0.1:4791", "10.0.0.2:4791"} {
+	for i, addr := range []string{"10.0.0.1:23600", "10.0.0.2:23600"} {
 		cfg := smarttd.DefaultConfig()
 		cfg.Listen = netip.MustParseAddrPort(addr)
 		cfg.API.Socket = filepath.Join(dir, fmt.Sprintf("d%d.sock", i))
@@ -55,7 +55,7 @@ func Example() {
 	}
 	defer tx.Close()
 	tx.Bind(ctx, 1)
-	info, err := tx.Send(ctx, netip.MustParseAddrPort("10.0.0.2:4791"), 7, []byte("hello, smartt"))
+	info, err := tx.Send(ctx, netip.MustParseAddrPort("10.0.0.2:23600"), 7, []byte("hello, smartt"))
 	fmt.Println("delivered:", err == nil, "rtt measured:", info.SRTT > 0)
 
 	m, err := rx.Recv(ctx)
@@ -77,15 +77,15 @@ func ExampleClient_Status() {
 	s, _ := c.Open(ctx)
 	defer s.Close()
 	s.Bind(ctx, 0)
-	s.Send(ctx, netip.MustParseAddrPort("10.0.0.2:4791"), 1, []byte("x"))
+	s.Send(ctx, netip.MustParseAddrPort("10.0.0.2:23600"), 1, []byte("x"))
 
 	st, _ := c.Status(ctx)
 	conns, _ := c.Conns(ctx)
 	fmt.Println(st.Listen, "connections:", st.Connections)
 	fmt.Println("peer", conns[0].Peer, "cc", conns[0].CC, "lb", conns[0].LB)
 	// Output:
-	// 10.0.0.1:4791 connections: 1
-	// peer 10.0.0.2:4791 cc smartt lb reps
+	// 10.0.0.1:23600 connections: 1
+	// peer 10.0.0.2:23600 cc smartt lb reps
 }
 
 // Pipeline several messages and collect their completions.
@@ -98,7 +98,7 @@ func ExampleSession_SendAsync() {
 	s.Bind(ctx, 0)
 	var pend []*client.Pending
 	for i := 0; i < 3; i++ {
-		p, err := s.SendAsync(netip.MustParseAddrPort("10.0.0.2:4791"), 1, make([]byte, 100_000))
+		p, err := s.SendAsync(netip.MustParseAddrPort("10.0.0.2:23600"), 1, make([]byte, 100_000))
 		if err != nil {
 			panic(err)
 		}
@@ -134,7 +134,7 @@ func ExampleSession_SendFD() {
 		m.Data[i] = byte(i)
 	}
 	m.Seal()
-	p, err := tx.SendFD(netip.MustParseAddrPort("10.0.0.2:4791"), 7, m)
+	p, err := tx.SendFD(netip.MustParseAddrPort("10.0.0.2:23600"), 7, m)
 	m.Close() // the daemon holds its own descriptor until the message completes
 	if err != nil {
 		panic(err)

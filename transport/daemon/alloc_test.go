@@ -64,7 +64,7 @@ func (r *ringSocket) Close() error { return nil }
 // driving the same batch handler the reader goroutine runs; one op is one data packet.
 // Steady state allocates nothing per packet (the engine's receive buffers come from the
 // heap per message: 1 MiB messages here, so per-message allocations amortise).
-func BenchmarkNodePath(b *testing.B) { benchNodePath(b, testConfig(4791)) }
+func BenchmarkNodePath(b *testing.B) { benchNodePath(b, testConfig(23600)) }
 
 // BenchmarkNodePathAuth is BenchmarkNodePath with packet authentication on (auth and
 // encrypt modes): every data packet and ACK sealed and opened.
@@ -75,13 +75,13 @@ func BenchmarkNodePathAuth(b *testing.B) {
 }
 
 func authConfig(mode seal.Mode) transport.Config {
-	cfg := testConfig(4791)
+	cfg := testConfig(23600)
 	cfg.Auth.Mode, cfg.Auth.Key = mode, seal.Key{7}
 	return cfg
 }
 
 func benchNodePath(b *testing.B, cfg transport.Config) {
-	ap, bp := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
+	ap, bp := netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")
 	sa, sb := newRingPair(ap, bp, 4096+128, 8192)
 	a, err := New(cfg, sa, Options{Seed: 1})
 	if err != nil {
@@ -123,7 +123,7 @@ func benchNodePath(b *testing.B, cfg transport.Config) {
 }
 
 func TestNodePathAllocatesNothingPerPacket(t *testing.T) {
-	for name, cfg := range map[string]transport.Config{"off": testConfig(4791), "auth": authConfig(seal.Auth), "encrypt": authConfig(seal.Encrypt)} {
+	for name, cfg := range map[string]transport.Config{"off": testConfig(23600), "auth": authConfig(seal.Auth), "encrypt": authConfig(seal.Encrypt)} {
 		r := testing.Benchmark(func(b *testing.B) { benchNodePath(b, cfg) })
 		// Per packet: well under one allocation (a 1 MiB message is 256 packets and costs a
 		// few: its receive buffer, the completion record, the event callbacks).

@@ -42,8 +42,8 @@ func TestNodesExchangeMessages(t *testing.T) {
 	var mu sync.Mutex
 	var got [][]byte
 	recvd := make(chan struct{}, 100)
-	a := startNode(t, mn, "10.0.0.1:4791", nil)
-	startNode(t, mn, "10.0.0.2:4791", func(r Received) {
+	a := startNode(t, mn, "10.0.0.1:23600", nil)
+	startNode(t, mn, "10.0.0.2:23600", func(r Received) {
 		mu.Lock()
 		got = append(got, r.Data)
 		mu.Unlock()
@@ -52,7 +52,7 @@ func TestNodesExchangeMessages(t *testing.T) {
 	msgs := [][]byte{[]byte("hello"), bytes.Repeat([]byte{7}, 1<<20)}
 	results := make(chan SendResult, len(msgs))
 	for _, m := range msgs {
-		if err := a.Send(netip.MustParseAddrPort("10.0.0.2:4791"), m, func(r SendResult) { results <- r }); err != nil {
+		if err := a.Send(netip.MustParseAddrPort("10.0.0.2:23600"), m, func(r SendResult) { results <- r }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,15 +81,15 @@ func TestNodesExchangeMessages(t *testing.T) {
 
 func TestShutdownFailsOutstandingWithNotification(t *testing.T) {
 	mn := NewMemNet()
-	ap := netip.MustParseAddrPort("10.0.0.1:4791")
-	a, err := New(testConfig(4791), mn.Socket(ap), Options{Seed: 1})
+	ap := netip.MustParseAddrPort("10.0.0.1:23600")
+	a, err := New(testConfig(23600), mn.Socket(ap), Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Start()
 	res := make(chan SendResult, 1)
 	// Nobody listens at 10.0.0.9: the message stays outstanding.
-	if err := a.Send(netip.MustParseAddrPort("10.0.0.9:4791"), []byte("lost"), func(r SendResult) { res <- r }); err != nil {
+	if err := a.Send(netip.MustParseAddrPort("10.0.0.9:23600"), []byte("lost"), func(r SendResult) { res <- r }); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -109,15 +109,15 @@ func TestShutdownFailsOutstandingWithNotification(t *testing.T) {
 	default:
 		t.Fatal("no notification for the outstanding message")
 	}
-	if err := a.Send(netip.MustParseAddrPort("10.0.0.9:4791"), []byte("x"), nil); !errors.Is(err, ErrStopped) {
+	if err := a.Send(netip.MustParseAddrPort("10.0.0.9:23600"), []byte("x"), nil); !errors.Is(err, ErrStopped) {
 		t.Fatalf("send after shutdown: %v", err)
 	}
 }
 
 func TestDecisionTiming(t *testing.T) {
 	mn := NewMemNet()
-	ap, bp := netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")
-	a, err := New(testConfig(4791), mn.Socket(ap), Options{Seed: 1, TimeDecisions: true, DecisionBudget: 1})
+	ap, bp := netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")
+	a, err := New(testConfig(23600), mn.Socket(ap), Options{Seed: 1, TimeDecisions: true, DecisionBudget: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +147,12 @@ func TestDecisionTiming(t *testing.T) {
 func TestPeerRestartResendsUnsentMessages(t *testing.T) {
 	mn := NewMemNet()
 	var crashing atomic.Bool // B's last words (its shutdown's CLOSE/RESET) are lost: a crash
-	aAddr := netip.MustParseAddrPort("10.0.0.1:4791")
+	aAddr := netip.MustParseAddrPort("10.0.0.1:23600")
 	mn.Mark = func(p *Packet) bool { return !crashing.Load() || p.Addr != aAddr }
 	got := make(chan []byte, 100)
 	onRecv := func(r Received) { got <- r.Data }
 	a := startNode(t, mn, aAddr.String(), nil)
-	bAddr := netip.MustParseAddrPort("10.0.0.2:4791")
+	bAddr := netip.MustParseAddrPort("10.0.0.2:23600")
 	b := startNode(t, mn, bAddr.String(), onRecv)
 	res := make(chan SendResult, 10)
 	if err := a.Send(bAddr, []byte("before"), func(r SendResult) { res <- r }); err != nil {

@@ -1,7 +1,14 @@
 // Package metrics exports a daemon's counters to Prometheus on its own registry. Engine
 // counters and per-connection state are read when scraped (nothing is looked up per
-// packet), so a connection's series disappear with it; message completion times are
-// observed once per message on a pre-bound histogram.
+// packet); message completion times are observed once per message on a pre-bound
+// histogram.
+//
+// Conventions: every count is a counter (_total) that never falls, including those summed
+// over connections (QuickAdapt firings, freezing episodes: the daemon keeps the totals of
+// closed connections); each count is exported once; per-connection series (labels conn
+// and peer, gone when the connection closes) are off unless Sources.PerConn, so the
+// number of series does not grow with the number of peers; smartt_build_info carries the
+// version. TestPromlintClean runs client_golang's promlint over a scrape.
 package metrics
 
 import (
@@ -9,7 +16,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +31,7 @@ import (
 	"smartt/transport/api"
 	"smartt/transport/daemon"
 	"smartt/transport/wire"
+	"smartt/version"
 )
 
 // Sources are where the collector reads at scrape time. Any may be nil.
@@ -31,7 +41,10 @@ type Sources struct {
 	API    func() api.Stats
 	// Socket adds the socket layer's metrics (capabilities, counters).
 	Socket func(ch chan<- prometheus.Metric)
-	CC, LB string // algorithm names, as labels of the connection series
+	CC, LB string // algorithm names, for smartt_algorithm_info
+	// PerConn exports per-connection series (labels conn and peer). Off by default: their
+	// number grows with the peers.
+	PerConn bool
 	// Decisions returns the congestion controllers' decision-time statistics.
 	Decisions func() daemon.DecisionStats
 }
@@ -42,8 +55,9 @@ type Metrics struct {
 	Completion prometheus.Histogram // message completion time, seconds (observed per message)
 	Size       prometheus.Histogram // sent message size, bytes
 
-	rxBatches, rxPackets, rxStamped atomic.Uint64
-	src                             Sources
+	rxBatches, rxStamped atomic.Uint64
+	src                  Sources
+	totals               connTotals
 }
 
 // New builds the registry with the collector over src.
@@ -55,16 +69,76 @@ func New(src Sources) *Metrics {
 	m.Size = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "smartt_message_size_bytes", Help: "Size of messages sent.",
 		Buckets: prometheus.ExponentialBuckets(64, 8, 10)})
-	m.Registry.MustRegister(m.Completion, m.Size, collector{m},
+	v := version.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "smartt_build_info",
+		Help:        "Always 1; the labels say which smartt this is (version, VCS revision, Go version).",
+		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "goversion": v.GoVersion}})
+	build.Set(1)
+	m.Registry.MustRegister(m.Completion, m.Size, build, collector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Refresh reads the live connections' counters so the totals of a connection that closes
+// before the next scrape include what it counted up to now. The daemon calls it every
+// second; each scrape does too.
+func (m *Metrics) Refresh() {
+	if m.src.Conns != nil {
+		m.totals.update(m.src.Conns())
+	}
+}
+
+// connTotals sums per-connection counters over every connection the daemon has had: the
+// live ones' current values plus the last values seen of the closed ones, so the sums
+// never fall. Counts a connection makes after the last Refresh before it closes are lost
+// (at most a second's worth).
+type connTotals struct {
+	mu                        sync.Mutex
+	gen                       uint64
+	last                      map[transport.ConnID]connCounts
+	closedQuick, closedFreeze uint64
+}
+
+type connCounts struct {
+	peer          netip.AddrPort
+	quick, freeze uint64
+	gen           uint64
+}
+
+// update folds a snapshot of the live connections in and returns the totals.
+func (t *connTotals) update(cs []transport.ConnInfo) (quick, freeze uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last = map[transport.ConnID]connCounts{}
+	}
+	t.gen++
+	for _, ci := range cs {
+		e, ok := t.last[ci.ID]
+		if ok && (e.peer != ci.Peer || ci.QuickAdapts < e.quick || ci.FreezeEpisodes < e.freeze) {
+			// The ID now names another connection: the old one closed.
+			t.closedQuick += e.quick
+			t.closedFreeze += e.freeze
+		}
+		e = connCounts{peer: ci.Peer, quick: ci.QuickAdapts, freeze: ci.FreezeEpisodes, gen: t.gen}
+		t.last[ci.ID] = e
+		quick += e.quick
+		freeze += e.freeze
+	}
+	for id, e := range t.last {
+		if e.gen != t.gen {
+			t.closedQuick += e.quick
+			t.closedFreeze += e.freeze
+			delete(t.last, id)
+		}
+	}
+	return quick + t.closedQuick, freeze + t.closedFreeze
 }
 
 // ObserveBatch counts one received batch of n datagrams, stamped of which carried a kernel
 // receive timestamp (called once per batch).
 func (m *Metrics) ObserveBatch(n, stamped int) {
 	m.rxBatches.Add(1)
-	m.rxPackets.Add(uint64(n))
 	m.rxStamped.Add(uint64(stamped))
 }
 
@@ -97,7 +171,6 @@ var (
 	dBadAcks    = desc("smartt_acks_dropped_total", "ACKs and NACKs dropped whole, by reason (bad: acknowledge what was never sent; stale: too old).", "reason")
 	dBudgetDrop = desc("smartt_recv_budget_drops_total", "Data packets dropped unacknowledged because the receive budget was reached.")
 	dMsgs       = desc("smartt_messages_total", "Messages by outcome.", "result")
-	dDelivB     = desc("smartt_delivered_bytes_total", "Bytes of messages delivered.")
 	dConnsEv    = desc("smartt_connection_events_total", "Connections opened, accepted, closed, aborted, evicted (unproven, at max_conns) and expired (idle).", "event")
 	dConns      = desc("smartt_connections", "Live connections.")
 	dBuffered   = desc("smartt_recv_buffered_bytes", "Bytes of message buffers held for peers.")
@@ -105,13 +178,13 @@ var (
 	dRTT        = desc("smartt_rtt_seconds", "RTT samples (echoed transmit time minus receiver hold time).")
 	dRxBatch    = desc("smartt_rx_batches_total", "Receive batches read from the socket.")
 	dRxStamped  = desc("smartt_rx_kernel_timestamps_total", "Received datagrams that carried a kernel timestamp.")
-	dRxPkts     = desc("smartt_rx_datagrams_total", "Datagrams read from the socket.")
 	dAuth       = desc("smartt_auth_dropped_total", "Packets dropped by packet authentication, by reason (docs/security.md).", "reason")
 	dAuthTrim   = desc("smartt_auth_trim_hints_total", "Trimmed data packets (seal cut off): used as a NACK hint, or ignored.", "result")
 	dAuthSess   = desc("smartt_auth_sessions", "Receiving authentication sessions held.")
 	dAuthRekey  = desc("smartt_auth_rekeys_total", "Sending authentication sessions started.")
+	dAlgo       = desc("smartt_algorithm_info", "Always 1; the labels name the congestion control and load balancer in use.", "cc", "lb")
 
-	connLabels = []string{"conn", "peer", "cc", "lb"}
+	connLabels = []string{"conn", "peer"}
 	dCWindow   = desc("smartt_conn_window_bytes", "Congestion window of a connection.", connLabels...)
 	dCRate     = desc("smartt_conn_pacing_rate_bytes_per_second", "Pacing rate of a connection (0: unpaced).", connLabels...)
 	dCSRTT     = desc("smartt_conn_srtt_seconds", "Smoothed RTT of a connection.", connLabels...)
@@ -122,8 +195,8 @@ var (
 	dCFreezing = desc("smartt_conn_lb_freezing", "The connection's load balancer is in freezing mode (1) or not (0).", connLabels...)
 	dCFreezes  = desc("smartt_conn_lb_freeze_episodes_total", "Times the connection's load balancer entered freezing mode.", connLabels...)
 	dCQuick    = desc("smartt_conn_cc_quick_adapt_total", "QuickAdapt firings of a connection's controller (SMaRTT).", connLabels...)
-	dQuick     = desc("smartt_cc_quick_adapt", "QuickAdapt firings of the controllers of live connections (sum).")
-	dFreezes   = desc("smartt_lb_freeze_episodes", "Freezing-mode episodes of the load balancers of live connections (sum).")
+	dQuick     = desc("smartt_cc_quick_adapt_total", "QuickAdapt firings of the congestion controllers of all connections, closed ones included.")
+	dFreezes   = desc("smartt_lb_freeze_episodes_total", "Freezing-mode episodes of the load balancers of all connections, closed ones included.")
 	dDecision  = desc("smartt_cc_decision_seconds", "Wall time of each congestion-control decision on this host.")
 	dOverruns  = desc("smartt_cc_decision_overruns_total", "Decisions that took longer than the hardware profile's budget.")
 	dBudget    = desc("smartt_cc_decision_budget_seconds", "Decision-time budget of the configured hardware profile (0: none).")
@@ -155,8 +228,10 @@ func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ..
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	m, src := c.m, c.m.src
 	counter(ch, dRxBatch, m.rxBatches.Load())
-	counter(ch, dRxPkts, m.rxPackets.Load())
 	counter(ch, dRxStamped, m.rxStamped.Load())
+	if src.CC != "" || src.LB != "" {
+		gauge(ch, dAlgo, 1, src.CC, src.LB)
+	}
 	if src.Engine != nil {
 		s := src.Engine()
 		counter(ch, dPackets, s.PacketsSent, "tx")
@@ -191,7 +266,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dMsgs, s.MsgsSent, "sent")
 		counter(ch, dMsgs, s.MsgsFailed, "failed")
 		counter(ch, dMsgs, s.MsgsDelivered, "delivered")
-		counter(ch, dDelivB, s.BytesDelivered)
 		counter(ch, dConnsEv, s.ConnsOpened, "opened")
 		counter(ch, dConnsEv, s.ConnsAccepted, "accepted")
 		counter(ch, dConnsEv, s.ConnsClosed, "closed")
@@ -233,12 +307,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if src.Conns != nil {
 		cs := src.Conns()
 		gauge(ch, dConns, float64(len(cs)))
-		var freezes, quick uint64
+		quick, freezes := m.totals.update(cs)
+		counter(ch, dFreezes, freezes)
+		counter(ch, dQuick, quick)
 		for _, ci := range cs {
-			freezes += ci.FreezeEpisodes
-			quick += ci.QuickAdapts
-			counter(ch, dCQuick, ci.QuickAdapts, strconv.FormatUint(uint64(ci.ID), 16), ci.Peer.String(), src.CC, src.LB)
-			l := []string{strconv.FormatUint(uint64(ci.ID), 16), ci.Peer.String(), src.CC, src.LB}
+			if !src.PerConn {
+				break
+			}
+			l := []string{strconv.FormatUint(uint64(ci.ID), 16), ci.Peer.String()}
+			counter(ch, dCQuick, ci.QuickAdapts, l...)
 			gauge(ch, dCWindow, float64(ci.Window), l...)
 			gauge(ch, dCRate, float64(ci.PacingRate), l...)
 			gauge(ch, dCSRTT, float64(ci.SRTT)/1e9, l...)
@@ -253,8 +330,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(ch, dCFreezing, f, l...)
 			counter(ch, dCFreezes, ci.FreezeEpisodes, l...)
 		}
-		gauge(ch, dFreezes, float64(freezes))
-		gauge(ch, dQuick, float64(quick))
 	}
 	if src.API != nil {
 		a := src.API()

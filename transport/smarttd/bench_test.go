@@ -125,7 +125,7 @@ func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64)
 // daemons' configs.
 func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool, mod func(*smarttd.Config)) (rate, gbps, retxPct float64) {
 	dir := tempDir(b)
-	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) {
 		c.Transport.LB = balancer
 		if mod != nil {

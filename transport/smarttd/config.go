@@ -21,12 +21,37 @@ import (
 	"smartt/transport"
 	"smartt/transport/api"
 	"smartt/transport/seal"
+	"smartt/transport/wire"
 )
 
 // DefaultYAML is the embedded default configuration (every field, commented).
 //
 //go:embed default.yaml
 var DefaultYAML []byte
+
+// DefaultPort is the default UDP listen port. 23600 and the default EV source ports after
+// it (23601..23856) lie in the IANA registry's unassigned block 23547-23999 of the
+// registered range, below Linux's ephemeral ports (32768-60999) and Kubernetes NodePorts
+// (30000-32767), and clear of RoCEv2 (4791), UET (4793), VXLAN (4789) and Geneve (6081),
+// which a datacenter host may well run. docs/deploy.md lists what to open in firewalls.
+const DefaultPort = 23600
+
+// AuthTrailerLen is reserved at the end of every data packet for the authentication
+// trailer (seal.Overhead, when transport.auth is on). It is reserved whether or not
+// authentication is on, so turning it on never pushes packets over the path MTU.
+// Keep it equal to seal.Overhead.
+const AuthTrailerLen = seal.Overhead
+
+// PacketOverhead is what a data packet adds to transport.mtu bytes of payload inside its
+// UDP datagram: the smartt DATA header and the authentication trailer.
+const PacketOverhead = wire.DataHdrLen + AuthTrailerLen
+
+// maxUDPPayload is the largest UDP payload of an IPv4 datagram (65,535 - 20 - 8).
+const maxUDPPayload = 65507
+
+// MaxDatagram is the largest UDP datagram the daemon sends: transport.mtu bytes of payload
+// plus PacketOverhead. The path MTU must hold it plus the IP (20 or 40) and UDP (8) headers.
+func (c *Config) MaxDatagram() int { return c.Transport.MTU + PacketOverhead }
 
 // UDPConfig configures the socket layer (transport/udp).
 type UDPConfig struct {
@@ -43,6 +68,9 @@ type UDPConfig struct {
 	DisableBatch      bool `yaml:"disable_batch" json:"disable_batch"`
 	DisableGSO        bool `yaml:"disable_gso" json:"disable_gso"`
 	DisableGRO        bool `yaml:"disable_gro" json:"disable_gro"`
+	// DisableDF lets the kernel fragment datagrams larger than the path MTU instead of
+	// refusing them (Don't Fragment off). Not recommended: a lost fragment loses the packet.
+	DisableDF bool `yaml:"disable_df" json:"disable_df"`
 	// TxTimestampEvery samples a kernel TX timestamp on 1 in N packets (0: off).
 	TxTimestampEvery int `yaml:"tx_timestamp_every" json:"tx_timestamp_every"`
 	// RecvBuffer and SendBuffer are socket buffer sizes, bytes (0: kernel default).
@@ -58,6 +86,9 @@ type Config struct {
 	Listen netip.AddrPort `yaml:"listen" json:"listen"`
 	// Metrics is the host:port of the Prometheus /metrics endpoint ("" : off).
 	Metrics string `yaml:"metrics" json:"metrics"`
+	// MetricsPerConnection adds per-connection series (labels conn and peer) to /metrics.
+	// Off by default: their number grows with the number of peers.
+	MetricsPerConnection bool `yaml:"metrics_per_connection" json:"metrics_per_connection"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level" json:"log_level"`
 	// DecisionTiming measures every congestion-control decision's wall time (metric
@@ -196,6 +227,10 @@ func (c *Config) Validate() error {
 		if lp := int(c.Listen.Port()); lp >= base && lp < base+c.Transport.EVS {
 			bad("udp.ev_port_base = %d: the EV port range %d..%d must not contain the listen port %d", base, base, base+c.Transport.EVS-1, lp)
 		}
+	}
+	if c.MaxDatagram() > maxUDPPayload {
+		bad("transport.mtu = %d: with the %d-byte smartt header and authentication trailer a packet is %d bytes, over the %d-byte UDP limit: must be at most %d",
+			c.Transport.MTU, PacketOverhead, c.MaxDatagram(), maxUDPPayload, maxUDPPayload-PacketOverhead)
 	}
 	if u.TxTimestampEvery < 0 {
 		bad("udp.tx_timestamp_every = %d: must be >= 0 (0: off)", u.TxTimestampEvery)

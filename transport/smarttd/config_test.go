@@ -17,7 +17,7 @@ func TestDefaultYAMLIsValidAndComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.API.Socket != "/run/smartt/smarttd.sock" || c.Listen.Port() != 4791 || c.UDP.BatchSize != 64 {
+	if c.API.Socket != "/run/smartt/smarttd.sock" || c.Listen.Port() != 23600 || c.UDP.BatchSize != 64 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if int64(c.Transport.MaxMessage) != c.API.MaxMessage+12 {
@@ -35,7 +35,7 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		"udp:\n  data_dscp: 64\n":                    "udp.data_dscp = 64: must be in 0..63",
 		"udp:\n  batch_size: 0\n":                    "udp.batch_size = 0: must be in 1..1024",
 		"udp:\n  ev_port_base: 65500\n":              "udp.ev_port_base",
-		"udp:\n  ev_port_base: 4700\n":               "must not contain the listen port",
+		"udp:\n  ev_port_base: 23500\n":              "must not contain the listen port",
 		"api:\n  max_clients: 0\n":                   "api.max_clients = 0: must be in 1..65536",
 		"api:\n  max_message: 0\n":                   "api.max_message = 0: must be in 1..",
 		"api:\n  max_outstanding: 5\n":               "api.max_outstanding = 5",
@@ -60,9 +60,10 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		"transport:\n  unproven_timeout: 999us\n":    "transport.unproven_timeout = 999µs: must be in 1ms..",
 		"transport:\n  idle_timeout: 25h\n":          "transport.idle_timeout = 25h0m0s: must be in 1ms..24h",
 		"transport:\n  time_wait: 11m\n":             "transport.time_wait = 11m0s: must be in 0..10m",
+		"transport:\n  mtu: 65440\n":                 "transport.mtu = 65440: with the 100-byte smartt header and authentication trailer a packet is 65540 bytes, over the 65507-byte UDP limit: must be at most 65407",
 		"transport:\n  cc: nope\n":                   "transport.cc = \"nope\": must be one of",
 		"bogus: 1\n":                                 "bogus",
-		"listen: 0.0.0.0:4791\nudp:\n  mtu: 1\n":     "mtu",
+		"listen: 0.0.0.0:23600\nudp:\n  mtu: 1\n":    "mtu",
 	} {
 		_, err := Load([]byte(doc))
 		if err == nil || !strings.Contains(err.Error(), want) {

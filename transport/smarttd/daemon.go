@@ -15,10 +15,8 @@ import (
 	"smartt/transport/api"
 	"smartt/transport/daemon"
 	"smartt/transport/metrics"
+	"smartt/version"
 )
-
-// Version is the daemon's version string.
-var Version = "0.3.0-dev"
 
 // SocketLayer is an open socket layer and what it reports.
 type SocketLayer struct {
@@ -68,7 +66,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("sockets on %v: %w", cfg.Listen, err)
 	}
 	d := &Daemon{Config: cfg, Socket: sl, log: log}
-	info := api.Info{Version: Version, Listen: cfg.Listen, Config: cfg.View(), Caps: sl.Caps, Counters: sl.Counters}
+	info := api.Info{Version: version.String(), Listen: cfg.Listen, Config: cfg.View(), Caps: sl.Caps, Counters: sl.Counters}
 	d.API, err = api.NewServer(cfg.API, info, log)
 	if err != nil {
 		sl.Socket.Close()
@@ -107,7 +105,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		Conns:  func() []transport.ConnInfo { return node.Conns(nil) },
 		API:    d.API.Stats,
 		Socket: sl.Metrics,
-		CC:     tcfg.CC, LB: tcfg.LB,
+		CC:     tcfg.CC, LB: tcfg.LB, PerConn: cfg.MetricsPerConnection,
 		Decisions: node.Decisions,
 	})
 	d.Metrics = m
@@ -119,6 +117,18 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	if cfg.Metrics != "" {
 		ctx, cancel := context.WithCancel(context.Background())
 		d.stopMetrics = cancel
+		go func() { // connection counters summed over closed connections (metrics.Refresh)
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					m.Refresh()
+				}
+			}
+		}()
 		if d.MetricsAddr, err = m.Serve(ctx, cfg.Metrics); err != nil {
 			d.Shutdown(context.Background())
 			return nil, fmt.Errorf("metrics = %q: %w", cfg.Metrics, err)
@@ -128,7 +138,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	if d.MetricsAddr != nil {
 		metrics = d.MetricsAddr.String()
 	}
-	log.Info("smarttd started", "version", Version, "listen", cfg.Listen, "api", cfg.API.Socket,
+	log.Info("smarttd started", "version", version.String(), "revision", version.Get().Revision, "listen", cfg.Listen, "api", cfg.API.Socket,
 		"metrics", metrics, "cc", tcfg.CC, "lb", tcfg.LB)
 	return d, nil
 }

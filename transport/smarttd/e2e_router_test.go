@@ -46,7 +46,7 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 	tp := nstest.Routed(t)
 	dir := tempDir(t)
 	const trimDSCP = 33
-	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	// No UDP GSO at A: the router's nth rule counts forwarded skbs, and a GSO super-packet
 	// is one skb whose mark all its segments inherit.
 	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) { c.UDP.DataDSCP, c.UDP.DisableGSO = 10, true })
@@ -56,7 +56,7 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 		{"-m", "statistic", "--mode", "nth", "--every", "4", "--packet", "2", "-j", "DSCP", "--set-dscp", strconv.Itoa(trimDSCP)},
 	} {
 		tp.R.MustExec(t, "iptables", append([]string{"-t", "mangle", "-A", "FORWARD", "-p", "udp",
-			"-d", tp.AddrB.String(), "--dport", "4791"}, rule...)...)
+			"-d", tp.AddrB.String(), "--dport", "23600"}, rule...)...)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -137,7 +137,7 @@ func TestE2ERTTExcludesHoldTime(t *testing.T) {
 	tp := nstest.Pair(t)
 	dir := tempDir(t)
 	const hold = 40 * time.Millisecond
-	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) {
 		c.Transport.MinRTO, c.Transport.InitialRTO, c.Transport.MaxRTO = 500_000_000, 500_000_000, 2_000_000_000
 		c.Transport.CC = "fixed"              // the window must stay below ack.every packets

@@ -141,7 +141,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 	}
 	tp := nstest.Pair(t)
 	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(t, tp.A, la, dir, nil)
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
@@ -222,7 +222,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 		{ra, "smartt_payload_bytes_total", []string{"dir", "tx"}, float64(sum) + env*n},
 		{ra, "smartt_message_completion_seconds", nil, n},
 		{rb, "smartt_messages_total", []string{"result", "delivered"}, n},
-		{rb, "smartt_delivered_bytes_total", nil, float64(sum) + env*n},
+		{rb, "smartt_payload_bytes_total", []string{"dir", "rx"}, float64(sum) + env*n},
 		{rb, "smartt_api_bytes_total", []string{"dir", "delivered"}, float64(sum)},
 		{rb, "smartt_api_events_total", []string{"event", "message_delivered"}, n},
 		{ra, "smartt_socket_capability", []string{"cap", "rx_timestamps"}, 1},
@@ -241,7 +241,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 	}
 	// Kernel timestamps in use: (almost) every datagram B read carried one.
 	stamped := metric(t, rb, "smartt_rx_kernel_timestamps_total")
-	read := metric(t, rb, "smartt_rx_datagrams_total")
+	read := metric(t, rb, "smartt_packets_total", "dir", "rx")
 	if stamped < 0.99*read || read < txData {
 		t.Errorf("B: %v of %v datagrams kernel-timestamped (A sent %v data packets)", stamped, read, txData)
 	}
@@ -254,7 +254,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 	if dec := metric(t, ra, "smartt_cc_decision_seconds"); dec == 0 || dec > float64(st.AcksRecv+st.NacksRecv+st.LostSack+st.Timeouts) {
 		t.Errorf("%v congestion-control decisions timed (%d ACKs)", dec, st.AcksRecv)
 	}
-	metric(t, ra, "smartt_lb_freeze_episodes") // present (REPS is the default balancer)
+	metric(t, ra, "smartt_lb_freeze_episodes_total") // present (REPS is the default balancer)
 	t.Logf("A: %v data packets, retransmissions sack %v nack %v timeout %v; B: %v duplicates",
 		txData, metric(t, ra, "smartt_retransmissions_total", "cause", "sack"),
 		metric(t, ra, "smartt_retransmissions_total", "cause", "nack"),
@@ -265,7 +265,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 func TestE2EIPv6(t *testing.T) {
 	tp := nstest.Pair(t)
 	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.Addr6A, 4791), netip.AddrPortFrom(tp.Addr6B, 4791)
+	la, lb := netip.AddrPortFrom(tp.Addr6A, 23600), netip.AddrPortFrom(tp.Addr6B, 23600)
 	a := startIn(t, tp.A, la, dir, nil)
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -297,7 +297,7 @@ func TestE2EOneGiBMessage(t *testing.T) {
 	}
 	tp := nstest.Pair(t)
 	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) { c.Transport.LB = "ecmp" })
 	b := startIn(t, tp.B, lb, dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -362,7 +362,7 @@ func TestE2EAuth(t *testing.T) {
 			}
 		}
 	}
-	la, lb := netip.AddrPortFrom(tp.AddrA, 4791), netip.AddrPortFrom(tp.AddrB, 4791)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(t, tp.A, la, dir, auth(""))
 	b := startIn(t, tp.B, lb, dir, auth(""))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -16,7 +16,8 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	u := c.UDP
 	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
-		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, TxTimestampEvery: u.TxTimestampEvery,
+		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
+		MaxDatagram: c.MaxDatagram(), HeaderBytes: PacketOverhead,
 		RecvBuffer: u.RecvBuffer, SendBuffer: u.SendBuffer, BatchSize: u.BatchSize, Logger: log}
 }
 
@@ -116,7 +117,6 @@ func (s *udpSocket) Close() error {
 var (
 	dCap      = prometheus.NewDesc("smartt_socket_capability", "Socket capabilities granted by the kernel (1) or not (0).", []string{"cap"}, nil)
 	dTSSource = prometheus.NewDesc("smartt_timestamp_source", "Receive timestamp source in use (1).", []string{"source"}, nil)
-	dSockPkts = prometheus.NewDesc("smartt_socket_packets_total", "Datagrams through the sockets.", []string{"dir"}, nil)
 	dSockB    = prometheus.NewDesc("smartt_socket_bytes_total", "UDP payload bytes through the sockets.", []string{"dir"}, nil)
 	dSockErr  = prometheus.NewDesc("smartt_socket_errors_total", "Socket errors.", []string{"dir"}, nil)
 	dSockECN  = prometheus.NewDesc("smartt_socket_rx_ecn_total", "Datagrams received ECN-capable (ect) and CE-marked (ce).", []string{"codepoint"}, nil)
@@ -125,6 +125,8 @@ var (
 	dSockGRO  = prometheus.NewDesc("smartt_socket_rx_gro_buffers_total", "Receive buffers that held several datagrams (UDP GRO).", nil, nil)
 	dSockGSO  = prometheus.NewDesc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", []string{"kind"}, nil)
 	dSockBuf  = prometheus.NewDesc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", []string{"dir"}, nil)
+	dSockBig  = prometheus.NewDesc("smartt_socket_tx_oversize_total", "Datagrams the kernel refused as larger than the path MTU (EMSGSIZE; Don't Fragment set).", nil, nil)
+	dLinkMTU  = prometheus.NewDesc("smartt_socket_link_mtu_bytes", "Smallest MTU of the interfaces the listen address uses (checked at start).", nil, nil)
 )
 
 func b2f(b bool) float64 {
@@ -148,11 +150,11 @@ func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
 	g(dCap, b2f(caps.Batch), "batch")
 	g(dCap, b2f(caps.GSO), "gso")
 	g(dCap, b2f(caps.GRO), "gro")
+	g(dCap, b2f(caps.DF), "df")
+	g(dLinkMTU, float64(caps.LinkMTU))
 	g(dTSSource, 1, caps.TimestampSource)
 	g(dSockBuf, float64(caps.RecvBuffer), "rx")
 	g(dSockBuf, float64(caps.SendBuffer), "tx")
-	c(dSockPkts, st.RxPackets, "rx")
-	c(dSockPkts, st.TxPackets, "tx")
 	c(dSockB, st.RxBytes, "rx")
 	c(dSockB, st.TxBytes, "tx")
 	c(dSockErr, st.RxErrors, "rx")
@@ -164,6 +166,7 @@ func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
 	c(dSockTx, st.TxStampsMatched, "matched")
 	c(dSockTx, st.TxStampsLost, "lost")
 	c(dSockGRO, st.RxGROBuffers)
+	c(dSockBig, st.TxTooBig)
 	c(dSockGSO, st.TxGSOMessages, "messages")
 	c(dSockGSO, st.TxGSOSegments, "segments")
 	s.txDelay.Collect(ch)

@@ -335,6 +335,9 @@ func (c *Conn) sendRun(s *sock, m int) (int, error) {
 				return done, errGSORefused
 			}
 			c.st.txErrors.Add(1)
+			if b.errno == unix.EMSGSIZE {
+				return done, c.tooBig(b.msgDst[off], b.msgBytes[off])
+			}
 			return done, os.NewSyscallError("sendmmsg", b.errno)
 		}
 		var bytes uint64

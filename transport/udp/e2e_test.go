@@ -182,13 +182,14 @@ func ruleCount(table, target string) int {
 }
 
 // A GSO segment larger than the link MTU makes the kernel refuse the send; the Conn must
-// switch GSO off, say so, and still deliver every packet (as IP fragments).
+// switch GSO off, say so, and still deliver every packet (as IP fragments: DF is off here,
+// TestDFRefusesOversizeDatagrams covers the default).
 func TestGSOFallbackOnSmallMTU(t *testing.T) {
 	a, b := nstest.New(t, "gso-a"), nstest.New(t, "gso-b")
 	pa, pb := netip.MustParsePrefix("10.98.0.1/24"), netip.MustParsePrefix("10.98.0.2/24")
 	nstest.Connect(t, a, b, nstest.LinkOpts{MTU: 1500, A: pa, B: pb})
 	var log strings.Builder
-	tx := openIn(t, a, udp.Config{Listen: netip.AddrPortFrom(pa.Addr(), 0), EVS: 1,
+	tx := openIn(t, a, udp.Config{Listen: netip.AddrPortFrom(pa.Addr(), 0), EVS: 1, DisableDF: true,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	rx := openIn(t, b, udp.Config{Listen: netip.AddrPortFrom(pb.Addr(), 0), EVS: 1, RecvBuffer: 8 << 20})
 	if !tx.Caps().GSO {

@@ -48,6 +48,9 @@ func leaseFlowLabels(fd, n int) error {
 		binary.BigEndian.PutUint32((*[4]byte)(unsafe.Pointer(&req.Label))[:], uint32(l))
 		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_IPV6, ipv6FlowlabelMgr,
 			uintptr(unsafe.Pointer(&req)), unsafe.Sizeof(req), 0)
+		if e == unix.ENOBUFS && l > 32 {
+			return fmt.Errorf("lease flow label %d of %d (IPV6_FLOWLABEL_MGR): %w: without CAP_NET_ADMIN the kernel leases at most 32 labels per socket; grant CAP_NET_ADMIN or set transport.evs <= 32", l, n, e)
+		}
 		if e != 0 {
 			return fmt.Errorf("lease flow label %d of %d (IPV6_FLOWLABEL_MGR): %w", l, n, e)
 		}

@@ -69,7 +69,7 @@ func (c *Conn) openRaw() (*sock, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.rawT, err = rawTemplate(c.local.Addr(), cfg.EVPortBase)
+	c.rawT, err = rawTemplate(c.local.Addr(), cfg.EVPortBase, c.caps.DF)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -77,13 +77,18 @@ func (c *Conn) openRaw() (*sock, error) {
 	return s, nil
 }
 
-// rawTemplate serialises an IP+UDP header from src with gopacket; rawHeader fills in the rest.
-func rawTemplate(src netip.Addr, sport uint16) ([]byte, error) {
+// rawTemplate serialises an IP+UDP header from src with gopacket (IPv4: with the Don't
+// Fragment flag if df); rawHeader fills in the rest.
+func rawTemplate(src netip.Addr, sport uint16, df bool) ([]byte, error) {
 	buf := gopacket.NewSerializeBuffer()
 	udp := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: 9, Length: udpHdr}
 	var ip gopacket.SerializableLayer
+	var flags layers.IPv4Flag
+	if df {
+		flags = layers.IPv4DontFragment
+	}
 	if src.Is4() || src.Is4In6() {
-		ip = &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolUDP,
+		ip = &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Flags: flags, Protocol: layers.IPProtocolUDP,
 			SrcIP: src.Unmap().AsSlice(), DstIP: net.IPv4zero.To4(), Length: ipv4Hdr + udpHdr}
 	} else {
 		ip = &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolUDP, HopLimit: 64,

@@ -67,7 +67,7 @@ func TestRawHeaderMatchesGopacket(t *testing.T) {
 		src, dst := netip.MustParseAddr(tc.src), netip.MustParseAddr(tc.dst)
 		c := &Conn{v6: src.Is6(), cfg: Config{EVPortBase: 30000, EVS: 100}, raw: true}
 		var err error
-		if c.rawT, err = rawTemplate(src, 30000); err != nil {
+		if c.rawT, err = rawTemplate(src, 30000, true); err != nil {
 			t.Fatal(err)
 		}
 		for _, size := range []int{0, 1, 7, 1200, 4097} {
@@ -75,10 +75,10 @@ func TestRawHeaderMatchesGopacket(t *testing.T) {
 			for i := range pl {
 				pl[i] = byte(i*31 + size)
 			}
-			p := &Packet{Buf: pl, N: size, Addr: netip.AddrPortFrom(dst, 4791), EV: 42}
+			p := &Packet{Buf: pl, N: size, Addr: netip.AddrPortFrom(dst, 23600), EV: 42}
 			hdr := c.rawHeader(make([]byte, rawHdrMax), p, dst, 0x2a<<2|ECT0)
 
-			udp := &layers.UDP{SrcPort: 30042, DstPort: 4791}
+			udp := &layers.UDP{SrcPort: 30042, DstPort: 23600}
 			var ip gopacket.SerializableLayer
 			if c.v6 {
 				ip6 := &layers.IPv6{Version: 6, TrafficClass: 0x2a<<2 | ECT0, NextHeader: layers.IPProtocolUDP, HopLimit: 64, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}

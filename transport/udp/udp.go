@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,7 +56,16 @@ type Config struct {
 	DisableGSO                                  bool // no UDP GSO (UDP_SEGMENT) on send (port and flowlabel carriers)
 	DisableGRO                                  bool // no UDP GRO on receive (and no copy out of the socket's own buffers)
 
+	DisableDF bool // let the kernel fragment datagrams larger than the path MTU (no IP_PMTUDISC_DO / IPV6_DONTFRAG)
+
 	TxTimestampEvery int // sample a kernel TX timestamp on 1 in N sent packets (0: off)
+
+	// MaxDatagram is the largest datagram the caller sends (bytes of UDP payload): Open
+	// checks it against the MTU of the interfaces the listen address uses (0: no check).
+	MaxDatagram int
+	// HeaderBytes is how much of MaxDatagram is not message payload (the smartt header
+	// and trailer), so MTU errors can name the largest payload that fits.
+	HeaderBytes int
 
 	RecvBuffer, SendBuffer int // socket buffer bytes (SO_*BUFFORCE when allowed, else warn with the sysctl); 0: kernel default
 	BatchSize              int // recvmmsg/sendmmsg batch (default 64, at most 1024)
@@ -84,6 +94,8 @@ type Caps struct {
 	GRO                                    bool   // UDP_GRO on receive
 	TimestampSource                        string // "kernel" or "user"
 	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
+	DF                                     bool   // datagrams leave with Don't Fragment (IP_PMTUDISC_DO / IPV6_DONTFRAG, or the raw carrier's header)
+	LinkMTU                                int    // smallest MTU of the interfaces the MTU check looked at (0: not checked)
 }
 
 // Stats are cumulative counters of a Conn.
@@ -103,6 +115,7 @@ type Stats struct {
 	RxGROBuffers         uint64 // received buffers that held several datagrams (UDP GRO)
 	TxGSOMessages        uint64 // sends that carried several packets as UDP GSO segments
 	TxGSOSegments        uint64 // packets sent inside those
+	TxTooBig             uint64 // datagrams the kernel refused as larger than the path MTU (EMSGSIZE; DF set)
 }
 
 // TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
@@ -150,6 +163,9 @@ type Conn struct {
 	eres   errResult
 	errFn  func(fd uintptr)
 
+	nl         *netlink.Handle         // netlink in the sockets' namespace (MTU check, EMSGSIZE diagnosis); nil if unavailable
+	tooBigSeen map[netip.Addr]struct{} // destinations whose EMSGSIZE was logged (under wmu)
+
 	closed atomic.Bool
 	gso    atomic.Bool // GSO in use (switched off at run time if the kernel refuses it)
 	st     counters
@@ -160,6 +176,7 @@ type counters struct {
 	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp, rxDropped atomic.Uint64
 	rxDSCP                                                         [64]atomic.Uint64
 	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs  atomic.Uint64
+	txTooBig                                                       atomic.Uint64
 }
 
 type txPending struct {
@@ -178,8 +195,23 @@ func Open(cfg Config) (*Conn, error) {
 	c := &Conn{cfg: cfg, log: cfg.Logger, v6: cfg.Listen.Addr().Is6() && !cfg.Listen.Addr().Is4In6()}
 	c.caps = Caps{ECN: !cfg.DisableECN, RxTimestamps: !cfg.DisableTimestamps,
 		TxTimestamps: !cfg.DisableTimestamps && cfg.TxTimestampEvery > 0, Batch: !cfg.DisableBatch,
-		GSO: !cfg.DisableGSO && cfg.Carrier != CarrierRaw, GRO: !cfg.DisableGRO}
+		GSO: !cfg.DisableGSO && cfg.Carrier != CarrierRaw, GRO: !cfg.DisableGRO,
+		DF: !cfg.DisableDF}
+	c.tooBigSeen = map[netip.Addr]struct{}{}
+	if !cfg.probing {
+		// Bound to the calling thread's namespace, like the sockets, so it answers for
+		// their interfaces and routes from any goroutine later.
+		if h, err := netlink.NewHandle(unix.NETLINK_ROUTE); err == nil {
+			c.nl = h
+		} else {
+			c.log.Warn("udp: no netlink socket; no MTU check, MTU errors will not name the interface", "err", err)
+		}
+	}
 	if err := c.openSockets(); err != nil {
+		c.closeSockets()
+		return nil, err
+	}
+	if err := c.checkMTU(); err != nil {
 		c.closeSockets()
 		return nil, err
 	}
@@ -209,7 +241,7 @@ func Open(cfg Config) (*Conn, error) {
 		"listen", c.local.String(), "carrier", cfg.Carrier, "evs", cfg.EVS,
 		"ev_ports", c.evPortRange(), "ecn", c.caps.ECN, "rx_timestamps", c.caps.RxTimestamps,
 		"tx_timestamps", c.caps.TxTimestamps, "timestamp_source", c.caps.TimestampSource,
-		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "probe", verdict,
+		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "df", c.caps.DF, "link_mtu", c.caps.LinkMTU, "probe", verdict,
 		"recv_buffer", c.caps.RecvBuffer, "send_buffer", c.caps.SendBuffer)
 	return c, nil
 }
@@ -260,6 +292,9 @@ func (cfg *Config) normalize() error {
 	if cfg.EVPortBase != 0 && cfg.Listen.Port() >= cfg.EVPortBase && int(cfg.Listen.Port()) < int(cfg.EVPortBase)+ports {
 		return fmt.Errorf("udp: Config.Listen port %d lies inside the EV port range %d..%d",
 			cfg.Listen.Port(), cfg.EVPortBase, int(cfg.EVPortBase)+ports-1)
+	}
+	if cfg.MaxDatagram < 0 || cfg.MaxDatagram > 65535 || cfg.HeaderBytes < 0 || cfg.HeaderBytes > 65535 || (cfg.MaxDatagram > 0 && cfg.HeaderBytes > cfg.MaxDatagram) {
+		return fmt.Errorf("udp: Config.MaxDatagram %d / HeaderBytes %d: allowed are MaxDatagram 0 (no check) or up to 65535, HeaderBytes 0..MaxDatagram", cfg.MaxDatagram, cfg.HeaderBytes)
 	}
 	if cfg.DataDSCP > 63 {
 		return fmt.Errorf("udp: Config.DataDSCP %d: allowed range is 0..63", cfg.DataDSCP)
@@ -339,6 +374,7 @@ func (c *Conn) Stats() Stats {
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
 		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(),
+		TxTooBig: c.st.txTooBig.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()
@@ -355,6 +391,10 @@ func (c *Conn) Close() error {
 }
 
 func (c *Conn) closeSockets() error {
+	if c.nl != nil {
+		c.nl.Close()
+		c.nl = nil
+	}
 	var first error
 	if c.rx != nil {
 		first = c.rx.close()
