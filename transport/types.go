@@ -45,7 +45,8 @@ type EventKind uint8
 const (
 	// MessageReceived: a whole message from the peer; Data is the application's now.
 	MessageReceived EventKind = iota + 1
-	// MessageSent: the peer acknowledged every byte of message MsgID.
+	// MessageSent: the peer delivered message MsgID (every byte acknowledged and, in order,
+	// its delivered offset past the message).
 	MessageSent
 	// MessageFailed: message MsgID will not be delivered; Err says why.
 	MessageFailed

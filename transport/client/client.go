@@ -264,8 +264,8 @@ type Pending struct {
 	ch  chan reply
 }
 
-// Wait returns the message's completion (nil error: every byte acknowledged by the peer
-// daemon) or why it failed.
+// Wait returns the message's completion (nil error: the peer daemon received the whole
+// message, in order, and handed it to its API) or why it failed.
 func (p *Pending) Wait(ctx context.Context) (api.SentInfo, error) {
 	r, err := p.s.wait(ctx, p.tag, p.ch)
 	if err != nil {
