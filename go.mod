@@ -1,4 +1,4 @@
-module smartt
+module github.com/smartt-transport/smartt
 
 go 1.26.0
 

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"smartt/config"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Config is the receiver's ACK policy.

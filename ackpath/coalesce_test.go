@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/ackpath"
-	"smartt/config"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/ackpath"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 func coalescer(every int, maxDelay int64, clean bool) ackpath.Coalescer {

@@ -6,7 +6,7 @@ package ackpath
 import (
 	"math/bits"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Mark results.

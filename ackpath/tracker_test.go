@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"smartt/ackpath"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/ackpath"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Start PSNs: zero, arbitrary, and near the 2^32 wrap at ring index 0 and mid-ring.

@@ -2,7 +2,7 @@
 // and the simplest controller, a fixed window. Algorithms live in sub-packages.
 package cc
 
-import "smartt/hwprofile"
+import "github.com/smartt-transport/smartt/hwprofile"
 
 // LossCause tells why a packet was judged lost.
 type LossCause uint8

@@ -3,8 +3,8 @@ package reps
 import (
 	"math/rand/v2"
 
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 // OPS is oblivious packet spraying: a uniformly random EV for every packet. It keeps no

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // Config holds the parameters of REPS and of the baseline balancers. Zero durations are

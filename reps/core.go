@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 	"unsafe"
 
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 // Time in the packed state: 32-bit timestamps in units of 256 ns (wrapping every ~18

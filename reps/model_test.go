@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"smartt/cc"
+	"github.com/smartt-transport/smartt/cc"
 )
 
 // model is REPS written plainly (a slice of entries, oldest first) to check the packed,

@@ -7,8 +7,8 @@ package reps
 import (
 	"math/rand/v2"
 
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 // Balancer chooses the EV of each outgoing data packet and learns from the feedback.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 func TestECMPKeepsOneEVInRange(t *testing.T) {

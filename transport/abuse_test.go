@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // TestGarbageIsCountedAndDropped feeds an endpoint with an open connection random bytes,

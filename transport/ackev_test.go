@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // TestControlEVs: a connection's control packets (ACKs, NACKs, CLOSE retries) each take

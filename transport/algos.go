@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"smartt/cc"
-	"smartt/config"
-	"smartt/reps"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/reps"
 )
 
 // ccByName builds a connection's congestion controller from the endpoint's config, by

@@ -3,7 +3,7 @@ package transport
 import (
 	"math/rand/v2"
 
-	"smartt/reps"
+	"github.com/smartt-transport/smartt/reps"
 )
 
 // The load balancers of package reps; "ecmp" is registered in algos.go.

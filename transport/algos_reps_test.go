@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/config"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 func TestBalancersRegisteredAndREPSDefault(t *testing.T) {

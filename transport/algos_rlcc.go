@@ -1,8 +1,8 @@
 package transport
 
 import (
-	"smartt/cc"
-	"smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/rlcc"
 )
 
 func init() {

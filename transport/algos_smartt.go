@@ -1,8 +1,8 @@
 package transport
 
 import (
-	"smartt/cc"
-	"smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/smartt"
 )
 
 // SMaRTT is registered under two names: "smartt" (float or fixed point as

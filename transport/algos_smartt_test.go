@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/cc/smartt"
-	"smartt/config"
+	"github.com/smartt-transport/smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // SMaRTT is the default; its YAML section decodes strictly and bad values are refused

@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"smartt/transport/seal"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // AuthStats counts packet authentication (Stats.Auth). All zero when it is off.

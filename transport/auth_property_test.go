@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"smartt/test/testnet"
-	"smartt/transport"
-	"smartt/transport/seal"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/seal"
 )
 
 // TestPropertyExactlyOnceAuth is TestPropertyExactlyOnce with packet authentication on, in

@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"smartt/transport/seal"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 var testKey = seal.Key{0x13, 0x13, 0x13}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport/seal"
 )
 
 // recycler is a BufferPool that hands back the buffers the benchmark returns to it, so

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"smartt/ackpath"
-	"smartt/cc"
-	"smartt/cc/rlcc"
-	"smartt/cc/smartt"
-	"smartt/config"
-	"smartt/reps"
-	"smartt/transport/seal"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/ackpath"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/reps"
+	"github.com/smartt-transport/smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Config configures an Endpoint. Start from DefaultConfig and change what you need.

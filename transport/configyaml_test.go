@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // The YAML form of Config is what the daemon's config file and the simulator's scenario

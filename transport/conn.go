@@ -5,11 +5,11 @@ import (
 	"math/bits"
 	"net/netip"
 
-	"smartt/ackpath"
-	"smartt/cc"
-	"smartt/pacing"
-	"smartt/reps"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/ackpath"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/pacing"
+	"github.com/smartt-transport/smartt/reps"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Packet states in the sender's window.

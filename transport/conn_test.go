@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // events drains e's events into a slice.

@@ -15,10 +15,10 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"smartt/cc"
-	"smartt/cc/smartt"
-	"smartt/reps"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/reps"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // peerKey identifies a peer's connection before we have handed it our ID.

@@ -60,8 +60,8 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport/seal"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Invariant 2, the memory bound. An endpoint may hold at most

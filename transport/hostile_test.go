@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Regression tests for hostile and broken peers (issue 13): each failed on main 0bffe78.

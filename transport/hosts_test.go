@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"smartt/test/testnet"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // twoHosts attaches two endpoints with cfg to n at 10.0.0.1 and 10.0.0.2, their random

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"smartt/test/testnet"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // TestOneGiBMessage moves the largest default message (1 GiB) over a network with a

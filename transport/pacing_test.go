@@ -3,9 +3,9 @@ package transport_test
 import (
 	"testing"
 
-	"smartt/cc"
-	"smartt/test/testnet"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // TestSubMTUWindowIsPaced: a window of a quarter packet sends one packet every four RTTs

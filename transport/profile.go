@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"smartt/cc"
-	"smartt/hwprofile"
-	"smartt/reps"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/reps"
 )
 
 // ccCheck validates a named controller's configuration before any connection is made

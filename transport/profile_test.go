@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/cc"
-	"smartt/hwprofile"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // bareCC reports no cost.

@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"smartt/test/testnet"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // propRun is one property-test run: two endpoints over an impaired test network, a batch

@@ -1,8 +1,8 @@
 package transport
 
 import (
-	"smartt/ackpath"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/ackpath"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // onData places a data packet and schedules its ACK (or NACK, when it was trimmed).

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"smartt/test/testnet"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // TestReorderingCausesNoRetransmissionStorm pins SACK-gap detection under reordering

@@ -6,13 +6,13 @@ import (
 	"net/netip"
 	"testing"
 
-	"smartt/cc"
-	"smartt/cc/rlcc"
-	"smartt/config"
-	"smartt/hwprofile/timing"
-	"smartt/test/testnet"
-	"smartt/transport"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/hwprofile/timing"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // rttProbe forwards to a controller and averages the RTT samples it sees from a start time.

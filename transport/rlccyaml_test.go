@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 func TestRLCCAndProfileYAML(t *testing.T) {

@@ -3,7 +3,7 @@ package transport
 import (
 	"testing"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // TestRTOAboveSteadyRTT: on a path whose RTT hardly varies (a deterministic fabric, here

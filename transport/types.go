@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"net/netip"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // ConnID names a connection on its endpoint: the connection's local random 64-bit ID.

@@ -2,7 +2,7 @@
 // built from and the Go toolchain, read from the build information the Go linker embeds
 // (runtime/debug.ReadBuildInfo), with an override for release builds:
 //
-//	go build -ldflags "-X smartt/version.override=1.0.0" ./cmd/smarttd
+//	go build -ldflags "-X github.com/smartt-transport/smartt/version.override=1.0.0" ./cmd/smarttd
 //
 // Without the override the version is the main module's version (a tagged `go install
 // smartt/cmd/smarttd@v1.0.0` build), else "devel" plus the VCS revision when the build
@@ -16,7 +16,7 @@ import (
 	"sync"
 )
 
-// override is set at link time with -ldflags "-X smartt/version.override=VERSION".
+// override is set at link time with -ldflags "-X github.com/smartt-transport/smartt/version.override=VERSION".
 var override string
 
 // Info is what the binary knows about its build.

@@ -60,9 +60,9 @@ func TestLdflagsOverride(t *testing.T) {
 	}
 	dir := t.TempDir()
 	main := filepath.Join(dir, "main.go")
-	os.WriteFile(main, []byte("package main\n\nimport (\n\t\"fmt\"\n\n\t\"smartt/version\"\n)\n\nfunc main() { fmt.Print(version.String()) }\n"), 0o644)
+	os.WriteFile(main, []byte("package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/smartt-transport/smartt/version\"\n)\n\nfunc main() { fmt.Print(version.String()) }\n"), 0o644)
 	bin := filepath.Join(dir, "v")
-	cmd := exec.Command("go", "build", "-o", bin, "-ldflags", "-X smartt/version.override=9.8.7-test", main)
+	cmd := exec.Command("go", "build", "-o", bin, "-ldflags", "-X github.com/smartt-transport/smartt/version.override=9.8.7-test", main)
 	cmd.Dir = "." // inside the module, so smartt/version resolves
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

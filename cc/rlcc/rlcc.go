@@ -17,9 +17,9 @@ import (
 	"os"
 	"sync"
 
-	"smartt/cc"
-	"smartt/config"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 //go:embed default_model.json

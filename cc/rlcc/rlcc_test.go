@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"smartt/cc"
-	"smartt/config"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/config"
 )
 
 var testNet = config.Network{LinkRate: 100e9, BaseRTT: 10_000, MTU: 4096}

@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"smartt/cc"
+	"github.com/smartt-transport/smartt/cc"
 )
 
 // benchAcks is a fixed mix of feedback that visits every branch: RTTs spread over

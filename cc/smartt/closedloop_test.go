@@ -3,7 +3,7 @@ package smartt_test
 import (
 	"testing"
 
-	"smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/cc/smartt"
 )
 
 // TestIncast8to1Trimming: eight senders start an 8 MiB message each at once toward one

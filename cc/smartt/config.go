@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // Config holds SMaRTT's parameters. Zero values of the derived fields (marked "0:")

@@ -9,8 +9,8 @@
 package smartt
 
 import (
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 // Stats are a controller's counters, for metrics. They live beside the packed per-flow

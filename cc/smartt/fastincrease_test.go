@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/cc/smartt"
 )
 
 // reclaim runs eight flows on the bottleneck; seven send 4 MiB and finish, the eighth

@@ -4,8 +4,8 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 // fixedState is the packed per-flow state of the integer implementation: 32 bytes.

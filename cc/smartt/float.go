@@ -3,8 +3,8 @@ package smartt
 import (
 	"unsafe"
 
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 // floatState is the per-flow state of the float implementation (40 bytes).

@@ -5,12 +5,12 @@ import (
 	"net/netip"
 	"testing"
 
-	"smartt/cc"
-	"smartt/cc/smartt"
-	"smartt/config"
-	"smartt/test/testnet"
-	"smartt/transport"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // The closed-loop rig: n senders and one receiver on the test network's switch, 100

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"smartt/cc"
-	"smartt/config"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // The reference network of the unit tests: 100 Gbit/s, 12 us, 4 KiB MTU, so

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/cc/smartt"
 )
 
 // TestFixedMatchesFloat records the feedback of a long closed-loop run (float SMaRTT in

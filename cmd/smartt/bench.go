@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"smartt/transport/client"
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 type benchOpts struct {

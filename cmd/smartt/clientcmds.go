@@ -15,8 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"smartt/transport/api"
-	"smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/client"
 )
 
 func defaultSocket() string {

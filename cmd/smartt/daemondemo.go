@@ -14,11 +14,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"smartt/transport"
-	"smartt/transport/api"
-	"smartt/transport/client"
-	"smartt/transport/smarttd"
-	"smartt/transport/udp"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/udp"
 )
 
 // runDemoCmd runs the daemon demo, or the in-memory engine demo with -inmem.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport/api"
-	"smartt/transport/client"
-	"smartt/transport/smarttd"
-	"smartt/version"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/version"
 )
 
 func TestDaemonDemoMovesEverything(t *testing.T) {

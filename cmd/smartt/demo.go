@@ -9,9 +9,9 @@ import (
 	"net/netip"
 	"text/tabwriter"
 
-	"smartt/config"
-	"smartt/test/testnet"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // demoOpts are the demo's flags.

@@ -7,11 +7,11 @@ import (
 	"math/rand/v2"
 	"text/tabwriter"
 
-	"smartt/cc"
-	"smartt/hwprofile"
-	"smartt/hwprofile/timing"
-	"smartt/reps"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/hwprofile/timing"
+	"github.com/smartt-transport/smartt/reps"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 const hwprofileUsage = `usage: smartt hwprofile report [-n decisions]

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 func TestHWProfileReport(t *testing.T) {

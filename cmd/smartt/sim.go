@@ -12,8 +12,8 @@ import (
 	"strings"
 	"syscall"
 
-	"smartt/config"
-	"smartt/test/sim"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/sim"
 )
 
 const simUsage = `usage: smartt sim run [flags] SCENARIO.yaml

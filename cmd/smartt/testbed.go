@@ -14,10 +14,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"smartt/config"
-	"smartt/test/bedrun"
-	"smartt/test/netbed"
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/bedrun"
+	"github.com/smartt-transport/smartt/test/netbed"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run|fail|soak> [flags]   (as root)

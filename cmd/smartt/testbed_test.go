@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/netbed"
+	"github.com/smartt-transport/smartt/test/netbed"
 )
 
 func TestTestbedRejectsBadInput(t *testing.T) {

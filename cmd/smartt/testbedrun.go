@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"smartt/test/bedrun"
-	"smartt/test/netbed"
-	"smartt/test/sim"
+	"github.com/smartt-transport/smartt/test/bedrun"
+	"github.com/smartt-transport/smartt/test/netbed"
+	"github.com/smartt-transport/smartt/test/sim"
 )
 
 // testbedRun runs a simulator scenario on a fresh emulated testbed (test/bedrun) and

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"smartt/config"
-	"smartt/test/bedrun"
-	"smartt/test/netbed"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/bedrun"
+	"github.com/smartt-transport/smartt/test/netbed"
 )
 
 // testbedSoak runs a soak (test/bedrun): a mixed workload under flaky links, link flaps

@@ -6,8 +6,8 @@ import (
 	"io"
 	"time"
 
-	"smartt/transport/client"
-	"smartt/version"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/version"
 )
 
 // runVersion prints this tool's version and, if a daemon answers on -socket within a

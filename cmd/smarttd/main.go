@@ -27,8 +27,8 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
 
-	"smartt/transport/smarttd"
-	"smartt/version"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/version"
 )
 
 func main() {

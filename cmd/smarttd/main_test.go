@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport/client"
-	"smartt/version"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/version"
 )
 
 func TestRunRejectsBadConfig(t *testing.T) {

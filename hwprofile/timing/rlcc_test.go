@@ -3,9 +3,9 @@ package timing
 import (
 	"testing"
 
-	"smartt/cc"
-	"smartt/cc/rlcc"
-	"smartt/config"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/config"
 )
 
 var net = config.Network{LinkRate: 100e9, BaseRTT: 10_000, MTU: 4096}

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	_ "unsafe" // for go:linkname
 
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 // nanotime is the runtime's monotonic clock: one vDSO read, cheaper than time.Now (which

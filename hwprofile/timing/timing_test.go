@@ -3,8 +3,8 @@ package timing
 import (
 	"testing"
 
-	"smartt/cc"
-	"smartt/hwprofile"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 // spin is a controller whose decisions take at least ns of wall time and count themselves.

@@ -19,13 +19,13 @@ import (
 	"sync"
 	"time"
 
-	"smartt/config"
-	"smartt/test/netbed"
-	"smartt/test/sim"
-	"smartt/test/switchport"
-	"smartt/transport"
-	"smartt/transport/client"
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/netbed"
+	"github.com/smartt-transport/smartt/test/sim"
+	"github.com/smartt-transport/smartt/test/switchport"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // Port is the daemons' UDP port on every host.

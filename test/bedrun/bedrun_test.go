@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/bedrun"
-	"smartt/test/netbed"
-	"smartt/test/sim"
+	"github.com/smartt-transport/smartt/test/bedrun"
+	"github.com/smartt-transport/smartt/test/netbed"
+	"github.com/smartt-transport/smartt/test/sim"
 )
 
 // name returns a testbed name unique to this run; t.Cleanup removes whatever is left.

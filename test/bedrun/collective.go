@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"smartt/test/sim"
-	"smartt/transport/client"
+	"github.com/smartt-transport/smartt/test/sim"
+	"github.com/smartt-transport/smartt/transport/client"
 )
 
 // allReduce lays out ring_allreduce and butterfly_allreduce as the simulator does

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"smartt/config"
-	"smartt/test/sim"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/sim"
 )
 
 // Fault is a change to one link of a running testbed.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"smartt/test/bedrun"
-	"smartt/test/sim"
+	"github.com/smartt-transport/smartt/test/bedrun"
+	"github.com/smartt-transport/smartt/test/sim"
 )
 
 // TestRunFaults: the scenario's degrade, flaky and down-until failures on an emulated

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"smartt/config"
-	"smartt/test/netbed"
-	"smartt/test/sim"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/netbed"
+	"github.com/smartt-transport/smartt/test/sim"
 )
 
 // simName is a testbed node's name in the simulator (leaf<i> is tor<i>).

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"time"
 
-	"smartt/config"
-	"smartt/test/sim"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/sim"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // DefaultSoakYAML is the soak scenario scenarios/soak.yaml: the defaults of every soak

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/bedrun"
+	"github.com/smartt-transport/smartt/test/bedrun"
 )
 
 // TestSoakShort is the soak (smartt testbed soak) compressed to 24 s so CI exercises its

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/client"
 )
 
 func TestSoakScenario(t *testing.T) {

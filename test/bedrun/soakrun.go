@@ -19,11 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"smartt/test/netbed"
-	"smartt/transport"
-	"smartt/transport/client"
-	"smartt/transport/daemon"
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/test/netbed"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // SoakOptions steer a soak.

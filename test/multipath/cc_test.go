@@ -3,8 +3,8 @@ package multipath
 import (
 	"testing"
 
-	"smartt/cc"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // aimd is a small ECN-reacting window controller (DCTCP-like: additive increase per

@@ -9,8 +9,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"smartt/test/testnet"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/test/testnet"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // Scenario is one run: a fabric of Paths parallel paths from A to B, one transfer.

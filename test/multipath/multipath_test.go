@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // ccs are the congestion controllers the comparisons run under: the engine's default

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 // SwitchPort is one port of a switch node.

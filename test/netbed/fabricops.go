@@ -12,9 +12,9 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"smartt/config"
-	"smartt/test/switchport"
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/switchport"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 // FabricOptions add measurement to RunFabricWith. Everything they add runs on the switch

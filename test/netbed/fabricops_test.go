@@ -16,7 +16,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // TestFabricOps: on an emulated star (100 Mbit/s, the port model), a degraded host port

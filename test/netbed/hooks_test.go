@@ -3,8 +3,8 @@ package netbed
 import (
 	"testing"
 
-	"smartt/test/switchport"
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/test/switchport"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 // TestHooksAllocateNothing: the per-frame and per-tick hooks the fabric installs in the

@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 func (t *Testbed) linkByName(name string) (int, error) {

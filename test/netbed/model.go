@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"smartt/config"
-	"smartt/test/switchport"
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/switchport"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 // TrimWireBytes is the wire size of a trimmed frame on the testbed: Ethernet (14), IPv4

@@ -20,8 +20,8 @@ import (
 	"github.com/vishvananda/netns"
 	"go.yaml.in/yaml/v3"
 
-	"smartt/config"
-	"smartt/test/nsenter"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/nsenter"
 )
 
 // StateDir holds one file per testbed (its spec), so status and down find what up built.

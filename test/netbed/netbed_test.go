@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"smartt/config"
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 func TestPlanLeafSpine(t *testing.T) {

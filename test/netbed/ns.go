@@ -11,7 +11,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"smartt/test/nsenter"
+	"github.com/smartt-transport/smartt/test/nsenter"
 )
 
 // NsDir is where named network namespaces are bind-mounted (the same place `ip netns` uses).

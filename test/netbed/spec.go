@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // Topology kinds a Spec can describe.

@@ -22,7 +22,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"smartt/test/nsenter"
+	"github.com/smartt-transport/smartt/test/nsenter"
 )
 
 // DefaultMTU is the MTU of veth links unless LinkOpts says otherwise.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // fault is one configured failure, resolved to ports.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 func failureScenario(f ...FailureConfig) *Scenario {

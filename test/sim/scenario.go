@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"smartt/config"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // Scenario is one simulation: fabric, transport configuration, workload, failures and

@@ -32,12 +32,12 @@ import (
 	"time"
 	"unsafe"
 
-	"smartt/config"
-	"smartt/hwprofile"
-	"smartt/reps"
-	"smartt/test/switchport"
-	"smartt/transport"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/reps"
+	"github.com/smartt-transport/smartt/test/switchport"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // hdrCap is the number of datagram bytes a packet stores: a whole control packet

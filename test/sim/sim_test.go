@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // scenario returns a scenario on top of the daemon's transport defaults.

@@ -3,8 +3,8 @@ package sim
 import (
 	"fmt"
 
-	"smartt/config"
-	"smartt/test/switchport"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/switchport"
 )
 
 // TopologyConfig describes the fabric. Kinds:

@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"smartt/test/switchport"
+	"github.com/smartt-transport/smartt/test/switchport"
 )
 
 // Every topology routes every sampled pair over a shortest path (as many links as

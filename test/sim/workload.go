@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // flow is one message from src to dst.

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"smartt/test/switchport"
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/test/switchport"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 // The testbed's userspace switch takes this package's Port through uswitch.Model (the

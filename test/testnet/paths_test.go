@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"smartt/transport"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // evSender emits numbered DATA packets whose EVs evOf chooses.

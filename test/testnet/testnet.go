@@ -120,8 +120,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"smartt/transport"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Host is what the network drives: *transport.Endpoint satisfies it.

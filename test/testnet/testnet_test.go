@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // The engine's endpoint is a Host.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 // TestHooks: Tick runs on its schedule, Do runs posted functions on the switch thread,

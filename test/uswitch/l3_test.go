@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 func TestL3Router(t *testing.T) {

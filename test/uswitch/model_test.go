@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 // dataFrame builds an Ethernet/IPv4/UDP frame carrying a DATA packet of our protocol with

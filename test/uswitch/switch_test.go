@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/netbed"
-	"smartt/test/uswitch"
+	"github.com/smartt-transport/smartt/test/netbed"
+	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
 // star builds hosts h0..h(n-1) on switch namespace sw0 (no kernel bridge) and starts a

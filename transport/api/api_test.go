@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport/api"
-	"smartt/transport/client"
-	"smartt/transport/daemon"
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 var (

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport"
-	"smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
 // FuzzParse: every parser either rejects its input or decodes it into values that encode

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/transport"
-	"smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
 // limitServer is an API server over a node on an in-memory network, with sessions whose

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"smartt/config"
-	"smartt/transport/api"
-	"smartt/transport/client"
-	"smartt/transport/daemon"
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // Regression tests of issue 13, finding 6: "local clients can pin gigabytes and sessions

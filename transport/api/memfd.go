@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
 // maxQueuedFDs bounds the descriptors a client may send ahead of their SendFD frames.

@@ -21,9 +21,9 @@ import (
 	"syscall"
 	"time"
 
-	"smartt/config"
-	"smartt/transport"
-	"smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
 // DefaultSocket is where smarttd listens unless configured otherwise.

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
 // outFrame is a frame queued for a client; data, if set, follows as Data frames.

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/api"
 )
 
 // Client talks to one daemon.

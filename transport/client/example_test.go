@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"smartt/transport/client"
-	"smartt/transport/daemon"
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // startTwo starts two daemons in this process on an in-memory network (a real deployment

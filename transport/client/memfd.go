@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/api"
 )
 
 // MessageFD is a message built in shared memory (a memfd): write it through Data, Seal it,

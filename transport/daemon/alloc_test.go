@@ -4,8 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"smartt/transport"
-	"smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/seal"
 )
 
 // ringSocket is a zero-allocation in-memory socket for measuring the node's own path:

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // Packet is one datagram of a batch in a caller-owned buffer (the fields of udp.Packet).

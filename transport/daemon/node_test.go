@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 func testConfig(port uint16) transport.Config {

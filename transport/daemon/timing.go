@@ -3,10 +3,10 @@ package daemon
 import (
 	"fmt"
 
-	"smartt/cc"
-	"smartt/hwprofile"
-	"smartt/hwprofile/timing"
-	"smartt/transport"
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/hwprofile/timing"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // DecisionStats is the congestion controllers' decision time on this host.

@@ -26,12 +26,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"smartt/hwprofile/timing"
-	"smartt/transport"
-	"smartt/transport/api"
-	"smartt/transport/daemon"
-	"smartt/transport/wire"
-	"smartt/version"
+	"github.com/smartt-transport/smartt/hwprofile/timing"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/wire"
+	"github.com/smartt-transport/smartt/version"
 )
 
 // Sources are where the collector reads at scrape time. Any may be nil.

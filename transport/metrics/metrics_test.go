@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
-	"smartt/transport"
-	"smartt/transport/api"
-	"smartt/version"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/version"
 )
 
 func scrape(m *Metrics) string {

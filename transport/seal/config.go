@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"smartt/config"
+	"github.com/smartt-transport/smartt/config"
 )
 
 // Mode says what sealing protects.

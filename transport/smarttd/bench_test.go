@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/nstest"
-	"smartt/transport/client"
-	"smartt/transport/seal"
-	"smartt/transport/smarttd"
-	"smartt/transport/udp/blast"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/udp/blast"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // BenchmarkVethDaemonVsBlaster compares, in one run over one veth pair (MTU 9000) between

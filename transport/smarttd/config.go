@@ -17,11 +17,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"smartt/config"
-	"smartt/transport"
-	"smartt/transport/api"
-	"smartt/transport/seal"
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // DefaultYAML is the embedded default configuration (every field, commented).

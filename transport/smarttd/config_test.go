@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"smartt/transport"
-	"smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/seal"
 )
 
 func TestDefaultYAMLIsValidAndComplete(t *testing.T) {

@@ -10,12 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"smartt/hwprofile"
-	"smartt/transport"
-	"smartt/transport/api"
-	"smartt/transport/daemon"
-	"smartt/transport/metrics"
-	"smartt/version"
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/metrics"
+	"github.com/smartt-transport/smartt/version"
 )
 
 // SocketLayer is an open socket layer and what it reports.

@@ -7,7 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // The config shipped in the Kubernetes example is a valid smarttd config.

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"smartt/config"
-	"smartt/test/nstest"
-	"smartt/transport"
-	"smartt/transport/client"
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // ruleCount returns the packet counter of the first rule with target in `iptables -L -v -x -n` output.

@@ -14,10 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"smartt/test/nstest"
-	"smartt/transport/client"
-	"smartt/transport/seal"
-	"smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/seal"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // startIn starts a daemon whose sockets live in namespace ns (opened on a thread locked

@@ -3,7 +3,7 @@ package smarttd
 import (
 	"log/slog"
 
-	"smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
 // MemSockets returns an OpenSocket that attaches daemons to the in-memory network mn

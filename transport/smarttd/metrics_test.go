@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
-	"smartt/transport/client"
-	"smartt/transport/smarttd"
-	"smartt/version"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/version"
 )
 
 // TestMetricsEndpointPromlintClean scrapes the /metrics endpoint of two real daemons (one

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/nstest"
-	"smartt/transport/smarttd"
-	"smartt/transport/udp"
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/udp"
 )
 
 // logSink collects a daemon's log lines for assertions.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"smartt/transport/daemon"
-	"smartt/transport/udp"
+	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/udp"
 )
 
 // UDPConfigFor returns the socket layer's config for c.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/nstest"
-	"smartt/transport/udp"
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/udp"
 )
 
 // OpenIn opens a Conn inside a namespace.

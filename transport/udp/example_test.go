@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"smartt/transport/udp"
+	"github.com/smartt-transport/smartt/transport/udp"
 )
 
 // Two Conns on loopback: a data packet on EV 5 arrives from EV 5's source port, with

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"smartt/test/nstest"
-	"smartt/transport/udp"
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/udp"
 )
 
 // lockedBuf is a log sink safe for the socket layer's goroutines.

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"smartt/transport/wire"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Non-trivial connection IDs: every byte differs, the top bits are set.

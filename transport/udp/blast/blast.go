@@ -17,7 +17,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
-	"smartt/transport/udp"
+	"github.com/smartt-transport/smartt/transport/udp"
 )
 
 // Result is what a receiver counted.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"smartt/test/nstest"
-	"smartt/transport/udp"
-	"smartt/transport/udp/blast"
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/udp"
+	"github.com/smartt-transport/smartt/transport/udp/blast"
 )
 
 const (

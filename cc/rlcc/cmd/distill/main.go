@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 
-	"smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc"
 )
 
 func main() {
