@@ -111,6 +111,7 @@ type Node struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
+	resends  uint64 // messages moved to a new connection after ErrResetUnsent (guarded by mu)
 	ep       *transport.Endpoint
 	dialed   map[netip.AddrPort]transport.ConnID
 	pending  map[msgKey]*pending
@@ -287,12 +288,19 @@ func (n *Node) flushLocked(now int64) {
 			}
 		}
 	}
+	resent := n.resends
 	for {
 		ev, ok := n.ep.PollEvent()
 		if !ok {
 			break
 		}
 		n.dispatchLocked(now, ev)
+	}
+	if n.resends != resent {
+		// A message moved to a new connection while dispatching: send it now rather than
+		// at the next timer, which may be the idle deadline.
+		n.flushLocked(now)
+		return
 	}
 	n.armLocked()
 }
@@ -333,6 +341,7 @@ func (n *Node) dispatchLocked(now int64, ev transport.Event) {
 			if id, mid, err := n.sendLocked(now, p.peer, p.msg); err == nil {
 				p.conn, p.resent = id, true
 				n.pending[msgKey{id, mid}] = p
+				n.resends++
 				return
 			}
 		}
