@@ -567,3 +567,49 @@ func TestIdleConnectionsExpireAndRedial(t *testing.T) {
 		t.Fatalf("%d messages failed", st.MsgsFailed)
 	}
 }
+
+// TestOffsetReach: a packet may land at most PSNWindow packets beyond what arrived of its
+// message (no honest sender's window lets it send further); at the limit it is accepted,
+// beyond it refused unacknowledged, so a claim cannot spread chunks over a whole message.
+func TestOffsetReach(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.PSNWindow = 256
+	e, err := NewEndpoint(cfg, nil2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := netip.MustParseAddrPort("10.6.6.6:23600")
+	reach := uint32(cfg.PSNWindow * cfg.MTU)
+	send := func(psn, off uint32) {
+		p := wire.Packet{Header: wire.Header{Type: wire.TypeData, SrcConn: 5}}
+		p.Data = wire.Data{PSN: psn, AckFloor: 100, MsgLen: 1 << 30, Offset: off, PayloadLen: 1}
+		p.Payload = []byte{1}
+		b := make([]byte, 128)
+		n, err := p.Encode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.HandlePacket(1, b[:n], RxMeta{From: from})
+	}
+	send(100, reach) // nothing arrived yet: offset reach is one byte too far
+	if st := e.Stats(); st.BeyondWindow != 1 || st.RecvBuffered != 0 {
+		t.Fatalf("offset %d with nothing received: beyond %d, buffered %d", reach, st.BeyondWindow, st.RecvBuffered)
+	}
+	send(101, reach-1) // at the limit
+	if st := e.Stats(); st.BeyondWindow != 1 || st.RecvBuffered == 0 {
+		t.Fatalf("offset %d: beyond %d, buffered %d", reach-1, st.BeyondWindow, st.RecvBuffered)
+	}
+	send(102, reach) // one byte arrived: the limit moved by one
+	if st := e.Stats(); st.BeyondWindow != 1 {
+		t.Fatalf("offset %d after 1 byte: beyond %d", reach, st.BeyondWindow)
+	}
+	send(103, reach+2) // two bytes arrived: reach+1 is the last offset allowed
+	if st := e.Stats(); st.BeyondWindow != 2 {
+		t.Fatalf("offset %d after 2 bytes: beyond %d, want the refusal counted", reach+2, st.BeyondWindow)
+	}
+	for _, c := range e.list {
+		if c.tracker.Has(100) || c.tracker.Has(103) {
+			t.Fatal("a refused packet's PSN was recorded (it would be acknowledged)")
+		}
+	}
+}
