@@ -48,14 +48,14 @@ func parseBench(args []string, out io.Writer) (benchOpts, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.socket, "socket", defaultSocket(), "the daemon's API socket (with -to)")
-	fs.StringVar(&o.to, "to", "", "peer daemon ADDR:PORT; empty: start two daemons in this process on 127.0.0.1 and 127.0.0.2")
+	fs.StringVar(&o.to, "to", "", "peer daemon HOST:PORT; empty: start two daemons in this process on 127.0.0.1 and 127.0.0.2")
 	fs.UintVar(&o.endpoint, "endpoint", 1, "endpoint at the peer (need not be bound: the peer daemon acknowledges and drops)")
 	sizes := fs.String("sizes", "64,1K,4K,16K,64K,256K,1M,4M", "message sizes, comma-separated (K, M suffixes)")
 	fs.IntVar(&o.latIters, "lat-iters", 200, "latency: messages sent one at a time per size (1..100000)")
 	bw := fs.String("bw-bytes", "64M", "throughput: bytes sent per size (1K..1G)")
 	fs.IntVar(&o.depth, "depth", 16, "throughput: messages outstanding at once (1..1024)")
 	fs.DurationVar(&o.perSize, "max-time", 5*time.Second, "time limit of each measurement (100ms..1m)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return o, err
 	}
 	for _, s := range strings.Split(*sizes, ",") {
@@ -114,8 +114,8 @@ func runBench(args []string, out io.Writer) error {
 		defer smarttd.StopAll(ds[:], 5*time.Second)
 		socket, peer = ds[0].Config.API.Socket, ds[1].Config.Listen
 		fmt.Fprintf(out, "smartt bench: two daemons in this process, %v -> %v (loopback, real UDP)\n", ds[0].Config.Listen, peer)
-	} else if peer, err = netip.ParseAddrPort(o.to); err != nil {
-		return fmt.Errorf("-to %q: want ADDR:PORT: %v", o.to, err)
+	} else if peer, err = resolveAddrPort(context.Background(), o.to); err != nil {
+		return fmt.Errorf("-to %q: %v", o.to, err)
 	} else {
 		fmt.Fprintf(out, "smartt bench: daemon at %s -> %v endpoint %d\n", socket, peer, o.endpoint)
 	}

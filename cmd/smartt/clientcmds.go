@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,15 +157,18 @@ func progressBar(w io.Writer, label string, total int64) func(n int64) {
 func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	var cf clientFlags
 	fs := newFlagSet("send", out, &cf)
-	to := fs.String("to", "", "the peer daemon's ADDR:PORT (required)")
+	to := fs.String("to", "", "the peer daemon's HOST:PORT, HOST a name or an address (required)")
 	ep := fs.Uint("endpoint", 1, "the endpoint bound at the peer (1..4294967295)")
 	from := fs.Uint("from-endpoint", 0, "our endpoint (0: the daemon picks a free one)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	peer, err := netip.ParseAddrPort(*to)
+	if *to == "" {
+		return usageError{errors.New("-to is required: the peer daemon's HOST:PORT, e.g. -to 10.0.0.2:23600")}
+	}
+	peer, err := resolveAddrPort(context.Background(), *to)
 	if err != nil {
-		return fmt.Errorf("-to %q: want ADDR:PORT of the peer daemon: %v", *to, err)
+		return fmt.Errorf("-to %q: %v", *to, err)
 	}
 	if *ep < 1 || *ep > 1<<32-1 {
 		return fmt.Errorf("-endpoint = %d: must be in 1..4294967295", *ep)
@@ -240,7 +243,7 @@ func runRecv(args []string, out io.Writer) error {
 		return err
 	}
 	if *outDir == "" {
-		return fmt.Errorf("-out: give a directory or - for stdout")
+		return usageError{errors.New("-out is required: a directory to write each message to, or - for stdout")}
 	}
 	if *ep < 1 || *ep > 1<<32-1 {
 		return fmt.Errorf("-endpoint = %d: must be in 1..4294967295", *ep)

@@ -52,7 +52,7 @@ func parseDaemonDemo(args []string, out io.Writer) (daemonDemoOpts, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the message sizes and contents")
 	fs.BoolVar(&o.verbose, "v", false, "show the daemons' logs")
 	fs.DurationVar(&o.timeout, "timeout", 90*time.Second, "give up after this long (1s..10m)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return o, err
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
 	compare := fs.String("compare", "", "run once per balancer in this comma-separated list (e.g. ecmp,ops,reps) and print a comparison; -out gets one FCT CDF of all")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseArgs(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
@@ -243,4 +244,11 @@ func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
 		}
 	}
 	return nil
+}
+
+// newSimCmd is "smartt sim".
+func newSimCmd(stderr io.Writer) *cobra.Command {
+	return group("sim", "the discrete-event fabric simulator (docs/sim.md)", simUsage,
+		sub("run", "run [flags] SCENARIO.yaml", "run a fabric simulation scenario and print its summary",
+			func(args []string, out io.Writer) error { return runSim(args, out, stderr) }))
 }
