@@ -99,13 +99,7 @@ func leaf(use, short, long string, run func(args []string, out io.Writer) error)
 				}
 				if a == "-h" || a == "--help" || a == "-help" {
 					fmt.Fprintf(c.OutOrStdout(), "%s\n\nUsage:\n  %s\n\nFlags:\n", strings.TrimSpace(c.Long+"\n"+c.Short), c.UseLine())
-					var b bytes.Buffer
-					_ = run([]string{"-h"}, &b)
-					help := b.String()
-					if strings.HasPrefix(help, "Usage of ") { // the flag package's own title
-						_, help, _ = strings.Cut(help, "\n")
-					}
-					fmt.Fprint(c.OutOrStdout(), help)
+					fmt.Fprint(c.OutOrStdout(), flagHelp(run))
 					return nil
 				}
 			}
@@ -118,7 +112,22 @@ func leaf(use, short, long string, run func(args []string, out io.Writer) error)
 			}
 			return daemonHint(err)
 		}}
+	leafRuns[c] = run
 	return c
+}
+
+// leafRuns are the run functions of the leaf commands, for their flags' help in man pages.
+var leafRuns = map[*cobra.Command]func(args []string, out io.Writer) error{}
+
+// flagHelp returns the flag package's description of a leaf command's flags.
+func flagHelp(run func(args []string, out io.Writer) error) string {
+	var b bytes.Buffer
+	_ = run([]string{"-h"}, &b)
+	help := b.String()
+	if strings.HasPrefix(help, "Usage of ") { // the flag package's own title
+		_, help, _ = strings.Cut(help, "\n")
+	}
+	return help
 }
 
 // isFlagError tells a flag package parse error.
@@ -169,6 +178,11 @@ func newManCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			root := c.Root()
 			root.DisableAutoGenTag = true
+			for leaf, run := range leafRuns {
+				if leaf.Root() == root {
+					leaf.Long = strings.TrimSpace(leaf.Long+"\n\n"+leaf.Short) + "\n\nFlags (one or two dashes):\n\n" + flagHelp(run)
+				}
+			}
 			if err := doc.GenManTree(root, &doc.GenManHeader{Title: "SMARTT", Section: "1", Source: "smartt " + versionString()}, args[0]); err != nil {
 				return fmt.Errorf("writing man pages: %w (is %s a writable directory?)", err, args[0])
 			}

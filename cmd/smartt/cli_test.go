@@ -162,6 +162,9 @@ func TestManAndCompletion(t *testing.T) {
 		if err != nil || !bytes.Contains(b, []byte(".TH")) {
 			t.Errorf("man page %s: %v", p, err)
 		}
+		if p == "smartt-send.1" && !bytes.Contains(b, []byte("from-endpoint")) {
+			t.Errorf("man page %s does not describe the flags:\n%s", p, b)
+		}
 	}
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		out, err := execute("completion", sh)
