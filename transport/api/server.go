@@ -277,7 +277,7 @@ func (s *Server) Serve(ln net.Listener, node *daemon.Node) {
 	mux.HandleFunc("GET /v1/counters", s.handleCounters)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	mux.HandleFunc("POST /v1/session", s.handleSession)
-	s.hs = &http.Server{Handler: mux,
+	s.hs = &http.Server{Handler: jsonErrors(mux),
 		ReadHeaderTimeout: time.Duration(s.cfg.HeaderTimeout), ReadTimeout: time.Duration(s.cfg.HeaderTimeout),
 		WriteTimeout: time.Duration(s.cfg.WriteTimeout), IdleTimeout: time.Duration(s.cfg.IdleTimeout),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -392,6 +392,53 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// jsonErrors answers requests mux has no handler for (404, and 405 with Allow) with a
+// JSON error body like every other error of the API, naming what to do.
+func jsonErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		switch code := rec.code; code {
+		case http.StatusMethodNotAllowed:
+			allow := rec.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			httpError(w, code, "method %s not allowed on %s: use %s (docs/api.md)", r.Method, r.URL.Path, allow)
+		case http.StatusNotFound:
+			httpError(w, code, "no such path %s: the API's paths are /v1/status, /v1/version, /v1/capabilities, "+
+				"/v1/conns, /v1/config, /v1/counters, /v1/sessions and POST /v1/session (docs/api.md)", r.URL.Path)
+		default:
+			httpError(w, code, "%s %s: %s", r.Method, r.URL.Path, http.StatusText(code))
+		}
+	})
+}
+
+// statusRecorder keeps the status and headers a handler writes and drops its body.
+type statusRecorder struct {
+	header http.Header
+	code   int
+}
+
+// Header implements http.ResponseWriter.
+func (s *statusRecorder) Header() http.Header { return s.header }
+
+// WriteHeader implements http.ResponseWriter.
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 func httpError(w http.ResponseWriter, code int, format string, a ...any) {
