@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -171,5 +172,51 @@ func TestManAndCompletion(t *testing.T) {
 		if err != nil || !strings.Contains(out, "smartt") || len(out) < 500 {
 			t.Errorf("completion %s: %v (%d bytes)", sh, err, len(out))
 		}
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	got := progressLine("send", 25<<20, 100<<20, 5*time.Second)
+	for _, want := range []string{"25.0%", "25.0 MiB/100.0 MiB", "5.0 MiB/s", "ETA 15s", "[=======       "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("progress line %q lacks %q", got, want)
+		}
+	}
+	if got := progressLine("recv", 100, 100, 2*time.Second); !strings.Contains(got, "100.0%") || !strings.Contains(got, "in 2s") || strings.Contains(got, "ETA") {
+		t.Errorf("finished progress line %q", got)
+	}
+	if got := humanBytes(1536); got != "1.5 KiB" {
+		t.Errorf("humanBytes(1536) = %q", got)
+	}
+}
+
+// bench -json and -format csv print machine-readable rows, one per size.
+func TestBenchJSONAndCSV(t *testing.T) {
+	dir := t.TempDir()
+	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) { c.LogLevel = "error" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smarttd.StopAll(ds[:], 2*time.Second)
+	args := []string{"bench", "-socket", ds[0].Config.API.Socket, "-to", ds[1].Config.Listen.String(), "-sizes", "64,4K",
+		"-lat-iters", "5", "-bw-bytes", "64K", "-max-time", "1s"}
+	out, err := execute(append(args, "-json")...)
+	if err != nil {
+		t.Fatalf("bench -json: %v\n%s", err, out)
+	}
+	var res benchJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("bench -json is not JSON: %v\n%s", err, out)
+	}
+	if len(res.Rows) != 2 || res.Rows[1].Bytes != 4096 || res.Rows[0].LatMessages < 1 || res.Rows[1].Gbps <= 0 || res.Rows[0].P50Us <= 0 {
+		t.Fatalf("bench -json rows %+v", res.Rows)
+	}
+	out, err = execute(append(args, "-format", "csv")...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 3 || lines[0] != benchCSVHeader || !strings.HasPrefix(lines[2], "4096,") {
+		t.Fatalf("bench -format csv: %v\n%s", err, out)
+	}
+	if _, err := execute(append(args, "-format", "xml")...); err == nil {
+		t.Fatal("bench -format xml accepted")
 	}
 }

@@ -136,22 +136,53 @@ func isTerminal(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// progressBar draws a bar on w for transfers of total bytes.
+// progressBar draws a bar with rate and ETA on w (a terminal: stderr) for a transfer of
+// total bytes; what n counts is the label's to say.
 func progressBar(w io.Writer, label string, total int64) func(n int64) {
-	last := time.Time{}
+	start, last := time.Now(), time.Time{}
 	return func(n int64) {
 		if time.Since(last) < 100*time.Millisecond && n < total {
 			return
 		}
 		last = time.Now()
-		const width = 40
-		k := int(int64(width) * n / max(total, 1))
-		fmt.Fprintf(w, "\r%s [%s%s] %5.1f%% %d/%d B", label, strings.Repeat("=", k), strings.Repeat(" ", width-k),
-			100*float64(n)/float64(max(total, 1)), n, total)
+		fmt.Fprintf(w, "\r%s", progressLine(label, n, total, time.Since(start)))
 		if n >= total {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// progressLine is one state of a progress bar: n of total bytes after elapsed.
+func progressLine(label string, n, total int64, elapsed time.Duration) string {
+	const width = 30
+	total = max(total, 1)
+	k := int(int64(width) * min(n, total) / total)
+	line := fmt.Sprintf("%s [%s%s] %5.1f%% %s/%s", label, strings.Repeat("=", k), strings.Repeat(" ", width-k),
+		100*float64(n)/float64(total), humanBytes(n), humanBytes(total))
+	if sec := elapsed.Seconds(); sec > 0 && n > 0 {
+		rate := float64(n) / sec
+		line += fmt.Sprintf(" %s/s", humanBytes(int64(rate)))
+		if n < total {
+			line += fmt.Sprintf(" ETA %v", time.Duration(float64(total-n)/rate*1e9).Round(time.Second))
+		} else {
+			line += fmt.Sprintf(" in %v", elapsed.Round(time.Millisecond))
+		}
+	}
+	return line
+}
+
+// humanBytes formats n with a binary unit: 512 B, 1.5 KiB, 3.0 MiB, 1.2 GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n)/unit, 0
+	for v >= unit && u < 3 {
+		v /= unit
+		u++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[u])
 }
 
 func runSend(args []string, stdin io.Reader, out io.Writer) error {
@@ -160,8 +191,12 @@ func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	to := fs.String("to", "", "the peer daemon's HOST:PORT, HOST a name or an address (required)")
 	ep := fs.Uint("endpoint", 1, "the endpoint bound at the peer (1..4294967295)")
 	from := fs.Uint("from-endpoint", 0, "our endpoint (0: the daemon picks a free one)")
+	progressFlag := fs.String("progress", "auto", "progress bar with rate and ETA on stderr: auto (a terminal, 1 MiB or more), on, off")
 	if err := parseArgs(fs, args); err != nil {
 		return err
+	}
+	if p := *progressFlag; p != "auto" && p != "on" && p != "off" {
+		return usageError{fmt.Errorf("-progress = %q: want auto, on or off", p)}
 	}
 	if *to == "" {
 		return usageError{errors.New("-to is required: the peer daemon's HOST:PORT, e.g. -to 10.0.0.2:23600")}
@@ -212,14 +247,21 @@ func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	if _, err := s.Bind(ctx, uint32(*from)); err != nil {
 		return err
 	}
+	// Progress on stderr (a terminal): the bytes handed to smarttd. The API reports a
+	// message's acknowledgement by the peer only when it completes, so the bar ends at 100 %
+	// when the daemon has the whole message, then a line says it waits for the peer.
 	var progress func(int64)
-	if f, ok := out.(*os.File); ok && isTerminal(f) && size >= 8<<20 {
-		progress = progressBar(out, "send", size)
+	showProgress := *progressFlag == "on" || (*progressFlag == "auto" && isTerminal(os.Stderr) && size >= 1<<20)
+	if showProgress {
+		progress = progressBar(os.Stderr, "send: handed to smarttd", size)
 	}
 	start := time.Now()
 	p, err := s.SendFrom(peer, uint32(*ep), src, size, progress)
 	if err != nil {
 		return err
+	}
+	if showProgress {
+		fmt.Fprintf(os.Stderr, "send: waiting for %v to acknowledge every byte\n", peer)
 	}
 	info, err := p.Wait(ctx)
 	if err != nil {
@@ -237,10 +279,14 @@ func runRecv(args []string, out io.Writer) error {
 	outDir := fs.String("out", "", "directory to write each message to, or - for stdout (required)")
 	ep := fs.Uint("endpoint", 1, "the endpoint to bind (1..4294967295)")
 	count := fs.Int("count", 0, "stop after this many messages (0: run until interrupted or -timeout)")
+	progressFlag := fs.String("progress", "auto", "progress bar per message with rate and ETA on stderr: auto (a terminal, 1 MiB or more), on, off")
 	fs.Lookup("timeout").DefValue = "0s"
 	cf.timeout = 0
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
+	}
+	if p := *progressFlag; p != "auto" && p != "on" && p != "off" {
+		return usageError{fmt.Errorf("-progress = %q: want auto, on or off", p)}
 	}
 	if *outDir == "" {
 		return usageError{errors.New("-out is required: a directory to write each message to, or - for stdout")}
@@ -280,10 +326,7 @@ func runRecv(args []string, out io.Writer) error {
 	var mu sync.Mutex
 	files := map[*client.Message]sinkFile{}
 	n := 0
-	term := false
-	if f, ok := out.(*os.File); ok && *outDir != "-" {
-		term = isTerminal(f)
-	}
+	term := *progressFlag == "on" || (*progressFlag == "auto" && isTerminal(os.Stderr))
 	s.SetRecvWriter(func(m *client.Message) io.Writer {
 		if *outDir == "-" {
 			return out
@@ -298,8 +341,8 @@ func runRecv(args []string, out io.Writer) error {
 		}
 		files[m] = sinkFile{f, name}
 		var w io.Writer = f
-		if term && m.Size >= 8<<20 {
-			w = &progressWriter{w: f, report: progressBar(out, "recv", int64(m.Size))}
+		if term && (*progressFlag == "on" || m.Size >= 1<<20) {
+			w = &progressWriter{w: f, report: progressBar(os.Stderr, "recv: received from "+m.From.String(), int64(m.Size))}
 		}
 		return w
 	})
