@@ -120,7 +120,7 @@ func runDaemonDemo(args []string, out io.Writer) error {
 	}
 	ts := "?"
 	if m, ok := caps.Socket.(map[string]any); ok {
-		ts = fmt.Sprint(m["TimestampSource"])
+		ts = fmt.Sprint(m["timestamp_source"])
 	}
 	if uc, ok := a.Socket.Caps().(udp.Caps); ok {
 		ts = uc.TimestampSource

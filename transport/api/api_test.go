@@ -108,7 +108,7 @@ func TestControlOverUnixSocketHTTP(t *testing.T) {
 		"/v1/capabilities": `"cc": [`,
 		"/v1/conns":        `"peer": "10.0.0.2:23600"`,
 		"/v1/config":       `"socket": "` + a.Config.API.Socket,
-		"/v1/counters":     `"MsgsSent": 1`,
+		"/v1/counters":     `"msgs_sent": 1`,
 		"/v1/sessions":     `"endpoint": 7`,
 	} {
 		resp, err := hc.Get("http://x" + path)

@@ -476,7 +476,7 @@ func (s *Server) handleCaps(w http.ResponseWriter, r *http.Request) {
 	c := Capabilities{CC: transport.CCNames(), LB: transport.LBNames(), Protocol: Protocol,
 		MaxPayload: MaxPayload, Limits: s.cfg}
 	if s.info.Caps != nil {
-		c.Socket = s.info.Caps()
+		c.Socket = apitypes.SnakeJSON(s.info.Caps())
 	}
 	writeJSON(w, 200, c)
 }
@@ -502,11 +502,29 @@ func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, s.info.Config)
 }
 
-// Counters is the body of GET /v1/counters.
+// Counters is the body of GET /v1/counters (apitypes.Counters on the client side). It
+// encodes with snake_case keys throughout, and the RTT histogram's bucket bounds.
 type Counters struct {
-	Engine transport.Stats `json:"engine"`
-	API    Stats           `json:"api"`
-	Socket any             `json:"socket,omitempty"`
+	Engine transport.Stats
+	API    Stats
+	Socket any
+}
+
+// MarshalJSON writes the counters as apitypes.Counters reads them.
+func (c Counters) MarshalJSON() ([]byte, error) {
+	eng, _ := apitypes.SnakeJSON(c.Engine).(map[string]any)
+	bounds := make([]int64, transport.RTTBuckets)
+	for i := range bounds {
+		bounds[i] = transport.RTTBucketBound(i)
+	}
+	if eng != nil {
+		eng["rtt_hist_bounds_ns"] = bounds
+	}
+	return json.Marshal(struct {
+		Engine any   `json:"engine"`
+		API    Stats `json:"api"`
+		Socket any   `json:"socket,omitempty"`
+	}{eng, c.API, apitypes.SnakeJSON(c.Socket)})
 }
 
 func (s *Server) handleCounters(w http.ResponseWriter, r *http.Request) {

@@ -126,51 +126,55 @@ type Counters struct {
 }
 
 // EngineStats are the transport engine's counters as served in GET /v1/counters
-// ("engine"); docs/engine.md describes each.
+// ("engine"), keys in snake_case; docs/engine.md describes each. Auth's keys are
+// snake_case too ("failed", "replayed", ...).
 type EngineStats struct {
-	PacketsSent     uint64 // all packets handed to the driver
-	PacketsRecv     uint64 // all datagrams fed in
-	DataSent        uint64 // data packets, first transmissions
-	BytesSent       uint64 // payload bytes, first transmissions
-	RetxSack        uint64 // retransmissions after a SACK gap
-	RetxNack        uint64 // retransmissions after a NACK (trimmed packet)
-	RetxTimeout     uint64 // retransmissions after a timeout
-	AcksSent        uint64
-	AcksRecv        uint64
-	NacksSent       uint64
-	NacksRecv       uint64
-	ProbesSent      uint64
-	DataRecv        uint64 // data packets received (including duplicates and trimmed)
-	DupData         uint64 // duplicate data packets (already received)
-	BeyondWindow    uint64 // data packets beyond the PSN or flow-control window (dropped)
-	Trimmed         uint64 // trimmed data packets received
-	CERecv          uint64 // CE-marked data packets received
-	CEEchoed        uint64 // ACKs received that echo a CE mark
-	CEReported      uint64 // CE-marked data packets the peer reported in ACKs (sum of CECount)
-	Timeouts        uint64 // retransmission timer expiries (packets)
-	LostSack        uint64 // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
-	RTTSamples      uint64
-	RTTHist         []uint64 // RTT samples by RTTBucket (log2 buckets from 1 us)
-	MsgsSent        uint64   // messages fully acknowledged
-	MsgsFailed      uint64
-	MsgsDelivered   uint64
-	BytesDelivered  uint64
-	ConnsOpened     uint64
-	ConnsAccepted   uint64
-	ConnsClosed     uint64
-	ConnsAborted    uint64
-	Malformed       uint64 // datagrams that failed to decode
-	MalformedByKind []uint64
-	UnknownConn     uint64 // packets for connections we hold no state for
-	ProtoViolations uint64 // well-formed packets that contradict the connection's state
-	BadAcks         uint64 // ACKs and NACKs dropped whole: they acknowledge PSNs never sent or claim the impossible
-	StaleAcks       uint64 // ACKs and NACKs too old to act on (behind the window, or a NACK of an earlier transmission)
-	RecvBudgetDrops uint64 // data packets dropped unacknowledged because RecvBudget was reached
-	ConnsEvicted    uint64 // unproven accepted connections evicted to admit another at MaxConns
-	ConnsExpired    uint64 // idle connections forgotten (nothing outstanding either way)
-	RecvBuffered    uint64 // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
-	RecvBufferedMax uint64 // high-water mark of RecvBuffered
+	PacketsSent     uint64   `json:"packets_sent"` // all packets handed to the driver
+	PacketsRecv     uint64   `json:"packets_recv"` // all datagrams fed in
+	DataSent        uint64   `json:"data_sent"`    // data packets, first transmissions
+	BytesSent       uint64   `json:"bytes_sent"`   // payload bytes, first transmissions
+	RetxSack        uint64   `json:"retx_sack"`    // retransmissions after a SACK gap
+	RetxNack        uint64   `json:"retx_nack"`    // retransmissions after a NACK (trimmed packet)
+	RetxTimeout     uint64   `json:"retx_timeout"` // retransmissions after a timeout
+	AcksSent        uint64   `json:"acks_sent"`
+	AcksRecv        uint64   `json:"acks_recv"`
+	NacksSent       uint64   `json:"nacks_sent"`
+	NacksRecv       uint64   `json:"nacks_recv"`
+	ProbesSent      uint64   `json:"probes_sent"`
+	DataRecv        uint64   `json:"data_recv"`     // data packets received (including duplicates and trimmed)
+	DupData         uint64   `json:"dup_data"`      // duplicate data packets (already received)
+	BeyondWindow    uint64   `json:"beyond_window"` // data packets beyond the PSN or flow-control window (dropped)
+	Trimmed         uint64   `json:"trimmed"`       // trimmed data packets received
+	CERecv          uint64   `json:"ce_recv"`       // CE-marked data packets received
+	CEEchoed        uint64   `json:"ce_echoed"`     // ACKs received that echo a CE mark
+	CEReported      uint64   `json:"ce_reported"`   // CE-marked data packets the peer reported in ACKs (sum of CECount)
+	Timeouts        uint64   `json:"timeouts"`      // retransmission timer expiries (packets)
+	LostSack        uint64   `json:"lost_sack"`     // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
+	RTTSamples      uint64   `json:"rtt_samples"`
+	RTTHist         []uint64 `json:"rtt_hist"`  // RTT samples by RTTBucket (log2 buckets from 1 us)
+	MsgsSent        uint64   `json:"msgs_sent"` // messages fully acknowledged
+	MsgsFailed      uint64   `json:"msgs_failed"`
+	MsgsDelivered   uint64   `json:"msgs_delivered"`
+	BytesDelivered  uint64   `json:"bytes_delivered"`
+	ConnsOpened     uint64   `json:"conns_opened"`
+	ConnsAccepted   uint64   `json:"conns_accepted"`
+	ConnsClosed     uint64   `json:"conns_closed"`
+	ConnsAborted    uint64   `json:"conns_aborted"`
+	Malformed       uint64   `json:"malformed"` // datagrams that failed to decode
+	MalformedByKind []uint64 `json:"malformed_by_kind"`
+	UnknownConn     uint64   `json:"unknown_conn"`      // packets for connections we hold no state for
+	ProtoViolations uint64   `json:"proto_violations"`  // well-formed packets that contradict the connection's state
+	BadAcks         uint64   `json:"bad_acks"`          // ACKs and NACKs dropped whole: they acknowledge PSNs never sent or claim the impossible
+	StaleAcks       uint64   `json:"stale_acks"`        // ACKs and NACKs too old to act on (behind the window, or a NACK of an earlier transmission)
+	RecvBudgetDrops uint64   `json:"recv_budget_drops"` // data packets dropped unacknowledged because RecvBudget was reached
+	ConnsEvicted    uint64   `json:"conns_evicted"`     // unproven accepted connections evicted to admit another at MaxConns
+	ConnsExpired    uint64   `json:"conns_expired"`     // idle connections forgotten (nothing outstanding either way)
+	RecvBuffered    uint64   `json:"recv_buffered"`     // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
+	RecvBufferedMax uint64   `json:"recv_buffered_max"` // high-water mark of RecvBuffered
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
-	Auth map[string]uint64
+	Auth map[string]uint64 `json:"auth"`
+	// RTTHistBoundsNs are the upper bounds (exclusive), ns, of RTTHist's buckets; the last
+	// bucket also holds everything larger.
+	RTTHistBoundsNs []int64 `json:"rtt_hist_bounds_ns"`
 }
