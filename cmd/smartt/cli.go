@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -208,4 +209,22 @@ func group(use, short, long string, subs ...*cobra.Command) *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() }}
 	c.AddCommand(subs...)
 	return c
+}
+
+// normalizeArgs keeps the single-dash spellings smartt always took where cobra wants two
+// dashes: "smartt -version" and "-help" anywhere (the flag package takes "--help" too).
+func normalizeArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if a == "--" {
+			break
+		}
+		if a == "-help" {
+			out[i] = "--help"
+		}
+	}
+	if len(out) > 0 && out[0] == "-version" {
+		out[0] = "version"
+	}
+	return out
 }

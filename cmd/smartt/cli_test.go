@@ -21,7 +21,7 @@ import (
 func execute(args ...string) (string, error) {
 	var out bytes.Buffer
 	root := newRootCmd(strings.NewReader(""), &out, &out)
-	root.SetArgs(args)
+	root.SetArgs(normalizeArgs(args))
 	err := root.Execute()
 	return out.String(), err
 }
@@ -218,5 +218,15 @@ func TestBenchJSONAndCSV(t *testing.T) {
 	}
 	if _, err := execute(append(args, "-format", "xml")...); err == nil {
 		t.Fatal("bench -format xml accepted")
+	}
+}
+
+// The single-dash spellings of before cobra still work.
+func TestOldSpellings(t *testing.T) {
+	for _, args := range [][]string{{"-version", "-socket", "/nonexistent"}, {"--version"}, {"testbed", "-help"}, {"sim", "-h"}, {"send", "-help"}} {
+		out, err := execute(args...)
+		if err != nil || out == "" {
+			t.Errorf("smartt %v: %v\n%s", args, err, out)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 func main() {
 	root := newRootCmd(os.Stdin, os.Stdout, os.Stderr)
+	root.SetArgs(normalizeArgs(os.Args[1:]))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "smartt:", err)
 		if isUsageError(err) {
