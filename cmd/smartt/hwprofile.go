@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/smartt-transport/smartt/cc"
@@ -141,6 +142,6 @@ func timeLB(lb reps.Balancer, n int) float64 {
 
 // newHWProfileCmd is "smartt hwprofile".
 func newHWProfileCmd() *cobra.Command {
-	return group("hwprofile", "NIC hardware profiles", hwprofileUsage,
+	return group("hwprofile", "NIC hardware profiles (docs/hwprofile.md)", strings.TrimPrefix(hwprofileUsage, "usage: "),
 		sub("report", "report [-n decisions]", "every CC and LB against every hardware profile (state, ops, decision time)", runHWProfile))
 }

@@ -248,7 +248,9 @@ func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
 
 // newSimCmd is "smartt sim".
 func newSimCmd(stderr io.Writer) *cobra.Command {
-	return group("sim", "the discrete-event fabric simulator (docs/sim.md)", simUsage,
+	return group("sim", "the discrete-event fabric simulator (docs/sim.md)",
+		"smartt sim run SCENARIO.yaml runs a discrete-event fabric simulation whose hosts run the\n"+
+			"real transport engine (docs/sim.md); its flags override the scenario file.",
 		sub("run", "run [flags] SCENARIO.yaml", "run a fabric simulation scenario and print its summary",
 			func(args []string, out io.Writer) error { return runSim(args, out, stderr) }))
 }
