@@ -125,7 +125,7 @@ func runConns(args []string, out io.Writer) error {
 			dir = "out"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%v\n", c.ID, c.Peer, dir, c.CC, c.LB,
-			float64(c.SRTTNs)/1e3, float64(c.RTONs)/1e3, c.Window, c.PacingRate, c.InFlight, c.QueuedMsgs, c.Closing)
+			float64(c.SRTT)/1e3, float64(c.RTO)/1e3, c.Window, c.PacingRate, c.InFlight, c.QueuedMsgs, c.Closing)
 	}
 	return tw.Flush()
 }

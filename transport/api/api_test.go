@@ -159,7 +159,7 @@ func TestControlOverUnixSocketHTTP(t *testing.T) {
 		t.Errorf("/v1/config is not ASCII or lacks base_rtt:\n%s", cb.String())
 	}
 	conns, err := c.Conns(ctx(t))
-	if err != nil || len(conns) != 1 || conns[0].CC != "smartt" || conns[0].Window <= 0 || conns[0].SRTTNs <= 0 {
+	if err != nil || len(conns) != 1 || conns[0].CC != "smartt" || conns[0].Window <= 0 || conns[0].SRTT <= 0 {
 		t.Fatalf("conns %+v %v", conns, err)
 	}
 	var sess []api.SessionInfo

@@ -490,7 +490,7 @@ func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
 	out := make([]Conn, 0, len(infos))
 	for _, c := range infos {
 		out = append(out, Conn{ID: fmt.Sprintf("%016x", uint64(c.ID)), Peer: c.Peer.String(), Initiator: c.Initiator,
-			CC: cfg.CC, LB: cfg.LB, SRTTNs: c.SRTT, RTONs: c.RTO, Window: c.Window, PacingRate: c.PacingRate,
+			CC: cfg.CC, LB: cfg.LB, SRTT: time.Duration(c.SRTT), RTO: time.Duration(c.RTO), Window: c.Window, PacingRate: c.PacingRate,
 			InFlight: c.InFlight, QueuedMsgs: c.QueuedMsgs, RecvBuffers: c.RecvBuffers, Closing: c.Closing,
 			Freezing: c.Freezing, Freezes: c.FreezeEpisodes})
 	}

@@ -62,21 +62,21 @@ type Version struct {
 
 // Conn is one connection in GET /v1/conns.
 type Conn struct {
-	ID          string `json:"id"`
-	Peer        string `json:"peer"`
-	Initiator   bool   `json:"initiator"`
-	CC          string `json:"cc"`
-	LB          string `json:"lb"`
-	SRTTNs      int64  `json:"srtt_ns"`
-	RTONs       int64  `json:"rto_ns"`
-	Window      int    `json:"window"`
-	PacingRate  int64  `json:"pacing_rate"`
-	InFlight    int    `json:"in_flight"`
-	QueuedMsgs  int    `json:"queued_msgs"`
-	RecvBuffers uint64 `json:"recv_buffers"`
-	Closing     bool   `json:"closing"`
-	Freezing    bool   `json:"lb_freezing"`
-	Freezes     uint64 `json:"lb_freeze_episodes"`
+	ID          string        `json:"id"`
+	Peer        string        `json:"peer"`
+	Initiator   bool          `json:"initiator"`
+	CC          string        `json:"cc"`
+	LB          string        `json:"lb"`
+	SRTT        time.Duration `json:"srtt_ns"` // smoothed RTT (JSON: integer ns)
+	RTO         time.Duration `json:"rto_ns"`  // retransmission timeout (JSON: integer ns)
+	Window      int           `json:"window"`
+	PacingRate  int64         `json:"pacing_rate"`
+	InFlight    int           `json:"in_flight"`
+	QueuedMsgs  int           `json:"queued_msgs"`
+	RecvBuffers uint64        `json:"recv_buffers"`
+	Closing     bool          `json:"closing"`
+	Freezing    bool          `json:"lb_freezing"`
+	Freezes     uint64        `json:"lb_freeze_episodes"`
 }
 
 // SessionInfo is one session in GET /v1/sessions.
@@ -178,3 +178,9 @@ type EngineStats struct {
 	// bucket also holds everything larger.
 	RTTHistBoundsNs []int64 `json:"rtt_hist_bounds_ns"`
 }
+
+// Uptime returns how long the daemon has run.
+func (s Status) Uptime() time.Duration { return time.Duration(s.UptimeS * float64(time.Second)) }
+
+// Idle returns how long the session has been idle.
+func (s SessionInfo) Idle() time.Duration { return time.Duration(s.IdleS * float64(time.Second)) }

@@ -2,7 +2,9 @@ package apitypes
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestSnakeCase(t *testing.T) {
@@ -24,5 +26,23 @@ func TestSnakeCase(t *testing.T) {
 	}
 	if SnakeJSON(nil) != nil {
 		t.Error("SnakeJSON(nil) is not nil")
+	}
+}
+
+// Durations in the Go types keep the JSON of before: integer nanoseconds or float seconds.
+func TestDurationsKeepTheirJSON(t *testing.T) {
+	b, _ := json.Marshal(Conn{SRTT: 12 * time.Microsecond, RTO: time.Millisecond})
+	if s := string(b); !strings.Contains(s, `"srtt_ns":12000`) || !strings.Contains(s, `"rto_ns":1000000`) {
+		t.Fatalf("conn JSON %s", s)
+	}
+	var c Conn
+	if err := json.Unmarshal([]byte(`{"srtt_ns": 5000, "rto_ns": 7}`), &c); err != nil || c.SRTT != 5*time.Microsecond || c.RTO != 7 {
+		t.Fatalf("decoded %+v, %v", c, err)
+	}
+	if d := (Status{UptimeS: 1.5}).Uptime(); d != 1500*time.Millisecond {
+		t.Fatalf("Uptime %v", d)
+	}
+	if d := (SessionInfo{IdleS: 0.25}).Idle(); d != 250*time.Millisecond {
+		t.Fatalf("Idle %v", d)
 	}
 }
