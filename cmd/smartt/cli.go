@@ -113,8 +113,31 @@ func leaf(use, short, long string, run func(args []string, out io.Writer) error)
 			}
 			return daemonHint(err)
 		}}
+	c.ValidArgsFunction = func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if strings.HasPrefix(toComplete, "-") {
+			var out []string
+			for _, f := range flagNames(run) {
+				if strings.HasPrefix(f, toComplete) {
+					out = append(out, f)
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		}
+		return nil, cobra.ShellCompDirectiveDefault // files
+	}
 	leafRuns[c] = run
 	return c
+}
+
+// flagNames returns a leaf command's flags ("-to", "-socket", ...) for shell completion.
+func flagNames(run func(args []string, out io.Writer) error) []string {
+	var names []string
+	for _, line := range strings.Split(flagHelp(run), "\n") {
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			names = append(names, "-"+strings.Fields(rest)[0])
+		}
+	}
+	return names
 }
 
 // leafRuns are the run functions of the leaf commands, for their flags' help in man pages.

@@ -230,3 +230,15 @@ func TestOldSpellings(t *testing.T) {
 		}
 	}
 }
+
+// Shell completion completes a leaf command's flags (parsed by the flag package, not cobra).
+func TestCompleteFlags(t *testing.T) {
+	out, err := execute("__complete", "send", "-t")
+	if err != nil || !strings.Contains(out, "-to\n") || !strings.Contains(out, "-timeout\n") || strings.Contains(out, "-socket") {
+		t.Fatalf("completing send -t: %v\n%s", err, out)
+	}
+	out, err = execute("__complete", "testbed", "")
+	if err != nil || !strings.Contains(out, "exec") || !strings.Contains(out, "soak") {
+		t.Fatalf("completing testbed: %v\n%s", err, out)
+	}
+}
