@@ -95,8 +95,8 @@ func leaf(use, short, long string, run func(args []string, out io.Writer) error)
 	c := &cobra.Command{Use: use, Short: short, Long: long, DisableFlagParsing: true, DisableFlagsInUseLine: true,
 		RunE: func(c *cobra.Command, args []string) error {
 			for _, a := range args {
-				if a == "--" {
-					break
+				if a == "--" || (c.Name() == "exec" && !strings.HasPrefix(a, "-")) {
+					break // testbed exec: from the node on, the arguments are the command's
 				}
 				if a == "-h" || a == "--help" || a == "-help" {
 					fmt.Fprintf(c.OutOrStdout(), "%s\n\nUsage:\n  %s\n\nFlags:\n", strings.TrimSpace(c.Long+"\n"+c.Short), c.UseLine())

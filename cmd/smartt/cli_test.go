@@ -63,6 +63,15 @@ func TestHelpEveryCommand(t *testing.T) {
 	}
 }
 
+// testbed exec passes -h after the node to the command, as before (it fails here: no
+// testbed of that name), instead of printing smartt's help.
+func TestTestbedExecKeepsCommandFlags(t *testing.T) {
+	out, err := execute("testbed", "exec", "-name", "i14-none", "h0", "ls", "-h")
+	if err == nil || strings.Contains(out, "Usage:") {
+		t.Fatalf("testbed exec ... ls -h printed help or succeeded: %v\n%s", err, out)
+	}
+}
+
 func TestParseArgsInterspersed(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	to := fs.String("to", "", "")
