@@ -228,8 +228,13 @@ func sub(name, use, short string, run func(args []string, out io.Writer) error) 
 
 // group makes a command that only holds subcommands: without one it prints its help.
 func group(use, short, long string, subs ...*cobra.Command) *cobra.Command {
-	c := &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error { return c.Help() }}
+	c := &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 || (len(args) == 1 && args[0] == "help") {
+				return c.Help()
+			}
+			return usageError{fmt.Errorf("unknown command %q for %q: run \"%s -h\" for its commands", args[0], c.CommandPath(), c.CommandPath())}
+		}}
 	c.AddCommand(subs...)
 	return c
 }

@@ -98,6 +98,9 @@ func TestMissingRequiredFlag(t *testing.T) {
 	if _, err := execute("send", "-bogus", f); err == nil || !isUsageError(err) {
 		t.Fatalf("unknown flag: %v", err)
 	}
+	if _, err := execute("testbed", "nosuch"); err == nil || !isUsageError(err) || !strings.Contains(err.Error(), "smartt testbed -h") {
+		t.Fatalf("unknown testbed command: %v", err)
+	}
 	if _, err := execute("nosuch"); err == nil || !isUsageError(err) {
 		t.Fatalf("unknown command: %v", err)
 	}
@@ -232,7 +235,7 @@ func TestBenchJSONAndCSV(t *testing.T) {
 
 // The single-dash spellings of before cobra still work.
 func TestOldSpellings(t *testing.T) {
-	for _, args := range [][]string{{"-version", "-socket", "/nonexistent"}, {"--version"}, {"testbed", "-help"}, {"sim", "-h"}, {"send", "-help"}} {
+	for _, args := range [][]string{{"-version", "-socket", "/nonexistent"}, {"--version"}, {"testbed", "-help"}, {"sim", "-h"}, {"send", "-help"}, {"testbed", "help"}} {
 		out, err := execute(args...)
 		if err != nil || out == "" {
 			t.Errorf("smartt %v: %v\n%s", args, err, out)
