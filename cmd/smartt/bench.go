@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -264,4 +265,9 @@ func benchSize(ctx context.Context, s *client.Session, peer netip.AddrPort, ep u
 	r.gbps = float64(sent*len(msg)) * 8 / el / 1e9
 	r.mpps = float64(sent) / el / 1e6
 	return r, nil
+}
+
+// newBenchCmd is "smartt bench".
+func newBenchCmd() *cobra.Command {
+	return leaf("bench [flags]", "throughput and latency over a message-size sweep (two in-process daemons, or -to a peer)", "", runBench)
 }

@@ -177,21 +177,9 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(
-		leaf("demo [flags]", "start two daemons on 127.0.0.1 and 127.0.0.2, move messages, print what happened",
-			"demo -inmem: two engines over the lossy, reordering in-memory test network instead.", runDemoCmd),
-		leaf("status [flags]", "the daemon's status, version and capabilities", "", runStatus),
-		leaf("conns [flags]", "the daemon's live connections with their congestion-control state", "", runConns),
-		leaf("send -to HOST:PORT [-endpoint N] FILE|-", "send a file (or stdin) as one message", "",
-			func(args []string, out io.Writer) error { return runSend(args, stdin, out) }),
-		leaf("recv -out DIR|- [-endpoint N]", "receive messages into a directory (or stdout)", "", runRecv),
-		leaf("bench [flags]", "throughput and latency over a message-size sweep (two in-process daemons, or -to a peer)", "", runBench),
-		newHWProfileCmd(),
-		newSimCmd(stderr),
-		newTestbedCmd(),
-		leaf("version [flags]", "this tool's version, VCS revision and Go version (and the daemon's, if one answers)", "", runVersion),
-		newManCmd(),
-	)
+	root.AddCommand(newDemoCmd())
+	root.AddCommand(newClientCmds(stdin)...)
+	root.AddCommand(newBenchCmd(), newHWProfileCmd(), newSimCmd(stderr), newTestbedCmd(), newVersionCmd(), newManCmd())
 	return root
 }
 

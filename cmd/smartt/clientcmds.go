@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"maps"
 	"os"
@@ -388,4 +389,15 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 	p.n += int64(k)
 	p.report(p.n)
 	return k, err
+}
+
+// newClientCmds are the commands that talk to a running daemon: status, conns, send, recv.
+func newClientCmds(stdin io.Reader) []*cobra.Command {
+	return []*cobra.Command{
+		leaf("status [flags]", "the daemon's status, version and capabilities", "", runStatus),
+		leaf("conns [flags]", "the daemon's live connections with their congestion-control state", "", runConns),
+		leaf("send -to HOST:PORT [-endpoint N] FILE|-", "send a file (or stdin) as one message", "",
+			func(args []string, out io.Writer) error { return runSend(args, stdin, out) }),
+		leaf("recv -out DIR|- [-endpoint N]", "receive messages into a directory (or stdout)", "", runRecv),
+	}
 }

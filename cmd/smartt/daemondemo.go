@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -223,4 +224,10 @@ func runDaemonDemo(args []string, out io.Writer) error {
 		eb.DataRecv, eb.DupData, eb.CERecv, eb.AcksSent, ctb.API.MsgsDelivered)
 	fmt.Fprintln(out, "both daemons stopped")
 	return nil
+}
+
+// newDemoCmd is "smartt demo".
+func newDemoCmd() *cobra.Command {
+	return leaf("demo [flags]", "start two daemons on 127.0.0.1 and 127.0.0.2, move messages, print what happened",
+		"demo -inmem: two engines over the lossy, reordering in-memory test network instead.", runDemoCmd)
 }
