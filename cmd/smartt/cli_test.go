@@ -57,6 +57,9 @@ func TestHelpEveryCommand(t *testing.T) {
 			t.Errorf("smartt %s -h does not mention %s", want[0], want[1])
 		}
 	}
+	if out, _ := execute("sim", "run", "-h"); !strings.Contains(out, "-compare") {
+		t.Errorf("sim run -h does not list its flags:\n%s", out)
+	}
 	out, _ := execute("send", "-h")
 	if !strings.Contains(out, "-to") || !strings.Contains(out, "-socket") || strings.Contains(out, "Usage of") {
 		t.Errorf("send -h:\n%s", out)

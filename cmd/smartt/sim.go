@@ -252,5 +252,10 @@ func newSimCmd(stderr io.Writer) *cobra.Command {
 		"smartt sim run SCENARIO.yaml runs a discrete-event fabric simulation whose hosts run the\n"+
 			"real transport engine (docs/sim.md); its flags override the scenario file.",
 		sub("run", "run [flags] SCENARIO.yaml", "run a fabric simulation scenario and print its summary",
-			func(args []string, out io.Writer) error { return runSim(args, out, stderr) }))
+			func(args []string, out io.Writer) error {
+				if len(args) == 2 && args[1] == "-h" {
+					return runSim(args, out, out) // the help goes where the caller reads it
+				}
+				return runSim(args, out, stderr)
+			}))
 }
