@@ -100,7 +100,7 @@ func leaf(use, short, long string, run func(args []string, out io.Writer) error)
 				}
 				if a == "-h" || a == "--help" || a == "-help" {
 					fmt.Fprintf(c.OutOrStdout(), "%s\n\nUsage:\n  %s\n\nFlags:\n", strings.TrimSpace(c.Long+"\n"+c.Short), c.UseLine())
-					fmt.Fprint(c.OutOrStdout(), flagHelp(run))
+					fmt.Fprint(c.OutOrStdout(), flagHelp(run, args...)) // with the other args: "demo -inmem -h"
 					return nil
 				}
 			}
@@ -143,10 +143,14 @@ func flagNames(run func(args []string, out io.Writer) error) []string {
 // leafRuns are the run functions of the leaf commands, for their flags' help in man pages.
 var leafRuns = map[*cobra.Command]func(args []string, out io.Writer) error{}
 
-// flagHelp returns the flag package's description of a leaf command's flags.
-func flagHelp(run func(args []string, out io.Writer) error) string {
+// flagHelp returns the flag package's description of a leaf command's flags, as run
+// prints it for args (which hold -h; none: just -h).
+func flagHelp(run func(args []string, out io.Writer) error, args ...string) string {
+	if len(args) == 0 {
+		args = []string{"-h"}
+	}
 	var b bytes.Buffer
-	_ = run([]string{"-h"}, &b)
+	_ = run(args, &b)
 	help := b.String()
 	if strings.HasPrefix(help, "Usage of ") { // the flag package's own title
 		_, help, _ = strings.Cut(help, "\n")

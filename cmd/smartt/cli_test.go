@@ -60,6 +60,9 @@ func TestHelpEveryCommand(t *testing.T) {
 	if out, _ := execute("sim", "run", "-h"); !strings.Contains(out, "-compare") {
 		t.Errorf("sim run -h does not list its flags:\n%s", out)
 	}
+	if out, _ := execute("demo", "-inmem", "-h"); !strings.Contains(out, "-reorder") {
+		t.Errorf("demo -inmem -h does not list the in-memory demo's flags:\n%s", out)
+	}
 	out, _ := execute("send", "-h")
 	if !strings.Contains(out, "-to") || !strings.Contains(out, "-socket") || strings.Contains(out, "Usage of") {
 		t.Errorf("send -h:\n%s", out)
