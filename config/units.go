@@ -19,8 +19,11 @@ import (
 // 5ms)"), except 0, which is zero in every unit.
 type Duration int64
 
-// String formats d like time.Duration.
-func (d Duration) String() string { return time.Duration(d).String() }
+// String formats d like time.Duration, in ASCII ("12us", not "12µs"), so that YAML,
+// JSON, flags and messages agree and the value reads back.
+func (d Duration) String() string {
+	return strings.Replace(time.Duration(d).String(), "µs", "us", 1)
+}
 
 // MarshalText writes d as a Go duration string.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }

@@ -27,7 +27,7 @@ func TestDurationText(t *testing.T) {
 			t.Errorf("%q: got %d, %v; want the error %q", in, d, err, want)
 		}
 	}
-	if s := Duration(12_000).String(); s != "12µs" {
+	if s := Duration(12_000).String(); s != "12us" {
 		t.Errorf("String = %q", s)
 	}
 }

@@ -30,7 +30,7 @@ var Profiles = []Profile{
 		Ops:         150,
 		DecisionNs:  2000,
 		IntegerOnly: true,
-		Source:      "SPEC 4 / RL-CC paper: integer-only, per-flow memory of the order of hundreds of bytes (256 taken), < 150 ops, ~2 us per decision; global 64 KiB assumed",
+		Source:      "RL-CC on NICs paper (Fuhrer et al., CCGrid 2023): integer-only, per-flow memory of the order of hundreds of bytes (256 taken), < 150 ops, ~2 us per decision; global 64 KiB assumed",
 	},
 	{
 		Name:        "fpga-reps",
@@ -40,7 +40,7 @@ var Profiles = []Profile{
 		Ops:         64,
 		DecisionNs:  160,
 		IntegerOnly: true,
-		Source:      "SPEC 4 / REPS paper: 4 KB of REPS state for 256 connections (16 B each), 8 KB MTU at 400 Gbit/s = one packet per 164 ns; 64 B per flow (16 B LB + 48 B CC), 4 KiB global and 64 ops assumed",
+		Source:      "REPS paper (Bonato et al., EuroSys 2026, Table 1): 4 KB of REPS state for 256 connections (16 B each), 8 KB MTU at 400 Gbit/s = one packet per 164 ns; 64 B per flow (16 B LB + 48 B CC), 4 KiB global and 64 ops assumed",
 	},
 }
 

@@ -69,7 +69,7 @@ type params struct {
 	maxFreezeU int32
 }
 
-// REPS is recycled entropy packet spraying (SPEC.md section 2): EVs whose ACKs came back
+// REPS is recycled entropy packet spraying (the REPS paper, docs/references.md): EVs whose ACKs came back
 // unmarked are cached in a circular buffer and reused, oldest first, once each; with
 // nothing cached a random EV is explored; a new or idle connection explores its first
 // BDP; a loss judged a failure freezes the buffer (cached EVs are reused even if already

@@ -212,7 +212,7 @@ func runIncast(t testing.TB, n int, warm, measure int64, wrap func(cc.Controller
 }
 
 // TestRLCCIncastConverges: N RL-CC flows share one bottleneck; after a warm-up they hold
-// goodput >= 0.85 of line rate and a mean RTT inflation within 25 % of SPEC Eq. 2,
+// goodput >= 0.85 of line rate and a mean RTT inflation within 25 % of Eq. 2 of the RL-CC on NICs paper,
 // target*sqrt(N/linerate) + beta with rates normalised to line rate (linerate = 1), and
 // every flow's rate stays within [0.5, 2] x the fair share throughout the window (stable
 // and fair).

@@ -8,7 +8,7 @@ import (
 )
 
 // TableVI is the action RL-CC learned, by previous (row) and current (column) system
-// condition: under-utilised, on target, congested (SPEC section 3, the paper's Table VI).
+// condition: under-utilised, on target, congested (the RL-CC on NICs paper's Table VI).
 var TableVI = [3][3]float64{
 	{1.05, 0.92, 0.89},
 	{1.10, 1.00, 0.90},
@@ -19,8 +19,8 @@ var TableVI = [3][3]float64{
 // decreases in congestion deeper than Table VI's "congested" point.
 const TeacherDeepSlope = 0.02
 
-// Teacher is the rule policy the default model is distilled from, written down from SPEC
-// section 3 (docs/rlcc.md): with z = delta/target,
+// Teacher is the rule policy the default model is distilled from, written down from the
+// RL-CC on NICs paper (docs/rlcc.md, docs/references.md): with z = delta/target,
 //
 //   - z = +1 is "under-utilised" (RTT inflation <= beta, delta at its maximum, target),
 //     z = 0 "on target" (delta = 0, the reward's fixed point, where the action is 1),

@@ -1,4 +1,4 @@
-// Package rlcc is RL-CC with a distilled tree policy (SPEC section 3): a rate-based
+// Package rlcc is RL-CC with a distilled tree policy (Fuhrer et al., CCGrid 2023, arXiv:2207.02295; docs/references.md): a rate-based
 // congestion controller that, once per RTT sample, computes
 //
 //	delta = target - max(rtt/brtt - beta, 0) * sqrt(rate)   (rate normalised to line rate)
@@ -30,7 +30,7 @@ func DefaultModelJSON() []byte { return defaultModelJSON }
 
 // Config holds RL-CC's parameters (transport.Config field `rlcc`).
 type Config struct {
-	// Target is the inflation control parameter (SPEC: 0.064).
+	// Target is the inflation control parameter (default 0.064).
 	Target float64 `yaml:"target"`
 	// Beta is the congestion tolerance: RTT inflation below it counts as no congestion (1.5).
 	Beta float64 `yaml:"beta"`
@@ -58,7 +58,7 @@ type Config struct {
 	Limits Limits `yaml:"limits"`
 }
 
-// DefaultConfig returns SPEC section 3's parameters: target 0.064, beta 1.5, actions
+// DefaultConfig returns the default parameters: target 0.064, beta 1.5, actions
 // within [1/1.2, 1.2] (NVIDIA's training code changes the rate by at most 20 % a step).
 func DefaultConfig() Config {
 	return Config{

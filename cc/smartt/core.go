@@ -1,5 +1,5 @@
 // Package smartt implements SMaRTT, the sender-based, per-ACK window congestion control
-// of "SMaRTT-REPS" (see docs/smartt.md and SPEC section 1): fair and multiplicative
+// of "SMaRTT-REPS" (see docs/smartt.md and docs/references.md): fair and multiplicative
 // increase and decrease chosen by the ECN mark and the RTT against a target RTT,
 // QuickAdapt on trimmed packets or timeouts, FastIncrease and Wait-To-Decrease.
 //

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -26,6 +28,7 @@ type benchOpts struct {
 	bwBytes  int64
 	depth    int
 	perSize  time.Duration
+	format   string // text, json or csv
 }
 
 func parseSize(s string) (int, error) {
@@ -48,15 +51,23 @@ func parseBench(args []string, out io.Writer) (benchOpts, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.socket, "socket", defaultSocket(), "the daemon's API socket (with -to)")
-	fs.StringVar(&o.to, "to", "", "peer daemon ADDR:PORT; empty: start two daemons in this process on 127.0.0.1 and 127.0.0.2")
+	fs.StringVar(&o.to, "to", "", "peer daemon HOST:PORT; empty: start two daemons in this process on 127.0.0.1 and 127.0.0.2")
 	fs.UintVar(&o.endpoint, "endpoint", 1, "endpoint at the peer (need not be bound: the peer daemon acknowledges and drops)")
 	sizes := fs.String("sizes", "64,1K,4K,16K,64K,256K,1M,4M", "message sizes, comma-separated (K, M suffixes)")
 	fs.IntVar(&o.latIters, "lat-iters", 200, "latency: messages sent one at a time per size (1..100000)")
 	bw := fs.String("bw-bytes", "64M", "throughput: bytes sent per size (1K..1G)")
 	fs.IntVar(&o.depth, "depth", 16, "throughput: messages outstanding at once (1..1024)")
 	fs.DurationVar(&o.perSize, "max-time", 5*time.Second, "time limit of each measurement (100ms..1m)")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&o.format, "format", "text", "output: text (a table), json (one object with a row per size) or csv")
+	jsonOut := fs.Bool("json", false, "same as -format json")
+	if err := parseArgs(fs, args); err != nil {
 		return o, err
+	}
+	if *jsonOut {
+		o.format = "json"
+	}
+	if o.format != "text" && o.format != "json" && o.format != "csv" {
+		return o, fmt.Errorf("-format = %q: want text, json or csv", o.format)
 	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := parseSize(strings.TrimSpace(s))
@@ -93,6 +104,35 @@ type benchRow struct {
 	min, p50, p99, maxUs float64
 }
 
+// benchJSON is the output of bench -format json.
+type benchJSON struct {
+	Peer  string        `json:"peer"`
+	Depth int           `json:"depth"`
+	Bytes int64         `json:"throughput_bytes_per_size"`
+	Rows  []benchRowOut `json:"sizes"`
+}
+
+// benchRowOut is benchRow with exported fields, for encoding.
+type benchRowOut struct {
+	Bytes       int     `json:"bytes"`
+	LatMessages int     `json:"latency_messages"`
+	BWMessages  int     `json:"throughput_messages"`
+	Gbps        float64 `json:"throughput_gbps"`
+	Mpps        float64 `json:"message_rate_mpps"`
+	MinUs       float64 `json:"latency_min_us"`
+	P50Us       float64 `json:"latency_p50_us"`
+	P99Us       float64 `json:"latency_p99_us"`
+	MaxUs       float64 `json:"latency_max_us"`
+}
+
+// out returns r for encoding.
+func (r benchRow) out() benchRowOut {
+	return benchRowOut{r.size, r.latN, r.bwN, r.gbps, r.mpps, r.min, r.p50, r.p99, r.maxUs}
+}
+
+// benchCSVHeader is the first line of bench -format csv.
+const benchCSVHeader = "bytes,latency_messages,throughput_messages,throughput_gbps,message_rate_mpps,latency_min_us,latency_p50_us,latency_p99_us,latency_max_us"
+
 func runBench(args []string, out io.Writer) error {
 	o, err := parseBench(args, out)
 	if err != nil {
@@ -113,10 +153,12 @@ func runBench(args []string, out io.Writer) error {
 		}
 		defer smarttd.StopAll(ds[:], 5*time.Second)
 		socket, peer = ds[0].Config.API.Socket, ds[1].Config.Listen
-		fmt.Fprintf(out, "smartt bench: two daemons in this process, %v -> %v (loopback, real UDP)\n", ds[0].Config.Listen, peer)
-	} else if peer, err = netip.ParseAddrPort(o.to); err != nil {
-		return fmt.Errorf("-to %q: want ADDR:PORT: %v", o.to, err)
-	} else {
+		if o.format == "text" {
+			fmt.Fprintf(out, "smartt bench: two daemons in this process, %v -> %v (loopback, real UDP)\n", ds[0].Config.Listen, peer)
+		}
+	} else if peer, err = resolveAddrPort(context.Background(), o.to); err != nil {
+		return fmt.Errorf("-to %q: %v", o.to, err)
+	} else if o.format == "text" {
 		fmt.Fprintf(out, "smartt bench: daemon at %s -> %v endpoint %d\n", socket, peer, o.endpoint)
 	}
 	ctx := context.Background()
@@ -128,10 +170,16 @@ func runBench(args []string, out io.Writer) error {
 	if _, err := s.Bind(ctx, 0); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "latency: one message at a time, from the client's send to the daemon's report that the peer acknowledged every byte\n")
-	fmt.Fprintf(out, "throughput: %d messages outstanding, %d bytes per size\n\n", o.depth, o.bwBytes)
-	fmt.Fprintf(out, " %-10s %-8s %-8s %-14s %-14s %-11s %-11s %-11s %-11s\n",
-		"#bytes", "#lat", "#bw", "BW avg[Gb/s]", "MsgRate[Mpps]", "t_min[us]", "t_med[us]", "t_99%[us]", "t_max[us]")
+	switch o.format {
+	case "text":
+		fmt.Fprintf(out, "latency: one message at a time, from the client's send to the daemon's report that the peer acknowledged every byte\n")
+		fmt.Fprintf(out, "throughput: %d messages outstanding, %d bytes per size\n\n", o.depth, o.bwBytes)
+		fmt.Fprintf(out, " %-10s %-8s %-8s %-14s %-14s %-11s %-11s %-11s %-11s\n",
+			"#bytes", "#lat", "#bw", "BW avg[Gb/s]", "MsgRate[Mpps]", "t_min[us]", "t_med[us]", "t_99%[us]", "t_max[us]")
+	case "csv":
+		fmt.Fprintln(out, benchCSVHeader)
+	}
+	res := benchJSON{Peer: peer.String(), Depth: o.depth, Bytes: o.bwBytes, Rows: []benchRowOut{}}
 	buf := make([]byte, slices.Max(o.sizes))
 	for i := range buf {
 		buf[i] = byte(i * 31)
@@ -142,8 +190,20 @@ func runBench(args []string, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("size %d: %w", size, err)
 		}
-		fmt.Fprintf(out, " %-10d %-8d %-8d %-14.3f %-14.4f %-11.1f %-11.1f %-11.1f %-11.1f\n",
-			r.size, r.latN, r.bwN, r.gbps, r.mpps, r.min, r.p50, r.p99, r.maxUs)
+		switch o.format {
+		case "text":
+			fmt.Fprintf(out, " %-10d %-8d %-8d %-14.3f %-14.4f %-11.1f %-11.1f %-11.1f %-11.1f\n",
+				r.size, r.latN, r.bwN, r.gbps, r.mpps, r.min, r.p50, r.p99, r.maxUs)
+		case "csv":
+			fmt.Fprintf(out, "%d,%d,%d,%.3f,%.4f,%.1f,%.1f,%.1f,%.1f\n",
+				r.size, r.latN, r.bwN, r.gbps, r.mpps, r.min, r.p50, r.p99, r.maxUs)
+		}
+		res.Rows = append(res.Rows, r.out())
+	}
+	if o.format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
 	}
 	return nil
 }
@@ -205,4 +265,9 @@ func benchSize(ctx context.Context, s *client.Session, peer netip.AddrPort, ep u
 	r.gbps = float64(sent*len(msg)) * 8 / el / 1e9
 	r.mpps = float64(sent) / el / 1e6
 	return r, nil
+}
+
+// newBenchCmd is "smartt bench".
+func newBenchCmd() *cobra.Command {
+	return leaf("bench [flags]", "throughput and latency over a message-size sweep (two in-process daemons, or -to a peer)", "", runBench)
 }

@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"maps"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,7 +126,7 @@ func runConns(args []string, out io.Writer) error {
 			dir = "out"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%v\n", c.ID, c.Peer, dir, c.CC, c.LB,
-			float64(c.SRTTNs)/1e3, float64(c.RTONs)/1e3, c.Window, c.PacingRate, c.InFlight, c.QueuedMsgs, c.Closing)
+			float64(c.SRTT)/1e3, float64(c.RTO)/1e3, c.Window, c.PacingRate, c.InFlight, c.QueuedMsgs, c.Closing)
 	}
 	return tw.Flush()
 }
@@ -136,36 +137,74 @@ func isTerminal(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// progressBar draws a bar on w for transfers of total bytes.
+// progressBar draws a bar with rate and ETA on w (a terminal: stderr) for a transfer of
+// total bytes; what n counts is the label's to say.
 func progressBar(w io.Writer, label string, total int64) func(n int64) {
-	last := time.Time{}
+	start, last := time.Now(), time.Time{}
 	return func(n int64) {
 		if time.Since(last) < 100*time.Millisecond && n < total {
 			return
 		}
 		last = time.Now()
-		const width = 40
-		k := int(int64(width) * n / max(total, 1))
-		fmt.Fprintf(w, "\r%s [%s%s] %5.1f%% %d/%d B", label, strings.Repeat("=", k), strings.Repeat(" ", width-k),
-			100*float64(n)/float64(max(total, 1)), n, total)
+		fmt.Fprintf(w, "\r%s", progressLine(label, n, total, time.Since(start)))
 		if n >= total {
 			fmt.Fprintln(w)
 		}
 	}
 }
 
+// progressLine is one state of a progress bar: n of total bytes after elapsed.
+func progressLine(label string, n, total int64, elapsed time.Duration) string {
+	const width = 30
+	total = max(total, 1)
+	k := int(int64(width) * min(n, total) / total)
+	line := fmt.Sprintf("%s [%s%s] %5.1f%% %s/%s", label, strings.Repeat("=", k), strings.Repeat(" ", width-k),
+		100*float64(n)/float64(total), humanBytes(n), humanBytes(total))
+	if sec := elapsed.Seconds(); sec > 0 && n > 0 {
+		rate := float64(n) / sec
+		line += fmt.Sprintf(" %s/s", humanBytes(int64(rate)))
+		if n < total {
+			line += fmt.Sprintf(" ETA %v", time.Duration(float64(total-n)/rate*1e9).Round(time.Second))
+		} else {
+			line += fmt.Sprintf(" in %v", elapsed.Round(time.Millisecond))
+		}
+	}
+	return line
+}
+
+// humanBytes formats n with a binary unit: 512 B, 1.5 KiB, 3.0 MiB, 1.2 GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n)/unit, 0
+	for v >= unit && u < 3 {
+		v /= unit
+		u++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[u])
+}
+
 func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	var cf clientFlags
 	fs := newFlagSet("send", out, &cf)
-	to := fs.String("to", "", "the peer daemon's ADDR:PORT (required)")
+	to := fs.String("to", "", "the peer daemon's HOST:PORT, HOST a name or an address (required)")
 	ep := fs.Uint("endpoint", 1, "the endpoint bound at the peer (1..4294967295)")
 	from := fs.Uint("from-endpoint", 0, "our endpoint (0: the daemon picks a free one)")
-	if err := fs.Parse(args); err != nil {
+	progressFlag := fs.String("progress", "auto", "progress bar with rate and ETA on stderr: auto (a terminal, 1 MiB or more), on, off")
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	peer, err := netip.ParseAddrPort(*to)
+	if p := *progressFlag; p != "auto" && p != "on" && p != "off" {
+		return usageError{fmt.Errorf("-progress = %q: want auto, on or off", p)}
+	}
+	if *to == "" {
+		return usageError{errors.New("-to is required: the peer daemon's HOST:PORT, e.g. -to 10.0.0.2:23600")}
+	}
+	peer, err := resolveAddrPort(context.Background(), *to)
 	if err != nil {
-		return fmt.Errorf("-to %q: want ADDR:PORT of the peer daemon: %v", *to, err)
+		return fmt.Errorf("-to %q: %v", *to, err)
 	}
 	if *ep < 1 || *ep > 1<<32-1 {
 		return fmt.Errorf("-endpoint = %d: must be in 1..4294967295", *ep)
@@ -209,14 +248,21 @@ func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	if _, err := s.Bind(ctx, uint32(*from)); err != nil {
 		return err
 	}
+	// Progress on stderr (a terminal): the bytes handed to smarttd. The API reports a
+	// message's acknowledgement by the peer only when it completes, so the bar ends at 100 %
+	// when the daemon has the whole message, then a line says it waits for the peer.
 	var progress func(int64)
-	if f, ok := out.(*os.File); ok && isTerminal(f) && size >= 8<<20 {
-		progress = progressBar(out, "send", size)
+	showProgress := *progressFlag == "on" || (*progressFlag == "auto" && isTerminal(os.Stderr) && size >= 1<<20)
+	if showProgress {
+		progress = progressBar(os.Stderr, "send: handed to smarttd", size)
 	}
 	start := time.Now()
 	p, err := s.SendFrom(peer, uint32(*ep), src, size, progress)
 	if err != nil {
 		return err
+	}
+	if showProgress {
+		fmt.Fprintf(os.Stderr, "send: waiting for %v to acknowledge every byte\n", peer)
 	}
 	info, err := p.Wait(ctx)
 	if err != nil {
@@ -234,13 +280,17 @@ func runRecv(args []string, out io.Writer) error {
 	outDir := fs.String("out", "", "directory to write each message to, or - for stdout (required)")
 	ep := fs.Uint("endpoint", 1, "the endpoint to bind (1..4294967295)")
 	count := fs.Int("count", 0, "stop after this many messages (0: run until interrupted or -timeout)")
+	progressFlag := fs.String("progress", "auto", "progress bar per message with rate and ETA on stderr: auto (a terminal, 1 MiB or more), on, off")
 	fs.Lookup("timeout").DefValue = "0s"
 	cf.timeout = 0
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	if p := *progressFlag; p != "auto" && p != "on" && p != "off" {
+		return usageError{fmt.Errorf("-progress = %q: want auto, on or off", p)}
+	}
 	if *outDir == "" {
-		return fmt.Errorf("-out: give a directory or - for stdout")
+		return usageError{errors.New("-out is required: a directory to write each message to, or - for stdout")}
 	}
 	if *ep < 1 || *ep > 1<<32-1 {
 		return fmt.Errorf("-endpoint = %d: must be in 1..4294967295", *ep)
@@ -277,10 +327,7 @@ func runRecv(args []string, out io.Writer) error {
 	var mu sync.Mutex
 	files := map[*client.Message]sinkFile{}
 	n := 0
-	term := false
-	if f, ok := out.(*os.File); ok && *outDir != "-" {
-		term = isTerminal(f)
-	}
+	term := *progressFlag == "on" || (*progressFlag == "auto" && isTerminal(os.Stderr))
 	s.SetRecvWriter(func(m *client.Message) io.Writer {
 		if *outDir == "-" {
 			return out
@@ -295,8 +342,8 @@ func runRecv(args []string, out io.Writer) error {
 		}
 		files[m] = sinkFile{f, name}
 		var w io.Writer = f
-		if term && m.Size >= 8<<20 {
-			w = &progressWriter{w: f, report: progressBar(out, "recv", int64(m.Size))}
+		if term && (*progressFlag == "on" || m.Size >= 1<<20) {
+			w = &progressWriter{w: f, report: progressBar(os.Stderr, "recv: received from "+m.From.String(), int64(m.Size))}
 		}
 		return w
 	})
@@ -342,4 +389,15 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 	p.n += int64(k)
 	p.report(p.n)
 	return k, err
+}
+
+// newClientCmds are the commands that talk to a running daemon: status, conns, send, recv.
+func newClientCmds(stdin io.Reader) []*cobra.Command {
+	return []*cobra.Command{
+		leaf("status [flags]", "the daemon's status, version and capabilities", "", runStatus),
+		leaf("conns [flags]", "the daemon's live connections with their congestion-control state", "", runConns),
+		leaf("send -to HOST:PORT [-endpoint N] FILE|-", "send a file (or stdin) as one message", "",
+			func(args []string, out io.Writer) error { return runSend(args, stdin, out) }),
+		leaf("recv -out DIR|- [-endpoint N]", "receive messages into a directory (or stdout)", "", runRecv),
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -52,7 +53,7 @@ func parseDaemonDemo(args []string, out io.Writer) (daemonDemoOpts, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the message sizes and contents")
 	fs.BoolVar(&o.verbose, "v", false, "show the daemons' logs")
 	fs.DurationVar(&o.timeout, "timeout", 90*time.Second, "give up after this long (1s..10m)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return o, err
 	}
 	switch {
@@ -120,7 +121,7 @@ func runDaemonDemo(args []string, out io.Writer) error {
 	}
 	ts := "?"
 	if m, ok := caps.Socket.(map[string]any); ok {
-		ts = fmt.Sprint(m["TimestampSource"])
+		ts = fmt.Sprint(m["timestamp_source"])
 	}
 	if uc, ok := a.Socket.Caps().(udp.Caps); ok {
 		ts = uc.TimestampSource
@@ -223,4 +224,10 @@ func runDaemonDemo(args []string, out io.Writer) error {
 		eb.DataRecv, eb.DupData, eb.CERecv, eb.AcksSent, ctb.API.MsgsDelivered)
 	fmt.Fprintln(out, "both daemons stopped")
 	return nil
+}
+
+// newDemoCmd is "smartt demo".
+func newDemoCmd() *cobra.Command {
+	return leaf("demo [flags]", "start two daemons on 127.0.0.1 and 127.0.0.2, move messages, print what happened",
+		"demo -inmem: two engines over the lossy, reordering in-memory test network instead.", runDemoCmd)
 }

@@ -43,7 +43,7 @@ func parseDemo(args []string, out io.Writer) (demoOpts, error) {
 	fs.BoolVar(&o.trim, "trim", true, "switch trims packets that overflow its queue (else drops them)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed: the same seed gives the same run")
 	fs.IntVar(&o.maxSize, "max-size", 4<<20, "largest message, bytes (1..1 GiB)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return o, err
 	}
 	switch {

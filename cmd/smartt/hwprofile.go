@@ -3,8 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/smartt-transport/smartt/cc"
@@ -26,8 +28,9 @@ func runHWProfile(args []string, w io.Writer) error {
 		return fmt.Errorf("%s", hwprofileUsage)
 	}
 	fs := flag.NewFlagSet("hwprofile report", flag.ContinueOnError)
+	fs.SetOutput(w)
 	n := fs.Int("n", 200_000, "decisions timed per algorithm")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseArgs(fs, args[1:]); err != nil {
 		return err
 	}
 	if *n < 1 || *n > 100_000_000 {
@@ -135,4 +138,10 @@ func timeLB(lb reps.Balancer, n int) float64 {
 		ev := lb.NextEV(now, 4096, false)
 		lb.OnAck(now, ev, i%8 == 0, 12_000)
 	})
+}
+
+// newHWProfileCmd is "smartt hwprofile".
+func newHWProfileCmd() *cobra.Command {
+	return group("hwprofile", "NIC hardware profiles (docs/hwprofile.md)", strings.TrimPrefix(hwprofileUsage, "usage: "),
+		sub("report", "report [-n decisions]", "every CC and LB against every hardware profile (state, ops, decision time)", runHWProfile))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
 	compare := fs.String("compare", "", "run once per balancer in this comma-separated list (e.g. ecmp,ops,reps) and print a comparison; -out gets one FCT CDF of all")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseArgs(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
@@ -243,4 +244,18 @@ func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
 		}
 	}
 	return nil
+}
+
+// newSimCmd is "smartt sim".
+func newSimCmd(stderr io.Writer) *cobra.Command {
+	return group("sim", "the discrete-event fabric simulator (docs/sim.md)",
+		"smartt sim run SCENARIO.yaml runs a discrete-event fabric simulation whose hosts run the\n"+
+			"real transport engine (docs/sim.md); its flags override the scenario file.",
+		sub("run", "run [flags] SCENARIO.yaml", "run a fabric simulation scenario and print its summary",
+			func(args []string, out io.Writer) error {
+				if len(args) == 2 && args[1] == "-h" {
+					return runSim(args, out, out) // the help goes where the caller reads it
+				}
+				return runSim(args, out, stderr)
+			}))
 }

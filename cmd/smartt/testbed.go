@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"os/exec"
@@ -25,7 +26,7 @@ const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run|fail
   up      build a testbed of network namespaces (removes leftovers of the same name first)
   down    remove every namespace of the testbed
   status  list its namespaces, addresses, interfaces and counters
-  link    fail or change a link:  link <name> down|up|rate <rate>|flaky <loss%%> <burst>
+  link    fail or change a link:  link <name> down|up|rate <rate>|flaky <loss%> <burst>
   switch  run the userspace switches of an emulated testbed until interrupted
   exec    run a command on a node:  exec <node> <command> [args...]
   run     run a simulator scenario (test/sim YAML) on an emulated testbed, a daemon per host
@@ -149,7 +150,7 @@ func runTestbed(args []string, out io.Writer) error {
 }
 
 func parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -174,7 +175,7 @@ func parseTestbedUp(fs *flag.FlagSet, args []string) (netbed.Spec, error) {
 	fs.Float64Var(&s.Oversubscription, "oversub", 1, "leafspine: host to uplink capacity ratio (0.01..100)")
 	fs.TextVar(&rate, "rate", config.Rate(0), "host link rate, e.g. 1Gbit (0: unshaped); uplinks follow from -oversub")
 	fs.IntVar(&s.MTU, "mtu", netbed.DefaultMTU, "MTU of every link (1280..65535)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return s, err
 	}
 	if fs.NArg() > 0 {
@@ -340,4 +341,19 @@ func testbedSwitch(name string, m netbed.PortModel, out io.Writer) error {
 	}
 	w.Flush()
 	return runErr
+}
+
+// newTestbedCmd is "smartt testbed" with one subcommand per testbed action.
+func newTestbedCmd() *cobra.Command {
+	return group("testbed", "build and drive a network-namespace testbed, as root", testbedUsage,
+		sub("up", "up [-name tb] [topology flags | -spec FILE]", "build a testbed of network namespaces (removes leftovers of the same name first)", runTestbed),
+		sub("down", "down [-name tb]", "remove every namespace of the testbed", runTestbed),
+		sub("status", "status [-name tb]", "list its namespaces, addresses, interfaces and counters", runTestbed),
+		sub("link", "link [-name tb] <name> down|up|rate <rate>|flaky <loss%> <burst>", "fail or change a link", runTestbed),
+		sub("switch", "switch [-name tb] [port-model flags]", "run the userspace switches of an emulated testbed until interrupted", runTestbed),
+		sub("exec", "exec [-name tb] <node> <command> [args...]", "run a command on a node", runTestbed),
+		sub("run", "run [flags] SCENARIO.yaml", "run a simulator scenario on an emulated testbed, a daemon per host", runTestbed),
+		sub("fail", "fail [-name tb] down|up|restore|heal LINK | degrade RATE LINK | flaky GAP BURST LINK", "change a link of a running \"testbed run\"", runTestbed),
+		sub("soak", "soak [flags] [SCENARIO.yaml]", "a mixed workload under flaky links, link flaps and a daemon restart", runTestbed),
+	)
 }

@@ -35,7 +35,7 @@ func testbedRun(args []string, out io.Writer) error {
 	pcapLinks := fs.String("pcap-links", "", "links to capture, comma-separated (empty: all)")
 	pcapMax := fs.Int("pcap-max", 4<<20, "capture bytes per link; later frames are counted, not kept")
 	pcapSnap := fs.Int("pcap-snap", 128, "bytes kept of each frame (128: all headers and ours)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}

@@ -34,7 +34,7 @@ func testbedSoak(args []string, out io.Writer) error {
 		fmt.Fprintln(out, "usage: smartt testbed soak [flags] [SOAK.yaml]   (as root; default: test/bedrun/scenarios/soak.yaml, embedded)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}

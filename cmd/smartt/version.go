@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"time"
 
@@ -29,4 +30,9 @@ func runVersion(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "smarttd %s (%s, API %s, wire v%d) on %s\n", v.Version, v.Go, v.Protocol, v.Wire, cf.socket)
 	return nil
+}
+
+// newVersionCmd is "smartt version".
+func newVersionCmd() *cobra.Command {
+	return leaf("version [flags]", "this tool's version, VCS revision and Go version (and the daemon's, if one answers)", "", runVersion)
 }

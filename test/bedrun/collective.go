@@ -89,7 +89,7 @@ func (r *Run) launch(ctx context.Context, start time.Time, fl []sim.FlowResult, 
 				r.release(i) // let the rest of the collective go on, as the simulator does
 				return
 			}
-			f.FCT = info.Elapsed
+			f.FCT = int64(info.Elapsed)
 		}()
 	}
 }

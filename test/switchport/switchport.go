@@ -1,5 +1,5 @@
 // Package switchport models one switch output port the way the papers' htsim model does
-// (SPEC.md section 7), for the discrete-event simulator (test/sim) and the emulated
+// (SMaRTT-REPS and REPS evaluations; docs/references.md), for the discrete-event simulator (test/sim) and the emulated
 // testbed switch alike, so the two never drift apart.
 //
 // # Model
@@ -75,7 +75,7 @@ func (c *Config) Validate() error {
 }
 
 // RED returns Kmin and Kmax as the given fractions of a data queue of buf bytes
-// (SPEC: 20 % and 80 % by default).
+// (20 % and 80 % by default, this implementation's choice).
 func RED(buf int, kmin, kmax float64) (int, int) {
 	return int(float64(buf) * kmin), int(float64(buf) * kmax)
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -107,7 +108,7 @@ func TestControlOverUnixSocketHTTP(t *testing.T) {
 		"/v1/capabilities": `"cc": [`,
 		"/v1/conns":        `"peer": "10.0.0.2:23600"`,
 		"/v1/config":       `"socket": "` + a.Config.API.Socket,
-		"/v1/counters":     `"MsgsSent": 1`,
+		"/v1/counters":     `"msgs_sent": 1`,
 		"/v1/sessions":     `"endpoint": 7`,
 	} {
 		resp, err := hc.Get("http://x" + path)
@@ -121,8 +122,44 @@ func TestControlOverUnixSocketHTTP(t *testing.T) {
 			t.Errorf("%s: %d %s\nwant it to contain %s", path, resp.StatusCode, b.String(), want)
 		}
 	}
+	// Errors are JSON everywhere, 404 and 405 included, and say what to do.
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		want         string
+	}{
+		{"GET", "/v1/nosuch", 404, "/v1/status"},
+		{"GET", "/", 404, "docs/api.md"},
+		{"POST", "/v1/status", 405, "use GET"},
+		{"DELETE", "/v1/session", 405, "use POST"},
+	} {
+		req, _ := http.NewRequest(tc.method, "http://x"+tc.path, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Error string }
+		derr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || derr != nil || !strings.Contains(body.Error, tc.want) ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("%s %s: %d %q (%v, %s), want %d and an error containing %q", tc.method, tc.path, resp.StatusCode,
+				body.Error, derr, resp.Header.Get("Content-Type"), tc.code, tc.want)
+		}
+	}
+	// Units are ASCII: durations read "10s", "200us", never "µs".
+	resp, err := hc.Get("http://x/v1/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cb bytes.Buffer
+	cb.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(cb.String(), "µ") || !strings.Contains(cb.String(), `"base_rtt": "`) {
+		t.Errorf("/v1/config is not ASCII or lacks base_rtt:\n%s", cb.String())
+	}
 	conns, err := c.Conns(ctx(t))
-	if err != nil || len(conns) != 1 || conns[0].CC != "smartt" || conns[0].Window <= 0 || conns[0].SRTTNs <= 0 {
+	if err != nil || len(conns) != 1 || conns[0].CC != "smartt" || conns[0].Window <= 0 || conns[0].SRTT <= 0 {
 		t.Fatalf("conns %+v %v", conns, err)
 	}
 	var sess []api.SessionInfo

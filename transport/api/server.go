@@ -23,6 +23,7 @@ import (
 
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/apitypes"
 	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
@@ -141,32 +142,8 @@ type Info struct {
 	Counters func() any // socket counters, served in /v1/counters
 }
 
-// Stats are the API server's counters.
-type Stats struct {
-	Sessions                int64  `json:"sessions"`                  // gauge: open messaging sessions
-	Outstanding             int64  `json:"outstanding_bytes"`         // gauge: bytes accepted and not yet Sent/Failed, all sessions
-	RecvQueued              int64  `json:"recv_queued_bytes"`         // gauge: bytes of received messages queued or being written to clients
-	SessionsTotal           uint64 `json:"sessions_total"`            // sessions ever opened
-	ClientsRefused          uint64 `json:"clients_refused"`           // sessions refused at max_clients
-	SessionsEvicted         uint64 `json:"sessions_evicted"`          // idle sessions closed to make room for a new client
-	MsgsAccepted            uint64 `json:"msgs_accepted"`             // messages handed to the engine
-	BytesAccepted           uint64 `json:"bytes_accepted"`            // their bytes (without envelope)
-	MsgsRejected            uint64 `json:"msgs_rejected"`             // Send frames refused with an Error
-	BadDestination          uint64 `json:"bad_destination"`           // of them: destination cannot be sent to
-	OutstandingRefused      uint64 `json:"outstanding_refused"`       // of them: at the session's max_outstanding
-	OutstandingRefusedTotal uint64 `json:"outstanding_refused_total"` // of them: at max_outstanding_total
-	MsgsDelivered           uint64 `json:"msgs_delivered"`            // received messages queued to a client
-	BytesDelivered          uint64 `json:"bytes_delivered"`           // their bytes
-	Undeliverable           uint64 `json:"undeliverable"`             // received for an endpoint nobody bound
-	RecvOverflow            uint64 `json:"recv_overflow"`             // dropped at a client's max_recv_queue
-	RecvOverflowTotal       uint64 `json:"recv_overflow_total"`       // dropped at max_recv_queue_total
-	BadEnvelope             uint64 `json:"bad_envelope"`              // received messages without a valid envelope
-	ProtocolErrors          uint64 `json:"protocol_errors"`           // sessions closed for malformed frames
-	ReadTimeouts            uint64 `json:"read_timeouts"`             // sessions closed for a frame stalled past read_timeout
-	ClientsVanishd          uint64 `json:"clients_vanished"`          // sessions that ended with a message half sent
-	MsgsFD                  uint64 `json:"msgs_memfd"`                // messages passed as a memfd (no copy)
-	ClientsStalled          uint64 `json:"clients_stalled"`           // sessions closed because the client stopped reading
-}
+// Stats are the API server's counters (apitypes.Stats).
+type Stats = apitypes.Stats
 
 // Server serves the API on a Unix socket for one node.
 type Server struct {
@@ -211,12 +188,8 @@ func NewServer(cfg Config, info Info, log *slog.Logger) (*Server, error) {
 		eps: make(map[uint32]*session), nextEP: 1 << 16, stop: stop, cancel: cancel}, nil
 }
 
-// PeerCred is the identity of a client process (SO_PEERCRED).
-type PeerCred struct {
-	PID int32  `json:"pid"`
-	UID uint32 `json:"uid"`
-	GID uint32 `json:"gid"`
-}
+// PeerCred is the identity of a client process (apitypes.PeerCred).
+type PeerCred = apitypes.PeerCred
 
 type credKey struct{}
 
@@ -304,7 +277,7 @@ func (s *Server) Serve(ln net.Listener, node *daemon.Node) {
 	mux.HandleFunc("GET /v1/counters", s.handleCounters)
 	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
 	mux.HandleFunc("POST /v1/session", s.handleSession)
-	s.hs = &http.Server{Handler: mux,
+	s.hs = &http.Server{Handler: jsonErrors(mux),
 		ReadHeaderTimeout: time.Duration(s.cfg.HeaderTimeout), ReadTimeout: time.Duration(s.cfg.HeaderTimeout),
 		WriteTimeout: time.Duration(s.cfg.WriteTimeout), IdleTimeout: time.Duration(s.cfg.IdleTimeout),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -421,21 +394,59 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
+// jsonErrors answers requests mux has no handler for (404, and 405 with Allow) with a
+// JSON error body like every other error of the API, naming what to do.
+func jsonErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		switch code := rec.code; code {
+		case http.StatusMethodNotAllowed:
+			allow := rec.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			httpError(w, code, "method %s not allowed on %s: use %s (docs/api.md)", r.Method, r.URL.Path, allow)
+		case http.StatusNotFound:
+			httpError(w, code, "no such path %s: the API's paths are /v1/status, /v1/version, /v1/capabilities, "+
+				"/v1/conns, /v1/config, /v1/counters, /v1/sessions and POST /v1/session (docs/api.md)", r.URL.Path)
+		default:
+			httpError(w, code, "%s %s: %s", r.Method, r.URL.Path, http.StatusText(code))
+		}
+	})
+}
+
+// statusRecorder keeps the status and headers a handler writes and drops its body.
+type statusRecorder struct {
+	header http.Header
+	code   int
+}
+
+// Header implements http.ResponseWriter.
+func (s *statusRecorder) Header() http.Header { return s.header }
+
+// WriteHeader implements http.ResponseWriter.
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
 func httpError(w http.ResponseWriter, code int, format string, a ...any) {
 	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, a...)})
 }
 
-// Status is the body of GET /v1/status.
-type Status struct {
-	Version      string  `json:"version"`
-	PID          int     `json:"pid"`
-	Listen       string  `json:"listen"`
-	UptimeS      float64 `json:"uptime_s"`
-	Connections  int     `json:"connections"`
-	Sessions     int64   `json:"sessions"`
-	Pending      int     `json:"pending_messages"`
-	ShuttingDown bool    `json:"shutting_down"`
-}
+// Status is the body of GET /v1/status (apitypes.Status).
+type Status = apitypes.Status
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, Status{Version: s.info.Version, PID: os.Getpid(), Listen: s.info.Listen.String(),
@@ -444,13 +455,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		ShuttingDown: s.closing.Load()})
 }
 
-// Version is the body of GET /v1/version.
-type Version struct {
-	Version  string `json:"version"`
-	Go       string `json:"go"`
-	Protocol string `json:"protocol"`
-	Wire     int    `json:"wire_version"`
-}
+// Version is the body of GET /v1/version (apitypes.Version).
+type Version = apitypes.Version
 
 func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, Version{Version: s.info.Version, Go: runtime.Version(), Protocol: Protocol, Wire: 1})
@@ -470,29 +476,13 @@ func (s *Server) handleCaps(w http.ResponseWriter, r *http.Request) {
 	c := Capabilities{CC: transport.CCNames(), LB: transport.LBNames(), Protocol: Protocol,
 		MaxPayload: MaxPayload, Limits: s.cfg}
 	if s.info.Caps != nil {
-		c.Socket = s.info.Caps()
+		c.Socket = apitypes.SnakeJSON(s.info.Caps())
 	}
 	writeJSON(w, 200, c)
 }
 
-// Conn is one connection in GET /v1/conns.
-type Conn struct {
-	ID          string `json:"id"`
-	Peer        string `json:"peer"`
-	Initiator   bool   `json:"initiator"`
-	CC          string `json:"cc"`
-	LB          string `json:"lb"`
-	SRTTNs      int64  `json:"srtt_ns"`
-	RTONs       int64  `json:"rto_ns"`
-	Window      int    `json:"window"`
-	PacingRate  int64  `json:"pacing_rate"`
-	InFlight    int    `json:"in_flight"`
-	QueuedMsgs  int    `json:"queued_msgs"`
-	RecvBuffers uint64 `json:"recv_buffers"`
-	Closing     bool   `json:"closing"`
-	Freezing    bool   `json:"lb_freezing"`
-	Freezes     uint64 `json:"lb_freeze_episodes"`
-}
+// Conn is one connection in GET /v1/conns (apitypes.Conn).
+type Conn = apitypes.Conn
 
 func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
 	cfg := s.node.Config()
@@ -500,7 +490,7 @@ func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
 	out := make([]Conn, 0, len(infos))
 	for _, c := range infos {
 		out = append(out, Conn{ID: fmt.Sprintf("%016x", uint64(c.ID)), Peer: c.Peer.String(), Initiator: c.Initiator,
-			CC: cfg.CC, LB: cfg.LB, SRTTNs: c.SRTT, RTONs: c.RTO, Window: c.Window, PacingRate: c.PacingRate,
+			CC: cfg.CC, LB: cfg.LB, SRTT: time.Duration(c.SRTT), RTO: time.Duration(c.RTO), Window: c.Window, PacingRate: c.PacingRate,
 			InFlight: c.InFlight, QueuedMsgs: c.QueuedMsgs, RecvBuffers: c.RecvBuffers, Closing: c.Closing,
 			Freezing: c.Freezing, Freezes: c.FreezeEpisodes})
 	}
@@ -512,11 +502,29 @@ func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, s.info.Config)
 }
 
-// Counters is the body of GET /v1/counters.
+// Counters is the body of GET /v1/counters (apitypes.Counters on the client side). It
+// encodes with snake_case keys throughout, and the RTT histogram's bucket bounds.
 type Counters struct {
-	Engine transport.Stats `json:"engine"`
-	API    Stats           `json:"api"`
-	Socket any             `json:"socket,omitempty"`
+	Engine transport.Stats
+	API    Stats
+	Socket any
+}
+
+// MarshalJSON writes the counters as apitypes.Counters reads them.
+func (c Counters) MarshalJSON() ([]byte, error) {
+	eng, _ := apitypes.SnakeJSON(c.Engine).(map[string]any)
+	bounds := make([]int64, transport.RTTBuckets)
+	for i := range bounds {
+		bounds[i] = transport.RTTBucketBound(i)
+	}
+	if eng != nil {
+		eng["rtt_hist_bounds_ns"] = bounds
+	}
+	return json.Marshal(struct {
+		Engine any   `json:"engine"`
+		API    Stats `json:"api"`
+		Socket any   `json:"socket,omitempty"`
+	}{eng, c.API, apitypes.SnakeJSON(c.Socket)})
 }
 
 func (s *Server) handleCounters(w http.ResponseWriter, r *http.Request) {
@@ -527,17 +535,8 @@ func (s *Server) handleCounters(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, c)
 }
 
-// SessionInfo is one session in GET /v1/sessions.
-type SessionInfo struct {
-	ID          uint64    `json:"id"`
-	Cred        *PeerCred `json:"peer_cred,omitempty"`
-	Endpoint    uint32    `json:"endpoint"`
-	Started     time.Time `json:"started"`
-	Outstanding int64     `json:"outstanding_bytes"`
-	RecvQueued  int64     `json:"recv_queued_bytes"`  // received messages waiting to be written
-	RecvWriting int64     `json:"recv_writing_bytes"` // the received message being written to the client
-	IdleS       float64   `json:"idle_s"`             // since the last frame read from or written to the client
-}
+// SessionInfo is one session in GET /v1/sessions (apitypes.SessionInfo).
+type SessionInfo = apitypes.SessionInfo
 
 func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()

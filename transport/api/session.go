@@ -515,11 +515,6 @@ func (x *session) serve() error {
 	}
 }
 
-// AppendEndpointPayload encodes a Bind or Bound payload.
-func AppendEndpointPayload(ep uint32) []byte {
-	return []byte{byte(ep >> 24), byte(ep >> 16), byte(ep >> 8), byte(ep)}
-}
-
 // maxMessage is the largest message body a client may send.
 func (x *session) maxMessage() int64 {
 	return min(x.srv.cfg.MaxMessage, int64(x.srv.node.Config().MaxMessage-envelopeLen))
@@ -616,7 +611,7 @@ func (x *session) completed(tag uint32, r daemon.SendResult) {
 		x.enqueue(outFrame{typ: FrameFailed, tag: tag, payload: []byte(r.Err.Error())})
 		return
 	}
-	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: SentInfo{Elapsed: r.Elapsed, SRTT: r.SRTT,
+	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: SentInfo{Elapsed: time.Duration(r.Elapsed), SRTT: time.Duration(r.SRTT),
 		Window: int64(r.Window), Retransmit: r.Retransmit}.Append(nil)})
 }
 

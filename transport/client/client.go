@@ -17,8 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/apitypes"
 )
+
+// SentInfo reports a delivered message: how long it took and the connection's state at
+// completion.
+type SentInfo = apitypes.SentInfo
 
 // Client talks to one daemon.
 type Client struct {
@@ -37,7 +41,7 @@ func New(socket string) *Client {
 
 // Error is an error the daemon reported.
 type Error struct {
-	Code uint16 // api.Code*; 0 for HTTP errors
+	Code uint16 // apitypes.Code* of an Error frame; 0 for HTTP errors
 	HTTP int    // HTTP status for control requests
 	Text string
 }
@@ -73,27 +77,27 @@ func (c *Client) Get(ctx context.Context, path string, out any) error {
 }
 
 // Status returns the daemon's status.
-func (c *Client) Status(ctx context.Context) (st api.Status, err error) {
+func (c *Client) Status(ctx context.Context) (st apitypes.Status, err error) {
 	return st, c.Get(ctx, "/v1/status", &st)
 }
 
 // Version returns the daemon's version.
-func (c *Client) Version(ctx context.Context) (v api.Version, err error) {
+func (c *Client) Version(ctx context.Context) (v apitypes.Version, err error) {
 	return v, c.Get(ctx, "/v1/version", &v)
 }
 
 // Capabilities returns what the daemon and its sockets support.
-func (c *Client) Capabilities(ctx context.Context) (v api.Capabilities, err error) {
+func (c *Client) Capabilities(ctx context.Context) (v apitypes.Capabilities, err error) {
 	return v, c.Get(ctx, "/v1/capabilities", &v)
 }
 
 // Conns returns the daemon's live connections.
-func (c *Client) Conns(ctx context.Context) (v []api.Conn, err error) {
+func (c *Client) Conns(ctx context.Context) (v []apitypes.Conn, err error) {
 	return v, c.Get(ctx, "/v1/conns", &v)
 }
 
 // Counters returns the daemon's counters.
-func (c *Client) Counters(ctx context.Context) (v api.Counters, err error) {
+func (c *Client) Counters(ctx context.Context) (v apitypes.Counters, err error) {
 	return v, c.Get(ctx, "/v1/counters", &v)
 }
 
@@ -156,7 +160,7 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 	}
 	req, _ := http.NewRequest("POST", "http://smarttd/v1/session", nil)
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", api.Protocol)
+	req.Header.Set("Upgrade", apitypes.Protocol)
 	if err := req.Write(conn); err != nil {
 		conn.Close()
 		return nil, err
@@ -232,7 +236,7 @@ func (s *Session) Bind(ctx context.Context, ep uint32) (uint32, error) {
 		return 0, err
 	}
 	s.wmu.Lock()
-	err = s.writeFrame(api.FrameBind, tag, api.AppendEndpointPayload(ep))
+	err = s.writeFrame(apitypes.FrameBind, tag, apitypes.AppendEndpointPayload(ep))
 	if err == nil {
 		err = s.bw.Flush()
 	}
@@ -245,12 +249,12 @@ func (s *Session) Bind(ctx context.Context, ep uint32) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	return api.ParseEndpoint(r.payload)
+	return apitypes.ParseEndpoint(r.payload)
 }
 
 func (s *Session) writeFrame(typ uint8, tag uint32, payload []byte) error {
-	var h [api.HeaderLen]byte
-	if _, err := s.bw.Write(api.AppendHeader(h[:0], api.Header{Type: typ, Tag: tag, Len: uint32(len(payload))})); err != nil {
+	var h [apitypes.HeaderLen]byte
+	if _, err := s.bw.Write(apitypes.AppendHeader(h[:0], apitypes.Header{Type: typ, Tag: tag, Len: uint32(len(payload))})); err != nil {
 		return err
 	}
 	_, err := s.bw.Write(payload)
@@ -266,15 +270,15 @@ type Pending struct {
 
 // Wait returns the message's completion (nil error: the peer daemon received the whole
 // message, in order, and handed it to its API) or why it failed.
-func (p *Pending) Wait(ctx context.Context) (api.SentInfo, error) {
+func (p *Pending) Wait(ctx context.Context) (SentInfo, error) {
 	r, err := p.s.wait(ctx, p.tag, p.ch)
 	if err != nil {
-		return api.SentInfo{}, err
+		return SentInfo{}, err
 	}
-	if r.typ == api.FrameFailed {
-		return api.SentInfo{}, fmt.Errorf("%w: %s", ErrFailed, r.payload)
+	if r.typ == apitypes.FrameFailed {
+		return SentInfo{}, fmt.Errorf("%w: %s", ErrFailed, r.payload)
 	}
-	return api.ParseSentInfo(r.payload)
+	return apitypes.ParseSentInfo(r.payload)
 }
 
 // SendAsync hands data to the daemon for endpoint ep at the daemon at to, and returns
@@ -284,10 +288,10 @@ func (s *Session) SendAsync(to netip.AddrPort, ep uint32, data []byte) (*Pending
 }
 
 // Send sends data and waits for its outcome.
-func (s *Session) Send(ctx context.Context, to netip.AddrPort, ep uint32, data []byte) (api.SentInfo, error) {
+func (s *Session) Send(ctx context.Context, to netip.AddrPort, ep uint32, data []byte) (SentInfo, error) {
 	p, err := s.SendAsync(to, ep, data)
 	if err != nil {
-		return api.SentInfo{}, err
+		return SentInfo{}, err
 	}
 	return p.Wait(ctx)
 }
@@ -313,7 +317,7 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 // bytes written so far, and returns without waiting for the outcome.
 func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64, progress func(int64)) (*Pending, error) {
 	if size <= 0 {
-		return nil, &Error{Code: api.CodeTooLarge, Text: "empty message"}
+		return nil, &Error{Code: apitypes.CodeTooLarge, Text: "empty message"}
 	}
 	tag := s.nextTag()
 	ch, err := s.register(tag)
@@ -321,8 +325,8 @@ func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64
 		return nil, err
 	}
 	s.wmu.Lock()
-	err = s.writeFrame(api.FrameSend, tag, api.SendHeader{To: to, Endpoint: ep, Size: uint64(size)}.Append(nil))
-	chunk := make([]byte, min(size, api.MaxPayload))
+	err = s.writeFrame(apitypes.FrameSend, tag, apitypes.SendHeader{To: to, Endpoint: ep, Size: uint64(size)}.Append(nil))
+	chunk := make([]byte, min(size, apitypes.MaxPayload))
 	for off := int64(0); off < size && err == nil; {
 		n := min(size-off, int64(len(chunk)))
 		if _, err = io.ReadFull(r, chunk[:n]); err != nil {
@@ -331,7 +335,7 @@ func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64
 			s.conn.Close()
 			return nil, fmt.Errorf("reading the message at byte %d of %d: %w", off, size, err)
 		}
-		err = s.writeFrame(api.FrameData, tag, chunk[:n])
+		err = s.writeFrame(apitypes.FrameData, tag, chunk[:n])
 		off += n
 		if progress != nil {
 			progress(off)
@@ -359,8 +363,8 @@ func (s *Session) brokenErr(err error) error {
 
 // Recv waits for the next message to this session's endpoint. Messages the daemon had to
 // drop (the session's or the daemon's receive queue was full) are reported as an *Error
-// (code api.CodeRecvOverflow); the session goes on. When the daemon closes the session
-// (api.CodeClosed: idle and evicted for a new client, or a frame stalled) Recv returns
+// (code apitypes.CodeRecvOverflow); the session goes on. When the daemon closes the session
+// (apitypes.CodeClosed: idle and evicted for a new client, or a frame stalled) Recv returns
 // that *Error once the queued messages are consumed.
 func (s *Session) Recv(ctx context.Context) (*Message, error) {
 	select {
@@ -396,12 +400,12 @@ func (s *Session) readLoop() {
 }
 
 func (s *Session) read() error {
-	var hb [api.HeaderLen]byte
+	var hb [apitypes.HeaderLen]byte
 	for {
 		if _, err := io.ReadFull(s.br, hb[:]); err != nil {
 			return err
 		}
-		h, err := api.ParseHeader(hb[:])
+		h, err := apitypes.ParseHeader(hb[:])
 		if err != nil {
 			return err
 		}
@@ -410,8 +414,8 @@ func (s *Session) read() error {
 			return err
 		}
 		switch h.Type {
-		case api.FrameRecv:
-			rh, err := api.ParseRecvHeader(payload)
+		case apitypes.FrameRecv:
+			rh, err := apitypes.ParseRecvHeader(payload)
 			if err != nil {
 				return err
 			}
@@ -432,11 +436,11 @@ func (s *Session) read() error {
 				if _, err := io.ReadFull(s.br, hb[:]); err != nil {
 					return err
 				}
-				dh, err := api.ParseHeader(hb[:])
+				dh, err := apitypes.ParseHeader(hb[:])
 				if err != nil {
 					return err
 				}
-				if dh.Type != api.FrameData || dh.Tag != h.Tag || uint64(dh.Len) > rh.Size-off || dh.Len == 0 {
+				if dh.Type != apitypes.FrameData || dh.Tag != h.Tag || uint64(dh.Len) > rh.Size-off || dh.Len == 0 {
 					return fmt.Errorf("daemon broke the framing of received message %d", h.Tag)
 				}
 				if w == nil {
@@ -453,21 +457,21 @@ func (s *Session) read() error {
 				item.err = fmt.Errorf("writing received message: %w", w.err)
 			}
 			s.recv <- item
-		case api.FrameError:
-			code, text, err := api.ParseError(payload)
+		case apitypes.FrameError:
+			code, text, err := apitypes.ParseError(payload)
 			if err != nil {
 				return err
 			}
 			e := &Error{Code: code, Text: text}
 			if h.Tag == 0 {
-				if code == api.CodeProtocol || code == api.CodeClosed {
+				if code == apitypes.CodeProtocol || code == apitypes.CodeClosed {
 					return e // the daemon closes the session after it
 				}
 				s.recv <- recvItem{err: e}
 				continue
 			}
 			s.deliver(h.Tag, reply{typ: h.Type, err: e})
-		case api.FrameBound, api.FrameSent, api.FrameFailed:
+		case apitypes.FrameBound, apitypes.FrameSent, apitypes.FrameFailed:
 			s.deliver(h.Tag, reply{typ: h.Type, payload: payload})
 		default:
 			return fmt.Errorf("unexpected frame type 0x%02x from the daemon", h.Type)

@@ -145,3 +145,46 @@ func ExampleSession_SendFD() {
 	// Output:
 	// delivered: true bytes: 8388608 byte 1000: 232
 }
+
+// Send a message and wait for its completion separately (what docs/api.md calls a Send
+// frame and its Sent reply), then receive it at the peer.
+func ExamplePending_Wait() {
+	a, b, stop := startTwo() // two daemons; normally: smarttd on each host
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	rx, err := client.New(b.Config.API.Socket).Open(ctx) // e.g. client.New("/run/smartt/smarttd.sock")
+	if err != nil {
+		panic(err)
+	}
+	defer rx.Close()
+	if _, err := rx.Bind(ctx, 7); err != nil {
+		panic(err)
+	}
+
+	tx, err := client.New(a.Config.API.Socket).Open(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Close()
+	ep, _ := tx.Bind(ctx, 0) // the daemon picks a free endpoint
+	p, err := tx.SendAsync(netip.MustParseAddrPort("10.0.0.2:23600"), 7, []byte("ping"))
+	if err != nil {
+		panic(err)
+	}
+	info, err := p.Wait(ctx)
+	if err != nil {
+		panic(err) // wraps client.ErrFailed with the daemon's reason
+	}
+	fmt.Println("delivered within the deadline:", info.Elapsed > 0 && info.Elapsed < 10*time.Second)
+
+	m, err := rx.Recv(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s from endpoint %v\n", m.Data, m.FromEndpoint == ep)
+	// Output:
+	// delivered within the deadline: true
+	// ping from endpoint true
+}

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/apitypes"
 )
 
 // MessageFD is a message built in shared memory (a memfd): write it through Data, Seal it,
@@ -31,7 +31,7 @@ func NewMessageFD(size int64) (*MessageFD, error) {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "smartt-msg")
-	total := api.FDHeadroom + size
+	total := apitypes.FDHeadroom + size
 	if err := f.Truncate(total); err != nil {
 		f.Close()
 		return nil, err
@@ -41,7 +41,7 @@ func NewMessageFD(size int64) (*MessageFD, error) {
 		f.Close()
 		return nil, fmt.Errorf("mmap memfd: %w", err)
 	}
-	return &MessageFD{f: f, mem: mem, Data: mem[api.FDHeadroom:], size: size}, nil
+	return &MessageFD{f: f, mem: mem, Data: mem[apitypes.FDHeadroom:], size: size}, nil
 }
 
 // Seal makes the message immutable (F_SEAL_WRITE, F_SEAL_SHRINK, F_SEAL_GROW), as the
@@ -81,8 +81,8 @@ func (s *Session) SendFD(to netip.AddrPort, ep uint32, m *MessageFD) (*Pending, 
 	if err != nil {
 		return nil, err
 	}
-	payload := api.SendHeader{To: to, Endpoint: ep, Size: uint64(m.size)}.Append(nil)
-	frame := append(api.AppendHeader(nil, api.Header{Type: api.FrameSendFD, Tag: tag, Len: uint32(len(payload))}), payload...)
+	payload := apitypes.SendHeader{To: to, Endpoint: ep, Size: uint64(m.size)}.Append(nil)
+	frame := append(apitypes.AppendHeader(nil, apitypes.Header{Type: apitypes.FrameSendFD, Tag: tag, Len: uint32(len(payload))}), payload...)
 	s.wmu.Lock()
 	err = s.bw.Flush() // frames before this one go first
 	if err == nil {

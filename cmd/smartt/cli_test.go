@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/smartt-transport/smartt/transport/smarttd"
+)
+
+// execute runs smartt with args and returns its output and error.
+func execute(args ...string) (string, error) {
+	var out bytes.Buffer
+	root := newRootCmd(strings.NewReader(""), &out, &out)
+	root.SetArgs(normalizeArgs(args))
+	err := root.Execute()
+	return out.String(), err
+}
+
+// Every command's -h exits 0 and names each of its subcommands; no printf escapes leak.
+func TestHelpEveryCommand(t *testing.T) {
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		path := strings.Fields(c.CommandPath())[1:]
+		out, err := execute(append(path, "-h")...)
+		if err != nil {
+			t.Errorf("smartt %v -h: %v", path, err)
+		}
+		if strings.Contains(out, "%%") || strings.Contains(out, "%!") {
+			t.Errorf("smartt %v -h prints a printf escape:\n%s", path, out)
+		}
+		for _, s := range c.Commands() {
+			if !strings.Contains(out, "\n  "+s.Name()+" ") {
+				t.Errorf("smartt %v -h does not list %q:\n%s", path, s.Name(), out)
+			}
+			walk(s)
+		}
+		n++
+	}
+	walk(newRootCmd(nil, nil, nil))
+	if n < 20 {
+		t.Fatalf("walked %d commands", n)
+	}
+	for _, want := range [][]string{{"testbed", "exec"}, {"sim", "run"}, {"hwprofile", "report"}} {
+		out, _ := execute(want[0], "-h")
+		if !strings.Contains(out, want[1]) {
+			t.Errorf("smartt %s -h does not mention %s", want[0], want[1])
+		}
+	}
+	if out, _ := execute("sim", "run", "-h"); !strings.Contains(out, "-compare") {
+		t.Errorf("sim run -h does not list its flags:\n%s", out)
+	}
+	if out, _ := execute("demo", "-inmem", "-h"); !strings.Contains(out, "-reorder") {
+		t.Errorf("demo -inmem -h does not list the in-memory demo's flags:\n%s", out)
+	}
+	out, _ := execute("send", "-h")
+	if !strings.Contains(out, "-to") || !strings.Contains(out, "-socket") || strings.Contains(out, "Usage of") {
+		t.Errorf("send -h:\n%s", out)
+	}
+}
+
+// testbed exec passes -h after the node to the command, as before (it fails here: no
+// testbed of that name), instead of printing smartt's help.
+func TestTestbedExecKeepsCommandFlags(t *testing.T) {
+	out, err := execute("testbed", "exec", "-name", "i14-none", "h0", "ls", "-h")
+	if err == nil || strings.Contains(out, "Usage:") {
+		t.Fatalf("testbed exec ... ls -h printed help or succeeded: %v\n%s", err, out)
+	}
+}
+
+func TestParseArgsInterspersed(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	to := fs.String("to", "", "")
+	v := fs.Bool("v", false, "")
+	if err := parseArgs(fs, []string{"a", "-to", "h:1", "b", "--v", "--", "-c"}); err != nil {
+		t.Fatal(err)
+	}
+	if *to != "h:1" || !*v || !slices.Equal(fs.Args(), []string{"a", "b", "-c"}) {
+		t.Fatalf("to %q v %v args %q", *to, *v, fs.Args())
+	}
+}
+
+func TestMissingRequiredFlag(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(f, []byte("x"), 0o644)
+	_, err := execute("send", f)
+	if err == nil || !strings.Contains(err.Error(), "-to is required") || !isUsageError(err) {
+		t.Fatalf("send without -to: %v", err)
+	}
+	_, err = execute("recv", "-endpoint", "3")
+	if err == nil || !strings.Contains(err.Error(), "-out is required") || !isUsageError(err) {
+		t.Fatalf("recv without -out: %v", err)
+	}
+	if _, err := execute("send", "-bogus", f); err == nil || !isUsageError(err) {
+		t.Fatalf("unknown flag: %v", err)
+	}
+	if _, err := execute("testbed", "nosuch"); err == nil || !isUsageError(err) || !strings.Contains(err.Error(), "smartt testbed -h") {
+		t.Fatalf("unknown testbed command: %v", err)
+	}
+	if _, err := execute("nosuch"); err == nil || !isUsageError(err) {
+		t.Fatalf("unknown command: %v", err)
+	}
+}
+
+func TestNoDaemonSaysWhatToDo(t *testing.T) {
+	_, err := execute("status", "-socket", filepath.Join(t.TempDir(), "none.sock"))
+	if err == nil || !strings.Contains(err.Error(), "start one") || !strings.Contains(err.Error(), "-socket") {
+		t.Fatalf("status without a daemon: %v", err)
+	}
+}
+
+func TestResolveAddrPort(t *testing.T) {
+	ap, err := resolveAddrPort(context.Background(), "localhost:23600")
+	if err != nil || !ap.Addr().IsLoopback() || ap.Port() != 23600 {
+		t.Fatalf("localhost:23600 -> %v, %v", ap, err)
+	}
+	if ap, err := resolveAddrPort(context.Background(), "[::1]:5"); err != nil || ap.String() != "[::1]:5" {
+		t.Fatalf("[::1]:5 -> %v, %v", ap, err)
+	}
+	for _, bad := range []string{"localhost", "localhost:0", "localhost:x", "no-such-host.invalid:1"} {
+		if _, err := resolveAddrPort(context.Background(), bad); err == nil {
+			t.Errorf("%q resolved", bad)
+		}
+	}
+}
+
+// A flag after the positional argument, and a host name in -to, against two daemons.
+func TestSendHostnameFlagAfterFile(t *testing.T) {
+	dir := t.TempDir()
+	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) { c.LogLevel = "error" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smarttd.StopAll(ds[:], 2*time.Second)
+	a := ds[0] // listens on 127.0.0.1, which "localhost" resolves to
+	if !a.Config.Listen.Addr().Is4() || a.Config.Listen.Addr().String() != "127.0.0.1" {
+		t.Skipf("daemon A listens on %v", a.Config.Listen)
+	}
+	outDir := filepath.Join(dir, "in")
+	done := make(chan error, 1)
+	go func() {
+		_, err := execute("recv", "-out", outDir, "-socket", a.Config.API.Socket, "-endpoint", "9", "-count", "1", "-timeout", "20s")
+		done <- err
+	}()
+	waitBound(t, a.Config.API.Socket)
+	file := filepath.Join(dir, "msg")
+	os.WriteFile(file, []byte("over a host name"), 0o644)
+	to := "localhost:" + strings.TrimPrefix(a.Config.Listen.String(), "127.0.0.1:")
+	if out, err := execute("send", file, "-socket", ds[1].Config.API.Socket, "-to", to, "-endpoint", "9"); err != nil {
+		t.Fatalf("send FILE -to %s: %v\n%s", to, err, out)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got, _ := filepath.Glob(filepath.Join(outDir, "*"))
+	if len(got) != 1 {
+		t.Fatalf("received files %v", got)
+	}
+	if b, _ := os.ReadFile(got[0]); string(b) != "over a host name" {
+		t.Fatalf("received %q", b)
+	}
+}
+
+func TestManAndCompletion(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := execute("man", dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"smartt.1", "smartt-send.1", "smartt-testbed-exec.1", "smartt-sim-run.1"} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil || !bytes.Contains(b, []byte(".TH")) {
+			t.Errorf("man page %s: %v", p, err)
+		}
+		if p == "smartt-send.1" && !bytes.Contains(b, []byte("from-endpoint")) {
+			t.Errorf("man page %s does not describe the flags:\n%s", p, b)
+		}
+	}
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		out, err := execute("completion", sh)
+		if err != nil || !strings.Contains(out, "smartt") || len(out) < 500 {
+			t.Errorf("completion %s: %v (%d bytes)", sh, err, len(out))
+		}
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	got := progressLine("send", 25<<20, 100<<20, 5*time.Second)
+	for _, want := range []string{"25.0%", "25.0 MiB/100.0 MiB", "5.0 MiB/s", "ETA 15s", "[=======       "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("progress line %q lacks %q", got, want)
+		}
+	}
+	if got := progressLine("recv", 100, 100, 2*time.Second); !strings.Contains(got, "100.0%") || !strings.Contains(got, "in 2s") || strings.Contains(got, "ETA") {
+		t.Errorf("finished progress line %q", got)
+	}
+	if got := humanBytes(1536); got != "1.5 KiB" {
+		t.Errorf("humanBytes(1536) = %q", got)
+	}
+}
+
+// bench -json and -format csv print machine-readable rows, one per size.
+func TestBenchJSONAndCSV(t *testing.T) {
+	dir := t.TempDir()
+	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) { c.LogLevel = "error" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smarttd.StopAll(ds[:], 2*time.Second)
+	args := []string{"bench", "-socket", ds[0].Config.API.Socket, "-to", ds[1].Config.Listen.String(), "-sizes", "64,4K",
+		"-lat-iters", "5", "-bw-bytes", "64K", "-max-time", "1s"}
+	out, err := execute(append(args, "-json")...)
+	if err != nil {
+		t.Fatalf("bench -json: %v\n%s", err, out)
+	}
+	var res benchJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("bench -json is not JSON: %v\n%s", err, out)
+	}
+	if len(res.Rows) != 2 || res.Rows[1].Bytes != 4096 || res.Rows[0].LatMessages < 1 || res.Rows[1].Gbps <= 0 || res.Rows[0].P50Us <= 0 {
+		t.Fatalf("bench -json rows %+v", res.Rows)
+	}
+	out, err = execute(append(args, "-format", "csv")...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 3 || lines[0] != benchCSVHeader || !strings.HasPrefix(lines[2], "4096,") {
+		t.Fatalf("bench -format csv: %v\n%s", err, out)
+	}
+	if _, err := execute(append(args, "-format", "xml")...); err == nil {
+		t.Fatal("bench -format xml accepted")
+	}
+}
+
+// The single-dash spellings of before cobra still work.
+func TestOldSpellings(t *testing.T) {
+	for _, args := range [][]string{{"-version", "-socket", "/nonexistent"}, {"--version"}, {"testbed", "-help"}, {"sim", "-h"}, {"send", "-help"}, {"testbed", "help"}} {
+		out, err := execute(args...)
+		if err != nil || out == "" {
+			t.Errorf("smartt %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// Shell completion completes a leaf command's flags (parsed by the flag package, not cobra).
+func TestCompleteFlags(t *testing.T) {
+	out, err := execute("__complete", "send", "-t")
+	if err != nil || !strings.Contains(out, "-to\n") || !strings.Contains(out, "-timeout\n") || strings.Contains(out, "-socket") {
+		t.Fatalf("completing send -t: %v\n%s", err, out)
+	}
+	out, err = execute("__complete", "testbed", "")
+	if err != nil || !strings.Contains(out, "exec") || !strings.Contains(out, "soak") {
+		t.Fatalf("completing testbed: %v\n%s", err, out)
+	}
+}

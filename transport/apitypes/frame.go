@@ -1,0 +1,262 @@
+// Package apitypes holds the types of smarttd's local API that clients see: the frames of
+// the messaging protocol "smartt-msg/1" with their encoding, and the JSON bodies of the
+// control endpoints (docs/api.md). It has no engine behind it, so a client that imports
+// it (or transport/client) does not link the transport engine.
+package apitypes
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+)
+
+// Protocol is the HTTP Upgrade token of the messaging protocol.
+const Protocol = "smartt-msg/1"
+
+// Frame types. Client to daemon: Bind, Send, Data. Daemon to client: Bound, Sent,
+// Failed, Recv, Data, Error.
+const (
+	FrameBind   = 0x01 // payload: endpoint u32 (0: the daemon picks one)
+	FrameSend   = 0x02 // payload: SendHeader; then Data frames with the same tag
+	FrameData   = 0x03 // payload: the next bytes of the message named by tag
+	FrameSendFD = 0x04 // payload: SendHeader; the message is in a sealed memfd passed with this frame (SCM_RIGHTS)
+	FrameBound  = 0x81 // payload: endpoint u32
+	FrameSent   = 0x82 // payload: SentInfo
+	FrameFailed = 0x83 // payload: UTF-8 reason
+	FrameRecv   = 0x84 // payload: RecvHeader; then Data frames with the same tag
+	FrameError  = 0x85 // payload: code u16, UTF-8 text; tag names the request
+)
+
+// HeaderLen is the length of a frame header: type u8, flags u8, reserved u16, tag u32,
+// payload length u32, big-endian.
+const HeaderLen = 12
+
+// MaxPayload is the largest frame payload; messages travel in Data frames of at most
+// this many bytes.
+const MaxPayload = 1 << 20
+
+// Tags: a client numbers its Bind and Send requests from 1; the daemon's replies carry
+// the request's tag; Recv frames carry the daemon's own sequence number; an Error frame
+// with tag 0 is not a reply (dropped received messages, or a protocol error, a timeout or
+// an eviction before the daemon closes the session).
+
+// Header is a frame header.
+type Header struct {
+	Type uint8
+	Tag  uint32 // request / message token chosen by the sender of the first frame
+	Len  uint32 // payload bytes that follow
+}
+
+// Framing errors.
+var (
+	ErrFrameType     = errors.New("api: unknown frame type")
+	ErrFrameReserved = errors.New("api: reserved header bits set")
+	ErrFrameLen      = errors.New("api: frame payload too long")
+	ErrPayload       = errors.New("api: malformed frame payload")
+	// ErrDestination is a well-formed Send frame whose destination cannot be sent to: the
+	// daemon refuses that message only (code 10), the session goes on.
+	ErrDestination = errors.New("bad destination")
+)
+
+// AppendHeader appends h to b.
+func AppendHeader(b []byte, h Header) []byte {
+	b = append(b, h.Type, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, h.Tag)
+	return binary.BigEndian.AppendUint32(b, h.Len)
+}
+
+// ParseHeader decodes and checks a frame header.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderLen {
+		return Header{}, io.ErrUnexpectedEOF
+	}
+	h := Header{Type: b[0], Tag: binary.BigEndian.Uint32(b[4:]), Len: binary.BigEndian.Uint32(b[8:])}
+	switch h.Type {
+	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError:
+	default:
+		return h, fmt.Errorf("%w 0x%02x", ErrFrameType, h.Type)
+	}
+	if b[1] != 0 || b[2] != 0 || b[3] != 0 {
+		return h, ErrFrameReserved
+	}
+	if h.Len > MaxPayload {
+		return h, fmt.Errorf("%w: %d > %d bytes", ErrFrameLen, h.Len, MaxPayload)
+	}
+	return h, nil
+}
+
+// SendHeaderLen is the payload length of a Send frame.
+const SendHeaderLen = 30
+
+// SendHeader starts a message: where it goes and how long it is.
+type SendHeader struct {
+	To       netip.AddrPort // the peer daemon's address and port
+	Endpoint uint32         // the endpoint bound at the peer
+	Size     uint64         // message bytes, sent in Data frames after this one
+}
+
+// RecvHeaderLen is the payload length of a Recv frame.
+const RecvHeaderLen = 34
+
+// RecvHeader starts a received message.
+type RecvHeader struct {
+	From         netip.AddrPort // the sending daemon
+	FromEndpoint uint32         // the sender's endpoint
+	Endpoint     uint32         // our endpoint it was sent to
+	Size         uint64
+}
+
+// SentInfoLen is the payload length of a Sent frame.
+const SentInfoLen = 32
+
+// SentInfo reports a delivered message.
+type SentInfo struct {
+	Elapsed    time.Duration // from the daemon accepting the message to its last acknowledgement (on the wire: u64 ns)
+	SRTT       time.Duration // smoothed RTT of the connection at completion (on the wire: u64 ns)
+	Window     int64         // congestion window at completion, bytes
+	Retransmit uint64        // retransmissions of the daemon while the message was outstanding
+}
+
+func appendAddr(b []byte, a netip.AddrPort) []byte {
+	ip := a.Addr().As16()
+	b = append(b, ip[:]...)
+	return binary.BigEndian.AppendUint16(b, a.Port())
+}
+
+func parseAddr(b []byte) (netip.AddrPort, error) {
+	ip := netip.AddrFrom16([16]byte(b[:16])).Unmap()
+	port := binary.BigEndian.Uint16(b[16:])
+	if ip.IsUnspecified() || port == 0 {
+		return netip.AddrPort{}, fmt.Errorf("%w: address %v port %d", ErrPayload, ip, port)
+	}
+	return netip.AddrPortFrom(ip, port), nil
+}
+
+// Append appends the encoded header to b.
+func (s SendHeader) Append(b []byte) []byte {
+	b = appendAddr(b, s.To)
+	b = binary.BigEndian.AppendUint32(b, s.Endpoint)
+	return binary.BigEndian.AppendUint64(b, s.Size)
+}
+
+// ParseSendHeader decodes a Send payload. A payload of the wrong length is malformed
+// (ErrPayload); a destination nobody can be reached at (unspecified, multicast or
+// broadcast address, port 0, endpoint 0) is an error wrapping ErrDestination, returned
+// with the decoded header so that the message alone can be refused and skipped.
+func ParseSendHeader(b []byte) (SendHeader, error) {
+	if len(b) != SendHeaderLen {
+		return SendHeader{}, fmt.Errorf("%w: send header of %d bytes, want %d", ErrPayload, len(b), SendHeaderLen)
+	}
+	ip := netip.AddrFrom16([16]byte(b[:16])).Unmap()
+	s := SendHeader{To: netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[16:])),
+		Endpoint: binary.BigEndian.Uint32(b[18:]), Size: binary.BigEndian.Uint64(b[22:])}
+	var why string
+	switch {
+	case ip.IsUnspecified():
+		why = "unspecified address"
+	case ip.IsMulticast():
+		why = "multicast address"
+	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		why = "broadcast address"
+	case s.To.Port() == 0:
+		why = "port 0"
+	case s.Endpoint == 0:
+		why = "endpoint 0"
+	default:
+		return s, nil
+	}
+	return s, fmt.Errorf("%w %v endpoint %d: %s", ErrDestination, s.To, s.Endpoint, why)
+}
+
+// Append appends the encoded header to b.
+func (r RecvHeader) Append(b []byte) []byte {
+	b = appendAddr(b, r.From)
+	b = binary.BigEndian.AppendUint32(b, r.FromEndpoint)
+	b = binary.BigEndian.AppendUint32(b, r.Endpoint)
+	return binary.BigEndian.AppendUint64(b, r.Size)
+}
+
+// ParseRecvHeader decodes a Recv payload.
+func ParseRecvHeader(b []byte) (RecvHeader, error) {
+	if len(b) != RecvHeaderLen {
+		return RecvHeader{}, fmt.Errorf("%w: recv header of %d bytes, want %d", ErrPayload, len(b), RecvHeaderLen)
+	}
+	from, err := parseAddr(b)
+	if err != nil {
+		return RecvHeader{}, err
+	}
+	return RecvHeader{From: from, FromEndpoint: binary.BigEndian.Uint32(b[18:]),
+		Endpoint: binary.BigEndian.Uint32(b[22:]), Size: binary.BigEndian.Uint64(b[26:])}, nil
+}
+
+// Append appends the encoded info to b.
+func (s SentInfo) Append(b []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(s.Elapsed))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.SRTT))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.Window))
+	return binary.BigEndian.AppendUint64(b, s.Retransmit)
+}
+
+// ParseSentInfo decodes a Sent payload.
+func ParseSentInfo(b []byte) (SentInfo, error) {
+	if len(b) != SentInfoLen {
+		return SentInfo{}, fmt.Errorf("%w: sent info of %d bytes, want %d", ErrPayload, len(b), SentInfoLen)
+	}
+	return SentInfo{Elapsed: time.Duration(binary.BigEndian.Uint64(b)), SRTT: time.Duration(binary.BigEndian.Uint64(b[8:])),
+		Window: int64(binary.BigEndian.Uint64(b[16:])), Retransmit: binary.BigEndian.Uint64(b[24:])}, nil
+}
+
+// ParseEndpoint decodes a Bind or Bound payload.
+func ParseEndpoint(b []byte) (uint32, error) {
+	if len(b) != 4 {
+		return 0, fmt.Errorf("%w: endpoint of %d bytes, want 4", ErrPayload, len(b))
+	}
+	return binary.BigEndian.Uint32(b), nil
+}
+
+// Error codes of Error frames.
+const (
+	CodeProtocol     = 1  // malformed or unexpected frame; the daemon closes the session
+	CodeNotBound     = 2  // Send before Bind
+	CodeBound        = 3  // endpoint already bound (by this or another client)
+	CodeTooLarge     = 4  // message size 0 or above the limit
+	CodeOutstanding  = 5  // the client's outstanding bytes would exceed the limit
+	CodeShuttingDown = 6  // the daemon is shutting down
+	CodeRecvOverflow = 7  // a received message was dropped: the client's receive queue was full
+	CodeSend         = 8  // the engine refused the message (text says why)
+	CodeFD           = 9  // a SendFD descriptor is not a sealed memfd of the announced size
+	CodeDestination  = 10 // the Send's destination cannot be sent to (unspecified, multicast, port or endpoint 0)
+	CodeClosed       = 11 // (tag 0) the daemon closes the session: a frame stalled past api.read_timeout, or idle and evicted
+)
+
+// EnvelopeLen is the length of the header the daemon puts in front of every message it
+// sends to a peer daemon: magic "sM", version 1, reserved, destination endpoint, source
+// endpoint.
+const EnvelopeLen = 12
+
+// FDHeadroom is the space a SendFD memfd keeps free before the message: the daemon writes
+// its envelope there (into a private copy of the first page), so the message itself is
+// sent from the client's pages without a copy.
+const FDHeadroom = EnvelopeLen
+
+// AppendEndpointPayload encodes the payload of a Bind or Bound frame.
+func AppendEndpointPayload(ep uint32) []byte {
+	return binary.BigEndian.AppendUint32(nil, ep)
+}
+
+// AppendError appends an Error payload to b.
+func AppendError(b []byte, code uint16, text string) []byte {
+	b = binary.BigEndian.AppendUint16(b, code)
+	return append(b, text...)
+}
+
+// ParseError decodes an Error payload.
+func ParseError(b []byte) (uint16, string, error) {
+	if len(b) < 2 {
+		return 0, "", fmt.Errorf("%w: error payload of %d bytes", ErrPayload, len(b))
+	}
+	return binary.BigEndian.Uint16(b), string(b[2:]), nil
+}

@@ -1,0 +1,186 @@
+package apitypes
+
+import (
+	"time"
+
+	"github.com/smartt-transport/smartt/config"
+)
+
+// Stats are the API server's counters.
+type Stats struct {
+	Sessions                int64  `json:"sessions"`                  // gauge: open messaging sessions
+	Outstanding             int64  `json:"outstanding_bytes"`         // gauge: bytes accepted and not yet Sent/Failed, all sessions
+	RecvQueued              int64  `json:"recv_queued_bytes"`         // gauge: bytes of received messages queued or being written to clients
+	SessionsTotal           uint64 `json:"sessions_total"`            // sessions ever opened
+	ClientsRefused          uint64 `json:"clients_refused"`           // sessions refused at max_clients
+	SessionsEvicted         uint64 `json:"sessions_evicted"`          // idle sessions closed to make room for a new client
+	MsgsAccepted            uint64 `json:"msgs_accepted"`             // messages handed to the engine
+	BytesAccepted           uint64 `json:"bytes_accepted"`            // their bytes (without envelope)
+	MsgsRejected            uint64 `json:"msgs_rejected"`             // Send frames refused with an Error
+	BadDestination          uint64 `json:"bad_destination"`           // of them: destination cannot be sent to
+	OutstandingRefused      uint64 `json:"outstanding_refused"`       // of them: at the session's max_outstanding
+	OutstandingRefusedTotal uint64 `json:"outstanding_refused_total"` // of them: at max_outstanding_total
+	MsgsDelivered           uint64 `json:"msgs_delivered"`            // received messages queued to a client
+	BytesDelivered          uint64 `json:"bytes_delivered"`           // their bytes
+	Undeliverable           uint64 `json:"undeliverable"`             // received for an endpoint nobody bound
+	RecvOverflow            uint64 `json:"recv_overflow"`             // dropped at a client's max_recv_queue
+	RecvOverflowTotal       uint64 `json:"recv_overflow_total"`       // dropped at max_recv_queue_total
+	BadEnvelope             uint64 `json:"bad_envelope"`              // received messages without a valid envelope
+	ProtocolErrors          uint64 `json:"protocol_errors"`           // sessions closed for malformed frames
+	ReadTimeouts            uint64 `json:"read_timeouts"`             // sessions closed for a frame stalled past read_timeout
+	ClientsVanishd          uint64 `json:"clients_vanished"`          // sessions that ended with a message half sent
+	MsgsFD                  uint64 `json:"msgs_memfd"`                // messages passed as a memfd (no copy)
+	ClientsStalled          uint64 `json:"clients_stalled"`           // sessions closed because the client stopped reading
+}
+
+// PeerCred is the identity of a client process (SO_PEERCRED).
+type PeerCred struct {
+	PID int32  `json:"pid"`
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Version      string  `json:"version"`
+	PID          int     `json:"pid"`
+	Listen       string  `json:"listen"`
+	UptimeS      float64 `json:"uptime_s"`
+	Connections  int     `json:"connections"`
+	Sessions     int64   `json:"sessions"`
+	Pending      int     `json:"pending_messages"`
+	ShuttingDown bool    `json:"shutting_down"`
+}
+
+// Version is the body of GET /v1/version.
+type Version struct {
+	Version  string `json:"version"`
+	Go       string `json:"go"`
+	Protocol string `json:"protocol"`
+	Wire     int    `json:"wire_version"`
+}
+
+// Conn is one connection in GET /v1/conns.
+type Conn struct {
+	ID          string        `json:"id"`
+	Peer        string        `json:"peer"`
+	Initiator   bool          `json:"initiator"`
+	CC          string        `json:"cc"`
+	LB          string        `json:"lb"`
+	SRTT        time.Duration `json:"srtt_ns"` // smoothed RTT (JSON: integer ns)
+	RTO         time.Duration `json:"rto_ns"`  // retransmission timeout (JSON: integer ns)
+	Window      int           `json:"window"`
+	PacingRate  int64         `json:"pacing_rate"`
+	InFlight    int           `json:"in_flight"`
+	QueuedMsgs  int           `json:"queued_msgs"`
+	RecvBuffers uint64        `json:"recv_buffers"`
+	Closing     bool          `json:"closing"`
+	Freezing    bool          `json:"lb_freezing"`
+	Freezes     uint64        `json:"lb_freeze_episodes"`
+}
+
+// SessionInfo is one session in GET /v1/sessions.
+type SessionInfo struct {
+	ID          uint64    `json:"id"`
+	Cred        *PeerCred `json:"peer_cred,omitempty"`
+	Endpoint    uint32    `json:"endpoint"`
+	Started     time.Time `json:"started"`
+	Outstanding int64     `json:"outstanding_bytes"`
+	RecvQueued  int64     `json:"recv_queued_bytes"`  // received messages waiting to be written
+	RecvWriting int64     `json:"recv_writing_bytes"` // the received message being written to the client
+	IdleS       float64   `json:"idle_s"`             // since the last frame read from or written to the client
+}
+
+// Limits is the daemon's API configuration as served in GET /v1/capabilities ("limits"):
+// the `api:` section of smarttd's config.
+type Limits struct {
+	Socket              string          `json:"socket"`
+	Group               string          `json:"group"`
+	MaxMessage          int64           `json:"max_message"`
+	MaxOutstanding      int64           `json:"max_outstanding"`
+	MaxOutstandingTotal int64           `json:"max_outstanding_total"`
+	MaxRecvQueue        int64           `json:"max_recv_queue"`
+	MaxRecvQueueTotal   int64           `json:"max_recv_queue_total"`
+	MaxClients          int             `json:"max_clients"`
+	HeaderTimeout       config.Duration `json:"header_timeout"`
+	ReadTimeout         config.Duration `json:"read_timeout"`
+	WriteTimeout        config.Duration `json:"write_timeout"`
+	IdleTimeout         config.Duration `json:"idle_timeout"`
+}
+
+// Capabilities is the body of GET /v1/capabilities.
+type Capabilities struct {
+	Socket     any      `json:"socket"` // the datapath's capabilities: an object of its own keys
+	CC         []string `json:"cc"`
+	LB         []string `json:"lb"`
+	Protocol   string   `json:"protocol"`
+	MaxPayload int      `json:"max_frame_payload"`
+	Limits     Limits   `json:"limits"`
+}
+
+// Counters is the body of GET /v1/counters.
+type Counters struct {
+	Engine EngineStats `json:"engine"`
+	API    Stats       `json:"api"`
+	Socket any         `json:"socket,omitempty"` // the datapath's counters: an object of its own keys
+}
+
+// EngineStats are the transport engine's counters as served in GET /v1/counters
+// ("engine"), keys in snake_case; docs/engine.md describes each. Auth's keys are
+// snake_case too ("failed", "replayed", ...).
+type EngineStats struct {
+	PacketsSent     uint64   `json:"packets_sent"` // all packets handed to the driver
+	PacketsRecv     uint64   `json:"packets_recv"` // all datagrams fed in
+	DataSent        uint64   `json:"data_sent"`    // data packets, first transmissions
+	BytesSent       uint64   `json:"bytes_sent"`   // payload bytes, first transmissions
+	RetxSack        uint64   `json:"retx_sack"`    // retransmissions after a SACK gap
+	RetxNack        uint64   `json:"retx_nack"`    // retransmissions after a NACK (trimmed packet)
+	RetxTimeout     uint64   `json:"retx_timeout"` // retransmissions after a timeout
+	AcksSent        uint64   `json:"acks_sent"`
+	AcksRecv        uint64   `json:"acks_recv"`
+	NacksSent       uint64   `json:"nacks_sent"`
+	NacksRecv       uint64   `json:"nacks_recv"`
+	ProbesSent      uint64   `json:"probes_sent"`
+	DataRecv        uint64   `json:"data_recv"`     // data packets received (including duplicates and trimmed)
+	DupData         uint64   `json:"dup_data"`      // duplicate data packets (already received)
+	BeyondWindow    uint64   `json:"beyond_window"` // data packets beyond the PSN or flow-control window (dropped)
+	Trimmed         uint64   `json:"trimmed"`       // trimmed data packets received
+	CERecv          uint64   `json:"ce_recv"`       // CE-marked data packets received
+	CEEchoed        uint64   `json:"ce_echoed"`     // ACKs received that echo a CE mark
+	CEReported      uint64   `json:"ce_reported"`   // CE-marked data packets the peer reported in ACKs (sum of CECount)
+	Timeouts        uint64   `json:"timeouts"`      // retransmission timer expiries (packets)
+	LostSack        uint64   `json:"lost_sack"`     // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
+	RTTSamples      uint64   `json:"rtt_samples"`
+	RTTHist         []uint64 `json:"rtt_hist"`  // RTT samples by RTTBucket (log2 buckets from 1 us)
+	MsgsSent        uint64   `json:"msgs_sent"` // messages fully acknowledged
+	MsgsFailed      uint64   `json:"msgs_failed"`
+	MsgsDelivered   uint64   `json:"msgs_delivered"`
+	BytesDelivered  uint64   `json:"bytes_delivered"`
+	ConnsOpened     uint64   `json:"conns_opened"`
+	ConnsAccepted   uint64   `json:"conns_accepted"`
+	ConnsClosed     uint64   `json:"conns_closed"`
+	ConnsAborted    uint64   `json:"conns_aborted"`
+	Malformed       uint64   `json:"malformed"` // datagrams that failed to decode
+	MalformedByKind []uint64 `json:"malformed_by_kind"`
+	UnknownConn     uint64   `json:"unknown_conn"`      // packets for connections we hold no state for
+	ProtoViolations uint64   `json:"proto_violations"`  // well-formed packets that contradict the connection's state
+	BadAcks         uint64   `json:"bad_acks"`          // ACKs and NACKs dropped whole: they acknowledge PSNs never sent or claim the impossible
+	StaleAcks       uint64   `json:"stale_acks"`        // ACKs and NACKs too old to act on (behind the window, or a NACK of an earlier transmission)
+	RecvBudgetDrops uint64   `json:"recv_budget_drops"` // data packets dropped unacknowledged because RecvBudget was reached
+	ConnsEvicted    uint64   `json:"conns_evicted"`     // unproven accepted connections evicted to admit another at MaxConns
+	ConnsExpired    uint64   `json:"conns_expired"`     // idle connections forgotten (nothing outstanding either way)
+	RecvBuffered    uint64   `json:"recv_buffered"`     // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
+	RecvBufferedMax uint64   `json:"recv_buffered_max"` // high-water mark of RecvBuffered
+
+	// Auth counts packet authentication (auth.go); all zero when it is off.
+	Auth map[string]uint64 `json:"auth"`
+	// RTTHistBoundsNs are the upper bounds (exclusive), ns, of RTTHist's buckets; the last
+	// bucket also holds everything larger.
+	RTTHistBoundsNs []int64 `json:"rtt_hist_bounds_ns"`
+}
+
+// Uptime returns how long the daemon has run.
+func (s Status) Uptime() time.Duration { return time.Duration(s.UptimeS * float64(time.Second)) }
+
+// Idle returns how long the session has been idle.
+func (s SessionInfo) Idle() time.Duration { return time.Duration(s.IdleS * float64(time.Second)) }
