@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/udp"
 	"github.com/smartt-transport/smartt/transport/udp/blast"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -40,7 +42,9 @@ func BenchmarkVethDaemonVsBlaster(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			blasterRate, blasterGbps, loss := runBlaster(b, tp, b.N)
-			rate, gbps, retx := runDaemon(b, tp, b.N, v.lb, v.memfd, nil)
+			r := runDaemon(b, tp, b.N, v.lb, v.memfd, nil)
+			rate, gbps, retx := r.rate, r.gbps, r.retxPct
+			r.report(b)
 			b.ReportMetric(blasterRate, "blaster_pkts/s")
 			b.ReportMetric(blasterGbps, "blaster_Gbit/s")
 			b.ReportMetric(loss, "blaster_loss_%")
@@ -76,10 +80,10 @@ func BenchmarkVethAuth(b *testing.B) {
 							c.Transport.Auth.Key = seal.Key{0xbe, 0xef}
 						}
 					}
-					rate, gbps, retx := runDaemon(b, tp, b.N, lb, false, mod)
-					b.ReportMetric(rate, "daemon_pkts/s")
-					b.ReportMetric(gbps, "daemon_Gbit/s")
-					b.ReportMetric(retx, "daemon_retx_%")
+					r := runDaemon(b, tp, b.N, lb, false, mod)
+					b.ReportMetric(r.rate, "daemon_pkts/s")
+					b.ReportMetric(r.gbps, "daemon_Gbit/s")
+					b.ReportMetric(r.retxPct, "daemon_retx_%")
 				})
 			}
 		}
@@ -121,9 +125,61 @@ func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64)
 	return r.PacketRate(), r.Gbps(), 100 * float64(sent-int(r.Packets)) / float64(max(sent, 1))
 }
 
+// BenchmarkVethEVRun is the daemon's REPS goodput over the veth pair of
+// BenchmarkVethDaemonVsBlaster with EV runs of k = 1, 4, 16, 64 packets (reps.run, issue
+// 15), interleaved within each round: CPU seconds (both daemons, user+system) per GB moved,
+// sendmmsg calls and GSO sends per data packet at the sender, ACKs per data packet. Use
+// e.g. -benchtime=100000x; rounds are sub-benchmarks.
+func BenchmarkVethEVRun(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range 3 {
+		for _, k := range []int{1, 4, 16, 64} {
+			b.Run(fmt.Sprintf("round=%d/run=%d", round, k), func(b *testing.B) {
+				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.Transport.REPS.Run = k })
+				b.ReportMetric(r.rate, "daemon_pkts/s")
+				b.ReportMetric(r.gbps, "daemon_Gbit/s")
+				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.report(b)
+			})
+		}
+	}
+}
+
+// daemonRun is what runDaemon measured.
+type daemonRun struct {
+	rate, gbps, retxPct float64
+	cpuPerGB            float64 // CPU seconds of the process (both daemons) per GB moved
+	sendmmsgPerPkt      float64 // the sender's sendmmsg calls per data packet
+	gsoPerPkt           float64 // the sender's GSO sends per data packet
+	acksPerPkt          float64 // ACKs the sender received per data packet it sent
+}
+
+func (r daemonRun) report(b *testing.B) {
+	b.ReportAllocs()
+	b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+	b.ReportMetric(r.sendmmsgPerPkt, "sendmmsg/pkt")
+	b.ReportMetric(r.gsoPerPkt, "gso_sends/pkt")
+	b.ReportMetric(r.acksPerPkt, "acks/pkt")
+}
+
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func udpStats(d *smarttd.Daemon) udp.Stats {
+	if d.Socket.Counters != nil {
+		if st, ok := d.Socket.Counters().(udp.Stats); ok {
+			return st
+		}
+	}
+	return udp.Stats{}
+}
+
 // runDaemon moves n x 4096 bytes from a daemon in A to one in B; mod, if set, adjusts both
 // daemons' configs.
-func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool, mod func(*smarttd.Config)) (rate, gbps, retxPct float64) {
+func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool, mod func(*smarttd.Config)) daemonRun {
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) {
@@ -156,7 +212,7 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 			fds[k] = m
 		}
 	}
-	before := a.Node.Stats()
+	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
 	start := time.Now()
 	window := make(chan *client.Pending, 4)
 	errc := make(chan error, 1)
@@ -189,10 +245,17 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 		b.Fatal(err)
 	}
 	el := time.Since(start).Seconds()
-	st := a.Node.Stats()
+	cpu := cpuTime() - cpu0
+	st, ust := a.Node.Stats(), udpStats(a)
 	pkts := float64(st.DataSent - before.DataSent)
 	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
-	return pkts / el, float64(total) * 8 / el / 1e9, 100 * retx / max(pkts, 1)
+	return daemonRun{
+		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
+		cpuPerGB:       cpu / (float64(total) / 1e9),
+		sendmmsgPerPkt: float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
+		gsoPerPkt:      float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
+		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
+	}
 }
 
 // runIperf3 returns iperf3's TCP goodput from A to B in Gbit/s (0 if iperf3 is missing).
