@@ -145,6 +145,29 @@ func BenchmarkVethEVRun(b *testing.B) {
 	}
 }
 
+// BenchmarkVethAckPolicy is the daemon's REPS goodput and ACKs per data packet over the
+// veth pair with the legacy ACK policy (default: every 1, on_reorder) and the sprayed one
+// (every 4, no on_reorder, on_ce, clean EVs), interleaved within each round (issue 15).
+func BenchmarkVethAckPolicy(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range 3 {
+		for _, policy := range []string{"legacy", "sprayed"} {
+			b.Run(fmt.Sprintf("round=%d/policy=%s", round, policy), func(b *testing.B) {
+				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) {
+					if policy == "sprayed" {
+						a := &c.Transport.Ack
+						a.Every, a.OnReorder, a.OnCE, a.CleanEVs = 4, false, true, true
+						c.Transport.REPS.CleanEVs = true
+					}
+				})
+				b.ReportMetric(r.gbps, "daemon_Gbit/s")
+				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.report(b)
+			})
+		}
+	}
+}
+
 // daemonRun is what runDaemon measured.
 type daemonRun struct {
 	rate, gbps, retxPct float64
@@ -286,4 +309,89 @@ func runIperf3(b *testing.B, tp *nstest.Topo) float64 {
 		b.Fatalf("iperf3 output: %v\n%s", err, strings.TrimSpace(string(out)))
 	}
 	return res.End.SumReceived.BitsPerSecond / 1e9
+}
+
+// BenchmarkVethGather is the goodput of one daemon in A sending to 8 daemons in B (8
+// connections, messages round-robin over them, 4 outstanding per peer) with the send
+// batches as the engine polls them and gathered by (destination, EV) (udp.gather_batch,
+// issue 15), for ECMP (one EV per connection) and REPS with runs of 16, interleaved within
+// each round. Use e.g. -benchtime=100000x; rounds are sub-benchmarks.
+func BenchmarkVethGather(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range 3 {
+		for _, lb := range []string{"ecmp", "reps16"} {
+			for _, gather := range []bool{false, true} {
+				b.Run(fmt.Sprintf("round=%d/lb=%s/gather=%v", round, lb, gather), func(b *testing.B) {
+					r := runDaemonMulti(b, tp, b.N, 8, func(c *smarttd.Config) {
+						c.UDP.GatherBatch = gather
+						if lb == "ecmp" {
+							c.Transport.LB = "ecmp"
+						} else {
+							c.Transport.LB, c.Transport.REPS.Run = "reps", 16
+						}
+					})
+					b.ReportMetric(r.gbps, "daemon_Gbit/s")
+					b.ReportMetric(r.retxPct, "daemon_retx_%")
+					r.report(b)
+				})
+			}
+		}
+	}
+}
+
+// runDaemonMulti moves n x 4096 bytes from a daemon in A to peers daemons in B; mod
+// adjusts A's config.
+func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smarttd.Config)) daemonRun {
+	dir := tempDir(b)
+	a := startIn(b, tp.A, netip.AddrPortFrom(tp.AddrA, 23600), dir, mod)
+	var dsts []netip.AddrPort
+	for i := range peers {
+		d := netip.AddrPortFrom(tp.AddrB, uint16(30000+1000*i))
+		startIn(b, tp.B, d, dir, func(c *smarttd.Config) { c.API.Socket = fmt.Sprintf("%s/b%d.sock", dir, i) })
+		dsts = append(dsts, d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	s := session(b, ctx, a, 1)
+	const msgSize = 4 << 20
+	msg := make([]byte, msgSize)
+	total := int64(n) * benchPayload
+	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
+	start := time.Now()
+	window := make(chan *client.Pending, 4*peers)
+	errc := make(chan error, 1)
+	go func() {
+		var first error
+		for p := range window {
+			if _, err := p.Wait(ctx); err != nil && first == nil {
+				first = err
+			}
+		}
+		errc <- first
+	}()
+	for sent, i := int64(0), 0; sent < total; i++ {
+		k := min(int64(msgSize), total-sent)
+		p, err := s.SendAsync(dsts[i%peers], 1, msg[:k])
+		if err != nil {
+			b.Fatal(err)
+		}
+		window <- p
+		sent += k
+	}
+	close(window)
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	el := time.Since(start).Seconds()
+	cpu := cpuTime() - cpu0
+	st, ust := a.Node.Stats(), udpStats(a)
+	pkts := float64(st.DataSent - before.DataSent)
+	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
+	return daemonRun{
+		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
+		cpuPerGB:       cpu / (float64(total) / 1e9),
+		sendmmsgPerPkt: float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
+		gsoPerPkt:      float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
+		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
+	}
 }
