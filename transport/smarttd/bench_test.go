@@ -314,20 +314,23 @@ func runIperf3(b *testing.B, tp *nstest.Topo) float64 {
 // BenchmarkVethGather is the goodput of one daemon in A sending to 8 daemons in B (8
 // connections, messages round-robin over them, 4 outstanding per peer) with the send
 // batches as the engine polls them and gathered by (destination, EV) (udp.gather_batch,
-// issue 15), for ECMP (one EV per connection) and REPS with runs of 16, interleaved within
+// issue 15), for ECMP (one EV per connection) and REPS with runs of 16 and 1, interleaved within
 // each round. Use e.g. -benchtime=100000x; rounds are sub-benchmarks.
 func BenchmarkVethGather(b *testing.B) {
 	tp := nstest.Pair(b)
 	for round := range 3 {
-		for _, lb := range []string{"ecmp", "reps16"} {
+		for _, lb := range []string{"ecmp", "reps16", "reps1"} {
 			for _, gather := range []bool{false, true} {
 				b.Run(fmt.Sprintf("round=%d/lb=%s/gather=%v", round, lb, gather), func(b *testing.B) {
 					r := runDaemonMulti(b, tp, b.N, 8, func(c *smarttd.Config) {
 						c.UDP.GatherBatch = gather
-						if lb == "ecmp" {
+						switch lb {
+						case "ecmp":
 							c.Transport.LB = "ecmp"
-						} else {
+						case "reps16":
 							c.Transport.LB, c.Transport.REPS.Run = "reps", 16
+						default:
+							c.Transport.LB = "reps"
 						}
 					})
 					b.ReportMetric(r.gbps, "daemon_Gbit/s")
