@@ -20,11 +20,39 @@ type Config struct {
 	CleanEVs bool `yaml:"clean_evs"`
 	// SackWords is the SACK bitmap width in 64-bit words (1..4).
 	SackWords int `yaml:"sack_words"`
+
+	// Immediate-ACK triggers besides Every and MaxDelay (issue 15). A trim (NACK), a
+	// duplicate, a message completion, an ACK request and a retransmission filling a hole
+	// always ACK at once, and so does a packet arriving ReorderThreshold or more PSNs past
+	// a hole (the sender's loss detector needs that ACK).
+
+	// OnReorder ACKs every out-of-order arrival at once (before issue 15 the only policy;
+	// under per-packet spraying nearly every packet arrives out of order, so it defeats
+	// Every). false leaves reordering shallower than the reorder threshold to Every.
+	OnReorder bool `yaml:"on_reorder"`
+	// OnCE ACKs a CE-marked packet at once, as htsim's UEC receiver does.
+	OnCE bool `yaml:"on_ce"`
 }
 
 // DefaultConfig is an ACK per packet with a 256-bit SACK bitmap.
 func DefaultConfig() Config {
-	return Config{Every: 1, MaxDelay: 10_000, SackWords: wire.MaxSackWords}
+	return Config{Every: 1, MaxDelay: 10_000, SackWords: wire.MaxSackWords, OnReorder: true}
+}
+
+// Urgent reports whether a newly placed data packet needs an immediate ACK: psn is its
+// PSN, cumBefore and cumAfter the cumulative PSN before and after placing it; ackReq is
+// the sender's ACK request flag, complete whether it completed a message; reorder is the
+// transport's reorder threshold. Duplicates and trims are urgent before this is asked.
+func (c Config) Urgent(psn, cumBefore, cumAfter uint32, ce, ackReq, complete bool, reorder int) bool {
+	switch {
+	case ackReq || complete || (ce && c.OnCE):
+		return true
+	case psn == cumBefore:
+		return cumAfter-cumBefore > 1 // filled a hole: the sender is waiting on it
+	case c.OnReorder:
+		return true
+	}
+	return psn-cumBefore >= uint32(reorder) // a hole older than the reorder threshold
 }
 
 // Validate checks the ranges of every field.

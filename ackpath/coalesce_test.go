@@ -276,3 +276,37 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// The immediate-ACK triggers of issue 15: with OnReorder off, reordering shallower than the
+// reorder threshold waits for Every; a deep hole, a filled hole, CE (with OnCE), an ACK
+// request and a completion do not.
+func TestUrgent(t *testing.T) {
+	legacy := ackpath.DefaultConfig()
+	sprayed := legacy
+	sprayed.OnReorder, sprayed.OnCE = false, true
+	const thr = 32
+	for _, tc := range []struct {
+		name               string
+		cfg                ackpath.Config
+		psn, before, after uint32
+		ce, req, complete  bool
+		want               bool
+	}{
+		{"in order", sprayed, 10, 10, 11, false, false, false, false},
+		{"in order legacy", legacy, 10, 10, 11, false, false, false, false},
+		{"shallow reorder", sprayed, 15, 10, 10, false, false, false, false},
+		{"shallow reorder legacy", legacy, 15, 10, 10, false, false, false, true},
+		{"hole at threshold", sprayed, 10 + thr, 10, 10, false, false, false, true},
+		{"hole past threshold wraps", sprayed, 5, 0xfffffff0, 0xfffffff0, false, false, false, false},
+		{"deep hole across wrap", sprayed, thr, 0xfffffff0, 0xfffffff0, false, false, false, true},
+		{"fills a hole", sprayed, 10, 10, 20, false, false, false, true},
+		{"ce", sprayed, 15, 10, 10, true, false, false, true},
+		{"ce without on_ce", legacy, 10, 10, 11, true, false, false, false},
+		{"ack request", sprayed, 10, 10, 11, false, true, false, true},
+		{"completion", sprayed, 10, 10, 11, false, false, true, true},
+	} {
+		if got := tc.cfg.Urgent(tc.psn, tc.before, tc.after, tc.ce, tc.req, tc.complete, thr); got != tc.want {
+			t.Errorf("%s: Urgent = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

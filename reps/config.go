@@ -35,7 +35,17 @@ type Config struct {
 	FlowletGap config.Duration `yaml:"flowlet_gap"`
 	// Subflows is the number of fixed EVs the MPTCP-like baseline rotates through, 1..64.
 	Subflows int `yaml:"subflows"`
+
+	// Run is the number of consecutive new data packets that share the EV the balancer
+	// chose for the first of them, 1..MaxRun (issue 15): 1 is per-packet spraying; k > 1
+	// asks the balancer once per run of k, so the datapath can send a run as one UDP GSO
+	// send on that EV's socket. Every balancer is run this way (the engine applies it);
+	// retransmissions ask the balancer each, and a loss on the run's EV ends the run.
+	Run int `yaml:"run"`
 }
+
+// MaxRun is the longest EV run (reps.run): a Linux UDP GSO send carries at most 64 segments.
+const MaxRun = 64
 
 // PLBConfig configures PLB-style repathing (Qureshi et al., SIGCOMM 2022).
 type PLBConfig struct {
@@ -59,6 +69,7 @@ func DefaultConfig() Config {
 		FreezeDuration: 1_000_000,
 		PLB:            PLBConfig{CEPercent: 50, Rounds: 1},
 		Subflows:       8,
+		Run:            1,
 	}
 }
 
@@ -93,6 +104,9 @@ func (c *Config) Validate(evs int) error {
 	}
 	if c.Subflows < 1 || c.Subflows > 64 {
 		bad("reps.subflows = %d: must be in 1..64", c.Subflows)
+	}
+	if c.Run < 1 || c.Run > MaxRun {
+		bad("reps.run = %d: must be in 1..%d (1: a new EV per packet)", c.Run, MaxRun)
 	}
 	return errors.Join(errs...)
 }

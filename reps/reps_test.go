@@ -449,6 +449,8 @@ func TestConfigValidation(t *testing.T) {
 		{func(c *Config) { c.PLB.Rounds = 300 }, 256, "reps.plb.rounds"},
 		{func(c *Config) { c.Subflows = 65 }, 256, "reps.subflows"},
 		{func(c *Config) { c.FlowletGap = -5 }, 256, "reps.flowlet_gap"},
+		{func(c *Config) { c.Run = 0 }, 256, "reps.run = 0"},
+		{func(c *Config) { c.Run = MaxRun + 1 }, 256, "reps.run = 65"},
 	} {
 		c := DefaultConfig()
 		tc.mod(&c)

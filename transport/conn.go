@@ -111,7 +111,10 @@ type conn struct {
 	lb    reps.Balancer
 	pacer pacing.Pacer
 
-	lbAcks reps.CoalescedAcker // lb if it takes coalesced ACKs whole, else nil
+	lbAcks  reps.CoalescedAcker // lb if it takes coalesced ACKs whole, else nil
+	run     int                 // EV run length (reps.run)
+	runEV   uint16              // the current run's EV
+	runLeft int                 // new packets left in the current run
 
 	// Sender.
 	sndUna, sndNxt uint32
@@ -183,6 +186,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		rx:           make(map[uint32]*rxMsg),
 	}
 	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
+	c.run = max(cfg.REPS.Run, 1)
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
@@ -336,7 +340,25 @@ func (e *Endpoint) declareLost(now int64, c *conn, psn uint32, cause cc.LossCaus
 	c.retxq.push(psn)
 	c.cc.OnLoss(cc.Loss{Now: now, Bytes: int(sp.size), Cause: cause, EV: sp.ev, InFlight: c.inflight})
 	c.lb.OnLoss(now, sp.ev, cause)
+	if sp.ev == c.runEV {
+		c.runLeft = 0 // the run's path may be failing: ask the balancer again
+	}
 	e.markReady(c)
+}
+
+// nextEV returns the EV of a data packet: the balancer's choice once per run of
+// REPS.Run new packets (reps.Config.Run), each retransmission's own.
+func (c *conn) nextEV(now int64, size int, retx bool) uint16 {
+	if retx {
+		return c.lb.NextEV(now, size, true)
+	}
+	if c.runLeft > 0 {
+		c.runLeft--
+		return c.runEV
+	}
+	ev := c.lb.NextEV(now, size, false)
+	c.runEV, c.runLeft = ev, c.run-1
+	return ev
 }
 
 // transmit produces c's next datagram, control first, then retransmissions, then new data.
@@ -566,7 +588,7 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	sp.sentAt = now
 	c.sendSeq++
 	sp.seq = c.sendSeq
-	sp.ev = c.lb.NextEV(now, int(sp.size), retx)
+	sp.ev = c.nextEV(now, int(sp.size), retx)
 	c.inflight += int(sp.size)
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
 	c.pacer.OnSend(now, int(sp.size), c.paceRate(int(sp.size)))

@@ -131,7 +131,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if complete {
 		e.complete(c, r)
 	}
-	urgent := d.PSN != oldCum || p.Flags&wire.FlagAckReq != 0 || complete
+	urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, complete, e.cfg.ReorderThreshold)
 	c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
 	c.coal.OnData(now, ce, p.EV, urgent)
 	e.markReady(c)

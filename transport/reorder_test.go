@@ -49,3 +49,42 @@ func TestReorderingCausesNoRetransmissionStorm(t *testing.T) {
 		})
 	}
 }
+
+// Issue 15: with Ack.OnReorder off, reordering shallower than the reorder threshold no
+// longer forces an ACK per packet, so Every coalesces (far fewer ACKs than the legacy
+// policy), and the transfer still completes without a retransmission (the legacy policy, coalescing
+// only within a poll, does see a few here).
+func TestAckPolicyUnderReordering(t *testing.T) {
+	acks := map[bool]uint64{}
+	for _, onReorder := range []bool{true, false} {
+		n := testnet.New(testnet.Config{Delay: 2000, ReorderProb: 0.3, ReorderDepth: 8}, 1)
+		cfg := transport.DefaultConfig()
+		cfg.Ack.Every, cfg.Ack.CleanEVs, cfg.Ack.OnReorder, cfg.Ack.OnCE = 8, true, onReorder, true
+		ep, ad := twoHosts(t, n, cfg, 1)
+		id, _ := ep[0].Dial(0, ad[1])
+		for k := 0; k < 4; k++ {
+			ep[0].Send(0, id, make([]byte, 1<<20))
+		}
+		n.Wake(ad[0])
+		got := 0
+		if !n.RunUntil(1e10, func() bool {
+			forEvents(ep[1], func(ev transport.Event) {
+				if ev.Kind == transport.MessageReceived {
+					got++
+				}
+			})
+			return got == 4
+		}) {
+			t.Fatalf("on_reorder=%v: transfer did not complete", onReorder)
+		}
+		s, r := ep[0].Stats(), ep[1].Stats()
+		if retx := s.RetxSack + s.RetxTimeout + s.RetxNack; retx != 0 && !onReorder {
+			t.Errorf("on_reorder=%v: %d retransmissions with reordering shallower than the threshold", onReorder, retx)
+		}
+		acks[onReorder] = r.AcksSent
+		t.Logf("on_reorder=%v: %d data, %d ACKs (%.3f per data packet), held back %d", onReorder, s.DataSent, r.AcksSent, float64(r.AcksSent)/float64(s.DataSent), n.Stats().Reordered)
+	}
+	if acks[false]*2 > acks[true] {
+		t.Fatalf("ACKs: %d without on_reorder, %d with: want under half", acks[false], acks[true])
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,53 @@ var seq atomic.Uint64
 // prefix makes namespace names unique per process run.
 var prefix = fmt.Sprintf("nst%d", os.Getpid())
 
+// sweepOnce removes, before a process makes its first namespace, those left behind by
+// earlier test processes that died before their cleanups ran (a panic in a goroutine ends
+// the process without t.Cleanup).
+var sweepOnce sync.Once
+
+// SweepStale deletes the namespaces in /run/netns named nstPID-... whose process PID no
+// longer exists, and returns their names. New calls it once per process.
+func SweepStale() ([]string, error) {
+	ents, err := os.ReadDir("/run/netns")
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	var first error
+	for _, e := range ents {
+		pid, ok := stalePID(e.Name())
+		if !ok || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		if err := nsenter.Delete(e.Name()); err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		gone = append(gone, e.Name())
+	}
+	return gone, first
+}
+
+// stalePID parses the PID of a name made by New ("nst" PID "-" seq "-" name).
+func stalePID(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "nst")
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(digits)
+	return pid, err == nil && pid > 0
+}
+
 // NS is a named network namespace.
 type NS struct {
 	Name string
@@ -44,6 +92,13 @@ type NS struct {
 // deleted when the test ends.
 func New(t testing.TB, name string) *NS {
 	t.Helper()
+	sweepOnce.Do(func() {
+		if gone, err := SweepStale(); err != nil {
+			t.Logf("nstest: removing stale namespaces: %v", err)
+		} else if len(gone) > 0 {
+			t.Logf("nstest: removed %d namespaces of dead test processes: %v", len(gone), gone)
+		}
+	})
 	full := fmt.Sprintf("%s-%d-%s", prefix, seq.Add(1), name)
 	h, err := nsenter.New(full)
 	if err != nil {

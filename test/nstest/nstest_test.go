@@ -2,14 +2,20 @@ package nstest
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/smartt-transport/smartt/test/nsenter"
 )
 
 // udpEcho opens a UDP socket inside dst, sends one datagram to it from inside src and
@@ -117,6 +123,45 @@ func TestCleanup(t *testing.T) {
 	for _, n := range names {
 		if _, err := os.Stat("/run/netns/" + n); !os.IsNotExist(err) {
 			t.Errorf("namespace %s still there after its test: %v", n, err)
+		}
+	}
+}
+
+// A namespace left by a process that died before its cleanups ran (a panic in a
+// goroutine) is removed by the sweep; a live process's namespace is kept.
+func TestSweepStale(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := cmd.Process.Pid // exited and reaped: no such process (unless reused)
+	if unix.Kill(dead, 0) != unix.ESRCH {
+		t.Skipf("pid %d reused", dead)
+	}
+	stale := fmt.Sprintf("nst%d-1-leaked", dead)
+	h, err := nsenter.New(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	t.Cleanup(func() { nsenter.Delete(stale) })
+	live := New(t, "live")
+	gone, err := SweepStale()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(gone, stale) {
+		t.Errorf("swept %v, want %s among them", gone, stale)
+	}
+	if _, err := os.Stat("/run/netns/" + stale); !os.IsNotExist(err) {
+		t.Errorf("stale namespace %s still there: %v", stale, err)
+	}
+	if _, err := os.Stat("/run/netns/" + live.Name); err != nil {
+		t.Errorf("live namespace %s removed: %v", live.Name, err)
+	}
+	for _, n := range []string{"nstx-1-a", "nst-1-a", "other", "nst12"} {
+		if _, ok := stalePID(n); ok {
+			t.Errorf("stalePID(%q) parsed a PID", n)
 		}
 	}
 }

@@ -70,9 +70,12 @@ type Received struct {
 
 // Options configure a Node beyond the engine's config.
 type Options struct {
-	BatchSize int          // datagrams per read and write batch (default 64)
-	Logger    *slog.Logger // default slog.Default()
-	Seed      uint64       // random seed (0: from the clock)
+	BatchSize int // datagrams per read and write batch (default 64)
+	// GatherBatch groups each send batch by (destination, EV, control) before the write,
+	// so the socket layer's GSO can join packets of a group (see Gather).
+	GatherBatch bool
+	Logger      *slog.Logger // default slog.Default()
+	Seed        uint64       // random seed (0: from the clock)
 	// OnReceive is called with every received message, with the node's lock held: it must
 	// not block or call back into the node.
 	OnReceive func(Received)
@@ -118,6 +121,7 @@ type Node struct {
 	closing  bool
 	stopped  bool
 	wbuf     []Packet
+	gather   bool
 	deadline int64 // armed engine deadline, 0: none
 
 	timer     *time.Timer
@@ -162,6 +166,7 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 		started: time.Now(),
 	}
 	bufLen := datagramBuf(cfg)
+	n.gather = o.GatherBatch
 	n.wbuf = make([]Packet, o.BatchSize)
 	for i := range n.wbuf {
 		n.wbuf[i].Buf = make([]byte, bufLen)
@@ -282,6 +287,9 @@ func (n *Node) flushLocked(now int64) {
 		if k == 0 {
 			break
 		}
+		if n.gather {
+			Gather(n.wbuf[:k])
+		}
 		if _, err := n.sock.WriteBatch(n.wbuf[:k]); err != nil {
 			if e := n.sendErrs.Add(1); e&(e-1) == 0 { // log at powers of two
 				n.log.Warn("socket write", "err", err, "errors", e)
@@ -303,6 +311,28 @@ func (n *Node) flushLocked(now int64) {
 		return
 	}
 	n.armLocked()
+}
+
+// Gather reorders pkts in place so that packets with the same destination, EV and kind
+// (data or control) are adjacent: each group keeps its packets' order and the groups
+// follow the order of their first packets. Packets of one connection on different EVs may
+// change order (the receiver takes any order; the shift is bounded by the batch). It
+// allocates nothing; O(len(pkts)^2) in the worst case, for batches of up to 1,024.
+func Gather(pkts []Packet) {
+	for i := 0; i < len(pkts); {
+		j := i + 1
+		for m := i + 1; m < len(pkts); m++ {
+			if pkts[m].EV == pkts[i].EV && pkts[m].Addr == pkts[i].Addr && pkts[m].Control == pkts[i].Control {
+				if m != j {
+					p := pkts[m]
+					copy(pkts[j+1:m+1], pkts[j:m])
+					pkts[j] = p
+				}
+				j++
+			}
+		}
+		i = j
+	}
 }
 
 func (n *Node) armLocked() {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/smarttd"
+	"github.com/smartt-transport/smartt/transport/udp"
 	"github.com/smartt-transport/smartt/transport/udp/blast"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -40,7 +42,9 @@ func BenchmarkVethDaemonVsBlaster(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			blasterRate, blasterGbps, loss := runBlaster(b, tp, b.N)
-			rate, gbps, retx := runDaemon(b, tp, b.N, v.lb, v.memfd, nil)
+			r := runDaemon(b, tp, b.N, v.lb, v.memfd, nil)
+			rate, gbps, retx := r.rate, r.gbps, r.retxPct
+			r.report(b)
 			b.ReportMetric(blasterRate, "blaster_pkts/s")
 			b.ReportMetric(blasterGbps, "blaster_Gbit/s")
 			b.ReportMetric(loss, "blaster_loss_%")
@@ -76,10 +80,10 @@ func BenchmarkVethAuth(b *testing.B) {
 							c.Transport.Auth.Key = seal.Key{0xbe, 0xef}
 						}
 					}
-					rate, gbps, retx := runDaemon(b, tp, b.N, lb, false, mod)
-					b.ReportMetric(rate, "daemon_pkts/s")
-					b.ReportMetric(gbps, "daemon_Gbit/s")
-					b.ReportMetric(retx, "daemon_retx_%")
+					r := runDaemon(b, tp, b.N, lb, false, mod)
+					b.ReportMetric(r.rate, "daemon_pkts/s")
+					b.ReportMetric(r.gbps, "daemon_Gbit/s")
+					b.ReportMetric(r.retxPct, "daemon_retx_%")
 				})
 			}
 		}
@@ -121,9 +125,84 @@ func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64)
 	return r.PacketRate(), r.Gbps(), 100 * float64(sent-int(r.Packets)) / float64(max(sent, 1))
 }
 
+// BenchmarkVethEVRun is the daemon's REPS goodput over the veth pair of
+// BenchmarkVethDaemonVsBlaster with EV runs of k = 1, 4, 16, 64 packets (reps.run, issue
+// 15), interleaved within each round: CPU seconds (both daemons, user+system) per GB moved,
+// sendmmsg calls and GSO sends per data packet at the sender, ACKs per data packet. Use
+// e.g. -benchtime=100000x; rounds are sub-benchmarks.
+func BenchmarkVethEVRun(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range 3 {
+		for _, k := range []int{1, 4, 16, 64} {
+			b.Run(fmt.Sprintf("round=%d/run=%d", round, k), func(b *testing.B) {
+				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.Transport.REPS.Run = k })
+				b.ReportMetric(r.rate, "daemon_pkts/s")
+				b.ReportMetric(r.gbps, "daemon_Gbit/s")
+				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.report(b)
+			})
+		}
+	}
+}
+
+// BenchmarkVethAckPolicy is the daemon's REPS goodput and ACKs per data packet over the
+// veth pair with the legacy ACK policy (default: every 1, on_reorder) and the sprayed one
+// (every 4, no on_reorder, on_ce, clean EVs), interleaved within each round (issue 15).
+func BenchmarkVethAckPolicy(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range 3 {
+		for _, policy := range []string{"legacy", "sprayed"} {
+			b.Run(fmt.Sprintf("round=%d/policy=%s", round, policy), func(b *testing.B) {
+				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) {
+					if policy == "sprayed" {
+						a := &c.Transport.Ack
+						a.Every, a.OnReorder, a.OnCE, a.CleanEVs = 4, false, true, true
+						c.Transport.REPS.CleanEVs = true
+					}
+				})
+				b.ReportMetric(r.gbps, "daemon_Gbit/s")
+				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.report(b)
+			})
+		}
+	}
+}
+
+// daemonRun is what runDaemon measured.
+type daemonRun struct {
+	rate, gbps, retxPct float64
+	cpuPerGB            float64 // CPU seconds of the process (both daemons) per GB moved
+	sendmmsgPerPkt      float64 // the sender's sendmmsg calls per data packet
+	gsoPerPkt           float64 // the sender's GSO sends per data packet
+	acksPerPkt          float64 // ACKs the sender received per data packet it sent
+}
+
+func (r daemonRun) report(b *testing.B) {
+	b.ReportAllocs()
+	b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+	b.ReportMetric(r.sendmmsgPerPkt, "sendmmsg/pkt")
+	b.ReportMetric(r.gsoPerPkt, "gso_sends/pkt")
+	b.ReportMetric(r.acksPerPkt, "acks/pkt")
+}
+
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func udpStats(d *smarttd.Daemon) udp.Stats {
+	if d.Socket.Counters != nil {
+		if st, ok := d.Socket.Counters().(udp.Stats); ok {
+			return st
+		}
+	}
+	return udp.Stats{}
+}
+
 // runDaemon moves n x 4096 bytes from a daemon in A to one in B; mod, if set, adjusts both
 // daemons' configs.
-func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool, mod func(*smarttd.Config)) (rate, gbps, retxPct float64) {
+func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool, mod func(*smarttd.Config)) daemonRun {
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) {
@@ -156,7 +235,7 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 			fds[k] = m
 		}
 	}
-	before := a.Node.Stats()
+	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
 	start := time.Now()
 	window := make(chan *client.Pending, 4)
 	errc := make(chan error, 1)
@@ -189,10 +268,17 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 		b.Fatal(err)
 	}
 	el := time.Since(start).Seconds()
-	st := a.Node.Stats()
+	cpu := cpuTime() - cpu0
+	st, ust := a.Node.Stats(), udpStats(a)
 	pkts := float64(st.DataSent - before.DataSent)
 	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
-	return pkts / el, float64(total) * 8 / el / 1e9, 100 * retx / max(pkts, 1)
+	return daemonRun{
+		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
+		cpuPerGB:       cpu / (float64(total) / 1e9),
+		sendmmsgPerPkt: float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
+		gsoPerPkt:      float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
+		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
+	}
 }
 
 // runIperf3 returns iperf3's TCP goodput from A to B in Gbit/s (0 if iperf3 is missing).
@@ -223,4 +309,92 @@ func runIperf3(b *testing.B, tp *nstest.Topo) float64 {
 		b.Fatalf("iperf3 output: %v\n%s", err, strings.TrimSpace(string(out)))
 	}
 	return res.End.SumReceived.BitsPerSecond / 1e9
+}
+
+// BenchmarkVethGather is the goodput of one daemon in A sending to 8 daemons in B (8
+// connections, messages round-robin over them, 4 outstanding per peer) with the send
+// batches as the engine polls them and gathered by (destination, EV) (udp.gather_batch,
+// issue 15), for ECMP (one EV per connection) and REPS with runs of 16 and 1, interleaved within
+// each round. Use e.g. -benchtime=100000x; rounds are sub-benchmarks.
+func BenchmarkVethGather(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range 3 {
+		for _, lb := range []string{"ecmp", "reps16", "reps1"} {
+			for _, gather := range []bool{false, true} {
+				b.Run(fmt.Sprintf("round=%d/lb=%s/gather=%v", round, lb, gather), func(b *testing.B) {
+					r := runDaemonMulti(b, tp, b.N, 8, func(c *smarttd.Config) {
+						c.UDP.GatherBatch = gather
+						switch lb {
+						case "ecmp":
+							c.Transport.LB = "ecmp"
+						case "reps16":
+							c.Transport.LB, c.Transport.REPS.Run = "reps", 16
+						default:
+							c.Transport.LB = "reps"
+						}
+					})
+					b.ReportMetric(r.gbps, "daemon_Gbit/s")
+					b.ReportMetric(r.retxPct, "daemon_retx_%")
+					r.report(b)
+				})
+			}
+		}
+	}
+}
+
+// runDaemonMulti moves n x 4096 bytes from a daemon in A to peers daemons in B; mod
+// adjusts A's config.
+func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smarttd.Config)) daemonRun {
+	dir := tempDir(b)
+	a := startIn(b, tp.A, netip.AddrPortFrom(tp.AddrA, 23600), dir, mod)
+	var dsts []netip.AddrPort
+	for i := range peers {
+		d := netip.AddrPortFrom(tp.AddrB, uint16(30000+1000*i))
+		startIn(b, tp.B, d, dir, func(c *smarttd.Config) { c.API.Socket = fmt.Sprintf("%s/b%d.sock", dir, i) })
+		dsts = append(dsts, d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	s := session(b, ctx, a, 1)
+	const msgSize = 4 << 20
+	msg := make([]byte, msgSize)
+	total := int64(n) * benchPayload
+	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
+	start := time.Now()
+	window := make(chan *client.Pending, 4*peers)
+	errc := make(chan error, 1)
+	go func() {
+		var first error
+		for p := range window {
+			if _, err := p.Wait(ctx); err != nil && first == nil {
+				first = err
+			}
+		}
+		errc <- first
+	}()
+	for sent, i := int64(0), 0; sent < total; i++ {
+		k := min(int64(msgSize), total-sent)
+		p, err := s.SendAsync(dsts[i%peers], 1, msg[:k])
+		if err != nil {
+			b.Fatal(err)
+		}
+		window <- p
+		sent += k
+	}
+	close(window)
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	el := time.Since(start).Seconds()
+	cpu := cpuTime() - cpu0
+	st, ust := a.Node.Stats(), udpStats(a)
+	pkts := float64(st.DataSent - before.DataSent)
+	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
+	return daemonRun{
+		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
+		cpuPerGB:       cpu / (float64(total) / 1e9),
+		sendmmsgPerPkt: float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
+		gsoPerPkt:      float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
+		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
+	}
 }

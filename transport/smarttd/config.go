@@ -78,6 +78,11 @@ type UDPConfig struct {
 	SendBuffer int `yaml:"send_buffer" json:"send_buffer"`
 	// BatchSize is the recvmmsg/sendmmsg batch (1..1024).
 	BatchSize int `yaml:"batch_size" json:"batch_size"`
+
+	// GatherBatch reorders each send batch so that packets to one destination on one EV
+	// (and of one kind, data or control) are adjacent, in their order, groups in the order
+	// of their first packet: UDP GSO then joins them across connections (issue 15).
+	GatherBatch bool `yaml:"gather_batch" json:"gather_batch"`
 }
 
 // Config is smarttd's configuration file.

@@ -59,8 +59,8 @@ func TestDefaultConfigOnMTU1500LinkSaysWhatToChange(t *testing.T) {
 			t.Fatalf("listen %s: default config on an MTU 1500 link started (err %v); want an MTU error", listen, err)
 		}
 		t.Logf("listen %s: %v", listen, err)
-		for _, want := range []string{"interface veth0 has MTU 1500", "4196-byte datagrams need 4224-byte IP packets",
-			"ip link set dev veth0 mtu 4224", "transport.mtu: 1372"} {
+		for _, want := range []string{"interface veth0 has MTU 1500", "4208-byte datagrams need 4236-byte IP packets",
+			"ip link set dev veth0 mtu 4236", "transport.mtu: 1372"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("listen %s: error lacks %q: %v", listen, want, err)
 			}

@@ -87,6 +87,7 @@ func Receive(c *net.UDPConn, size, batch, count int, idle time.Duration) (Result
 	}
 	return receive(c.SetReadDeadline, count, idle, func() (int, uint64, error) {
 		k, err := bc.ReadBatch(ms, 0)
+		k = max(k, 0) // recvmmsg's -1 on an error (the idle deadline after a loss)
 		var n uint64
 		for _, m := range ms[:k] {
 			n += uint64(m.N)
@@ -121,6 +122,7 @@ func ReceiveConn(c *udp.Conn, size, batch, count int, idle time.Duration) (Resul
 	}
 	return receive(c.SetReadDeadline, count, idle, func() (int, uint64, error) {
 		k, err := c.ReadBatch(pk)
+		k = max(k, 0)
 		var n uint64
 		for _, p := range pk[:k] {
 			n += uint64(p.N)
@@ -138,7 +140,7 @@ func send(batch, count int, until time.Time, write func(n int) (int, error)) (in
 			break
 		}
 		k, err := write(min(batch, count-sent))
-		sent += k
+		sent += max(k, 0) // sendmmsg's -1 on an error
 		if err != nil {
 			return sent, err
 		}
@@ -155,18 +157,21 @@ func receive(setDeadline func(time.Time) error, count int, idle time.Duration, r
 	for r.Packets < uint64(count) {
 		setDeadline(time.Now().Add(idle))
 		k, n, err := read()
+		if k > 0 {
+			last = time.Now()
+			if r.Packets == 0 {
+				first = last
+			}
+			r.Packets += uint64(k)
+			r.Bytes += n
+		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				break
 			}
+			r.Elapsed = last.Sub(first)
 			return r, err
 		}
-		last = time.Now()
-		if r.Packets == 0 {
-			first = last
-		}
-		r.Packets += uint64(k)
-		r.Bytes += n
 	}
 	r.Elapsed = last.Sub(first)
 	return r, nil

@@ -86,6 +86,51 @@ func TestBlastDelivers(t *testing.T) {
 	}
 }
 
+// A lost datagram leaves the receiver waiting for one that never comes: it must stop at
+// the idle deadline and report what did arrive (recvmmsg returns -1 with the deadline
+// error, which once sliced a batch with k = -1 and crashed the benchmark).
+func TestBlastLoss(t *testing.T) {
+	tp := nstest.Pair(t)
+	rx := listenIn(t, tp.B, tp.AddrB)
+	tx := listenIn(t, tp.A, tp.AddrA)
+	b := openIn(t, tp.B, udp.Config{Listen: netip.AddrPortFrom(tp.AddrB, 0), EVS: 1, RecvBuffer: bufSize})
+	a := openIn(t, tp.A, udp.Config{Listen: netip.AddrPortFrom(tp.AddrA, 0), EVS: 2})
+	for _, path := range []string{"raw", "conn"} {
+		done := make(chan blast.Result, 1)
+		go func() {
+			var r blast.Result
+			var err error
+			if path == "raw" {
+				r, err = blast.Receive(rx, payload, batch, 101, 200*time.Millisecond)
+			} else {
+				r, err = blast.ReceiveConn(b, payload, batch, 101, 200*time.Millisecond)
+			}
+			if err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+			done <- r
+		}()
+		var k int
+		var err error
+		if path == "raw" {
+			k, err = blast.Send(tx, rx.LocalAddr().(*net.UDPAddr).AddrPort(), payload, batch, 100, time.Now().Add(5*time.Second))
+		} else {
+			k, err = blast.SendConn(a, b.LocalAddr(), payload, batch, 100, 2, time.Now().Add(5*time.Second))
+		}
+		if k != 100 || err != nil {
+			t.Fatalf("%s send: %d, %v", path, k, err)
+		}
+		select {
+		case r := <-done:
+			if r.Packets != 100 || r.Bytes != 100*payload || r.Elapsed < 0 {
+				t.Fatalf("%s: %v, want the 100 packets sent", path, r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: receiver did not stop at its idle deadline", path)
+		}
+	}
+}
+
 // BenchmarkVeth compares, in one run over one veth pair (MTU 9000) between two
 // namespaces, the x/net batch blaster with udp.Conn's own batch paths, 4096-byte payloads.
 // Each iteration is one datagram; use -benchtime=Nx for a fixed count. Rates are measured
