@@ -248,14 +248,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.authErrors())
-	if v := ccValidators[c.CC]; v != nil && c.NewCC == nil && derivedOK {
-		if err := v(c); err != nil {
+	if c.NewCC == nil && derivedOK {
+		if _, err := c.prepareCC(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
-
-// ccValidators check the parameters of the congestion controller Config.CC names;
-// algorithms register theirs from their own file's init, like ccByName.
-var ccValidators = map[string]func(cfg *Config) error{}

@@ -16,7 +16,6 @@ import (
 	"net/netip"
 
 	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/cc/smartt"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -587,9 +586,6 @@ type ConnInfo struct {
 	QuickAdapts uint64
 }
 
-// quickAdapter is a controller that counts QuickAdapt firings (cc/smartt's Float, Fixed).
-type quickAdapter interface{ Stats() smartt.Stats }
-
 // Conns appends a snapshot of every live connection to dst and returns it.
 func (e *Endpoint) Conns(dst []ConnInfo) []ConnInfo {
 	for _, c := range e.list {
@@ -619,8 +615,8 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 	}
 	ctl := c.cc
 	for {
-		if q, ok := ctl.(quickAdapter); ok {
-			ci.QuickAdapts = q.Stats().QuickAdapt
+		if q, ok := ctl.(cc.StatsReporter); ok {
+			ci.QuickAdapts = q.CCStats().QuickAdapts
 			break
 		}
 		// Wrappers (the daemon's decision timer) expose the controller they wrap.
