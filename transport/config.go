@@ -7,6 +7,7 @@ import (
 
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/dctcp"
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/cc/smartt"
 	"github.com/smartt-transport/smartt/config"
@@ -102,6 +103,14 @@ type Config struct {
 	SMaRTT smartt.Config `yaml:"smartt"`
 	// Auth configures packet authentication and encryption (transport/seal, docs/security.md).
 	Auth seal.Config `yaml:"auth"`
+
+	// Baseline congestion controllers (issue 18, docs/cc.md): one block each.
+
+	// DCTCP holds the parameters of the "dctcp" controller (cc/dctcp).
+	DCTCP dctcp.Config `yaml:"dctcp"`
+	// MPRDMA holds the parameters of the "mprdma" controller (cc/dctcp, per-ACK ECN).
+	MPRDMA dctcp.Config `yaml:"mprdma"`
+
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
 	// NewBalancer, if set, overrides LB with a constructor of the caller's.
@@ -170,6 +179,9 @@ func DefaultConfig() Config {
 		RLCC:             rlcc.DefaultConfig(),
 		SMaRTT:           smartt.DefaultConfig(),
 		Auth:             seal.DefaultConfig(),
+		// Baseline congestion controllers (docs/cc.md).
+		DCTCP:  dctcp.DefaultConfig(),
+		MPRDMA: dctcp.DefaultConfig(),
 	}
 }
 
