@@ -10,6 +10,7 @@ import (
 	"github.com/smartt-transport/smartt/cc/dctcp"
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/cc/swift"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/seal"
@@ -110,6 +111,8 @@ type Config struct {
 	DCTCP dctcp.Config `yaml:"dctcp"`
 	// MPRDMA holds the parameters of the "mprdma" controller (cc/dctcp, per-ACK ECN).
 	MPRDMA dctcp.Config `yaml:"mprdma"`
+	// Swift holds the parameters of the "swift" controller (cc/swift).
+	Swift swift.Config `yaml:"swift"`
 
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
@@ -182,6 +185,7 @@ func DefaultConfig() Config {
 		// Baseline congestion controllers (docs/cc.md).
 		DCTCP:  dctcp.DefaultConfig(),
 		MPRDMA: dctcp.DefaultConfig(),
+		Swift:  swift.DefaultConfig(),
 	}
 }
 
