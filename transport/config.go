@@ -8,6 +8,7 @@ import (
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/cc/dctcp"
+	"github.com/smartt-transport/smartt/cc/nscc"
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/cc/smartt"
 	"github.com/smartt-transport/smartt/cc/swift"
@@ -113,6 +114,8 @@ type Config struct {
 	MPRDMA dctcp.Config `yaml:"mprdma"`
 	// Swift holds the parameters of the "swift" controller (cc/swift).
 	Swift swift.Config `yaml:"swift"`
+	// NSCC holds the parameters of the "nscc" controller (cc/nscc).
+	NSCC nscc.Config `yaml:"nscc"`
 
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
@@ -186,6 +189,7 @@ func DefaultConfig() Config {
 		DCTCP:  dctcp.DefaultConfig(),
 		MPRDMA: dctcp.DefaultConfig(),
 		Swift:  swift.DefaultConfig(),
+		NSCC:   nscc.DefaultConfig(),
 	}
 }
 
