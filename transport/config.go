@@ -7,6 +7,7 @@ import (
 
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/dcqcn"
 	"github.com/smartt-transport/smartt/cc/dctcp"
 	"github.com/smartt-transport/smartt/cc/nscc"
 	"github.com/smartt-transport/smartt/cc/rlcc"
@@ -116,6 +117,8 @@ type Config struct {
 	Swift swift.Config `yaml:"swift"`
 	// NSCC holds the parameters of the "nscc" controller (cc/nscc).
 	NSCC nscc.Config `yaml:"nscc"`
+	// DCQCN holds the parameters of the "dcqcn" controller (cc/dcqcn).
+	DCQCN dcqcn.Config `yaml:"dcqcn"`
 
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
@@ -190,6 +193,7 @@ func DefaultConfig() Config {
 		MPRDMA: dctcp.DefaultConfig(),
 		Swift:  swift.DefaultConfig(),
 		NSCC:   nscc.DefaultConfig(),
+		DCQCN:  dcqcn.DefaultConfig(),
 	}
 }
 
