@@ -7,6 +7,7 @@ import (
 
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/bbr"
 	"github.com/smartt-transport/smartt/cc/dcqcn"
 	"github.com/smartt-transport/smartt/cc/dctcp"
 	"github.com/smartt-transport/smartt/cc/nscc"
@@ -119,6 +120,8 @@ type Config struct {
 	NSCC nscc.Config `yaml:"nscc"`
 	// DCQCN holds the parameters of the "dcqcn" controller (cc/dcqcn).
 	DCQCN dcqcn.Config `yaml:"dcqcn"`
+	// BBR holds the parameters of the "bbr" controller (cc/bbr).
+	BBR bbr.Config `yaml:"bbr"`
 
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
@@ -194,6 +197,7 @@ func DefaultConfig() Config {
 		Swift:  swift.DefaultConfig(),
 		NSCC:   nscc.DefaultConfig(),
 		DCQCN:  dcqcn.DefaultConfig(),
+		BBR:    bbr.DefaultConfig(),
 	}
 }
 
