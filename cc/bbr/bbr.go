@@ -76,10 +76,10 @@ func NewParams(cfg Config, net config.Network) (*Params, error) {
 
 // Modes of the state machine.
 const (
-	Startup uint8 = iota
-	Drain
-	ProbeBW
-	ProbeRTT
+	Startup  uint8 = iota // fill the pipe: pacing gain 2.885
+	Drain                 // drain the queue STARTUP built: pacing gain 1/2.885
+	ProbeBW               // cruise with the pacing-gain cycle
+	ProbeRTT              // window of 4 packets to measure the min RTT
 )
 
 // Gains in Q8.
@@ -124,7 +124,7 @@ func New(p *Params) *BBR {
 	return &BBR{p: p, s: state{bwCur: uint32(p.line), minRTT: uint32(p.baseRTT), mode: Startup}}
 }
 
-// Bw returns the bottleneck-bandwidth estimate, kB/s.
+// bw returns the bottleneck-bandwidth estimate, kB/s.
 func (b *BBR) bw() int64 { return int64(max(b.s.bwCur, b.s.bwPrev)) }
 
 // bdp is the estimated bandwidth-delay product, bytes.

@@ -52,9 +52,9 @@ func Config(trim bool) transport.Config {
 
 // Options configure a rig.
 type Options struct {
-	Senders  int
-	Trim     bool
-	Seed     uint64
+	Senders  int                     // senders, addresses 10.0.0.1..
+	Trim     bool                    // switches trim instead of dropping
+	Seed     uint64                  // seeds the network and the endpoints
 	SampleNs int64                   // queue sampling interval at the bottleneck (0: off)
 	RTO      int64                   // MinRTO, ns (0: 3 base RTTs)
 	Mod      func(*transport.Config) // changes to the endpoints' configuration
@@ -64,15 +64,15 @@ type Options struct {
 
 // Rig is one closed-loop experiment.
 type Rig struct {
-	T      testing.TB
-	Net    *testnet.Network
-	RX     *transport.Endpoint
-	RXAddr netip.AddrPort
-	TX     []*transport.Endpoint
-	TXAddr []netip.AddrPort
-	Conn   []transport.ConnID
-	Port   testnet.PortConfig
-	Cfg    transport.Config
+	T      testing.TB            // the test
+	Net    *testnet.Network      // the network, virtual time
+	RX     *transport.Endpoint   // the receiver
+	RXAddr netip.AddrPort        // its address
+	TX     []*transport.Endpoint // the senders
+	TXAddr []netip.AddrPort      // their addresses
+	Conn   []transport.ConnID    // each sender's connection to the receiver
+	Port   testnet.PortConfig    // the bottleneck port's configuration
+	Cfg    transport.Config      // the endpoints' configuration
 
 	SentAt    [][]int64 // per sender: MessageSent times
 	RecvAt    []int64   // MessageReceived times at the receiver
@@ -218,12 +218,12 @@ func Jain(xs []float64) float64 {
 // Recorder wraps a controller and counts the bytes it saw acknowledged, and can
 // record its window after every ACK.
 type Recorder struct {
-	cc.Controller
-	Acked  int64
-	Record bool
-	Times  []int64
-	Acks   []int64 // cumulative acked bytes at Times
-	Cwnd   []int
+	cc.Controller         // the controller under test
+	Acked         int64   // bytes acknowledged so far
+	Record        bool    // record the timeline below
+	Times         []int64 // ACK times, ns
+	Acks          []int64 // cumulative acked bytes at Times
+	Cwnd          []int   // window after each ACK
 }
 
 // OnAck forwards the ACK and records it.

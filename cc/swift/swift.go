@@ -30,9 +30,10 @@ type Config struct {
 	Hops int `yaml:"hops"`
 	// FSRange is the flow-scaling range in base targets (paper: 5).
 	FSRange float64 `yaml:"fs_range"`
-	// FSMinCwnd and FSMaxCwnd are the windows, in packets, at which flow scaling adds all
-	// of FSRange and nothing (paper: 0.1 and 100).
+	// FSMinCwnd is the window, in packets, at and below which flow scaling adds all of
+	// FSRange (paper: 0.1).
 	FSMinCwnd float64 `yaml:"fs_min_cwnd"`
+	// FSMaxCwnd is the window, in packets, from which flow scaling adds nothing (paper: 100).
 	FSMaxCwnd float64 `yaml:"fs_max_cwnd"`
 	// AI is the additive increase in packets per RTT (paper: 1).
 	AI float64 `yaml:"ai"`
