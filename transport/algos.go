@@ -66,6 +66,21 @@ func LookupCC(name string) (CCRegistration, bool) {
 	return *r, true
 }
 
+// statsReporter finds a controller's optional cc.StatsReporter once per connection,
+// looking through wrappers (the daemon's decision timer) that expose what they wrap.
+func statsReporter(ctl cc.Controller) cc.StatsReporter {
+	for {
+		if q, ok := ctl.(cc.StatsReporter); ok {
+			return q
+		}
+		u, ok := ctl.(interface{ Unwrap() cc.Controller })
+		if !ok {
+			return nil
+		}
+		ctl = u.Unwrap()
+	}
+}
+
 // costOf is the Cost of a registration whose controller implements hwprofile.Coster.
 func costOf(ctl cc.Controller) hwprofile.Cost {
 	if c, ok := ctl.(hwprofile.Coster); ok {

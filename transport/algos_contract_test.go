@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
@@ -117,5 +118,31 @@ func TestRegisterCCRefusesDuplicatesAndMissingFields(t *testing.T) {
 	}
 	if _, ok := LookupCC("x-test"); ok {
 		t.Fatal("a refused registration was kept")
+	}
+}
+
+// reporting is a fixed window that reports counters (cc.StatsReporter).
+type reporting struct{ cc.Fixed }
+
+func (r *reporting) CCStats() cc.Stats { return cc.Stats{QuickAdapts: 7} }
+
+// wrapping hides a controller behind a wrapper that exposes it (the daemon's timer).
+type wrapping struct{ cc.Controller }
+
+func (w wrapping) Unwrap() cc.Controller { return w.Controller }
+
+// TestStatsReporterFoundOncePerConnection: the snapshot reads a controller's counters
+// through cc.StatsReporter, also behind a wrapper.
+func TestStatsReporterFoundOncePerConnection(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NewCC = func() cc.Controller { return wrapping{&reporting{cc.Fixed{Bytes: 1 << 20}}} }
+	p := newPair(t, cfg, 3000)
+	id, err := p.a.Dial(0, p.bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, ok := p.a.ConnInfo(id)
+	if !ok || ci.QuickAdapts != 7 {
+		t.Fatalf("QuickAdapts %d (%v), want 7", ci.QuickAdapts, ok)
 	}
 }

@@ -111,7 +111,8 @@ type conn struct {
 	lb    reps.Balancer
 	pacer pacing.Pacer
 
-	lbAcks reps.CoalescedAcker // lb if it takes coalesced ACKs whole, else nil
+	lbAcks  reps.CoalescedAcker // lb if it takes coalesced ACKs whole, else nil
+	ccStats cc.StatsReporter    // cc (or the controller it wraps) if it reports counters, else nil
 
 	// Sender.
 	sndUna, sndNxt uint32
@@ -183,6 +184,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		rx:           make(map[uint32]*rxMsg),
 	}
 	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
+	c.ccStats = statsReporter(c.cc)
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c

@@ -15,7 +15,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -613,18 +612,8 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 	if f, ok := c.lb.(reps.Freezer); ok {
 		ci.Freezing, ci.FreezeEpisodes = f.Freezing(e.lastNow), f.FreezeEpisodes()
 	}
-	ctl := c.cc
-	for {
-		if q, ok := ctl.(cc.StatsReporter); ok {
-			ci.QuickAdapts = q.CCStats().QuickAdapts
-			break
-		}
-		// Wrappers (the daemon's decision timer) expose the controller they wrap.
-		u, ok := ctl.(interface{ Unwrap() cc.Controller })
-		if !ok {
-			break
-		}
-		ctl = u.Unwrap()
+	if c.ccStats != nil {
+		ci.QuickAdapts = c.ccStats.CCStats().QuickAdapts
 	}
 	return ci
 }
