@@ -84,3 +84,15 @@ func (f *Fixed) PacingRate() int64 { return 0 }
 func (f *Fixed) Cost() hwprofile.Cost {
 	return hwprofile.Cost{Name: "fixed", StateBytes: 4, Ops: 0, IntegerOnly: true}
 }
+
+// Stats are the counters a controller reports for connection snapshots.
+type Stats struct {
+	QuickAdapts uint64 // QuickAdapt firings (SMaRTT, NSCC)
+	Cuts        uint64 // window or rate decreases
+}
+
+// StatsReporter is the optional interface of a controller that reports counters
+// (quinn's metrics(), Linux's get_info); the engine discovers it per connection.
+type StatsReporter interface {
+	CCStats() Stats
+}

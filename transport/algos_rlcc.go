@@ -6,16 +6,15 @@ import (
 )
 
 func init() {
-	ccByName["rlcc"] = func(cfg *Config) cc.Controller {
-		p, err := rlcc.CachedParams(cfg.RLCC, cfg.Network())
-		if err != nil {
-			// Unreachable: NewEndpoint's checkAlgorithms refused this configuration.
-			panic("transport: rlcc: " + err.Error())
-		}
-		return rlcc.New(p)
-	}
-	ccCheck["rlcc"] = func(cfg *Config) error {
-		_, err := rlcc.CachedParams(cfg.RLCC, cfg.Network())
-		return err
-	}
+	registerCC(CCRegistration{
+		Name: "rlcc",
+		Prepare: func(cfg *Config) (func() cc.Controller, error) {
+			p, err := rlcc.NewParams(cfg.RLCC, cfg.Network())
+			if err != nil {
+				return nil, err
+			}
+			return func() cc.Controller { return rlcc.New(p) }, nil
+		},
+		Cost: costOf,
+	})
 }

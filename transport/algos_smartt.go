@@ -8,27 +8,22 @@ import (
 // SMaRTT is registered under two names: "smartt" (float or fixed point as
 // Config.SMaRTT.FixedPoint says) and "smartt-fixed" (always the integer implementation).
 func init() {
-	ccByName["smartt"] = func(cfg *Config) cc.Controller { return newSMaRTT(cfg, cfg.SMaRTT.FixedPoint) }
-	ccByName["smartt-fixed"] = func(cfg *Config) cc.Controller { return newSMaRTT(cfg, true) }
-	ccValidators["smartt"] = validateSMaRTT
-	ccValidators["smartt-fixed"] = validateSMaRTT
+	registerCC(CCRegistration{Name: "smartt", Prepare: func(cfg *Config) (func() cc.Controller, error) {
+		return prepareSMaRTT(cfg, cfg.SMaRTT.FixedPoint)
+	}, Cost: costOf, Needs: CCNeeds{ECN: true}})
+	registerCC(CCRegistration{Name: "smartt-fixed", Prepare: func(cfg *Config) (func() cc.Controller, error) {
+		return prepareSMaRTT(cfg, true)
+	}, Cost: costOf, Needs: CCNeeds{ECN: true}})
 }
 
-func validateSMaRTT(cfg *Config) error {
-	_, err := smartt.NewParams(cfg.SMaRTT, cfg.Network(), cfg.Trimming)
-	return err
-}
-
-// newSMaRTT builds one connection's controller; the config was validated, so the
-// parameters derive without error. Each connection derives its own copy (a few hundred
-// bytes per connection, nothing per packet).
-func newSMaRTT(cfg *Config, fixed bool) cc.Controller {
+// prepareSMaRTT derives the parameters once per endpoint; every connection shares them.
+func prepareSMaRTT(cfg *Config, fixed bool) (func() cc.Controller, error) {
 	p, err := smartt.NewParams(cfg.SMaRTT, cfg.Network(), cfg.Trimming)
 	if err != nil {
-		panic("transport: smartt config not validated: " + err.Error())
+		return nil, err
 	}
 	if fixed {
-		return smartt.NewFixed(p)
+		return func() cc.Controller { return smartt.NewFixed(p) }, nil
 	}
-	return smartt.NewFloat(p)
+	return func() cc.Controller { return smartt.NewFloat(p) }, nil
 }

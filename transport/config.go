@@ -7,8 +7,13 @@ import (
 
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/bbr"
+	"github.com/smartt-transport/smartt/cc/dcqcn"
+	"github.com/smartt-transport/smartt/cc/dctcp"
+	"github.com/smartt-transport/smartt/cc/nscc"
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/cc/smartt"
+	"github.com/smartt-transport/smartt/cc/swift"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/seal"
@@ -102,6 +107,22 @@ type Config struct {
 	SMaRTT smartt.Config `yaml:"smartt"`
 	// Auth configures packet authentication and encryption (transport/seal, docs/security.md).
 	Auth seal.Config `yaml:"auth"`
+
+	// Baseline congestion controllers (issue 18, docs/cc.md): one block each.
+
+	// DCTCP holds the parameters of the "dctcp" controller (cc/dctcp).
+	DCTCP dctcp.Config `yaml:"dctcp"`
+	// MPRDMA holds the parameters of the "mprdma" controller (cc/dctcp, per-ACK ECN).
+	MPRDMA dctcp.Config `yaml:"mprdma"`
+	// Swift holds the parameters of the "swift" controller (cc/swift).
+	Swift swift.Config `yaml:"swift"`
+	// NSCC holds the parameters of the "nscc" controller (cc/nscc).
+	NSCC nscc.Config `yaml:"nscc"`
+	// DCQCN holds the parameters of the "dcqcn" controller (cc/dcqcn).
+	DCQCN dcqcn.Config `yaml:"dcqcn"`
+	// BBR holds the parameters of the "bbr" controller (cc/bbr).
+	BBR bbr.Config `yaml:"bbr"`
+
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
 	// NewBalancer, if set, overrides LB with a constructor of the caller's.
@@ -170,6 +191,13 @@ func DefaultConfig() Config {
 		RLCC:             rlcc.DefaultConfig(),
 		SMaRTT:           smartt.DefaultConfig(),
 		Auth:             seal.DefaultConfig(),
+		// Baseline congestion controllers (docs/cc.md).
+		DCTCP:  dctcp.DefaultConfig(),
+		MPRDMA: dctcp.DefaultConfig(),
+		Swift:  swift.DefaultConfig(),
+		NSCC:   nscc.DefaultConfig(),
+		DCQCN:  dcqcn.DefaultConfig(),
+		BBR:    bbr.DefaultConfig(),
 	}
 }
 
@@ -248,14 +276,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.authErrors())
-	if v := ccValidators[c.CC]; v != nil && c.NewCC == nil && derivedOK {
-		if err := v(c); err != nil {
+	if c.NewCC == nil && derivedOK {
+		if _, err := c.prepareCC(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
-
-// ccValidators check the parameters of the congestion controller Config.CC names;
-// algorithms register theirs from their own file's init, like ccByName.
-var ccValidators = map[string]func(cfg *Config) error{}

@@ -115,6 +115,7 @@ type conn struct {
 	run     int                 // EV run length (reps.run)
 	runEV   uint16              // the current run's EV
 	runLeft int                 // new packets left in the current run
+	ccStats cc.StatsReporter    // cc (or the controller it wraps) if it reports counters, else nil
 
 	// Sender.
 	sndUna, sndNxt uint32
@@ -187,6 +188,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	}
 	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
 	c.run = max(cfg.REPS.Run, 1)
+	c.ccStats = statsReporter(c.cc)
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c

@@ -15,8 +15,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/cc/smartt"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -587,9 +585,6 @@ type ConnInfo struct {
 	QuickAdapts uint64
 }
 
-// quickAdapter is a controller that counts QuickAdapt firings (cc/smartt's Float, Fixed).
-type quickAdapter interface{ Stats() smartt.Stats }
-
 // Conns appends a snapshot of every live connection to dst and returns it.
 func (e *Endpoint) Conns(dst []ConnInfo) []ConnInfo {
 	for _, c := range e.list {
@@ -617,18 +612,8 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 	if f, ok := c.lb.(reps.Freezer); ok {
 		ci.Freezing, ci.FreezeEpisodes = f.Freezing(e.lastNow), f.FreezeEpisodes()
 	}
-	ctl := c.cc
-	for {
-		if q, ok := ctl.(quickAdapter); ok {
-			ci.QuickAdapts = q.Stats().QuickAdapt
-			break
-		}
-		// Wrappers (the daemon's decision timer) expose the controller they wrap.
-		u, ok := ctl.(interface{ Unwrap() cc.Controller })
-		if !ok {
-			break
-		}
-		ctl = u.Unwrap()
+	if c.ccStats != nil {
+		ci.QuickAdapts = c.ccStats.CCStats().QuickAdapts
 	}
 	return ci
 }

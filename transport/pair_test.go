@@ -17,6 +17,7 @@ type pair struct {
 	buf        []byte
 	drop       func(from *Endpoint, b []byte) bool  // optional: drop this datagram
 	extra      func(from *Endpoint, b []byte) int64 // optional: delay this datagram more
+	ecn        func(from *Endpoint, b []byte) uint8 // optional: ECN bits the datagram arrives with
 	inflight   []flight
 }
 
@@ -96,7 +97,12 @@ func (p *pair) step() bool {
 	}
 	p.inflight = keep
 	for _, f := range due {
-		f.to.HandlePacket(p.now, f.data, RxMeta{From: f.from})
+		meta := RxMeta{From: f.from}
+		if p.ecn != nil {
+			sender, _ := p.other(f.to)
+			meta.ECN = p.ecn(sender, f.data)
+		}
+		f.to.HandlePacket(p.now, f.data, meta)
 	}
 	for _, e := range []*Endpoint{p.a, p.b} {
 		if d, ok := e.NextTimeout(); ok && d <= p.now {

@@ -9,22 +9,12 @@ import (
 	"github.com/smartt-transport/smartt/reps"
 )
 
-// ccCheck validates a named controller's configuration before any connection is made
-// (constructors cannot return errors); algorithms register here beside ccByName.
-var ccCheck = map[string]func(cfg *Config) error{}
-
-// lbCheck is ccCheck for load balancers.
+// lbCheck validates a named load balancer's configuration before any connection is made.
 var lbCheck = map[string]func(cfg *Config) error{}
 
-// checkAlgorithms runs the named algorithms' configuration checks.
+// checkAlgorithms runs the named load balancer's configuration check (a controller's
+// is its registration's Prepare, run by resolveAlgorithms).
 func (c *Config) checkAlgorithms() error {
-	if c.NewCC == nil {
-		if f := ccCheck[c.CC]; f != nil {
-			if err := f(c); err != nil {
-				return fmt.Errorf("cc = %q: %w", c.CC, err)
-			}
-		}
-	}
 	if c.NewBalancer == nil {
 		if f := lbCheck[c.LB]; f != nil {
 			if err := f(c); err != nil {
@@ -56,13 +46,11 @@ func (c *Config) checkProfile() error {
 // would get it (for reports and tools).
 func NewCC(name string, cfg Config) (cc.Controller, error) {
 	cfg.CC, cfg.NewCC = name, nil
-	if err := cfg.checkAlgorithms(); err != nil {
+	f, err := cfg.prepareCC()
+	if err != nil {
 		return nil, err
 	}
-	if err := cfg.resolveAlgorithms(); err != nil {
-		return nil, err
-	}
-	return cfg.NewCC(), nil
+	return f(), nil
 }
 
 // NewLB builds one load balancer by name, as NewCC.

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sync"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
@@ -167,23 +166,6 @@ func NewParams(cfg Config, net config.Network) (*Params, error) {
 		mtu:     int64(net.MTU),
 	}
 	p.globalNIC = p.ens.Bytes() + 9*4 // model + the nine constants above, 4 bytes each
-	return p, nil
-}
-
-var paramCache sync.Map // string -> *Params
-
-// CachedParams is NewParams memoised per (configuration, network): every connection of an
-// endpoint shares one compiled model.
-func CachedParams(cfg Config, net config.Network) (*Params, error) {
-	key := fmt.Sprintf("%#v|%#v", cfg, net)
-	if p, ok := paramCache.Load(key); ok {
-		return p.(*Params), nil
-	}
-	p, err := NewParams(cfg, net)
-	if err != nil {
-		return nil, err
-	}
-	paramCache.Store(key, p)
 	return p, nil
 }
 

@@ -14,7 +14,7 @@ func TestIncast8to1Trimming(t *testing.T) {
 		r, took := incast(t, true, fixed, 0)
 		s := r.sum()
 		ideal := idealIncast()
-		ps := r.net.PortStats(r.rxAddr)
+		ps := r.Net.PortStats(r.RXAddr)
 		t.Logf("fixed=%v: %d x 8 MiB in %.1f us = %.3f x ideal (%.1f us); trims %d, QuickAdapt %d, FD %d MD %d FI %d MI %d, WTD held %d, FastIncrease %d, clampMin %d, timeouts %d",
 			fixed, len(r.flows), float64(took)/1e3, float64(took)/float64(ideal), float64(ideal)/1e3,
 			ps.Trims, s.QuickAdapt, s.FairDecrease, s.MultDecrease, s.FairIncrease, s.MultIncrease, s.WTDHeld, s.FastIncrease, s.ClampMin, s.LossTimeout)
@@ -42,16 +42,16 @@ func incast(t *testing.T, trim, fixed bool, rto int64, mod ...func(*smartt.Confi
 		o.mod = mod[0]
 	}
 	r := newRig(t, o)
-	for i := range r.tx {
-		r.send(i, incastMsg)
+	for i := range r.TX {
+		r.Send(i, incastMsg)
 	}
-	if !r.run(1_000_000_000, func() bool { return r.sent() == 8 && len(r.recvAt) == 8 }) {
-		t.Fatalf("incast incomplete: %d sent, %d received at %d ns", r.sent(), len(r.recvAt), r.net.Now())
+	if !r.Run(1_000_000_000, func() bool { return r.Sent() == 8 && len(r.RecvAt) == 8 }) {
+		t.Fatalf("incast incomplete: %d sent, %d received at %d ns", r.Sent(), len(r.RecvAt), r.Net.Now())
 	}
-	if r.recvBytes != 8*incastMsg || r.failed != 0 {
-		t.Fatalf("received %d bytes, %d failed", r.recvBytes, r.failed)
+	if r.RecvBytes != 8*incastMsg || r.Failed != 0 {
+		t.Fatalf("received %d bytes, %d failed", r.RecvBytes, r.Failed)
 	}
-	return r, r.net.Now()
+	return r, r.Net.Now()
 }
 
 // TestIncastNoTrimming: the same incast on switches that drop instead of trimming.
@@ -62,8 +62,8 @@ func TestIncastNoTrimming(t *testing.T) {
 	rt, withTrim := incast(t, true, false, 0)
 	r, took := incast(t, false, false, noTrimRTO)
 	s := r.sum()
-	ps := r.net.PortStats(r.rxAddr)
-	st := r.tx[0].Stats()
+	ps := r.Net.PortStats(r.RXAddr)
+	st := r.TX[0].Stats()
 	slower := float64(took-withTrim) / float64(baseRTT())
 	t.Logf("no trimming: %.1f us = %.3f x ideal, %+.1f us (%.1f base RTTs) vs trimming (%.1f us); drops %d, QuickAdapt %d (trimming: %d), loss cuts sack %d timeout %d; sender 0 retx sack %d timeout %d",
 		float64(took)/1e3, float64(took)/float64(idealIncast()), float64(took-withTrim)/1e3, slower, float64(withTrim)/1e3,

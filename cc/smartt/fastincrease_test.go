@@ -14,24 +14,24 @@ import (
 func reclaim(t *testing.T, noFI bool) (done, took int64, tput float64, st smartt.Stats) {
 	r := newRig(t, rigOpts{senders: 8, trim: true, record: true, seed: 5,
 		mod: func(c *smartt.Config) { c.DisableFastIncrease = noFI }})
-	r.send(0, 32<<20)
+	r.Send(0, 32<<20)
 	for i := 1; i < 8; i++ {
-		r.send(i, 4<<20)
+		r.Send(i, 4<<20)
 	}
 	short := func() bool {
 		for i := 1; i < 8; i++ {
-			if len(r.sentAt[i]) == 0 {
+			if len(r.SentAt[i]) == 0 {
 				return false
 			}
 		}
 		return true
 	}
-	if !r.run(100_000_000, short) {
+	if !r.Run(100_000_000, short) {
 		t.Fatal("short flows did not finish")
 	}
-	done = r.net.Now()
+	done = r.Net.Now()
 	brtt := baseRTT()
-	r.run(40*brtt, nil)
+	r.Run(40*brtt, nil)
 	f := r.flows[0]
 	took = -1
 	for _, s := range f.timeline {

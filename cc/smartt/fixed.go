@@ -193,3 +193,8 @@ func (f *Fixed) clamp(cw uint64) {
 	}
 	f.s.cwnd = uint32(cw)
 }
+
+// CCStats reports the counters the engine shows per connection (cc.StatsReporter).
+func (f *Fixed) CCStats() cc.Stats {
+	return cc.Stats{QuickAdapts: f.st.QuickAdapt, Cuts: f.st.MultDecrease + f.st.FairDecrease}
+}

@@ -148,3 +148,8 @@ func (f *Float) clamp() {
 		s.cwnd = float64(p.MaxWindow)
 	}
 }
+
+// CCStats reports the counters the engine shows per connection (cc.StatsReporter).
+func (f *Float) CCStats() cc.Stats {
+	return cc.Stats{QuickAdapts: f.st.QuickAdapt, Cuts: f.st.MultDecrease + f.st.FairDecrease}
+}

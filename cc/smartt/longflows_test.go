@@ -22,11 +22,11 @@ func TestLongFlowsFair(t *testing.T) {
 	for _, fixed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fixed=%v", fixed), func(t *testing.T) {
 			r := newRig(t, rigOpts{senders: 8, trim: true, fixed: fixed, record: true, sampleNs: 1000, seed: 3})
-			for i := range r.tx {
-				r.send(i, 32<<20)
+			for i := range r.TX {
+				r.Send(i, 32<<20)
 			}
 			const from, to = 2_000_000, 12_000_000
-			r.run(to, nil)
+			r.Run(to, nil)
 			var tput []float64
 			total := 0.0
 			for _, f := range r.flows {
@@ -36,15 +36,15 @@ func TestLongFlowsFair(t *testing.T) {
 			}
 			j := jain(tput)
 			in, below, above, n := 0, 0, 0, 0
-			for _, s := range r.net.Samples(r.rxAddr) {
+			for _, s := range r.Net.Samples(r.RXAddr) {
 				if s.Time < from || s.Time >= to {
 					continue
 				}
 				n++
 				switch {
-				case s.Data < r.port.KminBytes:
+				case s.Data < r.Port.KminBytes:
 					below++
-				case s.Data > r.port.KmaxBytes:
+				case s.Data > r.Port.KmaxBytes:
 					above++
 				default:
 					in++
@@ -53,7 +53,7 @@ func TestLongFlowsFair(t *testing.T) {
 			s := r.sum()
 			t.Logf("throughputs (Gbit/s) %.2f; total %.1f; Jain %.4f; queue in [Kmin,Kmax] %.1f %%, below %.1f %%, above %.1f %% of %d samples; trims %d; FD %d MD %d FI %d MI %d WTD held %d QA %d FastInc %d",
 				tput, total, j, 100*float64(in)/float64(n), 100*float64(below)/float64(n), 100*float64(above)/float64(n), n,
-				r.net.PortStats(r.rxAddr).Trims, s.FairDecrease, s.MultDecrease, s.FairIncrease, s.MultIncrease, s.WTDHeld, s.QuickAdapt, s.FastIncrease)
+				r.Net.PortStats(r.RXAddr).Trims, s.FairDecrease, s.MultDecrease, s.FairIncrease, s.MultIncrease, s.WTDHeld, s.QuickAdapt, s.FastIncrease)
 			if j < 0.95 {
 				t.Errorf("Jain's index %.4f < 0.95", j)
 			}

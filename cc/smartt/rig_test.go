@@ -1,37 +1,24 @@
 package smartt_test
 
 import (
-	"math/rand/v2"
-	"net/netip"
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/cctest"
 	"github.com/smartt-transport/smartt/cc/smartt"
-	"github.com/smartt-transport/smartt/config"
-	"github.com/smartt-transport/smartt/test/testnet"
 	"github.com/smartt-transport/smartt/transport"
-	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-// The closed-loop rig: n senders and one receiver on the test network's switch, 100
-// Gbit/s everywhere, the port toward the receiver the bottleneck, with the paper's
-// switch settings (1 BDP of buffer, RED 20 %..80 %, trimming or not).
+// The closed-loop rig is cc/cctest's, shared by every controller; these names keep the
+// SMaRTT tests' arithmetic short.
 const (
-	linkRate = 100_000_000_000
-	mtu      = 4096
-	delay    = 5000 // one-way propagation, ns
-	latency  = 500  // switch traversal, ns
-	ackBytes = wire.AckFixedLen + 8*wire.MaxSackWords
+	linkRate = cctest.LinkRate
+	mtu      = cctest.MTU
 )
 
-// baseRTT is the RTT of an empty path: propagation and switch latency both ways, and a
-// data packet and an ACK each serialised by a NIC and by a switch port.
-func baseRTT() int64 {
-	ser := func(b int) int64 { return int64(b) * 8 * 1_000_000_000 / linkRate }
-	return 2*(delay+latency) + 2*ser(mtu+wire.DataHdrLen) + 2*ser(ackBytes)
-}
+func baseRTT() int64 { return cctest.BaseRTT() }
 
-func bdpBytes() int { return int(linkRate / 8 * baseRTT() / 1_000_000_000) }
+func bdpBytes() int { return cctest.BDP() }
 
 // sample is one ACK's view of a flow: time, window after it, bytes acknowledged so far.
 type sample struct {
@@ -103,47 +90,16 @@ type rigOpts struct {
 	seed     uint64
 }
 
+// rig is cctest's rig with SMaRTT's flows (timelines, shadows, counters).
 type rig struct {
-	t      testing.TB
-	net    *testnet.Network
-	rx     *transport.Endpoint
-	rxAddr netip.AddrPort
-	tx     []*transport.Endpoint
-	txAddr []netip.AddrPort
-	conn   []transport.ConnID
+	*cctest.Rig
 	flows  []*flow
 	params *smartt.Params
-	port   testnet.PortConfig
-
-	// filled by poll
-	sentAt    [][]int64 // per sender: MessageSent times
-	recvAt    []int64   // MessageReceived times at the receiver
-	recvBytes int64
-	failed    int
 }
 
 func newRig(t testing.TB, o rigOpts) *rig {
 	t.Helper()
-	bdp := bdpBytes()
-	r := &rig{t: t, net: testnet.New(testnet.Config{Delay: delay}, o.seed+1)}
-	r.port = testnet.PortConfig{
-		Rate: linkRate, BufferBytes: bdp, ControlBytes: bdp,
-		KminBytes: bdp / 5, KmaxBytes: bdp * 4 / 5, Trim: o.trim, Latency: latency,
-		SampleInterval: o.sampleNs,
-	}
-	cfg := transport.DefaultConfig()
-	cfg.MTU = mtu
-	cfg.LinkRate = config.Rate(linkRate)
-	cfg.BaseRTT = config.Duration(baseRTT())
-	cfg.Trimming = o.trim
-	// RTO: the REPS paper's rule, every queue on the path full plus the base RTT, with
-	// margin: 3 base RTTs.
-	cfg.MinRTO = config.Duration(3 * baseRTT())
-	if o.rto > 0 {
-		cfg.MinRTO = config.Duration(o.rto)
-	}
-	cfg.InitialRTO = cfg.MinRTO
-	cfg.IdleTimeout = 10_000_000_000
+	cfg := cctest.Config(o.trim)
 	if o.mod != nil {
 		o.mod(&cfg.SMaRTT)
 	}
@@ -151,20 +107,14 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.params = p
-	r.rxAddr = netip.MustParseAddrPort("10.0.0.100:23600")
-	r.rx, err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(o.seed, 1000)))
-	if err != nil {
-		t.Fatal(err)
+	r := &rig{params: p}
+	for range o.senders {
+		r.flows = append(r.flows, &flow{record: o.record})
 	}
-	r.net.Attach(r.rxAddr, r.rx, testnet.HostConfig{NICRate: linkRate, Port: r.port})
-	ackPort := r.port
-	ackPort.SampleInterval = 0
-	r.sentAt = make([][]int64, o.senders)
-	for i := range o.senders {
-		scfg := cfg
-		f := &flow{record: o.record}
-		scfg.NewCC = func() cc.Controller {
+	r.Rig = cctest.New(t, cctest.Options{Senders: o.senders, Trim: o.trim, Seed: o.seed, SampleNs: o.sampleNs, RTO: o.rto,
+		Mod: func(c *transport.Config) { c.SMaRTT = cfg.SMaRTT },
+		NewCC: func(i int) cc.Controller {
+			f := r.flows[i]
 			switch {
 			case o.shadow:
 				live := smartt.NewFloat(p)
@@ -178,73 +128,8 @@ func newRig(t testing.TB, o rigOpts) *rig {
 				f.Controller, f.stats = c, c.Stats
 			}
 			return f
-		}
-		ep, err := transport.NewEndpoint(scfg, rand.New(rand.NewPCG(o.seed, uint64(i))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 23600)
-		r.net.Attach(addr, ep, testnet.HostConfig{NICRate: linkRate, Port: ackPort})
-		id, err := ep.Dial(0, r.rxAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.tx, r.txAddr, r.conn, r.flows = append(r.tx, ep), append(r.txAddr, addr), append(r.conn, id), append(r.flows, f)
-	}
+		}})
 	return r
-}
-
-// send queues a message of n bytes on sender i now.
-func (r *rig) send(i, n int) {
-	if _, err := r.tx[i].Send(r.net.Now(), r.conn[i], make([]byte, n)); err != nil {
-		r.t.Fatal(err)
-	}
-	r.net.Wake(r.txAddr[i])
-}
-
-// poll drains every endpoint's events into the rig's records.
-func (r *rig) poll() {
-	for i, ep := range r.tx {
-		for {
-			ev, ok := ep.PollEvent()
-			if !ok {
-				break
-			}
-			switch ev.Kind {
-			case transport.MessageSent:
-				r.sentAt[i] = append(r.sentAt[i], r.net.Now())
-			case transport.MessageFailed:
-				r.failed++
-				r.t.Errorf("sender %d: message %d failed: %v", i, ev.MsgID, ev.Err)
-			}
-		}
-	}
-	for {
-		ev, ok := r.rx.PollEvent()
-		if !ok {
-			break
-		}
-		if ev.Kind == transport.MessageReceived {
-			r.recvAt = append(r.recvAt, r.net.Now())
-			r.recvBytes += int64(len(ev.Data))
-		}
-	}
-}
-
-// run advances until done holds or the deadline passes (virtual ns from now).
-func (r *rig) run(d int64, done func() bool) bool {
-	return r.net.RunUntil(r.net.Now()+d, func() bool {
-		r.poll()
-		return done != nil && done() || r.t.Failed()
-	})
-}
-
-func (r *rig) sent() int {
-	n := 0
-	for _, s := range r.sentAt {
-		n += len(s)
-	}
-	return n
 }
 
 // sum adds the controllers' counters.

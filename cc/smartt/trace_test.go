@@ -38,7 +38,7 @@ func TestFixedMatchesFloat(t *testing.T) {
 func traceRun(t *testing.T, trim bool, want int) (acks int, maxErr float64, mismatch string) {
 	r := newRig(t, rigOpts{senders: 8, trim: trim, shadow: true, seed: 11, rto: noTrimRTO})
 	rng := rand.New(rand.NewPCG(42, 43))
-	queued := make([]int, len(r.tx))
+	queued := make([]int, len(r.TX))
 	count := func() int {
 		n := 0
 		for _, f := range r.flows {
@@ -47,19 +47,19 @@ func traceRun(t *testing.T, trim bool, want int) (acks int, maxErr float64, mism
 		return n
 	}
 	for count() < want {
-		if r.net.Now() > 10_000_000_000 {
+		if r.Net.Now() > 10_000_000_000 {
 			t.Fatalf("trimming=%v: only %d ACKs after 10 s of virtual time", trim, count())
 		}
-		for i := range r.tx {
+		for i := range r.TX {
 			// Each sender keeps at most one message queued; new ones arrive at random,
 			// log-uniform in 64 KiB..16 MiB, so flows come and go and incasts form.
-			if queued[i] == len(r.sentAt[i]) && rng.IntN(4) == 0 {
+			if queued[i] == len(r.SentAt[i]) && rng.IntN(4) == 0 {
 				size := int(math.Exp(math.Log(64<<10) + rng.Float64()*math.Log(256)))
-				r.send(i, size)
+				r.Send(i, size)
 				queued[i]++
 			}
 		}
-		r.run(100_000, nil)
+		r.Run(100_000, nil)
 	}
 	var lines []string
 	for i, f := range r.flows {

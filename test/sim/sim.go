@@ -277,6 +277,10 @@ func New(sc *Scenario) (*Sim, error) {
 		// The engine must read losses the way the fabric produces them.
 		tcfg.Trimming = *sc.Topology.Queue.trim()
 	}
+	if reg, ok := transport.LookupCC(tcfg.CC); ok && tcfg.NewCC == nil && reg.Needs.ECN && sc.Topology.Queue.NoECN {
+		// The controller's registration declares what the fabric must provide.
+		return nil, fmt.Errorf("topology.queue.no_ecn = true: transport.cc = %q needs ECN marking", tcfg.CC)
+	}
 	if err := s.sizeQueues(); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/transport"
@@ -212,5 +213,21 @@ func TestIncastSMaRTT(t *testing.T) {
 	want := int64(float64(n*size) * 8 / rate * 1e9)
 	if r.Completed != n || !within(r.Completion, want, 0.10) {
 		t.Fatalf("%d/%d flows, completion %d ns, N*size/rate = %d ns", r.Completed, n, r.Completion, want)
+	}
+}
+
+// TestCCNeedsECN: a controller whose registration declares it needs ECN is refused on a
+// fabric with marking off.
+func TestCCNeedsECN(t *testing.T) {
+	sc := scenario(TopologyConfig{Kind: "single", Hosts: 2, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500},
+		WorkloadConfig{Kind: "incast", Senders: 1, Receiver: 0, Size: 1 << 20})
+	sc.Transport.CC = "dctcp"
+	sc.Topology.Queue.NoECN = true
+	if _, err := New(sc); err == nil || !strings.Contains(err.Error(), "needs ECN") {
+		t.Fatalf("err = %v", err)
+	}
+	sc.Transport.CC = "swift" // delay-based: runs without ECN
+	if _, err := New(sc); err != nil {
+		t.Fatal(err)
 	}
 }

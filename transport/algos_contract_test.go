@@ -1,0 +1,148 @@
+package transport
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/transport/wire"
+)
+
+// TestEveryControllerOverPair runs every registered congestion controller through the
+// engine over the in-memory pair, with one data packet in 40 dropped and one in 3
+// arriving CE-marked: every message arrives exactly once and intact.
+func TestEveryControllerOverPair(t *testing.T) {
+	for _, name := range CCNames() {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.CC = name
+			r, _ := LookupCC(name)
+			if r.Needs.Trimming {
+				cfg.Trimming = true
+			}
+			p := newPair(t, cfg, 3000)
+			var pk wire.Packet
+			n := 0
+			p.drop = func(from *Endpoint, b []byte) bool {
+				if from != p.a || pk.Decode(b) != nil || pk.Type != wire.TypeData {
+					return false
+				}
+				n++
+				return n%40 == 7
+			}
+			m := 0
+			p.ecn = func(from *Endpoint, b []byte) uint8 {
+				if from != p.a {
+					return 0
+				}
+				m++
+				if m%3 == 0 {
+					return 3 // CE
+				}
+				return 2 // ECT(0)
+			}
+			id, err := p.a.Dial(0, p.bAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const msgs = 6
+			var want [][]byte
+			for i := range msgs {
+				b := bytes.Repeat([]byte{byte(i + 1)}, 300_000+i*50_000)
+				want = append(want, b)
+				if _, err := p.a.Send(0, id, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got [][]byte
+			p.runUntil(t, 5e9, func() bool {
+				for _, ev := range events(p.b) {
+					if ev.Kind == MessageReceived {
+						got = append(got, ev.Data)
+					}
+					if ev.Kind == MessageFailed {
+						t.Fatalf("message failed: %v", ev.Err)
+					}
+				}
+				return len(got) >= msgs
+			})
+			for range 200 { // a duplicate would arrive within a few more steps
+				if !p.step() {
+					break
+				}
+				for _, ev := range events(p.b) {
+					if ev.Kind == MessageReceived {
+						got = append(got, ev.Data)
+					}
+				}
+			}
+			if len(got) != msgs {
+				t.Fatalf("%d messages received, want %d exactly once", len(got), msgs)
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("message %d corrupted or out of order", i)
+				}
+			}
+			if n < 100 || m < 100 {
+				t.Fatalf("only %d data packets, %d marked", n, m)
+			}
+			t.Logf("%s: %d data packets, %d dropped, %d CE", name, n, n/40, m/3)
+		})
+	}
+}
+
+// TestRegisterCCRefusesDuplicatesAndMissingFields pins registerCC's panics.
+func TestRegisterCCRefusesDuplicatesAndMissingFields(t *testing.T) {
+	fixed, _ := LookupCC("fixed")
+	for _, tc := range []struct {
+		name string
+		r    CCRegistration
+		want string
+	}{
+		{"duplicate", fixed, "registered twice"},
+		{"no prepare", CCRegistration{Name: "x-test", Cost: fixed.Cost}, "no Prepare"},
+		{"no cost", CCRegistration{Name: "x-test", Prepare: fixed.Prepare}, "no Cost"},
+		{"no name", CCRegistration{Prepare: fixed.Prepare, Cost: fixed.Cost}, "empty name"},
+	} {
+		func() {
+			defer func() {
+				r := recover()
+				if s, _ := r.(string); !strings.Contains(s, tc.want) {
+					t.Errorf("%s: panic %v, want %q", tc.name, r, tc.want)
+				}
+			}()
+			registerCC(tc.r)
+		}()
+	}
+	if _, ok := LookupCC("x-test"); ok {
+		t.Fatal("a refused registration was kept")
+	}
+}
+
+// reporting is a fixed window that reports counters (cc.StatsReporter).
+type reporting struct{ cc.Fixed }
+
+func (r *reporting) CCStats() cc.Stats { return cc.Stats{QuickAdapts: 7} }
+
+// wrapping hides a controller behind a wrapper that exposes it (the daemon's timer).
+type wrapping struct{ cc.Controller }
+
+func (w wrapping) Unwrap() cc.Controller { return w.Controller }
+
+// TestStatsReporterFoundOncePerConnection: the snapshot reads a controller's counters
+// through cc.StatsReporter, also behind a wrapper.
+func TestStatsReporterFoundOncePerConnection(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NewCC = func() cc.Controller { return wrapping{&reporting{cc.Fixed{Bytes: 1 << 20}}} }
+	p := newPair(t, cfg, 3000)
+	id, err := p.a.Dial(0, p.bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, ok := p.a.ConnInfo(id)
+	if !ok || ci.QuickAdapts != 7 {
+		t.Fatalf("QuickAdapts %d (%v), want 7", ci.QuickAdapts, ok)
+	}
+}
