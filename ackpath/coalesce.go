@@ -22,7 +22,7 @@ type Config struct {
 	SackWords int `yaml:"sack_words"`
 
 	// Immediate-ACK triggers besides Every and MaxDelay (issue 15). A trim (NACK), a
-	// duplicate, a message completion, an ACK request and a retransmission filling a hole
+	// duplicate, a message completion, an ACK request and (without OnReorder) a retransmission filling a hole
 	// always ACK at once, and so does a packet arriving ReorderThreshold or more PSNs past
 	// a hole (the sender's loss detector needs that ACK).
 
@@ -48,7 +48,10 @@ func (c Config) Urgent(psn, cumBefore, cumAfter uint32, ce, ackReq, complete boo
 	case ackReq || complete || (ce && c.OnCE):
 		return true
 	case psn == cumBefore:
-		return cumAfter-cumBefore > 1 // filled a hole: the sender is waiting on it
+		// Filled a hole: the sender is waiting on it. With OnReorder the out-of-order
+		// packets behind the hole were ACKed at once already, and the in-order one is
+		// coalesced as before issue 15 (so a coalesced ACK still carries its clean EVs).
+		return !c.OnReorder && cumAfter-cumBefore > 1
 	case c.OnReorder:
 		return true
 	}

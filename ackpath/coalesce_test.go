@@ -300,6 +300,7 @@ func TestUrgent(t *testing.T) {
 		{"hole past threshold wraps", sprayed, 5, 0xfffffff0, 0xfffffff0, false, false, false, false},
 		{"deep hole across wrap", sprayed, thr, 0xfffffff0, 0xfffffff0, false, false, false, true},
 		{"fills a hole", sprayed, 10, 10, 20, false, false, false, true},
+		{"fills a hole legacy", legacy, 10, 10, 20, false, false, false, false},
 		{"ce", sprayed, 15, 10, 10, true, false, false, true},
 		{"ce without on_ce", legacy, 10, 10, 11, true, false, false, false},
 		{"ack request", sprayed, 10, 10, 11, false, true, false, true},
