@@ -153,6 +153,8 @@ type conn struct {
 	doneOOO      map[uint32]oooMsg
 	claimed      uint64 // stream bytes claimed by open messages (and doneOOO ones)
 	held         uint64 // buffer bytes allocated for undelivered messages
+	bytesRecv    uint64 // new payload bytes received (ConnInfo: the receiver's progress)
+	bytesAcked   uint64 // payload bytes the peer acknowledged (ConnInfo: the sender's progress)
 	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
 	probeEV      uint16
 	ackNow       bool // an ACK must go even without new data (probe, duplicate)
@@ -679,6 +681,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	}
 	e.stats.CEReported += uint64(a.CECount)
 	if bytes > 0 {
+		c.bytesAcked += uint64(bytes)
 		c.lastProgress = now
 		c.backoff = 0
 		c.cc.OnAck(cc.Ack{Now: now, Bytes: bytes, Packets: pkts, RTT: rtt, CE: ce,

@@ -581,6 +581,9 @@ type ConnInfo struct {
 	Freezing bool
 	// FreezeEpisodes counts the times the load balancer entered freezing mode.
 	FreezeEpisodes uint64
+	// BytesAcked is the payload bytes the peer has acknowledged on this connection (a
+	// sender's network progress); BytesReceived the new payload bytes received on it.
+	BytesAcked, BytesReceived uint64
 	// QuickAdapts counts the controller's QuickAdapt firings (SMaRTT; 0 for others).
 	QuickAdapts uint64
 }
@@ -607,6 +610,7 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 		ID: ConnID(c.id), Peer: c.peer, Initiator: c.initiator,
 		SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
 		InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.held,
+		BytesAcked: c.bytesAcked, BytesReceived: c.bytesRecv,
 		Closing: c.closeReq || c.peerClosed,
 	}
 	if f, ok := c.lb.(reps.Freezer); ok {

@@ -613,3 +613,30 @@ func TestOffsetReach(t *testing.T) {
 		}
 	}
 }
+
+// TestConnProgressCounters: ConnInfo reports the payload bytes the peer acknowledged
+// (sender) and the new payload bytes received (receiver), the network progress a CLI shows.
+func TestConnProgressCounters(t *testing.T) {
+	p := newPair(t, DefaultConfig(), 5000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	const size = 3 << 20
+	if _, err := p.a.Send(0, id, make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	half := false
+	p.runUntil(t, 1e9, func() bool {
+		ci, ok := p.a.ConnInfo(id)
+		if ok && ci.BytesAcked > 0 && ci.BytesAcked < size {
+			half = true
+		}
+		return p.a.Stats().MsgsSent == 1
+	})
+	ci, ok := p.a.ConnInfo(id)
+	if !ok || ci.BytesAcked != size || !half {
+		t.Fatalf("sender: bytes acked %d (seen part-way: %v), want %d", ci.BytesAcked, half, size)
+	}
+	conns := p.b.Conns(nil)
+	if len(conns) != 1 || conns[0].BytesReceived != size {
+		t.Fatalf("receiver conns %+v, want %d bytes received", conns, size)
+	}
+}

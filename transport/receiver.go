@@ -124,6 +124,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		}
 		c.lastRx = r
 		r.write(int(d.Offset), p.Payload)
+		c.bytesRecv += uint64(len(p.Payload))
 	}
 	oldCum := c.tracker.Cum()
 	c.tracker.Mark(d.PSN)

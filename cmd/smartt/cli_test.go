@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,3 +262,29 @@ func TestCompleteFlags(t *testing.T) {
 		t.Fatalf("completing testbed: %v\n%s", err, out)
 	}
 }
+
+// pollProgress draws the network progress it polls and stops cleanly; incomingLine says
+// who is sending and how much has arrived.
+func TestPollProgress(t *testing.T) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	w := writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(b) })
+	var n atomic.Int64
+	stop := pollProgress(w, "send: acknowledged by 10.0.0.2:23600", 100<<20, n.Load)
+	n.Store(50 << 20)
+	time.Sleep(700 * time.Millisecond)
+	stop()
+	mu.Lock()
+	got := buf.String()
+	mu.Unlock()
+	if !strings.Contains(got, "acknowledged by 10.0.0.2:23600") || !strings.Contains(got, "50.0%") {
+		t.Fatalf("progress output %q", got)
+	}
+	if l := incomingLine("10.0.0.1:23600", 3<<20, 2<<20); !strings.Contains(l, "10.0.0.1:23600") || !strings.Contains(l, "3.0 MiB") || !strings.Contains(l, "2.0 MiB/s") {
+		t.Fatalf("incoming line %q", l)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"io"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,6 +154,93 @@ func progressBar(w io.Writer, label string, total int64) func(n int64) {
 	}
 }
 
+// ackedTo returns the payload bytes the peer at addr has acknowledged on the daemon's
+// connections to it (0 if there are none, or the daemon does not answer).
+func ackedTo(ctx context.Context, cl *client.Client, addr netip.AddrPort) uint64 {
+	conns, err := cl.Conns(ctx)
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for _, c := range conns {
+		if c.Peer == addr.String() {
+			n += c.BytesAcked
+		}
+	}
+	return n
+}
+
+// pollProgress draws a progress bar of total bytes from done(), polled every 200 ms, until
+// the returned stop is called (which draws the last state). done may only grow: a value
+// below the previous one (a connection closed and left the table) is ignored.
+func pollProgress(w io.Writer, label string, total int64, done func() int64) (stop func()) {
+	bar := progressBar(w, label, total)
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		var last int64
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				if n := min(done(), total); n > last {
+					last = n
+					bar(n)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+	}
+}
+
+// watchIncoming prints, every 500 ms while the daemon holds part of a message from a
+// peer, how much of it has arrived and at what rate (GET /v1/conns: recv_buffers and
+// bytes_received), until the returned stop is called.
+func watchIncoming(w io.Writer, cl *client.Client) (stop func()) {
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		prev := map[string]uint64{}
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			conns, err := cl.Conns(ctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			for _, c := range conns {
+				rate := float64(c.BytesReceived-min(prev[c.ID], c.BytesReceived)) / 0.5
+				prev[c.ID] = c.BytesReceived
+				if c.RecvBuffers > 0 {
+					fmt.Fprintf(w, "\r%s", incomingLine(c.Peer, c.RecvBuffers, rate))
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+	}
+}
+
+// incomingLine is one state of watchIncoming: held bytes of a message arriving from peer.
+func incomingLine(peer string, held uint64, rate float64) string {
+	return fmt.Sprintf("recv: arriving from %s: %s held so far, %s/s", peer, humanBytes(int64(held)), humanBytes(int64(rate)))
+}
+
 // progressLine is one state of a progress bar: n of total bytes after elapsed.
 func progressLine(label string, n, total int64, elapsed time.Duration) string {
 	const width = 30
@@ -253,18 +341,27 @@ func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	// when the daemon has the whole message, then a line says it waits for the peer.
 	var progress func(int64)
 	showProgress := *progressFlag == "on" || (*progressFlag == "auto" && isTerminal(os.Stderr) && size >= 1<<20)
+	cl := client.New(cf.socket)
+	var acked0 uint64
 	if showProgress {
 		progress = progressBar(os.Stderr, "send: handed to smarttd", size)
+		acked0 = ackedTo(ctx, cl, peer)
 	}
 	start := time.Now()
 	p, err := s.SendFrom(peer, uint32(*ep), src, size, progress)
 	if err != nil {
 		return err
 	}
+	stop := func() {}
 	if showProgress {
-		fmt.Fprintf(os.Stderr, "send: waiting for %v to acknowledge every byte\n", peer)
+		// Network progress: the bytes the peer has acknowledged, from the daemon's
+		// connection table (GET /v1/conns), until the completion arrives.
+		fmt.Fprintln(os.Stderr)
+		stop = pollProgress(os.Stderr, "send: acknowledged by "+peer.String(), size,
+			func() int64 { return int64(ackedTo(ctx, cl, peer) - acked0) })
 	}
 	info, err := p.Wait(ctx)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -347,6 +444,12 @@ func runRecv(args []string, out io.Writer) error {
 		}
 		return w
 	})
+	if term {
+		// Network progress: while a message is arriving (the daemon holds part of it) the
+		// bytes received so far and the rate, from the daemon's connection table.
+		stop := watchIncoming(os.Stderr, client.New(cf.socket))
+		defer stop()
+	}
 	for i := 0; *count == 0 || i < *count; i++ {
 		m, err := s.Recv(ctx)
 		if m != nil {

@@ -162,6 +162,10 @@ func TestControlOverUnixSocketHTTP(t *testing.T) {
 	if err != nil || len(conns) != 1 || conns[0].CC != "smartt" || conns[0].Window <= 0 || conns[0].SRTT <= 0 {
 		t.Fatalf("conns %+v %v", conns, err)
 	}
+	// The sender's network progress: the message (and its 12-byte envelope) acknowledged.
+	if got := conns[0].BytesAcked; got != uint64(len("make a connection"))+12 {
+		t.Errorf("conn bytes_acked = %d, want %d", got, len("make a connection")+12)
+	}
 	var sess []api.SessionInfo
 	if err := c.Get(ctx(t), "/v1/sessions", &sess); err != nil || len(sess) != 1 || sess[0].Cred == nil ||
 		sess[0].Cred.PID != int32(os.Getpid()) || sess[0].Cred.UID != uint32(os.Getuid()) {

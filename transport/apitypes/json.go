@@ -74,9 +74,13 @@ type Conn struct {
 	InFlight    int           `json:"in_flight"`
 	QueuedMsgs  int           `json:"queued_msgs"`
 	RecvBuffers uint64        `json:"recv_buffers"`
-	Closing     bool          `json:"closing"`
-	Freezing    bool          `json:"lb_freezing"`
-	Freezes     uint64        `json:"lb_freeze_episodes"`
+	// BytesAcked and BytesReceived are the connection's payload bytes acknowledged by the
+	// peer and received from it: a sender's and a receiver's network progress.
+	BytesAcked    uint64 `json:"bytes_acked"`
+	BytesReceived uint64 `json:"bytes_received"`
+	Closing       bool   `json:"closing"`
+	Freezing      bool   `json:"lb_freezing"`
+	Freezes       uint64 `json:"lb_freeze_episodes"`
 }
 
 // SessionInfo is one session in GET /v1/sessions.
