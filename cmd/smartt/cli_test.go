@@ -273,7 +273,7 @@ func TestPollProgress(t *testing.T) {
 	stop := pollProgress(w, "send: acknowledged by 10.0.0.2:23600", 100<<20, n.Load)
 	n.Store(50 << 20)
 	time.Sleep(700 * time.Millisecond)
-	stop()
+	stop(false)
 	mu.Lock()
 	got := buf.String()
 	mu.Unlock()

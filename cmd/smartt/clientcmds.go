@@ -171,9 +171,10 @@ func ackedTo(ctx context.Context, cl *client.Client, addr netip.AddrPort) uint64
 }
 
 // pollProgress draws a progress bar of total bytes from done(), polled every 200 ms, until
-// the returned stop is called (which draws the last state). done may only grow: a value
-// below the previous one (a connection closed and left the table) is ignored.
-func pollProgress(w io.Writer, label string, total int64, done func() int64) (stop func()) {
+// the returned stop is called (with ok: the transfer completed, drawn as 100 %, ending the
+// line). done may only grow: a value below the previous one (a connection closed and left
+// the table) is ignored.
+func pollProgress(w io.Writer, label string, total int64, done func() int64) (stop func(ok bool)) {
 	bar := progressBar(w, label, total)
 	quit, finished := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -193,9 +194,14 @@ func pollProgress(w io.Writer, label string, total int64, done func() int64) (st
 			}
 		}
 	}()
-	return func() {
+	return func(ok bool) {
 		close(quit)
 		<-finished
+		if ok {
+			bar(total) // every byte is acknowledged (ends the line)
+		} else {
+			fmt.Fprintln(w)
+		}
 	}
 }
 
@@ -352,16 +358,15 @@ func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stop := func() {}
+	stop := func(bool) {}
 	if showProgress {
 		// Network progress: the bytes the peer has acknowledged, from the daemon's
 		// connection table (GET /v1/conns), until the completion arrives.
-		fmt.Fprintln(os.Stderr)
 		stop = pollProgress(os.Stderr, "send: acknowledged by "+peer.String(), size,
 			func() int64 { return int64(ackedTo(ctx, cl, peer) - acked0) })
 	}
 	info, err := p.Wait(ctx)
-	stop()
+	stop(err == nil)
 	if err != nil {
 		return err
 	}
