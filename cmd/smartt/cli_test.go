@@ -151,14 +151,15 @@ func TestSendHostnameFlagAfterFile(t *testing.T) {
 	outDir := filepath.Join(dir, "in")
 	done := make(chan error, 1)
 	go func() {
-		_, err := execute("recv", "-out", outDir, "-socket", a.Config.API.Socket, "-endpoint", "9", "-count", "1", "-timeout", "20s")
+		_, err := execute("recv", "-out", outDir, "-socket", a.Config.API.Socket, "-endpoint", "9", "-count", "1", "-timeout", "20s", "-progress", "on")
 		done <- err
 	}()
 	waitBound(t, a.Config.API.Socket)
 	file := filepath.Join(dir, "msg")
 	os.WriteFile(file, []byte("over a host name"), 0o644)
 	to := "localhost:" + strings.TrimPrefix(a.Config.Listen.String(), "127.0.0.1:")
-	if out, err := execute("send", file, "-socket", ds[1].Config.API.Socket, "-to", to, "-endpoint", "9"); err != nil {
+	// -progress on runs the network-progress pollers against the daemons' /v1/conns too.
+	if out, err := execute("send", file, "-socket", ds[1].Config.API.Socket, "-to", to, "-endpoint", "9", "-progress", "on"); err != nil {
 		t.Fatalf("send FILE -to %s: %v\n%s", to, err, out)
 	}
 	if err := <-done; err != nil {
