@@ -13,16 +13,33 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
-// outFrame is a frame queued for a client; data, if set, follows as Data frames.
+// outFrame is a frame queued for a client; body, if set, follows as Data frames.
 type outFrame struct {
 	typ     uint8
 	tag     uint32
 	payload []byte
-	data    []byte
+	body    msgBody
 	drops   bool // the drop notice: its payload is made from session.dropped when it is written
+}
+
+// msgBody is a received message's body: the pieces it came in (one buffer, or the
+// engine's receive chunks), less skip bytes (the envelope) at the front.
+type msgBody struct {
+	pieces [][]byte
+	skip   int
+	n      int64 // body bytes
+	chunks bool  // pieces are engine chunks: give them back once written
+}
+
+// release gives the engine's chunks back.
+func (b msgBody) release() {
+	if b.chunks {
+		transport.PutChunks(b.pieces)
+	}
 }
 
 // Reader states of a session (session.state).
@@ -58,13 +75,14 @@ type session struct {
 	mu          sync.Mutex
 	cond        *sync.Cond
 	queue       []outFrame
-	writing     bool    // the writer holds a frame taken off the queue
-	recvSizes   []int64 // sizes of the received messages waiting in the queue, in order
-	recvQueued  int64   // their sum (in srv.recvTotal too)
-	recvWriting int64   // bytes of the received message being written (in srv.recvTotal too)
-	dropped     drops   // since the last drop notice; a notice is queued while dropped.n > 0
-	dead        bool    // the client is gone: drop everything
-	draining    bool    // write what is queued, then close
+	writing     bool     // the writer holds a frame taken off the queue
+	recvSizes   []int64  // sizes of the received messages waiting in the queue, in order
+	iov         [][]byte // the writer's scratch list of pieces for one Data frame
+	recvQueued  int64    // their sum (in srv.recvTotal too)
+	recvWriting int64    // bytes of the received message being written (in srv.recvTotal too)
+	dropped     drops    // since the last drop notice; a notice is queued while dropped.n > 0
+	dead        bool     // the client is gone: drop everything
+	draining    bool     // write what is queued, then close
 	writerDone  chan struct{}
 	recvSeq     uint32
 	fdr         *fdReader // descriptors passed by the client (nil when not a Unix socket)
@@ -176,7 +194,7 @@ const (
 // written, or next to be), so a message of any size passes when nothing else is queued,
 // and a client that keeps up is never cut off while a large message is written to it.
 // max_recv_queue_total counts every byte queued or being written.
-func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
+func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.dead {
@@ -189,7 +207,7 @@ func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
 		return recvGone
 	}
 	cfg := &x.srv.cfg
-	n := int64(len(body))
+	n := body.n
 	if behind := x.behindLocked(); (x.recvWriting > 0 || x.recvQueued > 0) && behind+n > cfg.MaxRecvQueue {
 		x.dropLocked(h, n, fmt.Sprintf("%d bytes already queued for this session behind the message being written, api.max_recv_queue = %d",
 			behind, cfg.MaxRecvQueue))
@@ -201,7 +219,7 @@ func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
 	}
 	x.recvSizes = append(x.recvSizes, n)
 	x.recvQueued += n
-	x.queue = append(x.queue, outFrame{typ: FrameRecv, tag: x.recvSeq, payload: h.Append(nil), data: body})
+	x.queue = append(x.queue, outFrame{typ: FrameRecv, tag: x.recvSeq, payload: h.Append(nil), body: body})
 	x.cond.Signal()
 	return recvQueued
 }
@@ -250,7 +268,7 @@ func (x *session) nextLocked() outFrame {
 	if f.drops {
 		f.payload = x.dropNoticeLocked()
 	}
-	if n := int64(len(f.data)); n > 0 {
+	if n := f.body.n; n > 0 {
 		x.recvSizes = x.recvSizes[1:]
 		x.recvQueued -= n
 		x.recvWriting += n
@@ -262,7 +280,8 @@ func (x *session) nextLocked() outFrame {
 // doneLocked ends the writing of f: a received message's bytes are released.
 func (x *session) doneLocked(f outFrame) {
 	x.writing = false
-	if n := int64(len(f.data)); n > 0 && !x.dead {
+	f.body.release()
+	if n := f.body.n; n > 0 && !x.dead {
 		x.recvWriting -= n
 		x.srv.recvTotal.Add(-n)
 	}
@@ -316,7 +335,7 @@ func (x *session) writeLoop() {
 		f := x.nextLocked()
 		x.mu.Unlock()
 
-		err := writeFrame(bw, hdr, f)
+		err := x.writeFrame(bw, hdr, f)
 		if err == nil && x.queueEmpty() {
 			err = bw.Flush()
 		}
@@ -354,23 +373,58 @@ func (x *session) queueEmpty() bool {
 	return len(x.queue) == 0
 }
 
-// writeFrame writes f and, for a message, its Data frames straight from the message buffer.
-func writeFrame(w *bufio.Writer, hdr []byte, f outFrame) error {
-	if _, err := w.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(f.payload))})); err != nil {
+// largeBody is the body size from which Data frames are written with writev straight
+// from the message's pieces rather than through the session's write buffer.
+const largeBody = 64 << 10
+
+// writeFrame writes f and, for a message, its Data frames: a small body through bw, a
+// large one with one writev per frame straight from the message's pieces.
+func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
+	if _, err := bw.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(f.payload))})); err != nil {
 		return err
 	}
-	if _, err := w.Write(f.payload); err != nil {
+	if _, err := bw.Write(f.payload); err != nil {
 		return err
 	}
-	for off := 0; off < len(f.data); {
-		n := min(len(f.data)-off, MaxPayload)
-		if _, err := w.Write(AppendHeader(hdr[:0], Header{Type: FrameData, Tag: f.tag, Len: uint32(n)})); err != nil {
+	b := f.body
+	if b.n == 0 {
+		return nil
+	}
+	large := b.n >= largeBody
+	if large {
+		if err := bw.Flush(); err != nil {
 			return err
 		}
-		if _, err := w.Write(f.data[off : off+n]); err != nil {
+	}
+	p, off := 0, b.skip // the next byte: pieces[p][off]
+	for left := b.n; left > 0; {
+		n := min(left, MaxPayload)
+		left -= n
+		h := AppendHeader(hdr[:0], Header{Type: FrameData, Tag: f.tag, Len: uint32(n)})
+		iov := append(x.iov[:0], h)
+		for n > 0 {
+			for off == len(b.pieces[p]) {
+				p, off = p+1, 0
+			}
+			k := min(int64(len(b.pieces[p])-off), n)
+			iov = append(iov, b.pieces[p][off:off+int(k)])
+			off += int(k)
+			n -= k
+		}
+		x.iov = iov
+		if !large {
+			for _, v := range iov {
+				if _, err := bw.Write(v); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		x.conn.SetWriteDeadline(time.Now().Add(time.Duration(x.srv.cfg.WriteTimeout)))
+		bufs := net.Buffers(iov)
+		if _, err := bufs.WriteTo(x.conn); err != nil {
 			return err
 		}
-		off += n
 	}
 	return nil
 }
@@ -581,9 +635,10 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return x.readBody(tag, nil, int64(sh.Size)) // the client streams the body anyway: skip it
 	}
 	size := int64(sh.Size)
-	buf := make([]byte, envelopeLen+size)
+	buf := getBody(envelopeLen + int(size))
 	putEnvelope(buf, sh.Endpoint, ep)
 	if err := x.readBody(tag, buf[envelopeLen:], size); err != nil {
+		putBody(buf)
 		x.release(size)
 		if !errors.As(err, new(errProtocol)) && !errors.As(err, new(errTimeout)) {
 			s.vanished.Add(1)
@@ -591,10 +646,12 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return err
 	}
 	err := s.node.Send(sh.To, buf, func(r daemon.SendResult) {
+		putBody(buf) // the engine is done with it
 		x.release(size)
 		x.completed(tag, r)
 	})
 	if err != nil {
+		putBody(buf)
 		x.release(size)
 		s.msgsRejected.Add(1)
 		x.enqueueError(tag, sendErrCode(err), err.Error())
