@@ -9,9 +9,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/daemon"
@@ -23,7 +27,8 @@ type outFrame struct {
 	tag     uint32
 	payload []byte
 	body    msgBody
-	drops   bool // the drop notice: its payload is made from session.dropped when it is written
+	drops   bool   // the drop notice: its payload is made from session.dropped when it is written
+	raw     []byte // bytes to write as they are (the rest of a direct write)
 }
 
 // msgBody is a received message's body: the pieces it came in (one buffer, or the
@@ -72,20 +77,23 @@ type session struct {
 	state       atomic.Int32 // stateWaiting, stateBusy, stateEvicted
 	lastActive  atomic.Int64 // unix ns of the last frame read or written
 
-	mu          sync.Mutex
-	cond        *sync.Cond
-	queue       []outFrame
-	writing     bool     // the writer holds a frame taken off the queue
-	recvSizes   []int64  // sizes of the received messages waiting in the queue, in order
-	iov         [][]byte // the writer's scratch list of pieces for one Data frame
-	recvQueued  int64    // their sum (in srv.recvTotal too)
-	recvWriting int64    // bytes of the received message being written (in srv.recvTotal too)
-	dropped     drops    // since the last drop notice; a notice is queued while dropped.n > 0
-	dead        bool     // the client is gone: drop everything
-	draining    bool     // write what is queued, then close
-	writerDone  chan struct{}
-	recvSeq     uint32
-	fdr         *fdReader // descriptors passed by the client (nil when not a Unix socket)
+	mu           sync.Mutex
+	cond         *sync.Cond
+	queue        []outFrame
+	writing      bool     // the writer holds a frame taken off the queue
+	recvSizes    []int64  // sizes of the received messages waiting in the queue, in order
+	iov          [][]byte // the writer's scratch list of pieces for one Data frame
+	raw          syscall.RawConn
+	direct       []byte // scratch for writeDirectLocked
+	directWrites uint64
+	recvQueued   int64 // their sum (in srv.recvTotal too)
+	recvWriting  int64 // bytes of the received message being written (in srv.recvTotal too)
+	dropped      drops // since the last drop notice; a notice is queued while dropped.n > 0
+	dead         bool  // the client is gone: drop everything
+	draining     bool  // write what is queued, then close
+	writerDone   chan struct{}
+	recvSeq      uint32
+	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
@@ -217,11 +225,69 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 		x.dropLocked(h, n, fmt.Sprintf("%d bytes queued for all sessions, api.max_recv_queue_total = %d", total, cfg.MaxRecvQueueTotal))
 		return recvTotal
 	}
+	if !x.writing && len(x.queue) == 0 && n <= directMax && x.writeDirectLocked(h, body) {
+		x.srv.recvTotal.Add(-n)
+		return recvQueued
+	}
 	x.recvSizes = append(x.recvSizes, n)
 	x.recvQueued += n
 	x.queue = append(x.queue, outFrame{typ: FrameRecv, tag: x.recvSeq, payload: h.Append(nil), body: body})
 	x.cond.Signal()
 	return recvQueued
+}
+
+// directMax is the largest received message written to an idle client straight from the
+// engine's goroutine (writeDirectLocked) rather than handed to the session's writer.
+const directMax = 16 << 10
+
+// writeDirectLocked writes a small received message to the client from the caller's
+// goroutine when nothing else is queued or being written (so its bytes cannot interleave
+// with the writer's, and the writer's buffer is empty): this saves a goroutine hand-off on
+// the latency path. The write never blocks: what the socket does not take at once goes
+// to the writer as raw bytes; if it takes nothing, false (queue it as usual).
+func (x *session) writeDirectLocked(h RecvHeader, body msgBody) bool {
+	if x.raw == nil {
+		sc, ok := x.conn.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		x.raw = rc
+	}
+	b := AppendHeader(x.direct[:0], Header{Type: FrameRecv, Tag: x.recvSeq, Len: RecvHeaderLen})
+	b = h.Append(b)
+	b = AppendHeader(b, Header{Type: FrameData, Tag: x.recvSeq, Len: uint32(body.n)})
+	off := body.skip
+	for _, p := range body.pieces {
+		b = append(b, p[min(off, len(p)):]...)
+		off = max(off-len(p), 0)
+	}
+	x.direct = b
+	body.release()
+	wrote := 0
+	var werr error
+	err := x.raw.Write(func(fd uintptr) bool {
+		wrote, werr = unix.Write(int(fd), b)
+		return true // never wait
+	})
+	if err == nil {
+		err = werr
+	}
+	wrote = max(wrote, 0)
+	if wrote < len(b) {
+		// The rest (all of it when the socket is full; on an error the writer meets it too)
+		// goes to the writer.
+		x.queue = append(x.queue, outFrame{raw: slices.Clone(b[wrote:])})
+		x.cond.Signal()
+	}
+	if wrote > 0 {
+		x.directWrites++
+		x.touch()
+	}
+	return true
 }
 
 // behindLocked is the bytes of received messages queued for the session besides its
@@ -380,6 +446,10 @@ const largeBody = 64 << 10
 // writeFrame writes f and, for a message, its Data frames: a small body through bw, a
 // large one with one writev per frame straight from the message's pieces.
 func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
+	if f.raw != nil {
+		_, err := bw.Write(f.raw)
+		return err
+	}
 	if _, err := bw.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(f.payload))})); err != nil {
 		return err
 	}
