@@ -212,6 +212,8 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 		}
 	})
 	rd := startIn(b, tp.B, lb, dir, mod)
+	defer stopDaemon(a)
+	defer stopDaemon(rd)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s := session(b, ctx, a, 1)
