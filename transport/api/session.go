@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/bufpool"
 	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
@@ -705,10 +706,10 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return x.readBody(tag, nil, int64(sh.Size)) // the client streams the body anyway: skip it
 	}
 	size := int64(sh.Size)
-	buf := getBody(envelopeLen + int(size))
+	buf := bufpool.Get(envelopeLen + int(size))
 	putEnvelope(buf, sh.Endpoint, ep)
 	if err := x.readBody(tag, buf[envelopeLen:], size); err != nil {
-		putBody(buf)
+		bufpool.Put(buf)
 		x.release(size)
 		if !errors.As(err, new(errProtocol)) && !errors.As(err, new(errTimeout)) {
 			s.vanished.Add(1)
@@ -716,12 +717,12 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return err
 	}
 	err := s.node.Send(sh.To, buf, func(r daemon.SendResult) {
-		putBody(buf) // the engine is done with it
+		bufpool.Put(buf) // the engine is done with it
 		x.release(size)
 		x.completed(tag, r)
 	})
 	if err != nil {
-		putBody(buf)
+		bufpool.Put(buf)
 		x.release(size)
 		s.msgsRejected.Add(1)
 		x.enqueueError(tag, sendErrCode(err), err.Error())

@@ -300,6 +300,7 @@ func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int6
 				return
 			}
 			n += int64(m.Size)
+			m.Release()
 		}
 		done <- nil
 	}()
