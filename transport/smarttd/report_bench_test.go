@@ -215,12 +215,18 @@ func runFairness(b *testing.B, tp *nstest.Topo, n, peers int) (agg, jain float64
 	}
 	s := session(b, ctx, a, 1)
 	msg := make([]byte, msgSize)
+	// Every receiving client is connected before the clock starts, so all senders start
+	// together.
+	gots := make([]<-chan error, peers)
+	for i := range ps {
+		gots[i] = receiveAll(b, ctx, session(b, ctx, ps[i].d, 1), share)
+	}
 	start := time.Now()
 	took := make([]float64, peers)
 	var wg sync.WaitGroup
 	errc := make(chan error, 2*peers)
 	for i := range ps {
-		got := receiveAll(b, ctx, session(b, ctx, ps[i].d, 1), share)
+		got := gots[i]
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -265,6 +271,9 @@ func runFairness(b *testing.B, tp *nstest.Topo, n, peers int) (agg, jain float64
 	default:
 	}
 	el := time.Since(start).Seconds()
+	if os.Getenv("DATAPATH_DEBUG") != "" {
+		b.Logf("%d peers: per-peer completion s %v", peers, took)
+	}
 	var sum, sq float64
 	for _, t := range took {
 		g := float64(share) * 8 / t / 1e9
