@@ -34,6 +34,16 @@ type Scenario struct {
 	// WireOverhead is added to every datagram for serialisation and queueing (lower-layer
 	// headers), bytes.
 	WireOverhead int `yaml:"wire_overhead"`
+	// ControlWireBytes, if > 0, is the size every control packet (ACK, NACK, probe, close)
+	// counts on the wire, for serialisation and queueing, instead of its datagram length
+	// plus WireOverhead: 64 accounts ACKs as htsim does (the packets the engines exchange
+	// are unchanged).
+	ControlWireBytes int `yaml:"control_wire_bytes"`
+	// PerFlowBaseRTT gives each connection its own path's base RTT: the transport's
+	// smartt.base_rtt_per_hop is filled from the topology (index = switches crossed) and
+	// every dialled connection is told its path's switch count (Endpoint.SetPathHops).
+	// false (default): every engine uses the longest path's base RTT.
+	PerFlowBaseRTT bool `yaml:"per_flow_base_rtt"`
 	// Deadline stops the run at this simulated time (0: 10 s).
 	Deadline config.Duration `yaml:"deadline"`
 	Output   OutputConfig    `yaml:"output"`

@@ -336,8 +336,7 @@ func (s *Sim) isolated(size int64, links, mtu int) (rx, tx int64) {
 	sw := int64(links - 1)
 	oneWay := int64(links)*s.tp.prop + sw*s.tp.swLat
 	rx = nic + sw*s.ser(int(last)+wire.DataHdrLen, s.tp.rate) + oneWay
-	ackLen := wire.AckFixedLen + 8*s.sc.Transport.Ack.SackWords
-	tx = rx + int64(links)*s.ser(ackLen, s.tp.rate) + oneWay
+	tx = rx + int64(links)*s.ackSer() + oneWay
 	return rx, tx
 }
 
@@ -439,6 +438,9 @@ func (s *Sim) startFlow(fi int32) {
 		}
 		c = &sconn{id: id}
 		h.conns[f.dst] = c
+		if s.sc.PerFlowBaseRTT {
+			h.ep.SetPathHops(id, s.tp.linksBetween(f.src, f.dst)-1)
+		}
 	}
 	msg, err := h.ep.Send(s.now, c.id, s.msgBuf[:f.size])
 	if err != nil {
