@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport"
 )
 
@@ -137,6 +139,74 @@ func TestPerFlowBaseRTT(t *testing.T) {
 			if hops[h] != want {
 				t.Errorf("per_flow_base_rtt=%v: host %d's connection got %d hops, want %d", perFlow, h, hops[h], want)
 			}
+		}
+	}
+}
+
+// evCounter passes a balancer's feedback through, counting the unmarked EVs it is given.
+type evCounter struct {
+	reps.Balancer
+	clean *int
+}
+
+func (b *evCounter) OnAck(now int64, ev uint16, ce bool, rtt int64) {
+	if !ce {
+		*b.clean++
+	}
+	b.Balancer.OnAck(now, ev, ce, rtt)
+}
+
+func (b *evCounter) OnCoalescedAck(now int64, trigger uint16, ce bool, clean []uint16, rtt int64) {
+	*b.clean += len(clean)
+	b.Balancer.(reps.CoalescedAcker).OnCoalescedAck(now, trigger, ce, clean, rtt)
+}
+
+// TestHTSimAckPolicyCleanEVs: under htsim's ACK policy (an ACK per 16 KiB, on CE, no
+// ACK forced by reordering or a filled hole) with clean-EV lists, REPS is still handed
+// nearly every unmarked EV (>= 90 % of the unmarked data packets received) while the
+// receivers send at most a third as many control packets as data packets; without the
+// lists it would see about one EV per ACK.
+func TestHTSimAckPolicyCleanEVs(t *testing.T) {
+	for _, lists := range []bool{true, false} {
+		sc := scenario(TopologyConfig{Kind: "fattree2", Hosts: 32, Radix: 8, LinkRate: 400e9, LinkLatency: 500, SwitchLatency: 500},
+			WorkloadConfig{Kind: "permutation", Size: 512 << 10})
+		sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
+		sc.Transport.ReorderThreshold = 256
+		a := &sc.Transport.Ack
+		a.Every, a.EveryBytes, a.OnReorder, a.OnCE, a.DeferFill, a.CleanEVs = 64, 16384, false, true, true, lists
+		sc.Transport.REPS.CleanEVs = lists
+		clean := 0
+		sc.NewTransport = func(host int, cfg *transport.Config) {
+			env := reps.Env{EVS: cfg.EVS, BDPPackets: int(cfg.Network().BDP()/int64(cfg.MTU)) + 1, BaseRTT: int64(cfg.BaseRTT), Trimming: cfg.Trimming}
+			rc := cfg.REPS
+			cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &evCounter{reps.NewREPS(rc, env, rng), &clean} }
+		}
+		s, err := New(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := s.Run()
+		if r.Completed != r.Flows {
+			t.Fatalf("clean_evs=%v: %d/%d flows", lists, r.Completed, r.Flows)
+		}
+		var unmarked, acks uint64
+		for i := range s.hosts {
+			st := s.hosts[i].ep.Stats()
+			unmarked += st.DataRecv - st.CERecv
+			acks += st.AcksSent
+		}
+		seen := float64(clean) / float64(unmarked)
+		ctl := float64(r.PacketsSent-r.DataSent) / float64(r.DataSent)
+		t.Logf("clean_evs=%v: balancer given %d clean EVs for %d unmarked data packets (%.3f); %d ACKs, control/data %.3f, completion/ideal %.3f",
+			lists, clean, unmarked, seen, acks, ctl, r.Ratio)
+		if ctl > 0.34 {
+			t.Errorf("clean_evs=%v: %.3f control packets per data packet, want <= 1/3 with an ACK per 16 KiB", lists, ctl)
+		}
+		if lists && seen < 0.9 {
+			t.Errorf("with clean-EV lists REPS saw %.3f of the unmarked EVs, want >= 0.9", seen)
+		}
+		if !lists && seen > 0.5 {
+			t.Errorf("without clean-EV lists REPS saw %.3f of the unmarked EVs: expected about one per ACK", seen)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -53,6 +54,9 @@ type Scenario struct {
 	NewTransport func(host int, cfg *transport.Config) `yaml:"-"`
 	// LBName names the balancer in results when NewTransport replaces it.
 	LBName string `yaml:"-"`
+	// Dir is where relative paths in the scenario (workload.file) are read from:
+	// LoadScenario sets it to the file's directory (empty: the working directory).
+	Dir string `yaml:"-"`
 }
 
 // OutputConfig says what to record beyond the summary.
@@ -90,7 +94,7 @@ func (oc *OutputConfig) PortSelection() (group string, ports [][2]string, err er
 }
 
 // WorkloadConfig is the traffic. Kinds: incast, permutation, tornado, all_to_all,
-// ring_allreduce, butterfly_allreduce, websearch.
+// ring_allreduce, butterfly_allreduce, websearch, connection_matrix, flows.
 type WorkloadConfig struct {
 	// Kind selects the traffic pattern.
 	Kind string `yaml:"kind"`
@@ -112,6 +116,11 @@ type WorkloadConfig struct {
 	Duration config.Duration `yaml:"duration"`
 	// MaxFlows caps the number of websearch flows (0: 100000).
 	MaxFlows int `yaml:"max_flows"`
+	// File is the connection matrix of kind connection_matrix (htsim's text format,
+	// ParseConnectionMatrix); a relative path is read from the scenario file's directory.
+	File string `yaml:"file"`
+	// Flows lists the flows of kind flows (src, dst, start, size each).
+	Flows []FlowSpec `yaml:"flows"`
 	// CloseWhenDone closes a connection once its flows are done (bounds memory when a host
 	// talks to many peers, as in all-to-all; default true for all_to_all).
 	CloseWhenDone *bool `yaml:"close_when_done"`
@@ -196,6 +205,7 @@ func LoadScenario(path string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	s.Dir = filepath.Dir(path)
 	return s, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/smartt-transport/smartt/transport/wire"
@@ -234,8 +236,36 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 		if len(arrs) == 0 {
 			return nil, fmt.Errorf("workload: websearch produced no flows (duration too short)")
 		}
+	case "connection_matrix", "flows":
+		specs := wc.Flows
+		if wc.Kind == "connection_matrix" {
+			if wc.File == "" {
+				return nil, fmt.Errorf("workload.file: connection_matrix needs a file")
+			}
+			path := wc.File
+			if !filepath.IsAbs(path) && s.sc.Dir != "" {
+				path = filepath.Join(s.sc.Dir, path)
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return nil, fmt.Errorf("workload.file: %w", err)
+			}
+			specs, err = ParseConnectionMatrix(f, H, s.sc.Transport.MaxMessage)
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("workload.file %s: %w", wc.File, err)
+			}
+			if len(specs) == 0 {
+				return nil, fmt.Errorf("workload.file %s: no connections", wc.File)
+			}
+		} else if err := checkFlows(specs, H, s.sc.Transport.MaxMessage); err != nil {
+			return nil, err
+		}
+		for _, f := range specs {
+			add(f.Src, f.Dst, int64(f.Size), int64(f.Start))
+		}
 	default:
-		return nil, fmt.Errorf("workload.kind = %q: must be one of incast, permutation, tornado, all_to_all, ring_allreduce, butterfly_allreduce, websearch", wc.Kind)
+		return nil, fmt.Errorf("workload.kind = %q: must be one of incast, permutation, tornado, all_to_all, ring_allreduce, butterfly_allreduce, websearch, connection_matrix, flows", wc.Kind)
 	}
 	if wc.CloseWhenDone != nil {
 		w.closeWhenDone = *wc.CloseWhenDone
