@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/smartt-transport/smartt/ackpath"
+	"github.com/smartt-transport/smartt/cc/smartt"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport"
 )
@@ -75,6 +76,77 @@ func BenchmarkAckPolicy(b *testing.B) {
 						b.ReportMetric(float64(clean)/float64(unmarked), "clean_evs")
 						b.ReportMetric(float64(r.Hops)/1e6, "Mhops")
 						b.ReportMetric(r.WallSeconds, "wall_s")
+					}
+				})
+			}
+		}
+	}
+}
+
+// htsimOptions are the htsim model options of issue 19 (docs/sim.md), by name.
+var htsimOptions = []struct {
+	name string
+	set  func(sc *Scenario)
+}{
+	{"ack", func(sc *Scenario) { ackPolicies[3].set(&sc.Transport.Ack); sc.Transport.REPS.CleanEVs = true }},
+	{"ack64", func(sc *Scenario) { sc.ControlWireBytes = 64 }},
+	{"evict", func(sc *Scenario) { sc.Topology.Queue.Evict = 0.5 }},
+	{"fixed_rto", func(sc *Scenario) { sc.Transport.FixedRTO = sc.Transport.MinRTO }},
+	{"base_rtt", func(sc *Scenario) { sc.PerFlowBaseRTT = true; sc.Transport.SMaRTT.LowerBaseRTT = true }},
+	{"smartt", func(sc *Scenario) { sc.Transport.SMaRTT = smartt.REPSArtifactConfig() }},
+}
+
+// modelOptions are none, each htsim option alone, and all of them.
+func modelOptions() []struct {
+	name string
+	set  func(sc *Scenario)
+} {
+	opts := append([]struct {
+		name string
+		set  func(sc *Scenario)
+	}{{"none", func(*Scenario) {}}}, htsimOptions...)
+	return append(opts, struct {
+		name string
+		set  func(sc *Scenario)
+	}{"all", func(sc *Scenario) {
+		for _, o := range htsimOptions {
+			o.set(sc)
+		}
+	}})
+}
+
+// BenchmarkModelOptions runs the 128-host permutation and 32:1 incast with SMaRTT and
+// REPS under each htsim model option alone and all together, three seeds each (about a
+// second per run):
+//
+//	go test -run '^$' -bench ModelOptions -benchtime 1x ./test/sim
+func BenchmarkModelOptions(b *testing.B) {
+	for _, file := range []string{"permutation_128", "incast_128"} {
+		for _, opt := range modelOptions() {
+			for seed := uint64(1); seed <= 3; seed++ {
+				b.Run(fmt.Sprintf("%s/%s/seed=%d", file, opt.name, seed), func(b *testing.B) {
+					for b.Loop() {
+						sc, err := LoadScenario("scenarios/" + file + ".yaml")
+						if err != nil {
+							b.Fatal(err)
+						}
+						sc.Seed = seed
+						sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
+						opt.set(sc)
+						s, err := New(sc)
+						if err != nil {
+							b.Fatal(err)
+						}
+						r := s.Run()
+						if r.Completed != r.Flows {
+							b.Fatalf("%d of %d flows completed", r.Completed, r.Flows)
+						}
+						b.ReportMetric(r.Ratio, "completion/ideal")
+						b.ReportMetric(r.FCT.P99Slowdown, "p99_slowdown")
+						b.ReportMetric(float64(r.Trims), "trims")
+						b.ReportMetric(float64(r.RetxTimeout), "retx_timeout")
+						b.ReportMetric(float64(r.PacketsSent-r.DataSent)/float64(r.DataSent), "ctl/data")
+						b.ReportMetric(float64(r.Hops)/1e6, "Mhops")
 					}
 				})
 			}

@@ -46,39 +46,42 @@ func TestControlWireBytes(t *testing.T) {
 	}
 }
 
-// TestEvictHeadFabric: an overloaded incast with evict_head 0.5 (htsim's full queue)
-// still trims, completes every flow and repeats for a seed, but differs from the default
-// (the arriving packet always cut); with drop-tail and evict_head 1 every packet dropped
-// from a queue's head is released and recovered.
-func TestEvictHeadFabric(t *testing.T) {
+// TestEvictFabric: an overloaded incast with queue.evict 0.5 (htsim's full queue) still
+// trims, completes every flow and repeats for a seed, but differs from the default (the
+// arriving packet always cut); with drop-tail and evict 1 every packet dropped from a
+// queue's head (or, evict_newest, its tail) is released and recovered.
+func TestEvictFabric(t *testing.T) {
+	newest := false
 	mk := func(evict float64, trim bool) *Result {
 		sc := scenario(TopologyConfig{Kind: "single", Hosts: 9, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500},
 			WorkloadConfig{Kind: "incast", Senders: 8, Receiver: 0, Size: 256 << 10})
 		sc.Transport.LB = "ops"
 		sc.Transport.InitialWindow = 64 << 10
 		sc.Transport.MaxRetransmits = 255
-		sc.Topology.Queue.EvictHead = evict
+		sc.Topology.Queue.Evict, sc.Topology.Queue.EvictNewest = evict, newest
 		sc.Topology.Queue.Trim = &trim
 		return run(t, sc)
 	}
 	def, ev, ev2 := mk(0, true), mk(0.5, true), mk(0.5, true)
 	if ev.Completed != ev.Flows || ev.Trims == 0 || def.Trims == 0 {
-		t.Fatalf("evict_head 0.5: %d/%d flows, %d trims (default %d)", ev.Completed, ev.Flows, ev.Trims, def.Trims)
+		t.Fatalf("evict 0.5: %d/%d flows, %d trims (default %d)", ev.Completed, ev.Flows, ev.Trims, def.Trims)
 	}
 	if ev.Hash() != ev2.Hash() {
-		t.Fatal("evict_head 0.5: two runs of one seed differ")
+		t.Fatal("evict 0.5: two runs of one seed differ")
 	}
 	if ev.Hash() == def.Hash() {
-		t.Fatal("evict_head 0.5 gave the default's output: the option had no effect")
+		t.Fatal("evict 0.5 gave the default's output: the option had no effect")
 	}
-	dt := mk(1, false)
-	if dt.Completed != dt.Flows || dt.Drops == 0 {
-		t.Fatalf("drop-tail evict_head 1: %d/%d flows, %d drops", dt.Completed, dt.Flows, dt.Drops)
+	for _, newest = range []bool{false, true} {
+		dt := mk(1, false)
+		if dt.Completed != dt.Flows || dt.Drops == 0 {
+			t.Fatalf("drop-tail evict 1, evict_newest %v: %d/%d flows, %d drops", newest, dt.Completed, dt.Flows, dt.Drops)
+		}
 	}
 	sc := scenario(TopologyConfig{Kind: "single", Hosts: 2, LinkRate: 1e9}, WorkloadConfig{Kind: "incast", Senders: 1, Size: 4096})
-	sc.Topology.Queue.EvictHead = 1.5
-	if _, err := New(sc); err == nil || !strings.Contains(err.Error(), "evict_head") {
-		t.Fatalf("evict_head 1.5: %v", err)
+	sc.Topology.Queue.Evict = 1.5
+	if _, err := New(sc); err == nil || !strings.Contains(err.Error(), "evict = 1.5") {
+		t.Fatalf("evict 1.5: %v", err)
 	}
 }
 

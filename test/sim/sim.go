@@ -217,7 +217,7 @@ type Sim struct {
 	decLat   int64  // emulated decision latency for control packets reaching a host
 	ovh      int
 	ctlWire  int  // Scenario.ControlWireBytes
-	evict    bool // ports may evict queued packets (QueueConfig.EvictHead)
+	evict    bool // ports may evict queued packets (QueueConfig.Evict)
 	faults   []fault
 	smp      sampler
 
@@ -401,8 +401,8 @@ func (s *Sim) sizeQueues() error {
 		kmin, kmax = 0, 0
 	}
 	pc := switchport.Config{Rate: s.tp.rate, DataBytes: buf, ControlBytes: ctl, KminBytes: kmin, KmaxBytes: kmax,
-		Trim: *qc.trim(), TrimBytes: qc.TrimBytes, EvictHead: qc.EvictHead}
-	s.evict = qc.EvictHead > 0
+		Trim: *qc.trim(), TrimBytes: qc.TrimBytes, Evict: qc.Evict, EvictNewest: qc.EvictNewest}
+	s.evict = qc.Evict > 0
 	s.pflag = make([]uint8, len(s.tp.ports))
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]

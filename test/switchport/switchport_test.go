@@ -309,12 +309,14 @@ func BenchmarkPort(b *testing.B) {
 	}
 }
 
-// TestEvictHead: with EvictHead, a data packet finding the queue full takes the head's
-// place about that often (the head is trimmed, or dropped and handed to PopEvicted); with
-// 0 (the default) the arriving one is always trimmed; the choices repeat for a seed.
-func TestEvictHead(t *testing.T) {
+// TestEvict: with Evict, a data packet finding the queue full takes the head's place
+// about that often (the head is trimmed, or dropped and handed to PopEvicted); with 0
+// (the default) the arriving one is always trimmed; the choices repeat for a seed; with
+// EvictNewest the most recently queued packet goes instead.
+func TestEvict(t *testing.T) {
+	newest := false
 	run := func(evict float64, trim bool, seed uint64) (arrivingCut, headCut int, evicted []int, st Stats) {
-		p, err := New[int](Config{Rate: 8e9, DataBytes: 300, ControlBytes: 1 << 20, Trim: trim, EvictHead: evict}, seed)
+		p, err := New[int](Config{Rate: 8e9, DataBytes: 300, ControlBytes: 1 << 20, Trim: trim, Evict: evict, EvictNewest: newest}, seed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,11 +347,11 @@ func TestEvictHead(t *testing.T) {
 	}
 	a, h, ev, st := run(0, true, 1)
 	if a != 1000 || h != 0 || len(ev) != 0 || st.Trims != 1000 {
-		t.Fatalf("evict_head 0: %d arriving cut, %d heads, %d evicted, %+v; want every arriving packet trimmed", a, h, len(ev), st)
+		t.Fatalf("evict 0: %d arriving cut, %d heads, %d evicted, %+v; want every arriving packet trimmed", a, h, len(ev), st)
 	}
 	a, h, ev, st = run(0.5, true, 1)
 	if h < 430 || h > 570 || a+h != 1000 || len(ev) != 0 || st.Trims != 1000 || st.Drops != 0 {
-		t.Fatalf("evict_head 0.5 with trimming: %d heads of 1000 (want about half), %d evicted, %+v", h, len(ev), st)
+		t.Fatalf("evict 0.5 with trimming: %d heads of 1000 (want about half), %d evicted, %+v", h, len(ev), st)
 	}
 	// The trimmed heads are served from the control queue with Trimmed set; the queue
 	// keeps the newest packets.
@@ -360,20 +362,28 @@ func TestEvictHead(t *testing.T) {
 	// Without trimming, an evicted head is dropped and handed out once.
 	a, h, ev, st = run(1, false, 1)
 	if h != 1000 || len(ev) != 1000 || st.Drops != 1000 || st.Enqueued != st.Dequeued+uint64(3)+1000 {
-		t.Fatalf("evict_head 1, drop-tail: %d heads, %d evicted, %+v", h, len(ev), st)
+		t.Fatalf("evict 1, drop-tail: %d heads, %d evicted, %+v", h, len(ev), st)
 	}
 	for i, x := range ev {
 		if x != i+1 { // the oldest waiting packet goes first: 1, 2, 3, 4, ...
 			t.Fatalf("evicted[%d] = %d, want %d", i, x, i+1)
 		}
 	}
-	// Limits: the probability must be in [0, 1].
-	for _, bad := range []float64{-0.1, 1.1, math.NaN()} {
-		if _, err := New[int](Config{Rate: 1, EvictHead: bad}, 1); err == nil {
-			t.Errorf("evict_head %v accepted", bad)
+	// Newest: each arrival evicts the packet queued just before it (3, then 4, ...).
+	newest = true
+	_, h, ev, _ = run(1, false, 1)
+	for i, x := range ev {
+		if x != i+3 {
+			t.Fatalf("evict_newest: evicted[%d] = %d, want %d", i, x, i+3)
 		}
 	}
-	if _, err := New[int](Config{Rate: 1, EvictHead: 1}, 1); err != nil {
-		t.Errorf("evict_head 1 refused: %v", err)
+	// Limits: the probability must be in [0, 1].
+	for _, bad := range []float64{-0.1, 1.1, math.NaN()} {
+		if _, err := New[int](Config{Rate: 1, Evict: bad}, 1); err == nil {
+			t.Errorf("evict %v accepted", bad)
+		}
+	}
+	if _, err := New[int](Config{Rate: 1, Evict: 1}, 1); err != nil {
+		t.Errorf("evict 1 refused: %v", err)
 	}
 }
