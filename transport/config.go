@@ -47,6 +47,12 @@ type Config struct {
 	MinRTO config.Duration `yaml:"min_rto"`
 	// MaxRTO caps the backed-off retransmission timeout, ns (YAML: "200us").
 	MaxRTO config.Duration `yaml:"max_rto"`
+	// FixedRTO, if > 0, is the retransmission timeout, ns (YAML: "50us"): constant, with
+	// no RTT estimate and no backoff, as the papers' simulator (htsim) uses it; each
+	// in-flight packet still times out that long after its latest transmission, so the
+	// timer runs from the oldest unacknowledged one. 0 (default): srtt + max(MinRTO,
+	// 4 rttvar), doubled per timed-out retransmission up to MaxRTO.
+	FixedRTO config.Duration `yaml:"fixed_rto"`
 	// MaxRetransmits fails a message (and aborts its connection) when one of its packets
 	// would be sent for the MaxRetransmits+1-th time.
 	MaxRetransmits int `yaml:"max_retransmits"`
@@ -235,6 +241,9 @@ func (c *Config) Validate() error {
 		bad("max_rto = %v: must be in min_rto (%v)..60s", c.MaxRTO, c.MinRTO)
 	} else if c.InitialRTO < c.MinRTO || c.InitialRTO > c.MaxRTO {
 		bad("initial_rto = %v: must be in min_rto (%v)..max_rto (%v)", c.InitialRTO, c.MinRTO, c.MaxRTO)
+	}
+	if c.FixedRTO != 0 && (c.FixedRTO < minRTOFloor || c.FixedRTO > minRTOCeil) {
+		bad("fixed_rto = %v: must be 0 (adaptive) or in 1us..10s", c.FixedRTO)
 	}
 	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
 		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)

@@ -223,6 +223,9 @@ func (c *conn) updateRTT(rtt int64) {
 // rttvar decays toward zero, and max(MinRTO, srtt + 4 rttvar) then sat just above srtt,
 // so an ACK delayed by less than MinRTO timed its packet out.
 func (c *conn) rto(cfg *Config) int64 {
+	if cfg.FixedRTO > 0 {
+		return int64(cfg.FixedRTO) // the papers' rule: no estimate, no backoff
+	}
 	r := int64(cfg.InitialRTO)
 	if c.srtt > 0 {
 		r = c.srtt + max(int64(cfg.MinRTO), 4*c.rttvar)

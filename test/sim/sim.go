@@ -217,6 +217,8 @@ type Sim struct {
 	decLat   int64  // emulated decision latency for control packets reaching a host
 	routing  uint8  // routeECMP, routeSpray, routeAdaptive
 	ovh      int
+	ctlWire  int  // Scenario.ControlWireBytes
+	evict    bool // ports may evict queued packets (QueueConfig.Evict)
 	faults   []fault
 	smp      sampler
 
@@ -254,9 +256,12 @@ func New(sc *Scenario) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sim{sc: sc, tp: tp, ovh: sc.WireOverhead, firstStart: -1, routing: routingMode(sc.Topology.Routing)}
+	s := &Sim{sc: sc, tp: tp, ovh: sc.WireOverhead, ctlWire: sc.ControlWireBytes, firstStart: -1, routing: routingMode(sc.Topology.Routing)}
 	if sc.WireOverhead < 0 || sc.WireOverhead > 1024 {
 		return nil, fmt.Errorf("wire_overhead = %d: must be in 0..1024 bytes", sc.WireOverhead)
+	}
+	if sc.ControlWireBytes < 0 || sc.ControlWireBytes > MaxControlWireBytes {
+		return nil, fmt.Errorf("control_wire_bytes = %d: must be 0 (datagram length) or in 1..%d bytes", sc.ControlWireBytes, MaxControlWireBytes)
 	}
 	if sc.Deadline < 0 {
 		return nil, fmt.Errorf("deadline = %v: must be >= 0", sc.Deadline)
@@ -271,6 +276,13 @@ func New(sc *Scenario) (*Sim, error) {
 	}
 	if tcfg.BaseRTT == 0 {
 		tcfg.BaseRTT = config.Duration(max(100, s.baseRTT(tp.maxLinks, tcfg.MTU)))
+	}
+	if sc.PerFlowBaseRTT {
+		// Entry h is the base RTT of a path crossing h switches (h+1 links).
+		tcfg.SMaRTT.BaseRTTPerHop = make([]config.Duration, tp.maxLinks)
+		for h := range tcfg.SMaRTT.BaseRTTPerHop {
+			tcfg.SMaRTT.BaseRTTPerHop[h] = config.Duration(max(100, s.baseRTT(h+1, tcfg.MTU)))
+		}
 	}
 	tcfg.ListenPort = listenPort
 	tcfg.Buffers = s.sharedBuffers
@@ -390,7 +402,8 @@ func (s *Sim) sizeQueues() error {
 		kmin, kmax = 0, 0
 	}
 	pc := switchport.Config{Rate: s.tp.rate, DataBytes: buf, ControlBytes: ctl, KminBytes: kmin, KmaxBytes: kmax,
-		Trim: *qc.trim(), TrimBytes: qc.TrimBytes}
+		Trim: *qc.trim(), TrimBytes: qc.TrimBytes, Evict: qc.Evict, EvictNewest: qc.EvictNewest}
+	s.evict = qc.Evict > 0
 	s.pflag = make([]uint8, len(s.tp.ports))
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]
@@ -416,13 +429,32 @@ func (s *Sim) ser(n int, rate int64) int64 {
 	return int64(n+s.ovh) * 8_000_000_000 / rate
 }
 
+// MaxControlWireBytes bounds Scenario.ControlWireBytes.
+const MaxControlWireBytes = 4096
+
+// wireLen is the size packet p counts on the wire: its datagram plus the wire overhead,
+// or control_wire_bytes for a control packet when set.
+func (s *Sim) wireLen(p *pkt) int {
+	if s.ctlWire > 0 && !p.data() {
+		return s.ctlWire
+	}
+	return int(p.n) + s.ovh
+}
+
+// ackSer is the serialisation time of an ACK (the smallest one the engine sends).
+func (s *Sim) ackSer() int64 {
+	if s.ctlWire > 0 {
+		return int64(s.ctlWire) * 8_000_000_000 / s.tp.rate
+	}
+	return s.ser(wire.AckFixedLen+8*s.sc.Transport.Ack.SackWords, s.tp.rate)
+}
+
 // baseRTT is the time from the moment a full data packet starts leaving the sender's NIC
 // until its ACK has arrived, on an empty path of the given number of links: store and
 // forward serialisation on every link each way, propagation and switch traversal.
 func (s *Sim) baseRTT(links, mtu int) int64 {
-	ackLen := wire.AckFixedLen + 8*s.sc.Transport.Ack.SackWords
 	sw := int64(links - 1)
-	return int64(links)*(s.ser(mtu+wire.DataHdrLen, s.tp.rate)+s.ser(ackLen, s.tp.rate)+2*s.tp.prop) + 2*sw*s.tp.swLat
+	return int64(links)*(s.ser(mtu+wire.DataHdrLen, s.tp.rate)+s.ackSer()+2*s.tp.prop) + 2*sw*s.tp.swLat
 }
 
 // Now returns the simulated time, ns.
@@ -652,7 +684,7 @@ func (s *Sim) service(i int32) {
 			s.freePkt(id) // not a host of this fabric
 			continue
 		}
-		bitNs := int64(tx.N+s.ovh)*8_000_000_000 + h.nicRem
+		bitNs := int64(s.wireLen(p))*8_000_000_000 + h.nicRem
 		d := bitNs / s.tp.rate
 		h.nicRem = bitNs % s.tp.rate
 		h.nicBusy = true
@@ -739,8 +771,17 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 		s.freePkt(id)
 		return
 	}
-	if pt.q.Arrive(s.now, pk, int(p.n)+s.ovh, p.data(), p.ect()) == switchport.Dropped {
+	if pt.q.Arrive(s.now, pk, s.wireLen(p), p.data(), p.ect()) == switchport.Dropped {
 		s.freePkt(id)
+	}
+	if s.evict {
+		for {
+			v, ok := pt.q.PopEvicted()
+			if !ok {
+				break
+			}
+			s.freePkt(v.id)
+		}
 	}
 	s.drainPort(out)
 }

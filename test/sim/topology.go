@@ -56,6 +56,12 @@ type QueueConfig struct {
 	Trim *bool `yaml:"trim"`
 	// TrimBytes is the size of a trimmed packet (0: 64).
 	TrimBytes int `yaml:"trim_bytes"`
+	// Evict is the probability that a data packet finding the data queue full evicts
+	// (trims or drops) the packet at the queue's head instead of being cut itself
+	// (0, the default: always the arriving one; htsim: 0.5; switchport.Config.Evict).
+	Evict float64 `yaml:"evict"`
+	// EvictNewest evicts the most recently queued packet instead of the head.
+	EvictNewest bool `yaml:"evict_newest"`
 }
 
 // swtch is one switch with up/down routing: it reaches hosts [lo, hi) downward, span
