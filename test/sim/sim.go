@@ -160,6 +160,7 @@ type portFields struct {
 	flakyDrops  uint64 // lost in a loss burst
 	sampleIdx   int32  // index into Sim.samples, -1: not sampled
 	lastCtrlOcc int
+	intx        switchport.INT // INT byte counter (only with INT packets)
 }
 
 // Port flags (Sim.pflag).
@@ -216,6 +217,8 @@ type Sim struct {
 	pipes    []pipe // one per port (same index), then one per host uplink, then one per host's decision delay
 	decLat   int64  // emulated decision latency for control packets reaching a host
 	ovh      int
+	dhl      int  // stored bytes of a data packet: its header and INT block
+	intOn    bool // data packets carry INT blocks: ports stamp them
 	faults   []fault
 	smp      sampler
 
@@ -281,6 +284,23 @@ func New(sc *Scenario) (*Sim, error) {
 		// The controller's registration declares what the fabric must provide.
 		return nil, fmt.Errorf("topology.queue.no_ecn = true: transport.cc = %q needs ECN marking", tcfg.CC)
 	}
+	if reg, ok := transport.LookupCC(tcfg.CC); ok && tcfg.NewCC == nil && reg.Needs.INT {
+		if sc.Topology.Queue.NoINT {
+			return nil, fmt.Errorf("topology.queue.no_int = true: transport.cc = %q needs switches that stamp in-band telemetry", tcfg.CC)
+		}
+		tcfg.INT = true // the fabric's ports stamp INT (switchport.INT)
+	}
+	if tcfg.INT && sc.Topology.Queue.NoINT {
+		return nil, fmt.Errorf("transport.int = true with topology.queue.no_int = true: the switches stamp no telemetry")
+	}
+	s.intOn, s.dhl = tcfg.INT, wire.DataHdrLen
+	if tcfg.INT {
+		hops := tcfg.INTHops
+		if hops == 0 {
+			hops = wire.MaxINTHops
+		}
+		s.dhl += wire.INTLen(hops)
+	}
 	if err := s.sizeQueues(); err != nil {
 		return nil, err
 	}
@@ -291,6 +311,9 @@ func New(sc *Scenario) (*Sim, error) {
 		cfg := tcfg
 		if sc.NewTransport != nil {
 			sc.NewTransport(i, &cfg)
+		}
+		if cfg.INT != tcfg.INT || cfg.INTHops != tcfg.INTHops {
+			return nil, fmt.Errorf("host %d: transport.int must be the same on every host", i)
 		}
 		if cfg.Auth.Enabled() {
 			// Data packets cross the fabric as headers only (payload bytes are not
@@ -323,8 +346,8 @@ func New(sc *Scenario) (*Sim, error) {
 		h.tor = tp.hostUp[i]
 		h.conns = make(map[int32]*sconn)
 	}
-	s.tx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
-	s.rx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
+	s.tx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
+	s.rx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
 	s.rxCtl = make([]byte, hdrCap)
 	s.pipes = make([]pipe, len(tp.ports)+2*tp.hosts)
 	for i := range tp.ports {
@@ -440,7 +463,7 @@ func (s *Sim) allocPkt(ctl bool) int32 {
 	if ctl {
 		return s.ctlHdrs.alloc(ctlStride) | ctlSlot
 	}
-	return s.dataHdrs.alloc(wire.DataHdrLen)
+	return s.dataHdrs.alloc(s.dhl)
 }
 
 func (s *Sim) freePkt(id int32) {
@@ -456,7 +479,7 @@ func (s *Sim) slot(id int32) []byte {
 	if id&ctlSlot != 0 {
 		return s.ctlHdrs.get(id&^ctlSlot, ctlStride)[:hdrCap]
 	}
-	return s.dataHdrs.get(id, wire.DataHdrLen)
+	return s.dataHdrs.get(id, s.dhl)
 }
 
 // ctlStride is the spacing of control packets in their pool: whole cache lines, so that
@@ -641,7 +664,7 @@ func (s *Sim) service(i int32) {
 		p.ev = tx.EV
 		st := tx.N
 		if data {
-			st = wire.DataHdrLen
+			st = s.dhl
 		}
 		if st > hdrCap {
 			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, hdrCap))
@@ -790,8 +813,16 @@ func (s *Sim) drainPort(pid int32) {
 			p.setCE()
 		}
 		if d.Trimmed {
-			p.n = wire.DataHdrLen
+			// The header and its INT block survive (wire.TrimmedLen).
+			p.n = uint16(s.dhl)
 			s.slot(p.id)[1] |= byte(wire.FlagTrimmed) // deliver gives it the trim DSCP
+		}
+		if s.intOn {
+			if p.data() {
+				wire.StampINT(s.slot(p.id), pt.intx.Record(d.Start, d.Size, d.QLen, pt.q.Rate()))
+			} else {
+				pt.intx.Count(d.Size)
+			}
 		}
 		if *pf&(pfDown|pfFlaky) != 0 {
 			if *pf&pfDown != 0 {
@@ -829,7 +860,7 @@ func (s *Sim) deliver(pk pkt, i int32) {
 	st := n
 	if p.data() {
 		buf = s.rx // only the header is ever written here: the payload stays zeros
-		st = wire.DataHdrLen
+		st = s.dhl
 	}
 	copy(buf, s.slot(id)[:st])
 	src := s.hosts[p.src()].addr

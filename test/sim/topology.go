@@ -50,6 +50,10 @@ type QueueConfig struct {
 	Trim *bool `yaml:"trim"`
 	// TrimBytes is the size of a trimmed packet (0: 64).
 	TrimBytes int `yaml:"trim_bytes"`
+	// NoINT makes the switches INT-incapable: they stamp no in-band telemetry, and a
+	// controller that needs it (hpcc) is refused. Otherwise data packets carrying an INT
+	// block (transport.int, set for such controllers) get a record per switch port.
+	NoINT bool `yaml:"no_int"`
 }
 
 // swtch is one switch with up/down routing: it reaches hosts [lo, hi) downward, span
