@@ -114,6 +114,13 @@ func Map(sc *sim.Scenario) (*Mapped, error) {
 		m.Model.KminBytes, m.Model.KmaxBytes = switchport.RED(bytes, kmin, kmax)
 	}
 	t := sc.Transport
+	// The userspace switch (test/uswitch) stamps no in-band telemetry yet.
+	if reg, ok := transport.LookupCC(t.CC); ok && t.NewCC == nil && reg.Needs.INT {
+		return nil, fmt.Errorf("transport.cc = %q needs switches that stamp in-band telemetry: the testbed's userspace switch does not (run it in the simulator)", t.CC)
+	}
+	if t.INT {
+		return nil, errors.New("transport.int = true: the testbed's userspace switch stamps no in-band telemetry")
+	}
 	t.LinkRate = rate
 	t.Trimming = m.Model.Trim
 	if t.TrimDSCP == 0 {
