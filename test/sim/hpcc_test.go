@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -30,11 +31,8 @@ func incastQueue(t *testing.T, name string, n, size int, seed uint64) (ratio flo
 	if r.Completed != n {
 		t.Fatalf("%s: %d/%d flows completed", name, r.Completed, n)
 	}
-	q := r.Samples[0]
-	k := len(q.Bytes)
-	mid := slices.Clone(q.Bytes[k/4 : 3*k/4])
-	slices.Sort(mid)
-	return r.Ratio, mid[len(mid)/2], mid[len(mid)*9/10], s.tp.ports[0].q.Config().DataBytes
+	p50, p90 = midQueue(r)
+	return r.Ratio, p50, p90, s.tp.ports[0].q.Config().DataBytes
 }
 
 // TestIncastHPCC: HPCC's claim (Li et al., SIGCOMM 2019): near-zero queues at high
@@ -80,5 +78,55 @@ func TestCCNeedsINT(t *testing.T) {
 	sc.Transport.CC, sc.Transport.INT, sc.Topology.Queue.NoINT = "fixed", true, true
 	if _, err := New(sc); err == nil || !strings.Contains(err.Error(), "no_int") {
 		t.Fatalf("INT packets on INT-less switches: err = %v", err)
+	}
+}
+
+// midQueue returns the median and 90th-percentile of the first sampled port's queue
+// over the middle half of the run.
+func midQueue(r *Result) (p50, p90 int32) {
+	q := r.Samples[0].Bytes
+	mid := slices.Clone(q[len(q)/4 : 3*len(q)/4])
+	slices.Sort(mid)
+	return mid[len(mid)/2], mid[len(mid)*9/10]
+}
+
+// BenchmarkINTIncast runs scenarios/hpcc_incast_128.yaml (16:1 incast of 8 MiB at
+// 800 Gbit/s, deep buffers, RED at 0.2..0.8 BDP) under HPCC and the ECN and delay
+// controllers it is compared with, seeds 1..3, and logs one row per controller of the
+// table in docs/cc.md: completion / ideal and the receiver port's median and 90th
+// percentile queue over the middle half of the run (min..max over the seeds).
+//
+//	go test ./test/sim -run XXX -bench INTIncast -benchtime 1x
+func BenchmarkINTIncast(b *testing.B) {
+	for _, name := range []string{"hpcc", "smartt", "dctcp", "swift", "dcqcn"} {
+		b.Run(name, func(b *testing.B) {
+			var ratio, q50, q90 []float64
+			for b.Loop() {
+				ratio, q50, q90 = ratio[:0], q50[:0], q90[:0]
+				for seed := uint64(1); seed <= 3; seed++ {
+					sc, err := LoadScenario("scenarios/hpcc_incast_128.yaml")
+					if err != nil {
+						b.Fatal(err)
+					}
+					sc.Seed, sc.Transport.CC = seed, name
+					s, err := New(sc)
+					if err != nil {
+						b.Fatal(err)
+					}
+					r := s.Run()
+					if r.Completed != sc.Workload.Senders {
+						b.Fatalf("%s seed %d: %d flows completed", name, seed, r.Completed)
+					}
+					p50, p90 := midQueue(r)
+					ratio, q50, q90 = append(ratio, r.Ratio), append(q50, float64(p50)/1e3), append(q90, float64(p90)/1e3)
+				}
+			}
+			span := func(x []float64, f string) string {
+				return fmt.Sprintf(f+"..."+f, slices.Min(x), slices.Max(x))
+			}
+			b.ReportMetric(slices.Max(ratio), "x-ideal-max")
+			b.ReportMetric(slices.Max(q50), "q50-kB-max")
+			b.Logf("| %s | %s | %s | %s |", name, span(ratio, "%.3f"), span(q50, "%.0f"), span(q90, "%.0f"))
+		})
 	}
 }
