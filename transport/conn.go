@@ -701,6 +701,9 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 			CECount: int(a.CECount), EV: a.EchoEV, InFlight: c.inflight}
 		if p.Flags&wire.FlagINT != 0 {
 			ack.INT = p.INT.Hops[:p.INT.N]
+			if p.INT.N > 0 {
+				e.stats.INTAcks++
+			}
 		}
 		c.cc.OnAck(ack)
 	}

@@ -81,7 +81,7 @@ func TestINTEchoed(t *testing.T) {
 	if !bytes.Equal(got, msg) {
 		t.Fatal("message corrupted")
 	}
-	if stamped < 40 || acksINT == 0 || probe.withINT != probe.acks || probe.acks == 0 {
+	if stamped < 40 || acksINT == 0 || probe.withINT != probe.acks || probe.acks == 0 || p.a.Stats().INTAcks != uint64(probe.acks) {
 		t.Fatalf("%d data stamped, %d ACKs with INT, controller saw %d of %d ACKs with INT", stamped, acksINT, probe.withINT, probe.acks)
 	}
 	if len(probe.last) != 2 || probe.last[0].QLen != 100 || probe.last[1].QLen != 200 || probe.last[1].Rate != 100_000 {
