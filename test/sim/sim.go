@@ -44,6 +44,10 @@ import (
 // (the largest is an ACK) or a data packet's header.
 const hdrCap = wire.MaxAckLen
 
+// hdrCapNoINT is hdrCap without an ACK's INT echo: the slots of a fabric without INT
+// packets stay as small as before the extension.
+const hdrCapNoINT = wire.MaxAckLen - wire.INTHdrLen - wire.INTHopLen*wire.MaxINTHops
+
 // Port of every host's engine and the UDP destination port hashed by ECMP. These are
 // inputs of the model's hash, never a socket: they stay at the values the published results
 // (docs/sim.md) were produced with, so those reproduce bit for bit. The daemons listen on
@@ -218,6 +222,8 @@ type Sim struct {
 	decLat   int64  // emulated decision latency for control packets reaching a host
 	ovh      int
 	dhl      int  // stored bytes of a data packet: its header and INT block
+	ctlCap   int  // stored bytes of a control packet (hdrCap, or hdrCapNoINT)
+	ctlStr   int  // spacing of the control pool: ctlCap in whole cache lines (a packet touches as few as it needs)
 	intOn    bool // data packets carry INT blocks: ports stamp them
 	faults   []fault
 	smp      sampler
@@ -293,8 +299,9 @@ func New(sc *Scenario) (*Sim, error) {
 	if tcfg.INT && sc.Topology.Queue.NoINT {
 		return nil, fmt.Errorf("transport.int = true with topology.queue.no_int = true: the switches stamp no telemetry")
 	}
-	s.intOn, s.dhl = tcfg.INT, wire.DataHdrLen
+	s.intOn, s.dhl, s.ctlCap = tcfg.INT, wire.DataHdrLen, hdrCapNoINT
 	if tcfg.INT {
+		s.ctlCap = hdrCap
 		hops := tcfg.INTHops
 		if hops == 0 {
 			hops = wire.MaxINTHops
@@ -348,7 +355,8 @@ func New(sc *Scenario) (*Sim, error) {
 	}
 	s.tx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
 	s.rx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
-	s.rxCtl = make([]byte, hdrCap)
+	s.ctlStr = (s.ctlCap + 63) &^ 63
+	s.rxCtl = make([]byte, s.ctlCap)
 	s.pipes = make([]pipe, len(tp.ports)+2*tp.hosts)
 	for i := range tp.ports {
 		s.pipes[i].to = tp.ports[i].peer
@@ -461,7 +469,7 @@ const ctlSlot = 1 << 30
 // allocPkt returns a free slot for a data header or, with ctl, a whole control packet.
 func (s *Sim) allocPkt(ctl bool) int32 {
 	if ctl {
-		return s.ctlHdrs.alloc(ctlStride) | ctlSlot
+		return s.ctlHdrs.alloc(s.ctlStr) | ctlSlot
 	}
 	return s.dataHdrs.alloc(s.dhl)
 }
@@ -477,14 +485,10 @@ func (s *Sim) freePkt(id int32) {
 // slot returns the stored bytes of packet slot id.
 func (s *Sim) slot(id int32) []byte {
 	if id&ctlSlot != 0 {
-		return s.ctlHdrs.get(id&^ctlSlot, ctlStride)[:hdrCap]
+		return s.ctlHdrs.get(id&^ctlSlot, s.ctlStr)[:s.ctlCap]
 	}
 	return s.dataHdrs.get(id, s.dhl)
 }
-
-// ctlStride is the spacing of control packets in their pool: whole cache lines, so that
-// a packet touches as few as its length needs.
-const ctlStride = (hdrCap + 63) &^ 63
 
 // slotPool holds records of a fixed size in chunks, so that growing it never copies
 // (at 1,024 hosts the pools reach tens of MiB).
@@ -666,8 +670,8 @@ func (s *Sim) service(i int32) {
 		if data {
 			st = s.dhl
 		}
-		if st > hdrCap {
-			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, hdrCap))
+		if st > s.ctlCap {
+			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, s.ctlCap))
 		}
 		copy(s.slot(id)[:st], s.tx[:st])
 		if p.dst < 0 || int(p.dst) >= len(s.hosts) {
