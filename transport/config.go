@@ -144,6 +144,11 @@ type Config struct {
 	NewBalancer func(rng *rand.Rand) reps.Balancer `yaml:"-"`
 	// Buffers supplies receive buffers for messages (default: the Go heap).
 	Buffers BufferPool `yaml:"-"`
+	// DeliverChunks delivers every message in the chunks it was received into
+	// (Event.Chunks), recycled through PutChunks, instead of one buffer: no assembly copy
+	// and no zeroed allocation per message (the daemon writes them to its clients with
+	// writev). Buffers is then not used.
+	DeliverChunks bool `yaml:"-"`
 }
 
 // intLen is the INT block a data packet carries (0 without INT).

@@ -220,6 +220,7 @@ type Sim struct {
 	rxCtl    []byte // delivery scratch for control packets
 	pipes    []pipe // one per port (same index), then one per host uplink, then one per host's decision delay
 	decLat   int64  // emulated decision latency for control packets reaching a host
+	routing  uint8  // routeECMP, routeSpray, routeAdaptive
 	ovh      int
 	dhl      int  // stored bytes of a data packet: its header and INT block
 	ctlCap   int  // stored bytes of a control packet (hdrCap, or hdrCapNoINT)
@@ -262,7 +263,7 @@ func New(sc *Scenario) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sim{sc: sc, tp: tp, ovh: sc.WireOverhead, firstStart: -1}
+	s := &Sim{sc: sc, tp: tp, ovh: sc.WireOverhead, firstStart: -1, routing: routingMode(sc.Topology.Routing)}
 	if sc.WireOverhead < 0 || sc.WireOverhead > 1024 {
 		return nil, fmt.Errorf("wire_overhead = %d: must be in 0..1024 bytes", sc.WireOverhead)
 	}
@@ -779,10 +780,60 @@ func (s *Sim) route(p *pkt, node int32) int32 {
 		return sw.down[(p.dst-sw.lo)/sw.span]
 	}
 	hsh := switchport.Hash4(sw.salt, hostIP(int(p.src())), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
+	mask := ^uint64(0)
 	if sw.allowed != nil {
-		return sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
+		mask = sw.allowed[p.dst/int32(s.tp.perToR)]
+		if s.routing == routeECMP {
+			return sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
+		}
+	}
+	switch s.routing {
+	case routeSpray, routeRoundRobin:
+		return sw.spray(mask, s.routing == routeRoundRobin)
+	case routeAdaptive:
+		return s.leastLoaded(sw, mask, hsh)
 	}
 	return sw.up[switchport.Pick(hsh, len(sw.up))]
+}
+
+// spray returns a usable up port at random (uniform, a fresh draw per packet from the
+// switch's own sequence) or, round robin, the next usable one in turn (-1: none).
+func (sw *swtch) spray(mask uint64, roundRobin bool) int32 {
+	n := uint32(len(sw.up))
+	for range 2 * n {
+		var i uint32
+		if roundRobin {
+			i = sw.rr % n
+		} else {
+			i = uint32(switchport.Pick(switchport.HashWords(sw.salt, uint64(sw.rr)), int(n)))
+		}
+		sw.rr++
+		if mask&(1<<i) != 0 {
+			return sw.up[i]
+		}
+	}
+	return sw.spray(mask, true) // a random draw kept missing the usable ports: scan
+}
+
+// leastLoaded returns the usable up port with the fewest bytes queued, scanning from the
+// one the hash picks so that ties spread like ECMP (-1: none). A port's occupancy is as
+// of its last event (a switch sees its queues as they were last served), which is what
+// a switch's own load estimate lags by too.
+func (s *Sim) leastLoaded(sw *swtch, mask uint64, h uint64) int32 {
+	n := len(sw.up)
+	first := switchport.Pick(h, n)
+	best, bestQ := int32(-1), int(^uint(0)>>1)
+	for k := range n {
+		i := (first + k) % n
+		if mask&(1<<i) == 0 {
+			continue
+		}
+		q := &s.tp.ports[sw.up[i]].q
+		if b := q.DataBytes() + q.ControlBytes(); b < bestQ {
+			best, bestQ = sw.up[i], b
+		}
+	}
+	return best
 }
 
 func (sw *swtch) pickAllowed(h uint64, group int32) int32 {

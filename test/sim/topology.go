@@ -30,6 +30,12 @@ type TopologyConfig struct {
 	LinkLatency      config.Duration `yaml:"link_latency"`     // propagation per link
 	SwitchLatency    config.Duration `yaml:"switch_latency"`   // traversal per switch
 	Queue            QueueConfig     `yaml:"queue"`            // every switch output port
+	// Routing is how switches choose among their up ports: ecmp (default: a hash of the
+	// 5-tuple, so the host's EV picks the path), spray (a random up port per packet at
+	// every switch, whatever the EV), round_robin (each switch's up ports in turn) or
+	// adaptive (the up port with the fewest bytes queued, ties broken by the hash): the
+	// switch-side balancers of the AI-training study.
+	Routing string `yaml:"routing"`
 }
 
 // QueueConfig sizes every switch output port.
@@ -66,6 +72,7 @@ type swtch struct {
 	salt         uint64
 	allowed      []uint64 // after a failure: usable up ports by destination ToR (bit mask); nil: all
 	name         string
+	rr           uint32 // routing: spray's next up port
 }
 
 // topo is a built fabric: nodes 0..hosts-1 are hosts, hosts+i is switch i.
@@ -121,7 +128,32 @@ func (t *TopologyConfig) validate() error {
 	default:
 		return fmt.Errorf("topology.kind = %q: must be one of single, fattree2, fattree3, leafspine", t.Kind)
 	}
+	switch t.Routing {
+	case "", "ecmp", "spray", "round_robin", "adaptive":
+	default:
+		return fmt.Errorf("topology.routing = %q: must be one of ecmp, spray, round_robin, adaptive", t.Routing)
+	}
 	return nil
+}
+
+// Switch routing modes (TopologyConfig.Routing).
+const (
+	routeECMP = iota
+	routeSpray
+	routeRoundRobin
+	routeAdaptive
+)
+
+func routingMode(name string) uint8 {
+	switch name {
+	case "spray":
+		return routeSpray
+	case "round_robin":
+		return routeRoundRobin
+	case "adaptive":
+		return routeAdaptive
+	}
+	return routeECMP
 }
 
 // build lays out switches and ports; queue sizes are set later by sizeQueues.
@@ -134,8 +166,10 @@ func (t *TopologyConfig) build(seed uint64) (*topo, error) {
 		hostUp: make([]int32, t.Hosts), oversub: t.Oversubscription, portByLink: make(map[[2]int32]int32)}
 	H := int32(t.Hosts)
 	addSw := func(lo, hi, span int32, tier uint8, name string) int32 {
-		tp.sws = append(tp.sws, swtch{lo: lo, hi: hi, span: span, tier: tier, name: name,
-			salt: switchport.HashWords(seed, uint64(len(tp.sws)), 0x5eed)})
+		salt := switchport.HashWords(seed, uint64(len(tp.sws)), 0x5eed)
+		// Round-robin switches start at a random port: counters that all start at 0 send
+		// the first packets of every switch up the same path in step.
+		tp.sws = append(tp.sws, swtch{lo: lo, hi: hi, span: span, tier: tier, name: name, salt: salt, rr: uint32(salt >> 32)})
 		return H + int32(len(tp.sws)-1)
 	}
 	// link adds the two directions of a link between nodes a and b (b a switch).
