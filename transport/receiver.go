@@ -15,6 +15,9 @@ import (
 func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	d := &p.Data
 	e.stats.DataRecv++
+	if p.Flags&wire.FlagINT != 0 {
+		c.rxINT = p.INT // echoed by the next ACK (buildAck)
+	}
 	ce := m.ECN == CE
 	if ce {
 		e.stats.CERecv++

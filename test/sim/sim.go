@@ -44,6 +44,10 @@ import (
 // (the largest is an ACK) or a data packet's header.
 const hdrCap = wire.MaxAckLen
 
+// hdrCapNoINT is hdrCap without an ACK's INT echo: the slots of a fabric without INT
+// packets stay as small as before the extension.
+const hdrCapNoINT = wire.MaxAckLen - wire.INTHdrLen - wire.INTHopLen*wire.MaxINTHops
+
 // Port of every host's engine and the UDP destination port hashed by ECMP. These are
 // inputs of the model's hash, never a socket: they stay at the values the published results
 // (docs/sim.md) were produced with, so those reproduce bit for bit. The daemons listen on
@@ -160,6 +164,7 @@ type portFields struct {
 	flakyDrops  uint64 // lost in a loss burst
 	sampleIdx   int32  // index into Sim.samples, -1: not sampled
 	lastCtrlOcc int
+	intx        switchport.INT // INT byte counter (only with INT packets)
 }
 
 // Port flags (Sim.pflag).
@@ -219,6 +224,10 @@ type Sim struct {
 	ovh      int
 	ctlWire  int  // Scenario.ControlWireBytes
 	evict    bool // ports may evict queued packets (QueueConfig.Evict)
+	dhl      int  // stored bytes of a data packet: its header and INT block
+	ctlCap   int  // stored bytes of a control packet (hdrCap, or hdrCapNoINT)
+	ctlStr   int  // spacing of the control pool: ctlCap in whole cache lines (a packet touches as few as it needs)
+	intOn    bool // data packets carry INT blocks: ports stamp them
 	faults   []fault
 	smp      sampler
 
@@ -294,6 +303,24 @@ func New(sc *Scenario) (*Sim, error) {
 		// The controller's registration declares what the fabric must provide.
 		return nil, fmt.Errorf("topology.queue.no_ecn = true: transport.cc = %q needs ECN marking", tcfg.CC)
 	}
+	if reg, ok := transport.LookupCC(tcfg.CC); ok && tcfg.NewCC == nil && reg.Needs.INT {
+		if sc.Topology.Queue.NoINT {
+			return nil, fmt.Errorf("topology.queue.no_int = true: transport.cc = %q needs switches that stamp in-band telemetry", tcfg.CC)
+		}
+		tcfg.INT = true // the fabric's ports stamp INT (switchport.INT)
+	}
+	if tcfg.INT && sc.Topology.Queue.NoINT {
+		return nil, fmt.Errorf("transport.int = true with topology.queue.no_int = true: the switches stamp no telemetry")
+	}
+	s.intOn, s.dhl, s.ctlCap = tcfg.INT, wire.DataHdrLen, hdrCapNoINT
+	if tcfg.INT {
+		s.ctlCap = hdrCap
+		hops := tcfg.INTHops
+		if hops == 0 {
+			hops = wire.MaxINTHops
+		}
+		s.dhl += wire.INTLen(hops)
+	}
 	if err := s.sizeQueues(); err != nil {
 		return nil, err
 	}
@@ -304,6 +331,9 @@ func New(sc *Scenario) (*Sim, error) {
 		cfg := tcfg
 		if sc.NewTransport != nil {
 			sc.NewTransport(i, &cfg)
+		}
+		if cfg.INT != tcfg.INT || cfg.INTHops != tcfg.INTHops {
+			return nil, fmt.Errorf("host %d: transport.int must be the same on every host", i)
 		}
 		if cfg.Auth.Enabled() {
 			// Data packets cross the fabric as headers only (payload bytes are not
@@ -336,9 +366,10 @@ func New(sc *Scenario) (*Sim, error) {
 		h.tor = tp.hostUp[i]
 		h.conns = make(map[int32]*sconn)
 	}
-	s.tx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
-	s.rx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
-	s.rxCtl = make([]byte, hdrCap)
+	s.tx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
+	s.rx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
+	s.ctlStr = (s.ctlCap + 63) &^ 63
+	s.rxCtl = make([]byte, s.ctlCap)
 	s.pipes = make([]pipe, len(tp.ports)+2*tp.hosts)
 	for i := range tp.ports {
 		s.pipes[i].to = tp.ports[i].peer
@@ -471,9 +502,9 @@ const ctlSlot = 1 << 30
 // allocPkt returns a free slot for a data header or, with ctl, a whole control packet.
 func (s *Sim) allocPkt(ctl bool) int32 {
 	if ctl {
-		return s.ctlHdrs.alloc(ctlStride) | ctlSlot
+		return s.ctlHdrs.alloc(s.ctlStr) | ctlSlot
 	}
-	return s.dataHdrs.alloc(wire.DataHdrLen)
+	return s.dataHdrs.alloc(s.dhl)
 }
 
 func (s *Sim) freePkt(id int32) {
@@ -487,14 +518,10 @@ func (s *Sim) freePkt(id int32) {
 // slot returns the stored bytes of packet slot id.
 func (s *Sim) slot(id int32) []byte {
 	if id&ctlSlot != 0 {
-		return s.ctlHdrs.get(id&^ctlSlot, ctlStride)[:hdrCap]
+		return s.ctlHdrs.get(id&^ctlSlot, s.ctlStr)[:s.ctlCap]
 	}
-	return s.dataHdrs.get(id, wire.DataHdrLen)
+	return s.dataHdrs.get(id, s.dhl)
 }
-
-// ctlStride is the spacing of control packets in their pool: whole cache lines, so that
-// a packet touches as few as its length needs.
-const ctlStride = (hdrCap + 63) &^ 63
 
 // slotPool holds records of a fixed size in chunks, so that growing it never copies
 // (at 1,024 hosts the pools reach tens of MiB).
@@ -674,10 +701,10 @@ func (s *Sim) service(i int32) {
 		p.ev = tx.EV
 		st := tx.N
 		if data {
-			st = wire.DataHdrLen
+			st = s.dhl
 		}
-		if st > hdrCap {
-			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, hdrCap))
+		if st > s.ctlCap {
+			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, s.ctlCap))
 		}
 		copy(s.slot(id)[:st], s.tx[:st])
 		if p.dst < 0 || int(p.dst) >= len(s.hosts) {
@@ -882,8 +909,16 @@ func (s *Sim) drainPort(pid int32) {
 			p.setCE()
 		}
 		if d.Trimmed {
-			p.n = wire.DataHdrLen
+			// The header and its INT block survive (wire.TrimmedLen).
+			p.n = uint16(s.dhl)
 			s.slot(p.id)[1] |= byte(wire.FlagTrimmed) // deliver gives it the trim DSCP
+		}
+		if s.intOn {
+			if p.data() {
+				wire.StampINT(s.slot(p.id), pt.intx.Record(d.Start, d.Size, d.QLen, pt.q.Rate()))
+			} else {
+				pt.intx.Count(d.Size)
+			}
 		}
 		if *pf&(pfDown|pfFlaky) != 0 {
 			if *pf&pfDown != 0 {
@@ -921,7 +956,7 @@ func (s *Sim) deliver(pk pkt, i int32) {
 	st := n
 	if p.data() {
 		buf = s.rx // only the header is ever written here: the payload stays zeros
-		st = wire.DataHdrLen
+		st = s.dhl
 	}
 	copy(buf, s.slot(id)[:st])
 	src := s.hosts[p.src()].addr

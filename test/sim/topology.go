@@ -62,6 +62,10 @@ type QueueConfig struct {
 	Evict float64 `yaml:"evict"`
 	// EvictNewest evicts the most recently queued packet instead of the head.
 	EvictNewest bool `yaml:"evict_newest"`
+	// NoINT makes the switches INT-incapable: they stamp no in-band telemetry, and a
+	// controller that needs it (hpcc) is refused. Otherwise data packets carrying an INT
+	// block (transport.int, set for such controllers) get a record per switch port.
+	NoINT bool `yaml:"no_int"`
 }
 
 // swtch is one switch with up/down routing: it reaches hosts [lo, hi) downward, span

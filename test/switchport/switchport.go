@@ -114,6 +114,9 @@ type Departure[T any] struct {
 	Trimmed bool  // cut at this port
 	Marked  bool  // CE-marked at this port
 	Control bool  // served from the control queue
+	// QLen is the data-queue bytes waiting behind the packet at its service start (the
+	// queue length of its INT record, see INT).
+	QLen uint32
 }
 
 // Stats are a port's cumulative counters.
@@ -193,6 +196,9 @@ func (p *Port[T]) Init(cfg Config, seed uint64) error {
 	p.evictQ32 = uint64(cfg.Evict * (1 << 32))
 	return nil
 }
+
+// Rate returns the port's current line rate, bits/s.
+func (p *Port[T]) Rate() int64 { return p.rate }
 
 // Config returns the port's configuration.
 func (p *Port[T]) Config() Config { return p.cfg }
@@ -367,7 +373,8 @@ func (p *Port[T]) serve() bool {
 
 // start puts e in service at busyUntil and hands it to the collector.
 func (p *Port[T]) start(e entry[T], ctl bool) {
-	d := Departure[T]{Item: e.item, Size: int(e.size), Start: p.busyUntil, Trimmed: e.trimmed, Control: ctl}
+	d := Departure[T]{Item: e.item, Size: int(e.size), Start: p.busyUntil, Trimmed: e.trimmed, Control: ctl,
+		QLen: uint32(p.dataBytes)}
 	if e.ect && p.mark() {
 		d.Marked = true
 		p.marks++
