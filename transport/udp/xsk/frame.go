@@ -68,7 +68,9 @@ type Datagram struct {
 	Src     netip.AddrPort
 	Dst     netip.AddrPort
 	TOS     uint8
-	Payload []byte // a view into the frame
+	Payload []byte // a view into the frame (ParseUDP4 only)
+
+	poff, plen int // payload offset in the frame and length
 }
 
 // Malformed says why ParseUDP4 refused a frame.
@@ -87,23 +89,34 @@ const (
 
 // ParseUDP4 reads an Ethernet + IPv4 + UDP frame received from the network, so trusts
 // nothing: lengths are checked against each other and the frame, the IP header checksum
-// is verified, fragments and options past the frame are refused. The UDP checksum is not
-// verified (on veth the kernel may leave it partial, and a real NIC's frame CRC guards
-// the bytes); the smartt header's own checks come next.
+// is verified, fragments are refused. The UDP checksum is not verified (on veth the
+// kernel may leave it partial, and a real NIC's frame CRC guards the bytes); the smartt
+// header's own checks come next.
 func ParseUDP4(f []byte) (Datagram, Malformed) {
-	if len(f) < HeaderLen {
+	d, why := parseUDP4(f, len(f))
+	if why == OK {
+		d.Payload = f[d.poff : d.poff+d.plen : d.poff+d.plen]
+	}
+	return d, why
+}
+
+// parseUDP4 is ParseUDP4 for a frame of total bytes whose first part, f, holds at least
+// the headers (the rest may be in further multi-buffer frames).
+func parseUDP4(f []byte, total int) (Datagram, Malformed) {
+	if len(f) < HeaderLen || total < len(f) {
 		return Datagram{}, Short
 	}
 	if f[12] != 0x08 || f[13] != 0x00 {
 		return Datagram{}, NotIPv4
 	}
 	ip := f[14:]
+	iplen := total - 14
 	ihl := int(ip[0]&0x0f) * 4
 	if ip[0]>>4 != 4 || ihl < 20 || len(ip) < ihl+8 {
 		return Datagram{}, BadIPHeader
 	}
 	tot := int(binary.BigEndian.Uint16(ip[2:]))
-	if tot < ihl+8 || tot > len(ip) || ipChecksum(ip[:ihl]) != 0 {
+	if tot < ihl+8 || tot > iplen || ipChecksum(ip[:ihl]) != 0 {
 		return Datagram{}, BadIPHeader
 	}
 	if ip[9] != 17 {
@@ -112,20 +125,21 @@ func ParseUDP4(f []byte) (Datagram, Malformed) {
 	if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
 		return Datagram{}, Fragment
 	}
-	u := ip[ihl:tot]
+	u := ip[ihl:]
 	ul := int(binary.BigEndian.Uint16(u[4:]))
-	if ul < 8 || ul > len(u) {
+	if ul < 8 || ul > tot-ihl {
 		return Datagram{}, BadUDPLen
 	}
 	src := netip.AddrFrom4([4]byte(ip[12:16]))
 	dst := netip.AddrFrom4([4]byte(ip[16:20]))
 	return Datagram{
-		Src:     netip.AddrPortFrom(src, binary.BigEndian.Uint16(u[0:])),
-		Dst:     netip.AddrPortFrom(dst, binary.BigEndian.Uint16(u[2:])),
-		TOS:     ip[1],
-		Payload: u[8:ul:ul],
+		Src:  netip.AddrPortFrom(src, binary.BigEndian.Uint16(u[0:])),
+		Dst:  netip.AddrPortFrom(dst, binary.BigEndian.Uint16(u[2:])),
+		TOS:  ip[1],
+		poff: 14 + ihl + 8,
+		plen: ul - 8,
 	}, OK
 }
 
-// ErrTooBig is returned for a datagram that does not fit in one UMEM frame.
-var ErrTooBig = errors.New("xsk: datagram larger than a UMEM frame")
+// ErrTooBig is returned for a datagram longer than IPv4 allows.
+var ErrTooBig = errors.New("xsk: datagram too long for IPv4")
