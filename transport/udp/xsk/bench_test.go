@@ -162,3 +162,98 @@ func BenchmarkTxInterleaved(b *testing.B) {
 	st := s.Stats()
 	b.ReportMetric(float64(st.TxKicks)/max(float64(st.TxPackets), 1), "xsk_kicks/pkt")
 }
+
+// receiveXSK reads datagrams from rd until count arrived or none came for idle.
+func receiveXSK(rd *xsk.RxReader, count int, idle time.Duration) blast.Result {
+	pk := make([]xsk.RxPacket, batch)
+	for i := range pk {
+		pk[i].Buf = make([]byte, payload)
+	}
+	var r blast.Result
+	var first, last time.Time
+	for r.Packets < uint64(count) {
+		k, err := rd.ReadUDP4(pk, int(idle.Milliseconds()))
+		if err != nil || k == 0 {
+			break
+		}
+		last = time.Now()
+		if r.Packets == 0 {
+			first = last
+		}
+		r.Packets += uint64(k)
+		for _, p := range pk[:k] {
+			r.Bytes += uint64(p.N)
+		}
+	}
+	r.Elapsed = last.Sub(first)
+	return r
+}
+
+// BenchmarkRxInterleaved is BenchmarkTxInterleaved for the receive side: 4096-byte
+// datagrams with a source port per packet, sent by sendmmsg on 256 EV sockets (udp.Conn)
+// or by AF_XDP, received by recvmmsg on a plain UDP socket or by an AF_XDP socket behind
+// the XDP program (native XDP on the receiving veth, in its own namespace pair so the
+// socket baselines run without XDP); GSO on one port into GRO for reference. Same rounds,
+// figures and caveats. Use -benchtime=5x or more.
+func BenchmarkRxInterleaved(b *testing.B) {
+	plain := nstest.Pair(b) // no XDP anywhere
+	xdp := nstest.Pair(b)   // XDP program on B's veth0 for port 23600
+	const port = 23600
+	s, _, _ := rxSide(b, xdp.B, port, port)
+	rd := xsk.NewRxReader(s, batch)
+	rx := plainRx(b, plain.B, plain.AddrB)
+	open := func(ns *nstest.NS, cfg udp.Config) *udp.Conn {
+		cfg.Logger = quiet()
+		return nstest.Open(b, ns, func() (*udp.Conn, error) { return udp.Open(cfg) })
+	}
+	cfg := udp.Config{Listen: netip.AddrPortFrom(plain.AddrA, 21000), EVS: 256, SendBuffer: bufSize, BatchSize: batch}
+	sockTx := open(plain.A, cfg)
+	cfg.Listen = netip.AddrPortFrom(xdp.AddrA, 21000)
+	sockTxX := open(xdp.A, cfg)
+	groTx := open(plain.A, udp.Config{Listen: netip.AddrPortFrom(plain.AddrA, 22000), EVS: 1, SendBuffer: bufSize, BatchSize: batch})
+	groRx := open(plain.B, udp.Config{Listen: netip.AddrPortFrom(plain.AddrB, 0), EVS: 1, RecvBuffer: bufSize, BatchSize: batch})
+	xTx, xRt := openTx(b, plain.A, plain.AddrB, xsk.Config{NoRX: true, Frames: 4096, RingSize: 4096})
+	xTxX, xRtX := openTx(b, xdp.A, xdp.AddrB, xsk.Config{NoRX: true, Frames: 4096, RingSize: 4096})
+	until := func() time.Time { return time.Now().Add(20 * time.Second) }
+	const idle = 300 * time.Millisecond
+	vs := []*series{{name: "sendmmsg-256ev>recvmmsg"}, {name: "sendmmsg-256ev>xsk"}, {name: "xsk-256ev>recvmmsg"}, {name: "xsk-256ev>xsk"}, {name: "gso-1ev>gro"}}
+	b.ResetTimer()
+	for range b.N {
+		for _, v := range vs {
+			done := make(chan blast.Result, 1)
+			c0 := cpuTime()
+			var sent int
+			var err error
+			switch v.name {
+			case "sendmmsg-256ev>recvmmsg", "xsk-256ev>recvmmsg":
+				go func() { r, _ := blast.Receive(rx, payload, batch, rounds, idle); done <- r }()
+			case "gso-1ev>gro":
+				go func() { r, _ := blast.ReceiveConn(groRx, payload, batch, rounds, idle); done <- r }()
+			default:
+				go func() { done <- receiveXSK(rd, rounds, idle) }()
+			}
+			switch v.name {
+			case "sendmmsg-256ev>recvmmsg":
+				sent, err = blast.SendConn(sockTx, rx.LocalAddr().(*net.UDPAddr).AddrPort(), payload, batch, rounds, 256, until())
+			case "sendmmsg-256ev>xsk":
+				sent, err = blast.SendConn(sockTxX, netip.AddrPortFrom(xdp.AddrB, port), payload, batch, rounds, 256, until())
+			case "xsk-256ev>recvmmsg":
+				sent, err = sendXSK(xTx, &xRt.Hop, rx.LocalAddr().(*net.UDPAddr).AddrPort().Port(), 30000, 256, rounds, until())
+			case "xsk-256ev>xsk":
+				sent, err = sendXSK(xTxX, &xRtX.Hop, port, 30000, 256, rounds, until())
+			case "gso-1ev>gro":
+				sent, err = blast.SendConn(groTx, groRx.LocalAddr(), payload, batch, rounds, 1, until())
+			}
+			if err != nil {
+				b.Fatal(v.name, err)
+			}
+			v.add(<-done, sent, cpuTime()-c0)
+		}
+	}
+	b.StopTimer()
+	for _, v := range vs {
+		v.report(b)
+	}
+	st := rd.Stats()
+	b.ReportMetric(float64(st.Malformed[xsk.BadIPHeader]+st.Malformed[xsk.BadUDPLen]+st.Truncated), "xsk_rx_refused")
+}
