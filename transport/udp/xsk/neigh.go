@@ -18,9 +18,10 @@ type Route struct {
 }
 
 // Resolve finds the route to dst, our address and MAC on its interface and the next
-// hop's MAC from the neighbour table. If the table has no usable entry it provokes ARP
-// with one empty datagram to dst's discard port (9) and waits up to wait. nl may be nil:
-// a handle is opened in the calling thread's network namespace.
+// hop's MAC from the neighbour table. If the table has no usable entry and wait > 0 it
+// provokes ARP with one empty datagram to dst's discard port (9), from the calling
+// thread's namespace, and waits up to wait. nl may be nil: a handle is opened in the
+// calling thread's network namespace.
 func Resolve(nl *netlink.Handle, dst netip.Addr, wait time.Duration) (Route, error) {
 	if !dst.Is4() {
 		return Route{}, fmt.Errorf("xsk: resolve %v: only IPv4", dst)
@@ -68,7 +69,7 @@ func Resolve(nl *netlink.Handle, dst netip.Addr, wait time.Duration) (Route, err
 		if time.Now().After(deadline) {
 			return Route{}, fmt.Errorf("xsk: no neighbour entry for %v on %s after %v", next, link.Attrs().Name, wait)
 		}
-		if !poked {
+		if !poked && wait > 0 {
 			poked = true
 			if c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9))); err == nil {
 				c.Write(nil)

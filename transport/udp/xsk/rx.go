@@ -35,7 +35,7 @@ func NewRxReader(s *Socket, batch int) *RxReader {
 // Stats returns the reader's counters.
 func (r *RxReader) Stats() RxStats { return r.st }
 
-// ReadUDP4 waits up to timeoutMs (-1: forever) for frames, then copies up to len(pkts)
+// ReadUDP4 waits up to timeoutMs (-1: forever; 0: no wait, no system call) for frames, then copies up to len(pkts)
 // datagrams into pkts and returns how many; malformed frames are counted and dropped, so
 // it may return 0 before the timeout. Frames go back to the fill ring before it returns.
 func (r *RxReader) ReadUDP4(pkts []RxPacket, timeoutMs int) (int, error) {
@@ -49,7 +49,8 @@ func (r *RxReader) ReadUDP4(pkts []RxPacket, timeoutMs int) (int, error) {
 		if m == 0 {
 			break
 		}
-		for i := 0; i < m && k < len(pkts); {
+		i := 0
+		for i < m && k < len(pkts) {
 			j := i // the packet is frames[i..j]
 			for j < m-1 && r.frames[j].More {
 				j++
@@ -58,6 +59,10 @@ func (r *RxReader) ReadUDP4(pkts []RxPacket, timeoutMs int) (int, error) {
 				k++
 			}
 			i = j + 1
+		}
+		if i < m {
+			r.s.Unreceive(m - i) // no room left: the rest stay for the next call
+			break
 		}
 	}
 	r.s.Release()

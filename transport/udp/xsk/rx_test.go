@@ -230,3 +230,42 @@ func TestRxZeroAllocs(t *testing.T) {
 		t.Fatalf("%.1f allocations per 64-packet round, want 0", n)
 	}
 }
+
+// Packets of one to three frames, read into fewer slots than are waiting: nothing the
+// reader had no room for is lost (it stays on the ring), and all arrive in order.
+func TestReadMixedSizes(t *testing.T) {
+	tp := nstest.Pair(t)
+	const port = 23600
+	s, _, _ := rxSide(t, tp.B, port, port)
+	tx, rt := openTx(t, tp.A, tp.AddrB, xsk.Config{NoRX: true})
+	var out []xsk.TxPacket
+	for i := range 200 {
+		out = append(out, xsk.TxPacket{Payload: make([]byte, 100+i*83%8000), SrcPort: uint16(1000 + i), DstPort: port})
+	}
+	for i := 0; i < len(out); i += 16 {
+		if k, err := tx.SendUDP4(&rt.Hop, out[i:min(len(out), i+16)]); err != nil || k != min(16, len(out)-i) {
+			t.Fatalf("SendUDP4: %d, %v", k, err)
+		}
+	}
+	rd := xsk.NewRxReader(s, 20)
+	pk := make([]xsk.RxPacket, 7)
+	for i := range pk {
+		pk[i].Buf = make([]byte, 9000)
+	}
+	got := 0
+	for got < len(out) {
+		k, err := rd.ReadUDP4(pk, 1000)
+		if err != nil || k == 0 {
+			t.Fatalf("ReadUDP4 after %d of %d: %d, %v (stats %+v)", got, len(out), k, err, rd.Stats())
+		}
+		for _, p := range pk[:k] {
+			if w := out[got]; int(p.Src.Port()) != int(w.SrcPort) || p.N != len(w.Payload) {
+				t.Fatalf("datagram %d: port %d, %d bytes; want port %d, %d bytes", got, p.Src.Port(), p.N, w.SrcPort, len(w.Payload))
+			}
+			got++
+		}
+	}
+	if ks, err := s.KernelStats(); err != nil || ks.Rx_dropped+ks.Rx_ring_full != 0 {
+		t.Fatalf("kernel stats %+v, %v", ks, err)
+	}
+}

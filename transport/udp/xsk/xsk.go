@@ -452,9 +452,34 @@ func (s *Socket) Receive(frames []Frame) int {
 		}
 		frames[k] = Frame{Data: s.umem[a : a+l : a+l], More: d.Options&unix.XDP_PKT_CONTD != 0}
 	}
+	// Hand out whole packets only: a packet whose last frame is not yet ours (our slice
+	// ended) stays on the ring for the next call.
+	for k > 0 && frames[k-1].More {
+		k--
+	}
 	s.rxHeld += uint32(k)
 	s.st.RxFrames += uint64(k)
 	return k
+}
+
+// Unreceive puts the last n frames handed out by Receive back on the RX ring's unread
+// side, so the next Receive returns them again (a caller that ran out of room).
+func (s *Socket) Unreceive(n int) {
+	n = min(n, int(s.rxHeld))
+	s.rxHeld -= uint32(n)
+	s.st.RxFrames -= uint64(n)
+}
+
+// KernelStats returns the kernel's counters of the socket (XDP_STATISTICS): packets
+// dropped for a full RX ring or an empty fill ring, invalid descriptors.
+func (s *Socket) KernelStats() (unix.XDPStatistics, error) {
+	var st unix.XDPStatistics
+	l := uint32(unsafe.Sizeof(st))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_STATISTICS,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&l)), 0); e != 0 {
+		return st, e
+	}
+	return st, nil
 }
 
 // Release gives the frames of every Receive since the last Release back to the fill ring.
@@ -474,11 +499,14 @@ func (s *Socket) Release() {
 	atomic.StoreUint32(s.fill.prod, s.fillPro)
 }
 
-// Wait blocks in poll until a packet is waiting or timeoutMs passes (-1: forever); it
-// returns whether one is.
+// Wait blocks in poll until a packet is waiting or timeoutMs passes (-1: forever; 0: no
+// system call, only a look at the ring); it returns whether one is.
 func (s *Socket) Wait(timeoutMs int) (bool, error) {
 	if atomic.LoadUint32(s.rx.prod) != s.rxCons+s.rxHeld {
 		return true, nil
+	}
+	if timeoutMs == 0 {
+		return false, nil
 	}
 	s.st.RxPolls++
 	for {
