@@ -14,7 +14,7 @@ import (
 // UDPConfigFor returns the socket layer's config for c.
 func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	u := c.UDP
-	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier,
+	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: u.Datapath,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
 		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
 		MaxDatagram: c.MaxDatagram(), HeaderBytes: PacketOverhead,
