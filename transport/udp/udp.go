@@ -259,7 +259,7 @@ func Open(cfg Config) (*Conn, error) {
 		"listen", c.local.String(), "carrier", cfg.Carrier, "evs", cfg.EVS,
 		"ev_ports", c.evPortRange(), "ecn", c.caps.ECN, "rx_timestamps", c.caps.RxTimestamps,
 		"tx_timestamps", c.caps.TxTimestamps, "timestamp_source", c.caps.TimestampSource,
-		"datapath", c.caps.Datapath, "batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "df", c.caps.DF, "link_mtu", c.caps.LinkMTU, "probe", verdict,
+		"datapath", c.caps.Datapath, "xdp_mode", c.caps.XDPMode, "batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "df", c.caps.DF, "link_mtu", c.caps.LinkMTU, "probe", verdict,
 		"recv_buffer", c.caps.RecvBuffer, "send_buffer", c.caps.SendBuffer)
 	return c, nil
 }
