@@ -106,6 +106,19 @@ func BenchmarkVethAFXDP(b *testing.B) {
 		slices.Sort(s)
 		return s[0], s[len(s)/2], s[len(s)-1]
 	}
+	// Per-round ratios, AF_XDP over sockets for the same balancer: steadier than a ratio
+	// of medians when the machine's load comes and goes.
+	for i := 1; i < len(vs); i += 2 {
+		g, c := make([]float64, rounds), make([]float64, rounds)
+		for r := range rounds {
+			g[r] = vs[i].gbps[r] / max(vs[i-1].gbps[r], 1e-9)
+			c[r] = vs[i].cpus[r] / max(vs[i-1].cpus[r], 1e-9)
+		}
+		_, gm, _ := mmm(g)
+		_, cm, _ := mmm(c)
+		b.ReportMetric(gm, vs[i].name+"/"+vs[i-1].name+"_goodput")
+		b.ReportMetric(cm, vs[i].name+"/"+vs[i-1].name+"_cpu")
+	}
 	for _, v := range vs {
 		glo, gmed, ghi := mmm(v.gbps)
 		clo, cmed, chi := mmm(v.cpus)

@@ -90,6 +90,23 @@ func mmm(x []float64) (lo, med, hi float64) {
 	return s[0], s[len(s)/2], s[len(s)-1]
 }
 
+// reportAll reports every variant and, per variant, the median over rounds of its rate
+// divided by base's in the same round (steadier than a ratio of medians on a busy machine).
+func reportAll(b *testing.B, vs []*series, base *series) {
+	for _, v := range vs {
+		v.report(b)
+		if v == base {
+			continue
+		}
+		r := make([]float64, len(v.rate))
+		for i := range r {
+			r[i] = v.rate[i] / max(base.rate[i], 1)
+		}
+		_, med, _ := mmm(r)
+		b.ReportMetric(med, v.name+"/"+base.name)
+	}
+}
+
 func (s *series) report(b *testing.B) {
 	lo, med, hi := mmm(s.rate)
 	clo, cmed, chi := mmm(s.cpu)
@@ -156,9 +173,7 @@ func BenchmarkTxInterleaved(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	for _, v := range vs {
-		v.report(b)
-	}
+	reportAll(b, vs, vs[1])
 	st := s.Stats()
 	b.ReportMetric(float64(st.TxKicks)/max(float64(st.TxPackets), 1), "xsk_kicks/pkt")
 }
@@ -251,9 +266,7 @@ func BenchmarkRxInterleaved(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	for _, v := range vs {
-		v.report(b)
-	}
+	reportAll(b, vs, vs[0])
 	st := rd.Stats()
 	b.ReportMetric(float64(st.Malformed[xsk.BadIPHeader]+st.Malformed[xsk.BadUDPLen]+st.Truncated), "xsk_rx_refused")
 }
