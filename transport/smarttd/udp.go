@@ -151,6 +151,7 @@ func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
 	g(dCap, b2f(caps.GSO), "gso")
 	g(dCap, b2f(caps.GRO), "gro")
 	g(dCap, b2f(caps.DF), "df")
+	g(dCap, b2f(caps.Datapath == udp.DatapathAFXDP), "afxdp")
 	g(dLinkMTU, float64(caps.LinkMTU))
 	g(dTSSource, 1, caps.TimestampSource)
 	g(dSockBuf, float64(caps.RecvBuffer), "rx")

@@ -21,7 +21,7 @@ func (s *Socket) SendUDP4(h *Hop, pkts []TxPacket) (int, error) {
 		n := min(len(pkts)-sent, 64)
 		for i := range n {
 			p := &pkts[sent+i]
-			if HeaderLen+len(p.Payload) > 65535-20+14 {
+			if len(p.Payload) > 65535-28 { // the IPv4 total length field
 				s.Kick()
 				return sent + i, ErrTooBig
 			}
