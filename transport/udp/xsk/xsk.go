@@ -78,7 +78,6 @@ type Socket struct {
 	rx    ring
 	tx    ring
 	zc    bool
-	wake  bool // XDP_USE_NEED_WAKEUP granted
 	close atomic.Bool
 
 	free    []uint64 // TX frames not in flight
@@ -138,10 +137,12 @@ type Error struct {
 	Reason string // what it most likely means
 }
 
+// Error says which step failed, the kernel's error and the likely reason.
 func (e *Error) Error() string {
 	return fmt.Sprintf("af_xdp %s: %v (%s)", e.Step, e.Err, e.Reason)
 }
 
+// Unwrap returns the kernel's error (errors.Is(err, unix.EAFNOSUPPORT) and the like work).
 func (e *Error) Unwrap() error { return e.Err }
 
 // explain maps a step's errno to the likely cause.
@@ -296,7 +297,6 @@ func (s *Socket) setup() error {
 		return explainSG("bind", err, true)
 	}
 	s.zc = cfg.ZeroCopy
-	s.wake = true
 	s.pfd = []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
 	return nil
 }
