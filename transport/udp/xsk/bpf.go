@@ -92,11 +92,26 @@ type Program struct {
 	Mode       string // "native" or "generic": how the program is attached
 }
 
+// Attach modes for AttachMode.
+const (
+	ModeAuto    = ""        // native where the driver has it, else generic
+	ModeNative  = "native"  // XDP_FLAGS_DRV_MODE only
+	ModeGeneric = "generic" // XDP_FLAGS_SKB_MODE only (any driver, slower)
+)
+
 // Attach loads the program for UDP destination ports lo..hi with an XSKMAP of queues
 // entries and attaches it to the interface ifindex of the calling thread's network
 // namespace: native XDP where the driver has it, else generic (skb) XDP. It refuses to
 // replace a program already attached. Close detaches it (from any thread).
 func Attach(ifindex int, lo, hi uint16, queues int) (*Program, error) {
+	return AttachMode(ifindex, lo, hi, queues, ModeAuto)
+}
+
+// AttachMode is Attach in one mode (ModeNative, ModeGeneric) or ModeAuto.
+func AttachMode(ifindex int, lo, hi uint16, queues int, mode string) (*Program, error) {
+	if mode != ModeAuto && mode != ModeNative && mode != ModeGeneric {
+		return nil, fmt.Errorf("xsk: attach mode %q: allowed %q, %q or %q (auto)", mode, ModeNative, ModeGeneric, ModeAuto)
+	}
 	if lo > hi || queues < 1 {
 		return nil, fmt.Errorf("xsk: Attach ports %d..%d, %d queues: need lo <= hi and queues >= 1", lo, hi, queues)
 	}
@@ -123,7 +138,10 @@ func Attach(ifindex int, lo, hi uint16, queues int) (*Program, error) {
 	for _, m := range []struct {
 		flags int
 		name  string
-	}{{unix.XDP_FLAGS_DRV_MODE, "native"}, {unix.XDP_FLAGS_SKB_MODE, "generic"}} {
+	}{{unix.XDP_FLAGS_DRV_MODE, ModeNative}, {unix.XDP_FLAGS_SKB_MODE, ModeGeneric}} {
+		if mode != ModeAuto && mode != m.name {
+			continue
+		}
 		f := m.flags | unix.XDP_FLAGS_UPDATE_IF_NOEXIST
 		if err := p.setXDP(p.prog, f); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))

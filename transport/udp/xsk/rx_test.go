@@ -17,6 +17,11 @@ import (
 // socket to its queue 0; both go away when the test ends, also on failure.
 func rxSide(t testing.TB, ns *nstest.NS, lo, hi uint16) (*xsk.Socket, *xsk.Program, int) {
 	t.Helper()
+	return rxSideMode(t, ns, lo, hi, xsk.ModeAuto)
+}
+
+func rxSideMode(t testing.TB, ns *nstest.NS, lo, hi uint16, mode string) (*xsk.Socket, *xsk.Program, int) {
+	t.Helper()
 	var ifindex int
 	if err := ns.Do(func() error {
 		l, err := net.InterfaceByName("veth0")
@@ -29,7 +34,7 @@ func rxSide(t testing.TB, ns *nstest.NS, lo, hi uint16) (*xsk.Socket, *xsk.Progr
 	}
 	cfg := xsk.Config{Ifindex: ifindex, NoTX: true, Frames: 4096, RingSize: 4096}
 	skipUnavailable(t, ns, cfg)
-	p := nstest.Open(t, ns, func() (*xsk.Program, error) { return xsk.Attach(ifindex, lo, hi, 1) })
+	p := nstest.Open(t, ns, func() (*xsk.Program, error) { return xsk.AttachMode(ifindex, lo, hi, 1, mode) })
 	s := nstest.Open(t, ns, func() (*xsk.Socket, error) { return xsk.Open(cfg) })
 	if err := p.Register(0, s); err != nil {
 		t.Fatal(err)
@@ -65,10 +70,18 @@ func readN(t testing.TB, rd *xsk.RxReader, n int, idle time.Duration) []xsk.RxPa
 // that span three frames included) with source, TOS and bytes intact, and passes other
 // ports to the kernel's sockets; ARP keeps working (the senders resolve B first).
 func TestRedirect(t *testing.T) {
+	for _, mode := range []string{xsk.ModeNative, xsk.ModeGeneric} {
+		t.Run(mode, func(t *testing.T) { testRedirect(t, mode) })
+	}
+}
+
+func testRedirect(t *testing.T, mode string) {
 	tp := nstest.Pair(t)
 	const port = 23600
-	s, p, _ := rxSide(t, tp.B, port, port+3)
-	t.Logf("XDP attached in %s mode", p.Mode)
+	s, p, _ := rxSideMode(t, tp.B, port, port+3, mode)
+	if p.Mode != mode {
+		t.Fatalf("attached in %q mode, asked for %q", p.Mode, mode)
+	}
 	other := plainRx(t, tp.B, tp.AddrB)
 	tx := nstest.Open(t, tp.A, func() (*net.UDPConn, error) {
 		return net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(tp.AddrA, 0)))
