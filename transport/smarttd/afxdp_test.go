@@ -88,6 +88,7 @@ func BenchmarkVethAFXDP(b *testing.B) {
 		name, lb   string
 		dp         string
 		gbps, cpus []float64
+		retx       []float64
 	}
 	vs := []*variant{{name: "sockets-reps", lb: "reps", dp: udp.DatapathSockets}, {name: "afxdp-reps", lb: "reps", dp: udp.DatapathAFXDP},
 		{name: "sockets-ecmp", lb: "ecmp", dp: udp.DatapathSockets}, {name: "afxdp-ecmp", lb: "ecmp", dp: udp.DatapathAFXDP}}
@@ -102,6 +103,7 @@ func BenchmarkVethAFXDP(b *testing.B) {
 			}
 			v.gbps = append(v.gbps, r.gbps)
 			v.cpus = append(v.cpus, r.cpuPerGB)
+			v.retx = append(v.retx, r.retxPct)
 		}
 	}
 	mmm := func(x []float64) (float64, float64, float64) {
@@ -125,8 +127,11 @@ func BenchmarkVethAFXDP(b *testing.B) {
 	for _, v := range vs {
 		glo, gmed, ghi := mmm(v.gbps)
 		clo, cmed, chi := mmm(v.cpus)
+		_, rmed, rhi := mmm(v.retx)
 		b.ReportMetric(gmed, v.name+"_Gbit/s")
 		b.ReportMetric(cmed, v.name+"_cpu_s/GB")
-		b.Logf("%-13s goodput Gbit/s min/median/max %.2f %.2f %.2f   CPU s/GB %.2f %.2f %.2f", v.name, glo, gmed, ghi, clo, cmed, chi)
+		b.ReportMetric(rmed, v.name+"_retx_%")
+		b.Logf("%-13s goodput Gbit/s min/median/max %.2f %.2f %.2f   CPU s/GB %.2f %.2f %.2f   retransmitted %% median/max %.2f %.2f",
+			v.name, glo, gmed, ghi, clo, cmed, chi, rmed, rhi)
 	}
 }
