@@ -91,10 +91,9 @@ func (c *Conn) openXDP() error {
 			x.close()
 		}
 	}()
+	// No separate xsk.Probe: Open fails with the same explained errors, and a probe's
+	// socket would hold the queue for a while after closing.
 	cfg := xsk.Config{Ifindex: ifindex, Queue: 0}
-	if err := xsk.Probe(cfg); err != nil {
-		return err
-	}
 	if x.prog, err = xsk.Attach(ifindex, c.local.Port(), c.local.Port(), 1); err != nil {
 		return err
 	}

@@ -286,10 +286,11 @@ func (s *Socket) setup() error {
 		flags = unix.XDP_ZEROCOPY
 	}
 	sa := &unix.SockaddrXDP{Flags: flags | unix.XDP_USE_NEED_WAKEUP | unix.XDP_USE_SG, Ifindex: uint32(cfg.Ifindex), QueueID: uint32(cfg.Queue)}
-	// A socket closed just before (a probe's) frees its hold on the queue from a work
-	// queue, so EBUSY may be a matter of milliseconds.
+	// A socket closed just before (a probe's, or a restarted daemon's) frees its hold on
+	// the queue from a kernel work queue, which on a loaded machine can take a while: a
+	// queue that stays busy for 2 s is taken.
 	err = unix.Bind(s.fd, sa)
-	for try := 0; err == unix.EBUSY && try < 100; try++ {
+	for try := 0; err == unix.EBUSY && try < 400; try++ {
 		time.Sleep(5 * time.Millisecond)
 		err = unix.Bind(s.fd, sa)
 	}
