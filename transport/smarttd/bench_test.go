@@ -126,14 +126,14 @@ func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64)
 }
 
 // BenchmarkVethEVRun is the daemon's REPS goodput over the veth pair of
-// BenchmarkVethDaemonVsBlaster with EV runs of k = 1, 4, 16, 64 packets (reps.run, issue
+// BenchmarkVethDaemonVsBlaster with EV runs of k = 1, 2, 4, 8, 16, 32 packets (reps.run, issue
 // 15), interleaved within each round: CPU seconds (both daemons, user+system) per GB moved,
 // sendmmsg calls and GSO sends per data packet at the sender, ACKs per data packet. Use
 // e.g. -benchtime=100000x; rounds are sub-benchmarks.
 func BenchmarkVethEVRun(b *testing.B) {
 	tp := nstest.Pair(b)
 	for round := range 3 {
-		for _, k := range []int{1, 4, 16, 64} {
+		for _, k := range []int{1, 2, 4, 8, 16, 32} {
 			b.Run(fmt.Sprintf("round=%d/run=%d", round, k), func(b *testing.B) {
 				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.Transport.REPS.Run = k })
 				b.ReportMetric(r.rate, "daemon_pkts/s")
