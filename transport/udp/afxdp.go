@@ -50,7 +50,7 @@ type xdpPath struct {
 
 // xdpRetry is how often a destination without a neighbour entry is looked up again
 // (its packets meanwhile leave through the sockets).
-const xdpRetry = 10 * time.Millisecond
+const xdpRetry = time.Millisecond
 
 // openXDP sets up the AF_XDP datapath, or says why it cannot.
 func (c *Conn) openXDP() error {
