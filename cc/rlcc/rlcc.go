@@ -55,6 +55,12 @@ type Config struct {
 	CatBoostFeatures []string `yaml:"catboost_features"`
 	// Limits bound the model size (default 10 trees, depth 4).
 	Limits Limits `yaml:"limits"`
+	// Policy selects what decides: "trees" (default; integer-only, the NIC's) or "mlp",
+	// the float64 policy network the trees were distilled from (simulator and training).
+	Policy string `yaml:"policy"`
+	// MLP is the path of a policy network file for Policy "mlp"; empty means the
+	// embedded trained policy.
+	MLP string `yaml:"mlp"`
 }
 
 // DefaultConfig returns the default parameters: target 0.064, beta 1.5, actions
@@ -99,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.ModelFormat != "" && c.ModelFormat != "smartt" && c.ModelFormat != "catboost" {
 		bad("model_format = %q: must be smartt or catboost", c.ModelFormat)
+	}
+	if c.Policy != "" && c.Policy != "trees" && c.Policy != "mlp" {
+		bad("policy = %q: must be trees or mlp", c.Policy)
 	}
 	return errors.Join(errs...)
 }
