@@ -158,6 +158,18 @@ func NewParams(cfg Config, net config.Network) (*Params, error) {
 	if err != nil {
 		return nil, err
 	}
+	return NewParamsWithModel(cfg, net, m)
+}
+
+// NewParamsWithModel is NewParams with the model given (validated against cfg.Limits)
+// instead of loaded.
+func NewParamsWithModel(cfg Config, net config.Network, m *Model) (*Params, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(cfg.Limits); err != nil {
+		return nil, err
+	}
 	lineBytes := net.LinkRate / 8
 	p := &Params{
 		ens:     Compile(m),
