@@ -140,4 +140,3 @@ func Distill(net *rlcc.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model, D
 }
 
 func round6(v float64) float64 { return math.Round(v*1e6) / 1e6 }
-
