@@ -41,6 +41,7 @@ type Decision struct {
 	PrevIn  [NumNetInputs]float64 // the previous decision's input: Delta is its outcome
 	HasPrev bool                  // PrevIn is set (not the flow's first decision)
 	Loss    bool                  // decided on a loss
+	Now     int64                 // ns, when
 }
 
 // NetParams is what all NetControllers of one configuration share: the network and the
@@ -134,7 +135,7 @@ func (c *NetController) decide(rtt int64, loss bool) {
 	d.In = NetInput(&d.X)
 	d.U = p.Net.Forward(&d.In)
 	m := min(max(Multiplier(d.U), p.cfg.MinAction), p.cfg.MaxAction)
-	d.PrevIn, d.HasPrev, d.Loss = c.prevIn, c.n > 0, loss
+	d.PrevIn, d.HasPrev, d.Loss, d.Now = c.prevIn, c.n > 0, loss, c.last
 	c.rate = min(max(c.rate*m, p.cfg.MinRate), 1)
 	c.d1, c.a2, c.a1 = d.Delta, c.a1, m
 	c.prevIn = d.In

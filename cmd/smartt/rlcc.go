@@ -121,6 +121,8 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		fs.IntVar(&dc.HoldOut, "hold-out", dc.HoldOut, "every n-th episode is held out")
 		fs.IntVar(&dc.Fit.Trees, "trees", dc.Fit.Trees, "boosted trees (<= 10 for the NIC)")
 		fs.IntVar(&dc.Fit.Depth, "depth", dc.Fit.Depth, "tree depth (<= 4 for the NIC)")
+		fs.Float64Var(&dc.Fit.LearningRate, "fit-lr", dc.Fit.LearningRate, "boosting shrinkage")
+		fs.Float64Var(&dc.Fit.L2, "l2", dc.Fit.L2, "L2 regularisation of leaf values")
 		o := fs.String("o", "", "output model file (default stdout)")
 		if err := parseArgs(fs, args[1:]); err != nil {
 			return err
@@ -168,8 +170,8 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		if err != nil {
 			return err
 		}
-		printTable(out, "network", train.ActionTable(train.NetAction(net, cfg), cfg.Target))
-		printTable(out, "trees", train.ActionTable(train.TreeAction(m, cfg), cfg.Target))
+		printTable(out, "network", rlcc.ActionTable(train.NetAction(net, cfg), cfg.Target))
+		printTable(out, "trees", rlcc.ActionTable(train.TreeAction(m, cfg), cfg.Target))
 		printTable(out, "paper (Table VI)", rlcc.TableVI)
 		return nil
 	case "fig3":
@@ -256,6 +258,6 @@ func printTable(w io.Writer, name string, t [3][3]float64) {
 	for i, row := range []string{"under-utilised", "on target", "congested"} {
 		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f |\n", row, t[i][0], t[i][1], t[i][2])
 	}
-	ok := train.ColumnOrder(t)
+	ok := rlcc.ColumnOrder(t)
 	fmt.Fprintf(w, "increasing down the columns (as Table VI): %v %v %v\n\n", ok[0], ok[1], ok[2])
 }

@@ -96,6 +96,7 @@ type Episode struct {
 	Decisions int
 	Updates   int     // gradient steps taken during the episode
 	Reward    float64 // mean over decisions of -(delta/target)^2, delta/target clipped to [-WeightClip, 1]
+	Steady    float64 // the same over the second half of the episode (after the start-up)
 	MeanDelta float64 // mean delta/target (clipped)
 	Goodput   float64 // over the second half of the episode
 	Inflation float64 // mean RTT inflation over the second half
@@ -161,8 +162,8 @@ func (t *Trainer) Run() error {
 		t.Curve = append(t.Curve, ep)
 		t.Iter++
 		if c.Progress != nil {
-			fmt.Fprintf(c.Progress, "iter %4d  N=%5d  decisions %6d  updates %3d  mean reward %8.4f  mean delta/target %+.3f  goodput %.3f  inflation %.2f  %.2fs\n",
-				ep.Iter, ep.Flows, ep.Decisions, ep.Updates, ep.Reward, ep.MeanDelta, ep.Goodput, ep.Inflation, ep.Wall)
+			fmt.Fprintf(c.Progress, "iter %4d  N=%5d  decisions %6d  updates %3d  mean reward %8.4f (second half %8.4f)  mean delta/target %+.3f  goodput %.3f  inflation %.2f  %.2fs\n",
+				ep.Iter, ep.Flows, ep.Decisions, ep.Updates, ep.Reward, ep.Steady, ep.MeanDelta, ep.Goodput, ep.Inflation, ep.Wall)
 		}
 		if c.Dir != "" && c.CheckpointEvery > 0 && t.Iter%c.CheckpointEvery == 0 && t.Iter < c.Iterations {
 			if err := t.Checkpoint(filepath.Join(c.Dir, fmt.Sprintf("checkpoint_%04d.json", t.Iter))); err != nil {
@@ -181,13 +182,19 @@ func (t *Trainer) episode(k int) (Episode, error) {
 	c := t.Cfg
 	n, seed := c.episodeDraw(k)
 	ep := Episode{Iter: k, Flows: n}
-	var rsum, dsum float64
+	var rsum, dsum, ssum float64
+	var sn int
+	half := c.EpisodeNs / 2
 	flows := make([][]pending, n) // per flow, oldest first
 	pol := &NetPolicy{Net: t.Net, Cfg: c.Env.RLCC, OnDecision: func(nc *rlcc.NetController, d *rlcc.Decision) {
 		z := min(max(d.Delta/c.Env.RLCC.Target, -c.WeightClip), 1)
 		rsum -= z * z
 		dsum += z
 		ep.Decisions++
+		if d.Now >= half {
+			ssum -= z * z
+			sn++
+		}
 		q := flows[nc.Flow]
 		for i := range q {
 			q[i].sum += z
@@ -205,7 +212,7 @@ func (t *Trainer) episode(k int) (Episode, error) {
 		flows[nc.Flow] = append(q, pending{in: d.In})
 	}}
 	start := time.Now()
-	st, err := c.Env.Run(pol, n, seed, c.EpisodeNs/2, c.EpisodeNs-c.EpisodeNs/2)
+	st, err := c.Env.Run(pol, n, seed, half, c.EpisodeNs-half)
 	if err != nil {
 		return ep, err
 	}
@@ -214,6 +221,9 @@ func (t *Trainer) episode(k int) (Episode, error) {
 	if ep.Decisions > 0 {
 		ep.Reward = rsum / float64(ep.Decisions)
 		ep.MeanDelta = dsum / float64(ep.Decisions)
+	}
+	if sn > 0 {
+		ep.Steady = ssum / float64(sn)
 	}
 	return ep, nil
 }
