@@ -123,6 +123,7 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		fs.IntVar(&dc.Fit.Depth, "depth", dc.Fit.Depth, "tree depth (<= 4 for the NIC)")
 		fs.Float64Var(&dc.Fit.LearningRate, "fit-lr", dc.Fit.LearningRate, "boosting shrinkage")
 		fs.Float64Var(&dc.Fit.L2, "l2", dc.Fit.L2, "L2 regularisation of leaf values")
+		fs.IntVar(&dc.Fit.Borders, "borders", dc.Fit.Borders, "candidate split borders per feature (quantiles)")
 		o := fs.String("o", "", "output model file (default stdout)")
 		if err := parseArgs(fs, args[1:]); err != nil {
 			return err

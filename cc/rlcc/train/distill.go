@@ -29,8 +29,7 @@ type DistillConfig struct {
 // DefaultDistillConfig is the distillation of the embedded default model.
 func DefaultDistillConfig() DistillConfig {
 	fc := rlcc.DefaultFit
-	fc.Seed = 0           // unused: the samples come from the simulator
-	fc.LearningRate = 0.8 // the network's sharper actions need less shrinkage than the teacher's
+	fc.Seed = 0 // unused: the samples come from the simulator
 	return DistillConfig{Seed: 1, Episodes: 30, MinFlows: 2, MaxFlows: 1024, EpisodeNs: 5_000_000,
 		PerEpisode: 2000, HoldOut: 5, Fit: fc, Env: DefaultEnv()}
 }

@@ -49,7 +49,7 @@ type Config struct {
 // DefaultConfig is the training of the embedded default policy.
 func DefaultConfig() Config {
 	return Config{Seed: 1, Iterations: 600, MinFlows: 2, MaxFlows: 1024, EpisodeNs: 5_000_000,
-		Rollout: 1024, LR: 2e-3, Hidden: []int{12, 12}, WeightClip: 3, Horizon: 32, GradClip: 1,
+		Rollout: 1024, LR: 2e-3, Hidden: []int{12, 12}, WeightClip: 3, Horizon: 64, GradClip: 1,
 		Env: DefaultEnv(), CheckpointEvery: 50}
 }
 

@@ -9,7 +9,7 @@ import (
 func tinyConfig(dir string) Config {
 	c := DefaultConfig()
 	c.Iterations, c.MinFlows, c.MaxFlows, c.EpisodeNs, c.Rollout = 4, 2, 8, 1_000_000, 64
-	c.Dir, c.CheckpointEvery = dir, 2
+	c.Dir, c.CheckpointEvery, c.Horizon = dir, 2, 8
 	return c
 }
 
