@@ -153,14 +153,17 @@ func TestFixedMatchesFloat(t *testing.T) {
 		rtt := int64(float64(testNet.BaseRTT) * (0.9 + 5*rng.Float64()*rng.Float64()))
 		s := toFixed(math.Sqrt(1e-4 + (1-1e-4)*rng.Float64()))
 		d1 := toFixed(0.064 * (1 - 4*rng.Float64()))
+		// The learned default reads the previous actions too: draw them over the clamp.
+		a1 := toFixed(1/1.2 + (1.2-1/1.2)*rng.Float64())
+		a2 := toFixed(1/1.2 + (1.2-1/1.2)*rng.Float64())
 		xi := [NumFeatures]int64{FeatDelta: p.delta(rtt, s), FeatDeltaPrev: d1,
-			FeatActionPrev: one, FeatActionPrev2: one, FeatRate: s * s >> fracBits}
+			FeatActionPrev: a1, FeatActionPrev2: a2, FeatRate: s * s >> fracBits}
 		got := FromFixed(p.ens.Predict(&xi))
 
 		infl := float64(rtt) / float64(testNet.BaseRTT)
 		sf := FromFixed(s)
 		xf := [NumFeatures]float64{FeatDelta: 0.064 - math.Max(infl-1.5, 0)*sf, FeatDeltaPrev: FromFixed(d1),
-			FeatActionPrev: 1, FeatActionPrev2: 1, FeatRate: sf * sf}
+			FeatActionPrev: FromFixed(a1), FeatActionPrev2: FromFixed(a2), FeatRate: sf * sf}
 		want := m.PredictFloat(&xf)
 		d := math.Abs(got - want)
 		isNear := false

@@ -1,9 +1,12 @@
 package train
 
 import (
+	"bytes"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/smartt-transport/smartt/cc/rlcc"
 )
 
 func tinyConfig(dir string) Config {
@@ -66,5 +69,35 @@ func TestTrainDeterministicAndResumable(t *testing.T) {
 	bad.LR = 0.5 * bad.LR
 	if _, err := Resume(bad, filepath.Join(dir, "checkpoint_0002.json")); err == nil {
 		t.Fatal("resumed a checkpoint trained with another configuration")
+	}
+}
+
+// TestDefaultModelIsDistilledFromDefaultPolicy: the embedded tree model is exactly what
+// `smartt rlcc distill` makes of the embedded trained policy (no hand-edited leaves), its
+// held-out error is what its provenance says, and it fits the NIC's limits.
+func TestDefaultModelIsDistilledFromDefaultPolicy(t *testing.T) {
+	pj := rlcc.DefaultPolicyJSON()
+	net, _, err := rlcc.ParseMLP(pj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, rep, err := Distill(net, pj, DefaultDistillConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, rlcc.DefaultModelJSON()) {
+		t.Fatal("cc/rlcc/default_model.json differs from smartt rlcc distill of cc/rlcc/default_policy.json: run smartt rlcc distill -policy cc/rlcc/default_policy.json -o cc/rlcc/default_model.json")
+	}
+	if err := m.Validate(rlcc.DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	// The fit must explain most of the policy's action: held-out RMSE well below the
+	// policy's mean |a - 1| on the same states.
+	if rep.TestRMSE > 0.5*rep.TestMeanAbsInput {
+		t.Fatalf("held-out RMSE %.4f against mean |a-1| %.4f", rep.TestRMSE, rep.TestMeanAbsInput)
 	}
 }
