@@ -182,7 +182,14 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
 		fs.Var(durFlag{&measure}, "measure", "measured window")
 		dir := fs.String("out", "", "directory for fig3.png (default: none)")
+		env := train.DefaultEnv()
+		fs.Float64Var(&env.RLCC.Target, "target", env.RLCC.Target, "the controllers' target (the policy was trained at 0.064)")
+		fs.Float64Var(&env.RLCC.Beta, "beta", env.RLCC.Beta, "the controllers' beta (the policy was trained at 1.5)")
+		which := fs.String("policies", "network,trees", "policies to run: network, trees or both")
 		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		if err := env.RLCC.Validate(); err != nil {
 			return err
 		}
 		var ns []int
@@ -200,7 +207,6 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		if err != nil {
 			return err
 		}
-		env := train.DefaultEnv()
 		cfg := env.RLCC
 		cfg.Model = *model
 		m, err := cfg.LoadModel()
@@ -211,11 +217,22 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		if !*quiet {
 			pw = progress
 		}
-		rows, err := train.Fig3(env, []train.Policy{&train.NetPolicy{Net: net, Cfg: env.RLCC}, &train.TreePolicy{Model: m, Cfg: env.RLCC}},
-			ns, *seeds, warm, measure, pw)
+		var pols []train.Policy
+		for _, w := range strings.Split(*which, ",") {
+			switch strings.TrimSpace(w) {
+			case "network":
+				pols = append(pols, &train.NetPolicy{Net: net, Cfg: env.RLCC})
+			case "trees":
+				pols = append(pols, &train.TreePolicy{Model: m, Cfg: env.RLCC})
+			default:
+				return fmt.Errorf("-policies: %q: want network, trees or both separated by a comma", w)
+			}
+		}
+		rows, err := train.Fig3(env, pols, ns, *seeds, warm, measure, pw)
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(out, "target %g, beta %g\n\n", env.RLCC.Target, env.RLCC.Beta)
 		fmt.Fprintf(out, "| N | policy | mean RTT inflation (min..max over %d seeds) | Eq. 2 | deviation | goodput | losses per flow | trims (whole run) |\n|---|---|---|---|---|---|---|---|\n", *seeds)
 		for _, r := range rows {
 			fmt.Fprintf(out, "| %d | %s | %.3f (%.3f..%.3f) | %.3f | %+.1f %% | %.3f (%.3f..%.3f) | %.2f | %.0f |\n", r.Flows, r.Policy,
