@@ -17,11 +17,11 @@ import (
 	"github.com/smartt-transport/smartt/config"
 )
 
-const rlccUsage = `usage: smartt rlcc train|distill|table|fig3 [flags]
+const rlccUsage = `usage: smartt rlcc train|distill|table|fig3|fig4 [flags]
 
 RL-CC's learning pipeline on the simulator (docs/rlcc.md): train the policy network with
 the paper's deterministic on-policy gradient on incasts through one switch port, distill
-it into boosted oblivious trees, and compare them (Table VI, Fig. 3).
+it into boosted oblivious trees, and compare them (Table VI, Fig. 3, Fig. 4).
 The embedded default is reproduced by:
   smartt rlcc train -out /tmp/rl && smartt rlcc distill -policy /tmp/rl/policy.json -o model.json`
 
@@ -33,7 +33,8 @@ func newRLCCCmd(stderr io.Writer) *cobra.Command {
 		sub("train", "train [flags]", "train the RL-CC policy network in the simulator", run),
 		sub("distill", "distill [flags]", "distill a trained policy into boosted oblivious trees", run),
 		sub("table", "table [flags]", "the policy's action by previous x current state beside the paper's Table VI", run),
-		sub("fig3", "fig3 [flags]", "RTT inflation, goodput and losses vs number of flows: network, trees, Eq. 2", run))
+		sub("fig3", "fig3 [flags]", "RTT inflation, goodput and losses vs number of flows: network, trees, Eq. 2", run),
+		sub("fig4", "fig4 [flags]", "the trees' RTT inflation and goodput across target and beta settings", run))
 }
 
 // durFlag is a duration flag read like the scenario files (5ms, 800us).
@@ -246,8 +247,83 @@ func runRLCC(args []string, out, progress io.Writer) error {
 			return train.PlotFig3(filepath.Join(*dir, "fig3.png"), rows)
 		}
 		return nil
+	case "fig4":
+		flows := fs.String("flows", "4,64,512", "incast sizes")
+		targets := fs.String("targets", "0.032,0.064,0.128", "targets (each at the default beta)")
+		betas := fs.String("betas", "1.1,1.5,2", "betas (each at the default target)")
+		seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		ns, err := parseList(*flows, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
+		if err != nil {
+			return err
+		}
+		ts, err := parseList(*targets, "-targets", func(v float64) bool { return v > 0 && v < 16 })
+		if err != nil {
+			return err
+		}
+		bs, err := parseList(*betas, "-betas", func(v float64) bool { return v >= 0 && v < 32 })
+		if err != nil {
+			return err
+		}
+		if *seeds < 1 || *seeds > 100 {
+			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		}
+		base := train.DefaultEnv()
+		cfg := base.RLCC
+		cfg.Model = *model
+		m, err := cfg.LoadModel()
+		if err != nil {
+			return err
+		}
+		var pw io.Writer
+		if !*quiet {
+			pw = progress
+		}
+		type setting struct{ t, b float64 }
+		var grid []setting
+		for _, t := range ts {
+			grid = append(grid, setting{t, base.RLCC.Beta})
+		}
+		for _, b := range bs {
+			if b != base.RLCC.Beta {
+				grid = append(grid, setting{base.RLCC.Target, b})
+			}
+		}
+		var in []int
+		for _, n := range ns {
+			in = append(in, int(n))
+		}
+		fmt.Fprintf(out, "| target | beta | N | mean RTT inflation (min..max over %d seeds) | Eq. 2 | deviation | goodput | losses per flow |\n|---|---|---|---|---|---|---|---|\n", *seeds)
+		for _, g := range grid {
+			env := base
+			env.RLCC.Target, env.RLCC.Beta = g.t, g.b
+			rows, err := train.Fig3(env, []train.Policy{&train.TreePolicy{Model: m, Cfg: env.RLCC}}, in, *seeds, 10_000_000, 10_000_000, pw)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				fmt.Fprintf(out, "| %g | %g | %d | %.3f (%.3f..%.3f) | %.3f | %+.1f %% | %.3f | %.2f |\n", g.t, g.b, r.Flows,
+					r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Eq2, 100*(r.Inflation.Mean/r.Eq2-1), r.Goodput.Mean, r.Losses.Mean)
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("rlcc %s: unknown subcommand\n%s", args[0], rlccUsage)
+}
+
+// parseList reads comma-separated numbers, each checked by ok.
+func parseList(s, flag string, ok func(float64) bool) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !ok(v) {
+			return nil, fmt.Errorf("%s: %q is out of range", flag, f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func meanReward(eps []train.Episode) float64 {

@@ -50,7 +50,16 @@ func TestRLCCCommands(t *testing.T) {
 	if !strings.Contains(out.String(), "| 4 | trees |") {
 		t.Errorf("fig3 table: %s", out.String())
 	}
+	out.Reset()
+	if err := runRLCC([]string{"fig4", "-q", "-flows", "4", "-seeds", "1", "-targets", "0.1", "-betas", "1.5,2", "-model", model}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| 0.1 | 1.5 | 4 |") || !strings.Contains(out.String(), "| 0.064 | 2 | 4 |") || strings.Contains(out.String(), "| 0.064 | 1.5 |") {
+		t.Errorf("fig4 table: %s", out.String())
+	}
 	for _, bad := range [][]string{
+		{"fig4", "-targets", "0"},
+		{"fig4", "-flows", "2.5"},
 		{"train", "-iterations", "0", "-out", dir},
 		{"fig3", "-flows", "0"},
 		{"fig3", "-policies", "lstm"},
