@@ -15,9 +15,10 @@ import (
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/cc/rlcc/train"
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport"
 )
 
-const rlccUsage = `usage: smartt rlcc train|distill|table|fig3|fig4 [flags]
+const rlccUsage = `usage: smartt rlcc train|distill|table|fig3|fig4|compare [flags]
 
 RL-CC's learning pipeline on the simulator (docs/rlcc.md): train the policy network with
 the paper's deterministic on-policy gradient on incasts through one switch port, distill
@@ -34,7 +35,8 @@ func newRLCCCmd(stderr io.Writer) *cobra.Command {
 		sub("distill", "distill [flags]", "distill a trained policy into boosted oblivious trees", run),
 		sub("table", "table [flags]", "the policy's action by previous x current state beside the paper's Table VI", run),
 		sub("fig3", "fig3 [flags]", "RTT inflation, goodput and losses vs number of flows: network, trees, Eq. 2", run),
-		sub("fig4", "fig4 [flags]", "the trees' RTT inflation and goodput across target and beta settings", run))
+		sub("fig4", "fig4 [flags]", "the trees' RTT inflation and goodput across target and beta settings", run),
+		sub("compare", "compare [flags]", "RL-CC against the other registered controllers on the same incasts", run))
 }
 
 // durFlag is a duration flag read like the scenario files (5ms, 800us).
@@ -245,6 +247,49 @@ func runRLCC(args []string, out, progress io.Writer) error {
 				return err
 			}
 			return train.PlotFig3(filepath.Join(*dir, "fig3.png"), rows)
+		}
+		return nil
+	case "compare":
+		flows := fs.String("flows", "4,16,64,256,1024", "incast sizes")
+		ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
+		seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
+		warm, measure := int64(10_000_000), int64(10_000_000)
+		fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
+		fs.Var(durFlag{&measure}, "measure", "measured window")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		ns, err := parseList(*flows, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
+		if err != nil {
+			return err
+		}
+		if *seeds < 1 || *seeds > 100 {
+			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		}
+		var pols []train.Policy
+		for _, name := range strings.Split(*ccs, ",") {
+			name = strings.TrimSpace(name)
+			if _, ok := transport.LookupCC(name); !ok {
+				return fmt.Errorf("-ccs: %q is not a registered controller (%s)", name, strings.Join(transport.CCNames(), ", "))
+			}
+			pols = append(pols, &train.CCPolicy{CC: name})
+		}
+		var in []int
+		for _, n := range ns {
+			in = append(in, int(n))
+		}
+		var pw io.Writer
+		if !*quiet {
+			pw = progress
+		}
+		rows, err := train.Fig3(train.DefaultEnv(), pols, in, *seeds, warm, measure, pw)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "| N | cc | goodput (min..max over %d seeds) | mean RTT inflation | losses per flow | trims (whole run) |\n|---|---|---|---|---|---|\n", *seeds)
+		for _, r := range rows {
+			fmt.Fprintf(out, "| %d | %s | %.3f (%.3f..%.3f) | %.3f (%.3f..%.3f) | %.2f | %.0f |\n", r.Flows, r.Policy,
+				r.Goodput.Mean, r.Goodput.Min, r.Goodput.Max, r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Losses.Mean, r.Trims.Mean)
 		}
 		return nil
 	case "fig4":

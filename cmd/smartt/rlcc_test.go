@@ -57,7 +57,15 @@ func TestRLCCCommands(t *testing.T) {
 	if !strings.Contains(out.String(), "| 0.1 | 1.5 | 4 |") || !strings.Contains(out.String(), "| 0.064 | 2 | 4 |") || strings.Contains(out.String(), "| 0.064 | 1.5 |") {
 		t.Errorf("fig4 table: %s", out.String())
 	}
+	out.Reset()
+	if err := runRLCC([]string{"compare", "-q", "-flows", "4", "-seeds", "1", "-warm", "1ms", "-measure", "1ms", "-ccs", "rlcc,smartt"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| 4 | rlcc |") || !strings.Contains(out.String(), "| 4 | smartt |") {
+		t.Errorf("compare table: %s", out.String())
+	}
 	for _, bad := range [][]string{
+		{"compare", "-ccs", "tcp-reno"},
 		{"fig4", "-targets", "0"},
 		{"fig4", "-flows", "2.5"},
 		{"train", "-iterations", "0", "-out", dir},

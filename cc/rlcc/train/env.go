@@ -88,6 +88,19 @@ func (p *TreePolicy) NewController(net config.Network, flow int) (cc.Controller,
 	return rlcc.New(p.params), nil
 }
 
+// CCPolicy runs any registered congestion controller by name (baselines beside RL-CC),
+// with the engine's defaults for it.
+type CCPolicy struct{ CC string }
+
+// Name implements Policy.
+func (p *CCPolicy) Name() string { return p.CC }
+
+// NewController implements Policy; Env.Run builds these itself from the host's
+// configuration, so this is not called.
+func (p *CCPolicy) NewController(config.Network, int) (cc.Controller, error) {
+	return nil, fmt.Errorf("CCPolicy %s: built by Env.Run", p.CC)
+}
+
 // Stats are measured over an episode's window [Warm, end): by every flow's controller
 // (probe), so they need nothing from the simulator but the ACKs.
 type Stats struct {
@@ -170,8 +183,19 @@ func (e Env) Run(pol Policy, n int, seed uint64, warm, measure int64) (Stats, er
 		if host == 0 {
 			return // the receiver: its controllers send nothing
 		}
+		named, isNamed := pol.(*CCPolicy)
+		if isNamed {
+			cfg.CC = named.CC
+		}
+		hc := *cfg
 		cfg.NewCC = func() cc.Controller {
-			c, err := pol.NewController(cfg.Network(), len(probes))
+			var c cc.Controller
+			var err error
+			if isNamed {
+				c, err = transport.NewCC(named.CC, hc)
+			} else {
+				c, err = pol.NewController(hc.Network(), len(probes))
+			}
 			if err != nil {
 				nerr = err
 				c = &cc.Fixed{Bytes: cfg.MTU}
