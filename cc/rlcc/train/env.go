@@ -122,13 +122,11 @@ type Stats struct {
 // probe wraps a controller and measures from warm on.
 type probe struct {
 	cc.Controller
-	warm     int64
-	rttSum   float64
-	rttN     float64
-	bytes    int64
-	losses   uint64
-	started  bool
-	lastSeen int64
+	warm   int64
+	rttSum float64
+	rttN   float64
+	bytes  int64
+	losses uint64
 }
 
 func (p *probe) OnAck(a cc.Ack) {

@@ -195,6 +195,9 @@ func (t *Trainer) episode(k int) (Episode, error) {
 			ssum -= z * z
 			sn++
 		}
+		for nc.Flow >= len(flows) { // a sender that reconnected has a new controller
+			flows = append(flows, nil)
+		}
 		q := flows[nc.Flow]
 		for i := range q {
 			q[i].sum += z
