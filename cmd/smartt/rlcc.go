@@ -111,6 +111,18 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		head := t.Curve[:min(50, n)]
 		fmt.Fprintf(out, "trained %d episodes in %.1f s: mean reward of the first %d episodes %.4f, of the last %d %.4f\n",
 			c.Iterations, time.Since(start).Seconds(), len(head), meanReward(head), len(tail), meanReward(tail))
+		fmt.Fprint(out, "| episodes | decisions | mean reward, whole episode | second half |\n|---|---|---|---|\n")
+		for lo := 0; lo < n; lo += 100 {
+			blk := t.Curve[lo:min(lo+100, n)]
+			var d int
+			var r, st float64
+			for _, e := range blk {
+				d += e.Decisions
+				r += e.Reward / float64(len(blk))
+				st += e.Steady / float64(len(blk))
+			}
+			fmt.Fprintf(out, "| %d-%d | %d | %.2f | %.2f |\n", blk[0].Iter, blk[len(blk)-1].Iter, d, r, st)
+		}
 		fmt.Fprintf(out, "wrote %s, %s, %s\n", filepath.Join(c.Dir, "policy.json"), filepath.Join(c.Dir, "curve.csv"), filepath.Join(c.Dir, "curve.png"))
 		return nil
 	case "distill":
