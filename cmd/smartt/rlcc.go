@@ -18,7 +18,7 @@ import (
 	"github.com/smartt-transport/smartt/transport"
 )
 
-const rlccUsage = `usage: smartt rlcc train|distill|table|fig3|fig4|compare [flags]
+const rlccUsage = `usage: smartt rlcc train|distill|table|fig3|fig4|compare|longshort [flags]
 
 RL-CC's learning pipeline on the simulator (docs/rlcc.md): train the policy network with
 the paper's deterministic on-policy gradient on incasts through one switch port, distill
@@ -36,7 +36,8 @@ func newRLCCCmd(stderr io.Writer) *cobra.Command {
 		sub("table", "table [flags]", "the policy's action by previous x current state beside the paper's Table VI", run),
 		sub("fig3", "fig3 [flags]", "RTT inflation, goodput and losses vs number of flows: network, trees, Eq. 2", run),
 		sub("fig4", "fig4 [flags]", "the trees' RTT inflation and goodput across target and beta settings", run),
-		sub("compare", "compare [flags]", "RL-CC against the other registered controllers on the same incasts", run))
+		sub("compare", "compare [flags]", "RL-CC against the other registered controllers on the same incasts", run),
+		sub("longshort", "longshort [flags]", "the paper's long-short test: long flows joined by a burst of short ones", run))
 }
 
 // durFlag is a duration flag read like the scenario files (5ms, 800us).
@@ -302,6 +303,62 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		for _, r := range rows {
 			fmt.Fprintf(out, "| %d | %s | %.3f (%.3f..%.3f) | %.3f (%.3f..%.3f) | %.2f | %.0f |\n", r.Flows, r.Policy,
 				r.Goodput.Mean, r.Goodput.Min, r.Goodput.Max, r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Losses.Mean, r.Trims.Mean)
+		}
+		return nil
+	case "longshort":
+		ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
+		ls := train.LongShort{Long: 1, Short: 50, ShortSize: 64 << 10, Burst: 5_000_000, End: 10_000_000}
+		fs.IntVar(&ls.Long, "long", ls.Long, "long flows")
+		fs.IntVar(&ls.Short, "short", ls.Short, "short flows in the burst")
+		fs.Int64Var(&ls.ShortSize, "short-size", ls.ShortSize, "bytes per short flow")
+		fs.Var(durFlag{&ls.Burst}, "burst", "when the short flows start")
+		fs.Var(durFlag{&ls.End}, "end", "end of the run")
+		seeds := fs.Int("seeds", 2, "seeds per row (the spread is min..max)")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		if *seeds < 1 || *seeds > 100 {
+			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		}
+		var names []string
+		for _, name := range strings.Split(*ccs, ",") {
+			name = strings.TrimSpace(name)
+			if _, ok := transport.LookupCC(name); !ok {
+				return fmt.Errorf("-ccs: %q is not a registered controller (%s)", name, strings.Join(transport.CCNames(), ", "))
+			}
+			names = append(names, name)
+		}
+		env := train.DefaultEnv()
+		fmt.Fprintf(out, "%d long, %d short of %d bytes at %v, until %v; over %d seeds (min..max)\n\n", ls.Long, ls.Short, ls.ShortSize,
+			config.Duration(ls.Burst), config.Duration(ls.End), *seeds)
+		fmt.Fprint(out, "| cc | long goodput before the burst | long goodput after it | short flows done | short slowdown, mean | max | short FCT, mean (us) | losses from the burst on |\n|---|---|---|---|---|---|---|---|\n")
+		for _, name := range names {
+			var rs []train.LongShortStats
+			for sd := 1; sd <= *seeds; sd++ {
+				st, err := env.RunLongShort(&train.CCPolicy{CC: name}, ls, uint64(sd))
+				if err != nil {
+					return err
+				}
+				if !*quiet {
+					fmt.Fprintf(progress, "%-8s seed %d: %+v\n", name, sd, st)
+				}
+				rs = append(rs, st)
+			}
+			sp := func(f func(train.LongShortStats) float64) string {
+				lo, hi, m := f(rs[0]), f(rs[0]), 0.0
+				for _, r := range rs {
+					lo, hi, m = min(lo, f(r)), max(hi, f(r)), m+f(r)/float64(len(rs))
+				}
+				return fmt.Sprintf("%.3g (%.3g..%.3g)", m, lo, hi)
+			}
+			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
+				sp(func(r train.LongShortStats) float64 { return r.LongBefore }),
+				sp(func(r train.LongShortStats) float64 { return r.LongAfter }),
+				sp(func(r train.LongShortStats) float64 { return float64(r.ShortDone) }),
+				sp(func(r train.LongShortStats) float64 { return r.MeanSlow }),
+				sp(func(r train.LongShortStats) float64 { return r.MaxSlow }),
+				sp(func(r train.LongShortStats) float64 { return r.MeanFCTus }),
+				sp(func(r train.LongShortStats) float64 { return float64(r.Losses) }))
 		}
 		return nil
 	case "fig4":

@@ -64,7 +64,16 @@ func TestRLCCCommands(t *testing.T) {
 	if !strings.Contains(out.String(), "| 4 | rlcc |") || !strings.Contains(out.String(), "| 4 | smartt |") {
 		t.Errorf("compare table: %s", out.String())
 	}
+	out.Reset()
+	if err := runRLCC([]string{"longshort", "-q", "-short", "4", "-burst", "1ms", "-end", "2ms", "-seeds", "1", "-ccs", "rlcc"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| rlcc | ") || !strings.Contains(out.String(), "1 long, 4 short") || !strings.Contains(out.String(), "| 4 (4..4) |") {
+		t.Errorf("longshort table: %s", out.String())
+	}
 	for _, bad := range [][]string{
+		{"longshort", "-burst", "0s"},
+		{"longshort", "-short", "0"},
 		{"compare", "-ccs", "tcp-reno"},
 		{"fig4", "-targets", "0"},
 		{"fig4", "-flows", "2.5"},

@@ -122,11 +122,15 @@ type Stats struct {
 // probe wraps a controller and measures from warm on.
 type probe struct {
 	cc.Controller
-	warm   int64
-	rttSum float64
-	rttN   float64
-	bytes  int64
-	losses uint64
+	warm     int64
+	rttSum   float64
+	rttN     float64
+	bytes    int64
+	losses   uint64
+	host     int
+	mark     int64  // a second time of interest (long-short: the burst)
+	early    int64  // bytes acknowledged in [warm, mark)
+	lateLoss uint64 // losses from mark on
 }
 
 func (p *probe) OnAck(a cc.Ack) {
@@ -136,6 +140,9 @@ func (p *probe) OnAck(a cc.Ack) {
 			p.rttN++
 		}
 		p.bytes += int64(a.Bytes)
+		if a.Now < p.mark {
+			p.early += int64(a.Bytes)
+		}
 	}
 	p.Controller.OnAck(a)
 }
@@ -143,6 +150,9 @@ func (p *probe) OnAck(a cc.Ack) {
 func (p *probe) OnLoss(l cc.Loss) {
 	if l.Now >= p.warm {
 		p.losses++
+	}
+	if l.Now >= p.mark {
+		p.lateLoss++
 	}
 	p.Controller.OnLoss(l)
 }
@@ -154,16 +164,46 @@ func (e Env) Run(pol Policy, n int, seed uint64, warm, measure int64) (Stats, er
 		return Stats{}, fmt.Errorf("flows = %d: must be in 1..65536", n)
 	}
 	end := warm + measure
+	size := max(int64(float64(e.LinkRate)/8*float64(end)/1e9), 1<<20)
+	wl := sim.WorkloadConfig{Kind: "incast", Senders: n, Receiver: 0, Size: sim.Size(size), Jitter: config.Duration(e.Jitter)}
+	r, probes, netw, err := e.simulate(pol, fmt.Sprintf("rlcc-incast-%d", n), n+1, wl, size, int64(n)*size, seed, warm, end, end)
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Flows: n, Trims: r.Trims, Drops: r.Drops, Failed: r.Failed, BaseRTT: int64(netw.BaseRTT),
+		SimNs: r.SimTime, Events: r.Events, WallSeconds: r.WallSeconds, FairMin: math.Inf(1)}
+	var bytes int64
+	var rs, rn float64
+	fair := float64(e.LinkRate) / 8 * float64(measure) / 1e9 / float64(n)
+	for _, p := range probes {
+		bytes += p.bytes
+		rs += p.rttSum
+		rn += p.rttN
+		st.Losses += p.losses
+		f := float64(p.bytes) / fair
+		st.FairMin = min(st.FairMin, f)
+		st.FairMax = max(st.FairMax, f)
+	}
+	st.Goodput = float64(bytes) * 8 / (float64(e.LinkRate) * float64(measure) / 1e9)
+	if rn > 0 {
+		st.Inflation = rs / rn / float64(netw.BaseRTT)
+	}
+	return st, nil
+}
+
+// simulate runs workload wl on a single switch of hosts hosts (host 0 receives) until
+// end, every sender's controllers made by pol and wrapped in a probe measuring from
+// warm on (in creation order; probe.host is the sender; probe.mark = mark).
+func (e Env) simulate(pol Policy, name string, hosts int, wl sim.WorkloadConfig, maxMsg, recvBudget int64, seed uint64, warm, mark, end int64) (*sim.Result, []*probe, config.Network, error) {
 	sc := &sim.Scenario{
-		Name: fmt.Sprintf("rlcc-incast-%d", n),
+		Name: name,
 		Seed: seed,
-		Topology: sim.TopologyConfig{Kind: "single", Hosts: n + 1, LinkRate: config.Rate(e.LinkRate),
+		Topology: sim.TopologyConfig{Kind: "single", Hosts: hosts, LinkRate: config.Rate(e.LinkRate),
 			LinkLatency: config.Duration(e.LinkLatency),
 			Queue:       sim.QueueConfig{BDPs: e.QueueBDPs, Kmin: 0.2, Kmax: 0.8}},
 		Transport: transport.DefaultConfig(),
-		Workload: sim.WorkloadConfig{Kind: "incast", Senders: n, Receiver: 0,
-			Size: sim.Size(max(int64(float64(e.LinkRate)/8*float64(end)/1e9), 1<<20)), Jitter: config.Duration(e.Jitter)},
-		Deadline: config.Duration(end),
+		Workload:  wl,
+		Deadline:  config.Duration(end),
 	}
 	tc := &sc.Transport
 	tc.CC = "rlcc"
@@ -171,8 +211,8 @@ func (e Env) Run(pol Policy, n int, seed uint64, warm, measure int64) (Stats, er
 	tc.MTU = e.MTU
 	tc.RLCC = e.RLCC
 	tc.MaxRetransmits = 255 // a 1,024-flow start trims the same packet many times
-	tc.MaxMessage = max(tc.MaxMessage, int(sc.Workload.Size))
-	tc.RecvBudget = max(tc.RecvBudget, int64(sc.Workload.Size)*int64(n))
+	tc.MaxMessage = max(tc.MaxMessage, int(maxMsg))
+	tc.RecvBudget = max(tc.RecvBudget, recvBudget)
 	var probes []*probe
 	var nerr error
 	var netw config.Network
@@ -198,36 +238,18 @@ func (e Env) Run(pol Policy, n int, seed uint64, warm, measure int64) (Stats, er
 				nerr = err
 				c = &cc.Fixed{Bytes: cfg.MTU}
 			}
-			pr := &probe{Controller: c, warm: warm}
+			pr := &probe{Controller: c, warm: warm, host: host, mark: mark}
 			probes = append(probes, pr)
 			return pr
 		}
 	}
 	s, err := sim.New(sc)
 	if err != nil {
-		return Stats{}, err
+		return nil, nil, netw, err
 	}
 	r := s.Run()
 	if nerr != nil {
-		return Stats{}, nerr
+		return nil, nil, netw, nerr
 	}
-	st := Stats{Flows: n, Trims: r.Trims, Drops: r.Drops, Failed: r.Failed, BaseRTT: int64(netw.BaseRTT),
-		SimNs: r.SimTime, Events: r.Events, WallSeconds: r.WallSeconds, FairMin: math.Inf(1)}
-	var bytes int64
-	var rs, rn float64
-	fair := float64(e.LinkRate) / 8 * float64(measure) / 1e9 / float64(n)
-	for _, p := range probes {
-		bytes += p.bytes
-		rs += p.rttSum
-		rn += p.rttN
-		st.Losses += p.losses
-		f := float64(p.bytes) / fair
-		st.FairMin = min(st.FairMin, f)
-		st.FairMax = max(st.FairMax, f)
-	}
-	st.Goodput = float64(bytes) * 8 / (float64(e.LinkRate) * float64(measure) / 1e9)
-	if rn > 0 {
-		st.Inflation = rs / rn / float64(netw.BaseRTT)
-	}
-	return st, nil
+	return r, probes, netw, nil
 }
