@@ -6,7 +6,8 @@
 // feeds delta and a sliding window of previous deltas and actions to a gradient-boosted
 // ensemble of oblivious trees, and multiplies its rate by the returned action (clamped).
 // The decision path is integer-only (Q24 fixed point) and costs fewer than 150 operations
-// (docs/rlcc.md). The default model is embedded; see cmd/distill for how it was built.
+// (docs/rlcc.md). The default model is embedded: trees distilled from a policy network
+// trained by reinforcement learning in the simulator (package train, smartt rlcc train).
 package rlcc
 
 import (
