@@ -119,3 +119,21 @@ func TestNetControllerDecisionRule(t *testing.T) {
 		t.Fatalf("%g allocations per decision", a)
 	}
 }
+
+// BenchmarkNetDecision is one decision of the float policy network (the teacher the
+// trees replace: 4 -> 12 -> 12 -> 1, tanh), for comparison with BenchmarkDecision.
+func BenchmarkNetDecision(b *testing.B) {
+	p, err := NewNetParams(DefaultConfig(), testNet, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := NewNet(p)
+	rtts := [4]int64{10_000, 16_000, 25_000, 12_000}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		c.decide(rtts[i&3], false)
+		i++
+	}
+	b.ReportMetric(float64(p.Net.Flops()), "flops/decision")
+}
