@@ -137,3 +137,20 @@ func BenchmarkNetDecision(b *testing.B) {
 	}
 	b.ReportMetric(float64(p.Net.Flops()), "flops/decision")
 }
+
+// TestMLPFileLimits: widths up to 256 and four hidden layers are read; one more is refused.
+func TestMLPFileLimits(t *testing.T) {
+	for _, tc := range []struct {
+		hidden []int
+		ok     bool
+	}{{[]int{256}, true}, {[]int{257}, false}, {[]int{1, 1, 1, 1}, true}, {[]int{1, 1, 1, 1, 1}, false}} {
+		b, err := MarshalMLP(NewMLP(tc.hidden, 1), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = ParseMLP(b)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "sizes")) {
+			t.Errorf("hidden %v: %v", tc.hidden, err)
+		}
+	}
+}

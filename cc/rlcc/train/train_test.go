@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
@@ -99,5 +100,37 @@ func TestDefaultModelIsDistilledFromDefaultPolicy(t *testing.T) {
 	// policy's mean |a - 1| on the same states.
 	if rep.TestRMSE > 0.5*rep.TestMeanAbsInput {
 		t.Fatalf("held-out RMSE %.4f against mean |a-1| %.4f", rep.TestRMSE, rep.TestMeanAbsInput)
+	}
+}
+
+// TestConfigLimits: every training limit accepts its bound and refuses one step beyond,
+// naming the field.
+func TestConfigLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		at, out func(*Config)
+	}{
+		{"iterations", func(c *Config) { c.Iterations = 1 }, func(c *Config) { c.Iterations = 0 }},
+		{"flows", func(c *Config) { c.MinFlows, c.MaxFlows = 1, 4096 }, func(c *Config) { c.MaxFlows = 4097 }},
+		{"flows", func(c *Config) { c.MinFlows, c.MaxFlows = 8, 8 }, func(c *Config) { c.MinFlows, c.MaxFlows = 8, 7 }},
+		{"episode", func(c *Config) { c.EpisodeNs = 100_000 }, func(c *Config) { c.EpisodeNs = 99_999 }},
+		{"episode", func(c *Config) { c.EpisodeNs = 1_000_000_000 }, func(c *Config) { c.EpisodeNs = 1_000_000_001 }},
+		{"rollout", func(c *Config) { c.Rollout = 1 << 20 }, func(c *Config) { c.Rollout = 1<<20 + 1 }},
+		{"horizon", func(c *Config) { c.Horizon = 1000 }, func(c *Config) { c.Horizon = 1001 }},
+		{"horizon", func(c *Config) { c.Horizon = 1 }, func(c *Config) { c.Horizon = 0 }},
+		{"hidden", func(c *Config) { c.Hidden = []int{256, 1, 1, 1} }, func(c *Config) { c.Hidden = []int{257} }},
+		{"hidden", func(c *Config) { c.Hidden = []int{1} }, func(c *Config) { c.Hidden = []int{1, 1, 1, 1, 1} }},
+		{"lr", func(c *Config) { c.LR = 0.999 }, func(c *Config) { c.LR = 1 }},
+		{"weight_clip", func(c *Config) { c.WeightClip = 1 }, func(c *Config) { c.WeightClip = 0.99 }},
+	} {
+		c := DefaultConfig()
+		tc.at(&c)
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s at its limit: %v", tc.name, err)
+		}
+		tc.out(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s beyond its limit: %v", tc.name, err)
+		}
 	}
 }
