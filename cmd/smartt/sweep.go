@@ -98,6 +98,7 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "directory for sweep.csv, sweep.json, the plot and runs/ (one file per run)")
 	metric := fs.String("metric", "completion_rel", "metric plotted against the first axis")
 	show := fs.String("show", "completion_rel,fct.p99_ns,drops,trims,retx", "metrics of the markdown table printed on stdout")
+	pivot := fs.String("pivot", "", "print the first -show metric with this axis's values as columns (a comparison table)")
 	plots := fs.String("plots", "png", "plot formats: png, svg, both or none")
 	printJobs := fs.Bool("print-jobs", false, "print one command per run (point x seed) and exit")
 	emit := fs.String("emit", "", "write one command per run to this file and exit")
@@ -119,6 +120,12 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
 	}
 	showList := strings.Split(*show, ",")
+	md := func(t *sweep.Table, w io.Writer) error {
+		if *pivot != "" {
+			return t.WriteMarkdownPivot(w, showList[0], *pivot)
+		}
+		return t.WriteMarkdown(w, showList)
+	}
 	if *merge != "" {
 		if fs.NArg() != 0 || len(axes) > 0 {
 			return errors.New("sweep -merge DIR: the sweep is read from the run files; give no scenario or -set")
@@ -135,7 +142,7 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return writeSweep(t, *out, *metric, *plots, showList, stdout, stderr)
+		return writeSweep(t, *out, *metric, *plots, md, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -217,7 +224,7 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeSweep(t, *out, *metric, *plots, showList, stdout, stderr); err != nil {
+	if err := writeSweep(t, *out, *metric, *plots, md, stdout, stderr); err != nil {
 		return err
 	}
 	if !*keepRuns {
@@ -228,7 +235,7 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 
 // writeSweep writes the merged table as CSV, JSON and plots into dir and the chosen
 // metrics as markdown on stdout.
-func writeSweep(t *sweep.Table, dir, metric, plots string, show []string, stdout, stderr io.Writer) error {
+func writeSweep(t *sweep.Table, dir, metric, plots string, md func(*sweep.Table, io.Writer) error, stdout, stderr io.Writer) error {
 	if _, err := t.Metric(metric); err != nil {
 		return fmt.Errorf("-metric: %w", err)
 	}
@@ -254,7 +261,7 @@ func writeSweep(t *sweep.Table, dir, metric, plots string, show []string, stdout
 		}
 	}
 	fmt.Fprintf(stderr, "wrote %s\n", filepath.Join(dir, "sweep.{csv,json}"))
-	return t.WriteMarkdown(stdout, show)
+	return md(t, stdout)
 }
 
 // emitJobs prints or writes one command line per job: the same sweep with -job K.

@@ -293,4 +293,16 @@ func TestNumericAxisPlot(t *testing.T) {
 	if err := tb.Plot(filepath.Join(t.TempDir(), "p.svg"), "completion_rel"); err != nil {
 		t.Fatal(err)
 	}
+	var md strings.Builder
+	if err := tb.WriteMarkdownPivot(&md, "completion_rel", "transport.cc"); err != nil {
+		t.Fatal(err)
+	}
+	want := "completion_rel by transport.cc, mean (min..max) over 2 seeds:\n\n| topology.oversubscription | smartt | dctcp |\n|---|---|---|\n" +
+		"| 1 | 5.5 (5..6) | 55 (50..60) |\n| 2 | 5.5 (5..6) | 55 (50..60) |\n| 4 | 5.5 (5..6) | 55 (50..60) |\n"
+	if md.String() != want {
+		t.Fatalf("pivot:\n%s\nwant:\n%s", md.String(), want)
+	}
+	if err := tb.WriteMarkdownPivot(&md, "completion_rel", "seed"); err == nil {
+		t.Fatal("pivot on a field that is not an axis accepted")
+	}
 }

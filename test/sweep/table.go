@@ -274,6 +274,54 @@ func (t *Table) WriteMarkdown(w io.Writer, metrics []string) error {
 }
 
 // short formats a table cell: whole numbers from 1000 up, 4 significant digits below.
+// WriteMarkdownPivot writes one metric as "mean (min..max)" with the values of the axis
+// field as columns and one row per combination of the other axes (a comparison table).
+func (t *Table) WriteMarkdownPivot(w io.Writer, metric, field string) error {
+	col, err := t.Metric(metric)
+	if err != nil {
+		return err
+	}
+	ax := slices.IndexFunc(t.Sweep.Axes, func(a Axis) bool { return a.Field == field })
+	if ax < 0 {
+		return fmt.Errorf("-pivot %s: not an axis of the sweep", field)
+	}
+	var head []string
+	for i, a := range t.Sweep.Axes {
+		if i != ax {
+			head = append(head, a.Field)
+		}
+	}
+	for _, v := range t.Sweep.Axes[ax].Values {
+		head = append(head, v)
+	}
+	fmt.Fprintf(w, "%s by %s, mean (min..max) over %d seeds:\n\n| %s |\n|%s\n", metric, field, t.Sweep.Seeds, strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	var order []string
+	cells := map[string][]string{}
+	for _, r := range t.Rows {
+		var key []string
+		for i, v := range r.Values {
+			if i != ax {
+				key = append(key, v)
+			}
+		}
+		k := strings.Join(key, "\x00")
+		if _, ok := cells[k]; !ok {
+			order = append(order, k)
+			cells[k] = make([]string, len(t.Sweep.Axes[ax].Values))
+		}
+		s := r.Stats[col]
+		cells[k][slices.Index(t.Sweep.Axes[ax].Values, r.Values[ax])] = fmt.Sprintf("%s (%s..%s)", short(s.Mean), short(s.Min), short(s.Max))
+	}
+	for _, k := range order {
+		row := append(strings.Split(k, "\x00"), cells[k]...)
+		if k == "" {
+			row = cells[k]
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+	return nil
+}
+
 func short(x float64) string {
 	if math.Abs(x) >= 1000 {
 		return strconv.FormatFloat(x, 'f', 0, 64)
