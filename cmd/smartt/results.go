@@ -145,18 +145,7 @@ func runResultsCmd(root, cmd string, stderr io.Writer) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		if err := os.Chdir(root); err != nil {
-			return "", err
-		}
-		defer os.Chdir(wd)
-		c := newRootCmd(os.Stdin, &out, stderr)
-		c.SetArgs(normalizeArgs(args))
-		err = c.Execute()
-		return out.String(), err
+		return runSmarttIn(root, args, stderr)
 	}
 	c := exec.Command("sh", "-c", cmd)
 	c.Dir, c.Stdout, c.Stderr = root, &out, stderr
@@ -165,6 +154,23 @@ func runResultsCmd(root, cmd string, stderr io.Writer) (string, error) {
 		return "", fmt.Errorf("%w\n%s", err, tail(out.String(), 40))
 	}
 	return out.String(), nil
+}
+
+// runSmarttIn runs smartt with args in-process, in directory root, and returns its stdout.
+func runSmarttIn(root string, args []string, stderr io.Writer) (string, error) {
+	var out bytes.Buffer
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chdir(root); err != nil {
+		return "", err
+	}
+	defer os.Chdir(wd)
+	c := newRootCmd(os.Stdin, &out, stderr)
+	c.SetArgs(normalizeArgs(args))
+	err = c.Execute()
+	return out.String(), err
 }
 
 func tail(s string, n int) string {

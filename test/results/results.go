@@ -53,9 +53,13 @@ func Parse(file, text string) ([]Region, error) {
 	var out []Region
 	var cur *Region
 	off := 0
+	fenced := false // inside a ``` code block markers are examples, not regions
 	for i, line := range strings.SplitAfter(text, "\n") {
 		t := strings.TrimSpace(line)
 		switch {
+		case strings.HasPrefix(t, "```") && cur == nil:
+			fenced = !fenced
+		case fenced:
 		case strings.HasPrefix(t, "<!-- results:"):
 			m := openRe.FindStringSubmatch(t)
 			if m == nil {

@@ -8,8 +8,7 @@ import (
 	"testing"
 )
 
-const doc = `# T
-
+const doc = "# T\n\n```\n<!-- results:NAME [check] cmd: COMMAND -->\n```\n" + `
 text
 <!-- results:a check cmd: go test ./x -run T -v -->
 old a
@@ -28,7 +27,7 @@ func TestParseRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 2 || rs[0].Name != "a" || !rs[0].Check || rs[0].Cmd != "go test ./x -run T -v" || rs[0].Body != "old a\n" || rs[0].Line != 4 {
+	if len(rs) != 2 || rs[0].Name != "a" || !rs[0].Check || rs[0].Cmd != "go test ./x -run T -v" || rs[0].Body != "old a\n" || rs[0].Line != 8 {
 		t.Fatalf("%+v", rs)
 	}
 	if rs[1].Check || rs[1].Body != "| b |\n" { // the command line above the table is not body
@@ -100,7 +99,7 @@ func TestCheck(t *testing.T) {
 		t.Fatal(f.errs)
 	}
 	Check(&f, "a", "new a\n")
-	if len(f.errs) != 1 || !strings.Contains(f.errs[0], "docs/sub/d.md:4: table a is stale") || !strings.Contains(f.errs[0], "+ new a") {
+	if len(f.errs) != 1 || !strings.Contains(f.errs[0], "docs/sub/d.md:8: table a is stale") || !strings.Contains(f.errs[0], "+ new a") {
 		t.Fatal(f.errs)
 	}
 	f.errs = nil

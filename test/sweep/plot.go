@@ -115,8 +115,10 @@ func (t *Table) Plot(path, metric string) error {
 	if !numeric {
 		p.X.Min, p.X.Max = -0.5, float64(max(1, len(xs)))-0.5
 	}
+	span := p.Y.Max - p.Y.Min
+	p.Y.Min -= 0.05 * span                                        // keep points and error bars off the axis
 	if len(names) > 1 || (len(names) == 1 && names[0] != "all") { // room for the legend above the data
-		p.Y.Max += 0.08 * float64(len(names)+1) * (p.Y.Max - p.Y.Min)
+		p.Y.Max += 0.08 * float64(len(names)+1) * span
 	}
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
