@@ -77,8 +77,8 @@ func ParseAxis(s string) (Axis, error) {
 type Spec struct {
 	Scenario string `json:"scenario"`        // file path or shipped scenario name, as given
 	SHA256   string `json:"scenario_sha256"` // of the scenario file's bytes
-	Axes     []Axis `json:"axes"`
-	Seeds    int    `json:"seeds"` // runs per point: the point's seed, seed+1, ...
+	Axes     []Axis `json:"axes"`            // the grid; the first axis varies slowest
+	Seeds    int    `json:"seeds"`           // runs per point: the point's seed, seed+1, ...
 
 	src  []byte
 	base yaml.Node
@@ -362,13 +362,13 @@ func prefix(steps []pathStep) string {
 
 // Run is one job's outcome, the file a job writes.
 type Run struct {
-	Sweep  *Spec           `json:"sweep"`
-	ID     string          `json:"sweep_id"`
-	Job    int             `json:"job"`
-	Point  int             `json:"point"`
-	Values []string        `json:"values"`
-	Seed   uint64          `json:"seed"`
-	Result json.RawMessage `json:"result"` // the run's JSON summary (sim.Result)
+	Sweep  *Spec           `json:"sweep"`    // the sweep it belongs to
+	ID     string          `json:"sweep_id"` // Sweep.ID(): runs of one sweep share it
+	Job    int             `json:"job"`      // point x Seeds + seed index
+	Point  int             `json:"point"`    // grid point
+	Values []string        `json:"values"`   // the point's axis values
+	Seed   uint64          `json:"seed"`     // the run's seed
+	Result json.RawMessage `json:"result"`   // the run's JSON summary (sim.Result)
 }
 
 // NewRun records job k's result.

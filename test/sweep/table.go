@@ -83,9 +83,9 @@ func Metrics(result []byte) ([]string, []float64, error) {
 
 // Stat summarises one metric over a point's seeds.
 type Stat struct {
-	Mean float64   `json:"mean"`
-	Min  float64   `json:"min"`
-	Max  float64   `json:"max"`
+	Mean float64   `json:"mean"` // arithmetic mean
+	Min  float64   `json:"min"`  // smallest run
+	Max  float64   `json:"max"`  // largest run
 	Std  float64   `json:"std"`  // sample standard deviation (n-1; 0 for one seed)
 	Runs []float64 `json:"runs"` // per seed, in seed order
 }
@@ -109,17 +109,17 @@ func stat(xs []float64) Stat {
 
 // Row is one point of the grid.
 type Row struct {
-	Point  int      `json:"point"`
+	Point  int      `json:"point"`  // index in the grid
 	Values []string `json:"values"` // one per axis
-	Seeds  []uint64 `json:"seeds"`
-	Stats  []Stat   `json:"stats"` // one per Table.Metrics
+	Seeds  []uint64 `json:"seeds"`  // the seeds run
+	Stats  []Stat   `json:"stats"`  // one per Table.Metrics
 }
 
 // Table is a merged sweep: one row per point.
 type Table struct {
-	Sweep   *Spec    `json:"sweep"`
-	Metrics []string `json:"metrics"`
-	Rows    []Row    `json:"rows"`
+	Sweep   *Spec    `json:"sweep"`   // its definition
+	Metrics []string `json:"metrics"` // names of the Stats columns
+	Rows    []Row    `json:"rows"`    // one per point, in grid order
 }
 
 // Merge combines the runs of one sweep (any order) into its table. Every job must be
