@@ -79,8 +79,12 @@ type Event struct {
 	Conn  ConnID
 	Peer  netip.AddrPort
 	MsgID uint32
-	Data  []byte // MessageReceived: the message
-	Err   error  // MessageFailed, ConnClosed
+	Data  []byte // MessageReceived: the message (nil when delivered in Chunks)
+	// Chunks is a MessageReceived message in pieces when Config.DeliverChunks is set: the
+	// engine's receive chunks, in order, all RecvChunk bytes but the last; give them back
+	// with PutChunks once done with them (or leave them to the garbage collector).
+	Chunks [][]byte
+	Err    error // MessageFailed, ConnClosed
 }
 
 // Errors the engine reports.
@@ -121,6 +125,7 @@ type Stats struct {
 	CERecv          uint64 // CE-marked data packets received
 	CEEchoed        uint64 // ACKs received that echo a CE mark
 	CEReported      uint64 // CE-marked data packets the peer reported in ACKs (sum of CECount)
+	INTAcks         uint64 // ACKs received echoing at least one INT record (transport.int)
 	Timeouts        uint64 // retransmission timer expiries (packets)
 	LostSack        uint64 // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
 	RTTSamples      uint64

@@ -75,6 +75,7 @@ func (f *Float) OnAck(a cc.Ack) {
 		return
 	}
 	sz := float64(size)
+	before := s.cwnd
 	switch {
 	case a.CE && !canDecrease:
 		f.st.WTDHeld++
@@ -93,6 +94,9 @@ func (f *Float) OnAck(a cc.Ack) {
 		f.st.MultIncrease++
 		s.cwnd += min(sz, float64(trtt-rtt)/float64(rtt)*sz/s.cwnd*float64(p.MTU)*p.MI)
 		s.cwnd += sz / s.cwnd * float64(p.MTU) * p.FI
+	}
+	if p.CapDec {
+		s.cwnd = max(s.cwnd, before-float64(p.MTU)) // MD+FD at most one MTU per ACK
 	}
 	f.clamp()
 }

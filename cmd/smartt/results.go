@@ -82,7 +82,14 @@ func runResults(args []string, stdout, stderr io.Writer) error {
 		out, ok := outputs[r.Cmd]
 		if !ok {
 			fmt.Fprintf(stderr, "results: running %s\n", r.Cmd)
-			out, err = runResultsCmd(*root, r.Cmd, stderr)
+			scratch := ""
+			if *check { // files the commands write (a sweep's -out) go elsewhere too
+				if scratch, err = os.MkdirTemp("", "smartt-results-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(scratch)
+			}
+			out, err = runResultsCmd(*root, r.Cmd, scratch, stderr)
 			if err != nil {
 				return fmt.Errorf("%s (region %s): %w", r.Cmd, r.Name, err)
 			}
@@ -137,13 +144,17 @@ func runResults(args []string, stdout, stderr io.Writer) error {
 }
 
 // runResultsCmd runs a region's command in root and returns its standard output:
-// "smartt ..." in-process, anything else with sh -c.
-func runResultsCmd(root, cmd string, stderr io.Writer) (string, error) {
+// "smartt ..." in-process, anything else with sh -c. With scratch set, a smartt
+// command's -out directory is replaced by it, so checking writes nothing into the tree.
+func runResultsCmd(root, cmd, scratch string, stderr io.Writer) (string, error) {
 	var out bytes.Buffer
 	if rest, ok := strings.CutPrefix(cmd, "smartt "); ok {
 		args, err := results.Fields(rest)
 		if err != nil {
 			return "", err
+		}
+		if scratch != "" {
+			scratchOut(args, scratch)
 		}
 		return runSmarttIn(root, args, stderr)
 	}
@@ -154,6 +165,15 @@ func runResultsCmd(root, cmd string, stderr io.Writer) (string, error) {
 		return "", fmt.Errorf("%w\n%s", err, tail(out.String(), 40))
 	}
 	return out.String(), nil
+}
+
+// scratchOut points every -out in args at dir.
+func scratchOut(args []string, dir string) {
+	for i := range args[:max(0, len(args)-1)] {
+		if args[i] == "-out" || args[i] == "--out" {
+			args[i+1] = dir
+		}
+	}
 }
 
 // runSmarttIn runs smartt with args in-process, in directory root, and returns its stdout.

@@ -34,6 +34,9 @@ func TestResultsCommand(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "docs", "d.md")); string(b) != doc {
 		t.Fatal("-check rewrote the docs")
 	}
+	if _, err := os.Stat(filepath.Join(root, "out")); err == nil {
+		t.Fatal("-check let the sweep write its -out into the tree")
+	}
 	out.Reset()
 	if err := runResults([]string{"-root", root}, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
@@ -102,11 +105,7 @@ func TestDocsResults(t *testing.T) {
 		case args[0] == "smartt":
 			// Files the command writes (a sweep's -out) go to a temporary directory, not
 			// into the repository.
-			for i := range args[:len(args)-1] {
-				if args[i] == "-out" {
-					args[i+1] = t.TempDir()
-				}
-			}
+			scratchOut(args, t.TempDir())
 			out, err := runSmarttIn(root, args[1:], &bytes.Buffer{})
 			if err != nil {
 				t.Fatalf("%s: %v", r.Cmd, err)

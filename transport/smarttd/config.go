@@ -50,8 +50,15 @@ const PacketOverhead = wire.DataHdrLen + AuthTrailerLen
 const maxUDPPayload = 65507
 
 // MaxDatagram is the largest UDP datagram the daemon sends: transport.mtu bytes of payload
-// plus PacketOverhead. The path MTU must hold it plus the IP (20 or 40) and UDP (8) headers.
-func (c *Config) MaxDatagram() int { return c.Transport.MTU + PacketOverhead }
+// plus PacketOverhead, or plus the DATA header and the INT block with transport.int (which
+// excludes authentication; the block is longer than the trailer). The path MTU must hold
+// it plus the IP (20 or 40) and UDP (8) headers.
+func (c *Config) MaxDatagram() int {
+	if c.Transport.INT {
+		return max(c.Transport.MTU+PacketOverhead, transport.MaxDatagram(c.Transport))
+	}
+	return c.Transport.MTU + PacketOverhead
+}
 
 // UDPConfig configures the socket layer (transport/udp).
 type UDPConfig struct {
@@ -233,9 +240,13 @@ func (c *Config) Validate() error {
 			bad("udp.ev_port_base = %d: the EV port range %d..%d must not contain the listen port %d", base, base, base+c.Transport.EVS-1, lp)
 		}
 	}
-	if c.MaxDatagram() > maxUDPPayload {
-		bad("transport.mtu = %d: with the %d-byte smartt header and authentication trailer a packet is %d bytes, over the %d-byte UDP limit: must be at most %d",
-			c.Transport.MTU, PacketOverhead, c.MaxDatagram(), maxUDPPayload, maxUDPPayload-PacketOverhead)
+	if oh := c.MaxDatagram() - c.Transport.MTU; c.MaxDatagram() > maxUDPPayload {
+		what := "smartt header and authentication trailer"
+		if c.Transport.INT {
+			what = "smartt header and INT block"
+		}
+		bad("transport.mtu = %d: with the %d-byte %s a packet is %d bytes, over the %d-byte UDP limit: must be at most %d",
+			c.Transport.MTU, oh, what, c.MaxDatagram(), maxUDPPayload, maxUDPPayload-oh)
 	}
 	if u.TxTimestampEvery < 0 {
 		bad("udp.tx_timestamp_every = %d: must be >= 0 (0: off)", u.TxTimestampEvery)
