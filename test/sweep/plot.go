@@ -116,12 +116,15 @@ func (t *Table) Plot(path, metric string) error {
 		p.X.Min, p.X.Max = -0.5, float64(max(1, len(xs)))-0.5
 	}
 	span := p.Y.Max - p.Y.Min
-	p.Y.Min -= 0.05 * span                                        // keep points and error bars off the axis
+	p.Y.Min -= 0.05 * span // keep points and error bars off the axes
+	p.Y.Max += 0.05 * span
 	if len(names) > 1 || (len(names) == 1 && names[0] != "all") { // room for the legend above the data
 		p.Y.Max += 0.08 * float64(len(names)+1) * span
 	}
 	p.Legend.ThumbnailWidth = vg.Points(20)
-	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+	// Wide enough that category labels do not run into each other.
+	width := max(7, 0.8*float64(len(xs))+1.5)
+	return p.Save(vg.Length(width)*vg.Inch, 4.5*vg.Inch, path)
 }
 
 func indexOf(xs []string, x string) int {
