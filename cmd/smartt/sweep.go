@@ -20,7 +20,7 @@ import (
 
 const sweepUsage = `usage: smartt %[1]s sweep [flags] SCENARIO -set FIELD=V1,V2,... [-set ...] -out DIR
        smartt %[1]s sweep [same] -print-jobs | -emit FILE    (one command per run, for job arrays)
-       smartt %[1]s sweep [same] -job K                      (run one job: DIR/runs/job-K.json)
+       smartt %[1]s sweep [same] -job K                      (run job K only: DIR/runs/job-00000K.json)
        smartt %[1]s sweep -merge DIR                         (merge DIR/runs into the table)
 
 Runs SCENARIO (a file, or a shipped scenario's name such as permutation_128) at every
