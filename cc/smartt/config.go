@@ -75,6 +75,12 @@ type Config struct {
 	// CapDecrease caps MD and FD together at one MTU per ACK (the REPS artifact's htsim);
 	// default false, the paper's (MD capped at the ACK's size, FD after it uncapped).
 	CapDecrease bool `yaml:"cap_decrease"`
+	// Signals replaces SMaRTT by the single-signal window controller its paper compares
+	// with in Fig. 2: "ecn" (cut by half the ACK's bytes per CE mark) or "delay" (cut by
+	// half the ACK's bytes times (rtt - target) / rtt when the RTT is above the target),
+	// otherwise the fair increase; no QuickAdapt, fast increase or Wait-To-Decrease.
+	// "" (default) or "both": SMaRTT. Float path only (not fixed_point).
+	Signals string `yaml:"signals"`
 }
 
 // REPSArtifactConfig returns the constants of SMaRTT in the REPS artifact's htsim
@@ -105,6 +111,13 @@ func DefaultConfig() Config {
 		ReactEvery:    1,
 	}
 }
+
+// Config.Signals values in Params.
+const (
+	sigBoth = iota
+	sigECN
+	sigDelay
+)
 
 // Limits of the fixed-point representation (windows are Q24.8 bytes in 32 bits,
 // times 32-bit nanoseconds).
@@ -143,6 +156,7 @@ type Params struct {
 	NoQA      bool
 	NoFI      bool
 	NoWTD     bool
+	Signals   uint8 // sigBoth (SMaRTT), sigECN, sigDelay (Config.Signals)
 
 	ratioQ16 uint64 // target ratio, Q16
 	fixed    fixedParams
@@ -242,6 +256,19 @@ func NewParams(cfg Config, net config.Network, trimming bool) (*Params, error) {
 	if cfg.ReactEvery < 1 || cfg.ReactEvery > 255 {
 		bad("react_every = %d: must be in 1..255", cfg.ReactEvery)
 	}
+	signals := uint8(sigBoth)
+	switch cfg.Signals {
+	case "", "both":
+	case "ecn":
+		signals = sigECN
+	case "delay":
+		signals = sigDelay
+	default:
+		bad("signals = %q: must be both, ecn or delay", cfg.Signals)
+	}
+	if signals != sigBoth && cfg.FixedPoint {
+		bad("signals = %q needs fixed_point: false (the single-signal controllers are float only)", cfg.Signals)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -271,6 +298,7 @@ func NewParams(cfg Config, net config.Network, trimming bool) (*Params, error) {
 		Learn: cfg.LearnBaseRTT, PerHop: perHop,
 		Lower: cfg.LowerBaseRTT, NoTOCut: cfg.NoTimeoutCut, CapDec: cfg.CapDecrease,
 		NoQA: cfg.DisableQuickAdapt, NoFI: cfg.DisableFastIncrease, NoWTD: cfg.DisableWTD,
+		Signals:  signals,
 		ratioQ16: uint64(math.Round(cfg.TargetRatio * 65536)),
 	}
 	q32 := func(v float64) uint64 { return uint64(math.Round(v * (1 << 32))) }

@@ -66,6 +66,10 @@ type OutputConfig struct {
 	// SamplePorts selects the sampled ports: "hosts" (switch ports toward hosts), "up"
 	// (ToR uplinks), "all", or a list of port names "tor0->spine1" separated by commas.
 	SamplePorts string `yaml:"sample_ports"`
+	// SampleWindows also samples, every SampleInterval, the congestion window of the
+	// first this many flows (their sender's connection; 0 once it is gone): window
+	// traces such as the SMaRTT paper's Fig. 2.
+	SampleWindows int `yaml:"sample_windows"`
 	// MaxSamples bounds the samples kept per port (0: 100000).
 	MaxSamples int `yaml:"max_samples"`
 	// Progress prints a progress line to stderr every few seconds of wall time.

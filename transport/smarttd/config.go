@@ -66,6 +66,10 @@ type UDPConfig struct {
 	EVPortBase uint16 `yaml:"ev_port_base" json:"ev_port_base"`
 	// Carrier carries the EV: "port" (source-port pool), "raw" (IP_HDRINCL) or "flowlabel" (IPv6).
 	Carrier string `yaml:"carrier" json:"carrier"`
+	// Datapath is "sockets" (UDP sockets) or "afxdp": an AF_XDP socket and XDP program on
+	// the listen address's interface (IPv4), probed at start with a logged fallback to
+	// sockets (docs/datapath.md, "AF_XDP").
+	Datapath string `yaml:"datapath" json:"datapath"`
 	// DataDSCP and ControlDSCP are the DSCP code points of data and control packets (0..63).
 	DataDSCP    uint8 `yaml:"data_dscp" json:"data_dscp"`
 	ControlDSCP uint8 `yaml:"control_dscp" json:"control_dscp"`
@@ -215,6 +219,11 @@ func (c *Config) Validate() error {
 	case "port", "raw", "flowlabel":
 	default:
 		bad("udp.carrier = %q: must be port, raw or flowlabel", u.Carrier)
+	}
+	switch u.Datapath {
+	case "", "sockets", "afxdp":
+	default:
+		bad("udp.datapath = %q: must be sockets or afxdp", u.Datapath)
 	}
 	if u.Carrier == "flowlabel" && c.Transport.EVS > 4096 {
 		bad("udp.carrier = flowlabel: transport.evs = %d, the flow-label carrier allows 1..4096", c.Transport.EVS)
