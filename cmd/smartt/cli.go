@@ -183,7 +183,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newDemoCmd())
 	root.AddCommand(newClientCmds(stdin)...)
-	root.AddCommand(newBenchCmd(), newHWProfileCmd(), newSimCmd(stderr), newTestbedCmd(), newVersionCmd(), newManCmd())
+	root.AddCommand(newBenchCmd(), newHWProfileCmd(), newSimCmd(stderr), newTestbedCmd(), newVersionCmd(), newManCmd(),
+		newResultsCmd(stderr))
 	root.AddCommand(newRLCCCmd(stderr))
 	return root
 }

@@ -17,11 +17,12 @@ import (
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-const hwprofileUsage = `usage: smartt hwprofile report [-n decisions]
+const hwprofileUsage = `usage: smartt hwprofile report [-n decisions] [-md]
 
 Prints every registered congestion controller and load balancer against every hardware
 profile: packed per-flow state, global memory, operations per decision, integer-only,
-the measured time per decision on this host, and whether it fits each profile.`
+the measured time per decision on this host, and whether it fits each profile. -md
+prints the static columns only (no timing, so the same on every host) as a markdown table.`
 
 // runHWProfile is the hwprofile subcommand.
 func runHWProfile(args []string, w io.Writer) error {
@@ -31,8 +32,12 @@ func runHWProfile(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("hwprofile report", flag.ContinueOnError)
 	fs.SetOutput(w)
 	n := fs.Int("n", 200_000, "decisions timed per algorithm")
+	md := fs.Bool("md", false, "a markdown table of the static columns: state, memory, ops, integer-only, fits (no timing)")
 	if err := parseArgs(fs, args[1:]); err != nil {
 		return err
+	}
+	if *md {
+		return hwprofileMarkdown(w)
 	}
 	if *n < 1 || *n > 100_000_000 {
 		return fmt.Errorf("-n = %d: must be in 1..100000000", *n)
@@ -90,6 +95,57 @@ func runHWProfile(args []string, w io.Writer) error {
 	for _, p := range profiles {
 		fmt.Fprintf(w, "%s: state %d B/flow, global %d B, %d ops, %d ns, integer-only %v (%s)\n",
 			p.Name, p.StateBytes, p.GlobalBytes, p.Ops, p.DecisionNs, p.IntegerOnly, p.Source)
+	}
+	return nil
+}
+
+// hwprofileMarkdown writes the deterministic part of the report: every algorithm's cost
+// and whether it fits each profile's static budgets (decision time is not measured).
+func hwprofileMarkdown(w io.Writer) error {
+	cfg := transport.DefaultConfig()
+	profiles := hwprofile.Sorted()
+	head := "| kind | name | state B | global B | ops | integer-only |"
+	for _, p := range profiles {
+		head += " " + p.Name + " |"
+	}
+	fmt.Fprintf(w, "%s\n|%s\n", head, strings.Repeat("---|", 6+len(profiles)))
+	row := func(kind, name string, x any) {
+		cost, err := hwprofile.CostOf(kind, name, x)
+		if err != nil {
+			fmt.Fprintf(w, "| %s | %s | ? | ? | ? | ? |%s\n", kind, name, strings.Repeat(" no: reports no cost |", len(profiles)))
+			return
+		}
+		intOnly := "no"
+		if cost.IntegerOnly {
+			intOnly = "yes"
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s |", kind, name, cost.StateBytes, cost.GlobalBytes, cost.Ops, intOnly)
+		for _, p := range profiles {
+			if ok, why := p.Fits(cost, 0); ok {
+				fmt.Fprint(w, " fits |")
+			} else {
+				fmt.Fprintf(w, " no: %s |", why)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	for _, name := range transport.CCNames() {
+		cfg := cfg
+		if r, _ := transport.LookupCC(name); r.Needs.INT {
+			cfg.INT = true // as on INT switches
+		}
+		ctl, err := transport.NewCC(name, cfg)
+		if err != nil {
+			return fmt.Errorf("cc %q: %w", name, err)
+		}
+		row("cc", name, ctl)
+	}
+	for _, name := range transport.LBNames() {
+		lb, err := transport.NewLB(name, cfg, rand.New(rand.NewPCG(1, 2)))
+		if err != nil {
+			return fmt.Errorf("lb %q: %w", name, err)
+		}
+		row("lb", name, lb)
 	}
 	return nil
 }
@@ -157,5 +213,5 @@ func timeLB(lb reps.Balancer, n int) float64 {
 // newHWProfileCmd is "smartt hwprofile".
 func newHWProfileCmd() *cobra.Command {
 	return group("hwprofile", "NIC hardware profiles (docs/hwprofile.md)", strings.TrimPrefix(hwprofileUsage, "usage: "),
-		sub("report", "report [-n decisions]", "every CC and LB against every hardware profile (state, ops, decision time)", runHWProfile))
+		sub("report", "report [-n decisions] [-md]", "every CC and LB against every hardware profile (state, ops, decision time)", runHWProfile))
 }

@@ -24,6 +24,20 @@ func TestHWProfileReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, s)
 		}
 	}
+	// -md: the static columns only, one row per algorithm, no timing.
+	out.Reset()
+	if err := runHWProfile([]string{"report", "-md"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	if n := strings.Count(md, "\n"); n != 2+len(transport.CCNames())+len(transport.LBNames()) || strings.Contains(md, "ns/decision") {
+		t.Errorf("-md: %d lines:\n%s", n, md)
+	}
+	for _, name := range append(transport.CCNames(), transport.LBNames()...) {
+		if !strings.Contains(md, "| "+name+" |") {
+			t.Errorf("-md lacks %q:\n%s", name, md)
+		}
+	}
 	if err := runHWProfile(nil, &out); err == nil {
 		t.Error("no subcommand accepted")
 	}

@@ -267,5 +267,12 @@ func newSimCmd(stderr io.Writer) *cobra.Command {
 					return runSim(args, out, out) // the help goes where the caller reads it
 				}
 				return runSim(args, out, stderr)
+			}),
+		sub("sweep", "sweep [flags] SCENARIO -set FIELD=V1,V2 ... -out DIR", "run a scenario over a grid of field values and seeds; CSV, JSON and a plot of mean and spread",
+			func(args []string, out io.Writer) error {
+				if len(args) == 2 && args[1] == "-h" {
+					return runSweep(simSweep, args[1:], out, out)
+				}
+				return runSweep(simSweep, args[1:], out, stderr)
 			}))
 }

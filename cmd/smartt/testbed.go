@@ -353,6 +353,13 @@ func newTestbedCmd() *cobra.Command {
 		sub("switch", "switch [-name tb] [port-model flags]", "run the userspace switches of an emulated testbed until interrupted", runTestbed),
 		sub("exec", "exec [-name tb] <node> <command> [args...]", "run a command on a node", runTestbed),
 		sub("run", "run [flags] SCENARIO.yaml", "run a simulator scenario on an emulated testbed, a daemon per host", runTestbed),
+		sub("sweep", "sweep [flags] SCENARIO -set FIELD=V1,V2 ... -out DIR", "run a scenario on the testbed over a grid of field values and seeds, one run at a time",
+			func(args []string, out io.Writer) error {
+				if len(args) == 2 && args[1] == "-h" {
+					return runSweep(testbedSweep, args[1:], out, out)
+				}
+				return runSweep(testbedSweep, args[1:], out, os.Stderr)
+			}),
 		sub("fail", "fail [-name tb] down|up|restore|heal LINK | degrade RATE LINK | flaky GAP BURST LINK", "change a link of a running \"testbed run\"", runTestbed),
 		sub("soak", "soak [flags] [SCENARIO.yaml]", "a mixed workload under flaky links, link flaps and a daemon restart", runTestbed),
 	)

@@ -197,3 +197,41 @@ func TestTestbedDownBesideIproute2(t *testing.T) {
 		t.Fatalf("ip netns delete %s after down: %v: %s", other, err, o)
 	}
 }
+
+// TestTestbedSweep: the sweep of the simulator, each run on a fresh emulated testbed,
+// one at a time; the jobs it prints carry the testbed name.
+func TestTestbedSweep(t *testing.T) {
+	name := testbedName(t, "s")
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "incast.yaml")
+	os.WriteFile(sc, []byte(`
+topology: {kind: single, hosts: 3, link_rate: 100Mbit}
+transport: {cc: smartt, lb: ops}
+workload: {kind: incast, size: 256KiB, receiver: 2}
+`), 0o644)
+	var out, errb bytes.Buffer
+	args := []string{sc, "-name", name, "-set", "transport.lb=ops,ecmp", "-out", filepath.Join(dir, "out")}
+	if err := runSweep(testbedSweep, append(args, "-plots", "none"), &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "2 runs, 2 to run, 1 at once") || !strings.Contains(out.String(), "| ecmp | 1 |") {
+		t.Fatalf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "out", "sweep.csv")); err != nil || strings.Count(string(b), "\n") != 3 {
+		t.Fatalf("sweep.csv: %v\n%s", err, b)
+	}
+	if left, _ := netbed.Namespaces(name); len(left) != 0 {
+		t.Fatalf("left after the sweep: %v", left)
+	}
+	out.Reset()
+	if err := runSweep(testbedSweep, append(args, "-print-jobs"), &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 ||
+		!strings.HasPrefix(lines[1], "smartt testbed sweep ") || !strings.Contains(lines[1], "-name "+name+" -job 1") {
+		t.Fatalf("jobs:\n%s", out.String())
+	}
+	if err := runSweep(testbedSweep, []string{sc, "-out", dir, "-j", "2"}, &out, &errb); err == nil {
+		t.Fatal("testbed sweep took -j: runs in real time must not share the cores")
+	}
+}

@@ -1,13 +1,13 @@
 package multipath
 
 import (
-	"flag"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/smartt-transport/smartt/test/results"
 	"github.com/smartt-transport/smartt/transport"
 )
 
@@ -175,15 +175,11 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-var table = flag.Bool("table", false, "print the results table of docs/reps.md")
-
-// TestResultsTable prints docs/reps.md's table:
+// TestResultsTable prints docs/reps.md's tables and fails if the docs show other figures
+// (`smartt results` rewrites them):
 //
-//	go test ./test/multipath -run TestResultsTable -v -args -table
+//	go test ./test/multipath -run TestResultsTable -v
 func TestResultsTable(t *testing.T) {
-	if !*table {
-		t.Skip("run with -args -table")
-	}
 	var b strings.Builder
 	cc := transport.DefaultConfig().CC
 	fmt.Fprintf(&b, "cc = %s; 16 MiB, 4 paths of 25 Gbit/s, 100 Gbit/s NIC\n\n", cc)
@@ -206,7 +202,9 @@ func TestResultsTable(t *testing.T) {
 				r.DeadAfterFail, r.FreezeEpisodes, r.Sender.RetxNack, r.Sender.RetxSack, r.Sender.RetxTimeout)
 		}
 	}
-	fmt.Fprintf(&b, "\n| evs | lb | slow path: FCT (us) | slow-path share | dead path: FCT (us) | into dead path after t |\n|---|---|---|---|---|---|\n")
+	results.Check(t, "reps-lb", b.String())
+	b.Reset()
+	fmt.Fprintf(&b, "| evs | lb | slow path: FCT (us) | slow-path share | dead path: FCT (us) | into dead path after t |\n|---|---|---|---|---|---|\n")
 	for _, evs := range []int{32, 256, 1 << 16} {
 		for _, lb := range []string{"reps", "ops"} {
 			s, d := slowPath(lb, cc, true), deadPath(lb, cc, true)
@@ -216,12 +214,13 @@ func TestResultsTable(t *testing.T) {
 				100*float64(rs.SlowPackets)/float64(total(rs)), fct(rd), rd.DeadAfterFail)
 		}
 	}
-	fmt.Fprintf(&b, "\nwith the test's ECN-reacting AIMD window (cc_test.go), trimming:\n\n")
+	results.Check(t, "reps-evs", b.String())
+	b.Reset()
 	fmt.Fprintf(&b, "| lb | slow path: FCT (us) | slow-path share | dead path: FCT (us) | into dead path after t | freeze episodes |\n|---|---|---|---|---|---|\n")
 	for _, lb := range []string{"reps", "ops", "ecmp", "plb", "flowlet", "mptcp"} {
 		rs, rd := run(t, withAIMD(slowPath(lb, cc, true))), run(t, withAIMD(deadPath(lb, cc, true)))
 		fmt.Fprintf(&b, "| %s | %s | %.1f %% | %s | %d | %d |\n", lb, fct(rs),
 			100*float64(rs.SlowPackets)/float64(total(rs)), fct(rd), rd.DeadAfterFail, rd.FreezeEpisodes)
 	}
-	t.Log("\n" + b.String())
+	results.Check(t, "reps-aimd", b.String())
 }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/smartt-transport/smartt/test/results"
+)
+
+// smartt results reruns each region's command and rewrites only what changed; -check
+// fails while a table is stale.
+func TestResultsCommand(t *testing.T) {
+	root := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(root, "docs"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o644))
+	must(os.WriteFile(filepath.Join(root, "s.yaml"), []byte(sweepScen), 0o644))
+	doc := "# d\n\n<!-- results:sweep check cmd: smartt sim sweep s.yaml -set transport.lb=ecmp,ops -out out -plots none -progress=false -show completion_rel -->\n| stale |\n<!-- /results -->\n\n" +
+		"<!-- results:shell cmd: printf '<!-- results:shell -->\\n| from sh |\\n<!-- /results -->\\n' -->\n<!-- /results -->\n"
+	must(os.WriteFile(filepath.Join(root, "docs", "d.md"), []byte(doc), 0o644))
+	var out, errb bytes.Buffer
+	err := runResults([]string{"-root", root, "-check"}, &out, &errb)
+	if err == nil || !strings.Contains(out.String(), "stale docs/d.md: sweep") || !strings.Contains(out.String(), "stale docs/d.md: shell") {
+		t.Fatalf("check of stale docs: %v\n%s\n%s", err, out.String(), errb.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "docs", "d.md")); string(b) != doc {
+		t.Fatal("-check rewrote the docs")
+	}
+	if _, err := os.Stat(filepath.Join(root, "out")); err == nil {
+		t.Fatal("-check let the sweep write its -out into the tree")
+	}
+	out.Reset()
+	if err := runResults([]string{"-root", root}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	b, _ := os.ReadFile(filepath.Join(root, "docs", "d.md"))
+	if !strings.Contains(string(b), "Made by `smartt sim sweep s.yaml") || !strings.Contains(string(b), "| ops | 1 |") ||
+		!strings.Contains(string(b), "\n| from sh |\n<!-- /results -->") || strings.Contains(string(b), "stale") {
+		t.Fatalf("rewritten:\n%s", b)
+	}
+	out.Reset()
+	if err := runResults([]string{"-root", root, "-check"}, &out, &errb); err != nil || !strings.Contains(out.String(), "2 tables, 0 stale") {
+		t.Fatalf("after the rewrite: %v %s", err, out.String())
+	}
+	out.Reset()
+	if err := runResults([]string{"-root", root, "-list"}, &out, &errb); err != nil || !strings.Contains(out.String(), "sweep [check]\tdocs/d.md:3\tsmartt sim sweep") {
+		t.Fatalf("list: %v %s", err, out.String())
+	}
+	if err := runResults([]string{"-root", root, "-only", "nosuch"}, &out, &errb); err == nil {
+		t.Fatal("-only nosuch accepted")
+	}
+}
+
+// Every results region of the real docs parses; a region marked check is compared by a
+// test: a go test command's package calls results.Check with its name, and a smartt
+// command is rerun here.
+func TestDocsResults(t *testing.T) {
+	root, err := results.Root(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	regions, err := results.Scan(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(regions) == 0 {
+		t.Fatal("no results regions in docs/")
+	}
+	for _, r := range regions {
+		if !r.Check {
+			continue
+		}
+		args, err := results.Fields(r.Cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case len(args) > 2 && args[0] == "go" && args[1] == "test":
+			if !strings.Contains(r.Cmd, " -v") {
+				t.Errorf("%s: %q lacks -v: go test hides the tables of passing tests", r.Name, r.Cmd)
+			}
+			pkg := ""
+			for _, a := range args[2:] {
+				if strings.HasPrefix(a, "./") {
+					pkg = a
+				}
+			}
+			files, _ := filepath.Glob(filepath.Join(root, pkg, "*_test.go"))
+			found := false
+			for _, f := range files {
+				b, _ := os.ReadFile(f)
+				found = found || strings.Contains(string(b), `results.Check(t, "`+r.Name+`"`)
+			}
+			if !found {
+				t.Errorf("%s: no test in %s calls results.Check(t, %q, ...)", r.Name, pkg, r.Name)
+			}
+		case args[0] == "smartt":
+			// Files the command writes (a sweep's -out) go to a temporary directory, not
+			// into the repository.
+			scratchOut(args, t.TempDir())
+			out, err := runSmarttIn(root, args[1:], &bytes.Buffer{})
+			if err != nil {
+				t.Fatalf("%s: %v", r.Cmd, err)
+			}
+			got, err := results.Extract(out, r.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != r.Body {
+				t.Errorf("%s:%d: table %s is stale; run smartt results -only %s\n%s", r.File, r.Line, r.Name, r.Name, results.Diff(r.Body, got))
+			}
+		default:
+			t.Errorf("%s: check regions are for go test and smartt commands", r.Name)
+		}
+	}
+}
