@@ -10,6 +10,7 @@ import (
 	"github.com/smartt-transport/smartt/cc/bbr"
 	"github.com/smartt-transport/smartt/cc/dcqcn"
 	"github.com/smartt-transport/smartt/cc/dctcp"
+	"github.com/smartt-transport/smartt/cc/eqds"
 	"github.com/smartt-transport/smartt/cc/nscc"
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/cc/smartt"
@@ -122,6 +123,8 @@ type Config struct {
 	DCQCN dcqcn.Config `yaml:"dcqcn"`
 	// BBR holds the parameters of the "bbr" controller (cc/bbr).
 	BBR bbr.Config `yaml:"bbr"`
+	// EQDS holds the parameters of the "eqds" mode (cc/eqds, receiver-driven credit).
+	EQDS eqds.Config `yaml:"eqds"`
 
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
@@ -198,6 +201,7 @@ func DefaultConfig() Config {
 		NSCC:   nscc.DefaultConfig(),
 		DCQCN:  dcqcn.DefaultConfig(),
 		BBR:    bbr.DefaultConfig(),
+		EQDS:   eqds.DefaultConfig(),
 	}
 }
 

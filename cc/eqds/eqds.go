@@ -1,0 +1,259 @@
+// Package eqds implements the two halves of EQDS, the edge-queued datagram service
+// (Olteanu et al., "An edge-queued datagram service for all datacenter traffic", NSDI
+// 2022): receiver-driven credit. A sender starts with a speculative window of
+// unscheduled bytes (about one BDP), then sends only against credit that the receiver
+// grants in PULL packets. The receiver grants, for every data packet that reaches it
+// (whole or trimmed to its header), that packet's bytes again (packet conservation, as
+// in NDP), and one pacer per receiving host spaces all its PULLs at its link rate, so
+// the data of every sender together arrives at the rate the last hop can carry.
+//
+// Sender is the per-connection sender state (a cc.Controller whose Window is only a
+// safety cap; the engine asks CanSend before every transmission), PullState the
+// per-connection receiver state, and Pacer the per-host pull pacer. All three are
+// integer-only, allocation-free and driven by the engine's injected clock.
+package eqds
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/hwprofile"
+)
+
+// Config holds the parameters (YAML section "eqds").
+type Config struct {
+	// SpeculativeBDP is the sender's first window of unscheduled bytes, in
+	// bandwidth-delay products (default 1, the paper's); also the most credit a sender
+	// holds unused. At least one MTU.
+	SpeculativeBDP float64 `yaml:"speculative_bdp"`
+	// PullRate is the receiver's pacer rate as a fraction of its link rate (default 1).
+	PullRate float64 `yaml:"pull_rate"`
+	// WireOverhead is the bytes below the datagram (Ethernet, IP, UDP, preamble, gap)
+	// each solicited data packet occupies on the receiver's link, which the pacer
+	// accounts for (default 0, the simulator's model; about 66 on Ethernet).
+	WireOverhead int `yaml:"wire_overhead"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{SpeculativeBDP: 1, PullRate: 1, WireOverhead: 0}
+}
+
+// rateOne is pull_rate = 1 in the pacer's fixed point (Q10).
+const rateOne = 1024
+
+// Params are the derived per-endpoint constants, shared by every connection.
+type Params struct {
+	mtu      int64
+	spec     int64  // speculative window = credit cap, bytes
+	debtCap  uint64 // most bytes a connection may have requested and not yet been granted
+	hdr      int64  // bytes per data packet beyond its payload on the receiver's link
+	rateQ    int64  // link rate (bits/s) x pull rate (Q10)
+	linkRate int64
+}
+
+// NewParams validates cfg for a network; hdrBytes is what a data packet carries beyond
+// its payload as a datagram (the DATA header, and the seal trailer if any).
+func NewParams(cfg Config, net config.Network, hdrBytes int) (*Params, error) {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("eqds."+format, a...)) }
+	if !(cfg.SpeculativeBDP > 0 && cfg.SpeculativeBDP <= 100) {
+		bad("speculative_bdp = %v: must be in (0, 100]", cfg.SpeculativeBDP)
+	}
+	if !(cfg.PullRate >= 0.01 && cfg.PullRate <= 1) {
+		bad("pull_rate = %v: must be in 0.01..1 (a fraction of the link rate)", cfg.PullRate)
+	}
+	if cfg.WireOverhead < 0 || cfg.WireOverhead > 1024 {
+		bad("wire_overhead = %d: must be in 0..1024 bytes", cfg.WireOverhead)
+	}
+	if hdrBytes < 0 || net.MTU < 1 || net.LinkRate < 1 {
+		errs = append(errs, fmt.Errorf("eqds: network mtu %d, link rate %d, header %d", net.MTU, net.LinkRate, hdrBytes))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	p := &Params{mtu: int64(net.MTU), hdr: int64(hdrBytes + cfg.WireOverhead), linkRate: net.LinkRate}
+	p.spec = max(int64(cfg.SpeculativeBDP*float64(net.BDP())), p.mtu)
+	if p.spec > 1<<30 {
+		return nil, fmt.Errorf("eqds.speculative_bdp = %v: the window (%d bytes) must be at most 1 GiB", cfg.SpeculativeBDP, p.spec)
+	}
+	// An honest sender's requests not yet granted never exceed its speculative window
+	// (every byte it sends is one the receiver granted, or one of that window): twice
+	// that leaves room for refunds of packets that were late rather than lost.
+	p.debtCap = uint64(2 * p.spec)
+	p.rateQ = net.LinkRate * int64(cfg.PullRate*rateOne+0.5)
+	return p, nil
+}
+
+// Speculative returns the speculative window in bytes (also the credit cap).
+func (p *Params) Speculative() int { return int(p.spec) }
+
+// DebtCap returns the most bytes a connection may have requested and not been granted.
+func (p *Params) DebtCap() uint64 { return p.debtCap }
+
+// state is the sender's per-flow state as a NIC holds it; Cost().StateBytes counts it.
+type state struct {
+	credit    int64  // bytes the sender may still send, 0..spec
+	granted   uint64 // the highest cumulative grant seen in a PULL
+	requested uint64 // bytes sent: each transmission asks for its replacement
+}
+
+// Sender is one connection's sender half: it holds the credit the receiver granted.
+type Sender struct {
+	p        *Params
+	s        state
+	refunded uint64 // bytes of lost packets whose credit came back (tests, snapshots)
+	surplus  uint64 // granted bytes dropped at the credit cap
+}
+
+// New returns the sender state of one connection, holding the speculative window.
+func New(p *Params) *Sender {
+	return &Sender{p: p, s: state{credit: p.spec}}
+}
+
+// CanSend reports whether size bytes of credit are available.
+func (s *Sender) CanSend(size int) bool { return s.s.credit >= int64(size) }
+
+// OnSend spends size bytes of credit on a transmission (new or retransmitted), which
+// asks the receiver for as much again.
+func (s *Sender) OnSend(size int) {
+	s.s.credit -= int64(size)
+	s.s.requested += uint64(size)
+}
+
+// PullVerdict is what the sender made of a PULL.
+type PullVerdict uint8
+
+// PULL verdicts.
+const (
+	PullOK     PullVerdict = iota // new credit taken (up to the cap)
+	PullStale                     // no newer than a grant already seen: reordered or duplicated
+	PullExcess                    // grants more than was ever requested: dropped whole
+)
+
+// OnPull takes a PULL's cumulative grant. A grant beyond the bytes the sender has asked
+// for (sent) is refused whole; credit beyond the speculative window is dropped, so
+// credit stays bounded whatever a receiver sends.
+func (s *Sender) OnPull(granted uint64) PullVerdict {
+	st := &s.s
+	if granted <= st.granted {
+		return PullStale
+	}
+	if granted > st.requested {
+		return PullExcess
+	}
+	st.credit += int64(granted - st.granted)
+	st.granted = granted
+	if st.credit > s.p.spec {
+		s.surplus += uint64(st.credit - s.p.spec)
+		st.credit = s.p.spec
+	}
+	return PullOK
+}
+
+// OnAck ignores the ACK: EQDS's sender has no congestion control of its own.
+func (s *Sender) OnAck(cc.Ack) {}
+
+// OnLoss returns the credit of a packet lost in the network (SACK gap or timeout): the
+// receiver never saw it, so it will never pull for it. A trimmed packet's header did
+// arrive and the receiver pulls for it, so a trim returns nothing here.
+func (s *Sender) OnLoss(l cc.Loss) {
+	if l.Cause == cc.LossTrim {
+		return
+	}
+	s.refunded += uint64(l.Bytes)
+	s.s.credit = min(s.s.credit+int64(l.Bytes), s.p.spec)
+}
+
+// Window returns two speculative windows: a safety cap that credit keeps from binding
+// (credit, not the window, decides when a packet may go).
+func (s *Sender) Window() int { return int(2 * s.p.spec) }
+
+// PacingRate returns 0: the receiver's pacer spaces the credit.
+func (s *Sender) PacingRate() int64 { return 0 }
+
+// Credit returns the bytes that may be sent now.
+func (s *Sender) Credit() int { return int(s.s.credit) }
+
+// Granted returns the cumulative grant taken from PULLs.
+func (s *Sender) Granted() uint64 { return s.s.granted }
+
+// Requested returns the bytes sent (new and retransmitted).
+func (s *Sender) Requested() uint64 { return s.s.requested }
+
+// Refunded returns the bytes whose credit came back because their packets were lost.
+func (s *Sender) Refunded() uint64 { return s.refunded }
+
+// Surplus returns the granted bytes dropped at the credit cap.
+func (s *Sender) Surplus() uint64 { return s.surplus }
+
+// StateBytes is one connection's EQDS state on a NIC: the sender's (credit, grant,
+// requests), the receiver's PullState and its link in the host's pull queue.
+const StateBytes = 24 + 16 + 4
+
+// Cost reports one connection's cost. The decision is a PULL (receiver: take one MTU
+// off the debt, space the next PULL; sender: validate, add credit, cap) or a
+// transmission (compare, subtract); the host's pacer and pull queue are the global part.
+func (s *Sender) Cost() hwprofile.Cost {
+	return hwprofile.Cost{Name: "eqds", StateBytes: StateBytes, GlobalBytes: 6*8 + 16, Ops: 24, IntegerOnly: true}
+}
+
+// PullState is one connection's receiver half: the bytes its arrivals asked for and the
+// bytes granted so far.
+type PullState struct {
+	target  uint64 // bytes requested by arrivals
+	granted uint64 // bytes granted in PULLs (the cumulative field of the next PULL)
+}
+
+// Request adds n bytes asked for by an arriving packet (data, or a trimmed header) and
+// reports false if the connection's outstanding requests would pass the cap: the
+// excess is not granted (an honest sender never gets there; see Params.DebtCap).
+func (r *PullState) Request(n int, p *Params) bool {
+	if r.target+uint64(n)-r.granted > p.debtCap {
+		r.target = r.granted + p.debtCap
+		return false
+	}
+	r.target += uint64(n)
+	return true
+}
+
+// Pending returns the bytes requested and not yet granted.
+func (r *PullState) Pending() uint64 { return r.target - r.granted }
+
+// Granted returns the bytes granted so far (0: no PULL sent yet).
+func (r *PullState) Granted() uint64 { return r.granted }
+
+// Grant takes up to one MTU off the pending requests and returns the bytes granted and
+// the new cumulative grant for the PULL.
+func (r *PullState) Grant(p *Params) (g int, cum uint64) {
+	n := min(r.target-r.granted, uint64(p.mtu))
+	r.granted += n
+	return int(n), r.granted
+}
+
+// Pacer is a receiving host's pull pacer: one for every connection to the host, so the
+// data it solicits arrives at no more than the link rate, whatever the number of senders.
+type Pacer struct {
+	next int64 // earliest time of the next PULL, ns
+	rem  int64 // carried remainder of the spacing, in bit-ns x Q10 units
+}
+
+// Ready reports whether a PULL may leave at now.
+func (pc *Pacer) Ready(now int64) bool { return now >= pc.next }
+
+// Next returns the earliest time of the next PULL.
+func (pc *Pacer) Next() int64 { return pc.next }
+
+// OnPull accounts a grant of g payload bytes sent at now: the next PULL waits until the
+// packet it solicits (payload, header, overhead) has had time to cross the link. An idle
+// pacer does not bank time: spacing starts at now.
+func (pc *Pacer) OnPull(now int64, g int, p *Params) {
+	if now > pc.next {
+		pc.next, pc.rem = now, 0
+	}
+	bits := (int64(g)+p.hdr)*8_000_000_000*rateOne + pc.rem
+	pc.next += bits / p.rateQ
+	pc.rem = bits % p.rateQ
+}
