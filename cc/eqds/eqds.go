@@ -52,6 +52,7 @@ type Params struct {
 	hdr      int64  // bytes per data packet beyond its payload on the receiver's link
 	rateQ    int64  // link rate (bits/s) x pull rate (Q10)
 	linkRate int64
+	slack    int64 // ns: the spacing of one full-size grant; a PULL this late keeps the schedule
 }
 
 // NewParams validates cfg for a network; hdrBytes is what a data packet carries beyond
@@ -84,6 +85,7 @@ func NewParams(cfg Config, net config.Network, hdrBytes int) (*Params, error) {
 	// that leaves room for refunds of packets that were late rather than lost.
 	p.debtCap = uint64(2 * p.spec)
 	p.rateQ = net.LinkRate * int64(cfg.PullRate*rateOne+0.5)
+	p.slack = (p.mtu + p.hdr) * 8_000_000_000 * rateOne / p.rateQ
 	return p, nil
 }
 
@@ -247,10 +249,12 @@ func (pc *Pacer) Ready(now int64) bool { return now >= pc.next }
 func (pc *Pacer) Next() int64 { return pc.next }
 
 // OnPull accounts a grant of g payload bytes sent at now: the next PULL waits until the
-// packet it solicits (payload, header, overhead) has had time to cross the link. An idle
-// pacer does not bank time: spacing starts at now.
+// packet it solicits (payload, header, overhead) has had time to cross the link. A PULL
+// sent late by less than one full-size spacing (the driver polled a little after the
+// deadline) keeps the schedule, so polling jitter does not lower the rate; an idle pacer
+// (later than that) banks no time: spacing starts at now.
 func (pc *Pacer) OnPull(now int64, g int, p *Params) {
-	if now > pc.next {
+	if now > pc.next+p.slack {
 		pc.next, pc.rem = now, 0
 	}
 	bits := (int64(g)+p.hdr)*8_000_000_000*rateOne + pc.rem
