@@ -78,11 +78,15 @@ func newPullPacer(cfg *Config) (*pullPacer, error) {
 }
 
 // pullRequest records that an arriving packet of c (data, or a trimmed header) asks for
-// n more bytes of credit.
-func (e *Endpoint) pullRequest(c *conn, n int) {
+// n more bytes of credit; a whole data packet's one-way delay (owd, receive minus send
+// timestamp) tells the pacer how long it queued.
+func (e *Endpoint) pullRequest(now int64, c *conn, n int, owd int64, whole bool) {
 	pp := e.pull
 	if pp == nil {
 		return
+	}
+	if whole {
+		pp.pc.OnQueue(now, c.rxPull.QueueDelay(owd), pp.p)
 	}
 	if !c.rxPull.Request(n, pp.p) {
 		e.stats.PullDebtCapped++

@@ -36,7 +36,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		if c.nacks.len() < maxNacks {
 			c.nacks.push(nackEntry{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime})
 		}
-		e.pullRequest(c, int(d.PayloadLen)) // EQDS: the header asks for its resend's credit
+		e.pullRequest(now, c, int(d.PayloadLen), 0, false) // EQDS: the header asks for its resend's credit
 		e.markReady(c)
 		return
 	}
@@ -129,7 +129,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	}
 	oldCum := c.tracker.Cum()
 	c.tracker.Mark(d.PSN)
-	e.pullRequest(c, int(d.PayloadLen)) // EQDS: an arrival asks for its replacement
+	e.pullRequest(now, c, int(d.PayloadLen), m.RxTime-d.TxTime, true) // EQDS: an arrival asks for its replacement
 	complete := r != nil && !done && r.got == r.n
 	if complete {
 		e.complete(c, r)

@@ -34,11 +34,20 @@ type Config struct {
 	// each solicited data packet occupies on the receiver's link, which the pacer
 	// accounts for (default 0, the simulator's model; about 66 on Ethernet).
 	WireOverhead int `yaml:"wire_overhead"`
+	// QueueTargetMTUs is the queueing the pacer lets stand at the receiver's last hop,
+	// in MTUs of transmission time (default 2; 0 turns the drain off). The paper's
+	// pacer pulls at line rate and relies on shallow, trimming switch buffers; with the
+	// 1-BDP buffers of the SMaRTT paper's settings the queue the speculative first
+	// windows build would stand for ever, since data then arrives exactly as fast as
+	// it leaves. So the receiver estimates its queueing delay from each arrival's
+	// one-way delay above the connection's minimum (clock offsets cancel), and when it
+	// exceeds the target it delays the next PULL by the excess, once per two base RTTs.
+	QueueTargetMTUs int `yaml:"queue_target_mtus"`
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{SpeculativeBDP: 1, PullRate: 1, WireOverhead: 0}
+	return Config{SpeculativeBDP: 1, PullRate: 1, WireOverhead: 0, QueueTargetMTUs: 2}
 }
 
 // rateOne is pull_rate = 1 in the pacer's fixed point (Q10).
@@ -53,6 +62,8 @@ type Params struct {
 	rateQ    int64  // link rate (bits/s) x pull rate (Q10)
 	linkRate int64
 	slack    int64 // ns: the spacing of one full-size grant; a PULL this late keeps the schedule
+	target   int64 // ns of queueing delay left standing (0: no drain)
+	hold     int64 // ns: base RTT; a drain waits two of them (and itself) to take effect
 }
 
 // NewParams validates cfg for a network; hdrBytes is what a data packet carries beyond
@@ -68,6 +79,9 @@ func NewParams(cfg Config, net config.Network, hdrBytes int) (*Params, error) {
 	}
 	if cfg.WireOverhead < 0 || cfg.WireOverhead > 1024 {
 		bad("wire_overhead = %d: must be in 0..1024 bytes", cfg.WireOverhead)
+	}
+	if cfg.QueueTargetMTUs < 0 || cfg.QueueTargetMTUs > 1024 {
+		bad("queue_target_mtus = %d: must be in 0..1024 (0: no drain)", cfg.QueueTargetMTUs)
 	}
 	if hdrBytes < 0 || net.MTU < 1 || net.LinkRate < 1 {
 		errs = append(errs, fmt.Errorf("eqds: network mtu %d, link rate %d, header %d", net.MTU, net.LinkRate, hdrBytes))
@@ -86,6 +100,8 @@ func NewParams(cfg Config, net config.Network, hdrBytes int) (*Params, error) {
 	p.debtCap = uint64(2 * p.spec)
 	p.rateQ = net.LinkRate * int64(cfg.PullRate*rateOne+0.5)
 	p.slack = (p.mtu + p.hdr) * 8_000_000_000 * rateOne / p.rateQ
+	p.target = int64(cfg.QueueTargetMTUs) * p.slack
+	p.hold = net.BaseRTT
 	return p, nil
 }
 
@@ -193,13 +209,13 @@ func (s *Sender) Surplus() uint64 { return s.surplus }
 
 // StateBytes is one connection's EQDS state on a NIC: the sender's (credit, grant,
 // requests), the receiver's PullState and its link in the host's pull queue.
-const StateBytes = 24 + 16 + 4
+const StateBytes = 24 + 24 + 4
 
 // Cost reports one connection's cost. The decision is a PULL (receiver: take one MTU
 // off the debt, space the next PULL; sender: validate, add credit, cap) or a
 // transmission (compare, subtract); the host's pacer and pull queue are the global part.
 func (s *Sender) Cost() hwprofile.Cost {
-	return hwprofile.Cost{Name: "eqds", StateBytes: StateBytes, GlobalBytes: 6*8 + 16, Ops: 24, IntegerOnly: true}
+	return hwprofile.Cost{Name: "eqds", StateBytes: StateBytes, GlobalBytes: 9*8 + 24, Ops: 32, IntegerOnly: true}
 }
 
 // PullState is one connection's receiver half: the bytes its arrivals asked for and the
@@ -207,6 +223,7 @@ func (s *Sender) Cost() hwprofile.Cost {
 type PullState struct {
 	target  uint64 // bytes requested by arrivals
 	granted uint64 // bytes granted in PULLs (the cumulative field of the next PULL)
+	owdMin  int64  // lowest one-way delay seen (receive minus send timestamp), ns; 0: none yet
 }
 
 // Request adds n bytes asked for by an arriving packet (data, or a trimmed header) and
@@ -219,6 +236,18 @@ func (r *PullState) Request(n int, p *Params) bool {
 	}
 	r.target += uint64(n)
 	return true
+}
+
+// QueueDelay folds an arrival's one-way delay (its receive time minus the sender's
+// transmit timestamp: the two clocks' offset included, which cancels) into the
+// connection's minimum and returns the delay above it: the packet's queueing.
+func (r *PullState) QueueDelay(owd int64) int64 {
+	// Offsets may make owd any value; shift by 2^62 so 0 can mean "none yet".
+	v := owd + 1<<62
+	if r.owdMin == 0 || v < r.owdMin {
+		r.owdMin = v
+	}
+	return v - r.owdMin
 }
 
 // Pending returns the bytes requested and not yet granted.
@@ -238,8 +267,13 @@ func (r *PullState) Grant(p *Params) (g int, cum uint64) {
 // Pacer is a receiving host's pull pacer: one for every connection to the host, so the
 // data it solicits arrives at no more than the link rate, whatever the number of senders.
 type Pacer struct {
-	next int64 // earliest time of the next PULL, ns
-	rem  int64 // carried remainder of the spacing, in bit-ns x Q10 units
+	next      int64 // earliest time of the next PULL, ns
+	rem       int64 // carried remainder of the spacing, in bit-ns x Q10 units
+	drainFrom int64 // no new drain epoch before this time, ns
+	epochEnd  int64 // samples until then may deepen the current drain, ns
+	drained   int64 // ns of gap the current epoch inserted
+	// Drains counts drain epochs (tests, snapshots).
+	Drains uint64
 }
 
 // Ready reports whether a PULL may leave at now.
@@ -260,4 +294,30 @@ func (pc *Pacer) OnPull(now int64, g int, p *Params) {
 	bits := (int64(g)+p.hdr)*8_000_000_000*rateOne + pc.rem
 	pc.next += bits / p.rateQ
 	pc.rem = bits % p.rateQ
+}
+
+// OnQueue takes the queueing delay of an arriving data packet (PullState.QueueDelay).
+// Above the target, the next PULL is delayed by the excess: the gap reaches the
+// receiver's port about one RTT later and drains that much of the standing queue, the
+// link kept busy by the queue itself meanwhile. A drain epoch starts with the first
+// sample above the target; for half a base RTT a larger sample (a connection whose
+// minimum is closer to the truth) adds only its difference, and no new epoch starts
+// before two base RTTs and the gap have passed, so that packets still arriving through
+// the old queue are not counted twice.
+func (pc *Pacer) OnQueue(now, qdelay int64, p *Params) {
+	if p.target == 0 || qdelay <= p.target {
+		return
+	}
+	ex := qdelay - p.target
+	if now >= pc.drainFrom {
+		pc.epochEnd = now + p.hold/2
+		pc.drained = 0
+		pc.Drains++
+	}
+	if now >= pc.epochEnd || ex <= pc.drained {
+		return
+	}
+	pc.next = max(pc.next, now) + ex - pc.drained
+	pc.drained = ex
+	pc.drainFrom = pc.epochEnd - p.hold/2 + 2*p.hold + ex
 }

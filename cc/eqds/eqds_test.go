@@ -39,6 +39,10 @@ func TestParamsLimits(t *testing.T) {
 		{"overhead 1024", func(c *Config) { c.WireOverhead = 1024 }, ""},
 		{"overhead 1025", func(c *Config) { c.WireOverhead = 1025 }, "wire_overhead"},
 		{"overhead -1", func(c *Config) { c.WireOverhead = -1 }, "wire_overhead"},
+		{"queue target 0", func(c *Config) { c.QueueTargetMTUs = 0 }, ""},
+		{"queue target 1024", func(c *Config) { c.QueueTargetMTUs = 1024 }, ""},
+		{"queue target 1025", func(c *Config) { c.QueueTargetMTUs = 1025 }, "queue_target_mtus"},
+		{"queue target -1", func(c *Config) { c.QueueTargetMTUs = -1 }, "queue_target_mtus"},
 	} {
 		cfg := DefaultConfig()
 		tc.mod(&cfg)
@@ -221,6 +225,62 @@ func TestPacerRate(t *testing.T) {
 	}
 }
 
+// The queueing delay of an arrival is its one-way delay above the connection's lowest,
+// whatever the offset between the two hosts' clocks.
+func TestQueueDelay(t *testing.T) {
+	for _, off := range []int64{0, -1 << 50, 1 << 50, -5_000} {
+		var r PullState
+		for _, tc := range []struct{ owd, want int64 }{{3000, 0}, {5000, 2000}, {2500, 0}, {2600, 100}, {14_500, 12_000}} {
+			if got := r.QueueDelay(tc.owd + off); got != tc.want {
+				t.Fatalf("offset %d: owd %d: queueing %d, want %d", off, tc.owd, got, tc.want)
+			}
+		}
+	}
+}
+
+// The drain: a sample above the target delays the next PULL by the excess; for half a
+// base RTT a larger sample deepens it by the difference only; then nothing until two
+// base RTTs and the gap have passed; a target of 0 turns it off.
+func TestPacerDrain(t *testing.T) {
+	p := params(t, DefaultConfig()) // target 2 x 333 ns, base RTT 12 us
+	tgt := 2 * p.slack
+	var pc Pacer
+	pc.OnPull(0, 4096, p)
+	next := pc.Next()
+	pc.OnQueue(100, tgt, p)
+	if pc.Next() != next || pc.Drains != 0 {
+		t.Fatal("drained at the target")
+	}
+	pc.OnQueue(100, tgt+5000, p)
+	if pc.Next() != next+5000 || pc.Drains != 1 {
+		t.Fatalf("next %d, want %d", pc.Next(), next+5000)
+	}
+	pc.OnQueue(200, tgt+3000, p) // smaller: already drained
+	pc.OnQueue(300, tgt+8000, p) // larger, within the epoch: 3000 more
+	if pc.Next() != next+8000 {
+		t.Fatalf("deepened to %d, want %d", pc.Next()-next, 8000)
+	}
+	pc.OnQueue(100+6000, tgt+20_000, p) // after half a base RTT: the same epoch's queue
+	if pc.Next() != next+8000 || pc.Drains != 1 {
+		t.Fatalf("drained again within the epoch: %d", pc.Next()-next)
+	}
+	later := int64(100 + 2*12_000 + 8000)
+	pc.OnQueue(later-1, tgt+20_000, p)
+	if pc.Drains != 1 {
+		t.Fatal("a new epoch before two base RTTs and the gap")
+	}
+	pc.OnQueue(later, tgt+1000, p)
+	if pc.Drains != 2 || pc.Next() != later+1000 {
+		t.Fatalf("new epoch: drains %d, next %d, want %d", pc.Drains, pc.Next(), later+1000)
+	}
+	off := params(t, Config{SpeculativeBDP: 1, PullRate: 1})
+	var po Pacer
+	po.OnQueue(0, 1<<30, off)
+	if po.Next() != 0 || po.Drains != 0 {
+		t.Fatal("drained with queue_target_mtus 0")
+	}
+}
+
 // The NIC-side state is what Cost reports, and nothing allocates per packet.
 func TestStateBytesAndAllocs(t *testing.T) {
 	if got := int(unsafe.Sizeof(state{})+unsafe.Sizeof(PullState{})) + 4; got != StateBytes {
@@ -239,6 +299,7 @@ func TestStateBytesAndAllocs(t *testing.T) {
 		r.Request(4096, p)
 		_, cum := r.Grant(p)
 		pc.OnPull(now, 4096, p)
+		pc.OnQueue(now, r.QueueDelay(now%7000), p)
 		now += 100
 		s.OnPull(cum)
 		s.OnLoss(cc.Loss{Bytes: 4096, Cause: cc.LossTimeout})
