@@ -87,6 +87,8 @@ func (e *Endpoint) pullRequest(now int64, c *conn, n int, owd int64, whole bool)
 	}
 	if whole {
 		pp.pc.OnQueue(now, c.rxPull.QueueDelay(owd), pp.p)
+	} else {
+		pp.pc.OnTrim(now, pp.p)
 	}
 	if !c.rxPull.Request(n, pp.p) {
 		e.stats.PullDebtCapped++

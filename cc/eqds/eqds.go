@@ -321,3 +321,11 @@ func (pc *Pacer) OnQueue(now, qdelay int64, p *Params) {
 	pc.drained = ex
 	pc.drainFrom = pc.epochEnd - p.hold/2 + 2*p.hold + ex
 }
+
+// OnTrim takes the arrival of a trimmed header: the receiver's port is overflowing (the
+// speculative windows of new senders), so a gap in the PULLs would only be filled by
+// the excess. No drain epoch starts until one base RTT after the last trim.
+func (pc *Pacer) OnTrim(now int64, p *Params) {
+	pc.drainFrom = max(pc.drainFrom, now+p.hold)
+	pc.epochEnd = min(pc.epochEnd, now)
+}

@@ -273,6 +273,21 @@ func TestPacerDrain(t *testing.T) {
 	if pc.Drains != 2 || pc.Next() != later+1000 {
 		t.Fatalf("new epoch: drains %d, next %d, want %d", pc.Drains, pc.Next(), later+1000)
 	}
+	// A trimmed header (the port overflowing) ends the epoch and defers the next one
+	// by a base RTT.
+	pc.OnTrim(later+10, p)
+	pc.OnQueue(later+20, tgt+9000, p)
+	if pc.Next() != later+1000 {
+		t.Fatal("deepened after a trim")
+	}
+	pc.OnQueue(later+10+12_000-1, tgt+9000, p)
+	if pc.Drains != 2 {
+		t.Fatal("a new epoch within a base RTT of a trim")
+	}
+	pc.OnQueue(later+2*12_000+1000, tgt+9000, p) // the epoch at later ended its wait
+	if pc.Drains != 3 {
+		t.Fatal("no epoch after the trims stopped")
+	}
 	off := params(t, Config{SpeculativeBDP: 1, PullRate: 1})
 	var po Pacer
 	po.OnQueue(0, 1<<30, off)
