@@ -86,7 +86,14 @@ func (e *Endpoint) pullRequest(now int64, c *conn, n int, owd int64, whole bool)
 		return
 	}
 	if whole {
-		pp.pc.OnQueue(now, c.rxPull.QueueDelay(owd), pp.p)
+		qd := c.rxPull.QueueDelay(owd)
+		pc := &pp.pc
+		if pc.WindowDone(now) {
+			pc.Drain(now, pp.lastHopQueue(), pp.p)
+		}
+		if ep, ok := pc.Measuring(now, pp.p); ok {
+			c.rxPull.Record(ep, qd)
+		}
 	} else {
 		pp.pc.OnTrim(now, pp.p)
 	}
@@ -101,6 +108,20 @@ func (e *Endpoint) queuePull(c *conn) {
 		c.inPull = true
 		e.pull.q.push(c)
 	}
+}
+
+// lastHopQueue returns the largest of the window's per-connection minimum queueing
+// delays over the connections being pulled (eqds.Pacer's drain), or -1. It runs once
+// per window (half a base RTT at most), not per packet.
+func (pp *pullPacer) lastHopQueue() int64 {
+	q, ep := int64(-1), pp.pc.Epoch()
+	for i := range pp.q.len() {
+		c := pp.q.buf[(pp.q.head+i)&(len(pp.q.buf)-1)]
+		if v, ok := c.rxPull.WindowMin(ep); ok && !c.dead {
+			q = max(q, v)
+		}
+	}
+	return q
 }
 
 // pollPull writes the next PULL if the pacer allows one now.

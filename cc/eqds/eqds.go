@@ -209,7 +209,7 @@ func (s *Sender) Surplus() uint64 { return s.surplus }
 
 // StateBytes is one connection's EQDS state on a NIC: the sender's (credit, grant,
 // requests), the receiver's PullState and its link in the host's pull queue.
-const StateBytes = 24 + 24 + 4
+const StateBytes = 24 + 40 + 4
 
 // Cost reports one connection's cost. The decision is a PULL (receiver: take one MTU
 // off the debt, space the next PULL; sender: validate, add credit, cap) or a
@@ -224,6 +224,8 @@ type PullState struct {
 	target  uint64 // bytes requested by arrivals
 	granted uint64 // bytes granted in PULLs (the cumulative field of the next PULL)
 	owdMin  int64  // lowest one-way delay seen (receive minus send timestamp), ns; 0: none yet
+	wMin    int64  // lowest queueing delay in window wEpoch, ns
+	wEpoch  uint32 // the pacer's window wMin belongs to
 }
 
 // Request adds n bytes asked for by an arriving packet (data, or a trimmed header) and
@@ -250,6 +252,20 @@ func (r *PullState) QueueDelay(owd int64) int64 {
 	return v - r.owdMin
 }
 
+// Record keeps an arrival's queueing delay qd for the pacer's window epoch.
+func (r *PullState) Record(epoch uint32, qd int64) {
+	if r.wEpoch != epoch {
+		r.wEpoch, r.wMin = epoch, qd
+		return
+	}
+	r.wMin = min(r.wMin, qd)
+}
+
+// WindowMin returns the lowest queueing delay recorded in window epoch, if any.
+func (r *PullState) WindowMin(epoch uint32) (int64, bool) {
+	return r.wMin, r.wEpoch == epoch && epoch != 0
+}
+
 // Pending returns the bytes requested and not yet granted.
 func (r *PullState) Pending() uint64 { return r.target - r.granted }
 
@@ -267,11 +283,11 @@ func (r *PullState) Grant(p *Params) (g int, cum uint64) {
 // Pacer is a receiving host's pull pacer: one for every connection to the host, so the
 // data it solicits arrives at no more than the link rate, whatever the number of senders.
 type Pacer struct {
-	next      int64 // earliest time of the next PULL, ns
-	rem       int64 // carried remainder of the spacing, in bit-ns x Q10 units
-	drainFrom int64 // no new drain epoch before this time, ns
-	epochEnd  int64 // samples until then may deepen the current drain, ns
-	drained   int64 // ns of gap the current epoch inserted
+	next      int64  // earliest time of the next PULL, ns
+	rem       int64  // carried remainder of the spacing, in bit-ns x Q10 units
+	drainFrom int64  // no new measurement window before this time, ns
+	windowEnd int64  // end of the open measurement window, ns (0: none)
+	epoch     uint32 // the window's number
 	// Drains counts drain epochs (tests, snapshots).
 	Drains uint64
 }
@@ -296,36 +312,56 @@ func (pc *Pacer) OnPull(now int64, g int, p *Params) {
 	pc.rem = bits % p.rateQ
 }
 
-// OnQueue takes the queueing delay of an arriving data packet (PullState.QueueDelay).
-// Above the target, the next PULL is delayed by the excess: the gap reaches the
-// receiver's port about one RTT later and drains that much of the standing queue, the
-// link kept busy by the queue itself meanwhile. A drain epoch starts with the first
-// sample above the target; for half a base RTT a larger sample (a connection whose
-// minimum is closer to the truth) adds only its difference, and no new epoch starts
-// before two base RTTs and the gap have passed, so that packets still arriving through
-// the old queue are not counted twice.
-func (pc *Pacer) OnQueue(now, qdelay int64, p *Params) {
-	if p.target == 0 || qdelay <= p.target {
+// The drain. The last hop's queue delays every packet to this host, whatever its
+// sender and path, while a fabric queue delays only the packets of some paths, and a
+// connection's minimum one-way delay may itself include some queueing (its first
+// packets queued behind other senders'). So the pacer measures in windows of half a
+// base RTT: each connection keeps the lowest queueing delay of its arrivals in the
+// window (PullState.Record: its path-specific queueing mostly excluded), and the
+// largest of those minima over the connections being pulled (the one whose minimum is
+// nearest the truth) is the last hop's queue. Above the target, the next PULL is
+// delayed by the excess: the gap reaches the port about one RTT later and drains that
+// much of the queue, the link kept busy by the queue itself meanwhile. No new window
+// opens before two base RTTs and the gap have passed, so that packets still arriving
+// through the old queue are not counted again.
+
+// Measuring returns the window an arrival at now is recorded in, or false if none is
+// open (draining, or the drain is off); the first arrival after a drain opens one.
+func (pc *Pacer) Measuring(now int64, p *Params) (uint32, bool) {
+	if p.target == 0 || now < pc.drainFrom {
+		return 0, false
+	}
+	if pc.windowEnd == 0 {
+		pc.windowEnd = now + p.hold/2
+		pc.epoch++
+	}
+	return pc.epoch, true
+}
+
+// WindowDone reports whether the open window has ended at now: the engine then passes
+// the largest per-connection minimum of Epoch to Drain.
+func (pc *Pacer) WindowDone(now int64) bool { return pc.windowEnd != 0 && now >= pc.windowEnd }
+
+// Epoch returns the current window's number.
+func (pc *Pacer) Epoch() uint32 { return pc.epoch }
+
+// Drain closes the window with the last hop's queueing delay q (ns; < 0: no estimate)
+// and delays the next PULL by its excess over the target.
+func (pc *Pacer) Drain(now, q int64, p *Params) {
+	pc.windowEnd = 0
+	if q <= p.target {
 		return
 	}
-	ex := qdelay - p.target
-	if now >= pc.drainFrom {
-		pc.epochEnd = now + p.hold/2
-		pc.drained = 0
-		pc.Drains++
-	}
-	if now >= pc.epochEnd || ex <= pc.drained {
-		return
-	}
-	pc.next = max(pc.next, now) + ex - pc.drained
-	pc.drained = ex
-	pc.drainFrom = pc.epochEnd - p.hold/2 + 2*p.hold + ex
+	gap := q - p.target
+	pc.next = max(pc.next, now) + gap
+	pc.drainFrom = now + 2*p.hold + gap
+	pc.Drains++
 }
 
 // OnTrim takes the arrival of a trimmed header: the receiver's port is overflowing (the
 // speculative windows of new senders), so a gap in the PULLs would only be filled by
-// the excess. No drain epoch starts until one base RTT after the last trim.
+// the excess. No measurement window starts until one base RTT after the last trim.
 func (pc *Pacer) OnTrim(now int64, p *Params) {
 	pc.drainFrom = max(pc.drainFrom, now+p.hold)
-	pc.epochEnd = min(pc.epochEnd, now)
+	pc.windowEnd = 0
 }

@@ -238,61 +238,65 @@ func TestQueueDelay(t *testing.T) {
 	}
 }
 
-// The drain: a sample above the target delays the next PULL by the excess; for half a
-// base RTT a larger sample deepens it by the difference only; then nothing until two
-// base RTTs and the gap have passed; a target of 0 turns it off.
+// The drain: the first arrival opens a window of half a base RTT, in which each
+// connection keeps its lowest queueing delay; the engine closes it with the largest of
+// those minima, and the excess over the target delays the next PULL; no window opens
+// for two base RTTs and the gap, nor within a base RTT of a trimmed header; a target of
+// 0 turns it off.
 func TestPacerDrain(t *testing.T) {
 	p := params(t, DefaultConfig()) // target 2 x 333 ns, base RTT 12 us
 	tgt := 2 * p.slack
 	var pc Pacer
 	pc.OnPull(0, 4096, p)
 	next := pc.Next()
-	pc.OnQueue(100, tgt, p)
-	if pc.Next() != next || pc.Drains != 0 {
+	var a, b PullState
+	ep, ok := pc.Measuring(100, p)
+	if !ok || pc.WindowDone(100) {
+		t.Fatal("no window opened")
+	}
+	a.Record(ep, tgt+9000) // a fabric queue on one path
+	a.Record(ep, tgt+5000) // its lowest
+	b.Record(ep, tgt+3000) // a connection whose minimum one-way delay included queueing
+	if pc.WindowDone(100 + 6000 - 1) {
+		t.Fatal("window closed early")
+	}
+	if !pc.WindowDone(100 + 6000) {
+		t.Fatal("window not closed after half a base RTT")
+	}
+	ma, _ := a.WindowMin(ep)
+	mb, _ := b.WindowMin(ep)
+	if ma != tgt+5000 || mb != tgt+3000 {
+		t.Fatalf("window minima %d %d", ma, mb)
+	}
+	pc.Drain(6100, max(ma, mb), p)
+	if pc.Next() != 6100+5000 || pc.Drains != 1 {
+		t.Fatalf("next %d, want %d", pc.Next(), 6100+5000)
+	}
+	if _, ok := pc.Measuring(6100+24_000+5000-1, p); ok {
+		t.Fatal("a window within two base RTTs and the gap of a drain")
+	}
+	ep2, ok := pc.Measuring(6100+24_000+5000, p)
+	if !ok || ep2 == ep {
+		t.Fatal("no new window after the drain's wait")
+	}
+	if _, ok := a.WindowMin(ep2); ok {
+		t.Fatal("an old window's minimum counted in the new one")
+	}
+	pc.Drain(40_000, tgt, p) // at the target: nothing
+	if pc.Drains != 1 {
 		t.Fatal("drained at the target")
 	}
-	pc.OnQueue(100, tgt+5000, p)
-	if pc.Next() != next+5000 || pc.Drains != 1 {
-		t.Fatalf("next %d, want %d", pc.Next(), next+5000)
+	pc.OnTrim(50_000, p)
+	if _, ok := pc.Measuring(50_000+12_000-1, p); ok {
+		t.Fatal("a window within a base RTT of a trimmed header")
 	}
-	pc.OnQueue(200, tgt+3000, p) // smaller: already drained
-	pc.OnQueue(300, tgt+8000, p) // larger, within the epoch: 3000 more
-	if pc.Next() != next+8000 {
-		t.Fatalf("deepened to %d, want %d", pc.Next()-next, 8000)
+	if _, ok := pc.Measuring(50_000+12_000, p); !ok {
+		t.Fatal("no window after the trims stopped")
 	}
-	pc.OnQueue(100+6000, tgt+20_000, p) // after half a base RTT: the same epoch's queue
-	if pc.Next() != next+8000 || pc.Drains != 1 {
-		t.Fatalf("drained again within the epoch: %d", pc.Next()-next)
-	}
-	later := int64(100 + 2*12_000 + 8000)
-	pc.OnQueue(later-1, tgt+20_000, p)
-	if pc.Drains != 1 {
-		t.Fatal("a new epoch before two base RTTs and the gap")
-	}
-	pc.OnQueue(later, tgt+1000, p)
-	if pc.Drains != 2 || pc.Next() != later+1000 {
-		t.Fatalf("new epoch: drains %d, next %d, want %d", pc.Drains, pc.Next(), later+1000)
-	}
-	// A trimmed header (the port overflowing) ends the epoch and defers the next one
-	// by a base RTT.
-	pc.OnTrim(later+10, p)
-	pc.OnQueue(later+20, tgt+9000, p)
-	if pc.Next() != later+1000 {
-		t.Fatal("deepened after a trim")
-	}
-	pc.OnQueue(later+10+12_000-1, tgt+9000, p)
-	if pc.Drains != 2 {
-		t.Fatal("a new epoch within a base RTT of a trim")
-	}
-	pc.OnQueue(later+2*12_000+1000, tgt+9000, p) // the epoch at later ended its wait
-	if pc.Drains != 3 {
-		t.Fatal("no epoch after the trims stopped")
-	}
+	_ = next
 	off := params(t, Config{SpeculativeBDP: 1, PullRate: 1})
-	var po Pacer
-	po.OnQueue(0, 1<<30, off)
-	if po.Next() != 0 || po.Drains != 0 {
-		t.Fatal("drained with queue_target_mtus 0")
+	if _, ok := (&Pacer{}).Measuring(0, off); ok {
+		t.Fatal("measuring with queue_target_mtus 0")
 	}
 }
 
@@ -314,7 +318,12 @@ func TestStateBytesAndAllocs(t *testing.T) {
 		r.Request(4096, p)
 		_, cum := r.Grant(p)
 		pc.OnPull(now, 4096, p)
-		pc.OnQueue(now, r.QueueDelay(now%7000), p)
+		if ep, ok := pc.Measuring(now, p); ok {
+			r.Record(ep, r.QueueDelay(now%7000))
+		}
+		if pc.WindowDone(now) {
+			pc.Drain(now, 0, p)
+		}
 		now += 100
 		s.OnPull(cum)
 		s.OnLoss(cc.Loss{Bytes: 4096, Cause: cc.LossTimeout})
