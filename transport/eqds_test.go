@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/cc/eqds"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
@@ -394,4 +397,54 @@ func BenchmarkEQDSEngine(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pkts/s")
+}
+
+// The "eqds" block of the YAML config (the daemon's file, scenario files) sets the
+// parameters; a bad one is refused with its name; only an endpoint running EQDS paces
+// PULLs.
+func TestEQDSConfigYAML(t *testing.T) {
+	cfg := DefaultConfig()
+	doc := "cc: eqds\neqds:\n  speculative_bdp: 2\n  pull_rate: 0.5\n  wire_overhead: 66\n  queue_target_mtus: 0\n"
+	if err := config.DecodeYAML([]byte(doc), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CC != "eqds" || cfg.EQDS != (eqds.Config{SpeculativeBDP: 2, PullRate: 0.5, WireOverhead: 66}) {
+		t.Fatalf("decoded %+v", cfg.EQDS)
+	}
+	e, err := NewEndpoint(cfg, nil2())
+	if err != nil || e.pull == nil || e.pull.p.Speculative() != 300_000 {
+		t.Fatalf("endpoint: %v, pacer %v", err, e != nil && e.pull != nil)
+	}
+	bad := cfg
+	if err := config.DecodeYAML([]byte("eqds:\n  pull_rate: 2\n"), &bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "eqds.pull_rate") {
+		t.Fatalf("pull_rate 2: %v", err)
+	}
+	other := DefaultConfig()
+	e, err = NewEndpoint(other, nil2())
+	if err != nil || e.pull != nil {
+		t.Fatalf("smartt endpoint has a pull pacer (%v)", err)
+	}
+	if r, _ := LookupCC("eqds"); !r.ReceiverDriven || r.Needs != (CCNeeds{}) {
+		t.Fatalf("registration %+v", r)
+	}
+}
+
+// With packet authentication on, PULLs are sealed and opened like every other packet.
+func TestEQDSWithAuth(t *testing.T) {
+	for _, mode := range []seal.Mode{seal.Auth, seal.Encrypt} {
+		p, _ := eqdsPair(t, 3000, func(c *Config) { c.Auth.Mode, c.Auth.Key = mode, seal.Key{7} })
+		id, _ := p.a.Dial(0, p.bAddr)
+		msg := bytes.Repeat([]byte{9}, 1<<20)
+		p.a.Send(0, id, msg)
+		got := deliver(t, p, 1, 1e9, nil)
+		if !bytes.Equal(got[0], msg) {
+			t.Fatalf("%v: message corrupted", mode)
+		}
+		if st := p.a.Stats(); st.PullsRecv == 0 || st.BadPulls+st.StalePulls != 0 || st.Auth.Failed != 0 {
+			t.Fatalf("%v: %d PULLs, %d bad, %d stale, %d failed authentication", mode, st.PullsRecv, st.BadPulls, st.StalePulls, st.Auth.Failed)
+		}
+	}
 }
