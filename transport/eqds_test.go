@@ -112,6 +112,43 @@ func TestEQDSCreditBoundsWhatIsSent(t *testing.T) {
 	t.Logf("%d steps checked; %d ns (paced bound %d ns), %d PULLs", checked, p.now, paced, rt.PullsSent)
 }
 
+// Under loss (one data packet in 25 dropped, no trimming) the bound holds with the
+// refunds: the bytes sent are at most the speculative window, the grants and the bytes
+// of packets judged lost; and in flight and unspent credit together stay within two
+// windows (conservation keeps them at one, plus refunds of packets late, not lost).
+func TestEQDSCreditBoundUnderLoss(t *testing.T) {
+	p, senders := eqdsPair(t, 3000, func(c *Config) { c.Trimming = false; c.MinRTO, c.InitialRTO = 50_000, 50_000 })
+	var pk wire.Packet
+	n := 0
+	p.drop = func(from *Endpoint, b []byte) bool {
+		if from != p.a || pk.Decode(b) != nil || pk.Type != wire.TypeData {
+			return false
+		}
+		n++
+		return n%25 == 3
+	}
+	id, _ := p.a.Dial(0, p.bAddr)
+	msg := bytes.Repeat([]byte{5}, 4<<20)
+	p.a.Send(0, id, msg)
+	cfg := p.a.Config()
+	spec := mustEQDSParams(t, &cfg).Speculative()
+	c := p.a.conns[uint64(id)]
+	got := deliver(t, p, 1, 1e9, func() {
+		s := (*senders)[0]
+		if int(s.Requested()) > spec+int(s.Granted())+int(s.Refunded()) {
+			t.Fatalf("sent %d > speculative %d + granted %d + refunded %d", s.Requested(), spec, s.Granted(), s.Refunded())
+		}
+		if c.inflight+s.Credit() > 2*spec {
+			t.Fatalf("in flight %d + credit %d beyond twice the window %d", c.inflight, s.Credit(), spec)
+		}
+	})
+	s := (*senders)[0]
+	if !bytes.Equal(got[0], msg) || s.Refunded() == 0 || n < 1000 {
+		t.Fatalf("refunded %d bytes over %d data packets", s.Refunded(), n)
+	}
+	t.Logf("%d data packets, %d dropped, %d bytes refunded", n, n/25, s.Refunded())
+}
+
 func mustEQDSParams(t *testing.T, cfg *Config) *eqds.Params {
 	t.Helper()
 	prm, err := eqdsParams(cfg)
