@@ -132,6 +132,11 @@ type Config struct {
 	NewBalancer func(rng *rand.Rand) reps.Balancer `yaml:"-"`
 	// Buffers supplies receive buffers for messages (default: the Go heap).
 	Buffers BufferPool `yaml:"-"`
+	// DeliverChunks delivers every message in the chunks it was received into
+	// (Event.Chunks), recycled through PutChunks, instead of one buffer: no assembly copy
+	// and no zeroed allocation per message (the daemon writes them to its clients with
+	// writev). Buffers is then not used.
+	DeliverChunks bool `yaml:"-"`
 }
 
 // MaxMTU is the largest payload per packet: the largest IPv4 UDP payload (65,507 bytes)

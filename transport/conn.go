@@ -59,7 +59,8 @@ type rxMsg struct {
 	id          uint32
 	n           int // message length
 	streamStart uint64
-	got         int      // bytes received
+	got         int      // distinct bytes received (the total length of spans)
+	spans       []span   // the byte ranges received, sorted and disjoint (coverage.go)
 	buf         []byte   // the whole buffer (small messages, whole-buffer pools)
 	chunks      [][]byte // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
 	held        uint64   // buffer bytes allocated for it (counted in Stats.RecvBuffered)

@@ -70,11 +70,9 @@ type Endpoint struct {
 
 	freeMsgs []*txMsg
 	freeRxs  []*rxMsg
-	// chunkFree recycles receive chunks (RecvChunk bytes of capacity each).
-	chunkFree [][]byte
-	pkt       wire.Packet // scratch for decoding and encoding
-	stats     Stats
-	lastNow   int64 // latest time the driver passed in, for snapshots (Conns)
+	pkt      wire.Packet // scratch for decoding and encoding
+	stats    Stats
+	lastNow  int64 // latest time the driver passed in, for snapshots (Conns)
 
 	auth *authEngine // packet authentication (auth.go); nil when off
 	pull *pullPacer  // receiver-driven credit (algos_eqds.go); nil unless the cc is

@@ -100,9 +100,33 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 			return
 		}
 		fresh := r == nil
+		at := 0
+		if !fresh {
+			var kind int
+			switch at, kind = r.cover(int(d.Offset), len(p.Payload)); kind {
+			case coverDup:
+				// Bytes we hold under a fresh PSN (a spurious retransmission whose
+				// original arrived too): acknowledge the PSN, keep the bytes once.
+				e.stats.DupData++
+				oldCum := c.tracker.Cum()
+				c.tracker.Mark(d.PSN)
+				urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, false, e.cfg.ReorderThreshold)
+				c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
+				c.coal.OnData(now, ce, p.EV, urgent)
+				e.markReady(c)
+				return
+			case coverOverlap:
+				e.stats.ProtoViolations++ // an honest sender resends whole packets
+				return
+			case coverFull:
+				e.stats.BeyondWindow++ // resent later, when holes have closed
+				return
+			}
+		}
 		if fresh {
 			r = e.allocRx()
-			*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart}
+			spans := r.spans
+			*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart, spans: spans}
 		}
 		if !e.reserve(c, r, int(d.Offset), len(p.Payload)) {
 			e.stats.RecvBudgetDrops++
@@ -125,6 +149,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		}
 		c.lastRx = r
 		r.write(int(d.Offset), p.Payload)
+		r.addSpan(at, int(d.Offset), len(p.Payload))
 		c.bytesRecv += uint64(len(p.Payload))
 	}
 	oldCum := c.tracker.Cum()
@@ -171,7 +196,9 @@ func (c *conn) fits(start, claim, window uint64) bool {
 }
 
 // chunked reports whether r's buffer is allocated RecvChunk at a time.
-func (e *Endpoint) chunked(r *rxMsg) bool { return r.n > RecvChunk && !e.wholeBufs }
+func (e *Endpoint) chunked(r *rxMsg) bool {
+	return (r.n > RecvChunk || e.cfg.DeliverChunks) && !e.wholeBufs
+}
 
 // reserve makes sure r has buffer memory for bytes [off, off+n), within RecvBudget.
 func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
@@ -202,33 +229,10 @@ func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
 		if !e.charge(c, r, uint64(size)) {
 			return false
 		}
-		r.chunks[i] = e.getChunk(size)
+		r.chunks[i] = getChunk(size)
 	}
 	return true
 }
-
-// getChunk returns a zeroed buffer of size bytes (at most RecvChunk) for a message chunk,
-// recycled when it can be: chunks are internal, so they come from the engine's own free
-// list, not the application's BufferPool. Recycled chunks are cleared, so that bytes of
-// another peer's message can never show through a hole in a forged one.
-func (e *Endpoint) getChunk(size int) []byte {
-	if n := len(e.chunkFree); n > 0 {
-		ch := e.chunkFree[n-1][:size]
-		e.chunkFree = e.chunkFree[:n-1]
-		clear(ch)
-		return ch
-	}
-	return make([]byte, size, RecvChunk)
-}
-
-// putChunk recycles a chunk; the free list keeps at most maxFreeChunks (4 MiB).
-func (e *Endpoint) putChunk(ch []byte) {
-	if len(e.chunkFree) < maxFreeChunks && cap(ch) == RecvChunk {
-		e.chunkFree = append(e.chunkFree, ch[:0])
-	}
-}
-
-const maxFreeChunks = 256
 
 // chunkSlotBytes is what one entry of a message's chunk table costs (a slice header).
 const chunkSlotBytes = 24
@@ -287,13 +291,12 @@ func (e *Endpoint) unheld(c *conn, r *rxMsg) {
 // write copies a payload to offset off of r (reserve has made room).
 func (r *rxMsg) write(off int, b []byte) {
 	if len(r.chunks) == 0 {
-		r.got += copy(r.buf[off:], b)
+		copy(r.buf[off:], b)
 		return
 	}
 	for len(b) > 0 {
 		i, o := off/RecvChunk, off%RecvChunk
 		k := copy(r.chunks[i][o:], b)
-		r.got += k
 		off += k
 		b = b[k:]
 	}
@@ -343,24 +346,28 @@ func (e *Endpoint) complete(c *conn, r *rxMsg) {
 // stays claimed until the delivered point passes it.
 type oooMsg struct{ end, claim uint64 }
 
-// deliver hands r's data to the application and recycles r. A chunked message is
-// assembled into one buffer here: the copy is the price of holding only what arrived.
+// deliver hands r's data to the application and recycles r. A chunked message is handed
+// over in its chunks (DeliverChunks) or assembled into one buffer here: the copy is the
+// price of holding only what arrived.
 func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	delete(c.rx, r.id)
 	buf := r.buf
-	if len(r.chunks) > 0 {
+	var chunks [][]byte
+	if e.cfg.DeliverChunks && len(r.chunks) > 0 {
+		chunks, r.chunks = r.chunks, nil // the table goes with them
+	} else if len(r.chunks) > 0 {
 		buf = e.cfg.Buffers.Get(r.n)
 		off := 0
 		for _, ch := range r.chunks {
 			off += copy(buf[off:], ch)
-			e.putChunk(ch)
+			putChunk(ch)
 		}
 	}
 	e.unheld(c, r)
 	c.deliveredAny = true
 	e.stats.MsgsDelivered++
 	e.stats.BytesDelivered += uint64(r.n)
-	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: buf})
+	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: buf, Chunks: chunks})
 	e.freeRx(r)
 }
 
@@ -374,9 +381,13 @@ func (e *Endpoint) allocRx() *rxMsg {
 }
 
 func (e *Endpoint) freeRx(r *rxMsg) {
-	tbl := r.chunks[:0] // keep the chunk table's array for the next message
+	tbl := r.chunks[:0] // keep the chunk table's and span list's arrays for the next message
 	clear(r.chunks)
-	*r = rxMsg{chunks: tbl}
+	spans := r.spans[:0]
+	if cap(spans) > 16 {
+		spans = nil // a hostile peer's 1,024 ranges are not kept for everyone
+	}
+	*r = rxMsg{chunks: tbl, spans: spans}
 	e.freeRxs = append(e.freeRxs, r)
 }
 
@@ -387,7 +398,7 @@ func (e *Endpoint) release(c *conn, r *rxMsg) {
 	}
 	for _, ch := range r.chunks {
 		if ch != nil {
-			e.putChunk(ch)
+			putChunk(ch)
 		}
 	}
 	e.unheld(c, r)

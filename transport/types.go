@@ -79,8 +79,12 @@ type Event struct {
 	Conn  ConnID
 	Peer  netip.AddrPort
 	MsgID uint32
-	Data  []byte // MessageReceived: the message
-	Err   error  // MessageFailed, ConnClosed
+	Data  []byte // MessageReceived: the message (nil when delivered in Chunks)
+	// Chunks is a MessageReceived message in pieces when Config.DeliverChunks is set: the
+	// engine's receive chunks, in order, all RecvChunk bytes but the last; give them back
+	// with PutChunks once done with them (or leave them to the garbage collector).
+	Chunks [][]byte
+	Err    error // MessageFailed, ConnClosed
 }
 
 // Errors the engine reports.

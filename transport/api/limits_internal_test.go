@@ -65,7 +65,7 @@ func TestRecvQueueLimitsExactly(t *testing.T) {
 	x, y, z := limitSession(t, s), limitSession(t, s), limitSession(t, s)
 	step := func(name string, x *session, n, want int) {
 		t.Helper()
-		if got := x.enqueueRecv(limitFrom, make([]byte, n)); got != want {
+		if got := x.enqueueRecv(limitFrom, msgBody{pieces: [][]byte{make([]byte, n)}, n: int64(n)}); got != want {
 			t.Fatalf("%s: %d bytes: outcome %d, want %d", name, n, got, want)
 		}
 	}

@@ -357,33 +357,49 @@ func (s *Server) reserveRecv(n int64) (int64, bool) {
 // Deliver routes a received message to the session bound to its endpoint. It is the
 // node's OnReceive: it never blocks.
 func (s *Server) Deliver(r daemon.Received) {
-	dst, src, ok := parseEnvelope(r.Data)
+	var body msgBody
+	head := r.Data
+	if r.Chunks != nil {
+		body = msgBody{pieces: r.Chunks, chunks: true}
+		for _, c := range r.Chunks {
+			body.n += int64(len(c))
+		}
+		head = r.Chunks[0] // the first chunk holds min(RecvChunk, size) bytes
+	} else {
+		body = msgBody{pieces: [][]byte{r.Data}, n: int64(len(r.Data))}
+	}
+	dst, src, ok := parseEnvelope(head)
 	if !ok {
 		s.badEnvelope.Add(1)
+		body.release()
 		return
 	}
+	body.skip, body.n = envelopeLen, body.n-envelopeLen
 	s.mu.Lock()
 	x := s.eps[dst]
 	s.mu.Unlock()
 	if x == nil {
 		s.undeliverable.Add(1)
+		body.release()
 		return
 	}
-	body := r.Data[envelopeLen:]
-	h := RecvHeader{From: r.From, FromEndpoint: src, Endpoint: dst, Size: uint64(len(body))}
+	h := RecvHeader{From: r.From, FromEndpoint: src, Endpoint: dst, Size: uint64(body.n)}
 	switch x.enqueueRecv(h, body) {
 	case recvGone:
 		s.undeliverable.Add(1)
+		body.release()
 		return
 	case recvOverflow:
 		s.recvOverflow.Add(1)
+		body.release()
 		return
 	case recvTotal:
 		s.recvOverflowTotal.Add(1)
+		body.release()
 		return
 	}
 	s.msgsDelivered.Add(1)
-	s.bytesDelivered.Add(uint64(len(body)))
+	s.bytesDelivered.Add(uint64(body.n))
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -9,20 +9,43 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/bufpool"
 	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
-// outFrame is a frame queued for a client; data, if set, follows as Data frames.
+// outFrame is a frame queued for a client; body, if set, follows as Data frames.
 type outFrame struct {
 	typ     uint8
 	tag     uint32
 	payload []byte
-	data    []byte
-	drops   bool // the drop notice: its payload is made from session.dropped when it is written
+	body    msgBody
+	drops   bool   // the drop notice: its payload is made from session.dropped when it is written
+	raw     []byte // bytes to write as they are (the rest of a direct write)
+}
+
+// msgBody is a received message's body: the pieces it came in (one buffer, or the
+// engine's receive chunks), less skip bytes (the envelope) at the front.
+type msgBody struct {
+	pieces [][]byte
+	skip   int
+	n      int64 // body bytes
+	chunks bool  // pieces are engine chunks: give them back once written
+}
+
+// release gives the engine's chunks back.
+func (b msgBody) release() {
+	if b.chunks {
+		transport.PutChunks(b.pieces)
+	}
 }
 
 // Reader states of a session (session.state).
@@ -55,19 +78,23 @@ type session struct {
 	state       atomic.Int32 // stateWaiting, stateBusy, stateEvicted
 	lastActive  atomic.Int64 // unix ns of the last frame read or written
 
-	mu          sync.Mutex
-	cond        *sync.Cond
-	queue       []outFrame
-	writing     bool    // the writer holds a frame taken off the queue
-	recvSizes   []int64 // sizes of the received messages waiting in the queue, in order
-	recvQueued  int64   // their sum (in srv.recvTotal too)
-	recvWriting int64   // bytes of the received message being written (in srv.recvTotal too)
-	dropped     drops   // since the last drop notice; a notice is queued while dropped.n > 0
-	dead        bool    // the client is gone: drop everything
-	draining    bool    // write what is queued, then close
-	writerDone  chan struct{}
-	recvSeq     uint32
-	fdr         *fdReader // descriptors passed by the client (nil when not a Unix socket)
+	mu           sync.Mutex
+	cond         *sync.Cond
+	queue        []outFrame
+	writing      bool     // the writer holds a frame taken off the queue
+	recvSizes    []int64  // sizes of the received messages waiting in the queue, in order
+	iov          [][]byte // the writer's scratch list of pieces for one Data frame
+	raw          syscall.RawConn
+	direct       []byte // scratch for writeDirectLocked
+	directWrites uint64
+	recvQueued   int64 // their sum (in srv.recvTotal too)
+	recvWriting  int64 // bytes of the received message being written (in srv.recvTotal too)
+	dropped      drops // since the last drop notice; a notice is queued while dropped.n > 0
+	dead         bool  // the client is gone: drop everything
+	draining     bool  // write what is queued, then close
+	writerDone   chan struct{}
+	recvSeq      uint32
+	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
@@ -176,7 +203,7 @@ const (
 // written, or next to be), so a message of any size passes when nothing else is queued,
 // and a client that keeps up is never cut off while a large message is written to it.
 // max_recv_queue_total counts every byte queued or being written.
-func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
+func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.dead {
@@ -189,7 +216,7 @@ func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
 		return recvGone
 	}
 	cfg := &x.srv.cfg
-	n := int64(len(body))
+	n := body.n
 	if behind := x.behindLocked(); (x.recvWriting > 0 || x.recvQueued > 0) && behind+n > cfg.MaxRecvQueue {
 		x.dropLocked(h, n, fmt.Sprintf("%d bytes already queued for this session behind the message being written, api.max_recv_queue = %d",
 			behind, cfg.MaxRecvQueue))
@@ -199,11 +226,69 @@ func (x *session) enqueueRecv(h RecvHeader, body []byte) int {
 		x.dropLocked(h, n, fmt.Sprintf("%d bytes queued for all sessions, api.max_recv_queue_total = %d", total, cfg.MaxRecvQueueTotal))
 		return recvTotal
 	}
+	if !x.writing && len(x.queue) == 0 && n <= directMax && x.writeDirectLocked(h, body) {
+		x.srv.recvTotal.Add(-n)
+		return recvQueued
+	}
 	x.recvSizes = append(x.recvSizes, n)
 	x.recvQueued += n
-	x.queue = append(x.queue, outFrame{typ: FrameRecv, tag: x.recvSeq, payload: h.Append(nil), data: body})
+	x.queue = append(x.queue, outFrame{typ: FrameRecv, tag: x.recvSeq, payload: h.Append(nil), body: body})
 	x.cond.Signal()
 	return recvQueued
+}
+
+// directMax is the largest received message written to an idle client straight from the
+// engine's goroutine (writeDirectLocked) rather than handed to the session's writer.
+const directMax = 16 << 10
+
+// writeDirectLocked writes a small received message to the client from the caller's
+// goroutine when nothing else is queued or being written (so its bytes cannot interleave
+// with the writer's, and the writer's buffer is empty): this saves a goroutine hand-off on
+// the latency path. The write never blocks: what the socket does not take at once goes
+// to the writer as raw bytes; if it takes nothing, false (queue it as usual).
+func (x *session) writeDirectLocked(h RecvHeader, body msgBody) bool {
+	if x.raw == nil {
+		sc, ok := x.conn.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		x.raw = rc
+	}
+	b := AppendHeader(x.direct[:0], Header{Type: FrameRecv, Tag: x.recvSeq, Len: RecvHeaderLen})
+	b = h.Append(b)
+	b = AppendHeader(b, Header{Type: FrameData, Tag: x.recvSeq, Len: uint32(body.n)})
+	off := body.skip
+	for _, p := range body.pieces {
+		b = append(b, p[min(off, len(p)):]...)
+		off = max(off-len(p), 0)
+	}
+	x.direct = b
+	body.release()
+	wrote := 0
+	var werr error
+	err := x.raw.Write(func(fd uintptr) bool {
+		wrote, werr = unix.Write(int(fd), b)
+		return true // never wait
+	})
+	if err == nil {
+		err = werr
+	}
+	wrote = max(wrote, 0)
+	if wrote < len(b) {
+		// The rest (all of it when the socket is full; on an error the writer meets it too)
+		// goes to the writer.
+		x.queue = append(x.queue, outFrame{raw: slices.Clone(b[wrote:])})
+		x.cond.Signal()
+	}
+	if wrote > 0 {
+		x.directWrites++
+		x.touch()
+	}
+	return true
 }
 
 // behindLocked is the bytes of received messages queued for the session besides its
@@ -250,7 +335,7 @@ func (x *session) nextLocked() outFrame {
 	if f.drops {
 		f.payload = x.dropNoticeLocked()
 	}
-	if n := int64(len(f.data)); n > 0 {
+	if n := f.body.n; n > 0 {
 		x.recvSizes = x.recvSizes[1:]
 		x.recvQueued -= n
 		x.recvWriting += n
@@ -262,7 +347,8 @@ func (x *session) nextLocked() outFrame {
 // doneLocked ends the writing of f: a received message's bytes are released.
 func (x *session) doneLocked(f outFrame) {
 	x.writing = false
-	if n := int64(len(f.data)); n > 0 && !x.dead {
+	f.body.release()
+	if n := f.body.n; n > 0 && !x.dead {
 		x.recvWriting -= n
 		x.srv.recvTotal.Add(-n)
 	}
@@ -316,7 +402,7 @@ func (x *session) writeLoop() {
 		f := x.nextLocked()
 		x.mu.Unlock()
 
-		err := writeFrame(bw, hdr, f)
+		err := x.writeFrame(bw, hdr, f)
 		if err == nil && x.queueEmpty() {
 			err = bw.Flush()
 		}
@@ -354,23 +440,62 @@ func (x *session) queueEmpty() bool {
 	return len(x.queue) == 0
 }
 
-// writeFrame writes f and, for a message, its Data frames straight from the message buffer.
-func writeFrame(w *bufio.Writer, hdr []byte, f outFrame) error {
-	if _, err := w.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(f.payload))})); err != nil {
+// largeBody is the body size from which Data frames are written with writev straight
+// from the message's pieces rather than through the session's write buffer.
+const largeBody = 64 << 10
+
+// writeFrame writes f and, for a message, its Data frames: a small body through bw, a
+// large one with one writev per frame straight from the message's pieces.
+func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
+	if f.raw != nil {
+		_, err := bw.Write(f.raw)
 		return err
 	}
-	if _, err := w.Write(f.payload); err != nil {
+	if _, err := bw.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(f.payload))})); err != nil {
 		return err
 	}
-	for off := 0; off < len(f.data); {
-		n := min(len(f.data)-off, MaxPayload)
-		if _, err := w.Write(AppendHeader(hdr[:0], Header{Type: FrameData, Tag: f.tag, Len: uint32(n)})); err != nil {
+	if _, err := bw.Write(f.payload); err != nil {
+		return err
+	}
+	b := f.body
+	if b.n == 0 {
+		return nil
+	}
+	large := b.n >= largeBody
+	if large {
+		if err := bw.Flush(); err != nil {
 			return err
 		}
-		if _, err := w.Write(f.data[off : off+n]); err != nil {
+	}
+	p, off := 0, b.skip // the next byte: pieces[p][off]
+	for left := b.n; left > 0; {
+		n := min(left, MaxPayload)
+		left -= n
+		h := AppendHeader(hdr[:0], Header{Type: FrameData, Tag: f.tag, Len: uint32(n)})
+		iov := append(x.iov[:0], h)
+		for n > 0 {
+			for off == len(b.pieces[p]) {
+				p, off = p+1, 0
+			}
+			k := min(int64(len(b.pieces[p])-off), n)
+			iov = append(iov, b.pieces[p][off:off+int(k)])
+			off += int(k)
+			n -= k
+		}
+		x.iov = iov
+		if !large {
+			for _, v := range iov {
+				if _, err := bw.Write(v); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		x.conn.SetWriteDeadline(time.Now().Add(time.Duration(x.srv.cfg.WriteTimeout)))
+		bufs := net.Buffers(iov)
+		if _, err := bufs.WriteTo(x.conn); err != nil {
 			return err
 		}
-		off += n
 	}
 	return nil
 }
@@ -581,9 +706,10 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return x.readBody(tag, nil, int64(sh.Size)) // the client streams the body anyway: skip it
 	}
 	size := int64(sh.Size)
-	buf := make([]byte, envelopeLen+size)
+	buf := bufpool.Get(envelopeLen + int(size))
 	putEnvelope(buf, sh.Endpoint, ep)
 	if err := x.readBody(tag, buf[envelopeLen:], size); err != nil {
+		bufpool.Put(buf)
 		x.release(size)
 		if !errors.As(err, new(errProtocol)) && !errors.As(err, new(errTimeout)) {
 			s.vanished.Add(1)
@@ -591,10 +717,12 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return err
 	}
 	err := s.node.Send(sh.To, buf, func(r daemon.SendResult) {
+		bufpool.Put(buf) // the engine is done with it
 		x.release(size)
 		x.completed(tag, r)
 	})
 	if err != nil {
+		bufpool.Put(buf)
 		x.release(size)
 		s.msgsRejected.Add(1)
 		x.enqueueError(tag, sendErrCode(err), err.Error())

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/transport/apitypes"
+	"github.com/smartt-transport/smartt/transport/bufpool"
 )
 
 // SentInfo reports a delivered message: how long it took and the connection's state at
@@ -108,6 +109,13 @@ type Message struct {
 	Endpoint     uint32         // our endpoint
 	Size         uint64         // bytes
 	Data         []byte         // the message (nil with SetRecvWriter)
+}
+
+// Release gives m.Data back for reuse by later messages (large messages are read into
+// recycled buffers); m.Data must not be used afterwards. Calling it is optional.
+func (m *Message) Release() {
+	bufpool.Put(m.Data)
+	m.Data = nil
 }
 
 type reply struct {
@@ -430,7 +438,7 @@ func (s *Session) read() error {
 			if sink != nil {
 				w = &sinkWriter{w: sink(m)}
 			} else {
-				m.Data = make([]byte, rh.Size)
+				m.Data = bufpool.Get(int(rh.Size))
 			}
 			for off := uint64(0); off < rh.Size; {
 				if _, err := io.ReadFull(s.br, hb[:]); err != nil {

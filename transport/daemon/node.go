@@ -66,6 +66,9 @@ type Received struct {
 	From netip.AddrPort
 	Conn transport.ConnID
 	Data []byte
+	// Chunks holds the message instead of Data when the engine delivers chunks
+	// (transport.Config.DeliverChunks): give them back with transport.PutChunks.
+	Chunks [][]byte
 }
 
 // Options configure a Node beyond the engine's config.
@@ -355,7 +358,7 @@ func (n *Node) dispatchLocked(now int64, ev transport.Event) {
 	switch ev.Kind {
 	case transport.MessageReceived:
 		if n.opts.OnReceive != nil {
-			n.opts.OnReceive(Received{From: ev.Peer, Conn: ev.Conn, Data: ev.Data})
+			n.opts.OnReceive(Received{From: ev.Peer, Conn: ev.Conn, Data: ev.Data, Chunks: ev.Chunks})
 		}
 	case transport.MessageSent, transport.MessageFailed:
 		k := msgKey{ev.Conn, ev.MsgID}

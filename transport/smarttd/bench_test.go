@@ -126,14 +126,14 @@ func runBlaster(b *testing.B, tp *nstest.Topo, n int) (rate, gbps, loss float64)
 }
 
 // BenchmarkVethEVRun is the daemon's REPS goodput over the veth pair of
-// BenchmarkVethDaemonVsBlaster with EV runs of k = 1, 4, 16, 64 packets (reps.run, issue
+// BenchmarkVethDaemonVsBlaster with EV runs of k = 1, 2, 4, 8, 16, 32 packets (reps.run, issue
 // 15), interleaved within each round: CPU seconds (both daemons, user+system) per GB moved,
 // sendmmsg calls and GSO sends per data packet at the sender, ACKs per data packet. Use
 // e.g. -benchtime=100000x; rounds are sub-benchmarks.
 func BenchmarkVethEVRun(b *testing.B) {
 	tp := nstest.Pair(b)
 	for round := range 3 {
-		for _, k := range []int{1, 4, 16, 64} {
+		for _, k := range []int{1, 2, 4, 8, 16, 32} {
 			b.Run(fmt.Sprintf("round=%d/run=%d", round, k), func(b *testing.B) {
 				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.Transport.REPS.Run = k })
 				b.ReportMetric(r.rate, "daemon_pkts/s")
@@ -211,10 +211,13 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 			mod(c)
 		}
 	})
-	startIn(b, tp.B, lb, dir, mod)
+	rd := startIn(b, tp.B, lb, dir, mod)
+	defer stopDaemon(a)
+	defer stopDaemon(rd)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s := session(b, ctx, a, 1)
+	got := receiveAll(b, ctx, session(b, ctx, rd, 1), int64(n)*benchPayload)
 	const msgSize = 16 << 20
 	msg := make([]byte, msgSize)
 	total := int64(n) * benchPayload
@@ -267,6 +270,9 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
+	if err := <-got; err != nil {
+		b.Fatal(err)
+	}
 	el := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0
 	st, ust := a.Node.Stats(), udpStats(a)
@@ -279,6 +285,26 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 		gsoPerPkt:      float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
 		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
 	}
+}
+
+// receiveAll reads messages on s until total bytes have arrived (the receiving
+// application's share of the work counts: every byte reaches a client), then reports on
+// the returned channel.
+func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int64) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for n := int64(0); n < total; {
+			m, err := s.Recv(ctx)
+			if err != nil {
+				done <- fmt.Errorf("receiver: %v after %d of %d bytes", err, n, total)
+				return
+			}
+			n += int64(m.Size)
+			m.Release()
+		}
+		done <- nil
+	}()
+	return done
 }
 
 // runIperf3 returns iperf3's TCP goodput from A to B in Gbit/s (0 if iperf3 is missing).
@@ -348,9 +374,10 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 	dir := tempDir(b)
 	a := startIn(b, tp.A, netip.AddrPortFrom(tp.AddrA, 23600), dir, mod)
 	var dsts []netip.AddrPort
+	var rds []*smarttd.Daemon
 	for i := range peers {
 		d := netip.AddrPortFrom(tp.AddrB, uint16(30000+1000*i))
-		startIn(b, tp.B, d, dir, func(c *smarttd.Config) { c.API.Socket = fmt.Sprintf("%s/b%d.sock", dir, i) })
+		rds = append(rds, startIn(b, tp.B, d, dir, func(c *smarttd.Config) { c.API.Socket = fmt.Sprintf("%s/b%d.sock", dir, i) }))
 		dsts = append(dsts, d)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -359,6 +386,20 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 	const msgSize = 4 << 20
 	msg := make([]byte, msgSize)
 	total := int64(n) * benchPayload
+	var gots []<-chan error
+	for i, rd := range rds {
+		share := int64(0) // messages go round-robin: peer i gets messages i, i+peers, ...
+		for sent, j := int64(0), 0; sent < total; j++ {
+			k := min(int64(msgSize), total-sent)
+			if j%peers == i {
+				share += k
+			}
+			sent += k
+		}
+		if share > 0 {
+			gots = append(gots, receiveAll(b, ctx, session(b, ctx, rd, 1), share))
+		}
+	}
 	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
 	start := time.Now()
 	window := make(chan *client.Pending, 4*peers)
@@ -384,6 +425,11 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 	close(window)
 	if err := <-errc; err != nil {
 		b.Fatal(err)
+	}
+	for _, got := range gots {
+		if err := <-got; err != nil {
+			b.Fatal(err)
+		}
 	}
 	el := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0

@@ -74,6 +74,9 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	}
 	tcfg := cfg.Transport
 	tcfg.ListenPort = cfg.Listen.Port()
+	// Received messages go to the API in the chunks they were received into (written to
+	// the client with writev), not assembled into a fresh buffer.
+	tcfg.DeliverChunks = true
 	var budget int64
 	if tcfg.Profile != "" {
 		p, err := hwprofile.Lookup(tcfg.Profile)

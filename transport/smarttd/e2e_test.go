@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,12 +43,28 @@ func startIn(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			d.Shutdown(ctx)
+		})
+	}
+	stoppers.Store(d, stop)
+	t.Cleanup(stop)
 	return d
+}
+
+// stoppers holds each started daemon's shutdown (once), for stopDaemon.
+var stoppers sync.Map
+
+// stopDaemon shuts d down now rather than when the test ends (benchmarks that start
+// daemons on the same ports run after run).
+func stopDaemon(d *smarttd.Daemon) {
+	if f, ok := stoppers.LoadAndDelete(d); ok {
+		f.(func())()
+	}
 }
 
 // session opens a client session on daemon d's API and binds endpoint ep; it is closed

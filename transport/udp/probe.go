@@ -95,7 +95,9 @@ func (c *Conn) probeLoopback() (string, error) {
 	}
 	var ect, stamped int
 	// Enabling receive timestamps flips a kernel static key from a work queue, so the
-	// first packets after it may carry none: give it a few rounds.
+	// first packets after it may carry none: give it up to 300 ms (a loaded host's work
+	// queue can take that long; 10 rounds of 2 ms were not always enough).
+	giveUp := time.Now().Add(300 * time.Millisecond)
 	for round := 0; ; round++ {
 		rx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		for got := 0; got < n; {
@@ -113,7 +115,7 @@ func (c *Conn) probeLoopback() (string, error) {
 			}
 			got += k
 		}
-		if stamped > 0 || !c.caps.RxTimestamps || round == 9 {
+		if stamped > 0 || !c.caps.RxTimestamps || time.Now().After(giveUp) {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)

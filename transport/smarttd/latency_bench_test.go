@@ -1,0 +1,149 @@
+package smarttd_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+)
+
+// BenchmarkVethLatency is the round trip of a 64-byte message through both daemons and
+// their clients (client A sends to an echoing client B, which sends it back), beside a
+// kernel UDP ping-pong between the same two namespaces (Go sockets, blocking reads), with
+// the default configuration; the two alternate in rounds of b.N/4 round trips so the
+// shared machine's load affects them alike. Reports p50 and p99 of each in microseconds
+// and the ratio of the p50s (goal: daemon <= 4x kernel). Use e.g. -benchtime=20000x.
+func BenchmarkVethLatency(b *testing.B) {
+	tp := nstest.Pair(b)
+	lat := runLatency(b, tp, b.N, nil)
+	lat.report(b)
+}
+
+// latency is what runLatency measured, in microseconds.
+type latency struct{ daemon, kernel []float64 }
+
+func pct(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func (l latency) report(b *testing.B) {
+	dp50, kp50 := pct(l.daemon, 0.5), pct(l.kernel, 0.5)
+	b.ReportMetric(dp50, "daemon_p50_us")
+	b.ReportMetric(pct(l.daemon, 0.99), "daemon_p99_us")
+	b.ReportMetric(kp50, "kernel_p50_us")
+	b.ReportMetric(pct(l.kernel, 0.99), "kernel_p99_us")
+	if kp50 > 0 {
+		b.ReportMetric(dp50/kp50, "p50_ratio")
+	}
+}
+
+// runLatency measures n round trips each way (see BenchmarkVethLatency); mod adjusts both
+// daemons' configs.
+func runLatency(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Config)) latency {
+	dir := tempDir(b)
+	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
+	a := startIn(b, tp.A, la, dir, mod)
+	d := startIn(b, tp.B, lb, dir, mod)
+	defer stopDaemon(a)
+	defer stopDaemon(d)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	sa, sb := session(b, ctx, a, 1), session(b, ctx, d, 1)
+	go func() { // the echo
+		for {
+			m, err := sb.Recv(ctx)
+			if err != nil {
+				return
+			}
+			if _, err := sb.SendAsync(m.From, m.FromEndpoint, m.Data); err != nil {
+				return
+			}
+		}
+	}()
+	// The kernel's ping-pong: an echo socket in B, a client socket in A.
+	var echo, cl *net.UDPConn
+	for _, x := range []struct {
+		ns   *nstest.NS
+		addr netip.Addr
+		c    **net.UDPConn
+	}{{tp.B, tp.AddrB, &echo}, {tp.A, tp.AddrA, &cl}} {
+		if err := x.ns.Do(func() error {
+			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(x.addr, 0)))
+			*x.c = c
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer echo.Close()
+	defer cl.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			k, from, err := echo.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteToUDPAddrPort(buf[:k], from)
+		}
+	}()
+	dst := echo.LocalAddr().(*net.UDPAddr).AddrPort()
+	msg, buf := make([]byte, 64), make([]byte, 2048)
+	var l latency
+	warm := func() { // first contact and ARP out of the way
+		if _, err := sa.SendAsync(lb, 1, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := sa.Recv(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cl.WriteToUDPAddrPort(msg, dst)
+		cl.SetReadDeadline(time.Now().Add(time.Second))
+		cl.ReadFromUDPAddrPort(buf)
+	}
+	warm()
+	b.ResetTimer()
+	const rounds = 4
+	for r := range rounds {
+		k := n / rounds
+		if r < n%rounds {
+			k++
+		}
+		for range k {
+			t0 := time.Now()
+			if _, err := sa.SendAsync(lb, 1, msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sa.Recv(ctx); err != nil {
+				b.Fatal(err)
+			}
+			l.daemon = append(l.daemon, float64(time.Since(t0).Nanoseconds())/1e3)
+		}
+		for range k {
+			t0 := time.Now()
+			if _, err := cl.WriteToUDPAddrPort(msg, dst); err != nil {
+				b.Fatal(err)
+			}
+			cl.SetReadDeadline(time.Now().Add(time.Second))
+			if _, _, err := cl.ReadFromUDPAddrPort(buf); err != nil {
+				continue // lost: not a sample
+			}
+			l.kernel = append(l.kernel, float64(time.Since(t0).Nanoseconds())/1e3)
+		}
+	}
+	b.StopTimer()
+	return l
+}
+
+var _ = client.Message{}
