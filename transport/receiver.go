@@ -154,7 +154,11 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	}
 	oldCum := c.tracker.Cum()
 	c.tracker.Mark(d.PSN)
-	e.pullRequest(now, c, int(d.PayloadLen), m.RxTime-d.TxTime, true) // EQDS: an arrival asks for its replacement
+	if !done {
+		// EQDS: an arrival asks for its replacement (a duplicate does not: its sender
+		// judged the original lost and got that credit back).
+		e.pullRequest(now, c, int(d.PayloadLen), m.RxTime-d.TxTime, true)
+	}
 	complete := r != nil && !done && r.got == r.n
 	if complete {
 		e.complete(c, r)
