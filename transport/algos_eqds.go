@@ -100,11 +100,14 @@ func (e *Endpoint) pullRequest(now int64, c *conn, n int, owd int64, whole bool)
 	if !c.rxPull.Request(n, pp.p) {
 		e.stats.PullDebtCapped++
 	}
-	e.queuePull(c)
+	e.queuePull(now, c)
 }
 
-func (e *Endpoint) queuePull(c *conn) {
+func (e *Endpoint) queuePull(now int64, c *conn) {
 	if !c.inPull {
+		if e.pull.q.len() == 0 {
+			e.pull.pc.Wake(now)
+		}
 		c.inPull = true
 		e.pull.q.push(c)
 	}
@@ -173,10 +176,10 @@ func (e *Endpoint) pullDeadline() (int64, bool) {
 
 // regrant answers a sender's probe by sending the cumulative grant again: the PULL
 // that carried it may have been lost, and the sender may be waiting for it.
-func (e *Endpoint) regrant(c *conn) {
+func (e *Endpoint) regrant(now int64, c *conn) {
 	if e.pull != nil && c.rxPull.Granted() > 0 {
 		c.regrant = true
-		e.queuePull(c)
+		e.queuePull(now, c)
 	}
 }
 

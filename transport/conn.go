@@ -864,7 +864,7 @@ func (e *Endpoint) onProbe(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	c.probeEcho = p.Probe
 	c.probeEV = p.EV
 	c.ackNow = true
-	e.regrant(c)
+	e.regrant(now, c)
 	e.markReady(c)
 }
 

@@ -445,7 +445,7 @@ func TestEQDSConfigYAML(t *testing.T) {
 	if err := config.DecodeYAML([]byte(doc), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.CC != "eqds" || cfg.EQDS != (eqds.Config{SpeculativeBDP: 2, PullRate: 0.5, WireOverhead: 66}) {
+	if cfg.CC != "eqds" || cfg.EQDS != (eqds.Config{SpeculativeBDP: 2, PullRate: 0.5, WireOverhead: 66, PullBurstMTUs: 8}) {
 		t.Fatalf("decoded %+v", cfg.EQDS)
 	}
 	e, err := NewEndpoint(cfg, nil2())

@@ -43,11 +43,15 @@ type Config struct {
 	// one-way delay above the connection's minimum (clock offsets cancel), and when it
 	// exceeds the target it delays the next PULL by the excess, once per two base RTTs.
 	QueueTargetMTUs int `yaml:"queue_target_mtus"`
+	// PullBurstMTUs bounds how far a late pacer catches up, in PULLs of one MTU (default
+	// 8): a driver whose timers fire late (a daemon on a loaded host) sends that many at
+	// once to keep the rate; an idle pacer banks nothing. 1 is strict spacing.
+	PullBurstMTUs int `yaml:"pull_burst_mtus"`
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{SpeculativeBDP: 1, PullRate: 1, WireOverhead: 0, QueueTargetMTUs: 2}
+	return Config{SpeculativeBDP: 1, PullRate: 1, WireOverhead: 0, QueueTargetMTUs: 2, PullBurstMTUs: 8}
 }
 
 // rateOne is pull_rate = 1 in the pacer's fixed point (Q10).
@@ -61,7 +65,8 @@ type Params struct {
 	hdr      int64  // bytes per data packet beyond its payload on the receiver's link
 	rateQ    int64  // link rate (bits/s) x pull rate (Q10)
 	linkRate int64
-	slack    int64 // ns: the spacing of one full-size grant; a PULL this late keeps the schedule
+	slack    int64 // ns: the spacing of one full-size grant
+	burst    int64 // ns: a late pacer catches up at most this much (pull_burst_mtus spacings)
 	target   int64 // ns of queueing delay left standing (0: no drain)
 	hold     int64 // ns: base RTT; a drain waits two of them (and itself) to take effect
 }
@@ -79,6 +84,9 @@ func NewParams(cfg Config, net config.Network, hdrBytes int) (*Params, error) {
 	}
 	if cfg.WireOverhead < 0 || cfg.WireOverhead > 1024 {
 		bad("wire_overhead = %d: must be in 0..1024 bytes", cfg.WireOverhead)
+	}
+	if cfg.PullBurstMTUs < 1 || cfg.PullBurstMTUs > 1024 {
+		bad("pull_burst_mtus = %d: must be in 1..1024", cfg.PullBurstMTUs)
 	}
 	if cfg.QueueTargetMTUs < 0 || cfg.QueueTargetMTUs > 1024 {
 		bad("queue_target_mtus = %d: must be in 0..1024 (0: no drain)", cfg.QueueTargetMTUs)
@@ -101,6 +109,7 @@ func NewParams(cfg Config, net config.Network, hdrBytes int) (*Params, error) {
 	p.rateQ = net.LinkRate * int64(cfg.PullRate*rateOne+0.5)
 	p.slack = (p.mtu + p.hdr) * 8_000_000_000 * rateOne / p.rateQ
 	p.target = int64(cfg.QueueTargetMTUs) * p.slack
+	p.burst = int64(max(cfg.PullBurstMTUs, 1)) * p.slack
 	p.hold = net.BaseRTT
 	return p, nil
 }
@@ -298,14 +307,22 @@ func (pc *Pacer) Ready(now int64) bool { return now >= pc.next }
 // Next returns the earliest time of the next PULL.
 func (pc *Pacer) Next() int64 { return pc.next }
 
-// OnPull accounts a grant of g payload bytes sent at now: the next PULL waits until the
-// packet it solicits (payload, header, overhead) has had time to cross the link. A PULL
-// sent late by less than one full-size spacing (the driver polled a little after the
-// deadline) keeps the schedule, so polling jitter does not lower the rate; an idle pacer
-// (later than that) banks no time: spacing starts at now.
-func (pc *Pacer) OnPull(now int64, g int, p *Params) {
-	if now > pc.next+p.slack {
+// Wake tells the pacer that requests arrived while it had none: an idle pacer banks no
+// time, so spacing starts at now.
+func (pc *Pacer) Wake(now int64) {
+	if now > pc.next {
 		pc.next, pc.rem = now, 0
+	}
+}
+
+// OnPull accounts a grant of g payload bytes sent at now: the next PULL waits until the
+// packet it solicits (payload, header, overhead) has had time to cross the link. A busy
+// pacer polled late (the driver's timer fired after the deadline) keeps its schedule,
+// so it may send the PULLs it owes at once, up to pull_burst_mtus of them: timer
+// lateness does not lower the rate.
+func (pc *Pacer) OnPull(now int64, g int, p *Params) {
+	if now > pc.next+p.burst {
+		pc.next, pc.rem = now-p.burst, 0
 	}
 	bits := (int64(g)+p.hdr)*8_000_000_000*rateOne + pc.rem
 	pc.next += bits / p.rateQ
