@@ -375,10 +375,13 @@ func (pc *Pacer) Drain(now, q int64, p *Params) {
 	pc.Drains++
 }
 
-// OnTrim takes the arrival of a trimmed header: the receiver's port is overflowing (the
-// speculative windows of new senders), so a gap in the PULLs would only be filled by
-// the excess. No measurement window starts until one base RTT after the last trim.
+// OnTrim takes the arrival of a trimmed header. The header took its time on the
+// receiver's link too (it crossed it ahead of the data, at priority), so the next PULL
+// waits that much longer: PULLs spaced for data alone would overfill the port by the
+// headers and trim again.
 func (pc *Pacer) OnTrim(now int64, p *Params) {
-	pc.drainFrom = max(pc.drainFrom, now+p.hold)
-	pc.windowEnd = 0
+	pc.next = max(pc.next, now-p.burst)
+	bits := p.hdr*8_000_000_000*rateOne + pc.rem
+	pc.next += bits / p.rateQ
+	pc.rem = bits % p.rateQ
 }

@@ -258,8 +258,8 @@ func TestQueueDelay(t *testing.T) {
 // The drain: the first arrival opens a window of half a base RTT, in which each
 // connection keeps its lowest queueing delay; the engine closes it with the largest of
 // those minima, and the excess over the target delays the next PULL; no window opens
-// for two base RTTs and the gap, nor within a base RTT of a trimmed header; a target of
-// 0 turns it off.
+// for two base RTTs and the gap; a target of 0 turns it off. A trimmed header delays
+// the next PULL by its time on the link.
 func TestPacerDrain(t *testing.T) {
 	p := params(t, DefaultConfig()) // target 2 x 333 ns, base RTT 12 us
 	tgt := 2 * p.slack
@@ -303,12 +303,11 @@ func TestPacerDrain(t *testing.T) {
 	if pc.Drains != 1 {
 		t.Fatal("drained at the target")
 	}
-	pc.OnTrim(50_000, p)
-	if _, ok := pc.Measuring(50_000+12_000-1, p); ok {
-		t.Fatal("a window within a base RTT of a trimmed header")
-	}
-	if _, ok := pc.Measuring(50_000+12_000, p); !ok {
-		t.Fatal("no window after the trims stopped")
+	// A trimmed header delays the next PULL by its own time on the link.
+	before := pc.Next()
+	pc.OnTrim(before-1, p)
+	if d := pc.Next() - before; d != p.hdr*8/100 {
+		t.Fatalf("a trimmed header delayed the next PULL by %d ns, want %d", d, p.hdr*8/100)
 	}
 	_ = next
 	off := params(t, Config{SpeculativeBDP: 1, PullRate: 1, PullBurstMTUs: 1})
