@@ -1,7 +1,8 @@
 #!/bin/sh
-# EQDS against sender-based controllers in the simulator: the 128-host scenarios of
-# test/sim/scenarios under REPS (as the SMaRTT paper runs every controller), three seeds
-# each. Prints the markdown table of docs/cc.md ("EQDS in the simulator").
+# EQDS against sender-based controllers in the simulator: the 128-host scenarios and the
+# 1,023:1 incast of test/sim/scenarios under REPS (as the SMaRTT paper runs every
+# controller), three seeds each. Prints the markdown table of docs/cc.md ("EQDS in the
+# simulator"). About 3 minutes on a shared 2-core host.
 #   usage: scripts/eqds-compare.sh [path/to/smartt]   (default: go run ./cmd/smartt)
 set -eu
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ if [ -z "$SMARTT" ]; then
 fi
 echo "| scenario | cc | completion / ideal, seeds 1 2 3 | max FCT slowdown, seeds 1 2 3 | trims (mean) |"
 echo "|---|---|---|---|---|"
-for sc in incast_128 permutation_128 permutation_128_4to1; do
+for sc in incast_128 incast_1024 permutation_128 permutation_128_4to1; do
 	for cc in eqds smartt mprdma; do
 		rel=""; slow=""; trims=0
 		for seed in 1 2 3; do
