@@ -35,9 +35,10 @@ func eqdsParams(cfg *Config) (*eqds.Params, error) {
 // creditGate is a controller that sends only against credit granted in PULL packets
 // (eqds.Sender): the engine asks it before every transmission.
 type creditGate interface {
-	CanSend(size int) bool
-	OnSend(size int)
+	CanSend(size int, retx bool) bool
+	OnSend(size int, retx bool)
 	OnPull(granted uint64) eqds.PullVerdict
+	Respeculate()
 }
 
 // creditGateOf finds a controller's credit gate once per connection, through wrappers.

@@ -507,7 +507,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			c.retxq.pop()
 			continue
 		}
-		if !e.windowOpen(now, c, int(sp.size)) {
+		if !e.windowOpen(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
 		if int(sp.tx) > cfg.MaxRetransmits {
@@ -542,7 +542,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			return Transmit{}, false
 		}
 		size := min(m.n-m.sent, cfg.MTU)
-		if !e.windowOpen(now, c, size) {
+		if !e.windowOpen(now, c, size, false) {
 			return Transmit{}, false
 		}
 		if c.pkts == nil {
@@ -570,8 +570,8 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 
 // windowOpen applies congestion window and pacing to a packet of size bytes. A packet may
 // always go when nothing is in flight, so a window below one MTU cannot stall.
-func (e *Endpoint) windowOpen(now int64, c *conn, size int) bool {
-	if c.credit != nil && !c.credit.CanSend(size) {
+func (e *Endpoint) windowOpen(now int64, c *conn, size int, retx bool) bool {
+	if c.credit != nil && !c.credit.CanSend(size, retx) {
 		if c.inflight == 0 && c.probeAt == 0 {
 			// Nothing in flight will bring a PULL: if the last one was lost, a probe
 			// makes the receiver send its grant again.
@@ -612,7 +612,7 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
 	c.pacer.OnSend(now, int(sp.size), c.paceRate(int(sp.size)))
 	if c.credit != nil {
-		c.credit.OnSend(int(sp.size))
+		c.credit.OnSend(int(sp.size), retx)
 	}
 
 	p := &e.pkt

@@ -190,6 +190,9 @@ func (e *Endpoint) Send(now int64, id ConnID, msg []byte) (uint32, error) {
 	c.streamNext += streamLen(len(msg))
 	if !c.outstanding() {
 		c.lastProgress = now
+		if c.credit != nil && c.inflight == 0 {
+			c.credit.Respeculate() // EQDS: a new burst starts speculatively
+		}
 	}
 	c.msgs.push(m)
 	e.markReady(c)

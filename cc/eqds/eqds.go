@@ -122,7 +122,8 @@ func (p *Params) DebtCap() uint64 { return p.debtCap }
 
 // state is the sender's per-flow state as a NIC holds it; Cost().StateBytes counts it.
 type state struct {
-	credit    int64  // bytes the sender may still send, 0..spec
+	credit    int64  // scheduled credit: granted by PULLs or refunded, for any transmission
+	unsched   int64  // speculative credit left, for first transmissions only
 	granted   uint64 // the highest cumulative grant seen in a PULL
 	requested uint64 // bytes sent: each transmission asks for its replacement
 }
@@ -137,18 +138,41 @@ type Sender struct {
 
 // New returns the sender state of one connection, holding the speculative window.
 func New(p *Params) *Sender {
-	return &Sender{p: p, s: state{credit: p.spec}}
+	return &Sender{p: p, s: state{unsched: p.spec}}
 }
 
-// CanSend reports whether size bytes of credit are available.
-func (s *Sender) CanSend(size int) bool { return s.s.credit >= int64(size) }
+// CanSend reports whether size bytes of credit are available for a transmission. As in
+// NDP, a retransmission waits for scheduled credit (a PULL: the receiver pulls for every
+// trimmed header); only first transmissions may use the speculative window, or a
+// sender whose window outlasts its message would resend trimmed packets into the
+// overflowing port at once, and trim them again.
+func (s *Sender) CanSend(size int, retx bool) bool {
+	if retx {
+		return s.s.credit >= int64(size)
+	}
+	return s.s.credit+s.s.unsched >= int64(size)
+}
 
-// OnSend spends size bytes of credit on a transmission (new or retransmitted), which
-// asks the receiver for as much again.
-func (s *Sender) OnSend(size int) {
-	s.s.credit -= int64(size)
+// OnSend spends size bytes of credit on a transmission (speculative credit first for a
+// new packet), which asks the receiver for as much again.
+func (s *Sender) OnSend(size int, retx bool) {
+	n := int64(size)
+	if !retx {
+		u := min(s.s.unsched, n)
+		s.s.unsched -= u
+		n -= u
+	}
+	s.s.credit -= n
 	s.s.requested += uint64(size)
 }
+
+// Respeculate gives a sender with nothing outstanding a fresh speculative window (a new
+// burst is a new flow, as in NDP and EQDS): the credit it holds in all is the window.
+func (s *Sender) Respeculate() { s.s.unsched = max(s.s.unsched, s.p.spec-s.s.credit) }
+
+// room is the scheduled credit the sender may still take: it holds at most one
+// speculative window in all.
+func (s *Sender) room() int64 { return s.p.spec - s.s.unsched - s.s.credit }
 
 // PullVerdict is what the sender made of a PULL.
 type PullVerdict uint8
@@ -171,12 +195,13 @@ func (s *Sender) OnPull(granted uint64) PullVerdict {
 	if granted > st.requested {
 		return PullExcess
 	}
-	st.credit += int64(granted - st.granted)
+	add := int64(granted - st.granted)
 	st.granted = granted
-	if st.credit > s.p.spec {
-		s.surplus += uint64(st.credit - s.p.spec)
-		st.credit = s.p.spec
+	if r := s.room(); add > r {
+		s.surplus += uint64(add - r)
+		add = r
 	}
+	st.credit += add
 	return PullOK
 }
 
@@ -191,7 +216,7 @@ func (s *Sender) OnLoss(l cc.Loss) {
 		return
 	}
 	s.refunded += uint64(l.Bytes)
-	s.s.credit = min(s.s.credit+int64(l.Bytes), s.p.spec)
+	s.s.credit += min(int64(l.Bytes), s.room())
 }
 
 // Window returns two speculative windows: a safety cap that credit keeps from binding
@@ -201,8 +226,8 @@ func (s *Sender) Window() int { return int(2 * s.p.spec) }
 // PacingRate returns 0: the receiver's pacer spaces the credit.
 func (s *Sender) PacingRate() int64 { return 0 }
 
-// Credit returns the bytes that may be sent now.
-func (s *Sender) Credit() int { return int(s.s.credit) }
+// Credit returns the bytes that may be sent now (scheduled and speculative).
+func (s *Sender) Credit() int { return int(s.s.credit + s.s.unsched) }
 
 // Granted returns the cumulative grant taken from PULLs.
 func (s *Sender) Granted() uint64 { return s.s.granted }
@@ -218,7 +243,7 @@ func (s *Sender) Surplus() uint64 { return s.surplus }
 
 // StateBytes is one connection's EQDS state on a NIC: the sender's (credit, grant,
 // requests), the receiver's PullState and its link in the host's pull queue.
-const StateBytes = 24 + 40 + 4
+const StateBytes = 32 + 40 + 4
 
 // Cost reports one connection's cost. The decision is a PULL (receiver: take one MTU
 // off the debt, space the next PULL; sender: validate, add credit, cap) or a

@@ -76,17 +76,17 @@ func TestSenderSpeculativeWindow(t *testing.T) {
 	p := params(t, DefaultConfig())
 	s := New(p)
 	sent := 0
-	for s.CanSend(4096) {
-		s.OnSend(4096)
+	for s.CanSend(4096, false) {
+		s.OnSend(4096, false)
 		sent += 4096
 	}
 	if sent != 150_000/4096*4096 || s.Credit() != 150_000-sent {
 		t.Fatalf("sent %d on the speculative window, credit left %d", sent, s.Credit())
 	}
-	if s.CanSend(s.Credit() + 1) {
+	if s.CanSend(s.Credit()+1, false) {
 		t.Fatal("may send beyond its credit")
 	}
-	if !s.CanSend(s.Credit()) {
+	if !s.CanSend(s.Credit(), false) {
 		t.Fatal("may not spend its last bytes of credit")
 	}
 }
@@ -97,7 +97,7 @@ func TestSenderCreditAccounting(t *testing.T) {
 	p := params(t, DefaultConfig())
 	s := New(p)
 	for range 36 { // 147,456 bytes sent, 2,544 left
-		s.OnSend(4096)
+		s.OnSend(4096, false)
 	}
 	if v := s.OnPull(4096); v != PullOK || s.Credit() != 2544+4096 {
 		t.Fatalf("first PULL: %v, credit %d", v, s.Credit())
@@ -123,13 +123,48 @@ func TestSenderCreditAccounting(t *testing.T) {
 	}
 }
 
+// As in NDP, a retransmission waits for scheduled credit: the speculative window is
+// for first transmissions only. A PULL or a refund gives scheduled credit; a sender with
+// nothing outstanding gets its speculative window back.
+func TestSenderRetransmissionsNeedPulls(t *testing.T) {
+	p := params(t, DefaultConfig())
+	s := New(p)
+	for range 16 { // a 64 KiB message, far below the window
+		s.OnSend(4096, false)
+	}
+	if !s.CanSend(4096, false) || s.CanSend(4096, true) {
+		t.Fatal("a retransmission may use the speculative window")
+	}
+	s.OnPull(4096) // the receiver pulls for a trimmed header
+	if !s.CanSend(4096, true) {
+		t.Fatal("no retransmission after a PULL")
+	}
+	s.OnSend(4096, true)
+	if s.CanSend(1, true) || s.Credit() != 150_000-16*4096 {
+		t.Fatalf("the PULL's credit spent, %d left in all", s.Credit())
+	}
+	s.OnLoss(cc.Loss{Bytes: 4096, Cause: cc.LossTimeout})
+	if !s.CanSend(4096, true) {
+		t.Fatal("a refund gives no scheduled credit")
+	}
+	s.Respeculate()
+	if s.Credit() != 150_000 || !s.CanSend(4096, true) {
+		t.Fatalf("after respeculating: %d in all", s.Credit())
+	}
+	// Scheduled and speculative credit together never pass the window.
+	s.OnPull(s.Requested())
+	if s.Credit() != 150_000 {
+		t.Fatalf("credit %d beyond the window", s.Credit())
+	}
+}
+
 // A packet lost in the network gives its credit back (the receiver never pulls for
 // it); a trimmed one does not (its header reached the receiver, which pulls for it).
 func TestSenderLossRefund(t *testing.T) {
 	p := params(t, DefaultConfig())
 	s := New(p)
 	for range 10 {
-		s.OnSend(4096)
+		s.OnSend(4096, false)
 	}
 	c0 := s.Credit()
 	s.OnLoss(cc.Loss{Bytes: 4096, Cause: cc.LossTrim})
@@ -330,7 +365,7 @@ func TestStateBytesAndAllocs(t *testing.T) {
 	var pc Pacer
 	now := int64(0)
 	allocs := testing.AllocsPerRun(1000, func() {
-		s.OnSend(4096)
+		s.OnSend(4096, false)
 		r.Request(4096, p)
 		_, cum := r.Grant(p)
 		pc.OnPull(now, 4096, p)
@@ -360,7 +395,7 @@ func BenchmarkPacket(b *testing.B) {
 	now := int64(0)
 	b.ReportAllocs()
 	for b.Loop() {
-		s.OnSend(4096)
+		s.OnSend(4096, false)
 		r.Request(4096, p)
 		_, cum := r.Grant(p)
 		pc.OnPull(now, 4096, p)

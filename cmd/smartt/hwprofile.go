@@ -117,7 +117,7 @@ func timeCC(c cc.Controller, cfg transport.Config, n int) float64 {
 // creditSender is a receiver-driven controller's sender half (cc/eqds): its decisions
 // are per packet sent and per PULL taken, not per ACK.
 type creditSender interface {
-	OnSend(size int)
+	OnSend(size int, retx bool)
 	OnPull(granted uint64) eqds.PullVerdict
 }
 
@@ -126,7 +126,7 @@ type creditSender interface {
 func timeCredit(g creditSender, cfg transport.Config, n int) float64 {
 	granted := uint64(0)
 	return bestOfBatches(n, func(int) {
-		g.OnSend(cfg.MTU)
+		g.OnSend(cfg.MTU, false)
 		granted += uint64(cfg.MTU)
 		g.OnPull(granted)
 	})
