@@ -13,6 +13,10 @@ type Config struct {
 	// Every sends an ACK after this many data packets (1 = an ACK per packet, what
 	// per-ACK congestion control such as SMaRTT expects). At most wire.MaxCleanEVs.
 	Every int `yaml:"every"`
+	// EveryBytes, if > 0, also sends an ACK once this many payload bytes arrived since the
+	// previous one (htsim's receiver: 16,384), whichever of Every and EveryBytes comes
+	// first. 0 (default): packets only.
+	EveryBytes int `yaml:"every_bytes"`
 	// MaxDelay bounds how long (ns) a received packet may wait for its ACK when Every > 1.
 	MaxDelay config.Duration `yaml:"max_delay"`
 	// CleanEVs reports every unmarked EV since the previous ACK (ACK extension), so a
@@ -32,7 +36,15 @@ type Config struct {
 	OnReorder bool `yaml:"on_reorder"`
 	// OnCE ACKs a CE-marked packet at once, as htsim's UEC receiver does.
 	OnCE bool `yaml:"on_ce"`
+	// DeferFill (with OnReorder off) lets a packet that fills a hole wait for Every,
+	// EveryBytes or MaxDelay like any other instead of forcing an ACK: under spraying
+	// most holes are reordering, not loss, and htsim's receiver forces no ACK for them.
+	// false (default): a filled hole is ACKed at once.
+	DeferFill bool `yaml:"defer_fill"`
 }
+
+// MaxEveryBytes bounds Config.EveryBytes.
+const MaxEveryBytes = 16 << 20
 
 // DefaultConfig is an ACK per packet with a 256-bit SACK bitmap.
 func DefaultConfig() Config {
@@ -51,7 +63,7 @@ func (c Config) Urgent(psn, cumBefore, cumAfter uint32, ce, ackReq, complete boo
 		// Filled a hole: the sender is waiting on it. With OnReorder the out-of-order
 		// packets behind the hole were ACKed at once already, and the in-order one is
 		// coalesced as before issue 15 (so a coalesced ACK still carries its clean EVs).
-		return !c.OnReorder && cumAfter-cumBefore > 1
+		return !c.OnReorder && !c.DeferFill && cumAfter-cumBefore > 1
 	case c.OnReorder:
 		return true
 	}
@@ -63,6 +75,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Every < 1 || c.Every > wire.MaxCleanEVs {
 		errs = append(errs, fmt.Errorf("ack.every = %d: must be in 1..%d", c.Every, wire.MaxCleanEVs))
+	}
+	if c.EveryBytes < 0 || c.EveryBytes > MaxEveryBytes {
+		errs = append(errs, fmt.Errorf("ack.every_bytes = %d: must be 0 (off) or in 1..%d", c.EveryBytes, MaxEveryBytes))
 	}
 	if c.MaxDelay < 0 {
 		errs = append(errs, fmt.Errorf("ack.max_delay = %d ns: must be >= 0", c.MaxDelay))
@@ -79,6 +94,7 @@ func (c Config) Validate() error {
 type Coalescer struct {
 	cfg     Config
 	pending int   // data packets since the previous ACK
+	bytes   int   // their payload bytes
 	ce      int   // of which CE-marked
 	firstAt int64 // arrival of the oldest unacknowledged packet
 	nclean  int
@@ -92,10 +108,16 @@ func NewCoalescer(cfg Config) Coalescer { return Coalescer{cfg: cfg} }
 // OnData records a received data packet. urgent asks for an immediate ACK (duplicate,
 // out-of-order arrival, ACK request, message complete). It reports whether an ACK is due now.
 func (c *Coalescer) OnData(now int64, ce bool, ev uint16, urgent bool) bool {
+	return c.OnDataBytes(now, ce, ev, 0, urgent)
+}
+
+// OnDataBytes is OnData for a packet of n payload bytes (counted for EveryBytes).
+func (c *Coalescer) OnDataBytes(now int64, ce bool, ev uint16, n int, urgent bool) bool {
 	if c.pending == 0 {
 		c.firstAt = now
 	}
 	c.pending++
+	c.bytes += n
 	if ce {
 		c.ce++
 	} else if c.cfg.CleanEVs && c.nclean < len(c.clean) {
@@ -108,7 +130,12 @@ func (c *Coalescer) OnData(now int64, ce bool, ev uint16, urgent bool) bool {
 
 // Due reports whether the pending ACK must go now.
 func (c *Coalescer) Due(now int64) bool {
-	return c.pending > 0 && (c.urgent || c.pending >= c.cfg.Every || now-c.firstAt >= int64(c.cfg.MaxDelay))
+	return c.pending > 0 && (c.urgent || c.full() || now-c.firstAt >= int64(c.cfg.MaxDelay))
+}
+
+// full reports whether Every packets or EveryBytes bytes are pending.
+func (c *Coalescer) full() bool {
+	return c.pending >= c.cfg.Every || c.cfg.EveryBytes > 0 && c.bytes >= c.cfg.EveryBytes
 }
 
 // Pending reports whether any received packet is still unacknowledged.
@@ -119,7 +146,7 @@ func (c *Coalescer) Deadline() (int64, bool) {
 	if c.pending == 0 {
 		return 0, false
 	}
-	if c.urgent || c.pending >= c.cfg.Every {
+	if c.urgent || c.full() {
 		return c.firstAt, true
 	}
 	return c.firstAt + int64(c.cfg.MaxDelay), true
@@ -137,5 +164,5 @@ func (c *Coalescer) Take(p *wire.Packet) {
 	} else {
 		p.Flags &^= wire.FlagCleanEV // a reused packet may carry it from a previous ACK
 	}
-	c.pending, c.ce, c.nclean, c.urgent = 0, 0, 0, false
+	c.pending, c.bytes, c.ce, c.nclean, c.urgent = 0, 0, 0, 0, false
 }

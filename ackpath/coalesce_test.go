@@ -182,8 +182,9 @@ func TestCoalescerCleanCap(t *testing.T) {
 	}
 	p.SrcConn, p.DstConn, p.Ack.SackWords = 1, 2, 4
 	buf := make([]byte, wire.MaxAckLen)
-	if n, err := p.Encode(buf); err != nil || n != wire.MaxAckLen {
-		t.Fatalf("Encode = %d, %v; want %d, nil", n, err, wire.MaxAckLen)
+	largest := wire.MaxAckLen - wire.INTLen(wire.MaxINTHops) // the largest ACK without an INT echo
+	if n, err := p.Encode(buf); err != nil || n != largest {
+		t.Fatalf("Encode = %d, %v; want %d, nil", n, err, largest)
 	}
 }
 
@@ -309,5 +310,76 @@ func TestUrgent(t *testing.T) {
 		if got := tc.cfg.Urgent(tc.psn, tc.before, tc.after, tc.ce, tc.req, tc.complete, thr); got != tc.want {
 			t.Errorf("%s: Urgent = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestEveryBytes: with every_bytes 16384 (htsim's) and every 64, 4-KiB packets are ACKed
+// every fourth (at the threshold, not one byte before it), 1,000-byte ones every 17th;
+// the packet count still applies; the limits are checked.
+func TestEveryBytes(t *testing.T) {
+	cfg := ackpath.Config{Every: 64, EveryBytes: 16384, MaxDelay: 1 << 40, SackWords: 1}
+	c := ackpath.NewCoalescer(cfg)
+	for i := 1; i <= 12; i++ {
+		due := c.OnDataBytes(int64(i), false, 1, 4096, false)
+		if due != (i%4 == 0) {
+			t.Fatalf("4096-byte packet %d: due = %v", i, due)
+		}
+		if d, _ := c.Deadline(); due && d != int64(i-3) {
+			t.Fatalf("packet %d: deadline %d, want the oldest pending packet's arrival %d", i, d, i-3)
+		}
+		if due {
+			var p wire.Packet
+			c.Take(&p)
+			if p.Ack.PktCount != 4 {
+				t.Fatalf("ACK covers %d packets, want 4", p.Ack.PktCount)
+			}
+		}
+	}
+	c = ackpath.NewCoalescer(cfg)
+	if c.OnDataBytes(0, false, 1, 16383, false) {
+		t.Fatal("16383 bytes: due below the threshold")
+	}
+	if !c.OnDataBytes(0, false, 1, 1, false) {
+		t.Fatal("16384 bytes: not due at the threshold")
+	}
+	cfg.Every = 3 // the packet count comes first here
+	c = ackpath.NewCoalescer(cfg)
+	for i := 1; i <= 3; i++ {
+		if due := c.OnDataBytes(0, false, 1, 1000, false); due != (i == 3) {
+			t.Fatalf("every 3, packet %d: due = %v", i, due)
+		}
+	}
+	// OnData counts no bytes: without EveryBytes nothing changes.
+	c = ackpath.NewCoalescer(ackpath.Config{Every: 2, MaxDelay: 1 << 40, SackWords: 1})
+	if c.OnDataBytes(0, false, 1, 1<<20, false) {
+		t.Fatal("every_bytes 0: bytes made an ACK due")
+	}
+	for _, tc := range []struct {
+		v  int
+		ok bool
+	}{{0, true}, {1, true}, {ackpath.MaxEveryBytes, true}, {-1, false}, {ackpath.MaxEveryBytes + 1, false}} {
+		cfg := ackpath.DefaultConfig()
+		cfg.EveryBytes = tc.v
+		err := cfg.Validate()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "ack.every_bytes")) {
+			t.Errorf("every_bytes = %d: %v, want ok=%v", tc.v, err, tc.ok)
+		}
+	}
+}
+
+// TestDeferFill: with on_reorder off, a packet filling a hole is urgent unless defer_fill
+// is set (htsim forces no ACK for it); a hole past the reorder threshold stays urgent.
+func TestDeferFill(t *testing.T) {
+	cfg := ackpath.DefaultConfig()
+	cfg.OnReorder = false
+	if !cfg.Urgent(10, 10, 20, false, false, false, 32) {
+		t.Fatal("filled hole not urgent without defer_fill")
+	}
+	cfg.DeferFill = true
+	if cfg.Urgent(10, 10, 20, false, false, false, 32) {
+		t.Fatal("filled hole urgent with defer_fill")
+	}
+	if !cfg.Urgent(42, 10, 10, false, false, false, 32) {
+		t.Fatal("hole at the reorder threshold not urgent with defer_fill")
 	}
 }

@@ -2,7 +2,10 @@
 // and the simplest controller, a fixed window. Algorithms live in sub-packages.
 package cc
 
-import "github.com/smartt-transport/smartt/hwprofile"
+import (
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/transport/wire"
+)
 
 // LossCause tells why a packet was judged lost.
 type LossCause uint8
@@ -38,6 +41,10 @@ type Ack struct {
 	CECount  int    // CE-marked packets the receiver saw since its previous ACK
 	EV       uint16 // EV of the triggering packet
 	InFlight int    // payload bytes still in flight after this ACK
+	// INT holds the per-hop telemetry records the receiver echoed from the triggering
+	// packet, first switch first (nil without INT). It aliases the engine's packet
+	// buffer: valid only during OnAck, so a controller copies what it keeps.
+	INT []wire.INTHop
 }
 
 // Loss is the feedback of one packet judged lost (trimmed, SACK gap or timeout).

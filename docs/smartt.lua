@@ -32,7 +32,7 @@ f.f_trimmed = ProtoField.bool("smartt.flags.trimmed", "Trimmed", 8, nil, 0x08)
 f.f_ce      = ProtoField.bool("smartt.flags.ce", "CE", 8, nil, 0x10)
 f.f_cleanev = ProtoField.bool("smartt.flags.cleanev", "CleanEV", 8, nil, 0x20)
 f.f_sealed  = ProtoField.bool("smartt.flags.sealed", "Sealed", 8, nil, 0x40)
-f.f_unknown = ProtoField.uint8("smartt.flags.unknown", "Unknown flags", base.HEX, nil, 0x80)
+f.f_int     = ProtoField.bool("smartt.flags.int", "INT", 8, nil, 0x80)
 f.ev        = ProtoField.uint16("smartt.ev", "EV", base.DEC)
 f.replyport = ProtoField.uint16("smartt.reply_port", "ReplyPort", base.DEC)
 f.reserved  = ProtoField.uint16("smartt.reserved", "Reserved", base.HEX)
@@ -69,6 +69,15 @@ f.cleanev    = ProtoField.uint16("smartt.clean_ev", "CleanEV", base.DEC)
 f.probetx = ProtoField.int64("smartt.probe_tx_time", "TxTime (ns)", base.DEC)
 f.reason  = ProtoField.uint32("smartt.reason", "Reason", base.DEC)
 f.granted = ProtoField.uint64("smartt.granted", "Granted (bytes, cumulative)", base.DEC)
+-- INT block (FlagINT, docs/wire.md "INT")
+f.int_n     = ProtoField.uint8("smartt.int.n", "INT records", base.DEC)
+f.int_cap   = ProtoField.uint8("smartt.int.cap", "INT slots", base.DEC)
+f.int_flags = ProtoField.uint8("smartt.int.flags", "INT flags (1: overflow)", base.HEX)
+f.int_hop   = ProtoField.bytes("smartt.int.hop", "INT hop")
+f.int_ts    = ProtoField.uint32("smartt.int.ts", "TS (ns, low 32 bits)", base.DEC)
+f.int_tx    = ProtoField.uint32("smartt.int.tx_bytes", "TxBytes (low 32 bits)", base.DEC)
+f.int_qlen  = ProtoField.uint32("smartt.int.qlen", "QLen (bytes)", base.DEC)
+f.int_rate  = ProtoField.uint32("smartt.int.rate", "Rate (Mbit/s)", base.DEC)
 -- Seal trailer (FlagSealed)
 f.seal       = ProtoField.bytes("smartt.seal", "Seal")
 f.seal_tag   = ProtoField.bytes("smartt.seal.tag", "GCM tag")
@@ -79,14 +88,15 @@ f.seal_ctr   = ProtoField.uint32("smartt.seal.counter", "Counter", base.DEC)
 
 local e_version = ProtoExpert.new("smartt.bad_version", "Version is not 1 (ErrVersion)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_type    = ProtoExpert.new("smartt.bad_type", "Unknown packet type (ErrType)", expert.group.MALFORMED, expert.severity.ERROR)
-local e_flags   = ProtoExpert.new("smartt.bad_flags", "Unknown flag bit 0x80 (ErrFlags)", expert.group.MALFORMED, expert.severity.ERROR)
+local e_flags   = ProtoExpert.new("smartt.bad_flags", "FlagINT (0x80) on a type without an INT block (ErrFlags)", expert.group.MALFORMED, expert.severity.ERROR)
+local e_int     = ProtoExpert.new("smartt.bad_int", "INT block malformed or truncated (ErrINT)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_conn    = ProtoExpert.new("smartt.bad_conn", "Connection ID 0 where not allowed (ErrConnID)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_short   = ProtoExpert.new("smartt.short", "Shorter than its type's fixed length (ErrShort)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_length  = ProtoExpert.new("smartt.bad_length", "Length inconsistent (ErrLength)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_sackw   = ProtoExpert.new("smartt.bad_sack_words", "SackWords not in 1..4 (ErrSackWidth)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_clean   = ProtoExpert.new("smartt.bad_clean", "FlagCleanEV and NumClean disagree, or NumClean > 64 (ErrCleanEVs)", expert.group.MALFORMED, expert.severity.ERROR)
 local e_trim    = ProtoExpert.new("smartt.trimmed_note", "Trimmed by a switch", expert.group.SEQUENCE, expert.severity.NOTE)
-p.experts = { e_version, e_type, e_flags, e_conn, e_short, e_length, e_sackw, e_clean, e_trim }
+p.experts = { e_version, e_type, e_flags, e_int, e_conn, e_short, e_length, e_sackw, e_clean, e_trim }
 
 local prefs = p.prefs
 prefs.port = Pref.uint("UDP port", 23600, "UDP port of smartt daemons")
@@ -141,9 +151,31 @@ local function dissect(tvb, pinfo, root)
 	local ft = t:add(f.flags, tvb(1, 1))
 	ft:add(f.f_retx, tvb(1, 1)); ft:add(f.f_last, tvb(1, 1)); ft:add(f.f_ackreq, tvb(1, 1))
 	ft:add(f.f_trimmed, tvb(1, 1)); ft:add(f.f_ce, tvb(1, 1)); ft:add(f.f_cleanev, tvb(1, 1))
-	ft:add(f.f_sealed, tvb(1, 1))
-	if flags >= 0x80 then ft:add(f.f_unknown, tvb(1, 1)); ft:add_proto_expert_info(e_flags) end
+	ft:add(f.f_sealed, tvb(1, 1)); ft:add(f.f_int, tvb(1, 1))
+	if flags >= 0x80 and typ ~= 1 and typ ~= 2 then ft:add_proto_expert_info(e_flags) end
 	local function flag(mask) return math.floor(flags / mask) % 2 == 1 end
+	-- intblock shows the INT block at o of a packet of len bytes and returns its length
+	-- (the ACK's has N records, a DATA's Cap slots), or nil if it is malformed.
+	local function intblock(o, ack)
+		if len < o + 4 or tvb:len() < o + 4 then t:add_proto_expert_info(e_int); return nil end
+		local n, cap, fl = tvb(o, 1):uint(), tvb(o + 1, 1):uint(), tvb(o + 2, 1):uint()
+		local it = t:add(p, tvb(o, math.min(4 + 16 * cap, tvb:len() - o)), "INT")
+		it:add(f.int_n, tvb(o, 1)); it:add(f.int_cap, tvb(o + 1, 1)); it:add(f.int_flags, tvb(o + 2, 1))
+		if n > cap or cap > 5 or (not ack and cap == 0) or (ack and cap ~= n) or fl > 1 or len < o + 4 + 16 * cap then
+			it:add_proto_expert_info(e_int)
+			return nil
+		end
+		for i = 0, n - 1 do
+			local r = o + 4 + 16 * i
+			if tvb:len() >= r + 16 then
+				local ht = it:add(f.int_hop, tvb(r, 16))
+				ht:set_text("Hop " .. i .. ": qlen " .. tvb(r + 8, 4):uint() .. " B, rate " .. tvb(r + 12, 4):uint() .. " Mbit/s")
+				ht:add(f.int_ts, tvb(r, 4)); ht:add(f.int_tx, tvb(r + 4, 4))
+				ht:add(f.int_qlen, tvb(r + 8, 4)); ht:add(f.int_rate, tvb(r + 12, 4))
+			end
+		end
+		return 4 + 16 * cap
+	end
 	-- A sealed packet ends in the trailer, except a trimmed DATA (the switch cut it off):
 	-- the body rules below apply to the packet without it.
 	local dlen, trailer = len, nil
@@ -180,10 +212,15 @@ local function dissect(tvb, pinfo, root)
 			t:add(f.streamstart, tvb(48, 8)); t:add(f.txtime, tvb(56, 8))
 			local msglen, off, plen = tvb(36, 4):uint(), tvb(40, 4):uint(), tvb(44, 2):uint()
 			if msglen == 0 or plen == 0 or off + plen > msglen then ml:add_proto_expert_info(e_length) end
-			local present = len - DATA_HDR
+			local hdr = DATA_HDR
+			if flag(0x80) then
+				local n = intblock(DATA_HDR, false)
+				if n ~= nil then hdr = hdr + n end
+			end
+			local present = len - hdr
 			if present > plen then pl:add_proto_expert_info(e_length) end
-			if present > 0 and tvb:len() > DATA_HDR then
-				t:add(f.payload, tvb(DATA_HDR, math.min(present, tvb:len() - DATA_HDR)))
+			if present > 0 and tvb:len() > hdr then
+				t:add(f.payload, tvb(hdr, math.min(present, tvb:len() - hdr)))
 			end
 			local trimmed = flag(0x08) or present < plen
 			local tt = t:add(f.trimmed, trimmed)
@@ -208,6 +245,10 @@ local function dissect(tvb, pinfo, root)
 			if sw < 1 or sw > 4 then swt:add_proto_expert_info(e_sackw) end
 			if nc > 64 or (nc > 0) ~= flag(0x20) then nct:add_proto_expert_info(e_clean) end
 			local want = ACK_FIXED + 8 * sw + 2 * nc
+			if flag(0x80) then
+				local n = intblock(want, true)
+				if n ~= nil then want = want + n else want = len end -- reported as ErrINT
+			end
 			if len < want then t:add_proto_expert_info(e_short) elseif len > want then t:add_proto_expert_info(e_length) end
 			local base = tvb(28, 4):uint()
 			for w = 0, math.min(sw, 4) - 1 do
@@ -264,11 +305,11 @@ function p.dissector(tvb, pinfo, root)
 	return dissect(tvb, pinfo, root)
 end
 
--- heuristic: a version-1 type byte, no unknown flags, a non-zero SrcConn.
+-- heuristic: a version-1 type byte, FlagINT only on DATA and ACK, a non-zero SrcConn.
 local function heur(tvb, pinfo, root)
 	if tvb:len() < COMMON then return false end
 	local b0 = tvb(0, 1):uint()
-	if b0 < 0x11 or b0 > 0x18 or tvb(1, 1):uint() >= 0x80 or tvb(16, 8):uint64() == UInt64(0) then
+	if b0 < 0x11 or b0 > 0x18 or (tvb(1, 1):uint() >= 0x80 and b0 > 0x12) or tvb(16, 8):uint64() == UInt64(0) then
 		return false
 	end
 	dissect(tvb, pinfo, root)

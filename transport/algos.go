@@ -139,6 +139,9 @@ func (c *Config) prepareCC() (func() cc.Controller, error) {
 	if r.Needs.Trimming && !c.Trimming {
 		return nil, fmt.Errorf("cc = %q: needs trimming switches (trimming = false)", c.CC)
 	}
+	if r.Needs.INT && !c.INT {
+		return nil, fmt.Errorf("cc = %q: needs switches that stamp in-band telemetry (int = false)", c.CC)
+	}
 	f, err := r.Prepare(c)
 	if err != nil {
 		return nil, fmt.Errorf("cc = %q: %w", c.CC, err)

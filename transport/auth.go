@@ -51,10 +51,11 @@ type authEngine struct {
 }
 
 // MaxDatagram is the largest datagram an endpoint with cfg sends or accepts: the buffer
-// PollTransmit needs and drivers should read into. It is MTU + wire.DataHdrLen (at least
+// PollTransmit needs and drivers should read into. It is MTU + wire.DataHdrLen (+ the INT
+// block with INT on; at least
 // wire.MaxAckLen), plus seal.Overhead when authentication is on.
 func MaxDatagram(cfg Config) int {
-	n := max(cfg.MTU+wire.DataHdrLen, wire.MaxAckLen)
+	n := max(cfg.MTU+wire.DataHdrLen+cfg.intLen(), wire.MaxAckLen)
 	if cfg.Auth.Enabled() {
 		n += seal.Overhead
 	}

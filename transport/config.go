@@ -11,6 +11,8 @@ import (
 	"github.com/smartt-transport/smartt/cc/dcqcn"
 	"github.com/smartt-transport/smartt/cc/dctcp"
 	"github.com/smartt-transport/smartt/cc/eqds"
+	"github.com/smartt-transport/smartt/cc/fixedrate"
+	"github.com/smartt-transport/smartt/cc/hpcc"
 	"github.com/smartt-transport/smartt/cc/nscc"
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/cc/smartt"
@@ -48,6 +50,12 @@ type Config struct {
 	MinRTO config.Duration `yaml:"min_rto"`
 	// MaxRTO caps the backed-off retransmission timeout, ns (YAML: "200us").
 	MaxRTO config.Duration `yaml:"max_rto"`
+	// FixedRTO, if > 0, is the retransmission timeout, ns (YAML: "50us"): constant, with
+	// no RTT estimate and no backoff, as the papers' simulator (htsim) uses it; each
+	// in-flight packet still times out that long after its latest transmission, so the
+	// timer runs from the oldest unacknowledged one. 0 (default): srtt + max(MinRTO,
+	// 4 rttvar), doubled per timed-out retransmission up to MaxRTO.
+	FixedRTO config.Duration `yaml:"fixed_rto"`
 	// MaxRetransmits fails a message (and aborts its connection) when one of its packets
 	// would be sent for the MaxRetransmits+1-th time.
 	MaxRetransmits int `yaml:"max_retransmits"`
@@ -125,6 +133,19 @@ type Config struct {
 	BBR bbr.Config `yaml:"bbr"`
 	// EQDS holds the parameters of the "eqds" mode (cc/eqds, receiver-driven credit).
 	EQDS eqds.Config `yaml:"eqds"`
+	// HPCC holds the parameters of the "hpcc" controller (cc/hpcc; needs INT).
+	HPCC hpcc.Config `yaml:"hpcc"`
+	// FixedRate holds the parameters of the "fixed_rate" controller (cc/fixedrate).
+	FixedRate fixedrate.Config `yaml:"fixed_rate"`
+
+	// INT says the network's switches stamp in-band telemetry (HPCC's per-hop records,
+	// docs/wire.md "INT"): data packets then reserve INTHops record slots, and the
+	// receiver echoes the records in its ACKs. Controllers that need it (hpcc) are
+	// refused without it.
+	INT bool `yaml:"int"`
+	// INTHops is the number of record slots a data packet reserves (1..5; 0: 5, HPCC's
+	// maximum): switches beyond it on a path are not recorded.
+	INTHops int `yaml:"int_hops"`
 
 	// NewCC, if set, overrides CC with a constructor of the caller's.
 	NewCC func() cc.Controller `yaml:"-"`
@@ -137,6 +158,22 @@ type Config struct {
 	// and no zeroed allocation per message (the daemon writes them to its clients with
 	// writev). Buffers is then not used.
 	DeliverChunks bool `yaml:"-"`
+}
+
+// intLen is the INT block a data packet carries (0 without INT).
+func (c *Config) intLen() int {
+	if !c.INT {
+		return 0
+	}
+	return wire.INTLen(c.intHops())
+}
+
+// intHops is the INT record slots a data packet reserves.
+func (c *Config) intHops() int {
+	if c.INTHops == 0 {
+		return wire.MaxINTHops
+	}
+	return c.INTHops
 }
 
 // MaxMTU is the largest payload per packet: the largest IPv4 UDP payload (65,507 bytes)
@@ -207,6 +244,9 @@ func DefaultConfig() Config {
 		DCQCN:  dcqcn.DefaultConfig(),
 		BBR:    bbr.DefaultConfig(),
 		EQDS:   eqds.DefaultConfig(),
+
+		HPCC:      hpcc.DefaultConfig(),
+		FixedRate: fixedrate.DefaultConfig(),
 	}
 }
 
@@ -240,6 +280,9 @@ func (c *Config) Validate() error {
 	} else if c.InitialRTO < c.MinRTO || c.InitialRTO > c.MaxRTO {
 		bad("initial_rto = %v: must be in min_rto (%v)..max_rto (%v)", c.InitialRTO, c.MinRTO, c.MaxRTO)
 	}
+	if c.FixedRTO != 0 && (c.FixedRTO < minRTOFloor || c.FixedRTO > minRTOCeil) {
+		bad("fixed_rto = %v: must be 0 (adaptive) or in 1us..10s", c.FixedRTO)
+	}
 	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
 		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)
 	}
@@ -266,6 +309,15 @@ func (c *Config) Validate() error {
 	}
 	if c.PacingBurst < 0 || c.PacingBurst > 1<<30 {
 		bad("pacing_burst = %d: must be in 0..%d bytes", c.PacingBurst, 1<<30)
+	}
+	if c.INTHops < 0 || c.INTHops > wire.MaxINTHops {
+		bad("int_hops = %d: must be in 1..%d (0: %d)", c.INTHops, wire.MaxINTHops, wire.MaxINTHops)
+	} else if c.INT && c.MTU+c.intLen() > MaxMTU {
+		bad("mtu = %d: must be in 64..%d bytes with int = true (the %d-byte INT block must fit the datagram)",
+			c.MTU, MaxMTU-c.intLen(), c.intLen())
+	}
+	if c.INT && c.Auth.Enabled() {
+		bad("int = true with auth.mode = %v: switches write INT records into the packets, which would break their seal", c.Auth.Mode)
 	}
 	if c.InitialWindow < c.MTU {
 		bad("initial_window = %d: must be >= mtu (%d)", c.InitialWindow, c.MTU)

@@ -87,6 +87,7 @@ type trigger struct {
 // conn is one connection: a sender half and a receiver half.
 type conn struct {
 	id, peerID uint64
+	rxINT      wire.INT // INT block of the last data packet with one (Cap 0: none yet)
 	peer       netip.AddrPort
 	initiator  bool
 	// proven: the peer has shown it receives at its address (it echoed our ID, or we
@@ -229,6 +230,9 @@ func (c *conn) updateRTT(rtt int64) {
 // rttvar decays toward zero, and max(MinRTO, srtt + 4 rttvar) then sat just above srtt,
 // so an ACK delayed by less than MinRTO timed its packet out.
 func (c *conn) rto(cfg *Config) int64 {
+	if cfg.FixedRTO > 0 {
+		return int64(cfg.FixedRTO) // the papers' rule: no estimate, no backoff
+	}
 	r := int64(cfg.InitialRTO)
 	if c.srtt > 0 {
 		r = c.srtt + max(int64(cfg.MinRTO), 4*c.rttvar)
@@ -484,6 +488,13 @@ func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
 	if tr.ce {
 		p.Flags |= wire.FlagCE
 	}
+	if c.rxINT.Cap != 0 {
+		// Echo the telemetry of the last data packet that carried some.
+		p.Flags |= wire.FlagINT
+		p.INT = c.rxINT
+		p.INT.Cap = p.INT.N
+		c.rxINT.Cap = 0 // each record is echoed once
+	}
 	c.coal.Take(p)
 	c.ackNow = false
 	c.probeEcho = 0
@@ -629,6 +640,11 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 		Offset: sp.off, PayloadLen: uint16(sp.size), StreamStart: m.streamStart, TxTime: now,
 	}
 	p.Payload = m.data[sp.off : sp.off+sp.size]
+	if e.cfg.INT {
+		// Empty slots for the switches on the path to fill (wire.StampINT).
+		p.Flags |= wire.FlagINT
+		p.INT.N, p.INT.Cap, p.INT.Flags = 0, uint8(e.cfg.intHops()), 0
+	}
 	n, err := p.Encode(buf)
 	if err != nil {
 		panic("transport: PollTransmit buffer smaller than MTU + header: " + err.Error())
@@ -702,8 +718,15 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 		c.bytesAcked += uint64(bytes)
 		c.lastProgress = now
 		c.backoff = 0
-		c.cc.OnAck(cc.Ack{Now: now, Bytes: bytes, Packets: pkts, RTT: rtt, CE: ce,
-			CECount: int(a.CECount), EV: a.EchoEV, InFlight: c.inflight})
+		ack := cc.Ack{Now: now, Bytes: bytes, Packets: pkts, RTT: rtt, CE: ce,
+			CECount: int(a.CECount), EV: a.EchoEV, InFlight: c.inflight}
+		if p.Flags&wire.FlagINT != 0 {
+			ack.INT = p.INT.Hops[:p.INT.N]
+			if p.INT.N > 0 {
+				e.stats.INTAcks++
+			}
+		}
+		c.cc.OnAck(ack)
 	}
 	if p.Flags&wire.FlagCleanEV != 0 && c.lbAcks != nil {
 		c.lbAcks.OnCoalescedAck(now, a.EchoEV, ce, a.CleanEVs[:a.NumClean], rtt)

@@ -15,6 +15,9 @@ import (
 func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	d := &p.Data
 	e.stats.DataRecv++
+	if p.Flags&wire.FlagINT != 0 {
+		c.rxINT = p.INT // echoed by the next ACK (buildAck)
+	}
 	ce := m.ECN == CE
 	if ce {
 		e.stats.CERecv++
@@ -165,7 +168,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	}
 	urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, complete, e.cfg.ReorderThreshold)
 	c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
-	c.coal.OnData(now, ce, p.EV, urgent)
+	c.coal.OnDataBytes(now, ce, p.EV, len(p.Payload), urgent)
 	e.markReady(c)
 }
 

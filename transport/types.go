@@ -125,6 +125,7 @@ type Stats struct {
 	CERecv          uint64 // CE-marked data packets received
 	CEEchoed        uint64 // ACKs received that echo a CE mark
 	CEReported      uint64 // CE-marked data packets the peer reported in ACKs (sum of CECount)
+	INTAcks         uint64 // ACKs received echoing at least one INT record (transport.int)
 	Timeouts        uint64 // retransmission timer expiries (packets)
 	LostSack        uint64 // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
 	RTTSamples      uint64

@@ -60,6 +60,9 @@ type Options struct {
 	Mod      func(*transport.Config) // changes to the endpoints' configuration
 	// NewCC, if set, builds sender i's controllers (else Config.CC by name).
 	NewCC func(i int) cc.Controller
+	// BufferBDPs sizes the bottleneck's data queue in BDPs (0: 1, the papers' setting);
+	// the RED thresholds stay at 0.2 and 0.8 BDP.
+	BufferBDPs float64
 }
 
 // Rig is one closed-loop experiment.
@@ -84,12 +87,6 @@ type Rig struct {
 func New(t testing.TB, o Options) *Rig {
 	t.Helper()
 	bdp := BDP()
-	r := &Rig{T: t, Net: testnet.New(testnet.Config{Delay: Delay}, o.Seed+1)}
-	r.Port = testnet.PortConfig{
-		Rate: LinkRate, BufferBytes: bdp, ControlBytes: bdp,
-		KminBytes: bdp / 5, KmaxBytes: bdp * 4 / 5, Trim: o.Trim, Latency: Latency,
-		SampleInterval: o.SampleNs,
-	}
 	cfg := Config(o.Trim)
 	if o.RTO > 0 {
 		cfg.MinRTO = config.Duration(o.RTO)
@@ -97,6 +94,17 @@ func New(t testing.TB, o Options) *Rig {
 	}
 	if o.Mod != nil {
 		o.Mod(&cfg)
+	}
+	// The switch stamps INT when the endpoints send INT blocks (transport.int).
+	r := &Rig{T: t, Net: testnet.New(testnet.Config{Delay: Delay, INT: cfg.INT}, o.Seed+1)}
+	buf := bdp
+	if o.BufferBDPs > 0 {
+		buf = int(o.BufferBDPs * float64(bdp))
+	}
+	r.Port = testnet.PortConfig{
+		Rate: LinkRate, BufferBytes: buf, ControlBytes: bdp,
+		KminBytes: bdp / 5, KmaxBytes: bdp * 4 / 5, Trim: o.Trim, Latency: Latency,
+		SampleInterval: o.SampleNs,
 	}
 	r.Cfg = cfg
 	var err error

@@ -23,6 +23,10 @@ type Config struct {
 	// LearnBaseRTT replaces the configured base RTT by the minimum RTT the flow has
 	// seen (from its first sample on), like Swift; the target RTT follows it.
 	LearnBaseRTT bool `yaml:"learn_base_rtt"`
+	// LowerBaseRTT starts each flow at its configured (or per-hop) base RTT and lowers it
+	// to the minimum RTT seen, never raising it: the REPS artifact's htsim rule (ignored
+	// with LearnBaseRTT).
+	LowerBaseRTT bool `yaml:"lower_base_rtt"`
 	// TargetRTT fixes the target RTT, ns (0: TargetRatio x base RTT, per flow).
 	TargetRTT config.Duration `yaml:"target_rtt"`
 	// TargetRatio is the target RTT as a multiple of the base RTT (paper: 1.5).
@@ -64,6 +68,33 @@ type Config struct {
 	DisableQuickAdapt   bool `yaml:"disable_quick_adapt"`
 	DisableFastIncrease bool `yaml:"disable_fast_increase"`
 	DisableWTD          bool `yaml:"disable_wtd"`
+	// NoTimeoutCut: a retransmission timeout neither cuts the window nor arms QuickAdapt
+	// (the REPS artifact's htsim reacts to NACKs only); default false, the paper's
+	// Algorithm 1 (a timeout cuts like a trim).
+	NoTimeoutCut bool `yaml:"no_timeout_cut"`
+	// CapDecrease caps MD and FD together at one MTU per ACK (the REPS artifact's htsim);
+	// default false, the paper's (MD capped at the ACK's size, FD after it uncapped).
+	CapDecrease bool `yaml:"cap_decrease"`
+	// Signals replaces SMaRTT by the single-signal window controller its paper compares
+	// with in Fig. 2: "ecn" (cut by half the ACK's bytes per CE mark) or "delay" (cut by
+	// half the ACK's bytes times (rtt - target) / rtt when the RTT is above the target),
+	// otherwise the fair increase; no QuickAdapt, fast increase or Wait-To-Decrease.
+	// "" (default) or "both": SMaRTT. Float path only (not fixed_point).
+	Signals string `yaml:"signals"`
+}
+
+// REPSArtifactConfig returns the constants of SMaRTT in the REPS artifact's htsim
+// (fast increase 1 MTU within 1 us of the base RTT, multiplicative increase 2, fair
+// increase 0.02, fair decrease 0.5, MD 1, WTD EWMA 0.05 with threshold 0.3, no window
+// cut on a timeout, MD+FD capped at one MTU per ACK, the base RTT lowered to the
+// minimum seen), for scenarios that compare with that simulator.
+func REPSArtifactConfig() Config {
+	c := DefaultConfig()
+	c.FastIncreaseK, c.FastIncreaseTolerance = 1, 1000
+	c.MI, c.FI, c.FD, c.MD = 2, 0.02, 0.5, 1
+	c.WTDAlpha, c.WTDThreshold = 0.05, 0.3
+	c.NoTimeoutCut, c.CapDecrease, c.LowerBaseRTT = true, true, true
+	return c
 }
 
 // DefaultConfig returns the paper's parameters; the network-derived ones are left 0.
@@ -80,6 +111,13 @@ func DefaultConfig() Config {
 		ReactEvery:    1,
 	}
 }
+
+// Config.Signals values in Params.
+const (
+	sigBoth = iota
+	sigECN
+	sigDelay
+)
 
 // Limits of the fixed-point representation (windows are Q24.8 bytes in 32 bits,
 // times 32-bit nanoseconds).
@@ -111,10 +149,14 @@ type Params struct {
 	InitWin   int
 	Every     int
 	Learn     bool
+	Lower     bool // LowerBaseRTT
+	NoTOCut   bool // NoTimeoutCut
+	CapDec    bool // CapDecrease
 	PerHop    []int64
 	NoQA      bool
 	NoFI      bool
 	NoWTD     bool
+	Signals   uint8 // sigBoth (SMaRTT), sigECN, sigDelay (Config.Signals)
 
 	ratioQ16 uint64 // target ratio, Q16
 	fixed    fixedParams
@@ -214,6 +256,19 @@ func NewParams(cfg Config, net config.Network, trimming bool) (*Params, error) {
 	if cfg.ReactEvery < 1 || cfg.ReactEvery > 255 {
 		bad("react_every = %d: must be in 1..255", cfg.ReactEvery)
 	}
+	signals := uint8(sigBoth)
+	switch cfg.Signals {
+	case "", "both":
+	case "ecn":
+		signals = sigECN
+	case "delay":
+		signals = sigDelay
+	default:
+		bad("signals = %q: must be both, ecn or delay", cfg.Signals)
+	}
+	if signals != sigBoth && cfg.FixedPoint {
+		bad("signals = %q needs fixed_point: false (the single-signal controllers are float only)", cfg.Signals)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -241,7 +296,9 @@ func NewParams(cfg Config, net config.Network, trimming bool) (*Params, error) {
 		Alpha: cfg.WTDAlpha, Threshold: cfg.WTDThreshold,
 		MinWindow: minW, MaxWindow: maxW, InitWin: initW, Every: cfg.ReactEvery,
 		Learn: cfg.LearnBaseRTT, PerHop: perHop,
+		Lower: cfg.LowerBaseRTT, NoTOCut: cfg.NoTimeoutCut, CapDec: cfg.CapDecrease,
 		NoQA: cfg.DisableQuickAdapt, NoFI: cfg.DisableFastIncrease, NoWTD: cfg.DisableWTD,
+		Signals:  signals,
 		ratioQ16: uint64(math.Round(cfg.TargetRatio * 65536)),
 	}
 	q32 := func(v float64) uint64 { return uint64(math.Round(v * (1 << 32))) }

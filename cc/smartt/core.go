@@ -113,6 +113,14 @@ func (c *core) rtts(p *Params, rtt int64) (brtt, trtt int64) {
 		}
 	}
 	b := p.baseRTT(c.fi >> hopShift)
+	if p.Lower {
+		if rtt > 0 && rtt < b && (c.brtt == 0 || rtt < int64(c.brtt)) {
+			c.brtt = uint32(rtt)
+		}
+		if c.brtt != 0 {
+			b = min(b, int64(c.brtt))
+		}
+	}
 	return b, p.target(b)
 }
 
@@ -208,7 +216,12 @@ func (c *core) loss(p *Params, st *Stats, l cc.Loss) (uint32, bool) {
 // timeout stands for, and the engine's SACK-gap detector sees it first. With trimming, a
 // congestion drop arrives as a trim, so a SACK gap means reordering beyond the threshold
 // or a failure: the packet is retransmitted and the window left alone.
+//
+// With NoTimeoutCut a timeout does not either (the REPS artifact's htsim).
 func lossCuts(p *Params, cause cc.LossCause) bool {
+	if cause == cc.LossTimeout && p.NoTOCut {
+		return false
+	}
 	return cause != cc.LossSack || !p.Trimming
 }
 

@@ -106,6 +106,7 @@ func (f *Fixed) OnAck(a cc.Ack) {
 	fp := &p.fixed
 	sz := uint64(size)
 	cw := uint64(s.cwnd) // Q8
+	before := cw
 	switch {
 	case a.CE && !canDecrease:
 		f.st.WTDHeld++
@@ -126,6 +127,9 @@ func (f *Fixed) OnAck(a cc.Ack) {
 		x := mulDiv(sz*uint64(p.MTU), fp.miQ32, max(cw, 1)<<16)
 		cw += min(sz<<8, mulDiv(x, uint64(trtt-rtt), uint64(rtt)))
 		cw += f.fairInc(sz, cw)
+	}
+	if p.CapDec {
+		cw = max(cw, subSat(before, uint64(p.MTU)<<8)) // MD+FD at most one MTU per ACK
 	}
 	f.clamp(cw)
 }

@@ -60,6 +60,10 @@ func (f *Float) OnAck(a cc.Ack) {
 		return
 	}
 	brtt, trtt := s.rtts(p, a.RTT)
+	if p.Signals != sigBoth {
+		f.oneSignal(a, float64(size), trtt)
+		return
+	}
 	canDecrease := f.wtd(a.CE)
 	if f.quickAdapt(a.Now, trtt, a.InFlight) {
 		f.clamp()
@@ -75,6 +79,7 @@ func (f *Float) OnAck(a cc.Ack) {
 		return
 	}
 	sz := float64(size)
+	before := s.cwnd
 	switch {
 	case a.CE && !canDecrease:
 		f.st.WTDHeld++
@@ -93,6 +98,9 @@ func (f *Float) OnAck(a cc.Ack) {
 		f.st.MultIncrease++
 		s.cwnd += min(sz, float64(trtt-rtt)/float64(rtt)*sz/s.cwnd*float64(p.MTU)*p.MI)
 		s.cwnd += sz / s.cwnd * float64(p.MTU) * p.FI
+	}
+	if p.CapDec {
+		s.cwnd = max(s.cwnd, before-float64(p.MTU)) // MD+FD at most one MTU per ACK
 	}
 	f.clamp()
 }
@@ -152,4 +160,23 @@ func (f *Float) clamp() {
 // CCStats reports the counters the engine shows per connection (cc.StatsReporter).
 func (f *Float) CCStats() cc.Stats {
 	return cc.Stats{QuickAdapts: f.st.QuickAdapt, Cuts: f.st.MultDecrease + f.st.FairDecrease}
+}
+
+// oneSignal is the single-signal window controller of the SMaRTT paper's Fig. 2 (Signals
+// ecn or delay): a decrease of at most half the ACK's bytes on the signal, else the fair
+// increase.
+func (f *Float) oneSignal(a cc.Ack, sz float64, trtt int64) {
+	s, p := &f.s, f.p
+	switch {
+	case p.Signals == sigECN && a.CE:
+		f.st.FairDecrease++
+		s.cwnd -= sz / 2
+	case p.Signals == sigDelay && a.RTT > trtt:
+		f.st.MultDecrease++
+		s.cwnd -= sz / 2 * float64(a.RTT-trtt) / float64(a.RTT)
+	default:
+		f.st.FairIncrease++
+		s.cwnd += sz / s.cwnd * float64(p.MTU) * p.FI
+	}
+	f.clamp()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/smartt-transport/smartt/hwprofile/timing"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 const hwprofileUsage = `usage: smartt hwprofile report [-n decisions]
@@ -66,6 +67,10 @@ func runHWProfile(args []string, w io.Writer) error {
 		fmt.Fprintln(tw)
 	}
 	for _, name := range transport.CCNames() {
+		cfg := cfg
+		if r, _ := transport.LookupCC(name); r.Needs.INT {
+			cfg.INT = true // measured as on INT switches
+		}
 		ctl, err := transport.NewCC(name, cfg)
 		if err != nil {
 			return fmt.Errorf("cc %q: %w", name, err)
@@ -92,8 +97,8 @@ func runHWProfile(args []string, w io.Writer) error {
 
 // timeCC feeds a controller n ACKs (a credit-driven one, n packets and PULLs), each an RTT sample of a packet sent after the
 // previous one arrived (so rate-based controllers decide on every one), with RTTs
-// between 1 and 3 base RTTs and a CE mark on every fourth, and returns ns per ACK (best
-// batch).
+// between 1 and 3 base RTTs, a CE mark on every fourth and INT records of 5 hops (the
+// most an INT controller reads), and returns ns per ACK (best batch).
 func timeCC(c cc.Controller, cfg transport.Config, n int) float64 {
 	if g, ok := c.(creditSender); ok {
 		return timeCredit(g, cfg, n)
@@ -101,14 +106,23 @@ func timeCC(c cc.Controller, cfg transport.Config, n int) float64 {
 	brtt := int64(cfg.BaseRTT)
 	now := int64(1_000_000)
 	acks := make([]cc.Ack, 64)
+	hops := make([]wire.INTHop, wire.MaxINTHops)
 	for i := range acks {
 		rtt := brtt + brtt*int64(i%16)/8
-		acks[i] = cc.Ack{Bytes: cfg.MTU, Packets: 1, RTT: rtt, CE: i%4 == 0, InFlight: 8 * cfg.MTU}
+		acks[i] = cc.Ack{Bytes: cfg.MTU, Packets: 1, RTT: rtt, CE: i%4 == 0, InFlight: 8 * cfg.MTU, INT: hops}
 	}
+	mbps := uint32(cfg.LinkRate / 1_000_000)
 	return bestOfBatches(n, func(i int) {
 		a := acks[i&63]
 		now += 3 * brtt
 		a.Now = now
+		for j := range hops {
+			// Each hop busy at 90 % of its rate with a queue that varies with i.
+			hops[j].TS = uint32(now)
+			hops[j].TxBytes += uint32(int64(cfg.LinkRate) / 8 * 3 * brtt / 1_000_000_000 * 9 / 10)
+			hops[j].QLen = uint32(i%7) * uint32(cfg.MTU)
+			hops[j].Rate = mbps
+		}
 		c.OnAck(a)
 		_ = c.Window()
 	})

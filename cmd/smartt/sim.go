@@ -233,12 +233,22 @@ func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
 			return err
 		}
 	}
+	if len(r.Windows) > 0 {
+		if err := write("windows"+suffix+".csv", r.WriteWindowsCSV); err != nil {
+			return err
+		}
+	}
 	for _, ext := range plotExts(plots) {
 		if err := sim.PlotFCTCDF(filepath.Join(dir, "fct_cdf"+suffix+"."+ext), r); err != nil && !strings.Contains(err.Error(), "no completed") {
 			return err
 		}
 		if len(r.Samples) > 0 {
 			if err := sim.PlotQueues(filepath.Join(dir, "queues"+suffix+"."+ext), r, 8); err != nil {
+				return err
+			}
+		}
+		if len(r.Windows) > 0 {
+			if err := sim.PlotWindows(filepath.Join(dir, "windows"+suffix+"."+ext), r, 8); err != nil {
 				return err
 			}
 		}

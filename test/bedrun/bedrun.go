@@ -114,6 +114,18 @@ func Map(sc *sim.Scenario) (*Mapped, error) {
 		m.Model.KminBytes, m.Model.KmaxBytes = switchport.RED(bytes, kmin, kmax)
 	}
 	t := sc.Transport
+	// The emulated switches stamp in-band telemetry (as the simulator's) unless the
+	// scenario says they cannot; a controller that needs it turns it on.
+	if reg, ok := transport.LookupCC(t.CC); ok && t.NewCC == nil && reg.Needs.INT {
+		if q.NoINT {
+			return nil, fmt.Errorf("topology.queue.no_int = true: transport.cc = %q needs switches that stamp in-band telemetry", t.CC)
+		}
+		t.INT = true
+	}
+	if t.INT && q.NoINT {
+		return nil, errors.New("transport.int = true with topology.queue.no_int = true: the switches stamp no telemetry")
+	}
+	m.Model.INT = t.INT
 	t.LinkRate = rate
 	t.Trimming = m.Model.Trim
 	if t.TrimDSCP == 0 {

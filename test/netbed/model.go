@@ -30,6 +30,9 @@ type PortModel struct {
 	TrimDSCP uint8
 	// Seed derives every switch's ECMP salt and RED randomness.
 	Seed uint64
+	// INT makes every port stamp in-band telemetry (switchport.INT) into DATA packets that
+	// carry an INT block (the daemons' transport.int).
+	INT bool
 }
 
 // ECMP returns the Choose function of a switch with the given salt: test/switchport's
@@ -132,7 +135,9 @@ func (t *Testbed) RunFabricWith(m PortModel, o FabricOptions) (*Fabric, error) {
 		if r, ok := cfg.Router.(*uswitch.L3Router); ok {
 			l3[node] = r
 		}
-		cfg.NewQueue = func(i int) uswitch.Queue { return modelQueue(mps[i].Model, mps[i].DataIn, m.Delay, m.TrimDSCP) }
+		cfg.NewQueue = func(i int) uswitch.Queue {
+			return modelQueue(mps[i].Model, mps[i].DataIn, m.Delay, m.TrimDSCP, m.INT)
+		}
 	}
 	choose := func(node string) uswitch.Choose { return ECMP(Salt(m.Seed, node)) }
 	names, sws, stop, err := t.RunSwitches(choose, tune)
@@ -153,11 +158,13 @@ func (t *Testbed) RunFabricWith(m PortModel, o FabricOptions) (*Fabric, error) {
 // ModelQueue wraps a switchport Port as a userspace-switch queue (the glue of
 // uswitch.Model's documentation).
 func ModelQueue(p *switchport.Port[*uswitch.Frame], delay int64, trimDSCP uint8) *uswitch.ModelQueue {
-	return modelQueue(p, nil, delay, trimDSCP)
+	return modelQueue(p, nil, delay, trimDSCP, false)
 }
 
-// modelQueue is ModelQueue counting arriving DATA frames in dataIn (if not nil).
-func modelQueue(p *switchport.Port[*uswitch.Frame], dataIn *atomic.Uint64, delay int64, trimDSCP uint8) *uswitch.ModelQueue {
+// modelQueue is ModelQueue counting arriving DATA frames in dataIn (if not nil), and
+// with stampINT writing the port's INT record into the DATA frames it serves.
+func modelQueue(p *switchport.Port[*uswitch.Frame], dataIn *atomic.Uint64, delay int64, trimDSCP uint8, stampINT bool) *uswitch.ModelQueue {
+	var ix switchport.INT
 	m := uswitch.Model{
 		Arrive: func(now int64, f *uswitch.Frame, size int, data, ect bool) uswitch.Verdict {
 			if data && dataIn != nil {
@@ -169,6 +176,12 @@ func modelQueue(p *switchport.Port[*uswitch.Frame], dataIn *atomic.Uint64, delay
 		NextStart: p.NextStart,
 		Pop: func() (uswitch.Departure, bool) {
 			d, ok := p.Pop()
+			if ok && stampINT {
+				// Every departure, in service order, counts toward the port's byte counter.
+				if rec := ix.Record(d.Start, d.Size, d.QLen, p.Rate()); d.Item.IsData() {
+					d.Item.StampINT(rec)
+				}
+			}
 			return uswitch.Departure{Frame: d.Item, End: d.End, Trimmed: d.Trimmed, Marked: d.Marked}, ok
 		},
 	}

@@ -50,12 +50,25 @@ func PlotQueues(path string, r *Result, maxLines int) error {
 	if len(r.Samples) == 0 {
 		return fmt.Errorf("plot: no queue samples (set output.sample_interval)")
 	}
+	return plotSeries(path, r.Samples, "queue occupancy", "data queue (KiB)", maxLines)
+}
+
+// PlotWindows draws the traced congestion windows over time (output.sample_windows) of
+// up to maxLines flows (the largest peaks) into path (.png or .svg).
+func PlotWindows(path string, r *Result, maxLines int) error {
+	if len(r.Windows) == 0 {
+		return fmt.Errorf("plot: no window traces (set output.sample_windows and sample_interval)")
+	}
+	return plotSeries(path, r.Windows, "congestion windows", "window (KiB)", maxLines)
+}
+
+func plotSeries(path string, series []QueueSeries, title, ylabel string, maxLines int) error {
 	type peak struct {
 		i int
 		m int32
 	}
 	var ps []peak
-	for i, q := range r.Samples {
+	for i, q := range series {
 		ps = append(ps, peak{i, slices.Max(append([]int32{0}, q.Bytes...))})
 	}
 	slices.SortStableFunc(ps, func(a, b peak) int { return int(b.m - a.m) })
@@ -63,12 +76,12 @@ func PlotQueues(path string, r *Result, maxLines int) error {
 		ps = ps[:maxLines]
 	}
 	p := plot.New()
-	p.Title.Text = "queue occupancy"
+	p.Title.Text = title
 	p.X.Label.Text = "time (us)"
-	p.Y.Label.Text = "data queue (KiB)"
+	p.Y.Label.Text = ylabel
 	var lines []any
 	for _, pk := range ps {
-		q := r.Samples[pk.i]
+		q := series[pk.i]
 		pts := make(plotter.XYs, len(q.Bytes))
 		for j := range q.Bytes {
 			pts[j] = plotter.XY{X: float64(q.Times[j]) / 1e3, Y: float64(q.Bytes[j]) / 1024}

@@ -61,6 +61,9 @@ type Result struct {
 
 	PerFlow []FlowResult  `json:"-"`
 	Samples []QueueSeries `json:"-"`
+	// Windows are the congestion-window traces of output.sample_windows flows (Port
+	// names the flow, Bytes holds the window).
+	Windows []QueueSeries `json:"-"`
 }
 
 // FCTSummary summarises flow completion times and slowdowns (FCT / isolated FCT).
@@ -184,6 +187,7 @@ func (s *Sim) result(wall time.Duration) *Result {
 		r.FreezeEpisodes += f.FreezeEpisodes()
 	}
 	r.Samples = s.smp.series(s)
+	r.Windows = s.smp.windowSeries(s)
 	return r
 }
 
@@ -208,11 +212,16 @@ func (r *Result) WriteFlowsCSV(w io.Writer) error {
 }
 
 // WriteSamplesCSV writes the queue samples: time, then one column per sampled port.
-func (r *Result) WriteSamplesCSV(w io.Writer) error {
+func (r *Result) WriteSamplesCSV(w io.Writer) error { return writeSeriesCSV(w, r.Samples) }
+
+// WriteWindowsCSV writes the window traces: time, then one column per traced flow (bytes).
+func (r *Result) WriteWindowsCSV(w io.Writer) error { return writeSeriesCSV(w, r.Windows) }
+
+func writeSeriesCSV(w io.Writer, series []QueueSeries) error {
 	cw := csv.NewWriter(w)
 	head := []string{"time_ns"}
 	n := 0
-	for _, q := range r.Samples {
+	for _, q := range series {
 		head = append(head, q.Port)
 		n = max(n, len(q.Times))
 	}
@@ -220,7 +229,7 @@ func (r *Result) WriteSamplesCSV(w io.Writer) error {
 	row := make([]string, len(head))
 	for i := range n {
 		row[0] = ""
-		for j, q := range r.Samples {
+		for j, q := range series {
 			if i < len(q.Times) {
 				row[0] = strconv.FormatInt(q.Times[i], 10)
 				row[j+1] = strconv.Itoa(int(q.Bytes[i]))
@@ -243,6 +252,9 @@ func (r *Result) Hash() string {
 	_ = json.NewEncoder(h).Encode(&c)
 	_ = r.WriteFlowsCSV(h)
 	_ = r.WriteSamplesCSV(h)
+	if len(r.Windows) > 0 { // runs without traces keep their hashes
+		_ = r.WriteWindowsCSV(h)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -275,6 +287,7 @@ type sampler struct {
 	max      int
 	times    []int64
 	bytes    [][]int32
+	windows  [][]int32 // per traced flow (output.sample_windows)
 }
 
 func (m *sampler) init(s *Sim, oc *OutputConfig) error {
@@ -320,13 +333,31 @@ func (m *sampler) init(s *Sim, oc *OutputConfig) error {
 		m.ports = append(m.ports, pid)
 	}
 	m.bytes = make([][]int32, len(m.ports))
+	if oc.SampleWindows < 0 || oc.SampleWindows > 1024 {
+		return fmt.Errorf("output.sample_windows = %d: must be in 0..1024", oc.SampleWindows)
+	}
+	m.windows = make([][]int32, min(oc.SampleWindows, len(s.flows)))
 	return nil
 }
 
 func (m *sampler) start(s *Sim) {
-	if m.interval > 0 && len(m.ports) > 0 {
+	if m.interval > 0 && (len(m.ports) > 0 || len(m.windows) > 0) {
 		s.schedule(0, evSample, 0, 0)
 	}
+}
+
+// window is flow f's sender's congestion window now (0: no connection).
+func (s *Sim) window(f int) int32 {
+	fl := &s.flows[f]
+	sc := s.hosts[fl.src].conns[fl.dst]
+	if sc == nil {
+		return 0
+	}
+	ci, ok := s.hosts[fl.src].ep.ConnInfo(sc.id)
+	if !ok {
+		return 0
+	}
+	return int32(min(ci.Window, 1<<31-1))
 }
 
 func (m *sampler) tick(s *Sim) {
@@ -336,6 +367,9 @@ func (m *sampler) tick(s *Sim) {
 		p.q.Advance(s.now)
 		s.drainPort(pid)
 		m.bytes[i] = append(m.bytes[i], int32(p.q.DataBytes()))
+	}
+	for f := range m.windows {
+		m.windows[f] = append(m.windows[f], s.window(f))
 	}
 	if len(m.times) < m.max && s.flowsDone+s.flowsFailed < len(s.flows) {
 		s.schedule(s.now+m.interval, evSample, 0, 0)
@@ -352,6 +386,16 @@ func (s *Sim) nodeName(n int32) string {
 		return "h" + strconv.Itoa(int(n))
 	}
 	return s.tp.sws[int(n)-len(s.hosts)].name
+}
+
+// windowSeries returns the traced flows' windows.
+func (m *sampler) windowSeries(s *Sim) []QueueSeries {
+	var out []QueueSeries
+	for f, w := range m.windows {
+		fl := &s.flows[f]
+		out = append(out, QueueSeries{Port: fmt.Sprintf("flow%d h%d->h%d", f, fl.src, fl.dst), Times: m.times, Bytes: w})
+	}
+	return out
 }
 
 func (m *sampler) series(s *Sim) []QueueSeries {

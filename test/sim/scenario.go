@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -34,6 +35,16 @@ type Scenario struct {
 	// WireOverhead is added to every datagram for serialisation and queueing (lower-layer
 	// headers), bytes.
 	WireOverhead int `yaml:"wire_overhead"`
+	// ControlWireBytes, if > 0, is the size every control packet (ACK, NACK, probe, close)
+	// counts on the wire, for serialisation and queueing, instead of its datagram length
+	// plus WireOverhead: 64 accounts ACKs as htsim does (the packets the engines exchange
+	// are unchanged).
+	ControlWireBytes int `yaml:"control_wire_bytes"`
+	// PerFlowBaseRTT gives each connection its own path's base RTT: the transport's
+	// smartt.base_rtt_per_hop is filled from the topology (index = switches crossed) and
+	// every dialled connection is told its path's switch count (Endpoint.SetPathHops).
+	// false (default): every engine uses the longest path's base RTT.
+	PerFlowBaseRTT bool `yaml:"per_flow_base_rtt"`
 	// Deadline stops the run at this simulated time (0: 10 s).
 	Deadline config.Duration `yaml:"deadline"`
 	Output   OutputConfig    `yaml:"output"`
@@ -43,6 +54,9 @@ type Scenario struct {
 	NewTransport func(host int, cfg *transport.Config) `yaml:"-"`
 	// LBName names the balancer in results when NewTransport replaces it.
 	LBName string `yaml:"-"`
+	// Dir is where relative paths in the scenario (workload.file) are read from:
+	// LoadScenario sets it to the file's directory (empty: the working directory).
+	Dir string `yaml:"-"`
 }
 
 // OutputConfig says what to record beyond the summary.
@@ -52,6 +66,10 @@ type OutputConfig struct {
 	// SamplePorts selects the sampled ports: "hosts" (switch ports toward hosts), "up"
 	// (ToR uplinks), "all", or a list of port names "tor0->spine1" separated by commas.
 	SamplePorts string `yaml:"sample_ports"`
+	// SampleWindows also samples, every SampleInterval, the congestion window of the
+	// first this many flows (their sender's connection; 0 once it is gone): window
+	// traces such as the SMaRTT paper's Fig. 2.
+	SampleWindows int `yaml:"sample_windows"`
 	// MaxSamples bounds the samples kept per port (0: 100000).
 	MaxSamples int `yaml:"max_samples"`
 	// Progress prints a progress line to stderr every few seconds of wall time.
@@ -80,7 +98,7 @@ func (oc *OutputConfig) PortSelection() (group string, ports [][2]string, err er
 }
 
 // WorkloadConfig is the traffic. Kinds: incast, permutation, tornado, all_to_all,
-// ring_allreduce, butterfly_allreduce, websearch.
+// ring_allreduce, butterfly_allreduce, websearch, connection_matrix, flows.
 type WorkloadConfig struct {
 	// Kind selects the traffic pattern.
 	Kind string `yaml:"kind"`
@@ -102,6 +120,11 @@ type WorkloadConfig struct {
 	Duration config.Duration `yaml:"duration"`
 	// MaxFlows caps the number of websearch flows (0: 100000).
 	MaxFlows int `yaml:"max_flows"`
+	// File is the connection matrix of kind connection_matrix (htsim's text format,
+	// ParseConnectionMatrix); a relative path is read from the scenario file's directory.
+	File string `yaml:"file"`
+	// Flows lists the flows of kind flows (src, dst, start, size each).
+	Flows []FlowSpec `yaml:"flows"`
 	// CloseWhenDone closes a connection once its flows are done (bounds memory when a host
 	// talks to many peers, as in all-to-all; default true for all_to_all).
 	CloseWhenDone *bool `yaml:"close_when_done"`
@@ -186,6 +209,7 @@ func LoadScenario(path string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	s.Dir = filepath.Dir(path)
 	return s, nil
 }
 

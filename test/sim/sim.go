@@ -44,6 +44,10 @@ import (
 // (the largest is an ACK) or a data packet's header.
 const hdrCap = wire.MaxAckLen
 
+// hdrCapNoINT is hdrCap without an ACK's INT echo: the slots of a fabric without INT
+// packets stay as small as before the extension.
+const hdrCapNoINT = wire.MaxAckLen - wire.INTHdrLen - wire.INTHopLen*wire.MaxINTHops
+
 // Port of every host's engine and the UDP destination port hashed by ECMP. These are
 // inputs of the model's hash, never a socket: they stay at the values the published results
 // (docs/sim.md) were produced with, so those reproduce bit for bit. The daemons listen on
@@ -160,6 +164,7 @@ type portFields struct {
 	flakyDrops  uint64 // lost in a loss burst
 	sampleIdx   int32  // index into Sim.samples, -1: not sampled
 	lastCtrlOcc int
+	intx        switchport.INT // INT byte counter (only with INT packets)
 }
 
 // Port flags (Sim.pflag).
@@ -215,7 +220,14 @@ type Sim struct {
 	rxCtl    []byte // delivery scratch for control packets
 	pipes    []pipe // one per port (same index), then one per host uplink, then one per host's decision delay
 	decLat   int64  // emulated decision latency for control packets reaching a host
+	routing  uint8  // routeECMP, routeSpray, routeAdaptive
 	ovh      int
+	ctlWire  int  // Scenario.ControlWireBytes
+	evict    bool // ports may evict queued packets (QueueConfig.Evict)
+	dhl      int  // stored bytes of a data packet: its header and INT block
+	ctlCap   int  // stored bytes of a control packet (hdrCap, or hdrCapNoINT)
+	ctlStr   int  // spacing of the control pool: ctlCap in whole cache lines (a packet touches as few as it needs)
+	intOn    bool // data packets carry INT blocks: ports stamp them
 	faults   []fault
 	smp      sampler
 
@@ -253,9 +265,12 @@ func New(sc *Scenario) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sim{sc: sc, tp: tp, ovh: sc.WireOverhead, firstStart: -1}
+	s := &Sim{sc: sc, tp: tp, ovh: sc.WireOverhead, ctlWire: sc.ControlWireBytes, firstStart: -1, routing: routingMode(sc.Topology.Routing)}
 	if sc.WireOverhead < 0 || sc.WireOverhead > 1024 {
 		return nil, fmt.Errorf("wire_overhead = %d: must be in 0..1024 bytes", sc.WireOverhead)
+	}
+	if sc.ControlWireBytes < 0 || sc.ControlWireBytes > MaxControlWireBytes {
+		return nil, fmt.Errorf("control_wire_bytes = %d: must be 0 (datagram length) or in 1..%d bytes", sc.ControlWireBytes, MaxControlWireBytes)
 	}
 	if sc.Deadline < 0 {
 		return nil, fmt.Errorf("deadline = %v: must be >= 0", sc.Deadline)
@@ -271,6 +286,13 @@ func New(sc *Scenario) (*Sim, error) {
 	if tcfg.BaseRTT == 0 {
 		tcfg.BaseRTT = config.Duration(max(100, s.baseRTT(tp.maxLinks, tcfg.MTU)))
 	}
+	if sc.PerFlowBaseRTT {
+		// Entry h is the base RTT of a path crossing h switches (h+1 links).
+		tcfg.SMaRTT.BaseRTTPerHop = make([]config.Duration, tp.maxLinks)
+		for h := range tcfg.SMaRTT.BaseRTTPerHop {
+			tcfg.SMaRTT.BaseRTTPerHop[h] = config.Duration(max(100, s.baseRTT(h+1, tcfg.MTU)))
+		}
+	}
 	tcfg.ListenPort = listenPort
 	tcfg.Buffers = s.sharedBuffers
 	if tcfg.Trimming != (*sc.Topology.Queue.trim()) {
@@ -280,6 +302,24 @@ func New(sc *Scenario) (*Sim, error) {
 	if reg, ok := transport.LookupCC(tcfg.CC); ok && tcfg.NewCC == nil && reg.Needs.ECN && sc.Topology.Queue.NoECN {
 		// The controller's registration declares what the fabric must provide.
 		return nil, fmt.Errorf("topology.queue.no_ecn = true: transport.cc = %q needs ECN marking", tcfg.CC)
+	}
+	if reg, ok := transport.LookupCC(tcfg.CC); ok && tcfg.NewCC == nil && reg.Needs.INT {
+		if sc.Topology.Queue.NoINT {
+			return nil, fmt.Errorf("topology.queue.no_int = true: transport.cc = %q needs switches that stamp in-band telemetry", tcfg.CC)
+		}
+		tcfg.INT = true // the fabric's ports stamp INT (switchport.INT)
+	}
+	if tcfg.INT && sc.Topology.Queue.NoINT {
+		return nil, fmt.Errorf("transport.int = true with topology.queue.no_int = true: the switches stamp no telemetry")
+	}
+	s.intOn, s.dhl, s.ctlCap = tcfg.INT, wire.DataHdrLen, hdrCapNoINT
+	if tcfg.INT {
+		s.ctlCap = hdrCap
+		hops := tcfg.INTHops
+		if hops == 0 {
+			hops = wire.MaxINTHops
+		}
+		s.dhl += wire.INTLen(hops)
 	}
 	if err := s.sizeQueues(); err != nil {
 		return nil, err
@@ -291,6 +331,9 @@ func New(sc *Scenario) (*Sim, error) {
 		cfg := tcfg
 		if sc.NewTransport != nil {
 			sc.NewTransport(i, &cfg)
+		}
+		if cfg.INT != tcfg.INT || cfg.INTHops != tcfg.INTHops {
+			return nil, fmt.Errorf("host %d: transport.int must be the same on every host", i)
 		}
 		if cfg.Auth.Enabled() {
 			// Data packets cross the fabric as headers only (payload bytes are not
@@ -323,9 +366,10 @@ func New(sc *Scenario) (*Sim, error) {
 		h.tor = tp.hostUp[i]
 		h.conns = make(map[int32]*sconn)
 	}
-	s.tx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
-	s.rx = make([]byte, tcfg.MTU+wire.DataHdrLen+wire.MaxAckLen)
-	s.rxCtl = make([]byte, hdrCap)
+	s.tx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
+	s.rx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
+	s.ctlStr = (s.ctlCap + 63) &^ 63
+	s.rxCtl = make([]byte, s.ctlCap)
 	s.pipes = make([]pipe, len(tp.ports)+2*tp.hosts)
 	for i := range tp.ports {
 		s.pipes[i].to = tp.ports[i].peer
@@ -389,7 +433,8 @@ func (s *Sim) sizeQueues() error {
 		kmin, kmax = 0, 0
 	}
 	pc := switchport.Config{Rate: s.tp.rate, DataBytes: buf, ControlBytes: ctl, KminBytes: kmin, KmaxBytes: kmax,
-		Trim: *qc.trim(), TrimBytes: qc.TrimBytes}
+		Trim: *qc.trim(), TrimBytes: qc.TrimBytes, Evict: qc.Evict, EvictNewest: qc.EvictNewest}
+	s.evict = qc.Evict > 0
 	s.pflag = make([]uint8, len(s.tp.ports))
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]
@@ -415,13 +460,32 @@ func (s *Sim) ser(n int, rate int64) int64 {
 	return int64(n+s.ovh) * 8_000_000_000 / rate
 }
 
+// MaxControlWireBytes bounds Scenario.ControlWireBytes.
+const MaxControlWireBytes = 4096
+
+// wireLen is the size packet p counts on the wire: its datagram plus the wire overhead,
+// or control_wire_bytes for a control packet when set.
+func (s *Sim) wireLen(p *pkt) int {
+	if s.ctlWire > 0 && !p.data() {
+		return s.ctlWire
+	}
+	return int(p.n) + s.ovh
+}
+
+// ackSer is the serialisation time of an ACK (the smallest one the engine sends).
+func (s *Sim) ackSer() int64 {
+	if s.ctlWire > 0 {
+		return int64(s.ctlWire) * 8_000_000_000 / s.tp.rate
+	}
+	return s.ser(wire.AckFixedLen+8*s.sc.Transport.Ack.SackWords, s.tp.rate)
+}
+
 // baseRTT is the time from the moment a full data packet starts leaving the sender's NIC
 // until its ACK has arrived, on an empty path of the given number of links: store and
 // forward serialisation on every link each way, propagation and switch traversal.
 func (s *Sim) baseRTT(links, mtu int) int64 {
-	ackLen := wire.AckFixedLen + 8*s.sc.Transport.Ack.SackWords
 	sw := int64(links - 1)
-	return int64(links)*(s.ser(mtu+wire.DataHdrLen, s.tp.rate)+s.ser(ackLen, s.tp.rate)+2*s.tp.prop) + 2*sw*s.tp.swLat
+	return int64(links)*(s.ser(mtu+wire.DataHdrLen, s.tp.rate)+s.ackSer()+2*s.tp.prop) + 2*sw*s.tp.swLat
 }
 
 // Now returns the simulated time, ns.
@@ -438,9 +502,9 @@ const ctlSlot = 1 << 30
 // allocPkt returns a free slot for a data header or, with ctl, a whole control packet.
 func (s *Sim) allocPkt(ctl bool) int32 {
 	if ctl {
-		return s.ctlHdrs.alloc(ctlStride) | ctlSlot
+		return s.ctlHdrs.alloc(s.ctlStr) | ctlSlot
 	}
-	return s.dataHdrs.alloc(wire.DataHdrLen)
+	return s.dataHdrs.alloc(s.dhl)
 }
 
 func (s *Sim) freePkt(id int32) {
@@ -454,14 +518,10 @@ func (s *Sim) freePkt(id int32) {
 // slot returns the stored bytes of packet slot id.
 func (s *Sim) slot(id int32) []byte {
 	if id&ctlSlot != 0 {
-		return s.ctlHdrs.get(id&^ctlSlot, ctlStride)[:hdrCap]
+		return s.ctlHdrs.get(id&^ctlSlot, s.ctlStr)[:s.ctlCap]
 	}
-	return s.dataHdrs.get(id, wire.DataHdrLen)
+	return s.dataHdrs.get(id, s.dhl)
 }
-
-// ctlStride is the spacing of control packets in their pool: whole cache lines, so that
-// a packet touches as few as its length needs.
-const ctlStride = (hdrCap + 63) &^ 63
 
 // slotPool holds records of a fixed size in chunks, so that growing it never copies
 // (at 1,024 hosts the pools reach tens of MiB).
@@ -641,17 +701,17 @@ func (s *Sim) service(i int32) {
 		p.ev = tx.EV
 		st := tx.N
 		if data {
-			st = wire.DataHdrLen
+			st = s.dhl
 		}
-		if st > hdrCap {
-			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, hdrCap))
+		if st > s.ctlCap {
+			panic(fmt.Sprintf("sim: %d-byte control datagram exceeds %d", st, s.ctlCap))
 		}
 		copy(s.slot(id)[:st], s.tx[:st])
 		if p.dst < 0 || int(p.dst) >= len(s.hosts) {
 			s.freePkt(id) // not a host of this fabric
 			continue
 		}
-		bitNs := int64(tx.N+s.ovh)*8_000_000_000 + h.nicRem
+		bitNs := int64(s.wireLen(p))*8_000_000_000 + h.nicRem
 		d := bitNs / s.tp.rate
 		h.nicRem = bitNs % s.tp.rate
 		h.nicBusy = true
@@ -738,8 +798,17 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 		s.freePkt(id)
 		return
 	}
-	if pt.q.Arrive(s.now, pk, int(p.n)+s.ovh, p.data(), p.ect()) == switchport.Dropped {
+	if pt.q.Arrive(s.now, pk, s.wireLen(p), p.data(), p.ect()) == switchport.Dropped {
 		s.freePkt(id)
+	}
+	if s.evict {
+		for {
+			v, ok := pt.q.PopEvicted()
+			if !ok {
+				break
+			}
+			s.freePkt(v.id)
+		}
 	}
 	s.drainPort(out)
 }
@@ -752,10 +821,60 @@ func (s *Sim) route(p *pkt, node int32) int32 {
 		return sw.down[(p.dst-sw.lo)/sw.span]
 	}
 	hsh := switchport.Hash4(sw.salt, hostIP(int(p.src())), hostIP(int(p.dst)), 17, evBase+p.ev, listenPort)
+	mask := ^uint64(0)
 	if sw.allowed != nil {
-		return sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
+		mask = sw.allowed[p.dst/int32(s.tp.perToR)]
+		if s.routing == routeECMP {
+			return sw.pickAllowed(hsh, p.dst/int32(s.tp.perToR))
+		}
+	}
+	switch s.routing {
+	case routeSpray, routeRoundRobin:
+		return sw.spray(mask, s.routing == routeRoundRobin)
+	case routeAdaptive:
+		return s.leastLoaded(sw, mask, hsh)
 	}
 	return sw.up[switchport.Pick(hsh, len(sw.up))]
+}
+
+// spray returns a usable up port at random (uniform, a fresh draw per packet from the
+// switch's own sequence) or, round robin, the next usable one in turn (-1: none).
+func (sw *swtch) spray(mask uint64, roundRobin bool) int32 {
+	n := uint32(len(sw.up))
+	for range 2 * n {
+		var i uint32
+		if roundRobin {
+			i = sw.rr % n
+		} else {
+			i = uint32(switchport.Pick(switchport.HashWords(sw.salt, uint64(sw.rr)), int(n)))
+		}
+		sw.rr++
+		if mask&(1<<i) != 0 {
+			return sw.up[i]
+		}
+	}
+	return sw.spray(mask, true) // a random draw kept missing the usable ports: scan
+}
+
+// leastLoaded returns the usable up port with the fewest bytes queued, scanning from the
+// one the hash picks so that ties spread like ECMP (-1: none). A port's occupancy is as
+// of its last event (a switch sees its queues as they were last served), which is what
+// a switch's own load estimate lags by too.
+func (s *Sim) leastLoaded(sw *swtch, mask uint64, h uint64) int32 {
+	n := len(sw.up)
+	first := switchport.Pick(h, n)
+	best, bestQ := int32(-1), int(^uint(0)>>1)
+	for k := range n {
+		i := (first + k) % n
+		if mask&(1<<i) == 0 {
+			continue
+		}
+		q := &s.tp.ports[sw.up[i]].q
+		if b := q.DataBytes() + q.ControlBytes(); b < bestQ {
+			best, bestQ = sw.up[i], b
+		}
+	}
+	return best
 }
 
 func (sw *swtch) pickAllowed(h uint64, group int32) int32 {
@@ -790,8 +909,16 @@ func (s *Sim) drainPort(pid int32) {
 			p.setCE()
 		}
 		if d.Trimmed {
-			p.n = wire.DataHdrLen
+			// The header and its INT block survive (wire.TrimmedLen).
+			p.n = uint16(s.dhl)
 			s.slot(p.id)[1] |= byte(wire.FlagTrimmed) // deliver gives it the trim DSCP
+		}
+		if s.intOn {
+			if p.data() {
+				wire.StampINT(s.slot(p.id), pt.intx.Record(d.Start, d.Size, d.QLen, pt.q.Rate()))
+			} else {
+				pt.intx.Count(d.Size)
+			}
 		}
 		if *pf&(pfDown|pfFlaky) != 0 {
 			if *pf&pfDown != 0 {
@@ -829,7 +956,7 @@ func (s *Sim) deliver(pk pkt, i int32) {
 	st := n
 	if p.data() {
 		buf = s.rx // only the header is ever written here: the payload stays zeros
-		st = wire.DataHdrLen
+		st = s.dhl
 	}
 	copy(buf, s.slot(id)[:st])
 	src := s.hosts[p.src()].addr

@@ -30,6 +30,12 @@ type TopologyConfig struct {
 	LinkLatency      config.Duration `yaml:"link_latency"`     // propagation per link
 	SwitchLatency    config.Duration `yaml:"switch_latency"`   // traversal per switch
 	Queue            QueueConfig     `yaml:"queue"`            // every switch output port
+	// Routing is how switches choose among their up ports: ecmp (default: a hash of the
+	// 5-tuple, so the host's EV picks the path), spray (a random up port per packet at
+	// every switch, whatever the EV), round_robin (each switch's up ports in turn) or
+	// adaptive (the up port with the fewest bytes queued, ties broken by the hash): the
+	// switch-side balancers of the AI-training study.
+	Routing string `yaml:"routing"`
 }
 
 // QueueConfig sizes every switch output port.
@@ -50,6 +56,16 @@ type QueueConfig struct {
 	Trim *bool `yaml:"trim"`
 	// TrimBytes is the size of a trimmed packet (0: 64).
 	TrimBytes int `yaml:"trim_bytes"`
+	// Evict is the probability that a data packet finding the data queue full evicts
+	// (trims or drops) the packet at the queue's head instead of being cut itself
+	// (0, the default: always the arriving one; htsim: 0.5; switchport.Config.Evict).
+	Evict float64 `yaml:"evict"`
+	// EvictNewest evicts the most recently queued packet instead of the head.
+	EvictNewest bool `yaml:"evict_newest"`
+	// NoINT makes the switches INT-incapable: they stamp no in-band telemetry, and a
+	// controller that needs it (hpcc) is refused. Otherwise data packets carrying an INT
+	// block (transport.int, set for such controllers) get a record per switch port.
+	NoINT bool `yaml:"no_int"`
 }
 
 // swtch is one switch with up/down routing: it reaches hosts [lo, hi) downward, span
@@ -62,6 +78,7 @@ type swtch struct {
 	salt         uint64
 	allowed      []uint64 // after a failure: usable up ports by destination ToR (bit mask); nil: all
 	name         string
+	rr           uint32 // routing: spray's next up port
 }
 
 // topo is a built fabric: nodes 0..hosts-1 are hosts, hosts+i is switch i.
@@ -117,7 +134,32 @@ func (t *TopologyConfig) validate() error {
 	default:
 		return fmt.Errorf("topology.kind = %q: must be one of single, fattree2, fattree3, leafspine", t.Kind)
 	}
+	switch t.Routing {
+	case "", "ecmp", "spray", "round_robin", "adaptive":
+	default:
+		return fmt.Errorf("topology.routing = %q: must be one of ecmp, spray, round_robin, adaptive", t.Routing)
+	}
 	return nil
+}
+
+// Switch routing modes (TopologyConfig.Routing).
+const (
+	routeECMP = iota
+	routeSpray
+	routeRoundRobin
+	routeAdaptive
+)
+
+func routingMode(name string) uint8 {
+	switch name {
+	case "spray":
+		return routeSpray
+	case "round_robin":
+		return routeRoundRobin
+	case "adaptive":
+		return routeAdaptive
+	}
+	return routeECMP
 }
 
 // build lays out switches and ports; queue sizes are set later by sizeQueues.
@@ -130,8 +172,10 @@ func (t *TopologyConfig) build(seed uint64) (*topo, error) {
 		hostUp: make([]int32, t.Hosts), oversub: t.Oversubscription, portByLink: make(map[[2]int32]int32)}
 	H := int32(t.Hosts)
 	addSw := func(lo, hi, span int32, tier uint8, name string) int32 {
-		tp.sws = append(tp.sws, swtch{lo: lo, hi: hi, span: span, tier: tier, name: name,
-			salt: switchport.HashWords(seed, uint64(len(tp.sws)), 0x5eed)})
+		salt := switchport.HashWords(seed, uint64(len(tp.sws)), 0x5eed)
+		// Round-robin switches start at a random port: counters that all start at 0 send
+		// the first packets of every switch up the same path in step.
+		tp.sws = append(tp.sws, swtch{lo: lo, hi: hi, span: span, tier: tier, name: name, salt: salt, rr: uint32(salt >> 32)})
 		return H + int32(len(tp.sws)-1)
 	}
 	// link adds the two directions of a link between nodes a and b (b a switch).

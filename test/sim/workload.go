@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/smartt-transport/smartt/transport/wire"
@@ -234,8 +236,36 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 		if len(arrs) == 0 {
 			return nil, fmt.Errorf("workload: websearch produced no flows (duration too short)")
 		}
+	case "connection_matrix", "flows":
+		specs := wc.Flows
+		if wc.Kind == "connection_matrix" {
+			if wc.File == "" {
+				return nil, fmt.Errorf("workload.file: connection_matrix needs a file")
+			}
+			path := wc.File
+			if !filepath.IsAbs(path) && s.sc.Dir != "" {
+				path = filepath.Join(s.sc.Dir, path)
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return nil, fmt.Errorf("workload.file: %w", err)
+			}
+			specs, err = ParseConnectionMatrix(f, H, s.sc.Transport.MaxMessage)
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("workload.file %s: %w", wc.File, err)
+			}
+			if len(specs) == 0 {
+				return nil, fmt.Errorf("workload.file %s: no connections", wc.File)
+			}
+		} else if err := checkFlows(specs, H, s.sc.Transport.MaxMessage); err != nil {
+			return nil, err
+		}
+		for _, f := range specs {
+			add(f.Src, f.Dst, int64(f.Size), int64(f.Start))
+		}
 	default:
-		return nil, fmt.Errorf("workload.kind = %q: must be one of incast, permutation, tornado, all_to_all, ring_allreduce, butterfly_allreduce, websearch", wc.Kind)
+		return nil, fmt.Errorf("workload.kind = %q: must be one of incast, permutation, tornado, all_to_all, ring_allreduce, butterfly_allreduce, websearch, connection_matrix, flows", wc.Kind)
 	}
 	if wc.CloseWhenDone != nil {
 		w.closeWhenDone = *wc.CloseWhenDone
@@ -264,7 +294,8 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 		f := &s.flows[i]
 		f.idealRx, f.idealTx = s.isolated(f.size, s.tp.linksBetween(f.src, f.dst), mtu)
 	}
-	w.ideal = s.idealCompletion(mtu)
+	// Listed flows differ in size, start and path: each host is bounded by its own.
+	w.ideal = s.idealCompletion(mtu, wc.Kind == "connection_matrix" || wc.Kind == "flows")
 	return w, nil
 }
 
@@ -336,15 +367,15 @@ func (s *Sim) isolated(size int64, links, mtu int) (rx, tx int64) {
 	sw := int64(links - 1)
 	oneWay := int64(links)*s.tp.prop + sw*s.tp.swLat
 	rx = nic + sw*s.ser(int(last)+wire.DataHdrLen, s.tp.rate) + oneWay
-	ackLen := wire.AckFixedLen + 8*s.sc.Transport.Ack.SackWords
-	tx = rx + int64(links)*s.ser(ackLen, s.tp.rate) + oneWay
+	tx = rx + int64(links)*s.ackSer() + oneWay
 	return rx, tx
 }
 
 // idealCompletion bounds the whole workload from below: the longest chain of dependent
 // flows each taking its isolated time, and the busiest host NIC (or, oversubscribed,
-// ToR uplink bundle) moving its bytes at line rate plus the slowest flow's tail.
-func (s *Sim) idealCompletion(mtu int) int64 {
+// ToR uplink bundle) moving its bytes at line rate plus the slowest flow's tail (perHost:
+// see volumeBound).
+func (s *Sim) idealCompletion(mtu int, perHost bool) int64 {
 	n := len(s.flows)
 	ready := make([]int64, n) // earliest start given the dependencies
 	left := make([]int32, n)
@@ -372,6 +403,19 @@ func (s *Sim) idealCompletion(mtu int) int64 {
 				queue = append(queue, c)
 			}
 		}
+	}
+	return max(crit, s.volumeBound(mtu, perHost))
+}
+
+// volumeBound is the busiest host NIC (or, oversubscribed, ToR uplink bundle) moving its
+// bytes at line rate plus a flow's tail (its isolated time after its NIC time). Uniform
+// workloads take the first start and the slowest tail of all flows; perHost takes each
+// host's (and bundle's) own first start and shortest tail, a bound that holds for flows
+// of mixed sizes, starts and path lengths (listed workloads), where the slowest tail of
+// all is not a lower bound for the busiest host.
+func (s *Sim) volumeBound(mtu int, perHost bool) int64 {
+	if perHost {
+		return s.perHostBound(mtu)
 	}
 	// Volume bounds.
 	out := make([]int64, len(s.hosts))
@@ -408,7 +452,53 @@ func (s *Sim) idealCompletion(mtu int) int64 {
 	if first == math.MaxInt64 {
 		first = 0
 	}
-	return max(crit, first+bound+tail)
+	return first + bound + tail
+}
+
+// perHostBound is volumeBound's per-host form: for every host (and ToR uplink bundle) and
+// direction, the first start of its flows, its bytes at line rate, and its flows'
+// shortest tail.
+func (s *Sim) perHostBound(mtu int) int64 {
+	type side struct{ first, bytes, tail int64 }
+	mk := func(n int) []side {
+		v := make([]side, n)
+		for i := range v {
+			v[i] = side{math.MaxInt64, 0, math.MaxInt64}
+		}
+		return v
+	}
+	ntor := (len(s.hosts) + s.tp.perToR - 1) / s.tp.perToR
+	out, in, torOut, torIn := mk(len(s.hosts)), mk(len(s.hosts)), mk(ntor), mk(ntor)
+	add := func(x *side, f *flow, b int64) {
+		x.first = min(x.first, f.at)
+		x.bytes += b
+		x.tail = min(x.tail, f.idealTx-b*8_000_000_000/s.tp.rate)
+	}
+	for i := range s.flows {
+		f := &s.flows[i]
+		b := s.wireBytes(f.size, mtu)
+		add(&out[f.src], f, b)
+		add(&in[f.dst], f, b)
+		if st, dt := int(f.src)/s.tp.perToR, int(f.dst)/s.tp.perToR; st != dt {
+			add(&torOut[st], f, b)
+			add(&torIn[dt], f, b)
+		}
+	}
+	bound := int64(0)
+	each := func(v []side, rate int64) {
+		for _, x := range v {
+			if x.bytes > 0 {
+				bound = max(bound, max(x.first, 0)+x.bytes*8_000_000_000/rate+x.tail)
+			}
+		}
+	}
+	each(out, s.tp.rate)
+	each(in, s.tp.rate)
+	if s.tp.torUplinks > 0 {
+		each(torOut, int64(s.tp.torUplinks)*s.tp.rate)
+		each(torIn, int64(s.tp.torUplinks)*s.tp.rate)
+	}
+	return bound
 }
 
 // start schedules the independent flows, the failures and the sampler.
@@ -439,6 +529,9 @@ func (s *Sim) startFlow(fi int32) {
 		}
 		c = &sconn{id: id}
 		h.conns[f.dst] = c
+		if s.sc.PerFlowBaseRTT {
+			h.ep.SetPathHops(id, s.tp.linksBetween(f.src, f.dst)-1)
+		}
 	}
 	msg, err := h.ep.Send(s.now, c.id, s.msgBuf[:f.size])
 	if err != nil {

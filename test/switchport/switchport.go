@@ -55,6 +55,14 @@ type Config struct {
 	Trim bool
 	// TrimBytes is the size of a trimmed packet (0: DefaultTrimBytes).
 	TrimBytes int
+	// Evict is the probability (0..1) that a data packet finding the data queue full
+	// takes the place of a queued one (the queue's head, or with EvictNewest its tail),
+	// which is then trimmed (or, without Trim or room on the control queue, dropped and
+	// handed out by PopEvicted); otherwise the arriving packet is. 0 (default) always acts
+	// on the arriving packet; htsim's queues use 0.5. Drawn from the port's seeded generator.
+	Evict float64
+	// EvictNewest evicts the most recently queued packet instead of the oldest.
+	EvictNewest bool
 }
 
 // Validate checks the ranges and names the offending field.
@@ -68,6 +76,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("switchport: need 0 <= kmin (%d) < kmax (%d) bytes, or kmax 0 for no marking", c.KminBytes, c.KmaxBytes)
 	case c.TrimBytes < 0:
 		return fmt.Errorf("switchport: trim_bytes = %d: must be >= 0", c.TrimBytes)
+	case !(c.Evict >= 0 && c.Evict <= 1):
+		return fmt.Errorf("switchport: evict = %v: must be in [0, 1]", c.Evict)
 	case max(c.DataBytes, c.ControlBytes, c.KminBytes, c.KmaxBytes, c.TrimBytes) >= 1<<31:
 		return fmt.Errorf("switchport: queue sizes and thresholds must be below 2 GiB")
 	}
@@ -104,6 +114,9 @@ type Departure[T any] struct {
 	Trimmed bool  // cut at this port
 	Marked  bool  // CE-marked at this port
 	Control bool  // served from the control queue
+	// QLen is the data-queue bytes waiting behind the packet at its service start (the
+	// queue length of its INT record, see INT).
+	QLen uint32
 }
 
 // Stats are a port's cumulative counters.
@@ -152,8 +165,10 @@ type Port[T any] struct {
 	maxData, maxCtrl    int64
 	rng                 uint64
 	marks, drops, trims uint64
-	flushed             uint64             // queued packets removed by Flush (counted in Enqueued)
+	flushed             uint64             // queued packets removed by Flush or dropped by eviction (counted in Enqueued)
 	out                 ring[Departure[T]] // served packets after out0
+	evictQ32            uint64             // Config.Evict as a fraction of 2^32
+	evicted             ring[T]            // heads dropped by eviction, for PopEvicted
 	cfg                 Config
 }
 
@@ -178,8 +193,12 @@ func (p *Port[T]) Init(cfg Config, seed uint64) error {
 	if p.trimSize == 0 {
 		p.trimSize = DefaultTrimBytes
 	}
+	p.evictQ32 = uint64(cfg.Evict * (1 << 32))
 	return nil
 }
+
+// Rate returns the port's current line rate, bits/s.
+func (p *Port[T]) Rate() int64 { return p.rate }
 
 // Config returns the port's configuration.
 func (p *Port[T]) Config() Config { return p.cfg }
@@ -251,7 +270,8 @@ func (p *Port[T]) Arrive(now int64, item T, size int, data, ect bool) Verdict {
 			p.drops++
 			return Dropped
 		}
-	case p.dataCap == 0 || p.dataBytes+int64(size) <= int64(p.dataCap):
+	case p.dataCap == 0 || p.dataBytes+int64(size) <= int64(p.dataCap) ||
+		p.evictQ32 != 0 && p.data.len() > 0 && int64(size) <= int64(p.dataCap) && p.rand32() < p.evictQ32 && p.evict(size):
 		p.data.push(entry[T]{item: item, size: int32(size), ect: ect})
 		p.dataBytes += int64(size)
 	case p.trim:
@@ -273,6 +293,50 @@ func (p *Port[T]) Arrive(now int64, item T, size int, data, ect bool) Verdict {
 	p.maxData = max(p.maxData, p.dataBytes)
 	p.maxCtrl = max(p.maxCtrl, p.ctrlBytes)
 	return v
+}
+
+// evict makes room for an arriving data packet of size bytes by removing packets from
+// the head (or with EvictNewest the tail) of the data queue: each is trimmed onto the
+// control queue (with Trim and room there) or dropped into the evicted list. It reports
+// true (the caller queues the arriving packet); the caller made sure size fits an empty
+// queue.
+func (p *Port[T]) evict(size int) bool {
+	for p.dataBytes+int64(size) > int64(p.dataCap) {
+		var h entry[T]
+		if p.cfg.EvictNewest {
+			h = p.data.popBack()
+		} else {
+			h = p.data.pop()
+		}
+		p.dataBytes -= int64(h.size)
+		if p.trim && p.pushCtrl(entry[T]{item: h.item, size: min(h.size, p.trimSize), trimmed: true}) {
+			p.trims++
+			continue
+		}
+		p.drops++
+		p.flushed++
+		p.evicted.push(h.item)
+	}
+	return true
+}
+
+// PopEvicted returns a queued packet that an arrival evicted and dropped (Config.Evict);
+// the caller releases it as it would a Dropped arrival.
+func (p *Port[T]) PopEvicted() (T, bool) {
+	if p.evicted.len() == 0 {
+		var zero T
+		return zero, false
+	}
+	return p.evicted.pop(), true
+}
+
+// rand32 draws 32 bits from the port's generator (splitmix64, shared with RED marking).
+func (p *Port[T]) rand32() uint64 {
+	p.rng += 0x9e3779b97f4a7c15
+	z := p.rng
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return (z ^ z>>31) >> 32
 }
 
 func (p *Port[T]) pushCtrl(e entry[T]) bool {
@@ -309,7 +373,8 @@ func (p *Port[T]) serve() bool {
 
 // start puts e in service at busyUntil and hands it to the collector.
 func (p *Port[T]) start(e entry[T], ctl bool) {
-	d := Departure[T]{Item: e.item, Size: int(e.size), Start: p.busyUntil, Trimmed: e.trimmed, Control: ctl}
+	d := Departure[T]{Item: e.item, Size: int(e.size), Start: p.busyUntil, Trimmed: e.trimmed, Control: ctl,
+		QLen: uint32(p.dataBytes)}
 	if e.ect && p.mark() {
 		d.Marked = true
 		p.marks++
@@ -413,6 +478,16 @@ func (r *ring[T]) push(v T) {
 	}
 	r.buf[(int(r.head)+int(r.size))&(len(r.buf)-1)] = v
 	r.size++
+}
+
+// popBack removes the most recently pushed element.
+func (r *ring[T]) popBack() T {
+	var zero T
+	i := (int(r.head) + int(r.size) - 1) & (len(r.buf) - 1)
+	v := r.buf[i]
+	r.buf[i] = zero
+	r.size--
+	return v
 }
 
 func (r *ring[T]) pop() T {

@@ -308,3 +308,82 @@ func BenchmarkPort(b *testing.B) {
 		}
 	}
 }
+
+// TestEvict: with Evict, a data packet finding the queue full takes the head's place
+// about that often (the head is trimmed, or dropped and handed to PopEvicted); with 0
+// (the default) the arriving one is always trimmed; the choices repeat for a seed; with
+// EvictNewest the most recently queued packet goes instead.
+func TestEvict(t *testing.T) {
+	newest := false
+	run := func(evict float64, trim bool, seed uint64) (arrivingCut, headCut int, evicted []int, st Stats) {
+		p, err := New[int](Config{Rate: 8e9, DataBytes: 300, ControlBytes: 1 << 20, Trim: trim, Evict: evict, EvictNewest: newest}, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Arrive(0, 0, 100, true, false) // in service 0..100 ns
+		for i := 1; i <= 3; i++ {
+			p.Arrive(0, i, 100, true, false) // fills the data queue: 1, 2, 3
+		}
+		// Each arrival finds the queue full; between arrivals nothing is served (t = 1).
+		for i := 4; i < 1004; i++ {
+			v := p.Arrive(1, i, 100, true, false)
+			if v == Trimmed || v == Dropped {
+				arrivingCut++
+			} else {
+				headCut++
+			}
+			if p.DataBytes() != 300 {
+				t.Fatalf("data queue %d bytes after arrival %d, want full (300)", p.DataBytes(), i)
+			}
+			for {
+				x, ok := p.PopEvicted()
+				if !ok {
+					break
+				}
+				evicted = append(evicted, x)
+			}
+		}
+		return arrivingCut, headCut, evicted, p.Stats()
+	}
+	a, h, ev, st := run(0, true, 1)
+	if a != 1000 || h != 0 || len(ev) != 0 || st.Trims != 1000 {
+		t.Fatalf("evict 0: %d arriving cut, %d heads, %d evicted, %+v; want every arriving packet trimmed", a, h, len(ev), st)
+	}
+	a, h, ev, st = run(0.5, true, 1)
+	if h < 430 || h > 570 || a+h != 1000 || len(ev) != 0 || st.Trims != 1000 || st.Drops != 0 {
+		t.Fatalf("evict 0.5 with trimming: %d heads of 1000 (want about half), %d evicted, %+v", h, len(ev), st)
+	}
+	// The trimmed heads are served from the control queue with Trimmed set; the queue
+	// keeps the newest packets.
+	a2, h2, _, _ := run(0.5, true, 1)
+	if a2 != a || h2 != h {
+		t.Fatalf("same seed, different choices: %d/%d vs %d/%d", a, h, a2, h2)
+	}
+	// Without trimming, an evicted head is dropped and handed out once.
+	a, h, ev, st = run(1, false, 1)
+	if h != 1000 || len(ev) != 1000 || st.Drops != 1000 || st.Enqueued != st.Dequeued+uint64(3)+1000 {
+		t.Fatalf("evict 1, drop-tail: %d heads, %d evicted, %+v", h, len(ev), st)
+	}
+	for i, x := range ev {
+		if x != i+1 { // the oldest waiting packet goes first: 1, 2, 3, 4, ...
+			t.Fatalf("evicted[%d] = %d, want %d", i, x, i+1)
+		}
+	}
+	// Newest: each arrival evicts the packet queued just before it (3, then 4, ...).
+	newest = true
+	_, h, ev, _ = run(1, false, 1)
+	for i, x := range ev {
+		if x != i+3 {
+			t.Fatalf("evict_newest: evicted[%d] = %d, want %d", i, x, i+3)
+		}
+	}
+	// Limits: the probability must be in [0, 1].
+	for _, bad := range []float64{-0.1, 1.1, math.NaN()} {
+		if _, err := New[int](Config{Rate: 1, Evict: bad}, 1); err == nil {
+			t.Errorf("evict %v accepted", bad)
+		}
+	}
+	if _, err := New[int](Config{Rate: 1, Evict: 1}, 1); err != nil {
+		t.Errorf("evict 1 refused: %v", err)
+	}
+}

@@ -28,7 +28,8 @@
 //     bytes it leaves behind there: probability 0 at or below KminBytes, rising linearly
 //     to 1 at KmaxBytes; only ECT(0)/ECT(1) packets are marked (they become CE). A data
 //     packet (Transmit.Type DATA, or first byte version 1/type DATA, and not Control)
-//     that does not fit the data queue is, with Trim, cut to wire.DataHdrLen bytes, gets
+//     that does not fit the data queue is, with Trim, cut to wire.DataHdrLen bytes (and
+//     its INT block, if it has one and Config.INT is on), gets
 //     wire.FlagTrimmed in byte 1 and DSCP Config.TrimDSCP, and joins the control queue,
 //     ahead of the queued data; if that is full too, or without Trim, it is dropped.
 //   - Then the port's Latency (switch traversal) and the one-way propagation Delay.
@@ -162,6 +163,11 @@ type Config struct {
 	Overhead int
 	// MaxDatagram is the size of the buffer handed to PollTransmit (0: wire.DataHdrLen+wire.MaxPayload).
 	MaxDatagram int
+	// INT makes every port with a rate stamp an in-band telemetry record (wire.StampINT:
+	// service start, bytes serialised before, data queue behind, rate) into the DATA
+	// packets that carry an INT block, as test/switchport's INT does; trimming then keeps
+	// the block (wire.TrimmedLen).
+	INT bool
 }
 
 // HostConfig configures one attached host and the switch port toward it.
@@ -297,6 +303,7 @@ type port struct {
 	dataBytes  int
 	cur        *packet // being serialised
 	rem        int64   // serialisation remainder, bit-ns mod Rate
+	txBytes    uint64  // bytes serialised (INT's byte counter)
 	stats      PortStats
 	samples    []QueueSample
 	sampleNext int64
@@ -880,8 +887,8 @@ func (n *Network) enqueue(dst *host, i int32, p *packet) {
 			pt.stats.MaxDataBytes = pt.dataBytes
 		}
 	case pt.cfg.Trim && p.data:
-		if p.n > wire.DataHdrLen {
-			p.n = wire.DataHdrLen
+		if hl := wire.TrimmedLen(p.buf[:p.n]); p.n > hl {
+			p.n = hl
 		}
 		if p.n > 1 {
 			p.buf[1] |= byte(wire.FlagTrimmed)
@@ -947,6 +954,13 @@ func (n *Network) startTx(h *host, i int32) {
 	}
 	pt.stats.Dequeued++
 	pt.cur = p
+	if n.cfg.INT {
+		if p.data {
+			wire.StampINT(p.buf[:p.n], wire.INTHop{TS: uint32(n.now), TxBytes: uint32(pt.txBytes),
+				QLen: uint32(pt.dataBytes), Rate: uint32(pt.cfg.Rate / 1_000_000)})
+		}
+		pt.txBytes += uint64(size)
+	}
 	n.push(event{at: n.now + serialise(size, pt.cfg.Rate, &pt.rem), kind: evPortDone, idx: h.idx, path: i})
 }
 

@@ -1,6 +1,10 @@
 package uswitch
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/smartt-transport/smartt/transport/wire"
+)
 
 // Offsets into an untagged Ethernet frame carrying IPv4.
 const (
@@ -55,7 +59,8 @@ func (f *Frame) IsData() bool {
 	return ok && len(d) > u+8 && d[u+8] == wireDataV1
 }
 
-// Trim cuts a DATA packet to its 64-byte header, sets FlagTrimmed, and, if dscp is not 0,
+// Trim cuts a DATA packet to its 64-byte header (and its INT block, if it carries one:
+// wire.TrimmedLen), sets FlagTrimmed, and, if dscp is not 0,
 // that DSCP (the trim code point); IP and UDP lengths and both checksums are rewritten (the
 // UDP checksum in full, so no offload request is left). It returns false and leaves the
 // frame alone if it is not a DATA packet or is already that short.
@@ -65,7 +70,8 @@ func (f *Frame) Trim(dscp uint8) bool {
 	}
 	ihl, u, _ := f.udp()
 	d := f.Data()
-	keep := u + 8 + WireHeaderLen
+	hl := wire.TrimmedLen(d[u+8:])
+	keep := u + 8 + hl
 	if len(d) <= keep {
 		return false
 	}
@@ -76,16 +82,16 @@ func (f *Frame) Trim(dscp uint8) bool {
 	if dscp != 0 {
 		ip[1] = dscp<<2 | ip[1]&3
 	}
-	binary.BigEndian.PutUint16(ip[2:], uint16(ihl+8+WireHeaderLen))
+	binary.BigEndian.PutUint16(ip[2:], uint16(ihl+8+hl))
 	ip[10], ip[11] = 0, 0
 	binary.BigEndian.PutUint16(ip[10:], ^fold(sum16(ip)))
 	udp := d[u:]
-	binary.BigEndian.PutUint16(udp[4:], uint16(8+WireHeaderLen))
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+hl))
 	udp[6], udp[7] = 0, 0
 	var pseudo [12]byte
 	copy(pseudo[:8], ip[12:20])
 	pseudo[9] = protoUDP
-	binary.BigEndian.PutUint16(pseudo[10:], uint16(8+WireHeaderLen))
+	binary.BigEndian.PutUint16(pseudo[10:], uint16(8+hl))
 	c := ^fold(sum16(pseudo[:]) + sum16(udp))
 	if c == 0 {
 		c = 0xffff

@@ -152,6 +152,7 @@ type EngineStats struct {
 	CERecv          uint64   `json:"ce_recv"`       // CE-marked data packets received
 	CEEchoed        uint64   `json:"ce_echoed"`     // ACKs received that echo a CE mark
 	CEReported      uint64   `json:"ce_reported"`   // CE-marked data packets the peer reported in ACKs (sum of CECount)
+	INTAcks         uint64   `json:"int_acks"`      // ACKs received echoing at least one INT record (transport.int)
 	Timeouts        uint64   `json:"timeouts"`      // retransmission timer expiries (packets)
 	LostSack        uint64   `json:"lost_sack"`     // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
 	RTTSamples      uint64   `json:"rtt_samples"`

@@ -208,7 +208,7 @@ var (
 )
 
 // malformedNames label smartt_malformed_total by wire error code.
-var malformedNames = [wire.NumErrors]string{"short", "version", "type", "flags", "conn_id", "length", "sack_width", "clean_evs", "buffer"}
+var malformedNames = [wire.NumErrors]string{"short", "version", "type", "flags", "conn_id", "length", "sack_width", "clean_evs", "buffer", "int"}
 
 type collector struct{ m *Metrics }
 

@@ -50,8 +50,15 @@ const PacketOverhead = wire.DataHdrLen + AuthTrailerLen
 const maxUDPPayload = 65507
 
 // MaxDatagram is the largest UDP datagram the daemon sends: transport.mtu bytes of payload
-// plus PacketOverhead. The path MTU must hold it plus the IP (20 or 40) and UDP (8) headers.
-func (c *Config) MaxDatagram() int { return c.Transport.MTU + PacketOverhead }
+// plus PacketOverhead, or plus the DATA header and the INT block with transport.int (which
+// excludes authentication; the block is longer than the trailer). The path MTU must hold
+// it plus the IP (20 or 40) and UDP (8) headers.
+func (c *Config) MaxDatagram() int {
+	if c.Transport.INT {
+		return max(c.Transport.MTU+PacketOverhead, transport.MaxDatagram(c.Transport))
+	}
+	return c.Transport.MTU + PacketOverhead
+}
 
 // UDPConfig configures the socket layer (transport/udp).
 type UDPConfig struct {
@@ -59,6 +66,10 @@ type UDPConfig struct {
 	EVPortBase uint16 `yaml:"ev_port_base" json:"ev_port_base"`
 	// Carrier carries the EV: "port" (source-port pool), "raw" (IP_HDRINCL) or "flowlabel" (IPv6).
 	Carrier string `yaml:"carrier" json:"carrier"`
+	// Datapath is "sockets" (UDP sockets) or "afxdp": an AF_XDP socket and XDP program on
+	// the listen address's interface (IPv4), probed at start with a logged fallback to
+	// sockets (docs/datapath.md, "AF_XDP").
+	Datapath string `yaml:"datapath" json:"datapath"`
 	// DataDSCP and ControlDSCP are the DSCP code points of data and control packets (0..63).
 	DataDSCP    uint8 `yaml:"data_dscp" json:"data_dscp"`
 	ControlDSCP uint8 `yaml:"control_dscp" json:"control_dscp"`
@@ -209,6 +220,11 @@ func (c *Config) Validate() error {
 	default:
 		bad("udp.carrier = %q: must be port, raw or flowlabel", u.Carrier)
 	}
+	switch u.Datapath {
+	case "", "sockets", "afxdp":
+	default:
+		bad("udp.datapath = %q: must be sockets or afxdp", u.Datapath)
+	}
 	if u.Carrier == "flowlabel" && c.Transport.EVS > 4096 {
 		bad("udp.carrier = flowlabel: transport.evs = %d, the flow-label carrier allows 1..4096", c.Transport.EVS)
 	}
@@ -233,9 +249,13 @@ func (c *Config) Validate() error {
 			bad("udp.ev_port_base = %d: the EV port range %d..%d must not contain the listen port %d", base, base, base+c.Transport.EVS-1, lp)
 		}
 	}
-	if c.MaxDatagram() > maxUDPPayload {
-		bad("transport.mtu = %d: with the %d-byte smartt header and authentication trailer a packet is %d bytes, over the %d-byte UDP limit: must be at most %d",
-			c.Transport.MTU, PacketOverhead, c.MaxDatagram(), maxUDPPayload, maxUDPPayload-PacketOverhead)
+	if oh := c.MaxDatagram() - c.Transport.MTU; c.MaxDatagram() > maxUDPPayload {
+		what := "smartt header and authentication trailer"
+		if c.Transport.INT {
+			what = "smartt header and INT block"
+		}
+		bad("transport.mtu = %d: with the %d-byte %s a packet is %d bytes, over the %d-byte UDP limit: must be at most %d",
+			c.Transport.MTU, oh, what, c.MaxDatagram(), maxUDPPayload, maxUDPPayload-oh)
 	}
 	if u.TxTimestampEvery < 0 {
 		bad("udp.tx_timestamp_every = %d: must be >= 0 (0: off)", u.TxTimestampEvery)

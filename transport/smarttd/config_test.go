@@ -160,3 +160,30 @@ func TestDurationWithoutUnitIsAnErrorNamingTheField(t *testing.T) {
 		t.Fatalf("got %v, %v", c.Transport.MinRTO, err)
 	}
 }
+
+// TestConfigINTControllers: the daemon selects hpcc only with transport.int (the switches
+// stamp INT) and then reserves the INT block in its datagrams; fixed_rate takes its rate
+// in either form.
+func TestConfigINTControllers(t *testing.T) {
+	if _, err := Load([]byte("transport:\n  cc: hpcc\n")); err == nil || !strings.Contains(err.Error(), "int = false") {
+		t.Fatalf("hpcc without int: %v", err)
+	}
+	c, err := Load([]byte("transport:\n  cc: hpcc\n  int: true\n  hpcc: {eta: 0.9}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.MaxDatagram(), c.Transport.MTU+64+4+16*5; got != want {
+		t.Fatalf("MaxDatagram with INT %d, want %d (header and a 5-slot INT block)", got, want)
+	}
+	if u := UDPConfigFor(&c, nil); u.HeaderBytes != 64+84 {
+		t.Fatalf("HeaderBytes %d with INT", u.HeaderBytes)
+	}
+	for _, doc := range []string{"fixed_rate: {fraction: 0.5}", "fixed_rate: {coefficient: 1.2, fair_share_flows: 8}"} {
+		if _, err := Load([]byte("transport:\n  cc: fixed_rate\n  " + doc + "\n")); err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+	}
+	if _, err := Load([]byte("transport:\n  cc: fixed_rate\n  fixed_rate: {coefficient: 1.2}\n")); err == nil || !strings.Contains(err.Error(), "fair_share_flows") {
+		t.Fatalf("coefficient without flows: %v", err)
+	}
+}

@@ -145,6 +145,7 @@ func TestE2ERTTExcludesHoldTime(t *testing.T) {
 	})
 	startIn(t, tp.B, lb, dir, func(c *smarttd.Config) {
 		c.Transport.Ack.Every = 64
+		c.Transport.Ack.EveryBytes = 0 // packets only: no ACK before 64 of them
 		c.Transport.Ack.MaxDelay = config.Duration(hold)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

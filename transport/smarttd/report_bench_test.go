@@ -26,8 +26,8 @@ import (
 
 // BenchmarkDatapathReport is the datapath's side-by-side measurement (issue 15), in one run
 // on one veth pair (MTU 9000) between two namespaces, with the daemon's default
-// configuration: rounds in which, back to back, the daemon pair (default: REPS; and with
-// lb: ecmp) moves b.N x 4 KiB through its API (every byte read by a receiving client),
+// configuration: rounds in which, back to back, the daemon pair (default: REPS; with
+// lb: ecmp; and the defaults on the AF_XDP datapath) moves b.N x 4 KiB through its API (every byte read by a receiving client),
 // iperf3 TCP runs for 2 s, and the raw UDP blaster sends b.N datagrams of the daemon's
 // packet size without GSO (x/net sendmmsg/recvmmsg, 64 per call) and with GSO and GRO
 // (one udp.Conn each side); then 8 and 64 connections (one daemon sending to 8 or 64
@@ -61,17 +61,19 @@ func BenchmarkDatapathReport(b *testing.B) {
 	def := smarttd.DefaultConfig().Transport
 	defName := fmt.Sprintf("daemon pair, defaults (cc %s, lb %s, reps.run %d)", def.CC, def.LB, max(def.REPS.Run, 1))
 	ecmpName := fmt.Sprintf("daemon pair, lb: ecmp (cc %s)", def.CC)
+	xdpName := "daemon pair, defaults but udp.datapath: afxdp"
+	xdp := func(c *smarttd.Config) { c.UDP.Datapath = "afxdp" }
 	var tcp []float64
 	var fair [2]struct{ agg, jain, single []float64 }
 	var lat latency
 	b.ResetTimer()
 	for round := range rounds {
-		for _, lb := range []string{def.LB, "ecmp"} {
-			r := runDaemon(b, tp, b.N, lb, false, nil)
-			x := get(defName)
-			if lb == "ecmp" {
-				x = get(ecmpName)
-			}
+		for _, v := range []struct {
+			name, lb string
+			mod      func(*smarttd.Config)
+		}{{defName, def.LB, nil}, {ecmpName, "ecmp", nil}, {xdpName, def.LB, xdp}} {
+			r := runDaemon(b, tp, b.N, v.lb, false, v.mod)
+			x := get(v.name)
 			x.gbps, x.cpu = append(x.gbps, r.gbps), append(x.cpu, r.cpuPerGB)
 		}
 		if iperf {

@@ -14,10 +14,10 @@ import (
 // UDPConfigFor returns the socket layer's config for c.
 func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	u := c.UDP
-	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier,
+	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: u.Datapath,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
 		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
-		MaxDatagram: c.MaxDatagram(), HeaderBytes: PacketOverhead,
+		MaxDatagram: c.MaxDatagram(), HeaderBytes: c.MaxDatagram() - c.Transport.MTU,
 		RecvBuffer: u.RecvBuffer, SendBuffer: u.SendBuffer, BatchSize: u.BatchSize, Logger: log}
 }
 
@@ -151,6 +151,7 @@ func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
 	g(dCap, b2f(caps.GSO), "gso")
 	g(dCap, b2f(caps.GRO), "gro")
 	g(dCap, b2f(caps.DF), "df")
+	g(dCap, b2f(caps.Datapath == udp.DatapathAFXDP), "afxdp")
 	g(dLinkMTU, float64(caps.LinkMTU))
 	g(dTSSource, 1, caps.TimestampSource)
 	g(dSockBuf, float64(caps.RecvBuffer), "rx")

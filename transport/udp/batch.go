@@ -116,6 +116,14 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	if c.xdp != nil {
+		return c.xdpRead(pkts)
+	}
+	return c.readSockets(pkts)
+}
+
+// readSockets is ReadBatch on the listen socket (c.rmu held).
+func (c *Conn) readSockets(pkts []Packet) (int, error) {
 	if c.gro.bufs != nil {
 		return c.readGRO(pkts)
 	}
@@ -264,6 +272,14 @@ func parseRxOOB(oob []byte) (tos uint8, ts int64, seg int, drops uint32, dropsOK
 func (c *Conn) WriteBatch(pkts []Packet) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.xdp != nil {
+		return c.xdpWrite(pkts)
+	}
+	return c.writeSockets(pkts)
+}
+
+// writeSockets is WriteBatch through the send sockets (c.wmu held).
+func (c *Conn) writeSockets(pkts []Packet) (int, error) {
 	b := &c.wb
 	b.single = !c.caps.Batch
 	sent := 0

@@ -60,6 +60,11 @@ type Config struct {
 
 	TxTimestampEvery int // sample a kernel TX timestamp on 1 in N sent packets (0: off)
 
+	// Datapath is "sockets" (default) or "afxdp": IPv4 packets to and from the listen
+	// port through an AF_XDP socket and XDP program on the listen address's interface
+	// (see afxdp.go), probed at Open with a fallback to sockets and a log line saying why.
+	Datapath string
+
 	// MaxDatagram is the largest datagram the caller sends (bytes of UDP payload): Open
 	// checks it against the MTU of the interfaces the listen address uses (0: no check).
 	MaxDatagram int
@@ -96,6 +101,8 @@ type Caps struct {
 	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
 	DF                                     bool   // datagrams leave with Don't Fragment (IP_PMTUDISC_DO / IPV6_DONTFRAG, or the raw carrier's header)
 	LinkMTU                                int    // smallest MTU of the interfaces the MTU check looked at (0: not checked)
+	Datapath                               string // "sockets" or "afxdp" (what Open chose)
+	XDPMode                                string // afxdp: how the XDP program is attached ("native" or "generic")
 }
 
 // Stats are cumulative counters of a Conn.
@@ -116,6 +123,7 @@ type Stats struct {
 	TxGSOMessages        uint64 // sends that carried several packets as UDP GSO segments
 	TxGSOSegments        uint64 // packets sent inside those
 	TxTooBig             uint64 // datagrams the kernel refused as larger than the path MTU (EMSGSIZE; DF set)
+	RxMalformed          uint64 // afxdp: frames refused as malformed (lengths, IP checksum, fragments)
 }
 
 // TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
@@ -166,6 +174,8 @@ type Conn struct {
 	nl         *netlink.Handle         // netlink in the sockets' namespace (MTU check, EMSGSIZE diagnosis); nil if unavailable
 	tooBigSeen map[netip.Addr]struct{} // destinations whose EMSGSIZE was logged (under wmu)
 
+	xdp *xdpPath // nil: the sockets carry every packet
+
 	closed atomic.Bool
 	gso    atomic.Bool // GSO in use (switched off at run time if the kernel refuses it)
 	st     counters
@@ -176,7 +186,7 @@ type counters struct {
 	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp, rxDropped atomic.Uint64
 	rxDSCP                                                         [64]atomic.Uint64
 	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs  atomic.Uint64
-	txTooBig                                                       atomic.Uint64
+	txTooBig, rxMalformed                                          atomic.Uint64
 }
 
 type txPending struct {
@@ -234,14 +244,22 @@ func Open(cfg Config) (*Conn, error) {
 	}
 	c.errFn = c.readErrQueue
 	c.gso.Store(c.caps.GSO)
+	c.caps.Datapath = DatapathSockets
 	if cfg.probing {
 		return c, nil
+	}
+	if cfg.Datapath == DatapathAFXDP {
+		if err := c.openXDP(); err != nil {
+			c.log.Warn("udp: AF_XDP datapath unavailable, using sockets", "listen", c.local.String(), "reason", err)
+		} else {
+			c.caps.Datapath, c.caps.XDPMode = DatapathAFXDP, c.xdp.prog.Mode
+		}
 	}
 	c.log.Info("udp: socket layer open",
 		"listen", c.local.String(), "carrier", cfg.Carrier, "evs", cfg.EVS,
 		"ev_ports", c.evPortRange(), "ecn", c.caps.ECN, "rx_timestamps", c.caps.RxTimestamps,
 		"tx_timestamps", c.caps.TxTimestamps, "timestamp_source", c.caps.TimestampSource,
-		"batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "df", c.caps.DF, "link_mtu", c.caps.LinkMTU, "probe", verdict,
+		"datapath", c.caps.Datapath, "xdp_mode", c.caps.XDPMode, "batch", c.caps.Batch, "batch_size", cfg.BatchSize, "gso", c.caps.GSO, "gro", c.caps.GRO, "df", c.caps.DF, "link_mtu", c.caps.LinkMTU, "probe", verdict,
 		"recv_buffer", c.caps.RecvBuffer, "send_buffer", c.caps.SendBuffer)
 	return c, nil
 }
@@ -268,6 +286,13 @@ func (cfg *Config) normalize() error {
 		}
 	default:
 		return fmt.Errorf("udp: Config.Carrier %q: allowed values are %q, %q, %q", cfg.Carrier, CarrierPort, CarrierRaw, CarrierFlowLabel)
+	}
+	switch cfg.Datapath {
+	case "":
+		cfg.Datapath = DatapathSockets
+	case DatapathSockets, DatapathAFXDP:
+	default:
+		return fmt.Errorf("udp: Config.Datapath %q: allowed values are %q, %q", cfg.Datapath, DatapathSockets, DatapathAFXDP)
 	}
 	if cfg.EVS == 0 {
 		cfg.EVS = DefaultEVS
@@ -361,7 +386,12 @@ func (c *Conn) EVS() int { return len(c.evs) }
 
 // SetReadDeadline makes a blocked or future ReadBatch return an error wrapping
 // os.ErrDeadlineExceeded at t (zero t: no deadline).
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.rx.uc.SetReadDeadline(t) }
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.xdp != nil {
+		c.xdp.setDeadline(t)
+	}
+	return c.rx.uc.SetReadDeadline(t)
+}
 
 // Stats returns the cumulative counters.
 func (c *Conn) Stats() Stats {
@@ -374,7 +404,7 @@ func (c *Conn) Stats() Stats {
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
 		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(),
-		TxTooBig: c.st.txTooBig.Load(),
+		TxTooBig: c.st.txTooBig.Load(), RxMalformed: c.st.rxMalformed.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()
@@ -396,8 +426,13 @@ func (c *Conn) closeSockets() error {
 		c.nl = nil
 	}
 	var first error
+	if c.xdp != nil {
+		first = c.closeXDP()
+	}
 	if c.rx != nil {
-		first = c.rx.close()
+		if err := c.rx.close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	for _, s := range c.socks {
 		if s == nil {

@@ -21,7 +21,8 @@ var (
 	ErrSackWidth = &Error{6, "SACK bitmap width outside 1..4 words"}
 	ErrCleanEVs  = &Error{7, "clean-EV list inconsistent with its flag or too long"}
 	ErrBuffer    = &Error{8, "buffer too small"}
+	ErrINT       = &Error{9, "INT block malformed or truncated"}
 )
 
 // NumErrors is the number of distinct error codes (for counter arrays).
-const NumErrors = 9
+const NumErrors = 10

@@ -63,7 +63,10 @@ const (
 	// FlagSealed (any type): a 36-byte authentication trailer follows the packet
 	// (transport/seal, docs/security.md). Decode and Encode see the packet without it.
 	FlagSealed = Flags(1 << 6)
-	flagsKnown = FlagRetx | FlagLast | FlagAckReq | FlagTrimmed | FlagCE | FlagCleanEV | FlagSealed
+	// FlagINT (DATA, ACK): an INT block follows the DATA header (before the payload) or
+	// the ACK's clean-EV list (int.go, docs/wire.md "INT").
+	FlagINT    = Flags(1 << 7)
+	flagsKnown = FlagRetx | FlagLast | FlagAckReq | FlagTrimmed | FlagCE | FlagCleanEV | FlagSealed | FlagINT
 )
 
 // Header and field sizes.
@@ -80,8 +83,8 @@ const (
 	MinSackWords = 1  // 64-bit SACK bitmap
 	MaxSackWords = 4  // 256-bit SACK bitmap, as on the REPS FPGA NIC
 	MaxCleanEVs  = 64 // clean EVs one ACK may report
-	// MaxAckLen is the largest ACK on the wire.
-	MaxAckLen = AckFixedLen + 8*MaxSackWords + 2*MaxCleanEVs
+	// MaxAckLen is the largest ACK on the wire (with a full INT echo).
+	MaxAckLen = AckFixedLen + 8*MaxSackWords + 2*MaxCleanEVs + INTHdrLen + INTHopLen*MaxINTHops
 	// MaxPayload bounds the payload of one DATA packet (16-bit length field).
 	MaxPayload = 65535
 )
@@ -145,6 +148,7 @@ type Packet struct {
 	Reason  uint32 // CLOSE: reason code (0 = normal)
 	Pull    Pull   // PULL: the receiver's cumulative grant
 	Payload []byte // DATA: the payload bytes present (aliases the decoded buffer)
+	INT     INT    // DATA, ACK with FlagINT: the INT block (N = 0 without the flag)
 }
 
 // Trimmed reports whether a DATA packet lost (part of) its payload on the way.
@@ -169,7 +173,7 @@ func (p *Packet) Decode(b []byte) error {
 	}
 	p.Type = t
 	p.Flags = Flags(b[1])
-	if p.Flags&^flagsKnown != 0 {
+	if p.Flags&^flagsKnown != 0 || p.Flags&FlagINT != 0 && t != TypeData && t != TypeAck {
 		return ErrFlags
 	}
 	p.EV = be.Uint16(b[2:])
@@ -241,7 +245,16 @@ func (p *Packet) decodeData(b []byte) error {
 	if uint64(d.Offset)+uint64(d.PayloadLen) > uint64(d.MsgLen) {
 		return ErrLength
 	}
-	pl := b[DataHdrLen:]
+	hl := DataHdrLen
+	p.INT.N, p.INT.Cap = 0, 0
+	if p.Flags&FlagINT != 0 {
+		n, err := p.INT.decode(b[DataHdrLen:], TypeData)
+		if err != nil {
+			return err
+		}
+		hl += n
+	}
+	pl := b[hl:]
 	if len(pl) > int(d.PayloadLen) {
 		return ErrLength // longer than declared: not something a switch does
 	}
@@ -276,6 +289,14 @@ func (p *Packet) decodeAck(b []byte) error {
 	if len(b) < need {
 		return ErrShort
 	}
+	p.INT.N, p.INT.Cap = 0, 0
+	if p.Flags&FlagINT != 0 {
+		n, err := p.INT.decode(b[need:], TypeAck)
+		if err != nil {
+			return err
+		}
+		need += n
+	}
 	if len(b) > need {
 		return ErrLength
 	}
@@ -308,9 +329,9 @@ func (p *Packet) putCommon(b []byte) {
 func (p *Packet) EncodedLen() int {
 	switch p.Type {
 	case TypeData:
-		return DataHdrLen + len(p.Payload)
+		return DataHdrLen + p.intLen() + len(p.Payload)
 	case TypeAck:
-		return AckFixedLen + 8*int(p.Ack.SackWords) + 2*int(p.Ack.NumClean)
+		return AckFixedLen + 8*int(p.Ack.SackWords) + 2*int(p.Ack.NumClean) + p.intLen()
 	case TypeNack:
 		return NackLen
 	case TypeProbe:
@@ -327,6 +348,14 @@ func (p *Packet) EncodedLen() int {
 	return 0
 }
 
+// intLen is the length of p's INT block on the wire (0 without FlagINT).
+func (p *Packet) intLen() int {
+	if p.Flags&FlagINT == 0 || (p.Type != TypeData && p.Type != TypeAck) {
+		return 0
+	}
+	return INTLen(int(p.INT.Cap))
+}
+
 // Encode writes p into b and returns the number of bytes written. For DATA, Payload is
 // copied after the header and Data.PayloadLen must equal len(Payload). It fails with
 // ErrBuffer when b is too small and with a validation error for inconsistent fields.
@@ -334,7 +363,7 @@ func (p *Packet) Encode(b []byte) (int, error) {
 	if p.Type == 0 || p.Type > typeMax {
 		return 0, ErrType
 	}
-	if p.Flags&^flagsKnown != 0 {
+	if p.Flags&^flagsKnown != 0 || p.Flags&FlagINT != 0 && p.Type != TypeData && p.Type != TypeAck {
 		return 0, ErrFlags
 	}
 	n := p.EncodedLen()
@@ -343,6 +372,11 @@ func (p *Packet) Encode(b []byte) (int, error) {
 	}
 	if p.SrcConn == 0 {
 		return 0, ErrConnID
+	}
+	if p.Flags&FlagINT != 0 && (p.Type == TypeData || p.Type == TypeAck) {
+		if err := p.INT.check(p.Type); err != nil {
+			return 0, err
+		}
 	}
 	switch p.Type {
 	case TypeData:
@@ -361,7 +395,11 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		be.PutUint16(b[46:], 0)
 		be.PutUint64(b[48:], d.StreamStart)
 		be.PutUint64(b[56:], uint64(d.TxTime))
-		copy(b[DataHdrLen:], p.Payload)
+		hl := DataHdrLen
+		if p.Flags&FlagINT != 0 {
+			hl += p.INT.encode(b[DataHdrLen:])
+		}
+		copy(b[hl:], p.Payload)
 	case TypeAck:
 		a := &p.Ack
 		if a.SackWords < MinSackWords || a.SackWords > MaxSackWords {
@@ -394,6 +432,9 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		for i := 0; i < int(a.NumClean); i++ {
 			be.PutUint16(b[off:], a.CleanEVs[i])
 			off += 2
+		}
+		if p.Flags&FlagINT != 0 {
+			p.INT.encode(b[off:])
 		}
 	case TypeNack:
 		if p.DstConn == 0 {

@@ -394,8 +394,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"type 0", mutate(data, set(0, 0x10)), wire.ErrType},
 		{"type 9", mutate(data, set(0, 0x19)), wire.ErrType},
 		{"type 15", mutate(data, set(0, 0x1f)), wire.ErrType},
-		{"flag 0x80", mutate(data, set(1, 0x80)), wire.ErrFlags},
-		{"flag 0x80 on ack", mutate(ack, set(1, 0xa0)), wire.ErrFlags},
+		{"INT flag on nack", mutate(nackPacket(), set(1, 0x80)), wire.ErrFlags},
+		{"INT flag on probe", mutate(samples()["probe/nodst"], set(1, 0x80)), wire.ErrFlags},
+		{"INT flag on data without block", mutate(data, set(1, 0x80)), wire.ErrINT},
+		{"INT flag on ack without block", mutate(ack, set(1, 0xa0)), wire.ErrINT},
 		{"data SrcConn 0", mutate(data, zero(16, 24)), wire.ErrConnID},
 		{"probe SrcConn 0", mutate(samples()["probe/nodst"], zero(16, 24)), wire.ErrConnID},
 		{"ack DstConn 0", mutate(ack, zero(8, 16)), wire.ErrConnID},
@@ -440,7 +442,7 @@ func TestEncodeErrors(t *testing.T) {
 	}{
 		{"type 0", with(data, func(p *wire.Packet) { p.Type = 0 }), wire.ErrType},
 		{"type 9", with(data, func(p *wire.Packet) { p.Type = 9 }), wire.ErrType},
-		{"unknown flag", with(data, func(p *wire.Packet) { p.Flags |= 0x80 }), wire.ErrFlags},
+		{"INT flag on nack", with(nackPacket(), func(p *wire.Packet) { p.Flags |= wire.FlagINT }), wire.ErrFlags},
 		{"data SrcConn 0", with(data, func(p *wire.Packet) { p.SrcConn = 0 }), wire.ErrConnID},
 		{"close SrcConn 0", with(samples()["close"], func(p *wire.Packet) { p.SrcConn = 0 }), wire.ErrConnID},
 		{"ack DstConn 0", with(ack, func(p *wire.Packet) { p.DstConn = 0 }), wire.ErrConnID},
@@ -485,7 +487,7 @@ func TestEncodeErrors(t *testing.T) {
 // TestErrorValues checks the error codes are distinct, in range and named.
 func TestErrorValues(t *testing.T) {
 	all := []*wire.Error{wire.ErrShort, wire.ErrVersion, wire.ErrType, wire.ErrFlags, wire.ErrConnID,
-		wire.ErrLength, wire.ErrSackWidth, wire.ErrCleanEVs, wire.ErrBuffer}
+		wire.ErrLength, wire.ErrSackWidth, wire.ErrCleanEVs, wire.ErrBuffer, wire.ErrINT}
 	if len(all) != wire.NumErrors {
 		t.Fatalf("%d error values, NumErrors = %d", len(all), wire.NumErrors)
 	}
@@ -639,6 +641,8 @@ func FuzzDecode(f *testing.F) {
 		}
 		f.Add(mutate(p, same))
 	}
+	f.Add(mutate(intData(100, 2, 5), same))
+	f.Add(mutate(intAck(3), same))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p wire.Packet
 		err := p.Decode(b)

@@ -1,0 +1,104 @@
+package xsk
+
+import "net/netip"
+
+// RxPacket is one received UDP datagram, its payload copied into a caller-owned buffer.
+type RxPacket struct {
+	Buf []byte         // storage; len(Buf) is the capacity offered
+	N   int            // payload length
+	Src netip.AddrPort // sender
+	Dst netip.AddrPort // destination (our address and the port the XDP program matched)
+	TOS uint8          // DSCP<<2 | ECN
+}
+
+// RxStats counts what ReadUDP4 delivered and refused; frames from the network are
+// untrusted, so every refusal is counted by reason and the frame dropped.
+type RxStats struct {
+	Packets, Bytes uint64
+	Malformed      [BadUDPLen + 1]uint64 // by Malformed reason (index OK unused)
+	Truncated      uint64                // payload larger than the buffer offered
+}
+
+// RxReader turns a Socket's received frames into UDP datagrams. Use it from one
+// goroutine (the Socket's RX side).
+type RxReader struct {
+	s      *Socket
+	frames []Frame
+	st     RxStats
+}
+
+// NewRxReader reads up to batch frames per call (at least 17, the most one packet spans).
+func NewRxReader(s *Socket, batch int) *RxReader {
+	return &RxReader{s: s, frames: make([]Frame, max(batch, 17))}
+}
+
+// Stats returns the reader's counters.
+func (r *RxReader) Stats() RxStats { return r.st }
+
+// ReadUDP4 waits up to timeoutMs (-1: forever; 0: no wait, no system call) for frames, then copies up to len(pkts)
+// datagrams into pkts and returns how many; malformed frames are counted and dropped, so
+// it may return 0 before the timeout. Frames go back to the fill ring before it returns.
+func (r *RxReader) ReadUDP4(pkts []RxPacket, timeoutMs int) (int, error) {
+	ok, err := r.s.Wait(timeoutMs)
+	if err != nil || !ok {
+		return 0, err
+	}
+	k := 0
+	for k < len(pkts) {
+		m := r.s.Receive(r.frames[:min(len(r.frames), 17*(len(pkts)-k))])
+		if m == 0 {
+			break
+		}
+		i := 0
+		for i < m && k < len(pkts) {
+			j := i // the packet is frames[i..j]
+			for j < m-1 && r.frames[j].More {
+				j++
+			}
+			if r.deliver(&pkts[k], r.frames[i:j+1]) {
+				k++
+			}
+			i = j + 1
+		}
+		if i < m {
+			r.s.Unreceive(m - i) // no room left: the rest stay for the next call
+			break
+		}
+	}
+	r.s.Release()
+	return k, nil
+}
+
+// deliver parses a packet made of fs (headers in the first frame) into p.
+func (r *RxReader) deliver(p *RxPacket, fs []Frame) bool {
+	total := 0
+	for _, f := range fs {
+		total += len(f.Data)
+	}
+	d, why := parseUDP4(fs[0].Data, total)
+	if why != OK {
+		r.st.Malformed[why]++
+		return false
+	}
+	if d.plen > len(p.Buf) {
+		r.st.Truncated++
+		return false
+	}
+	// Copy the payload out of the frames it spans.
+	off, n := d.poff, 0
+	for _, f := range fs {
+		if off >= len(f.Data) {
+			off -= len(f.Data)
+			continue
+		}
+		n += copy(p.Buf[n:d.plen], f.Data[off:])
+		off = 0
+		if n == d.plen {
+			break
+		}
+	}
+	p.N, p.Src, p.Dst, p.TOS = d.plen, d.Src, d.Dst, d.TOS
+	r.st.Packets++
+	r.st.Bytes += uint64(d.plen)
+	return true
+}
