@@ -66,7 +66,8 @@ type Endpoint struct {
 	exempt *rxMsg
 	// unprovenHeld is the buffer bytes held for unproven connections.
 	unprovenHeld uint64
-	wholeBufs    bool // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
+	wholeBufs    bool     // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
+	chunkFree    [][]byte // receive chunks the engine recycles itself (chunks.go)
 
 	freeMsgs []*txMsg
 	freeRxs  []*rxMsg

@@ -236,7 +236,7 @@ func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
 		if !e.charge(c, r, uint64(size)) {
 			return false
 		}
-		r.chunks[i] = getChunk(size)
+		r.chunks[i] = e.getChunk(size)
 	}
 	return true
 }
@@ -367,7 +367,7 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 		off := 0
 		for _, ch := range r.chunks {
 			off += copy(buf[off:], ch)
-			putChunk(ch)
+			e.putChunk(ch)
 		}
 	}
 	e.unheld(c, r)
@@ -405,7 +405,7 @@ func (e *Endpoint) release(c *conn, r *rxMsg) {
 	}
 	for _, ch := range r.chunks {
 		if ch != nil {
-			putChunk(ch)
+			e.putChunk(ch)
 		}
 	}
 	e.unheld(c, r)

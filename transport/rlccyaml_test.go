@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/config"
 )
 
@@ -36,5 +37,33 @@ func TestRLCCAndProfileYAML(t *testing.T) {
 	cfg.PacingBurst = -1
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "pacing_burst") {
 		t.Fatalf("negative pacing_burst: %v", err)
+	}
+}
+
+// TestRLCCPolicyMLP: `rlcc: {policy: mlp}` runs the float policy network the trees were
+// distilled from (simulator and training); a bad policy or network file is refused,
+// naming the field.
+func TestRLCCPolicyMLP(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := config.DecodeYAML([]byte("cc: rlcc\nrlcc:\n  policy: mlp\n"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := NewCC("rlcc", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ctl.(*rlcc.NetController); !ok {
+		t.Fatalf("policy mlp built %T", ctl)
+	}
+	if c := costOf(ctl); c.IntegerOnly || c.Ops == 0 {
+		t.Fatalf("network cost %+v: want floating point with its flops", c)
+	}
+	cfg.RLCC.Policy = "lstm"
+	if _, err := NewCC("rlcc", cfg); err == nil || !strings.Contains(err.Error(), "rlcc.policy") {
+		t.Fatalf("policy lstm: %v", err)
+	}
+	cfg.RLCC.Policy, cfg.RLCC.MLP = "mlp", "/nonexistent/policy.json"
+	if _, err := NewCC("rlcc", cfg); err == nil || !strings.Contains(err.Error(), "rlcc.mlp") {
+		t.Fatalf("missing network file: %v", err)
 	}
 }

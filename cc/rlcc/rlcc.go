@@ -6,7 +6,8 @@
 // feeds delta and a sliding window of previous deltas and actions to a gradient-boosted
 // ensemble of oblivious trees, and multiplies its rate by the returned action (clamped).
 // The decision path is integer-only (Q24 fixed point) and costs fewer than 150 operations
-// (docs/rlcc.md). The default model is embedded; see cmd/distill for how it was built.
+// (docs/rlcc.md). The default model is embedded: trees distilled from a policy network
+// trained by reinforcement learning in the simulator (package train, smartt rlcc train).
 package rlcc
 
 import (
@@ -55,6 +56,12 @@ type Config struct {
 	CatBoostFeatures []string `yaml:"catboost_features"`
 	// Limits bound the model size (default 10 trees, depth 4).
 	Limits Limits `yaml:"limits"`
+	// Policy selects what decides: "trees" (default; integer-only, the NIC's) or "mlp",
+	// the float64 policy network the trees were distilled from (simulator and training).
+	Policy string `yaml:"policy"`
+	// MLP is the path of a policy network file for Policy "mlp"; empty means the
+	// embedded trained policy.
+	MLP string `yaml:"mlp"`
 }
 
 // DefaultConfig returns the default parameters: target 0.064, beta 1.5, actions
@@ -99,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	if c.ModelFormat != "" && c.ModelFormat != "smartt" && c.ModelFormat != "catboost" {
 		bad("model_format = %q: must be smartt or catboost", c.ModelFormat)
+	}
+	if c.Policy != "" && c.Policy != "trees" && c.Policy != "mlp" {
+		bad("policy = %q: must be trees or mlp", c.Policy)
 	}
 	return errors.Join(errs...)
 }
@@ -147,6 +157,18 @@ func NewParams(cfg Config, net config.Network) (*Params, error) {
 	}
 	m, err := cfg.LoadModel()
 	if err != nil {
+		return nil, err
+	}
+	return NewParamsWithModel(cfg, net, m)
+}
+
+// NewParamsWithModel is NewParams with the model given (validated against cfg.Limits)
+// instead of loaded.
+func NewParamsWithModel(cfg Config, net config.Network, m *Model) (*Params, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(cfg.Limits); err != nil {
 		return nil, err
 	}
 	lineBytes := net.LinkRate / 8

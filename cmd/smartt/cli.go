@@ -184,6 +184,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newDemoCmd())
 	root.AddCommand(newClientCmds(stdin)...)
 	root.AddCommand(newBenchCmd(), newHWProfileCmd(), newSimCmd(stderr), newTestbedCmd(), newVersionCmd(), newManCmd())
+	root.AddCommand(newRLCCCmd(stderr))
 	return root
 }
 

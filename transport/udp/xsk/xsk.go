@@ -288,9 +288,10 @@ func (s *Socket) setup() error {
 	sa := &unix.SockaddrXDP{Flags: flags | unix.XDP_USE_NEED_WAKEUP | unix.XDP_USE_SG, Ifindex: uint32(cfg.Ifindex), QueueID: uint32(cfg.Queue)}
 	// A socket closed just before (a probe's, or a restarted daemon's) frees its hold on
 	// the queue from a kernel work queue, which on a loaded machine can take a while: a
-	// queue that stays busy for 2 s is taken.
+	// queue that stays busy for 5 s is taken (2 s were not always enough at a load
+	// average of 20 on 2 cores).
 	err = unix.Bind(s.fd, sa)
-	for try := 0; err == unix.EBUSY && try < 400; try++ {
+	for deadline := time.Now().Add(5 * time.Second); err == unix.EBUSY && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 		err = unix.Bind(s.fd, sa)
 	}

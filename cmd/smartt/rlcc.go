@@ -1,0 +1,471 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/train"
+	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport"
+)
+
+const rlccUsage = `usage: smartt rlcc train|distill|table|fig3|fig4|compare|longshort [flags]
+
+RL-CC's learning pipeline on the simulator (docs/rlcc.md): train the policy network with
+the paper's deterministic on-policy gradient on incasts through one switch port, distill
+it into boosted oblivious trees, and compare them (Table VI, Fig. 3, Fig. 4).
+The embedded default is reproduced by:
+  smartt rlcc train -out /tmp/rl && smartt rlcc distill -policy /tmp/rl/policy.json -o model.json`
+
+// newRLCCCmd is the rlcc command group.
+func newRLCCCmd(stderr io.Writer) *cobra.Command {
+	run := func(args []string, out io.Writer) error { return runRLCC(args, out, stderr) }
+	return group("rlcc", "RL-CC training, distillation and evaluation on the simulator (docs/rlcc.md)",
+		strings.TrimPrefix(rlccUsage, "usage: "),
+		sub("train", "train [flags]", "train the RL-CC policy network in the simulator", run),
+		sub("distill", "distill [flags]", "distill a trained policy into boosted oblivious trees", run),
+		sub("table", "table [flags]", "the policy's action by previous x current state beside the paper's Table VI", run),
+		sub("fig3", "fig3 [flags]", "RTT inflation, goodput and losses vs number of flows: network, trees, Eq. 2", run),
+		sub("fig4", "fig4 [flags]", "the trees' RTT inflation and goodput across target and beta settings", run),
+		sub("compare", "compare [flags]", "RL-CC against the other registered controllers on the same incasts", run),
+		sub("longshort", "longshort [flags]", "the paper's long-short test: long flows joined by a burst of short ones", run))
+}
+
+// durFlag is a duration flag read like the scenario files (5ms, 800us).
+type durFlag struct{ d *int64 }
+
+func (f durFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return config.Duration(*f.d).String()
+}
+func (f durFlag) Set(s string) error {
+	var d config.Duration
+	if err := d.UnmarshalText([]byte(s)); err != nil {
+		return err
+	}
+	*f.d = int64(d)
+	return nil
+}
+
+// runRLCC runs one rlcc subcommand: results to out, progress lines to progress.
+func runRLCC(args []string, out, progress io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%s", rlccUsage)
+	}
+	fs := flag.NewFlagSet("rlcc "+args[0], flag.ContinueOnError)
+	fs.SetOutput(out)
+	quiet := fs.Bool("q", false, "no progress lines")
+	policy := fs.String("policy", "", "policy network file (default: the embedded trained policy)")
+	model := fs.String("model", "", "tree model file (default: the embedded model)")
+	switch args[0] {
+	case "train":
+		c := train.DefaultConfig()
+		fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the initial weights and of every episode")
+		fs.IntVar(&c.Iterations, "iterations", c.Iterations, "episodes")
+		fs.IntVar(&c.MinFlows, "min-flows", c.MinFlows, "smallest incast")
+		fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "largest incast")
+		fs.Var(durFlag{&c.EpisodeNs}, "episode", "simulated time per episode")
+		fs.IntVar(&c.Rollout, "rollout", c.Rollout, "transitions per gradient step")
+		fs.Float64Var(&c.LR, "lr", c.LR, "Adam step size")
+		fs.IntVar(&c.Horizon, "horizon", c.Horizon, "decisions whose delta credit an action")
+		fs.Float64Var(&c.WeightClip, "weight-clip", c.WeightClip, "delta/target is clipped to [-weight-clip, 1]")
+		fs.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "episodes between checkpoints")
+		dir := fs.String("out", "rlcc-train", "directory for policy.json, curve.csv, curve.png, checkpoints")
+		resume := fs.String("resume", "", "checkpoint to resume from (same flags)")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		c.Dir = *dir
+		if !*quiet {
+			c.Progress = progress
+		}
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			return err
+		}
+		var t *train.Trainer
+		var err error
+		if *resume != "" {
+			t, err = train.Resume(c, *resume)
+		} else {
+			t, err = train.New(c)
+		}
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := t.Run(); err != nil {
+			return err
+		}
+		n := len(t.Curve)
+		tail := t.Curve[max(0, n-50):]
+		head := t.Curve[:min(50, n)]
+		fmt.Fprintf(out, "trained %d episodes in %.1f s: mean reward of the first %d episodes %.4f, of the last %d %.4f\n",
+			c.Iterations, time.Since(start).Seconds(), len(head), meanReward(head), len(tail), meanReward(tail))
+		fmt.Fprint(out, "| episodes | decisions | mean reward, whole episode | second half |\n|---|---|---|---|\n")
+		for lo := 0; lo < n; lo += 100 {
+			blk := t.Curve[lo:min(lo+100, n)]
+			var d int
+			var r, st float64
+			for _, e := range blk {
+				d += e.Decisions
+				r += e.Reward / float64(len(blk))
+				st += e.Steady / float64(len(blk))
+			}
+			fmt.Fprintf(out, "| %d-%d | %d | %.2f | %.2f |\n", blk[0].Iter, blk[len(blk)-1].Iter, d, r, st)
+		}
+		fmt.Fprintf(out, "wrote %s, %s, %s\n", filepath.Join(c.Dir, "policy.json"), filepath.Join(c.Dir, "curve.csv"), filepath.Join(c.Dir, "curve.png"))
+		return nil
+	case "distill":
+		dc := train.DefaultDistillConfig()
+		fs.Uint64Var(&dc.Seed, "seed", dc.Seed, "seed of the recording episodes")
+		fs.IntVar(&dc.Episodes, "episodes", dc.Episodes, "recording episodes")
+		fs.IntVar(&dc.MinFlows, "min-flows", dc.MinFlows, "smallest incast")
+		fs.IntVar(&dc.MaxFlows, "max-flows", dc.MaxFlows, "largest incast")
+		fs.Var(durFlag{&dc.EpisodeNs}, "episode", "simulated time per episode")
+		fs.IntVar(&dc.PerEpisode, "per-episode", dc.PerEpisode, "decisions kept per episode")
+		fs.IntVar(&dc.HoldOut, "hold-out", dc.HoldOut, "every n-th episode is held out")
+		fs.IntVar(&dc.Fit.Trees, "trees", dc.Fit.Trees, "boosted trees (<= 10 for the NIC)")
+		fs.IntVar(&dc.Fit.Depth, "depth", dc.Fit.Depth, "tree depth (<= 4 for the NIC)")
+		fs.Float64Var(&dc.Fit.LearningRate, "fit-lr", dc.Fit.LearningRate, "boosting shrinkage")
+		fs.Float64Var(&dc.Fit.L2, "l2", dc.Fit.L2, "L2 regularisation of leaf values")
+		fs.IntVar(&dc.Fit.Borders, "borders", dc.Fit.Borders, "candidate split borders per feature (quantiles)")
+		o := fs.String("o", "", "output model file (default stdout)")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		if !*quiet {
+			dc.Progress = progress
+		}
+		net, pj, err := loadPolicy(*policy)
+		if err != nil {
+			return err
+		}
+		m, rep, err := train.Distill(net, pj, dc)
+		if err != nil {
+			return err
+		}
+		if err := m.Validate(rlcc.DefaultLimits); err != nil {
+			return err
+		}
+		b, err := m.Marshal()
+		if err != nil {
+			return err
+		}
+		p, err := rlcc.NewParamsWithModel(rlcc.DefaultConfig(), config.Network{LinkRate: 100e9, BaseRTT: 10_000, MTU: 4096}, m)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "distilled: %d trees, %d ops per decision; %d training samples, RMSE %.4f; %d held-out samples, RMSE %.4f, max |error| %.4f (policy's mean |a-1| there %.4f)\n",
+			len(m.Trees), p.DecisionOps(), rep.Train, rep.TrainRMSE, rep.Test, rep.TestRMSE, rep.TestMaxAbs, rep.TestMeanAbsInput)
+		if *o == "" {
+			_, err = out.Write(b)
+			return err
+		}
+		return os.WriteFile(*o, b, 0o644)
+	case "table":
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		net, _, err := loadPolicy(*policy)
+		if err != nil {
+			return err
+		}
+		cfg := rlcc.DefaultConfig()
+		cfg.Model = *model
+		m, err := cfg.LoadModel()
+		if err != nil {
+			return err
+		}
+		printTable(out, "network", rlcc.ActionTable(train.NetAction(net, cfg), cfg.Target))
+		printTable(out, "trees", rlcc.ActionTable(train.TreeAction(m, cfg), cfg.Target))
+		printTable(out, "paper (Table VI)", rlcc.TableVI)
+		return nil
+	case "fig3":
+		flows := fs.String("flows", "2,4,8,16,32,64,128,256,512,1024", "incast sizes")
+		seeds := fs.Int("seeds", 3, "seeds per point (the spread is min..max)")
+		warm, measure := int64(10_000_000), int64(10_000_000)
+		fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
+		fs.Var(durFlag{&measure}, "measure", "measured window")
+		dir := fs.String("out", "", "directory for fig3.png (default: none)")
+		env := train.DefaultEnv()
+		fs.Float64Var(&env.RLCC.Target, "target", env.RLCC.Target, "the controllers' target (the policy was trained at 0.064)")
+		fs.Float64Var(&env.RLCC.Beta, "beta", env.RLCC.Beta, "the controllers' beta (the policy was trained at 1.5)")
+		which := fs.String("policies", "network,trees", "policies to run: network, trees or both")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		if err := env.RLCC.Validate(); err != nil {
+			return err
+		}
+		var ns []int
+		for _, f := range strings.Split(*flows, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 4096 {
+				return fmt.Errorf("-flows: %q: want numbers in 1..4096", f)
+			}
+			ns = append(ns, n)
+		}
+		if *seeds < 1 || *seeds > 100 {
+			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		}
+		net, _, err := loadPolicy(*policy)
+		if err != nil {
+			return err
+		}
+		cfg := env.RLCC
+		cfg.Model = *model
+		m, err := cfg.LoadModel()
+		if err != nil {
+			return err
+		}
+		var pw io.Writer
+		if !*quiet {
+			pw = progress
+		}
+		var pols []train.Policy
+		for _, w := range strings.Split(*which, ",") {
+			switch strings.TrimSpace(w) {
+			case "network":
+				pols = append(pols, &train.NetPolicy{Net: net, Cfg: env.RLCC})
+			case "trees":
+				pols = append(pols, &train.TreePolicy{Model: m, Cfg: env.RLCC})
+			default:
+				return fmt.Errorf("-policies: %q: want network, trees or both separated by a comma", w)
+			}
+		}
+		rows, err := train.Fig3(env, pols, ns, *seeds, warm, measure, pw)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "target %g, beta %g\n\n", env.RLCC.Target, env.RLCC.Beta)
+		fmt.Fprintf(out, "| N | policy | mean RTT inflation (min..max over %d seeds) | Eq. 2 | deviation | goodput | losses per flow | trims (whole run) |\n|---|---|---|---|---|---|---|---|\n", *seeds)
+		for _, r := range rows {
+			fmt.Fprintf(out, "| %d | %s | %.3f (%.3f..%.3f) | %.3f | %+.1f %% | %.3f (%.3f..%.3f) | %.2f | %.0f |\n", r.Flows, r.Policy,
+				r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Eq2, 100*(r.Inflation.Mean/r.Eq2-1),
+				r.Goodput.Mean, r.Goodput.Min, r.Goodput.Max, r.Losses.Mean, r.Trims.Mean)
+		}
+		if *dir != "" {
+			if err := os.MkdirAll(*dir, 0o755); err != nil {
+				return err
+			}
+			return train.PlotFig3(filepath.Join(*dir, "fig3.png"), rows)
+		}
+		return nil
+	case "compare":
+		flows := fs.String("flows", "4,16,64,256,1024", "incast sizes")
+		ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
+		seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
+		warm, measure := int64(10_000_000), int64(10_000_000)
+		fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
+		fs.Var(durFlag{&measure}, "measure", "measured window")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		ns, err := parseList(*flows, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
+		if err != nil {
+			return err
+		}
+		if *seeds < 1 || *seeds > 100 {
+			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		}
+		var pols []train.Policy
+		for _, name := range strings.Split(*ccs, ",") {
+			name = strings.TrimSpace(name)
+			if _, ok := transport.LookupCC(name); !ok {
+				return fmt.Errorf("-ccs: %q is not a registered controller (%s)", name, strings.Join(transport.CCNames(), ", "))
+			}
+			pols = append(pols, &train.CCPolicy{CC: name})
+		}
+		var in []int
+		for _, n := range ns {
+			in = append(in, int(n))
+		}
+		var pw io.Writer
+		if !*quiet {
+			pw = progress
+		}
+		rows, err := train.Fig3(train.DefaultEnv(), pols, in, *seeds, warm, measure, pw)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "| N | cc | goodput (min..max over %d seeds) | mean RTT inflation | losses per flow | trims (whole run) |\n|---|---|---|---|---|---|\n", *seeds)
+		for _, r := range rows {
+			fmt.Fprintf(out, "| %d | %s | %.3f (%.3f..%.3f) | %.3f (%.3f..%.3f) | %.2f | %.0f |\n", r.Flows, r.Policy,
+				r.Goodput.Mean, r.Goodput.Min, r.Goodput.Max, r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Losses.Mean, r.Trims.Mean)
+		}
+		return nil
+	case "longshort":
+		ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
+		ls := train.LongShort{Long: 1, Short: 50, ShortSize: 64 << 10, Burst: 5_000_000, End: 10_000_000}
+		fs.IntVar(&ls.Long, "long", ls.Long, "long flows")
+		fs.IntVar(&ls.Short, "short", ls.Short, "short flows in the burst")
+		fs.Int64Var(&ls.ShortSize, "short-size", ls.ShortSize, "bytes per short flow")
+		fs.Var(durFlag{&ls.Burst}, "burst", "when the short flows start")
+		fs.Var(durFlag{&ls.End}, "end", "end of the run")
+		seeds := fs.Int("seeds", 2, "seeds per row (the spread is min..max)")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		if *seeds < 1 || *seeds > 100 {
+			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		}
+		var names []string
+		for _, name := range strings.Split(*ccs, ",") {
+			name = strings.TrimSpace(name)
+			if _, ok := transport.LookupCC(name); !ok {
+				return fmt.Errorf("-ccs: %q is not a registered controller (%s)", name, strings.Join(transport.CCNames(), ", "))
+			}
+			names = append(names, name)
+		}
+		env := train.DefaultEnv()
+		fmt.Fprintf(out, "%d long, %d short of %d bytes at %v, until %v; over %d seeds (min..max)\n\n", ls.Long, ls.Short, ls.ShortSize,
+			config.Duration(ls.Burst), config.Duration(ls.End), *seeds)
+		fmt.Fprint(out, "| cc | long goodput before the burst | long goodput after it | short flows done | short slowdown, mean | max | short FCT, mean (us) | losses from the burst on |\n|---|---|---|---|---|---|---|---|\n")
+		for _, name := range names {
+			var rs []train.LongShortStats
+			for sd := 1; sd <= *seeds; sd++ {
+				st, err := env.RunLongShort(&train.CCPolicy{CC: name}, ls, uint64(sd))
+				if err != nil {
+					return err
+				}
+				if !*quiet {
+					fmt.Fprintf(progress, "%-8s seed %d: %+v\n", name, sd, st)
+				}
+				rs = append(rs, st)
+			}
+			sp := func(f func(train.LongShortStats) float64) string {
+				lo, hi, m := f(rs[0]), f(rs[0]), 0.0
+				for _, r := range rs {
+					lo, hi, m = min(lo, f(r)), max(hi, f(r)), m+f(r)/float64(len(rs))
+				}
+				return fmt.Sprintf("%.3g (%.3g..%.3g)", m, lo, hi)
+			}
+			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
+				sp(func(r train.LongShortStats) float64 { return r.LongBefore }),
+				sp(func(r train.LongShortStats) float64 { return r.LongAfter }),
+				sp(func(r train.LongShortStats) float64 { return float64(r.ShortDone) }),
+				sp(func(r train.LongShortStats) float64 { return r.MeanSlow }),
+				sp(func(r train.LongShortStats) float64 { return r.MaxSlow }),
+				sp(func(r train.LongShortStats) float64 { return r.MeanFCTus }),
+				sp(func(r train.LongShortStats) float64 { return float64(r.Losses) }))
+		}
+		return nil
+	case "fig4":
+		flows := fs.String("flows", "4,64,512", "incast sizes")
+		targets := fs.String("targets", "0.032,0.064,0.128", "targets (each at the default beta)")
+		betas := fs.String("betas", "1.1,1.5,2", "betas (each at the default target)")
+		seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
+		}
+		ns, err := parseList(*flows, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
+		if err != nil {
+			return err
+		}
+		ts, err := parseList(*targets, "-targets", func(v float64) bool { return v > 0 && v < 16 })
+		if err != nil {
+			return err
+		}
+		bs, err := parseList(*betas, "-betas", func(v float64) bool { return v >= 0 && v < 32 })
+		if err != nil {
+			return err
+		}
+		if *seeds < 1 || *seeds > 100 {
+			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		}
+		base := train.DefaultEnv()
+		cfg := base.RLCC
+		cfg.Model = *model
+		m, err := cfg.LoadModel()
+		if err != nil {
+			return err
+		}
+		var pw io.Writer
+		if !*quiet {
+			pw = progress
+		}
+		type setting struct{ t, b float64 }
+		var grid []setting
+		for _, t := range ts {
+			grid = append(grid, setting{t, base.RLCC.Beta})
+		}
+		for _, b := range bs {
+			if b != base.RLCC.Beta {
+				grid = append(grid, setting{base.RLCC.Target, b})
+			}
+		}
+		var in []int
+		for _, n := range ns {
+			in = append(in, int(n))
+		}
+		fmt.Fprintf(out, "| target | beta | N | mean RTT inflation (min..max over %d seeds) | Eq. 2 | deviation | goodput | losses per flow |\n|---|---|---|---|---|---|---|---|\n", *seeds)
+		for _, g := range grid {
+			env := base
+			env.RLCC.Target, env.RLCC.Beta = g.t, g.b
+			rows, err := train.Fig3(env, []train.Policy{&train.TreePolicy{Model: m, Cfg: env.RLCC}}, in, *seeds, 10_000_000, 10_000_000, pw)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				fmt.Fprintf(out, "| %g | %g | %d | %.3f (%.3f..%.3f) | %.3f | %+.1f %% | %.3f | %.2f |\n", g.t, g.b, r.Flows,
+					r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Eq2, 100*(r.Inflation.Mean/r.Eq2-1), r.Goodput.Mean, r.Losses.Mean)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("rlcc %s: unknown subcommand\n%s", args[0], rlccUsage)
+}
+
+// parseList reads comma-separated numbers, each checked by ok.
+func parseList(s, flag string, ok func(float64) bool) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !ok(v) {
+			return nil, fmt.Errorf("%s: %q is out of range", flag, f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func meanReward(eps []train.Episode) float64 {
+	s := 0.0
+	for _, e := range eps {
+		s += e.Reward / float64(len(eps))
+	}
+	return s
+}
+
+// loadPolicy reads a policy network file (empty: the embedded default).
+func loadPolicy(path string) (*rlcc.MLP, []byte, error) {
+	b := rlcc.DefaultPolicyJSON()
+	if path != "" {
+		var err error
+		if b, err = os.ReadFile(path); err != nil {
+			return nil, nil, err
+		}
+	}
+	m, _, err := rlcc.ParseMLP(b)
+	return m, b, err
+}
+
+func printTable(w io.Writer, name string, t [3][3]float64) {
+	fmt.Fprintf(w, "%s:\n| previous \\ current | under-utilised | on target | congested |\n|---|---|---|---|\n", name)
+	for i, row := range []string{"under-utilised", "on target", "congested"} {
+		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f |\n", row, t[i][0], t[i][1], t[i][2])
+	}
+	ok := rlcc.ColumnOrder(t)
+	fmt.Fprintf(w, "increasing down the columns (as Table VI): %v %v %v\n\n", ok[0], ok[1], ok[2])
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRLCCCommands: train writes a policy, curve and checkpoint from a tiny run, distill
+// turns that policy into a NIC-sized model, table and fig3 print their tables, and bad
+// flags are refused naming the flag.
+func TestRLCCCommands(t *testing.T) {
+	dir := t.TempDir()
+	var out, prog bytes.Buffer
+	err := runRLCC([]string{"train", "-iterations", "2", "-max-flows", "4", "-episode", "1ms", "-rollout", "32",
+		"-horizon", "4", "-checkpoint-every", "1", "-out", dir}, &out, &prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"policy.json", "curve.csv", "curve.png", "checkpoint_0001.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("train did not write %s: %v", f, err)
+		}
+	}
+	if !strings.Contains(prog.String(), "mean reward") || !strings.Contains(out.String(), "trained 2 episodes") {
+		t.Errorf("progress %q, output %q", prog.String(), out.String())
+	}
+	model := filepath.Join(dir, "model.json")
+	prog.Reset()
+	if err := runRLCC([]string{"distill", "-q", "-policy", filepath.Join(dir, "policy.json"), "-episodes", "4", "-hold-out", "2",
+		"-max-flows", "4", "-episode", "1ms", "-per-episode", "300", "-o", model}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(prog.String(), "held-out samples, RMSE") || !strings.Contains(prog.String(), "145 ops") {
+		t.Errorf("distill report: %q", prog.String())
+	}
+	out.Reset()
+	if err := runRLCC([]string{"table"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(out.String(), "increasing down the columns (as Table VI): true true true") != 3 {
+		t.Errorf("embedded network, trees and the paper's table should all be ordered:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runRLCC([]string{"fig3", "-q", "-flows", "4", "-seeds", "1", "-warm", "1ms", "-measure", "1ms", "-policies", "trees", "-model", model}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| 4 | trees |") {
+		t.Errorf("fig3 table: %s", out.String())
+	}
+	out.Reset()
+	if err := runRLCC([]string{"fig4", "-q", "-flows", "4", "-seeds", "1", "-targets", "0.1", "-betas", "1.5,2", "-model", model}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| 0.1 | 1.5 | 4 |") || !strings.Contains(out.String(), "| 0.064 | 2 | 4 |") || strings.Contains(out.String(), "| 0.064 | 1.5 |") {
+		t.Errorf("fig4 table: %s", out.String())
+	}
+	out.Reset()
+	if err := runRLCC([]string{"compare", "-q", "-flows", "4", "-seeds", "1", "-warm", "1ms", "-measure", "1ms", "-ccs", "rlcc,smartt"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| 4 | rlcc |") || !strings.Contains(out.String(), "| 4 | smartt |") {
+		t.Errorf("compare table: %s", out.String())
+	}
+	out.Reset()
+	if err := runRLCC([]string{"longshort", "-q", "-short", "4", "-burst", "1ms", "-end", "2ms", "-seeds", "1", "-ccs", "rlcc"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| rlcc | ") || !strings.Contains(out.String(), "1 long, 4 short") || !strings.Contains(out.String(), "| 4 (4..4) |") {
+		t.Errorf("longshort table: %s", out.String())
+	}
+	for _, bad := range [][]string{
+		{"longshort", "-burst", "0s"},
+		{"longshort", "-short", "0"},
+		{"compare", "-ccs", "tcp-reno"},
+		{"fig4", "-targets", "0"},
+		{"fig4", "-flows", "2.5"},
+		{"train", "-iterations", "0", "-out", dir},
+		{"fig3", "-flows", "0"},
+		{"fig3", "-policies", "lstm"},
+		{"fig3", "-beta", "-1"},
+		{"nonsense"},
+	} {
+		if err := runRLCC(bad, &out, &prog); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
