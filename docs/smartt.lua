@@ -14,9 +14,10 @@
 local p = Proto("smartt", "smartt transport")
 
 local types = { [1] = "DATA", [2] = "ACK", [3] = "NACK", [4] = "PROBE", [5] = "CLOSE",
-	[6] = "CLOSE_ACK", [7] = "RESET" }
+	[6] = "CLOSE_ACK", [7] = "RESET", [8] = "PULL" }
 -- Fixed lengths (docs/wire.md "Packet types and sizes").
 local DATA_HDR, ACK_FIXED, NACK_LEN, PROBE_LEN, CLOSE_LEN, COMMON = 64, 68, 48, 32, 28, 24
+local PULL_LEN = 32
 -- The authentication trailer of a packet with FlagSealed (docs/wire.md "Sealed packets").
 local SEAL = 36
 
@@ -67,6 +68,7 @@ f.cleanev    = ProtoField.uint16("smartt.clean_ev", "CleanEV", base.DEC)
 -- NACK (PSN, CumPSN, EchoEV, HoldTime, EchoTxTime as above), PROBE, CLOSE
 f.probetx = ProtoField.int64("smartt.probe_tx_time", "TxTime (ns)", base.DEC)
 f.reason  = ProtoField.uint32("smartt.reason", "Reason", base.DEC)
+f.granted = ProtoField.uint64("smartt.granted", "Granted (bytes, cumulative)", base.DEC)
 -- INT block (FlagINT, docs/wire.md "INT")
 f.int_n     = ProtoField.uint8("smartt.int.n", "INT records", base.DEC)
 f.int_cap   = ProtoField.uint8("smartt.int.cap", "INT slots", base.DEC)
@@ -194,8 +196,8 @@ local function dissect(tvb, pinfo, root)
 	local st = t:add(f.srcconn, tvb(16, 8))
 	local dst0 = tvb(8, 8):uint64() == UInt64(0)
 	if tvb(16, 8):uint64() == UInt64(0) then st:add_proto_expert_info(e_conn) end
-	-- ACK, NACK, CLOSE_ACK and RESET always name the receiver's connection.
-	if dst0 and (typ == 2 or typ == 3 or typ == 6 or typ == 7) then dt:add_proto_expert_info(e_conn) end
+	-- ACK, NACK, CLOSE_ACK, RESET and PULL always name the receiver's connection.
+	if dst0 and (typ == 2 or typ == 3 or typ == 6 or typ == 7 or typ == 8) then dt:add_proto_expert_info(e_conn) end
 	local info = tname .. " ev=" .. tvb(2, 2):uint()
 
 	local function need(n)
@@ -278,6 +280,12 @@ local function dissect(tvb, pinfo, root)
 			t:add(f.reason, tvb(24, 4))
 			info = info .. " reason=" .. tvb(24, 4):uint()
 		end
+	elseif typ == 8 then -- PULL
+		if need(PULL_LEN) then
+			local g = t:add(f.granted, tvb(24, 8))
+			if tvb(24, 8):uint64() == UInt64(0) then g:add_proto_expert_info(e_length) end
+			info = info .. " granted=" .. tostring(tvb(24, 8):uint64())
+		end
 	end
 	if trailer ~= nil then
 		info = info .. " SEALED"
@@ -301,7 +309,7 @@ end
 local function heur(tvb, pinfo, root)
 	if tvb:len() < COMMON then return false end
 	local b0 = tvb(0, 1):uint()
-	if b0 < 0x11 or b0 > 0x17 or (tvb(1, 1):uint() >= 0x80 and b0 > 0x12) or tvb(16, 8):uint64() == UInt64(0) then
+	if b0 < 0x11 or b0 > 0x18 or (tvb(1, 1):uint() >= 0x80 and b0 > 0x12) or tvb(16, 8):uint64() == UInt64(0) then
 		return false
 	end
 	dissect(tvb, pinfo, root)

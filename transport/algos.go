@@ -35,6 +35,10 @@ type CCRegistration struct {
 	Cost func(ctl cc.Controller) hwprofile.Cost
 	// Needs declares the network features the controller relies on.
 	Needs CCNeeds
+	// ReceiverDriven: the receiver schedules the senders (EQDS): an endpoint running
+	// the controller paces PULL packets for its peers (algos_eqds.go), and its
+	// connections send only against the credit those grant.
+	ReceiverDriven bool
 }
 
 var ccRegistry = map[string]*CCRegistration{}

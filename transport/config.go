@@ -10,6 +10,7 @@ import (
 	"github.com/smartt-transport/smartt/cc/bbr"
 	"github.com/smartt-transport/smartt/cc/dcqcn"
 	"github.com/smartt-transport/smartt/cc/dctcp"
+	"github.com/smartt-transport/smartt/cc/eqds"
 	"github.com/smartt-transport/smartt/cc/fixedrate"
 	"github.com/smartt-transport/smartt/cc/hpcc"
 	"github.com/smartt-transport/smartt/cc/nscc"
@@ -130,6 +131,8 @@ type Config struct {
 	DCQCN dcqcn.Config `yaml:"dcqcn"`
 	// BBR holds the parameters of the "bbr" controller (cc/bbr).
 	BBR bbr.Config `yaml:"bbr"`
+	// EQDS holds the parameters of the "eqds" mode (cc/eqds, receiver-driven credit).
+	EQDS eqds.Config `yaml:"eqds"`
 	// HPCC holds the parameters of the "hpcc" controller (cc/hpcc; needs INT).
 	HPCC hpcc.Config `yaml:"hpcc"`
 	// FixedRate holds the parameters of the "fixed_rate" controller (cc/fixedrate).
@@ -240,6 +243,7 @@ func DefaultConfig() Config {
 		NSCC:   nscc.DefaultConfig(),
 		DCQCN:  dcqcn.DefaultConfig(),
 		BBR:    bbr.DefaultConfig(),
+		EQDS:   eqds.DefaultConfig(),
 
 		HPCC:      hpcc.DefaultConfig(),
 		FixedRate: fixedrate.DefaultConfig(),

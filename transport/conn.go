@@ -7,6 +7,7 @@ import (
 
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/eqds"
 	"github.com/smartt-transport/smartt/pacing"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/wire"
@@ -118,6 +119,7 @@ type conn struct {
 	runEV   uint16              // the current run's EV
 	runLeft int                 // new packets left in the current run
 	ccStats cc.StatsReporter    // cc (or the controller it wraps) if it reports counters, else nil
+	credit  creditGate          // cc if it sends only against PULL credit (EQDS), else nil
 
 	// Sender.
 	sndUna, sndNxt uint32
@@ -159,7 +161,10 @@ type conn struct {
 	bytesAcked   uint64 // payload bytes the peer acknowledged (ConnInfo: the sender's progress)
 	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
 	probeEV      uint16
-	ackNow       bool // an ACK must go even without new data (probe, duplicate)
+	ackNow       bool           // an ACK must go even without new data (probe, duplicate)
+	rxPull       eqds.PullState // EQDS: bytes the peer's arrivals asked for, and granted
+	inPull       bool           // in the endpoint's pull queue
+	regrant      bool           // resend the cumulative grant (the peer probed)
 
 	// Close.
 	closeReq    bool // the application asked to close
@@ -193,6 +198,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
 	c.run = max(cfg.REPS.Run, 1)
 	c.ccStats = statsReporter(c.cc)
+	c.credit = creditGateOf(c.cc)
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
@@ -512,7 +518,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			c.retxq.pop()
 			continue
 		}
-		if !e.windowOpen(now, c, int(sp.size)) {
+		if !e.windowOpen(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
 		if int(sp.tx) > cfg.MaxRetransmits {
@@ -547,7 +553,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			return Transmit{}, false
 		}
 		size := min(m.n-m.sent, cfg.MTU)
-		if !e.windowOpen(now, c, size) {
+		if !e.windowOpen(now, c, size, false) {
 			return Transmit{}, false
 		}
 		if c.pkts == nil {
@@ -575,7 +581,15 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 
 // windowOpen applies congestion window and pacing to a packet of size bytes. A packet may
 // always go when nothing is in flight, so a window below one MTU cannot stall.
-func (e *Endpoint) windowOpen(now int64, c *conn, size int) bool {
+func (e *Endpoint) windowOpen(now int64, c *conn, size int, retx bool) bool {
+	if c.credit != nil && !c.credit.CanSend(size, retx) {
+		if c.inflight == 0 && c.probeAt == 0 {
+			// Nothing in flight will bring a PULL: if the last one was lost, a probe
+			// makes the receiver send its grant again.
+			c.probeAt = now + c.rto(&e.cfg)
+		}
+		return false
+	}
 	if c.inflight > 0 && c.inflight+size > c.cc.Window() {
 		return false
 	}
@@ -608,6 +622,9 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	c.inflight += int(sp.size)
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
 	c.pacer.OnSend(now, int(sp.size), c.paceRate(int(sp.size)))
+	if c.credit != nil {
+		c.credit.OnSend(int(sp.size), retx)
+	}
 
 	p := &e.pkt
 	p.Type, p.Flags, p.EV, p.ReplyPort = wire.TypeData, 0, sp.ev, e.cfg.ListenPort
@@ -870,6 +887,7 @@ func (e *Endpoint) onProbe(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	c.probeEcho = p.Probe
 	c.probeEV = p.EV
 	c.ackNow = true
+	e.regrant(now, c)
 	e.markReady(c)
 }
 

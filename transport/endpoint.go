@@ -76,6 +76,7 @@ type Endpoint struct {
 	lastNow  int64 // latest time the driver passed in, for snapshots (Conns)
 
 	auth *authEngine // packet authentication (auth.go); nil when off
+	pull *pullPacer  // receiver-driven credit (algos_eqds.go); nil unless the cc is
 }
 
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
@@ -105,7 +106,12 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
+	pull, err := newPullPacer(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
 	return &Endpoint{
+		pull:      pull,
 		auth:      auth,
 		wholeBufs: whole,
 		cfg:       cfg,
@@ -185,6 +191,9 @@ func (e *Endpoint) Send(now int64, id ConnID, msg []byte) (uint32, error) {
 	c.streamNext += streamLen(len(msg))
 	if !c.outstanding() {
 		c.lastProgress = now
+		if c.credit != nil && c.inflight == 0 {
+			c.credit.Respeculate() // EQDS: a new burst starts speculatively
+		}
 	}
 	c.msgs.push(m)
 	e.markReady(c)
@@ -246,6 +255,9 @@ func (e *Endpoint) NextTimeout() (int64, bool) {
 	if e.twQueue.len() > 0 && e.twQueue.peek().expiry < d {
 		d = e.twQueue.peek().expiry
 	}
+	if t, ok := e.pullDeadline(); ok && t < d {
+		d = t
+	}
 	return d, d != math.MaxInt64
 }
 
@@ -295,6 +307,12 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 		if err == nil {
 			e.stats.PacketsSent++
 			return Transmit{N: n, To: cp.to, Control: true, Type: cp.typ}, true
+		}
+	}
+	if e.pull != nil {
+		if t, ok := e.pollPull(now, buf); ok {
+			e.stats.PacketsSent++
+			return t, true
 		}
 	}
 	for e.ready.len() > 0 {
@@ -415,6 +433,8 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 	case wire.TypeReset:
 		e.abort(now, c, ErrPeerReset)
 		return
+	case wire.TypePull:
+		e.onPull(now, c, p)
 	}
 	if !c.dead {
 		e.touch(c, now)

@@ -39,6 +39,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		if c.nacks.len() < maxNacks {
 			c.nacks.push(nackEntry{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime})
 		}
+		e.pullRequest(now, c, int(d.PayloadLen), 0, false) // EQDS: the header asks for its resend's credit
 		e.markReady(c)
 		return
 	}
@@ -156,6 +157,11 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	}
 	oldCum := c.tracker.Cum()
 	c.tracker.Mark(d.PSN)
+	if !done {
+		// EQDS: an arrival asks for its replacement (a duplicate does not: its sender
+		// judged the original lost and got that credit back).
+		e.pullRequest(now, c, int(d.PayloadLen), m.RxTime-d.TxTime, true)
+	}
 	complete := r != nil && !done && r.got == r.n
 	if complete {
 		e.complete(c, r)

@@ -150,6 +150,13 @@ type Stats struct {
 	RecvBuffered    uint64 // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
 	RecvBufferedMax uint64 // high-water mark of RecvBuffered
 
+	// Receiver-driven credit (cc eqds, algos_eqds.go); all zero under other controllers.
+	PullsSent      uint64 // PULL packets sent (receiver)
+	PullsRecv      uint64 // PULL packets received (sender)
+	BadPulls       uint64 // PULLs dropped: granting more than ever requested, or to a connection not sending against credit
+	StalePulls     uint64 // PULLs no newer than a grant already seen (reordered or duplicated)
+	PullDebtCapped uint64 // arrivals whose request passed a connection's cap of outstanding requests (not granted)
+
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth AuthStats
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/eqds"
 	"github.com/smartt-transport/smartt/hwprofile"
 	"github.com/smartt-transport/smartt/hwprofile/timing"
 	"github.com/smartt-transport/smartt/reps"
@@ -150,11 +151,14 @@ func hwprofileMarkdown(w io.Writer) error {
 	return nil
 }
 
-// timeCC feeds a controller n ACKs, each an RTT sample of a packet sent after the
+// timeCC feeds a controller n ACKs (a credit-driven one, n packets and PULLs), each an RTT sample of a packet sent after the
 // previous one arrived (so rate-based controllers decide on every one), with RTTs
 // between 1 and 3 base RTTs, a CE mark on every fourth and INT records of 5 hops (the
 // most an INT controller reads), and returns ns per ACK (best batch).
 func timeCC(c cc.Controller, cfg transport.Config, n int) float64 {
+	if g, ok := c.(creditSender); ok {
+		return timeCredit(g, cfg, n)
+	}
 	brtt := int64(cfg.BaseRTT)
 	now := int64(1_000_000)
 	acks := make([]cc.Ack, 64)
@@ -177,6 +181,24 @@ func timeCC(c cc.Controller, cfg transport.Config, n int) float64 {
 		}
 		c.OnAck(a)
 		_ = c.Window()
+	})
+}
+
+// creditSender is a receiver-driven controller's sender half (cc/eqds): its decisions
+// are per packet sent and per PULL taken, not per ACK.
+type creditSender interface {
+	OnSend(size int, retx bool)
+	OnPull(granted uint64) eqds.PullVerdict
+}
+
+// timeCredit times a credit-driven sender's per-packet work: spend credit on a packet,
+// take the PULL that grants it back (the receiver's pacer is not included).
+func timeCredit(g creditSender, cfg transport.Config, n int) float64 {
+	granted := uint64(0)
+	return bestOfBatches(n, func(int) {
+		g.OnSend(cfg.MTU, false)
+		granted += uint64(cfg.MTU)
+		g.OnPull(granted)
 	})
 }
 

@@ -176,6 +176,11 @@ type EngineStats struct {
 	ConnsExpired    uint64   `json:"conns_expired"`     // idle connections forgotten (nothing outstanding either way)
 	RecvBuffered    uint64   `json:"recv_buffered"`     // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
 	RecvBufferedMax uint64   `json:"recv_buffered_max"` // high-water mark of RecvBuffered
+	PullsSent       uint64   `json:"pulls_sent"`        // PULL packets sent (receiver, cc eqds)
+	PullsRecv       uint64   `json:"pulls_recv"`        // PULL packets received (sender, cc eqds)
+	BadPulls        uint64   `json:"bad_pulls"`         // PULLs dropped: granting more than requested, or unexpected
+	StalePulls      uint64   `json:"stale_pulls"`       // PULLs no newer than a grant already seen
+	PullDebtCapped  uint64   `json:"pull_debt_capped"`  // arrivals whose credit request passed the connection's cap
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth map[string]uint64 `json:"auth"`

@@ -22,7 +22,8 @@ const (
 	TypeClose    Type = 5 // the sender has finished and releases the connection
 	TypeCloseAck Type = 6 // confirms a Close
 	TypeReset    Type = 7 // the receiver holds no state for the destination connection
-	typeMax      Type = 7
+	TypePull     Type = 8 // receiver-driven credit (EQDS): the receiver grants bytes to send (pull.go)
+	typeMax      Type = 8
 )
 
 // String names the type for logs and errors.
@@ -42,6 +43,8 @@ func (t Type) String() string {
 		return "CLOSE_ACK"
 	case TypeReset:
 		return "RESET"
+	case TypePull:
+		return "PULL"
 	}
 	return "UNKNOWN"
 }
@@ -143,6 +146,7 @@ type Packet struct {
 	Nack    Nack
 	Probe   int64  // PROBE: sender's TxTime
 	Reason  uint32 // CLOSE: reason code (0 = normal)
+	Pull    Pull   // PULL: the receiver's cumulative grant
 	Payload []byte // DATA: the payload bytes present (aliases the decoded buffer)
 	INT     INT    // DATA, ACK with FlagINT: the INT block (N = 0 without the flag)
 }
@@ -208,6 +212,8 @@ func (p *Packet) Decode(b []byte) error {
 		}
 		p.Reason = be.Uint32(b[24:])
 		return nil
+	case TypePull:
+		return p.decodePull(b)
 	default: // CloseAck, Reset
 		return p.needDst()
 	}
@@ -336,6 +342,8 @@ func (p *Packet) EncodedLen() int {
 		return CloseAckLen
 	case TypeReset:
 		return ResetLen
+	case TypePull:
+		return PullLen
 	}
 	return 0
 }
@@ -446,6 +454,10 @@ func (p *Packet) Encode(b []byte) (int, error) {
 	case TypeClose:
 		p.putCommon(b)
 		be.PutUint32(b[24:], p.Reason)
+	case TypePull:
+		if err := p.encodePull(b); err != nil {
+			return 0, err
+		}
 	default:
 		if p.DstConn == 0 {
 			return 0, ErrConnID

@@ -102,6 +102,7 @@ func samples() map[string]wire.Packet {
 		"close":        {Header: hdr(wire.TypeClose, 0), Reason: 0xcafef00d},
 		"close_ack":    {Header: hdr(wire.TypeCloseAck, 0)},
 		"reset":        {Header: hdr(wire.TypeReset, 0)},
+		"pull":         {Header: hdr(wire.TypePull, 0), Pull: wire.Pull{Granted: 0x0102_0304_0506_0708}},
 		"ack/4w/clean": ackPacket(4, wire.MaxCleanEVs),
 	}
 	// Types that may be sent before the peer's connection ID is known.
@@ -165,6 +166,8 @@ func packetDiff(want, got *wire.Packet) []string {
 		if want.Reason != got.Reason {
 			d = append(d, fmt.Sprintf("Reason: %#x != %#x", want.Reason, got.Reason))
 		}
+	case wire.TypePull:
+		d = append(d, diff(want.Pull, got.Pull)...)
 	}
 	return d
 }
@@ -235,6 +238,8 @@ func wantLen(p *wire.Packet) int {
 		return 32
 	case wire.TypeClose:
 		return 28
+	case wire.TypePull:
+		return 32
 	}
 	return 24
 }
@@ -318,6 +323,7 @@ func TestFixedLayout(t *testing.T) {
 		{sm["close"], append(common(0x15, 0), 0xca, 0xfe, 0xf0, 0x0d)},
 		{sm["close_ack"], common(0x16, 0)},
 		{sm["reset"], common(0x17, 0)},
+		{sm["pull"], append(common(0x18, 0), 1, 2, 3, 4, 5, 6, 7, 8)},
 	} {
 		if b := encode(t, &tt.p); !bytes.Equal(b, tt.want) {
 			t.Fatalf("%v encoding\n got % x\nwant % x", tt.p.Type, b, tt.want)
@@ -386,7 +392,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2", mutate(data, set(0, 0x21)), wire.ErrVersion},
 		{"version 15", mutate(ack, set(0, 0xf2)), wire.ErrVersion},
 		{"type 0", mutate(data, set(0, 0x10)), wire.ErrType},
-		{"type 8", mutate(data, set(0, 0x18)), wire.ErrType},
+		{"type 9", mutate(data, set(0, 0x19)), wire.ErrType},
 		{"type 15", mutate(data, set(0, 0x1f)), wire.ErrType},
 		{"INT flag on nack", mutate(nackPacket(), set(1, 0x80)), wire.ErrFlags},
 		{"INT flag on probe", mutate(samples()["probe/nodst"], set(1, 0x80)), wire.ErrFlags},
@@ -398,6 +404,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"nack DstConn 0", mutate(nackPacket(), zero(8, 16)), wire.ErrConnID},
 		{"close_ack DstConn 0", mutate(samples()["close_ack"], zero(8, 16)), wire.ErrConnID},
 		{"reset DstConn 0", mutate(samples()["reset"], zero(8, 16)), wire.ErrConnID},
+		{"pull DstConn 0", mutate(samples()["pull"], zero(8, 16)), wire.ErrConnID},
+		{"pull 31 bytes", mutate(samples()["pull"], same)[:31], wire.ErrShort},
+		{"pull Granted 0", mutate(samples()["pull"], zero(24, 32)), wire.ErrLength},
 		{"data MsgLen 0", mutate(data, zero(36, 40)), wire.ErrLength},
 		{"data PayloadLen 0", mutate(data, zero(44, 46)), wire.ErrLength},
 		{"data Offset+PayloadLen > MsgLen", mutate(data, set(40, 0x00, 0xf0, 0x00, 0x01)), wire.ErrLength},
@@ -432,7 +441,7 @@ func TestEncodeErrors(t *testing.T) {
 		want error
 	}{
 		{"type 0", with(data, func(p *wire.Packet) { p.Type = 0 }), wire.ErrType},
-		{"type 8", with(data, func(p *wire.Packet) { p.Type = 8 }), wire.ErrType},
+		{"type 9", with(data, func(p *wire.Packet) { p.Type = 9 }), wire.ErrType},
 		{"INT flag on nack", with(nackPacket(), func(p *wire.Packet) { p.Flags |= wire.FlagINT }), wire.ErrFlags},
 		{"data SrcConn 0", with(data, func(p *wire.Packet) { p.SrcConn = 0 }), wire.ErrConnID},
 		{"close SrcConn 0", with(samples()["close"], func(p *wire.Packet) { p.SrcConn = 0 }), wire.ErrConnID},
@@ -440,6 +449,8 @@ func TestEncodeErrors(t *testing.T) {
 		{"nack DstConn 0", with(nackPacket(), func(p *wire.Packet) { p.DstConn = 0 }), wire.ErrConnID},
 		{"close_ack DstConn 0", with(samples()["close_ack"], func(p *wire.Packet) { p.DstConn = 0 }), wire.ErrConnID},
 		{"reset DstConn 0", with(samples()["reset"], func(p *wire.Packet) { p.DstConn = 0 }), wire.ErrConnID},
+		{"pull DstConn 0", with(samples()["pull"], func(p *wire.Packet) { p.DstConn = 0 }), wire.ErrConnID},
+		{"pull Granted 0", with(samples()["pull"], func(p *wire.Packet) { p.Pull.Granted = 0 }), wire.ErrLength},
 		{"PayloadLen != len(Payload)", with(data, func(p *wire.Packet) { p.Data.PayloadLen-- }), wire.ErrLength},
 		{"empty payload", with(data, func(p *wire.Packet) { p.Payload, p.Data.PayloadLen = nil, 0 }), wire.ErrLength},
 		{"MsgLen 0", with(data, func(p *wire.Packet) { p.Data.MsgLen = 0 }), wire.ErrLength},
@@ -736,7 +747,7 @@ func BenchmarkDecodeAck(b *testing.B) {
 // reports it (the trailer itself is transport/seal's, stripped before Decode).
 func TestSealedFlag(t *testing.T) {
 	for _, typ := range []wire.Type{wire.TypeData, wire.TypeAck, wire.TypeNack, wire.TypeProbe,
-		wire.TypeClose, wire.TypeCloseAck, wire.TypeReset} {
+		wire.TypeClose, wire.TypeCloseAck, wire.TypeReset, wire.TypePull} {
 		p := wire.Packet{Header: hdr(typ, wire.FlagSealed)}
 		if typ == wire.TypeData {
 			p.Data = wire.Data{MsgLen: 10, PayloadLen: 10}
@@ -744,6 +755,9 @@ func TestSealedFlag(t *testing.T) {
 		}
 		if typ == wire.TypeAck {
 			p.Ack.SackWords = 1
+		}
+		if typ == wire.TypePull {
+			p.Pull.Granted = 1
 		}
 		buf := make([]byte, 300)
 		n, err := p.Encode(buf)
