@@ -211,7 +211,14 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 			mod(c)
 		}
 	})
-	rd := startIn(b, tp.B, lb, dir, mod)
+	rd := startIn(b, tp.B, lb, dir, func(c *smarttd.Config) {
+		if mod != nil {
+			mod(c)
+		}
+		// The receiving client's reads are measured too; when it falls behind the network
+		// the daemon queues for it (up to this much) rather than dropping messages.
+		c.API.MaxRecvQueue = 1 << 30
+	})
 	defer stopDaemon(a)
 	defer stopDaemon(rd)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
