@@ -313,7 +313,7 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		fs.Int64Var(&ls.ShortSize, "short-size", ls.ShortSize, "bytes per short flow")
 		fs.Var(durFlag{&ls.Burst}, "burst", "when the short flows start")
 		fs.Var(durFlag{&ls.End}, "end", "end of the run")
-		seeds := fs.Int("seeds", 2, "seeds per row (the spread is min..max)")
+		seeds := fs.Int("seeds", 3, "seeds per row (the spread is min..max)")
 		if err := parseArgs(fs, args[1:]); err != nil {
 			return err
 		}
@@ -331,7 +331,7 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		env := train.DefaultEnv()
 		fmt.Fprintf(out, "%d long, %d short of %d bytes at %v, until %v; over %d seeds (min..max)\n\n", ls.Long, ls.Short, ls.ShortSize,
 			config.Duration(ls.Burst), config.Duration(ls.End), *seeds)
-		fmt.Fprint(out, "| cc | long goodput before the burst | long goodput after it | short flows done | short slowdown, mean | max | short FCT, mean (us) | losses from the burst on |\n|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprint(out, "| cc | long goodput before the burst | long goodput after it | long flows halved after (us) | back to 90 % after the burst drained (us) | short flows done | short slowdown, mean | max | short FCT, mean (us) | losses from the burst on |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, name := range names {
 			var rs []train.LongShortStats
 			for sd := 1; sd <= *seeds; sd++ {
@@ -351,9 +351,11 @@ func runRLCC(args []string, out, progress io.Writer) error {
 				}
 				return fmt.Sprintf("%.3g (%.3g..%.3g)", m, lo, hi)
 			}
-			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
+			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
 				sp(func(r train.LongShortStats) float64 { return r.LongBefore }),
 				sp(func(r train.LongShortStats) float64 { return r.LongAfter }),
+				sp(func(r train.LongShortStats) float64 { return r.ReactUs }),
+				sp(func(r train.LongShortStats) float64 { return r.RecoverUs }),
 				sp(func(r train.LongShortStats) float64 { return float64(r.ShortDone) }),
 				sp(func(r train.LongShortStats) float64 { return r.MeanSlow }),
 				sp(func(r train.LongShortStats) float64 { return r.MaxSlow }),

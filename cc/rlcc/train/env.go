@@ -128,10 +128,16 @@ type probe struct {
 	bytes    int64
 	losses   uint64
 	host     int
-	mark     int64  // a second time of interest (long-short: the burst)
-	early    int64  // bytes acknowledged in [warm, mark)
-	lateLoss uint64 // losses from mark on
+	mark     int64   // a second time of interest (long-short: the burst)
+	early    int64   // bytes acknowledged in [warm, mark)
+	lateLoss uint64  // losses from mark on
+	bin      int64   // width of bins, ns (0: none)
+	bins     []int64 // bytes acknowledged per bin from mark on (long-short's reaction)
 }
+
+// probeBin is the width of the time bins a probe counts acknowledged bytes in after its
+// mark: fine enough to time a reaction to within a few RTTs.
+const probeBin = 20_000
 
 func (p *probe) OnAck(a cc.Ack) {
 	if a.Now >= p.warm {
@@ -143,6 +149,13 @@ func (p *probe) OnAck(a cc.Ack) {
 		if a.Now < p.mark {
 			p.early += int64(a.Bytes)
 		}
+	}
+	if p.bin > 0 && a.Now >= p.mark {
+		i := int((a.Now - p.mark) / p.bin)
+		for len(p.bins) <= i {
+			p.bins = append(p.bins, 0)
+		}
+		p.bins[i] += int64(a.Bytes)
 	}
 	p.Controller.OnAck(a)
 }
@@ -239,6 +252,9 @@ func (e Env) simulate(pol Policy, name string, hosts int, wl sim.WorkloadConfig,
 				c = &cc.Fixed{Bytes: cfg.MTU}
 			}
 			pr := &probe{Controller: c, warm: warm, host: host, mark: mark}
+			if mark < end {
+				pr.bin = probeBin
+			}
 			probes = append(probes, pr)
 			return pr
 		}

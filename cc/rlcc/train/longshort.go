@@ -26,6 +26,12 @@ type LongShortStats struct {
 	MaxSlow    float64
 	MeanFCTus  float64 // mean short-flow completion time, us
 	Losses     uint64  // packets judged lost by any flow from the burst on
+	// ReactUs is how long after the burst the long flows' goodput first fell below half
+	// its rate before the burst (in 20 us bins; -1: it never did): the reaction time.
+	ReactUs float64
+	// RecoverUs is how long after the last short flow completed the long flows were back
+	// at 90 % of their rate before the burst (-1: not by the end of the run).
+	RecoverUs float64
 }
 
 // RunLongShort runs the long-short test with pol.
@@ -51,10 +57,17 @@ func (e Env) RunLongShort(pol Policy, ls LongShort, seed uint64) (LongShortStats
 		return st, err
 	}
 	var before, after int64
+	var bins []int64 // the long flows' acknowledged bytes per probeBin from the burst on
 	for _, p := range probes {
 		if p.host <= ls.Long {
 			before += p.early
 			after += p.bytes - p.early
+			for i, b := range p.bins {
+				for len(bins) <= i {
+					bins = append(bins, 0)
+				}
+				bins[i] += b
+			}
 		}
 		st.Losses += p.lateLoss
 	}
@@ -62,11 +75,29 @@ func (e Env) RunLongShort(pol Policy, ls LongShort, seed uint64) (LongShortStats
 	st.LongBefore = float64(before) / (line * 1e-3)
 	st.LongAfter = float64(after) / (line * float64(ls.End-ls.Burst) / 1e9)
 	var slows []float64
+	lastDone := int64(-1)
 	for _, f := range r.PerFlow {
 		if f.Src > ls.Long && f.FCT >= 0 && !f.Failed {
+			lastDone = max(lastDone, ls.Burst+f.FCT)
 			st.ShortDone++
 			slows = append(slows, float64(f.FCT)/float64(f.Ideal))
 			st.MeanFCTus += float64(f.FCT) / 1e3
+		}
+	}
+	st.ReactUs, st.RecoverUs = -1, -1
+	pre := float64(before) * probeBin / 1e6 // bytes per bin before the burst (1 ms of them)
+	for i, b := range bins {
+		if float64(b) < pre/2 {
+			st.ReactUs = float64((i+1)*probeBin) / 1e3
+			break
+		}
+	}
+	if lastDone >= 0 && st.ShortDone == ls.Short {
+		for i := int((lastDone - ls.Burst) / probeBin); i >= 0 && i < len(bins); i++ {
+			if float64(bins[i]) >= 0.9*pre {
+				st.RecoverUs = float64(ls.Burst+int64(i+1)*probeBin-lastDone) / 1e3
+				break
+			}
 		}
 	}
 	if len(slows) > 0 {
