@@ -3,8 +3,6 @@ package bbr_test
 import (
 	"testing"
 
-	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/cc/bbr"
 	"github.com/smartt-transport/smartt/cc/cctest"
 	"github.com/smartt-transport/smartt/transport"
 )
@@ -14,30 +12,6 @@ import (
 // (Jain >= 0.75): BBR v1 does not react to loss or ECN, and each flow's bandwidth filter
 // holds a stale maximum for up to 20 rounds, as known of it.
 func TestIncastConverges(t *testing.T) {
-	recs := make([]*cctest.Recorder, 8)
-	cfg := cctest.Config(true)
-	p, err := bbr.NewParams(cfg.BBR, cfg.Network())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := cctest.New(t, cctest.Options{Senders: 8, Trim: true, Seed: 7,
-		Mod: func(c *transport.Config) { c.CC = "bbr"; c.MaxRetransmits = 255 }, // BBR v1 ignores loss: under incast a packet may be trimmed many times
-		NewCC: func(i int) cc.Controller {
-			recs[i] = &cctest.Recorder{Controller: bbr.New(p), Record: true}
-			return recs[i]
-		}})
-	took, ideal := r.Incast(8 << 20)
-	var shares []float64
-	for _, f := range recs {
-		shares = append(shares, float64(f.AckedAt(r.Net.Now()-took/2)))
-	}
-	ps := r.Net.PortStats(r.RXAddr)
-	j := cctest.Jain(shares)
-	t.Logf("bbr: %.3f x ideal, Jain %.3f, trims %d", float64(took)/float64(ideal), j, ps.Trims)
-	if float64(took) > 1.5*float64(ideal) {
-		t.Errorf("incast took %.3f x ideal", float64(took)/float64(ideal))
-	}
-	if j < 0.75 {
-		t.Errorf("Jain %.3f", j)
-	}
+	// BBR v1 ignores loss: under incast a packet may be trimmed many times.
+	cctest.IncastFairness(t, "bbr", 0.75, func(c *transport.Config) { c.MaxRetransmits = 255 })
 }
