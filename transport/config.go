@@ -57,8 +57,16 @@ type Config struct {
 	// 4 rttvar), doubled per timed-out retransmission up to MaxRTO.
 	FixedRTO config.Duration `yaml:"fixed_rto"`
 	// MaxRetransmits fails a message (and aborts its connection) when one of its packets
-	// would be sent for the MaxRetransmits+1-th time.
+	// would be sent for the MaxRetransmits+1-th time without a NACK having answered the
+	// earlier ones: transmissions lost silently (timeouts, SACK gaps) are what say the
+	// path or the peer may be dead.
 	MaxRetransmits int `yaml:"max_retransmits"`
+	// MaxTrims bounds the retransmissions of one packet that a NACK asked for (its earlier
+	// copy was trimmed): a NACK proves the peer and the path alive, so trims under
+	// congestion do not count towards MaxRetransmits; a packet trimmed more often than
+	// this fails its message all the same, so that no peer or path can keep a sender
+	// retransmitting forever.
+	MaxTrims int `yaml:"max_trims"`
 	// IdleTimeout aborts a connection whose peer acknowledged nothing for this long while
 	// data was outstanding, or sent nothing for this long while a message from it was
 	// partly received; an idle accepted connection is forgotten after it, an idle dialled
@@ -219,6 +227,7 @@ func DefaultConfig() Config {
 		MinRTO:           200_000,
 		MaxRTO:           200_000_000,
 		MaxRetransmits:   15,
+		MaxTrims:         1024,
 		IdleTimeout:      5_000_000_000,
 		UnprovenTimeout:  1_000_000_000,
 		TimeWait:         2_000_000_000,
@@ -285,6 +294,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
 		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)
+	}
+	if c.MaxTrims < 1 || c.MaxTrims > 60000 {
+		bad("max_trims = %d: must be in 1..60000 (with max_retransmits, a packet's copies fit 16 bits)", c.MaxTrims)
 	}
 	if c.IdleTimeout < 1_000_000 || c.IdleTimeout > 86_400_000_000_000 {
 		bad("idle_timeout = %v: must be in 1ms..24h", c.IdleTimeout)

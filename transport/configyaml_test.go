@@ -34,3 +34,23 @@ func TestConfigYAML(t *testing.T) {
 		t.Fatalf("unknown field: err = %v", err)
 	}
 }
+
+// TestRetransmitLimitsAtAndBeyond: the two per-packet limits accept their bounds and
+// name themselves beyond them.
+func TestRetransmitLimitsAtAndBeyond(t *testing.T) {
+	for _, c := range []struct {
+		retx, trims int
+		bad         string
+	}{
+		{1, 1, ""}, {255, 60000, ""},
+		{0, 1024, "max_retransmits = 0"}, {256, 1024, "max_retransmits = 256"},
+		{15, 0, "max_trims = 0"}, {15, 60001, "max_trims = 60001"},
+	} {
+		cfg := DefaultConfig()
+		cfg.MaxRetransmits, cfg.MaxTrims = c.retx, c.trims
+		err := cfg.Validate()
+		if (c.bad == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.bad)) {
+			t.Errorf("max_retransmits %d, max_trims %d: err = %v, want %q", c.retx, c.trims, err, c.bad)
+		}
+	}
+}

@@ -27,7 +27,8 @@ type sentPkt struct {
 	size   uint32
 	sentAt int64
 	seq    uint64 // transmission sequence number of its latest transmission
-	tx     uint8  // transmissions so far
+	tx     uint16 // transmissions so far
+	trims  uint16 // transmissions of those that the peer NACKed (trimmed on the way)
 	state  uint8
 	cause  cc.LossCause
 	ev     uint16
@@ -521,8 +522,15 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		if !e.windowOpen(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
-		if int(sp.tx) > cfg.MaxRetransmits {
+		if sp.cause == cc.LossTrim {
+			sp.trims++
+		}
+		if int(sp.tx-sp.trims) > cfg.MaxRetransmits {
 			e.abort(now, c, ErrRetransmits)
+			return Transmit{}, false
+		}
+		if int(sp.trims) > cfg.MaxTrims {
+			e.abort(now, c, ErrTrims)
 			return Transmit{}, false
 		}
 		c.retxq.pop()

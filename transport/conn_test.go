@@ -128,6 +128,88 @@ func TestDeadPeerFailsMessagesWithNotice(t *testing.T) {
 	}
 }
 
+// trimOffset makes p's wire mark, with the trimmed DSCP, the first `times` copies of the
+// data packet at offset off of a's messages, and reports how many it marked.
+func trimOffset(p *pair, cfg Config, off uint32, times int) *int {
+	n := new(int)
+	p.dscp = func(from *Endpoint, b []byte) uint8 {
+		var pk wire.Packet
+		if from != p.a || pk.Decode(b) != nil || pk.Type != wire.TypeData || pk.Data.Offset != off || *n >= times {
+			return 0
+		}
+		*n++
+		return cfg.TrimDSCP
+	}
+	return n
+}
+
+// TestTrimsDoNotCountAsSilentLosses: a packet trimmed (and NACKed) many more times than
+// max_retransmits is still delivered, because each NACK proves the peer alive; only
+// losses nobody answered count towards max_retransmits (the userspace switch's
+// deterministic marking once trimmed one packet 16 times in a row and failed 30 messages
+// of a live connection).
+func TestTrimsDoNotCountAsSilentLosses(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.TrimDSCP = 33
+	cfg.MaxRetransmits = 3
+	p := newPair(t, cfg, 3000)
+	n := trimOffset(p, cfg, 8192, 40)
+	id, _ := p.a.Dial(0, p.bAddr)
+	msg := bytes.Repeat([]byte("trim"), 10000)
+	if _, err := p.a.Send(0, id, msg); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	p.runUntil(t, 1e10, func() bool {
+		for _, ev := range events(p.a) {
+			if ev.Kind == MessageFailed {
+				t.Fatalf("message failed after %d trims: %v", *n, ev.Err)
+			}
+		}
+		for _, ev := range events(p.b) {
+			if ev.Kind == MessageReceived {
+				got = ev.Data
+			}
+		}
+		return got != nil
+	})
+	if *n != 40 || !bytes.Equal(got, msg) {
+		t.Fatalf("trimmed %d times, delivered %d bytes intact=%v", *n, len(got), bytes.Equal(got, msg))
+	}
+	if s := p.a.Stats(); s.RetxNack != 40 || s.RetxTimeout != 0 {
+		t.Fatalf("retransmissions: %d after NACKs (want 40), %d after timeouts", s.RetxNack, s.RetxTimeout)
+	}
+}
+
+// TestMaxTrimsFailsWithNotice: a packet trimmed max_trims+1 times fails its message with
+// ErrTrims, the sender is told, and nothing is delivered.
+func TestMaxTrimsFailsWithNotice(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.TrimDSCP = 33
+	cfg.MaxTrims = 5
+	p := newPair(t, cfg, 3000)
+	n := trimOffset(p, cfg, 0, 1000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	m, _ := p.a.Send(0, id, make([]byte, 20000))
+	var failed error
+	p.runUntil(t, 1e10, func() bool {
+		for _, ev := range events(p.a) {
+			if ev.Kind == MessageFailed && ev.MsgID == m {
+				failed = ev.Err
+			}
+		}
+		for _, ev := range events(p.b) {
+			if ev.Kind == MessageReceived {
+				t.Fatal("a message with a hole was delivered")
+			}
+		}
+		return failed != nil
+	})
+	if !errors.Is(failed, ErrTrims) || *n != cfg.MaxTrims+1 {
+		t.Fatalf("failed with %v after %d trims; want ErrTrims after %d", failed, *n, cfg.MaxTrims+1)
+	}
+}
+
 func TestResetFailsPeerAfterRestart(t *testing.T) {
 	p := newPair(t, DefaultConfig(), 3000)
 	id, _ := p.a.Dial(0, p.bAddr)

@@ -18,6 +18,7 @@ type pair struct {
 	drop       func(from *Endpoint, b []byte) bool  // optional: drop this datagram
 	extra      func(from *Endpoint, b []byte) int64 // optional: delay this datagram more
 	ecn        func(from *Endpoint, b []byte) uint8 // optional: ECN bits the datagram arrives with
+	dscp       func(from *Endpoint, b []byte) uint8 // optional: DSCP the datagram arrives with
 	inflight   []flight
 }
 
@@ -101,6 +102,10 @@ func (p *pair) step() bool {
 		if p.ecn != nil {
 			sender, _ := p.other(f.to)
 			meta.ECN = p.ecn(sender, f.data)
+		}
+		if p.dscp != nil {
+			sender, _ := p.other(f.to)
+			meta.DSCP = p.dscp(sender, f.data)
 		}
 		f.to.HandlePacket(p.now, f.data, meta)
 	}

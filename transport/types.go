@@ -94,8 +94,10 @@ var (
 	ErrTooLarge    = errors.New("transport: message larger than max_message")
 	ErrEmpty       = errors.New("transport: empty message")
 	ErrRetransmits = errors.New("transport: packet retransmitted max_retransmits times without acknowledgement")
-	ErrIdle        = errors.New("transport: peer silent for idle_timeout with data outstanding or a message partly received")
-	ErrPeerReset   = errors.New("transport: peer reset the connection (it holds no state for it)")
+	// ErrTrims: one packet was trimmed (and NACKed) more than max_trims times.
+	ErrTrims     = errors.New("transport: packet trimmed and resent max_trims times")
+	ErrIdle      = errors.New("transport: peer silent for idle_timeout with data outstanding or a message partly received")
+	ErrPeerReset = errors.New("transport: peer reset the connection (it holds no state for it)")
 	// ErrResetUnsent is ErrPeerReset for a message of which no byte was ever sent: the
 	// peer cannot have delivered any of it, so resending it on a new connection is safe.
 	// errors.Is(err, ErrPeerReset) holds for it too.

@@ -83,7 +83,11 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 			t.Fatalf("message %d: %v", i, err)
 		}
 		if sha256.Sum256(m.Data) != hashes[i] {
-			t.Fatalf("message %d corrupted", i)
+			// A failed message (its sender told) is not delivered: say why, if so.
+			wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_, werr := pend[i].Wait(wctx)
+			wcancel()
+			t.Fatalf("message %d is not the one sent (the sender's result: %v); A %+v", i, werr, a.Node.Stats())
 		}
 		if _, err := pend[i].Wait(ctx); err != nil {
 			t.Fatalf("message %d: %v", i, err)
