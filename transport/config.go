@@ -85,6 +85,11 @@ type Config struct {
 	MaxConns int `yaml:"max_conns"`
 	// Unordered delivers each message as soon as it is complete instead of in send order.
 	Unordered bool `yaml:"unordered"`
+	// HopsFromTTL learns each connection's path length from the IP TTL (hop limit) of its
+	// peer's packets (RxMeta.TTL; the fewest hops seen) and gives it to the controller as
+	// SetPathHops does: per-hop base RTTs (smartt.base_rtt_per_hop), Swift's hop-scaled
+	// target. Only packets of proven connections count, so a spoofed packet cannot shorten it.
+	HopsFromTTL bool `yaml:"hops_from_ttl"`
 	// Trimming says the network's switches trim packets that find a full queue (cut to
 	// the header and forwarded, so the receiver NACKs them). Congestion control and load
 	// balancing read losses by it: with trimming, a timeout means failure, not congestion.

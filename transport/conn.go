@@ -88,6 +88,8 @@ type trigger struct {
 // conn is one connection: a sender half and a receiver half.
 type conn struct {
 	id, peerID uint64
+	ttlHops    uint8 // fewest hops the peer's packets showed (HopsFromTTL), valid if hopsSeen
+	hopsSeen   bool
 	rxINT      wire.INT // INT block of the last data packet with one (Cap 0: none yet)
 	peer       netip.AddrPort
 	initiator  bool

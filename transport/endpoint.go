@@ -413,6 +413,9 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 		}
 	}
 	c.lastRecv, c.lastActive = now, now
+	if m.TTL != 0 && c.proven && e.cfg.HopsFromTTL {
+		e.learnHops(c, m.TTL)
+	}
 	switch p.Type {
 	case wire.TypeData:
 		e.onData(now, c, p, &m)
@@ -605,6 +608,9 @@ type ConnInfo struct {
 	BytesAcked, BytesReceived uint64
 	// QuickAdapts counts the controller's QuickAdapt firings (SMaRTT; 0 for others).
 	QuickAdapts uint64
+	// PathHops is the path length learnt from the peer's IP TTLs (Config.HopsFromTTL;
+	// HopsFromTTL), -1 while unknown.
+	PathHops int
 }
 
 // Conns appends a snapshot of every live connection to dst and returns it.
@@ -630,7 +636,10 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 		SRTT: c.srtt, RTO: c.rto(&e.cfg), Window: c.cc.Window(), PacingRate: c.cc.PacingRate(),
 		InFlight: c.inflight, QueuedMsgs: c.msgs.len(), RecvBuffers: c.held,
 		BytesAcked: c.bytesAcked, BytesReceived: c.bytesRecv,
-		Closing: c.closeReq || c.peerClosed,
+		Closing: c.closeReq || c.peerClosed, PathHops: -1,
+	}
+	if c.hopsSeen {
+		ci.PathHops = int(c.ttlHops)
 	}
 	if f, ok := c.lb.(reps.Freezer); ok {
 		ci.Freezing, ci.FreezeEpisodes = f.Freezing(e.lastNow), f.FreezeEpisodes()

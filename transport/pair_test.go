@@ -19,6 +19,7 @@ type pair struct {
 	extra      func(from *Endpoint, b []byte) int64 // optional: delay this datagram more
 	ecn        func(from *Endpoint, b []byte) uint8 // optional: ECN bits the datagram arrives with
 	dscp       func(from *Endpoint, b []byte) uint8 // optional: DSCP the datagram arrives with
+	ttl        func(from *Endpoint, b []byte) uint8 // optional: IP TTL the datagram arrives with
 	inflight   []flight
 }
 
@@ -106,6 +107,10 @@ func (p *pair) step() bool {
 		if p.dscp != nil {
 			sender, _ := p.other(f.to)
 			meta.DSCP = p.dscp(sender, f.data)
+		}
+		if p.ttl != nil {
+			sender, _ := p.other(f.to)
+			meta.TTL = p.ttl(sender, f.data)
 		}
 		f.to.HandlePacket(p.now, f.data, meta)
 	}

@@ -26,6 +26,7 @@ type RxMeta struct {
 	RxTime int64          // kernel receive timestamp, ns on the engine clock; 0: use now
 	ECN    uint8          // ECN bits of the IP header
 	DSCP   uint8          // DSCP of the IP header
+	TTL    uint8          // IP TTL or IPv6 hop limit as received; 0: unknown
 }
 
 // Transmit describes a datagram PollTransmit wrote into the caller's buffer.

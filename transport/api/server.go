@@ -508,7 +508,7 @@ func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
 		out = append(out, Conn{ID: fmt.Sprintf("%016x", uint64(c.ID)), Peer: c.Peer.String(), Initiator: c.Initiator,
 			CC: cfg.CC, LB: cfg.LB, SRTT: time.Duration(c.SRTT), RTO: time.Duration(c.RTO), Window: c.Window, PacingRate: c.PacingRate,
 			InFlight: c.InFlight, QueuedMsgs: c.QueuedMsgs, RecvBuffers: c.RecvBuffers, BytesAcked: c.BytesAcked, BytesReceived: c.BytesReceived, Closing: c.Closing,
-			Freezing: c.Freezing, Freezes: c.FreezeEpisodes})
+			Freezing: c.Freezing, Freezes: c.FreezeEpisodes, PathHops: c.PathHops})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer+out[i].ID < out[j].Peer+out[j].ID })
 	writeJSON(w, 200, out)

@@ -81,6 +81,7 @@ type Conn struct {
 	Closing       bool   `json:"closing"`
 	Freezing      bool   `json:"lb_freezing"`
 	Freezes       uint64 `json:"lb_freeze_episodes"`
+	PathHops      int    `json:"path_hops"` // routers on the path, learnt from the peer's IP TTLs (-1: unknown)
 }
 
 // SessionInfo is one session in GET /v1/sessions.

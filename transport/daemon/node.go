@@ -31,6 +31,7 @@ type Packet struct {
 	RxTime  int64          // read: receive timestamp, Unix ns; 0 if none
 	// RxKernel reports that RxTime came from the kernel (not the user-space clock).
 	RxKernel bool
+	TTL      uint8 // read: IP TTL / IPv6 hop limit; 0 unknown
 }
 
 // Socket is the datagram layer a Node runs over (transport/udp in the daemon, an
@@ -236,7 +237,7 @@ func (n *Node) handleBatch(pkts []Packet) bool {
 		if p.RxKernel {
 			stamped++
 		}
-		n.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP})
+		n.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP, TTL: p.TTL})
 	}
 	if n.opts.OnBatch != nil {
 		n.opts.OnBatch(len(pkts), stamped)

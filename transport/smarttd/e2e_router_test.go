@@ -130,6 +130,13 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 	if got := metric(t, a.Metrics.Registry, "smartt_nacks_total", "dir", "rx"); got != float64(sA.NacksRecv) {
 		t.Errorf("A's NACK metric %v, engine %d", got, sA.NacksRecv)
 	}
+	// One router between A and B: both learnt the path's length from the IP TTL.
+	for name, n := range map[string]*smarttd.Daemon{"A": a, "B": b} {
+		cs := n.Node.Conns(nil)
+		if len(cs) != 1 || cs[0].PathHops != 1 {
+			t.Errorf("%s's connections %+v: want one with path_hops 1", name, cs)
+		}
+	}
 }
 
 // TestE2ERTTExcludesHoldTime makes B hold every ACK for 40 ms (ACK only after far more

@@ -90,7 +90,7 @@ func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
 	n, err := s.c.ReadBatch(rp)
 	for i := 0; i < n; i++ {
 		p, q := &pkts[i], &rp[i]
-		p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel = q.N, q.Addr, q.ECN, q.DSCP, q.RxTime, q.RxKernel
+		p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.N, q.Addr, q.ECN, q.DSCP, q.RxTime, q.RxKernel, q.TTL
 	}
 	return n, err
 }

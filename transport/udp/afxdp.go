@@ -191,7 +191,7 @@ func (c *Conn) xdpRead(pkts []Packet) (int, error) {
 			now := time.Now().UnixNano() // copy mode carries no kernel receive timestamp
 			for i := range k {
 				p, q := &pkts[i], &x.rx[i]
-				p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel = q.N, q.Src, q.TOS&3, q.TOS>>2, now, false
+				p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.N, q.Src, q.TOS&3, q.TOS>>2, now, false, q.TTL
 				c.account(p)
 				q.Buf = nil
 			}

@@ -25,7 +25,7 @@ const (
 	sizeofSockaddr4 = unix.SizeofSockaddrInet4
 	sizeofSockaddr6 = unix.SizeofSockaddrInet6
 	// oobSlot is the control buffer of one message: receive needs TOS or TCLASS (24),
-	// SCM_TIMESTAMPING (64), UDP_GRO (24) and SO_RXQ_OVFL (24); send needs TOS/TCLASS (24),
+	// SCM_TIMESTAMPING (64), UDP_GRO (24), SO_RXQ_OVFL (24) and TTL or HOPLIMIT (24); send needs TOS/TCLASS (24),
 	// SO_TIMESTAMPING (24), SCM_TS_OPT_ID (24) and UDP_SEGMENT (24).
 	oobSlot = 192
 )
@@ -150,10 +150,10 @@ func (c *Conn) readSockets(pkts []Packet) (int, error) {
 			p.N = min(p.N, len(p.Buf))
 		}
 		p.Addr = parseName(&b.names[i])
-		tos, ts, _ := c.parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
-		p.ECN, p.DSCP = tos&3, tos>>2
-		p.RxTime, p.RxKernel = ts, ts != 0
-		if ts == 0 {
+		o := c.parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
+		p.ECN, p.DSCP, p.TTL = o.tos&3, o.tos>>2, o.ttl
+		p.RxTime, p.RxKernel = o.ts, o.ts != 0
+		if o.ts == 0 {
 			if user == 0 {
 				user = time.Now().UnixNano()
 			}
@@ -224,20 +224,29 @@ func parseName(sa *unix.RawSockaddrInet6) (ap netip.AddrPort) {
 	return netip.AddrPort{}
 }
 
-// parseRxOOB extracts the TOS/traffic-class byte, the software receive timestamp and the
-// GRO segment size (0: a single datagram), and records the kernel's drop count.
-func (c *Conn) parseRxOOB(oob []byte) (tos uint8, ts int64, seg int) {
-	tos, ts, seg, drops, ok := parseRxOOB(oob)
-	if ok {
+// rxOOB is what the receive control messages of one datagram say.
+type rxOOB struct {
+	tos     uint8 // TOS / traffic-class byte
+	ttl     uint8 // IP TTL / IPv6 hop limit (0: none came)
+	ts      int64 // kernel software receive time (0: none)
+	seg     int   // GRO segment size (0: a single datagram)
+	drops   uint32
+	dropsOK bool // drops holds the kernel's cumulative count of datagrams dropped for a full buffer
+}
+
+// parseRxOOB parses a datagram's receive control messages and records the kernel's drop count.
+func (c *Conn) parseRxOOB(oob []byte) rxOOB {
+	r := parseRxOOB(oob)
+	if r.dropsOK {
 		// A cumulative count since the socket was created, as of this datagram.
-		for old := c.st.rxDropped.Load(); uint64(drops) > old && !c.st.rxDropped.CompareAndSwap(old, uint64(drops)); old = c.st.rxDropped.Load() {
+		for old := c.st.rxDropped.Load(); uint64(r.drops) > old && !c.st.rxDropped.CompareAndSwap(old, uint64(r.drops)); old = c.st.rxDropped.Load() {
 		}
 	}
-	return tos, ts, seg
+	return r
 }
 
 // parseRxOOB is the pure parser of the receive control messages.
-func parseRxOOB(oob []byte) (tos uint8, ts int64, seg int, drops uint32, dropsOK bool) {
+func parseRxOOB(oob []byte) (r rxOOB) {
 	for len(oob) >= unix.SizeofCmsghdr {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -246,18 +255,22 @@ func parseRxOOB(oob []byte) (tos uint8, ts int64, seg int, drops uint32, dropsOK
 		oob = rest
 		switch {
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			tos = data[0]
+			r.tos = data[0]
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			tos = uint8(binary.NativeEndian.Uint32(data))
+			r.tos = uint8(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TTL && len(data) >= 4:
+			r.ttl = uint8(binary.NativeEndian.Uint32(data)) // an int
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_HOPLIMIT && len(data) >= 4:
+			r.ttl = uint8(binary.NativeEndian.Uint32(data))
 		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_TIMESTAMPING && len(data) >= int(unsafe.Sizeof(unix.ScmTimestamping{})):
 			t := (*unix.ScmTimestamping)(unsafe.Pointer(&data[0]))
 			if t.Ts[0].Sec != 0 || t.Ts[0].Nsec != 0 {
-				ts = t.Ts[0].Nano()
+				r.ts = t.Ts[0].Nano()
 			}
 		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
-			drops, dropsOK = binary.NativeEndian.Uint32(data), true
+			r.drops, r.dropsOK = binary.NativeEndian.Uint32(data), true
 		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
-			seg = int(binary.NativeEndian.Uint32(data)) // the kernel writes an int
+			r.seg = int(binary.NativeEndian.Uint32(data)) // the kernel writes an int
 		}
 	}
 	return

@@ -23,16 +23,26 @@ func FuzzParseRxOOB(f *testing.F) {
 func TestParseRxOOB(t *testing.T) {
 	oob := make([]byte, 128)
 	n := putCmsg(oob, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, 46<<2|CE)
-	if tos, ts, _, _, _ := parseRxOOB(oob[:n]); tos != 46<<2|CE || ts != 0 {
-		t.Fatalf("TCLASS: tos %#x ts %d", tos, ts)
+	if r := parseRxOOB(oob[:n]); r.tos != 46<<2|CE || r.ts != 0 {
+		t.Fatalf("TCLASS: tos %#x ts %d", r.tos, r.ts)
 	}
 	// An IP_TOS message carries one byte.
 	n = putCmsg(oob, unix.IPPROTO_IP, unix.IP_TOS, 10<<2|ECT0)
-	if tos, _, _, _, _ := parseRxOOB(oob[:n]); tos != 10<<2|ECT0 {
-		t.Fatalf("IP_TOS: tos %#x", tos)
+	if r := parseRxOOB(oob[:n]); r.tos != 10<<2|ECT0 {
+		t.Fatalf("IP_TOS: tos %#x", r.tos)
 	}
 	// Truncated data is ignored, not read past.
-	if tos, ts, _, _, _ := parseRxOOB(oob[:n-6]); tos != 0 || ts != 0 {
-		t.Fatalf("truncated: tos %#x ts %d", tos, ts)
+	if r := parseRxOOB(oob[:n-6]); r.tos != 0 || r.ts != 0 {
+		t.Fatalf("truncated: tos %#x ts %d", r.tos, r.ts)
+	}
+	// TTL (IPv4) and hop limit (IPv6) come as ints, beside the TOS byte.
+	n = putCmsg(oob, unix.IPPROTO_IP, unix.IP_TOS, 10<<2|ECT0)
+	n += putCmsg(oob[n:], unix.IPPROTO_IP, unix.IP_TTL, 61)
+	if r := parseRxOOB(oob[:n]); r.ttl != 61 || r.tos != 10<<2|ECT0 {
+		t.Fatalf("IP_TTL: ttl %d tos %#x", r.ttl, r.tos)
+	}
+	n = putCmsg(oob, unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, 250)
+	if r := parseRxOOB(oob[:n]); r.ttl != 250 {
+		t.Fatalf("IPV6_HOPLIMIT: %d", r.ttl)
 	}
 }

@@ -68,14 +68,15 @@ func (c *Conn) readGRO(pkts []Packet) (int, error) {
 				c.st.rxTrunc.Add(1)
 				m.size = min(m.size, groBufSize)
 			}
-			tos, ts, seg := c.parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
+			o := c.parseRxOOB(b.oob[i*oobSlot : i*oobSlot+int(h.Hdr.Controllen)])
+			tos, ts, seg := o.tos, o.ts, o.seg
 			if seg <= 0 || seg > m.size {
 				seg = m.size
 			} else if seg < m.size {
 				c.st.rxGROBufs.Add(1)
 			}
 			m.seg = seg
-			m.addr = Packet{Addr: parseName(&b.names[i]), ECN: tos & 3, DSCP: tos >> 2, RxTime: ts, RxKernel: ts != 0}
+			m.addr = Packet{Addr: parseName(&b.names[i]), ECN: tos & 3, DSCP: tos >> 2, TTL: o.ttl, RxTime: ts, RxKernel: ts != 0}
 			if ts == 0 {
 				if user == 0 {
 					user = time.Now().UnixNano()

@@ -203,6 +203,20 @@ func (c *Conn) setupRx(fd int) error {
 	}
 	// Every datagram then carries the count of datagrams dropped for a full buffer.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
+	// And its TTL / hop limit, from which the engine learns the path's length.
+	var terr error
+	if c.v6 {
+		terr = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1)
+		if terr == nil && c.cfg.Listen.Addr().IsUnspecified() {
+			terr = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTTL, 1)
+		}
+	} else {
+		terr = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTTL, 1)
+	}
+	c.caps.TTL = terr == nil
+	if terr != nil {
+		c.cfg.Logger.Warn("udp: kernel refused IP_RECVTTL/IPV6_RECVHOPLIMIT; path lengths unknown", "err", terr)
+	}
 	if c.caps.RxTimestamps {
 		flags := unix.SOF_TIMESTAMPING_RX_SOFTWARE | unix.SOF_TIMESTAMPING_SOFTWARE
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, flags); err != nil {

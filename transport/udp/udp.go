@@ -90,6 +90,7 @@ type Packet struct {
 	Control  bool           // write: use ControlDSCP instead of DataDSCP
 	RxTime   int64          // read: receive time, Unix ns (CLOCK_REALTIME): the kernel's if RxKernel, else the user clock
 	RxKernel bool           // read: RxTime is a kernel software timestamp
+	TTL      uint8          // read: IP TTL or IPv6 hop limit (0: unknown, Caps.TTL false)
 }
 
 // Caps is what the kernel granted at Open (after probing and fallback).
@@ -101,6 +102,7 @@ type Caps struct {
 	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
 	DF                                     bool   // datagrams leave with Don't Fragment (IP_PMTUDISC_DO / IPV6_DONTFRAG, or the raw carrier's header)
 	LinkMTU                                int    // smallest MTU of the interfaces the MTU check looked at (0: not checked)
+	TTL                                    bool   // received packets carry their IP TTL / hop limit (IP_RECVTTL / IPV6_RECVHOPLIMIT)
 	Datapath                               string // "sockets" or "afxdp" (what Open chose)
 	XDPMode                                string // afxdp: how the XDP program is attached ("native" or "generic")
 }

@@ -68,6 +68,7 @@ type Datagram struct {
 	Src     netip.AddrPort
 	Dst     netip.AddrPort
 	TOS     uint8
+	TTL     uint8
 	Payload []byte // a view into the frame (ParseUDP4 only)
 
 	poff, plen int // payload offset in the frame and length
@@ -136,6 +137,7 @@ func parseUDP4(f []byte, total int) (Datagram, Malformed) {
 		Src:  netip.AddrPortFrom(src, binary.BigEndian.Uint16(u[0:])),
 		Dst:  netip.AddrPortFrom(dst, binary.BigEndian.Uint16(u[2:])),
 		TOS:  ip[1],
+		TTL:  ip[8],
 		poff: 14 + ihl + 8,
 		plen: ul - 8,
 	}, OK

@@ -9,6 +9,7 @@ type RxPacket struct {
 	Src netip.AddrPort // sender
 	Dst netip.AddrPort // destination (our address and the port the XDP program matched)
 	TOS uint8          // DSCP<<2 | ECN
+	TTL uint8          // IP TTL
 }
 
 // RxStats counts what ReadUDP4 delivered and refused; frames from the network are
@@ -97,7 +98,7 @@ func (r *RxReader) deliver(p *RxPacket, fs []Frame) bool {
 			break
 		}
 	}
-	p.N, p.Src, p.Dst, p.TOS = d.plen, d.Src, d.Dst, d.TOS
+	p.N, p.Src, p.Dst, p.TOS, p.TTL = d.plen, d.Src, d.Dst, d.TOS, d.TTL
 	r.st.Packets++
 	r.st.Bytes += uint64(d.plen)
 	return true
