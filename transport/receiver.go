@@ -31,6 +31,9 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		e.stats.ProtoViolations++
 		return
 	}
+	if e.rmode == recGoBackN && e.goBackDrop(now, c, p, m, ce) {
+		return
+	}
 	if p.Trimmed() || (e.cfg.TrimDSCP != 0 && m.DSCP == e.cfg.TrimDSCP) {
 		e.stats.Trimmed++
 		if c.tracker.Has(d.PSN) {
@@ -113,7 +116,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 				e.stats.DupData++
 				oldCum := c.tracker.Cum()
 				c.tracker.Mark(d.PSN)
-				urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, false, e.cfg.ReorderThreshold)
+				urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, false, e.rthr)
 				c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
 				c.coal.OnData(now, ce, p.EV, urgent)
 				e.markReady(c)
@@ -166,7 +169,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if complete {
 		e.complete(c, r)
 	}
-	urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, complete, e.cfg.ReorderThreshold)
+	urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, complete, e.rthr)
 	c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
 	c.coal.OnDataBytes(now, ce, p.EV, len(p.Payload), urgent)
 	e.markReady(c)

@@ -54,7 +54,11 @@ type Flags uint8
 
 // Flag bits. Their meaning depends on the packet type as noted.
 const (
-	FlagRetx    Flags = 1 << 0 // DATA: this is a retransmission
+	FlagRetx Flags = 1 << 0 // DATA: this is a retransmission
+	// FlagGoBack (NACK): a go-back-N NACK (recovery "gobackn"): the receiver expected
+	// Nack.PSN, dropped a later packet (sent at Nack.EchoTxTime) and asks for every PSN
+	// from Nack.PSN on. Same bit as FlagRetx, which only DATA uses.
+	FlagGoBack        = FlagRetx
 	FlagLast    Flags = 1 << 1 // DATA: last packet (highest offset) of its message
 	FlagAckReq  Flags = 1 << 2 // DATA: the sender asks for an immediate ACK
 	FlagTrimmed Flags = 1 << 3 // DATA: a switch cut the payload off
