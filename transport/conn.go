@@ -65,11 +65,12 @@ type rxMsg struct {
 	id          uint32
 	n           int // message length
 	streamStart uint64
-	got         int      // distinct bytes received (the total length of spans)
-	spans       []span   // the byte ranges received, sorted and disjoint (coverage.go)
-	buf         []byte   // the whole buffer (small messages, whole-buffer pools)
-	chunks      [][]byte // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
-	held        uint64   // buffer bytes allocated for it (counted in Stats.RecvBuffered)
+	got         int        // distinct bytes received (the total length of spans)
+	spans       []span     // the byte ranges received, sorted and disjoint (coverage.go)
+	buf         []byte     // the whole buffer (small messages, whole-buffer pools)
+	chunks      [][]byte   // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
+	held        uint64     // buffer bytes allocated for it (counted in Stats.RecvBuffered)
+	ec          []*ecBlock // recovery "ec": blocks holding parity (ec.go)
 }
 
 // nackEntry is a NACK waiting to leave.
@@ -213,6 +214,9 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	c.credit = creditGateOf(c.cc)
 	if e.nsub > 1 {
 		c.sub = make([]subflow, e.nsub)
+	}
+	if e.ec != nil {
+		c.ecTx = &ecSender{}
 	}
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
@@ -571,6 +575,16 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		}
 		return e.sendData(now, c, psn, sp, buf, true), true
 	}
+	// A coded block's parity follows its last data packet (recovery "ec").
+	if c.ecTx != nil && c.ecTx.pending {
+		t, ok, blocked := e.ecParity(now, c, buf)
+		if ok {
+			return t, true
+		}
+		if blocked {
+			return Transmit{}, false
+		}
+	}
 	// New data.
 	for c.cur < c.msgs.len() {
 		m := c.msgs.buf[(c.msgs.head+c.cur)&(len(c.msgs.buf)-1)]
@@ -604,7 +618,11 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		m.sent += size
 		e.stats.DataSent++
 		e.stats.BytesSent += uint64(size)
-		return e.sendData(now, c, psn, sp, buf, false), true
+		t := e.sendData(now, c, psn, sp, buf, false)
+		if c.ecTx != nil {
+			e.ecOnData(c, m, psn, int(sp.off), size)
+		}
+		return t, true
 	}
 	if c.inflight == 0 && c.retxq.len() == 0 && c.msgs.len() > 0 && c.probeAt == 0 {
 		// Every byte is acknowledged but a delivery is unconfirmed (the ACK that carried
