@@ -336,7 +336,7 @@ func (e *Endpoint) onTimer(now int64, c *conn) {
 		e.declareLost(now, c, t.psn, cc.LossTimeout)
 		if e.rmode == recGoBackN {
 			// RoCE-like: the receiver dropped whatever followed the lost packet.
-			e.goBack(now, c, t.psn+1, cc.LossTimeout, cc.LossTimeout)
+			e.goBack(now, c, t.psn+1, cc.LossTimeout, lossGoBack)
 		}
 	}
 	if fired && c.backoff < 16 {
@@ -553,8 +553,8 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		if !e.windowOpen(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
-		if sp.cause == cc.LossTrim {
-			sp.trims++
+		if sp.cause == cc.LossTrim || sp.cause == lossGoBack {
+			sp.trims++ // a NACK answered it: the peer is alive (go-back-N too)
 		}
 		if int(sp.tx-sp.trims) > cfg.MaxRetransmits {
 			e.abort(now, c, ErrRetransmits)

@@ -194,6 +194,9 @@ func (b *ecBlock) shardRange(i, n int) (lo, hi int) {
 func (e *Endpoint) onParity(now int64, c *conn, p *wire.Packet, meta *RxMeta, r *rxMsg, done bool, claim uint64, ce bool) {
 	d := &p.Data
 	e.stats.ParityRecv++
+	// EQDS: the parity packet spent the sender's credit like data; its arrival asks for
+	// that credit back, as a data packet's does.
+	e.pullRequest(now, c, int(d.PayloadLen), meta.RxTime-d.TxTime, true)
 	if e.ec == nil || done {
 		e.stats.ParityDropped++
 		return

@@ -250,11 +250,20 @@ func (e *Endpoint) subflowLoss(now int64, c *conn) {
 	}
 }
 
-// goBack declares every packet in flight from psn on lost (recovery "gobackn").
+// goBack declares every packet in flight from psn on lost (recovery "gobackn") and puts
+// the retransmission queue in PSN order: the receiver takes nothing but the next PSN, so
+// a resend that overtook an earlier one would only be dropped (and with a window of one
+// packet, each such resend cost a timeout).
 func (e *Endpoint) goBack(now int64, c *conn, psn uint32, cause, why cc.LossCause) {
 	for q := psn; wire.SeqLess(q, c.sndNxt); q++ {
 		if c.pkts[q&c.mask].state == pktInflight {
 			e.declareLostAs(now, c, q, cause, why)
+		}
+	}
+	c.retxq.reset()
+	for q := c.sndUna; wire.SeqLess(q, c.sndNxt); q++ {
+		if c.pkts[q&c.mask].state == pktLost {
+			c.retxq.push(q)
 		}
 	}
 }
@@ -285,7 +294,9 @@ func (e *Endpoint) onGoBackNack(now int64, c *conn, nk *wire.Nack) {
 // goBackDrop is the go-back-N receiver (recovery "gobackn"): a packet beyond the next
 // expected PSN, or a trimmed one, is dropped, and the first such packet for an expected
 // PSN is answered with a go-back NACK naming it (RoCE: one NAK per sequence error; a lost
-// NACK is recovered by the sender's timeout). It reports whether p was consumed.
+// NACK, or a lost resend, is recovered by the sender's timeout; NACKing every trimmed
+// copy of the expected packet instead turned trims into go-back storms in the simulator's
+// incast). It reports whether p was consumed.
 func (e *Endpoint) goBackDrop(now int64, c *conn, p *wire.Packet, m *RxMeta, ce bool) bool {
 	d := &p.Data
 	cum := c.tracker.Cum()

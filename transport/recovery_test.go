@@ -286,3 +286,19 @@ func TestRecoveryGoBackN(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveryModesAllocateNothingPerPacket: the dupack, subflows and gobackn paths
+// (sender, receiver, ACK) allocate nothing per packet in steady state.
+func TestRecoveryModesAllocateNothingPerPacket(t *testing.T) {
+	for _, mode := range []string{RecoveryDupAck, RecoverySubflows, RecoveryGoBackN} {
+		cfg := DefaultConfig()
+		cfg.Recovery.Mode = mode
+		r := newThroughputRig(t, 1<<20, cfg)
+		for range 10000 {
+			r.stepAny()
+		}
+		if a := testing.AllocsPerRun(2560, r.stepAny); a > 0.05 {
+			t.Errorf("%s: %.3f allocations per packet", mode, a)
+		}
+	}
+}
