@@ -37,15 +37,17 @@ func TestECPropertyExactOnce(t *testing.T) {
 		mtu, k, m int
 		capped    bool
 		lossPct   int
+		reorder   bool // sprayed over 8 paths of very different delays
 	}{
-		{4096, 20, 1, true, 30},
-		{1500, 8, 3, true, 40}, // shards straddle 16 KiB receive chunks
-		{4096, 4, 2, true, 50},
-		{4096, 20, 1, false, 5},
-		{1500, 8, 2, false, 8},
+		{4096, 20, 1, true, 30, false},
+		{1500, 8, 3, true, 40, false}, // shards straddle 16 KiB receive chunks
+		{4096, 4, 2, true, 50, false},
+		{4096, 20, 1, false, 5, false},
+		{1500, 8, 2, false, 8, false},
+		{4096, 8, 2, false, 5, true}, // parity overtakes data: late originals arrive rebuilt
 	} {
 		for seed := uint64(1); seed <= 4; seed++ {
-			name := fmt.Sprintf("mtu%d-k%d-m%d-capped%v-loss%d-seed%d", c.mtu, c.k, c.m, c.capped, c.lossPct, seed)
+			name := fmt.Sprintf("mtu%d-k%d-m%d-capped%v-loss%d-reorder%v-seed%d", c.mtu, c.k, c.m, c.capped, c.lossPct, c.reorder, seed)
 			t.Run(name, func(t *testing.T) {
 				cfg := DefaultConfig()
 				cfg.MTU, cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = c.mtu, RecoveryEC, c.k, c.m
@@ -68,6 +70,11 @@ func TestECPropertyExactOnce(t *testing.T) {
 				lost := map[ecKey]int{}
 				var ser serializer
 				p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
+				if c.reorder {
+					cfg.LB = "ops"
+					p = newPair(t, cfg, 5000)
+					p.extra = pathsDelay(p, 8, 3000)
+				}
 				p.drop = func(from *Endpoint, b []byte) bool {
 					if from != p.a {
 						return false

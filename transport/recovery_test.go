@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
@@ -300,5 +301,39 @@ func TestRecoveryModesAllocateNothingPerPacket(t *testing.T) {
 		if a := testing.AllocsPerRun(2560, r.stepAny); a > 0.05 {
 			t.Errorf("%s: %.3f allocations per packet", mode, a)
 		}
+	}
+}
+
+// TestRecoveryYAML: the recovery block as the daemon's config file and a scenario's
+// transport section write it.
+func TestRecoveryYAML(t *testing.T) {
+	cfg := DefaultConfig()
+	doc := "recovery:\n  mode: ec\n  k: 10\n  m: 2\n"
+	if err := config.DecodeYAML([]byte(doc), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if k, m := cfg.ECBlock(); cfg.Recovery.Mode != RecoveryEC || k != 10 || m != 2 {
+		t.Fatalf("decoded %+v", cfg.Recovery)
+	}
+	cfg = DefaultConfig()
+	doc = "recovery: {mode: subflows, dup_thresh: 6, queue_bytes: 65536, flows_per_host: 2}\n"
+	if err := config.DecodeYAML([]byte(doc), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if n := cfg.SubflowCount(); n != 6 { // 4 x 64 KiB / (4 KiB x 2 x 6) = 5.3
+		t.Fatalf("subflows from Eq. 1: %d, want 6", n)
+	}
+	cfg = DefaultConfig()
+	if err := config.DecodeYAML([]byte("recovery: {mode: roce}\n"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewEndpoint(cfg, nil2()); err == nil || !strings.Contains(err.Error(), `recovery.mode = "roce"`) {
+		t.Fatalf("bad mode: err = %v", err)
+	}
+	if err := config.DecodeYAML([]byte("recovery: {modes: ec}\n"), &cfg); err == nil || !strings.Contains(err.Error(), "modes") {
+		t.Fatalf("unknown key: err = %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/config"
@@ -46,5 +47,32 @@ func TestRecoveryModesComplete(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRecoveryScenarioYAML: a scenario selects the mode under transport.recovery, as
+// `smartt sim run` reads it; a bad mode is refused naming the key.
+func TestRecoveryScenarioYAML(t *testing.T) {
+	doc := `name: t
+topology: {kind: fattree3, hosts: 16, radix: 4, link_rate: 100Gbit}
+workload: {kind: permutation, size: 65536}
+transport: {lb: ops, recovery: {mode: gobackn}}
+`
+	sc, err := ParseScenario([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Transport.Recovery.Mode != transport.RecoveryGoBackN {
+		t.Fatalf("mode %q", sc.Transport.Recovery.Mode)
+	}
+	if r := run(t, sc); r.Completed != r.Flows {
+		t.Fatalf("%d of %d flows", r.Completed, r.Flows)
+	}
+	sc, err = ParseScenario([]byte(strings.Replace(doc, "gobackn", "roce", 1)))
+	if err == nil {
+		_, err = New(sc)
+	}
+	if err == nil || !strings.Contains(err.Error(), "recovery.mode") {
+		t.Fatalf("bad mode: err = %v", err)
 	}
 }
