@@ -102,6 +102,9 @@ type Config struct {
 	EVS int `yaml:"evs"`
 	// Ack is the receiver's ACK policy.
 	Ack ackpath.Config `yaml:"ack"`
+	// Recovery selects the loss-recovery scheme (recovery.go, docs/engine.md "Loss
+	// recovery"): sack (default), dupack, subflows, gobackn or ec.
+	Recovery RecoveryConfig `yaml:"recovery"`
 	// LinkRate is the host's link rate in bits/s, from which congestion control derives
 	// the bandwidth-delay product.
 	LinkRate config.Rate `yaml:"link_rate"`
@@ -351,6 +354,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Ack.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Recovery.validate(c); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.authErrors())

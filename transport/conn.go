@@ -32,7 +32,12 @@ type sentPkt struct {
 	state  uint8
 	cause  cc.LossCause
 	ev     uint16
+	sseq   uint32 // recovery "subflows": its latest transmission's number in its subflow (EV mod subflows)
 }
+
+// lossGoBack is the sentPkt.cause of a packet resent by a go-back-N NACK (recovery
+// "gobackn"); congestion control and the balancer are told cc.LossSack.
+const lossGoBack cc.LossCause = 0x80
 
 // timeEntry is one transmission in send order, for RTO and SACK-gap detection.
 type timeEntry struct {
@@ -60,15 +65,17 @@ type rxMsg struct {
 	id          uint32
 	n           int // message length
 	streamStart uint64
-	got         int      // distinct bytes received (the total length of spans)
-	spans       []span   // the byte ranges received, sorted and disjoint (coverage.go)
-	buf         []byte   // the whole buffer (small messages, whole-buffer pools)
-	chunks      [][]byte // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
-	held        uint64   // buffer bytes allocated for it (counted in Stats.RecvBuffered)
+	got         int        // distinct bytes received (the total length of spans)
+	spans       []span     // the byte ranges received, sorted and disjoint (coverage.go)
+	buf         []byte     // the whole buffer (small messages, whole-buffer pools)
+	chunks      [][]byte   // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
+	held        uint64     // buffer bytes allocated for it (counted in Stats.RecvBuffered)
+	ec          []*ecBlock // recovery "ec": blocks holding parity (ec.go)
 }
 
 // nackEntry is a NACK waiting to leave.
 type nackEntry struct {
+	goBack bool // recovery "gobackn": resend everything from psn on
 	psn    uint32
 	ev     uint16
 	ce     bool
@@ -145,6 +152,9 @@ type conn struct {
 	paceAt         int64 // >0: data waits for the pacer until then
 	probeAt        int64 // >0: flow-control probe due then
 	lastProbeTx    int64
+	sub            []subflow // recovery "subflows": per-subflow dupACK state
+	subDirty       uint64    // subflows whose highest acknowledged transmission moved
+	ecTx           *ecSender // recovery "ec": the block being coded
 
 	// Receiver.
 	rxInit       bool
@@ -164,7 +174,9 @@ type conn struct {
 	bytesAcked   uint64 // payload bytes the peer acknowledged (ConnInfo: the sender's progress)
 	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
 	probeEV      uint16
-	ackNow       bool           // an ACK must go even without new data (probe, duplicate)
+	ackNow       bool // an ACK must go even without new data (probe, duplicate)
+	gbnNacked    bool // recovery "gobackn": a go-back NACK for gbnPSN was sent
+	gbnPSN       uint32
 	rxPull       eqds.PullState // EQDS: bytes the peer's arrivals asked for, and granted
 	inPull       bool           // in the endpoint's pull queue
 	regrant      bool           // resend the cumulative grant (the peer probed)
@@ -202,6 +214,12 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	c.run = max(cfg.REPS.Run, 1)
 	c.ccStats = statsReporter(c.cc)
 	c.credit = creditGateOf(c.cc)
+	if e.nsub > 1 {
+		c.sub = make([]subflow, e.nsub)
+	}
+	if e.ec != nil {
+		c.ecTx = &ecSender{}
+	}
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
@@ -318,6 +336,10 @@ func (e *Endpoint) onTimer(now int64, c *conn) {
 		// left, as a trimmed burst would be NACKed, instead of one per doubled RTO.
 		fired = fired || sp.tx > 1
 		e.declareLost(now, c, t.psn, cc.LossTimeout)
+		if e.rmode == recGoBackN {
+			// RoCE-like: the receiver dropped whatever followed the lost packet.
+			e.goBack(now, c, t.psn+1, cc.LossTimeout, lossGoBack)
+		}
 	}
 	if fired && c.backoff < 16 {
 		c.backoff++ // back off until an ACK shows progress
@@ -345,12 +367,18 @@ func (e *Endpoint) onTimer(now int64, c *conn) {
 
 // declareLost moves an in-flight packet to the retransmission queue and tells CC and LB.
 func (e *Endpoint) declareLost(now int64, c *conn, psn uint32, cause cc.LossCause) {
+	e.declareLostAs(now, c, psn, cause, cause)
+}
+
+// declareLostAs is declareLost recording why as the packet's own cause (which counter
+// its retransmission goes to) and telling CC and LB cause.
+func (e *Endpoint) declareLostAs(now int64, c *conn, psn uint32, cause, why cc.LossCause) {
 	sp := &c.pkts[psn&c.mask]
 	if sp.state != pktInflight {
 		return
 	}
 	sp.state = pktLost
-	sp.cause = cause
+	sp.cause = why
 	if cause == cc.LossSack {
 		e.stats.LostSack++
 	}
@@ -410,6 +438,9 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 		p := e.header(c, wire.TypeNack, c.nextCtrlEV(&e.cfg))
 		if nk.ce {
 			p.Flags |= wire.FlagCE
+		}
+		if nk.goBack {
+			p.Flags |= wire.FlagGoBack
 		}
 		p.Nack = wire.Nack{PSN: nk.psn, CumPSN: c.tracker.Cum(), EchoEV: nk.ev,
 			HoldTime: holdTime(now, nk.rxTime), EchoTxTime: nk.txTime}
@@ -524,8 +555,8 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		if !e.windowOpen(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
-		if sp.cause == cc.LossTrim {
-			sp.trims++
+		if sp.cause == cc.LossTrim || sp.cause == lossGoBack {
+			sp.trims++ // a NACK answered it: the peer is alive (go-back-N too)
 		}
 		if int(sp.tx-sp.trims) > cfg.MaxRetransmits {
 			e.abort(now, c, ErrRetransmits)
@@ -537,7 +568,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		}
 		c.retxq.pop()
 		switch sp.cause {
-		case cc.LossTrim:
+		case cc.LossTrim, lossGoBack:
 			e.stats.RetxNack++
 		case cc.LossSack:
 			e.stats.RetxSack++
@@ -545,6 +576,16 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			e.stats.RetxTimeout++
 		}
 		return e.sendData(now, c, psn, sp, buf, true), true
+	}
+	// A coded block's parity follows its last data packet (recovery "ec").
+	if c.ecTx != nil && c.ecTx.pending {
+		t, ok, blocked := e.ecParity(now, c, buf)
+		if ok {
+			return t, true
+		}
+		if blocked {
+			return Transmit{}, false
+		}
 	}
 	// New data.
 	for c.cur < c.msgs.len() {
@@ -579,7 +620,11 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		m.sent += size
 		e.stats.DataSent++
 		e.stats.BytesSent += uint64(size)
-		return e.sendData(now, c, psn, sp, buf, false), true
+		t := e.sendData(now, c, psn, sp, buf, false)
+		if c.ecTx != nil {
+			e.ecOnData(c, m, psn, int(sp.off), size)
+		}
+		return t, true
 	}
 	if c.inflight == 0 && c.retxq.len() == 0 && c.msgs.len() > 0 && c.probeAt == 0 {
 		// Every byte is acknowledged but a delivery is unconfirmed (the ACK that carried
@@ -631,6 +676,12 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	sp.ev = c.nextEV(now, int(sp.size), retx)
 	c.inflight += int(sp.size)
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
+	if c.sub != nil {
+		f := &c.sub[int(sp.ev)%len(c.sub)]
+		f.seq++
+		sp.sseq = f.seq
+		f.timeq.push(timeEntry{psn: psn, seq: sp.seq})
+	}
 	c.pacer.OnSend(now, int(sp.size), c.paceRate(int(sp.size)))
 	if c.credit != nil {
 		c.credit.OnSend(int(sp.size), retx)
@@ -751,14 +802,21 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 		c.lb.OnAck(now, a.EchoEV, ce, rtt)
 	}
 	// SACK-gap loss detection: a packet is lost once a packet transmitted
-	// ReorderThreshold transmissions after it has been acknowledged.
-	thr := uint64(e.cfg.ReorderThreshold)
-	for {
-		t, sp := c.headEntry()
-		if sp == nil || t.seq+thr > c.maxAckedSeq {
-			break
+	// ReorderThreshold transmissions after it has been acknowledged (the dupACK
+	// threshold under recovery "dupack", counted per subflow under "subflows"; none
+	// under "gobackn", whose receiver never holds a gap).
+	switch {
+	case c.sub != nil:
+		e.subflowLoss(now, c)
+	case e.rmode != recGoBackN:
+		thr := uint64(e.rthr)
+		for {
+			t, sp := c.headEntry()
+			if sp == nil || t.seq+thr > c.maxAckedSeq {
+				break
+			}
+			e.declareLost(now, c, t.psn, cc.LossSack)
 		}
-		e.declareLost(now, c, t.psn, cc.LossSack)
 	}
 	e.completeMsgs(c)
 	e.markReady(c)
@@ -822,6 +880,13 @@ func (e *Endpoint) ackPkt(c *conn, psn uint32, a *wire.Ack) int {
 	// timestamp names the latest transmission, is known for sure.
 	if sp.tx == 1 || (psn == a.AckedPSN && a.EchoTxTime == sp.sentAt) {
 		c.maxAckedSeq = max(c.maxAckedSeq, sp.seq)
+		if c.sub != nil {
+			j := int(sp.ev) % len(c.sub)
+			if f := &c.sub[j]; int32(sp.sseq-f.maxAcked) > 0 {
+				f.maxAcked = sp.sseq
+				c.subDirty |= 1 << uint(j)
+			}
+		}
 	}
 	m := sp.msg
 	m.acked += int(sp.size)
@@ -871,6 +936,10 @@ func (e *Endpoint) completeMsgs(c *conn) {
 func (e *Endpoint) onNack(now int64, c *conn, p *wire.Packet) {
 	e.stats.NacksRecv++
 	nk := &p.Nack
+	if p.Flags&wire.FlagGoBack != 0 {
+		e.onGoBackNack(now, c, nk)
+		return
+	}
 	psn := nk.PSN
 	if !wire.SeqLess(psn, c.sndNxt) || wire.SeqLess(c.sndNxt, nk.CumPSN) || nk.EchoTxTime > now {
 		e.stats.BadAcks++ // names a PSN never sent

@@ -77,6 +77,12 @@ type Endpoint struct {
 
 	auth *authEngine // packet authentication (auth.go); nil when off
 	pull *pullPacer  // receiver-driven credit (algos_eqds.go); nil unless the cc is
+
+	// Loss recovery (recovery.go): the mode, its SACK-gap threshold and subflow count.
+	rmode uint8
+	rthr  int
+	nsub  int
+	ec    *ecCodec // erasure coding (ec.go); nil unless rmode is recEC
 }
 
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
@@ -110,7 +116,16 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
+	rmode, rthr, nsub := cfg.recoveryParams()
+	var ec *ecCodec
+	if rmode == recEC {
+		ec = newECCodec(&cfg)
+	}
 	return &Endpoint{
+		rmode:     rmode,
+		rthr:      rthr,
+		nsub:      nsub,
+		ec:        ec,
 		pull:      pull,
 		auth:      auth,
 		wholeBufs: whole,

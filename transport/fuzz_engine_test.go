@@ -151,11 +151,14 @@ type fuzzMode struct {
 	smallMTU  bool // bit 3: MTU 1024 (else 4096)
 	zeroClock bool // bit 4: the clock starts at 0 (else 1 s)
 	coalesce  bool // bit 5: ACK every 4 packets, with clean-EV lists
+	recovery  int  // bits 6-7: recovery mode sack, ec (k=4, m=2), gobackn, subflows (issue 17)
 }
+
+var fuzzRecovery = [4]string{RecoverySACK, RecoveryEC, RecoveryGoBackN, RecoverySubflows}
 
 func parseFuzzMode(b byte) fuzzMode {
 	return fuzzMode{informed: b&1 != 0, auth: b&2 != 0, unordered: b&4 != 0, smallMTU: b&8 != 0,
-		zeroClock: b&16 != 0, coalesce: b&32 != 0}
+		zeroClock: b&16 != 0, coalesce: b&32 != 0, recovery: int(b >> 6)}
 }
 
 func (m fuzzMode) String() string {
@@ -170,6 +173,9 @@ func (m fuzzMode) String() string {
 		if f.on {
 			s += " " + f.name
 		}
+	}
+	if m.recovery != 0 {
+		s += " recovery=" + fuzzRecovery[m.recovery]
 	}
 	return s
 }
@@ -194,6 +200,8 @@ func fuzzConfig(m fuzzMode) (cfg Config, authOn bool) {
 	cfg.TrimDSCP = fuzzTrimDSCP
 	cfg.ListenPort = fuzzListenPort
 	cfg.Unordered = m.unordered
+	cfg.Recovery.Mode = fuzzRecovery[m.recovery]
+	cfg.Recovery.K, cfg.Recovery.M = 4, 2
 	if m.coalesce {
 		cfg.Ack.Every = 4
 		cfg.Ack.CleanEVs = true
@@ -1899,6 +1907,9 @@ func fuzzEngineSeeds() [][]byte {
 		mtu1024   = 8
 		clock0    = 16
 		coalesce  = 32
+		ec        = 64 // recovery modes (issue 17): bits 6-7
+		gobackn   = 128
+		subflows  = 192
 		A, B      = 0, 1
 	)
 	var seeds []*fzSeed
@@ -1913,6 +1924,13 @@ func fuzzEngineSeeds() [][]byte {
 	s.net(opDeliver, 3).net(opDrop, 1).net(opDup, 2).op(opTrim, b8(0, 0)).op(opTrim, b8(4, 1)).op(opTrim, b8(5, 2))
 	s.net(opCE, 0).net(opDeliver, 0).net(opDeliver, 7).step(500).op(opNextTimer).stepBig(12, 200)
 	add(s.run(100).send(A, 0, 0, 1).run(20))
+	// The same lossy network under each loss-recovery mode.
+	for _, rec := range []byte{ec, gobackn, subflows} {
+		s := newFzSeed(rec|coalesce).dial(A, 0).dial(B, 1).send(A, 0, 2, 40000).send(B, 1, 1, 3000)
+		s.net(opDeliver, 3).net(opDrop, 1).net(opDup, 2).op(opTrim, b8(0, 0)).op(opTrim, b8(4, 1)).op(opTrim, b8(5, 2))
+		s.net(opCE, 0).net(opDeliver, 0).net(opDeliver, 7).step(500).op(opNextTimer).stepBig(12, 200)
+		add(s.run(100).send(A, 0, 0, 1).run(20))
+	}
 	// One connection used both ways (B answers on the connection it accepted), then
 	// aborted by the acceptor; the clock starts at 0 and the MTU is 1 KiB.
 	add(newFzSeed(clock0|mtu1024).dial(A, 2).send(A, 2, 1, 6000).run(20).send(B, 2, 1, 2000).run(3).

@@ -31,10 +31,23 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		e.stats.ProtoViolations++
 		return
 	}
+	if e.rmode == recGoBackN && e.goBackDrop(now, c, p, m, ce) {
+		return
+	}
 	if p.Trimmed() || (e.cfg.TrimDSCP != 0 && m.DSCP == e.cfg.TrimDSCP) {
 		e.stats.Trimmed++
+		if p.Flags&wire.FlagEC != 0 {
+			e.stats.ParityDropped++ // parity is never resent: nothing to ask for
+			return
+		}
 		if c.tracker.Has(d.PSN) {
 			return // a trimmed copy of a packet we already hold
+		}
+		if e.rmode == recEC {
+			// The block's parity may rebuild it; if not, the sender's SACK-gap rule
+			// (widened by a block) or its timeout resends it. A NACK would resend it
+			// now, costing what the code is there to save.
+			return
 		}
 		if c.nacks.len() < maxNacks {
 			c.nacks.push(nackEntry{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime})
@@ -77,6 +90,10 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 			return
 		}
 	}
+	if p.Flags&wire.FlagEC != 0 {
+		e.onParity(now, c, p, m, r, done, claim, ce)
+		return
+	}
 	switch c.tracker.Check(d.PSN) {
 	case ackpath.Beyond:
 		e.stats.BeyondWindow++
@@ -113,7 +130,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 				e.stats.DupData++
 				oldCum := c.tracker.Cum()
 				c.tracker.Mark(d.PSN)
-				urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, false, e.cfg.ReorderThreshold)
+				urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, false, e.rthr)
 				c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
 				c.coal.OnData(now, ce, p.EV, urgent)
 				e.markReady(c)
@@ -128,8 +145,8 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		}
 		if fresh {
 			r = e.allocRx()
-			spans := r.spans
-			*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart, spans: spans}
+			spans, ecb := r.spans, r.ec
+			*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart, spans: spans, ec: ecb}
 		}
 		if !e.reserve(c, r, int(d.Offset), len(p.Payload)) {
 			e.stats.RecvBudgetDrops++
@@ -162,11 +179,12 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		// judged the original lost and got that credit back).
 		e.pullRequest(now, c, int(d.PayloadLen), m.RxTime-d.TxTime, true)
 	}
+	rebuilt := r != nil && !done && len(r.ec) > 0 && e.ecTryAt(c, r, int(d.Offset)) > 0
 	complete := r != nil && !done && r.got == r.n
 	if complete {
 		e.complete(c, r)
 	}
-	urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, complete, e.cfg.ReorderThreshold)
+	urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0 || rebuilt, complete, e.rthr)
 	c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
 	c.coal.OnDataBytes(now, ce, p.EV, len(p.Payload), urgent)
 	e.markReady(c)
@@ -394,7 +412,12 @@ func (e *Endpoint) freeRx(r *rxMsg) {
 	if cap(spans) > 16 {
 		spans = nil // a hostile peer's 1,024 ranges are not kept for everyone
 	}
-	*r = rxMsg{chunks: tbl, spans: spans}
+	var ecb []*ecBlock
+	if r.ec != nil {
+		e.ecRelease(r)
+		ecb = r.ec[:0]
+	}
+	*r = rxMsg{chunks: tbl, spans: spans, ec: ecb}
 	e.freeRxs = append(e.freeRxs, r)
 }
 

@@ -54,12 +54,21 @@ type Flags uint8
 
 // Flag bits. Their meaning depends on the packet type as noted.
 const (
-	FlagRetx    Flags = 1 << 0 // DATA: this is a retransmission
+	FlagRetx Flags = 1 << 0 // DATA: this is a retransmission
+	// FlagGoBack (NACK): a go-back-N NACK (recovery "gobackn"): the receiver expected
+	// Nack.PSN, dropped a later packet (sent at Nack.EchoTxTime) and asks for every PSN
+	// from Nack.PSN on. Same bit as FlagRetx, which only DATA uses.
+	FlagGoBack        = FlagRetx
 	FlagLast    Flags = 1 << 1 // DATA: last packet (highest offset) of its message
 	FlagAckReq  Flags = 1 << 2 // DATA: the sender asks for an immediate ACK
 	FlagTrimmed Flags = 1 << 3 // DATA: a switch cut the payload off
 	FlagCE      Flags = 1 << 4 // ACK/NACK: the triggering data packet arrived CE-marked
 	FlagCleanEV Flags = 1 << 5 // ACK: the clean-EV extension list is present
+	// FlagEC (DATA): an erasure-coding parity packet (recovery "ec"): Data.EC says which
+	// of its block's parity packets it is; Data.PSN is the PSN of the block's first data
+	// packet, Data.Offset the block's first byte and the payload one shard. Same bit as
+	// FlagCleanEV, which only ACKs use.
+	FlagEC = FlagCleanEV
 	// FlagSealed (any type): a 36-byte authentication trailer follows the packet
 	// (transport/seal, docs/security.md). Decode and Encode see the packet without it.
 	FlagSealed = Flags(1 << 6)
@@ -109,7 +118,22 @@ type Data struct {
 	PayloadLen  uint16 // payload length as sent; fewer bytes present means trimmed
 	StreamStart uint64 // connection stream offset of the message's first byte (flow control)
 	TxTime      int64  // sender's transmit timestamp, ns, echoed in ACK/NACK
+	EC          EC     // with FlagEC: the parity packet's place in its block (bytes 46-47)
 }
+
+// EC describes a parity packet's block (DATA with FlagEC; recovery "ec"). The block's
+// data packets are K consecutive PSNs from Data.PSN, each one shard (the payload length)
+// of the message from Data.Offset on, the last possibly shorter (zero-padded for coding).
+type EC struct {
+	K     uint8 // data packets in the block, 1..255
+	M     uint8 // parity packets of the block, 1..16
+	Index uint8 // which parity packet this is, 0..M-1
+}
+
+// MaxECParity is the largest EC.M (a nibble on the wire).
+const MaxECParity = 16
+
+func (e EC) valid() bool { return e.K >= 1 && e.M >= 1 && e.M <= MaxECParity && e.Index < e.M }
 
 // Ack is the ACK-specific part of a packet.
 type Ack struct {
@@ -239,6 +263,13 @@ func (p *Packet) decodeData(b []byte) error {
 	d.PayloadLen = be.Uint16(b[44:])
 	d.StreamStart = be.Uint64(b[48:])
 	d.TxTime = int64(be.Uint64(b[56:]))
+	d.EC = EC{}
+	if p.Flags&FlagEC != 0 {
+		d.EC = EC{K: b[46], M: b[47]>>4 + 1, Index: b[47] & 0x0f}
+		if !d.EC.valid() {
+			return ErrLength
+		}
+	}
 	if d.MsgLen == 0 || d.PayloadLen == 0 {
 		return ErrLength
 	}
@@ -385,6 +416,13 @@ func (p *Packet) Encode(b []byte) (int, error) {
 			uint64(d.Offset)+uint64(d.PayloadLen) > uint64(d.MsgLen) {
 			return 0, ErrLength
 		}
+		var ec [2]byte
+		if p.Flags&FlagEC != 0 {
+			if !d.EC.valid() {
+				return 0, ErrLength
+			}
+			ec = [2]byte{d.EC.K, (d.EC.M-1)<<4 | d.EC.Index}
+		}
 		p.putCommon(b)
 		be.PutUint32(b[24:], d.PSN)
 		be.PutUint32(b[28:], d.AckFloor)
@@ -392,7 +430,7 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		be.PutUint32(b[36:], d.MsgLen)
 		be.PutUint32(b[40:], d.Offset)
 		be.PutUint16(b[44:], d.PayloadLen)
-		be.PutUint16(b[46:], 0)
+		b[46], b[47] = ec[0], ec[1]
 		be.PutUint64(b[48:], d.StreamStart)
 		be.PutUint64(b[56:], uint64(d.TxTime))
 		hl := DataHdrLen
