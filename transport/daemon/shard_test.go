@@ -8,22 +8,33 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 func startShards(t *testing.T, mn *MemNet, addr string, n int, pick func([]byte, int) int, onRecv func(Received)) *Node {
+	t.Helper()
+	return startShardsCfg(t, mn, addr, n, pick, onRecv, nil)
+}
+
+func startShardsCfg(t *testing.T, mn *MemNet, addr string, n int, pick func([]byte, int) int, onRecv func(Received), mod func(*transport.Config)) *Node {
 	t.Helper()
 	ap := netip.MustParseAddrPort(addr)
 	var socks []Socket
 	for _, s := range mn.Shards(ap, n, pick) {
 		socks = append(socks, s)
 	}
-	node, err := NewShards(testConfig(ap.Port()), socks, Options{OnReceive: onRecv, Seed: 11})
+	cfg := testConfig(ap.Port())
+	if mod != nil {
+		mod(&cfg)
+	}
+	node, err := NewShards(cfg, socks, Options{OnReceive: onRecv, Seed: 11})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,10 +49,14 @@ func startShards(t *testing.T, mn *MemNet, addr string, n int, pick func([]byte,
 
 // startSeeded starts a one-shard node with its own seed (peers with one seed would draw
 // the same connection IDs, and so reach the same shard).
-func startSeeded(t *testing.T, mn *MemNet, addr string, seed uint64, onRecv func(Received)) *Node {
+func startSeeded(t *testing.T, mn *MemNet, addr string, seed uint64, onRecv func(Received), mod func(*transport.Config)) *Node {
 	t.Helper()
 	ap := netip.MustParseAddrPort(addr)
-	n, err := New(testConfig(ap.Port()), mn.Socket(ap), Options{OnReceive: onRecv, Seed: seed})
+	cfg := testConfig(ap.Port())
+	if mod != nil {
+		mod(&cfg)
+	}
+	n, err := New(cfg, mn.Socket(ap), Options{OnReceive: onRecv, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +100,14 @@ func TestShardsExactlyOnce(t *testing.T) {
 			return (wire.Shard(b, n) + k%2) % n
 		},
 	}
-	for name, pick := range picks {
+	for _, name := range []string{"steered", "misrouted", "mixed", "misrouted+auth"} {
+		pick := picks[strings.TrimSuffix(name, "+auth")]
+		var mod func(*transport.Config)
+		if strings.HasSuffix(name, "+auth") {
+			// Sealed packets: any shard admits a peer's session (its ID and key travel in
+			// the trailer), each shard keeps its own replay windows.
+			mod = func(c *transport.Config) { c.Auth.Mode, c.Auth.Key = seal.Auth, seal.Key{9} }
+		}
 		t.Run(name, func(t *testing.T) {
 			const perPeer = 24
 			mn := NewMemNet()
@@ -104,12 +126,12 @@ func TestShardsExactlyOnce(t *testing.T) {
 				mu.Unlock()
 				recvd <- struct{}{}
 			}
-			hub := startShards(t, mn, "10.0.0.1:23600", 2, pick, check)
+			hub := startShardsCfg(t, mn, "10.0.0.1:23600", 2, pick, check, mod)
 			peers := []*Node{
-				startSeeded(t, mn, "10.0.0.2:23600", 2, check),
-				startSeeded(t, mn, "10.0.0.3:23600", 3, check),
-				startSeeded(t, mn, "10.0.0.4:23600", 4, check),
-				startShards(t, mn, "10.0.0.5:23600", 2, pick, check),
+				startSeeded(t, mn, "10.0.0.2:23600", 2, check, mod),
+				startSeeded(t, mn, "10.0.0.3:23600", 3, check, mod),
+				startSeeded(t, mn, "10.0.0.4:23600", 4, check, mod),
+				startShardsCfg(t, mn, "10.0.0.5:23600", 2, pick, check, mod),
 			}
 			addrs := []string{"10.0.0.2:23600", "10.0.0.3:23600", "10.0.0.4:23600", "10.0.0.5:23600"}
 			hubAddr := netip.MustParseAddrPort("10.0.0.1:23600")
@@ -166,6 +188,9 @@ func TestShardsExactlyOnce(t *testing.T) {
 				}
 				t.Logf("shard %d: data sent %d received %d, handed out %d, adopted %d, dropped %d",
 					i, s.Engine.DataSent, s.Engine.DataRecv, s.HandedOut, s.Adopted, s.HandoffDrops)
+			}
+			if mod != nil && hub.Stats().Auth.Failed+hub.Stats().Auth.Replayed != 0 {
+				t.Errorf("auth: %+v", hub.Stats().Auth)
 			}
 			if name != "steered" && (sh[0].Adopted == 0 || sh[1].Adopted == 0 || sh[0].HandedOut == 0 || sh[1].HandedOut == 0) {
 				t.Errorf("%s: shards handed nothing over: %+v", name, sh)
