@@ -334,3 +334,50 @@ func TestShardOfPeerSpreads(t *testing.T) {
 		t.Error("one shard: not 0")
 	}
 }
+
+// TestShardsDecisionsMerged: with decision timing on, a sharded node's Decisions merges
+// the histograms of the shards that carried traffic.
+func TestShardsDecisionsMerged(t *testing.T) {
+	mn := NewMemNet()
+	ap := netip.MustParseAddrPort("10.0.0.1:23600")
+	var socks []Socket
+	for _, s := range mn.Shards(ap, 2, wire.Shard) {
+		socks = append(socks, s)
+	}
+	hub, err := NewShards(testConfig(23600), socks, Options{Seed: 3, TimeDecisions: true, DecisionBudget: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.Start()
+	defer hub.Shutdown(context.Background())
+	res := make(chan SendResult, 4)
+	var peers []netip.AddrPort
+	for i := range 4 {
+		a := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(2 + i)}), 23600)
+		startSeeded(t, mn, a.String(), uint64(20+i), nil, nil)
+		peers = append(peers, a)
+	}
+	for _, p := range peers {
+		if err := hub.Send(p, make([]byte, 256<<10), func(r SendResult) { res <- r }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range peers {
+		if r := <-res; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	d := hub.Decisions()
+	var perShard uint64
+	for _, s := range hub.shards {
+		s.mu.Lock()
+		if s.decisions.Hist.Count == 0 && s.ep.Stats().AcksRecv > 0 {
+			t.Errorf("shard %d received ACKs but timed no decision", s.idx)
+		}
+		perShard += s.decisions.Hist.Count
+		s.mu.Unlock()
+	}
+	if d.Hist.Count == 0 || d.Hist.Count != perShard || d.Overruns != d.Hist.Count || d.Budget != 1 {
+		t.Fatalf("merged %+v, shards' counts sum to %d", d, perShard)
+	}
+}
