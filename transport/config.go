@@ -174,6 +174,12 @@ type Config struct {
 	// and no zeroed allocation per message (the daemon writes them to its clients with
 	// writev). Buffers is then not used.
 	DeliverChunks bool `yaml:"-"`
+	// IDShards and IDShard make every local connection ID name the engine shard that owns
+	// it: its low byte modulo IDShards is IDShard (the daemon's engine shards steer
+	// packets by it, docs/datapath.md "Engine shards"). IDShards 0 or 1: IDs are fully
+	// random, as without shards.
+	IDShards int `yaml:"-"`
+	IDShard  int `yaml:"-"`
 }
 
 // intLen is the INT block a data packet carries (0 without INT).
@@ -314,6 +320,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TimeWait < 0 || c.TimeWait > 600_000_000_000 {
 		bad("time_wait = %v: must be in 0..10m", c.TimeWait)
+	}
+	if c.IDShards < 0 || c.IDShards > 256 || c.IDShard < 0 || (c.IDShards > 1 && c.IDShard >= c.IDShards) || (c.IDShards <= 1 && c.IDShard != 0) {
+		bad("id shards = %d, shard = %d: must be 0..256 shards and a shard in 0..shards-1", c.IDShards, c.IDShard)
 	}
 	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
 		bad("max_conns = %d: must be in 1..%d", c.MaxConns, 1<<20)

@@ -150,6 +150,9 @@ func (e *Endpoint) NumConns() int { return len(e.list) }
 func (e *Endpoint) newID() uint64 {
 	for {
 		id := e.rng.Uint64()
+		if n := uint64(e.cfg.IDShards); n > 1 {
+			id = withShard(id, n, uint64(e.cfg.IDShard))
+		}
 		if id == 0 {
 			continue
 		}
@@ -161,6 +164,25 @@ func (e *Endpoint) newID() uint64 {
 		}
 		return id
 	}
+}
+
+// withShard returns id with its low byte changed to the nearest value whose remainder
+// modulo n is shard (n in 2..256, shard < n): the ID names its engine shard
+// (Config.IDShards) and keeps 56 random bits plus the low byte's quotient.
+func withShard(id, n, shard uint64) uint64 {
+	low := id&0xff - id&0xff%n + shard
+	if low > 0xff {
+		low -= n
+	}
+	return id&^0xff | low
+}
+
+// ShardOfID returns the engine shard an ID chosen with Config.IDShards = n names.
+func ShardOfID(id ConnID, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(uint64(id)&0xff) % n
 }
 
 // Dial opens a connection to peer. No packet is exchanged until the first message: data

@@ -101,10 +101,10 @@ func benchNodePath(b *testing.B, cfg transport.Config) {
 	done := func(SendResult) { sent++ }
 	step := func() {
 		if k, _ := sb.ReadBatch(pb); k > 0 {
-			nb.handleBatch(pb[:k])
+			nb.shards[0].handleBatch(pb[:k])
 		}
 		if k, _ := sa.ReadBatch(pa); k > 0 {
-			a.handleBatch(pa[:k])
+			a.shards[0].handleBatch(pa[:k])
 		}
 	}
 	b.ReportAllocs()

@@ -32,6 +32,14 @@ type MemSocket struct {
 	inbox chan memPkt
 	done  chan struct{}
 	once  sync.Once
+	group *memGroup // sockets sharing addr (Shards), nil for one
+}
+
+// memGroup is a set of sockets on one address, like a SO_REUSEPORT group: pick chooses
+// the socket each datagram goes to.
+type memGroup struct {
+	socks []*MemSocket
+	pick  func(b []byte, n int) int
 }
 
 // Socket opens the socket at addr.
@@ -41,6 +49,20 @@ func (m *MemNet) Socket(addr netip.AddrPort) *MemSocket {
 	m.socks[addr] = s
 	m.mu.Unlock()
 	return s
+}
+
+// Shards opens n sockets sharing addr, like a SO_REUSEPORT group: each datagram sent to
+// addr goes to socket pick(datagram, n) (an index out of range: socket 0), as the kernel's
+// steering program would choose (for a node of n shards, NewShards).
+func (m *MemNet) Shards(addr netip.AddrPort, n int, pick func(b []byte, n int) int) []*MemSocket {
+	g := &memGroup{pick: pick}
+	for i := 0; i < n; i++ {
+		g.socks = append(g.socks, &MemSocket{net: m, addr: addr, inbox: make(chan memPkt, 8192), done: make(chan struct{}), group: g})
+	}
+	m.mu.Lock()
+	m.socks[addr] = g.socks[0]
+	m.mu.Unlock()
+	return g.socks
 }
 
 // ReadBatch implements Socket.
@@ -86,6 +108,11 @@ func (s *MemSocket) WriteBatch(pkts []Packet) (int, error) {
 		s.net.mu.Unlock()
 		if dst == nil {
 			continue
+		}
+		if g := dst.group; g != nil {
+			if i := g.pick(p.Buf[:p.N], len(g.socks)); i > 0 && i < len(g.socks) {
+				dst = g.socks[i]
+			}
 		}
 		mp := memPkt{data: append([]byte(nil), p.Buf[:p.N]...), from: s.addr, ecn: p.ECN, dscp: p.DSCP, rx: Now()}
 		select {

@@ -1,6 +1,7 @@
 // Package daemon drives the sans-IO protocol engine from a datagram socket: a reader
 // goroutine feeds received batches, a timer goroutine runs the engine's timers, and
-// applications send and receive messages through Node's methods. The engine clock is Unix
+// applications send and receive messages through Node's methods. A Node may run several
+// engine shards, each with its own socket and goroutines (NewShards). The engine clock is Unix
 // nanoseconds, so kernel receive timestamps go into transport.RxMeta.RxTime unchanged.
 package daemon
 
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Packet is one datagram of a batch in a caller-owned buffer (the fields of udp.Packet).
@@ -93,6 +96,15 @@ type Options struct {
 	// per ACK) into Node.Decisions; DecisionBudget (ns) counts the ones that took longer.
 	TimeDecisions  bool
 	DecisionBudget int64
+	// Steer names the shard (0..n-1 of n) that owns a received datagram (default
+	// wire.Shard, what the socket layer's steering program picks). With several shards
+	// (NewShards), a datagram a shard's socket receives for another shard is handed to
+	// that shard's queue, not fed to the wrong engine.
+	Steer func(b []byte, n int) int
+	// ShardQueue bounds each shard's queue of datagrams handed over by other shards
+	// (default 4,096); beyond it they are dropped and counted (ShardStats.HandoffDrops),
+	// as a full socket buffer would drop them.
+	ShardQueue int
 }
 
 type pending struct {
@@ -111,11 +123,23 @@ type msgKey struct {
 	msg  uint32
 }
 
-// Node is one local address's transport: an engine, a socket and the goroutines between.
+// Node is one local address's transport: one or more engine shards, each an engine, a
+// socket and the goroutines between. Messages to a peer always go through the shard its
+// address hashes to, so they stay on one connection, in order.
 type Node struct {
-	opts Options
+	opts    Options
+	log     *slog.Logger
+	shards  []*shard
+	done    chan struct{}
+	wg      sync.WaitGroup
+	started time.Time
+}
+
+// shard is one engine with its socket, lock and goroutines.
+type shard struct {
+	n    *Node
+	idx  int
 	sock Socket
-	log  *slog.Logger
 
 	mu       sync.Mutex
 	resends  uint64 // messages moved to a new connection after ErrResetUnsent (guarded by mu)
@@ -130,18 +154,37 @@ type Node struct {
 
 	timer     *time.Timer
 	kick      chan struct{}
-	done      chan struct{}
-	wg        sync.WaitGroup
 	sendErrs  atomic.Uint64
-	started   time.Time
 	decisions DecisionStats
+
+	inbox        chan *handoff // datagrams other shards received for this one
+	handedOut    atomic.Uint64 // datagrams this shard's socket received for another shard
+	adopted      atomic.Uint64 // datagrams other shards handed to this one
+	handoffDrops atomic.Uint64 // datagrams for this shard dropped: its queue was full
+}
+
+// handoff is a datagram on its way to the shard that owns it.
+type handoff struct {
+	buf []byte
+	pkt Packet
 }
 
 // Now is the engine clock: Unix nanoseconds, the clock of kernel timestamps.
 func Now() int64 { return time.Now().UnixNano() }
 
-// New builds a node over sock with engine config cfg. Start it with Start.
+// New builds a node over sock with engine config cfg (one shard). Start it with Start.
 func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
+	return NewShards(cfg, []Socket{sock}, o)
+}
+
+// NewShards builds a node of len(socks) engine shards, shard i on socks[i] (at most 256).
+// Each shard's engine chooses connection IDs that name it (transport.Config.IDShards), so
+// the socket layer can steer datagrams to the socket of the shard that owns them
+// (Options.Steer says which that is); one shard is exactly New. Start it with Start.
+func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
+	if len(socks) < 1 || len(socks) > 256 {
+		return nil, fmt.Errorf("daemon: %d shards: allowed range is 1..256", len(socks))
+	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = 64
 	}
@@ -151,33 +194,49 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
-	var n *Node
-	if o.TimeDecisions {
-		if err := installTiming(&cfg, &n); err != nil {
-			return nil, fmt.Errorf("transport config: %w", err)
+	if o.Steer == nil {
+		o.Steer = wire.Shard
+	}
+	if o.ShardQueue <= 0 {
+		o.ShardQueue = 4096
+	}
+	n := &Node{opts: o, log: o.Logger, done: make(chan struct{}), started: time.Now()}
+	for i, sock := range socks {
+		c := cfg
+		if len(socks) > 1 {
+			c.IDShards, c.IDShard = len(socks), i
 		}
+		s := &shard{n: n, idx: i, sock: sock}
+		if o.TimeDecisions {
+			if err := installTiming(&c, s); err != nil {
+				return nil, fmt.Errorf("transport config: %w", err)
+			}
+		}
+		// Shard 0 draws from the node's seed as a single engine always has; the others
+		// from seeds derived from it.
+		seed := o.Seed + uint64(i)*0x9e3779b97f4a7c15
+		ep, err := transport.NewEndpoint(c, rand.New(rand.NewPCG(seed, seed^0x5eed)))
+		if err != nil {
+			return nil, err
+		}
+		s.ep = ep
+		s.dialed = make(map[netip.AddrPort]transport.ConnID)
+		s.pending = make(map[msgKey]*pending)
+		s.kick = make(chan struct{}, 1)
+		bufLen := datagramBuf(c)
+		s.gather = o.GatherBatch
+		s.wbuf = make([]Packet, o.BatchSize)
+		for i := range s.wbuf {
+			s.wbuf[i].Buf = make([]byte, bufLen)
+		}
+		s.decisions.Budget = o.DecisionBudget
+		s.timer = time.NewTimer(time.Hour)
+		s.timer.Stop()
+		if len(socks) > 1 {
+			s.inbox = make(chan *handoff, o.ShardQueue)
+		}
+		n.shards = append(n.shards, s)
 	}
-	ep, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed)))
-	if err != nil {
-		return nil, err
-	}
-	n = &Node{
-		opts: o, sock: sock, log: o.Logger, ep: ep,
-		dialed:  make(map[netip.AddrPort]transport.ConnID),
-		pending: make(map[msgKey]*pending),
-		kick:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		started: time.Now(),
-	}
-	bufLen := datagramBuf(cfg)
-	n.gather = o.GatherBatch
-	n.wbuf = make([]Packet, o.BatchSize)
-	for i := range n.wbuf {
-		n.wbuf[i].Buf = make([]byte, bufLen)
-	}
-	n.decisions.Budget = o.DecisionBudget
-	n.timer = time.NewTimer(time.Hour)
-	n.timer.Stop()
 	return n, nil
 }
 
@@ -186,20 +245,25 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 // with slack so that an oversized datagram is read whole and refused, not truncated.
 func datagramBuf(cfg transport.Config) int { return max(cfg.MTU+128, transport.MaxDatagram(cfg)+64) }
 
-// Start launches the reader and timer goroutines.
+// Start launches every shard's reader and timer goroutines.
 func (n *Node) Start() {
-	n.wg.Add(2)
-	go n.readLoop()
-	go n.timerLoop()
+	for _, s := range n.shards {
+		n.wg.Add(2)
+		go s.readLoop()
+		go s.timerLoop()
+	}
 }
 
 // Started returns when the node was created.
 func (n *Node) Started() time.Time { return n.started }
 
-func (n *Node) readLoop() {
-	defer n.wg.Done()
-	bufLen := datagramBuf(n.ep.Config())
-	pkts := make([]Packet, n.opts.BatchSize)
+// NumShards returns the number of engine shards.
+func (n *Node) NumShards() int { return len(n.shards) }
+
+func (s *shard) readLoop() {
+	defer s.n.wg.Done()
+	bufLen := datagramBuf(s.ep.Config())
+	pkts := make([]Packet, s.n.opts.BatchSize)
 	store := make([]byte, bufLen*len(pkts))
 	for i := range pkts {
 		pkts[i].Buf = store[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
@@ -208,80 +272,143 @@ func (n *Node) readLoop() {
 		for i := range pkts {
 			pkts[i].Buf = pkts[i].Buf[:cap(pkts[i].Buf)]
 		}
-		k, err := n.sock.ReadBatch(pkts)
+		k, err := s.sock.ReadBatch(pkts)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || n.isStopped() {
+			if errors.Is(err, net.ErrClosed) || s.isStopped() {
 				return
 			}
-			n.log.Warn("socket read", "err", err)
+			s.n.log.Warn("socket read", "shard", s.idx, "err", err)
 			time.Sleep(time.Millisecond) // do not spin on a persistent error
 			continue
 		}
-		if !n.handleBatch(pkts[:k]) {
+		if !s.handleBatch(pkts[:k]) {
 			return
 		}
 	}
 }
 
 // handleBatch feeds a received batch to the engine and flushes; false once stopped.
-func (n *Node) handleBatch(pkts []Packet) bool {
+// Datagrams another shard owns are handed to it instead.
+func (s *shard) handleBatch(pkts []Packet) bool {
 	now := Now()
 	stamped := 0
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stopped {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
 		return false
 	}
+	nsh := len(s.n.shards)
 	for i := range pkts {
 		p := &pkts[i]
 		if p.RxKernel {
 			stamped++
 		}
-		n.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP, TTL: p.TTL})
+		if nsh > 1 {
+			if o := s.n.opts.Steer(p.Buf[:p.N], nsh); o != s.idx && o >= 0 && o < nsh {
+				s.handOff(s.n.shards[o], p)
+				continue
+			}
+		}
+		s.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP, TTL: p.TTL})
 	}
-	if n.opts.OnBatch != nil {
-		n.opts.OnBatch(len(pkts), stamped)
+	if s.n.opts.OnBatch != nil {
+		s.n.opts.OnBatch(len(pkts), stamped)
 	}
-	n.flushLocked(now)
+	s.flushLocked(now)
 	return true
 }
 
-func (n *Node) timerLoop() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.done:
-			return
-		case <-n.timer.C:
-		case <-n.kick:
-		}
-		now := Now()
-		n.mu.Lock()
-		if n.stopped {
-			n.mu.Unlock()
-			return
-		}
-		n.deadline = 0
-		n.ep.HandleTimeout(now)
-		n.flushLocked(now)
-		n.mu.Unlock()
+var handoffPool sync.Pool
+
+// handOff copies p into the owner shard's queue (or drops it, counted, when that is full).
+func (s *shard) handOff(owner *shard, p *Packet) {
+	h, _ := handoffPool.Get().(*handoff)
+	if h == nil {
+		h = new(handoff)
+	}
+	if cap(h.buf) < p.N {
+		h.buf = make([]byte, max(p.N, datagramBuf(s.ep.Config())))
+	}
+	h.pkt = *p
+	h.pkt.Buf = h.buf[:p.N]
+	copy(h.pkt.Buf, p.Buf[:p.N])
+	s.handedOut.Add(1)
+	select {
+	case owner.inbox <- h:
+	default:
+		owner.handoffDrops.Add(1)
+		handoffPool.Put(h)
 	}
 }
 
-func (n *Node) isStopped() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.stopped
+// adopt feeds datagrams handed over by other shards (h first, then what else is queued,
+// up to a batch) to the engine and flushes.
+func (s *shard) adopt(h *handoff) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		handoffPool.Put(h)
+		return
+	}
+	now := Now()
+	for k := 0; ; k++ {
+		p := &h.pkt
+		s.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP, TTL: p.TTL})
+		s.adopted.Add(1)
+		h.pkt = Packet{}
+		handoffPool.Put(h)
+		if k+1 == len(s.wbuf) {
+			break
+		}
+		select {
+		case h = <-s.inbox:
+			continue
+		default:
+		}
+		break
+	}
+	s.flushLocked(now)
+}
+
+func (s *shard) timerLoop() {
+	defer s.n.wg.Done()
+	for {
+		select {
+		case <-s.n.done:
+			return
+		case h := <-s.inbox: // nil channel with one shard: never ready
+			s.adopt(h)
+			continue
+		case <-s.timer.C:
+		case <-s.kick:
+		}
+		now := Now()
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			return
+		}
+		s.deadline = 0
+		s.ep.HandleTimeout(now)
+		s.flushLocked(now)
+		s.mu.Unlock()
+	}
+}
+
+func (s *shard) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
 }
 
 // flushLocked sends every datagram the engine has, dispatches its events and re-arms the
-// timer. n.mu must be held.
-func (n *Node) flushLocked(now int64) {
+// timer. s.mu must be held.
+func (s *shard) flushLocked(now int64) {
 	for {
 		k := 0
-		for k < len(n.wbuf) {
-			p := &n.wbuf[k]
-			t, ok := n.ep.PollTransmit(now, p.Buf[:cap(p.Buf)])
+		for k < len(s.wbuf) {
+			p := &s.wbuf[k]
+			t, ok := s.ep.PollTransmit(now, p.Buf[:cap(p.Buf)])
 			if !ok {
 				break
 			}
@@ -291,30 +418,30 @@ func (n *Node) flushLocked(now int64) {
 		if k == 0 {
 			break
 		}
-		if n.gather {
-			Gather(n.wbuf[:k])
+		if s.gather {
+			Gather(s.wbuf[:k])
 		}
-		if _, err := n.sock.WriteBatch(n.wbuf[:k]); err != nil {
-			if e := n.sendErrs.Add(1); e&(e-1) == 0 { // log at powers of two
-				n.log.Warn("socket write", "err", err, "errors", e)
+		if _, err := s.sock.WriteBatch(s.wbuf[:k]); err != nil {
+			if e := s.sendErrs.Add(1); e&(e-1) == 0 { // log at powers of two
+				s.n.log.Warn("socket write", "shard", s.idx, "err", err, "errors", e)
 			}
 		}
 	}
-	resent := n.resends
+	resent := s.resends
 	for {
-		ev, ok := n.ep.PollEvent()
+		ev, ok := s.ep.PollEvent()
 		if !ok {
 			break
 		}
-		n.dispatchLocked(now, ev)
+		s.dispatchLocked(now, ev)
 	}
-	if n.resends != resent {
+	if s.resends != resent {
 		// A message moved to a new connection while dispatching: send it now rather than
 		// at the next timer, which may be the idle deadline.
-		n.flushLocked(now)
+		s.flushLocked(now)
 		return
 	}
-	n.armLocked()
+	s.armLocked()
 }
 
 // Gather reorders pkts in place so that packets with the same destination, EV and kind
@@ -339,159 +466,237 @@ func Gather(pkts []Packet) {
 	}
 }
 
-func (n *Node) armLocked() {
-	d, ok := n.ep.NextTimeout()
+func (s *shard) armLocked() {
+	d, ok := s.ep.NextTimeout()
 	if !ok {
-		if n.deadline != 0 {
-			n.timer.Stop()
-			n.deadline = 0
+		if s.deadline != 0 {
+			s.timer.Stop()
+			s.deadline = 0
 		}
 		return
 	}
-	if d == n.deadline {
+	if d == s.deadline {
 		return
 	}
-	n.deadline = d
-	n.timer.Reset(time.Duration(max(d-Now(), 0)))
+	s.deadline = d
+	s.timer.Reset(time.Duration(max(d-Now(), 0)))
 }
 
-func (n *Node) dispatchLocked(now int64, ev transport.Event) {
+func (s *shard) dispatchLocked(now int64, ev transport.Event) {
+	o := &s.n.opts
 	switch ev.Kind {
 	case transport.MessageReceived:
-		if n.opts.OnReceive != nil {
-			n.opts.OnReceive(Received{From: ev.Peer, Conn: ev.Conn, Data: ev.Data, Chunks: ev.Chunks})
+		if o.OnReceive != nil {
+			o.OnReceive(Received{From: ev.Peer, Conn: ev.Conn, Data: ev.Data, Chunks: ev.Chunks})
 		}
 	case transport.MessageSent, transport.MessageFailed:
 		k := msgKey{ev.Conn, ev.MsgID}
-		p := n.pending[k]
+		p := s.pending[k]
 		if p == nil {
 			return
 		}
-		delete(n.pending, k)
-		if ev.Kind == transport.MessageFailed && errors.Is(ev.Err, transport.ErrResetUnsent) && !p.resent && !n.closing {
+		delete(s.pending, k)
+		if ev.Kind == transport.MessageFailed && errors.Is(ev.Err, transport.ErrResetUnsent) && !p.resent && !s.closing {
 			// The peer restarted and none of the message left: send it again on a new
 			// connection instead of failing it (once, so a peer that keeps resetting
 			// cannot keep it forever).
-			if id, mid, err := n.sendLocked(now, p.peer, p.msg); err == nil {
+			if id, mid, err := s.sendLocked(now, p.peer, p.msg); err == nil {
 				p.conn, p.resent = id, true
-				n.pending[msgKey{id, mid}] = p
-				n.resends++
+				s.pending[msgKey{id, mid}] = p
+				s.resends++
 				return
 			}
 		}
-		st := n.ep.Stats()
+		st := s.ep.Stats()
 		res := SendResult{Err: ev.Err, Elapsed: now - p.start,
 			Retransmit: st.RetxSack + st.RetxNack + st.RetxTimeout - p.retx}
 		if ev.Kind == transport.MessageFailed && res.Err == nil {
 			res.Err = transport.ErrAborted
 		}
-		if c, ok := n.ep.ConnInfo(ev.Conn); ok {
+		if c, ok := s.ep.ConnInfo(ev.Conn); ok {
 			res.SRTT, res.Window = c.SRTT, c.Window
 		}
-		if n.opts.OnComplete != nil {
-			n.opts.OnComplete(res, p.msgSize)
+		if o.OnComplete != nil {
+			o.OnComplete(res, p.msgSize)
 		}
 		if p.done != nil {
 			p.done(res)
 		}
 	case transport.ConnClosed:
-		if id, ok := n.dialed[ev.Peer]; ok && id == ev.Conn {
-			delete(n.dialed, ev.Peer)
+		if id, ok := s.dialed[ev.Peer]; ok && id == ev.Conn {
+			delete(s.dialed, ev.Peer)
 		}
 		if ev.Err != nil {
-			n.log.Info("connection aborted", "peer", ev.Peer, "err", ev.Err)
+			s.n.log.Info("connection aborted", "peer", ev.Peer, "shard", s.idx, "err", ev.Err)
 		}
 	case transport.ConnAccepted:
-		n.log.Debug("connection accepted", "peer", ev.Peer)
+		s.n.log.Debug("connection accepted", "peer", ev.Peer, "shard", s.idx)
 	}
 }
 
+// shardFor returns the shard that sends to peer: a hash of its address and port, so that
+// one peer's messages stay on one connection, in order.
+func (n *Node) shardFor(peer netip.AddrPort) *shard {
+	if len(n.shards) == 1 {
+		return n.shards[0]
+	}
+	return n.shards[ShardOfPeer(peer, len(n.shards))]
+}
+
+// ShardOfPeer returns the shard (0..n-1) that sends to peer: FNV-1a over the address (16
+// bytes) and port, mixed (murmur3's finaliser: FNV's low bits alone follow the parity of
+// the input's) and scaled to n.
+func ShardOfPeer(peer netip.AddrPort, n int) int {
+	h := uint64(14695981039346656037)
+	a := peer.Addr().As16()
+	for _, b := range a {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	h = (h ^ uint64(peer.Port()>>8)) * 1099511628211
+	h = (h ^ uint64(peer.Port()&0xff)) * 1099511628211
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	hi, _ := bits.Mul64(h, uint64(n))
+	return int(hi)
+}
+
 // Send queues msg for peer (dialling a connection on first use) and calls done with the
-// outcome, with the node's lock held (done must not block or call back into the node).
-// The engine keeps msg until then: do not modify it.
+// outcome, with the lock of the peer's shard held (done must not block or call back into
+// the node). The engine keeps msg until then: do not modify it.
 func (n *Node) Send(peer netip.AddrPort, msg []byte, done func(SendResult)) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stopped {
+	s := n.shardFor(peer)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
 		return ErrStopped
 	}
-	if n.closing {
+	if s.closing {
 		return ErrShuttingDown
 	}
 	now := Now()
-	id, mid, err := n.sendLocked(now, peer, msg)
+	id, mid, err := s.sendLocked(now, peer, msg)
 	if err != nil {
 		return err
 	}
-	st := n.ep.Stats()
-	n.pending[msgKey{id, mid}] = &pending{done: done, start: now, conn: id, msgSize: len(msg),
+	st := s.ep.Stats()
+	s.pending[msgKey{id, mid}] = &pending{done: done, start: now, conn: id, msgSize: len(msg),
 		retx: st.RetxSack + st.RetxNack + st.RetxTimeout, peer: peer, msg: msg}
-	n.flushLocked(now)
+	s.flushLocked(now)
 	return nil
 }
 
 // sendLocked queues msg on the connection to peer, dialling one if there is none or the
 // one there is closing or gone.
-func (n *Node) sendLocked(now int64, peer netip.AddrPort, msg []byte) (transport.ConnID, uint32, error) {
-	id, ok := n.dialed[peer]
+func (s *shard) sendLocked(now int64, peer netip.AddrPort, msg []byte) (transport.ConnID, uint32, error) {
+	id, ok := s.dialed[peer]
 	if !ok {
 		var err error
-		if id, err = n.ep.Dial(now, peer); err != nil {
+		if id, err = s.ep.Dial(now, peer); err != nil {
 			return 0, 0, err
 		}
-		n.dialed[peer] = id
+		s.dialed[peer] = id
 	}
-	mid, err := n.ep.Send(now, id, msg)
+	mid, err := s.ep.Send(now, id, msg)
 	if errors.Is(err, transport.ErrClosed) || errors.Is(err, transport.ErrUnknownConn) {
 		// The old connection is closing or gone: open a new one.
-		delete(n.dialed, peer)
-		if id, err = n.ep.Dial(now, peer); err != nil {
+		delete(s.dialed, peer)
+		if id, err = s.ep.Dial(now, peer); err != nil {
 			return 0, 0, err
 		}
-		n.dialed[peer] = id
-		mid, err = n.ep.Send(now, id, msg)
+		s.dialed[peer] = id
+		mid, err = s.ep.Send(now, id, msg)
 	}
 	return id, mid, err
 }
 
-// Stats returns the engine's counters.
+// Stats returns the engine's counters, summed over the shards (RecvBufferedMax is the sum
+// of the shards' high-water marks).
 func (n *Node) Stats() transport.Stats {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ep.Stats()
+	var sum transport.Stats
+	for _, s := range n.shards {
+		s.mu.Lock()
+		st := s.ep.Stats()
+		s.mu.Unlock()
+		AddStats(&sum, &st)
+	}
+	return sum
 }
 
-// Conns appends a snapshot of every live connection to dst.
+// ShardStats is one engine shard's share of a node's work.
+type ShardStats struct {
+	Engine transport.Stats
+	Conns  int // live connections
+	// HandedOut counts datagrams this shard's socket received for another shard and
+	// handed to it; Adopted those other shards handed to this one; HandoffDrops those
+	// for this shard dropped because its queue (Options.ShardQueue) was full.
+	HandedOut, Adopted, HandoffDrops uint64
+}
+
+// Shards returns every shard's counters, in shard order.
+func (n *Node) Shards() []ShardStats {
+	out := make([]ShardStats, len(n.shards))
+	for i, s := range n.shards {
+		s.mu.Lock()
+		out[i] = ShardStats{Engine: s.ep.Stats(), Conns: s.ep.NumConns()}
+		s.mu.Unlock()
+		out[i].HandedOut, out[i].Adopted, out[i].HandoffDrops = s.handedOut.Load(), s.adopted.Load(), s.handoffDrops.Load()
+	}
+	return out
+}
+
+// Conns appends a snapshot of every live connection of every shard to dst.
 func (n *Node) Conns(dst []transport.ConnInfo) []transport.ConnInfo {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ep.Conns(dst)
+	for _, s := range n.shards {
+		s.mu.Lock()
+		dst = s.ep.Conns(dst)
+		s.mu.Unlock()
+	}
+	return dst
 }
 
-// Config returns the engine's configuration.
-func (n *Node) Config() transport.Config { return n.ep.Config() }
+// Config returns the engine's configuration (shard 0's: the shards differ only in
+// IDShard).
+func (n *Node) Config() transport.Config { return n.shards[0].ep.Config() }
 
 // Pending returns the number of messages sent and not yet completed.
 func (n *Node) Pending() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.pending)
+	k := 0
+	for _, s := range n.shards {
+		s.mu.Lock()
+		k += len(s.pending)
+		s.mu.Unlock()
+	}
+	return k
 }
 
 // SendErrors returns the number of failed socket writes.
-func (n *Node) SendErrors() uint64 { return n.sendErrs.Load() }
+func (n *Node) SendErrors() uint64 {
+	var k uint64
+	for _, s := range n.shards {
+		k += s.sendErrs.Load()
+	}
+	return k
+}
 
 // Shutdown stops accepting messages, waits until every outstanding message completes or
 // ctx ends, then fails the rest (each sender hears of it), closes connections, and stops
-// the goroutines and the socket.
+// the goroutines and the sockets.
 func (n *Node) Shutdown(ctx context.Context) error {
-	n.mu.Lock()
-	if n.stopped {
-		n.mu.Unlock()
+	first := n.shards[0]
+	first.mu.Lock()
+	stopped := first.stopped
+	first.mu.Unlock()
+	if stopped {
 		return nil
 	}
-	n.closing = true
-	n.mu.Unlock()
+	for _, s := range n.shards {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+	}
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for n.Pending() > 0 && ctx.Err() == nil {
@@ -501,44 +706,69 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 	}
 	drained := n.Pending() == 0
-	n.mu.Lock()
-	now := Now()
-	failed := len(n.pending)
-	for _, c := range n.ep.Conns(nil) {
-		if drained {
-			_ = n.ep.Close(now, c.ID)
-		} else {
-			_ = n.ep.Abort(now, c.ID) // fails every outstanding message with ErrAborted
-		}
+	failed := 0
+	for _, s := range n.shards {
+		failed += s.closeAll(drained)
 	}
-	n.flushLocked(now)
-	for k, p := range n.pending { // messages the engine no longer knows (should be none)
-		delete(n.pending, k)
-		if p.done != nil {
-			p.done(SendResult{Err: ErrShuttingDown, Elapsed: now - p.start})
-		}
-	}
-	n.mu.Unlock()
 	if drained {
 		// Give clean CLOSEs a moment to be acknowledged (bounded by ctx).
 		for i := 0; i < 100 && len(n.Conns(nil)) > 0 && ctx.Err() == nil; i++ {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	n.mu.Lock()
-	n.stopped = true
-	n.timer.Stop()
-	n.mu.Unlock()
+	for _, s := range n.shards {
+		s.mu.Lock()
+		s.stopped = true
+		s.timer.Stop()
+		s.mu.Unlock()
+	}
 	close(n.done)
-	err := n.sock.Close()
+	var err error
+	for _, s := range n.shards {
+		if e := s.sock.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
 	n.wg.Wait()
+	for _, s := range n.shards { // datagrams handed over too late
+		for s.inbox != nil && len(s.inbox) > 0 {
+			handoffPool.Put(<-s.inbox)
+		}
+	}
 	if failed > 0 {
 		n.log.Warn("shutdown deadline passed; failed outstanding messages", "messages", failed)
 	}
 	return err
 }
 
+// closeAll closes (drained) or aborts every connection of the shard and fails what the
+// engine no longer knows; it returns the number of messages still outstanding.
+func (s *shard) closeAll(drained bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := Now()
+	failed := len(s.pending)
+	for _, c := range s.ep.Conns(nil) {
+		if drained {
+			_ = s.ep.Close(now, c.ID)
+		} else {
+			_ = s.ep.Abort(now, c.ID) // fails every outstanding message with ErrAborted
+		}
+	}
+	s.flushLocked(now)
+	for k, p := range s.pending { // messages the engine no longer knows (should be none)
+		delete(s.pending, k)
+		if p.done != nil {
+			p.done(SendResult{Err: ErrShuttingDown, Elapsed: now - p.start})
+		}
+	}
+	return failed
+}
+
 // String describes the node for logs.
 func (n *Node) String() string {
-	return fmt.Sprintf("node(listen port %d)", n.ep.Config().ListenPort)
+	if len(n.shards) > 1 {
+		return fmt.Sprintf("node(listen port %d, %d shards)", n.Config().ListenPort, len(n.shards))
+	}
+	return fmt.Sprintf("node(listen port %d)", n.Config().ListenPort)
 }

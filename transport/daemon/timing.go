@@ -16,11 +16,11 @@ type DecisionStats struct {
 	Budget   int64            // ns (0: none)
 }
 
-// timedCC measures each decision of a controller into its node's histogram. Every engine
-// call runs under the node's lock, so one histogram serves all connections.
+// timedCC measures each decision of a controller into its shard's histogram. Every engine
+// call runs under the shard's lock, so one histogram serves the shard's connections.
 type timedCC struct {
 	cc.Controller
-	n   *Node
+	n   *shard
 	dec interface{ Decisions() uint32 }
 }
 
@@ -69,8 +69,8 @@ func (t *timedCC) Cost() hwprofile.Cost {
 // Unwrap returns the wrapped controller.
 func (t *timedCC) Unwrap() cc.Controller { return t.Controller }
 
-// installTiming makes cfg build timed controllers for n.
-func installTiming(cfg *transport.Config, n **Node) error {
+// installTiming makes cfg build timed controllers for shard n.
+func installTiming(cfg *transport.Config, n *shard) error {
 	inner := cfg.NewCC
 	if inner == nil {
 		base := *cfg
@@ -85,17 +85,29 @@ func installTiming(cfg *transport.Config, n **Node) error {
 	}
 	cfg.NewCC = func() cc.Controller {
 		c := inner()
-		t := &timedCC{Controller: c, n: *n}
+		t := &timedCC{Controller: c, n: n}
 		t.dec, _ = c.(interface{ Decisions() uint32 })
 		return t
 	}
 	return nil
 }
 
-// Decisions returns a snapshot of the decision-time statistics (zero unless
-// Options.TimeDecisions).
+// Decisions returns a snapshot of the decision-time statistics, merged over the shards
+// (zero unless Options.TimeDecisions).
 func (n *Node) Decisions() DecisionStats {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.decisions
+	var d DecisionStats
+	for _, s := range n.shards {
+		s.mu.Lock()
+		x := s.decisions
+		s.mu.Unlock()
+		d.Budget = x.Budget
+		d.Overruns += x.Overruns
+		for i, b := range x.Hist.Buckets {
+			d.Hist.Buckets[i] += b
+		}
+		d.Hist.Count += x.Hist.Count
+		d.Hist.Sum += x.Hist.Sum
+		d.Hist.Max = max(d.Hist.Max, x.Hist.Max)
+	}
+	return d
 }

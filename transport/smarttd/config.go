@@ -12,7 +12,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -90,6 +92,12 @@ type UDPConfig struct {
 	// BatchSize is the recvmmsg/sendmmsg batch (1..1024).
 	BatchSize int `yaml:"batch_size" json:"batch_size"`
 
+	// ShardSteering is how the kernel spreads received datagrams over the engine shards'
+	// listen sockets (shards > 1): "cbpf" (a classic BPF program picks the shard the
+	// connection ID names) or "hash" (the kernel's SO_REUSEPORT 4-tuple hash; shards hand
+	// what is not theirs to its owner).
+	ShardSteering string `yaml:"shard_steering" json:"shard_steering"`
+
 	// GatherBatch reorders each send batch so that packets to one destination on one EV
 	// (and of one kind, data or control) are adjacent, in their order, groups in the order
 	// of their first packet: UDP GSO then joins them across connections (issue 15).
@@ -113,6 +121,10 @@ type Config struct {
 	// ShutdownTimeout bounds graceful shutdown: messages still outstanding then fail
 	// (0: at once; 1ms..10m).
 	ShutdownTimeout config.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+	// Shards is the number of engine shards: 1..256, or "auto" (0 here) for GOMAXPROCS.
+	// Each shard is an engine with its own sockets and goroutines; connections are
+	// partitioned among them (docs/datapath.md, "Engine shards").
+	Shards Shards `yaml:"shards" json:"shards"`
 	// UDP configures the socket layer.
 	UDP UDPConfig `yaml:"udp" json:"udp"`
 	// API configures the Unix-socket API.
@@ -215,6 +227,17 @@ func (c *Config) Validate() error {
 		bad("shutdown_timeout = %v: must be 0 (fail outstanding messages at once) or in 1ms..10m", c.ShutdownTimeout)
 	}
 	u := &c.UDP
+	if c.Shards < 0 || c.Shards > MaxShards {
+		bad("shards = %d: must be in 1..%d or auto", int(c.Shards), MaxShards)
+	}
+	switch u.ShardSteering {
+	case "cbpf", "hash":
+	default:
+		bad("udp.shard_steering = %q: must be cbpf or hash", u.ShardSteering)
+	}
+	if c.Shards.N() > 1 && u.Datapath == "afxdp" {
+		bad("shards = %v with udp.datapath = afxdp: the AF_XDP datapath takes one shard (set shards: 1 or datapath: sockets)", c.Shards)
+	}
 	switch u.Carrier {
 	case "port", "raw", "flowlabel":
 	default:
@@ -316,4 +339,57 @@ func (c *Config) View() any {
 		return map[string]string{"error": err.Error()}
 	}
 	return v
+}
+
+// MaxShards bounds the shards key: the steering program names a shard by one byte of the
+// connection ID.
+const MaxShards = 256
+
+// Shards is the shards key: a count, or 0 for "auto" (GOMAXPROCS, at most MaxShards).
+type Shards int
+
+// N is the number of shards to run.
+func (s Shards) N() int {
+	if s == 0 {
+		return min(runtime.GOMAXPROCS(0), MaxShards)
+	}
+	return int(s)
+}
+
+// String is "auto" or the count.
+func (s Shards) String() string {
+	if s == 0 {
+		return "auto"
+	}
+	return strconv.Itoa(int(s))
+}
+
+// UnmarshalYAML reads a count or "auto".
+func (s *Shards) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		*s = 0
+		return nil
+	}
+	v, err := strconv.Atoi(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil || v < 1 || v > MaxShards {
+		return fmt.Errorf("shards = %q: must be in 1..%d or auto (line %d)", n.Value, MaxShards, n.Line)
+	}
+	*s = Shards(v)
+	return nil
+}
+
+// MarshalYAML writes a count or "auto".
+func (s Shards) MarshalYAML() (any, error) {
+	if s == 0 {
+		return "auto", nil
+	}
+	return int(s), nil
+}
+
+// MarshalJSON writes a count or "auto".
+func (s Shards) MarshalJSON() ([]byte, error) {
+	if s == 0 {
+		return []byte(`"auto"`), nil
+	}
+	return []byte(strconv.Itoa(int(s))), nil
 }

@@ -63,6 +63,11 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		"transport:\n  mtu: 65440\n":                 "transport.mtu = 65440: with the 100-byte smartt header and authentication trailer a packet is 65540 bytes, over the 65507-byte UDP limit: must be at most 65407",
 		"transport:\n  cc: nope\n":                   "transport.cc = \"nope\": must be one of",
 		"bogus: 1\n":                                 "bogus",
+		"shards: 0\n":                                "shards = \"0\": must be in 1..256 or auto",
+		"shards: 257\n":                              "shards = \"257\": must be in 1..256 or auto",
+		"shards: many\n":                             "shards = \"many\": must be in 1..256 or auto",
+		"udp:\n  shard_steering: ebpf\n":             "udp.shard_steering = \"ebpf\": must be cbpf or hash",
+		"shards: 2\nudp:\n  datapath: afxdp\n":       "shards = 2 with udp.datapath = afxdp: the AF_XDP datapath takes one shard",
 		"listen: 0.0.0.0:23600\nudp:\n  mtu: 1\n":    "mtu",
 	} {
 		_, err := Load([]byte(doc))
@@ -185,5 +190,31 @@ func TestConfigINTControllers(t *testing.T) {
 	}
 	if _, err := Load([]byte("transport:\n  cc: fixed_rate\n  fixed_rate: {coefficient: 1.2}\n")); err == nil || !strings.Contains(err.Error(), "fair_share_flows") {
 		t.Fatalf("coefficient without flows: %v", err)
+	}
+}
+
+// TestShardsKey: shards defaults to 1, takes a count or auto (GOMAXPROCS), and prints back
+// as it was written.
+func TestShardsKey(t *testing.T) {
+	c := DefaultConfig()
+	if c.Shards != 1 || c.Shards.N() != 1 || c.UDP.ShardSteering != "cbpf" {
+		t.Fatalf("defaults: shards %v (%d), steering %q", c.Shards, c.Shards.N(), c.UDP.ShardSteering)
+	}
+	for doc, want := range map[string]string{"shards: 4\n": "4", "shards: auto\n": "auto"} {
+		c, err := Load([]byte(doc))
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if c.Shards.String() != want {
+			t.Errorf("%q: shards %v", doc, c.Shards)
+		}
+		b, err := json.Marshal(c.View())
+		if err != nil || !strings.Contains(string(b), `"shards":`) {
+			t.Errorf("%q: view %s (%v) lacks shards", doc, b, err)
+		}
+	}
+	c, _ = Load([]byte("shards: auto\n"))
+	if n := c.Shards.N(); n < 1 || n > MaxShards {
+		t.Errorf("auto: %d shards", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,10 +21,28 @@ import (
 
 // SocketLayer is an open socket layer and what it reports.
 type SocketLayer struct {
-	Socket   daemon.Socket
+	Socket daemon.Socket // shard 0's socket
+	// Shards holds every engine shard's socket (Shards[0] is Socket) when the daemon runs
+	// more than one shard; nil: one.
+	Shards   []daemon.Socket
 	Caps     func() any                        // capabilities, for /v1/capabilities (may be nil)
 	Counters func() any                        // counters, for /v1/counters (may be nil)
 	Metrics  func(ch chan<- prometheus.Metric) // metrics (may be nil)
+}
+
+// sockets returns every shard's socket.
+func (sl *SocketLayer) sockets() []daemon.Socket {
+	if len(sl.Shards) > 0 {
+		return sl.Shards
+	}
+	return []daemon.Socket{sl.Socket}
+}
+
+// close closes every shard's socket.
+func (sl *SocketLayer) close() {
+	for _, s := range sl.sockets() {
+		s.Close()
+	}
 }
 
 // Options are what a caller supplies besides the config.
@@ -65,11 +84,15 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sockets on %v: %w", cfg.Listen, err)
 	}
+	if k := len(sl.sockets()); k != cfg.Shards.N() {
+		sl.close()
+		return nil, fmt.Errorf("sockets on %v: the socket layer opened %d shards, shards = %v asks for %d", cfg.Listen, k, cfg.Shards, cfg.Shards.N())
+	}
 	d := &Daemon{Config: cfg, Socket: sl, log: log}
 	info := api.Info{Version: version.String(), Listen: cfg.Listen, Config: cfg.View(), Caps: sl.Caps, Counters: sl.Counters}
 	d.API, err = api.NewServer(cfg.API, info, log)
 	if err != nil {
-		sl.Socket.Close()
+		sl.close()
 		return nil, err
 	}
 	tcfg := cfg.Transport
@@ -81,13 +104,13 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	if tcfg.Profile != "" {
 		p, err := hwprofile.Lookup(tcfg.Profile)
 		if err != nil {
-			sl.Socket.Close()
+			sl.close()
 			return nil, fmt.Errorf("transport.profile: %w", err)
 		}
 		budget = p.DecisionNs
 	}
 	var m *metrics.Metrics
-	d.Node, err = daemon.New(tcfg, sl.Socket, daemon.Options{
+	d.Node, err = daemon.NewShards(tcfg, sl.sockets(), daemon.Options{
 		TimeDecisions: cfg.DecisionTiming, DecisionBudget: budget,
 		BatchSize: cfg.UDP.BatchSize, Logger: log, Seed: o.Seed, GatherBatch: cfg.UDP.GatherBatch,
 		OnReceive: d.API.Deliver,
@@ -99,7 +122,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		},
 	})
 	if err != nil {
-		sl.Socket.Close()
+		sl.close()
 		return nil, err
 	}
 	node := d.Node
@@ -107,13 +130,13 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		Engine: node.Stats,
 		Conns:  func() []transport.ConnInfo { return node.Conns(nil) },
 		API:    d.API.Stats,
-		Socket: sl.Metrics,
+		Socket: socketAndShardMetrics(sl.Metrics, node),
 		CC:     tcfg.CC, LB: tcfg.LB, PerConn: cfg.MetricsPerConnection,
 		Decisions: node.Decisions,
 	})
 	d.Metrics = m
 	if err := d.API.Start(node); err != nil {
-		sl.Socket.Close()
+		sl.close()
 		return nil, err
 	}
 	node.Start()
@@ -142,7 +165,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		metrics = d.MetricsAddr.String()
 	}
 	log.Info("smarttd started", "version", version.String(), "revision", version.Get().Revision, "listen", cfg.Listen, "api", cfg.API.Socket,
-		"metrics", metrics, "cc", tcfg.CC, "lb", tcfg.LB)
+		"metrics", metrics, "cc", tcfg.CC, "lb", tcfg.LB, "shards", node.NumShards())
 	return d, nil
 }
 
@@ -164,4 +187,35 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	}
 	d.log.Info("smarttd stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
+}
+
+var (
+	dShardPkts  = prometheus.NewDesc("smartt_shard_packets_total", "Datagrams each engine shard sent (tx) and fed to its engine (rx).", []string{"shard", "dir"}, nil)
+	dShardConns = prometheus.NewDesc("smartt_shard_connections", "Live connections of each engine shard.", []string{"shard"}, nil)
+	dShardHand  = prometheus.NewDesc("smartt_shard_handoff_total", "Datagrams a shard's socket received for another shard (out), taken from other shards (in), or dropped on a full shard queue (dropped).", []string{"shard", "kind"}, nil)
+)
+
+// socketAndShardMetrics adds per-shard series to the socket layer's metrics when the node
+// runs more than one shard (the engine's own series are summed over shards).
+func socketAndShardMetrics(socket func(chan<- prometheus.Metric), node *daemon.Node) func(chan<- prometheus.Metric) {
+	if node.NumShards() == 1 {
+		return socket
+	}
+	return func(ch chan<- prometheus.Metric) {
+		if socket != nil {
+			socket(ch)
+		}
+		for i, s := range node.Shards() {
+			id := strconv.Itoa(i)
+			c := func(d *prometheus.Desc, v uint64, l ...string) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{id}, l...)...)
+			}
+			c(dShardPkts, s.Engine.PacketsSent, "tx")
+			c(dShardPkts, s.Engine.PacketsRecv, "rx")
+			c(dShardHand, s.HandedOut, "out")
+			c(dShardHand, s.Adopted, "in")
+			c(dShardHand, s.HandoffDrops, "dropped")
+			ch <- prometheus.MustNewConstMetric(dShardConns, prometheus.GaugeValue, float64(s.Conns), id)
+		}
+	}
 }

@@ -25,6 +25,12 @@ import (
 // into it); its API socket is a path, reachable from any namespace.
 func startIn(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod func(*smarttd.Config)) *smarttd.Daemon {
 	t.Helper()
+	return startInSeed(t, ns, listen, dir, mod, 0)
+}
+
+// startInSeed is startIn with the engine's random seed (0: from the clock).
+func startInSeed(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod func(*smarttd.Config), seed uint64) *smarttd.Daemon {
+	t.Helper()
 	cfg := smarttd.DefaultConfig()
 	cfg.Listen = listen
 	cfg.API.Socket = filepath.Join(dir, listen.Addr().String()+".sock")
@@ -38,7 +44,7 @@ func startIn(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod
 	}
 	if err := ns.Do(func() error {
 		var err error
-		d, err = smarttd.Start(cfg, smarttd.Options{Logger: log})
+		d, err = smarttd.Start(cfg, smarttd.Options{Logger: log, Seed: seed})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/transport/udp"
 	"github.com/smartt-transport/smartt/transport/udp/blast"
@@ -195,8 +196,22 @@ func runGSOBlaster(b *testing.B, tp *nstest.Topo, n, round int) float64 {
 // index of the per-connection goodputs (each peer's bytes over the time its last byte
 // arrived).
 func runFairness(b *testing.B, tp *nstest.Topo, n, peers int) (agg, jain float64) {
+	r := runFairnessWith(b, tp, n, peers, nil)
+	return r.agg, r.jain
+}
+
+// fairRun is one runFairnessWith: aggregate goodput, Jain index, CPU seconds of the
+// process (all daemons and clients) per GB from the first send to the last byte read, and
+// the sender's engine counters per shard over the run.
+type fairRun struct {
+	agg, jain, cpuPerGB float64
+	shards              []daemon.ShardStats
+}
+
+// runFairnessWith is runFairness with mod adjusting the sending daemon's config.
+func runFairnessWith(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smarttd.Config)) fairRun {
 	dir := tempDir(b)
-	a := startIn(b, tp.A, netip.AddrPortFrom(tp.AddrA, 23600), dir, nil)
+	a := startIn(b, tp.A, netip.AddrPortFrom(tp.AddrA, 23600), dir, mod)
 	defer stopDaemon(a)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
@@ -223,6 +238,8 @@ func runFairness(b *testing.B, tp *nstest.Topo, n, peers int) (agg, jain float64
 	for i := range ps {
 		gots[i] = receiveAll(b, ctx, session(b, ctx, ps[i].d, 1), share)
 	}
+	before := a.Node.Shards()
+	cpu0 := cpuTime()
 	start := time.Now()
 	took := make([]float64, peers)
 	var wg sync.WaitGroup
@@ -273,6 +290,13 @@ func runFairness(b *testing.B, tp *nstest.Topo, n, peers int) (agg, jain float64
 	default:
 	}
 	el := time.Since(start).Seconds()
+	cpu := cpuTime() - cpu0
+	sh := a.Node.Shards()
+	for i := range sh {
+		sh[i].Engine.DataSent -= before[i].Engine.DataSent
+		sh[i].Engine.PacketsRecv -= before[i].Engine.PacketsRecv
+		sh[i].HandedOut -= before[i].HandedOut
+	}
 	if os.Getenv("DATAPATH_DEBUG") != "" {
 		b.Logf("%d peers: per-peer completion s %v", peers, took)
 	}
@@ -282,7 +306,8 @@ func runFairness(b *testing.B, tp *nstest.Topo, n, peers int) (agg, jain float64
 		sum += g
 		sq += g * g
 	}
-	return float64(share) * float64(peers) * 8 / el / 1e9, sum * sum / (float64(peers) * sq)
+	return fairRun{agg: float64(share) * float64(peers) * 8 / el / 1e9, jain: sum * sum / (float64(peers) * sq),
+		cpuPerGB: cpu / (float64(share) * float64(peers) / 1e9), shards: sh}
 }
 
 // envInt is the integer in environment variable name, or def.

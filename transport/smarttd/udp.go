@@ -22,13 +22,55 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 }
 
 // OpenUDP opens the transport/udp socket layer on cfg.Listen (in the network namespace of
-// the calling thread).
+// the calling thread): one set of sockets per engine shard (cfg.Shards), sharing the
+// listen and EV ports, steered by cfg.UDP.ShardSteering.
 func OpenUDP(cfg *Config, log *slog.Logger) (*SocketLayer, error) {
-	c, err := udp.Open(UDPConfigFor(cfg, log))
+	conns, err := udp.OpenShards(UDPConfigFor(cfg, log), cfg.Shards.N(), cfg.UDP.ShardSteering)
 	if err != nil {
 		return nil, err
 	}
-	return UDPLayer(c), nil
+	if len(conns) == 1 {
+		return UDPLayer(conns[0]), nil
+	}
+	return UDPShardLayer(conns), nil
+}
+
+// UDPShardLayer wraps the socket layers of several engine shards (udp.OpenShards): one
+// daemon socket each, capabilities of shard 0, counters and metrics summed.
+func UDPShardLayer(conns []*udp.Conn) *SocketLayer {
+	txDelay := newTxDelay()
+	socks := make([]*udpSocket, len(conns))
+	sl := &SocketLayer{}
+	for i, c := range conns {
+		socks[i] = newUDPSocket(c, txDelay)
+		sl.Shards = append(sl.Shards, socks[i])
+	}
+	sl.Socket = sl.Shards[0]
+	sum := func() udp.Stats {
+		var st udp.Stats
+		for _, c := range conns {
+			x := c.Stats()
+			daemon.AddCounters(&st, &x)
+		}
+		return st
+	}
+	sl.Caps = func() any { return conns[0].Caps() }
+	sl.Counters = func() any { return sum() }
+	sl.Metrics = func(ch chan<- prometheus.Metric) { collectUDP(ch, conns[0].Caps(), sum(), txDelay) }
+	return sl
+}
+
+func newTxDelay() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "smartt_tx_path_delay_seconds",
+		Help:    "Kernel transmit timestamp minus user-space send time of sampled packets.",
+		Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10)})
+}
+
+func newUDPSocket(c *udp.Conn, txDelay prometheus.Histogram) *udpSocket {
+	s := &udpSocket{c: c, stop: make(chan struct{}), txDelay: txDelay}
+	go s.pollTxStamps()
+	return s
 }
 
 // udpSocket adapts a udp.Conn to daemon.Socket (the same fields; buffers are shared, not copied).
@@ -44,12 +86,7 @@ type udpSocket struct {
 // UDPLayer wraps an open udp.Conn as a daemon socket layer with its capabilities,
 // counters and metrics.
 func UDPLayer(c *udp.Conn) *SocketLayer {
-	s := &udpSocket{c: c, stop: make(chan struct{}),
-		txDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "smartt_tx_path_delay_seconds",
-			Help:    "Kernel transmit timestamp minus user-space send time of sampled packets.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10)})}
-	go s.pollTxStamps()
+	s := newUDPSocket(c, newTxDelay())
 	return &SocketLayer{Socket: s, Caps: func() any { return c.Caps() }, Counters: func() any { return c.Stats() },
 		Metrics: s.collect}
 }
@@ -137,7 +174,11 @@ func b2f(b bool) float64 {
 }
 
 func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
-	caps, st := s.c.Caps(), s.c.Stats()
+	collectUDP(ch, s.c.Caps(), s.c.Stats(), s.txDelay)
+}
+
+// collectUDP writes the socket layer's metrics (capabilities caps, counters st).
+func collectUDP(ch chan<- prometheus.Metric, caps udp.Caps, st udp.Stats, txDelay prometheus.Histogram) {
 	g := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
@@ -170,5 +211,5 @@ func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
 	c(dSockBig, st.TxTooBig)
 	c(dSockGSO, st.TxGSOMessages, "messages")
 	c(dSockGSO, st.TxGSOSegments, "segments")
-	s.txDelay.Collect(ch)
+	txDelay.Collect(ch)
 }

@@ -182,6 +182,9 @@ func rxFD(s *sock) int {
 
 // setupRx sets the receive-side options; a refusal switches the feature off (fallback).
 func (c *Conn) setupRx(fd int) error {
+	if err := c.reusePort(fd); err != nil {
+		return err
+	}
 	if c.caps.ECN {
 		var err error
 		if c.v6 {
@@ -229,6 +232,9 @@ func (c *Conn) setupRx(fd int) error {
 
 // setupTx sets the send-side options of an EV socket.
 func (c *Conn) setupTx(fd int) error {
+	if err := c.reusePort(fd); err != nil {
+		return err
+	}
 	// Replies go to the listen port (wire ReplyPort); anything arriving here is dropped
 	// soon, but the TX-timestamp error queue is charged to this buffer, so keep some room.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<10)
@@ -270,4 +276,15 @@ func (c *Conn) sizeBuffer(fd, opt, force, want int, sysctl, field string, warn b
 			"field", field, "want", want, "got", got, "sysctl", fmt.Sprintf("sysctl -w %s=%d", sysctl, want))
 	}
 	return got
+}
+
+// reusePort sets SO_REUSEPORT when Config.ReusePort asks for it (engine shards).
+func (c *Conn) reusePort(fd int) error {
+	if !c.cfg.ReusePort {
+		return nil
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		return fmt.Errorf("SO_REUSEPORT (Config.ReusePort, engine shards): %w", err)
+	}
+	return nil
 }

@@ -76,7 +76,12 @@ type Config struct {
 	BatchSize              int // recvmmsg/sendmmsg batch (default 64, at most 1024)
 	Logger                 *slog.Logger
 
-	probing bool // a probe's own socket pair: do not probe again
+	// ReusePort sets SO_REUSEPORT on the listen socket and the EV sockets, so that several
+	// Conns (engine shards, OpenShards) share the listen port and the EV ports.
+	ReusePort bool
+
+	probing     bool // a probe's own socket pair: do not probe again
+	ephemeralEV bool // OpenShards with Listen port 0: EV ports stay ephemeral for every shard
 }
 
 // Packet is one datagram of a batch, in a caller-owned buffer.
@@ -305,7 +310,7 @@ func (cfg *Config) normalize() error {
 	if cfg.Carrier == CarrierFlowLabel && cfg.EVS > maxFlowLabels {
 		return fmt.Errorf("udp: Config.EVS %d: allowed range is 1..%d for the flowlabel carrier (the kernel's flow-label table)", cfg.EVS, maxFlowLabels)
 	}
-	if cfg.EVPortBase == 0 && cfg.Listen.Port() != 0 {
+	if cfg.EVPortBase == 0 && cfg.Listen.Port() != 0 && !cfg.ephemeralEV {
 		cfg.EVPortBase = cfg.Listen.Port() + 1
 	}
 	ports := cfg.EVS

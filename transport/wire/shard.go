@@ -1,0 +1,20 @@
+package wire
+
+import "encoding/binary"
+
+// Shard returns the engine shard (0..n-1) that owns datagram b on a host that runs n
+// engine shards behind one listen port (docs/datapath.md, "Engine shards"): the low byte
+// of DstConn modulo n when DstConn is set (each shard chooses its connection IDs so that
+// it names the shard, transport.Config.IDShards), else the high byte of SrcConn modulo n
+// (a peer's first packets, before it knows our ID: all of them reach the same shard,
+// which accepts the connection), and 0 for datagrams shorter than the common header.
+// The kernel's steering program (transport/udp SteeringProgram) makes the same choice.
+func Shard(b []byte, n int) int {
+	if n <= 1 || len(b) < CommonLen {
+		return 0
+	}
+	if binary.BigEndian.Uint64(b[8:]) != 0 {
+		return int(b[15]) % n
+	}
+	return int(b[16]) % n
+}
