@@ -108,12 +108,27 @@ type Message struct {
 	FromEndpoint uint32         // the sender's endpoint
 	Endpoint     uint32         // our endpoint
 	Size         uint64         // bytes
-	Data         []byte         // the message (nil with SetRecvWriter)
+	Data         []byte         // the message (nil with SetRecvWriter); read-only when it is in the receive ring
+
+	ring *recvRing // set when Data aliases the session's receive ring
+	sess *Session
+	tag  uint32
 }
 
+// InRing reports whether m.Data aliases the session's shared-memory receive ring
+// (EnableRecvRing): then it is read-only, and Release must be called.
+func (m *Message) InRing() bool { return m.ring != nil }
+
 // Release gives m.Data back for reuse by later messages (large messages are read into
-// recycled buffers); m.Data must not be used afterwards. Calling it is optional.
+// recycled buffers; a message in the receive ring frees its space for the daemon);
+// m.Data must not be used afterwards. Optional for messages read from the socket,
+// required for messages in the ring.
 func (m *Message) Release() {
+	if m.ring != nil {
+		m.sess.releaseRing(m)
+		m.ring, m.Data = nil, nil
+		return
+	}
 	bufpool.Put(m.Data)
 	m.Data = nil
 }
@@ -144,6 +159,8 @@ type Session struct {
 	recv    chan recvItem
 	done    chan struct{}
 	sink    func(m *Message) io.Writer // SetRecvWriter
+	ring    *recvRing                  // EnableRecvRing
+	rel     []byte                     // Release payload being built (guarded by wmu)
 }
 
 // SetRecvWriter makes the session stream every received message into the writer w
@@ -197,6 +214,7 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 func (s *Session) Close() error {
 	err := s.conn.Close()
 	<-s.done
+	s.closeRing()
 	return err
 }
 
@@ -479,7 +497,27 @@ func (s *Session) read() error {
 				continue
 			}
 			s.deliver(h.Tag, reply{typ: h.Type, err: e})
-		case apitypes.FrameBound, apitypes.FrameSent, apitypes.FrameFailed:
+		case apitypes.FrameRecvAt:
+			at, err := apitypes.ParseRecvAt(payload)
+			if err != nil {
+				return err
+			}
+			m, err := s.ringMessage(h.Tag, at)
+			if err != nil {
+				return err
+			}
+			s.mu.Lock()
+			sink := s.sink
+			s.mu.Unlock()
+			item := recvItem{msg: m}
+			if sink != nil { // stream it out of the ring, then give the space back
+				if _, err := sink(m).Write(m.Data); err != nil {
+					item.err = fmt.Errorf("writing received message: %w", err)
+				}
+				m.Release()
+			}
+			s.recv <- item
+		case apitypes.FrameBound, apitypes.FrameSent, apitypes.FrameFailed, apitypes.FrameRingOK:
 			s.deliver(h.Tag, reply{typ: h.Type, payload: payload})
 		default:
 			return fmt.Errorf("unexpected frame type 0x%02x from the daemon", h.Type)
