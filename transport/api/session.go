@@ -244,7 +244,7 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 			x.srv.ringFallback.Add(1) // larger than the ring: over the socket
 		}
 	}
-	if !x.writing && len(x.queue) == 0 && n <= directMax {
+	if !x.writing && len(x.queue) == 0 && n <= directMax && cfg.DirectWrites {
 		ok := false
 		if typ == FrameRecvAt {
 			ok = x.writeRingDirectLocked(h, body)
@@ -852,8 +852,19 @@ func (x *session) completed(tag uint32, r daemon.SendResult) {
 		x.enqueue(outFrame{typ: FrameFailed, tag: tag, payload: []byte(r.Err.Error())})
 		return
 	}
-	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: SentInfo{Elapsed: time.Duration(r.Elapsed), SRTT: time.Duration(r.SRTT),
-		Window: int64(r.Window), Retransmit: r.Retransmit}.Append(nil)})
+	info := SentInfo{Elapsed: time.Duration(r.Elapsed), SRTT: time.Duration(r.SRTT), Window: int64(r.Window), Retransmit: r.Retransmit}
+	x.mu.Lock()
+	if !x.dead && x.srv.cfg.DirectWrites && !x.writing && len(x.queue) == 0 && x.rawLocked() {
+		// Written from the engine's goroutine like a small received message
+		// (writeDirectLocked): no wake-up of the session's writer per message.
+		b := AppendHeader(x.direct[:0], Header{Type: FrameSent, Tag: tag, Len: SentInfoLen})
+		x.direct = info.Append(b)
+		x.writeRawLocked(x.direct)
+		x.mu.Unlock()
+		return
+	}
+	x.mu.Unlock()
+	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: info.Append(nil)})
 }
 
 func sendErrCode(err error) uint16 {

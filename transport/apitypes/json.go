@@ -113,6 +113,7 @@ type Limits struct {
 	MaxRecvQueueTotal   int64           `json:"max_recv_queue_total"`
 	MaxClients          int             `json:"max_clients"`
 	MaxRecvRing         int64           `json:"max_recv_ring"`
+	DirectWrites        bool            `json:"direct_writes"`
 	HeaderTimeout       config.Duration `json:"header_timeout"`
 	ReadTimeout         config.Duration `json:"read_timeout"`
 	WriteTimeout        config.Duration `json:"write_timeout"`

@@ -161,6 +161,10 @@ type Session struct {
 	sink    func(m *Message) io.Writer // SetRecvWriter
 	ring    *recvRing                  // EnableRecvRing
 	rel     []byte                     // Release payload being built (guarded by wmu)
+	// relBytes, relArmed and relTimer batch releases (ring.go; guarded by wmu).
+	relBytes int64
+	relArmed bool
+	relTimer *time.Timer
 }
 
 // SetRecvWriter makes the session stream every received message into the writer w
@@ -214,6 +218,11 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 func (s *Session) Close() error {
 	err := s.conn.Close()
 	<-s.done
+	s.wmu.Lock()
+	if s.relTimer != nil {
+		s.relTimer.Stop()
+	}
+	s.wmu.Unlock()
 	s.closeRing()
 	return err
 }
@@ -262,7 +271,10 @@ func (s *Session) Bind(ctx context.Context, ep uint32) (uint32, error) {
 		return 0, err
 	}
 	s.wmu.Lock()
-	err = s.writeFrame(apitypes.FrameBind, tag, apitypes.AppendEndpointPayload(ep))
+	err = s.flushReleasesLocked()
+	if err == nil {
+		err = s.writeFrame(apitypes.FrameBind, tag, apitypes.AppendEndpointPayload(ep))
+	}
 	if err == nil {
 		err = s.bw.Flush()
 	}
@@ -351,7 +363,10 @@ func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64
 		return nil, err
 	}
 	s.wmu.Lock()
-	err = s.writeFrame(apitypes.FrameSend, tag, apitypes.SendHeader{To: to, Endpoint: ep, Size: uint64(size)}.Append(nil))
+	err = s.flushReleasesLocked() // pending ring releases share this write
+	if err == nil {
+		err = s.writeFrame(apitypes.FrameSend, tag, apitypes.SendHeader{To: to, Endpoint: ep, Size: uint64(size)}.Append(nil))
+	}
 	chunk := make([]byte, min(size, apitypes.MaxPayload))
 	for off := int64(0); off < size && err == nil; {
 		n := min(size-off, int64(len(chunk)))

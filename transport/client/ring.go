@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -96,7 +97,10 @@ func (s *Session) EnableRecvRing(ctx context.Context, size int64) error {
 	payload := apitypes.AppendSize(nil, uint64(size))
 	frame := append(apitypes.AppendHeader(nil, apitypes.Header{Type: apitypes.FrameRecvRing, Tag: tag, Len: uint32(len(payload))}), payload...)
 	s.wmu.Lock()
-	err = s.bw.Flush()
+	err = s.flushReleasesLocked()
+	if err == nil {
+		err = s.bw.Flush()
+	}
 	if err == nil {
 		var n int
 		n, _, err = uc.WriteMsgUnix(frame, unix.UnixRights(fd), nil)
@@ -138,28 +142,58 @@ func (s *Session) ringMessage(tag uint32, at apitypes.RecvAt) (*Message, error) 
 		Data: r.mem[at.Offset:end:end], ring: r, sess: s, tag: tag}, nil
 }
 
-// releaseRing gives a ring message back to the daemon (one small Release frame).
+// releaseDelay is how long a release may wait to share a write with a later frame.
+const releaseDelay = 100 * time.Microsecond
+
+// releaseRing gives a ring message back to the daemon. Releases are batched into one
+// Release frame that goes out with the session's next frame (a Send, say: no write and no
+// daemon wake-up of its own), at once when MaxReleaseTags are pending or they free a
+// quarter of the ring, else after releaseDelay.
 func (s *Session) releaseRing(m *Message) {
 	r := m.ring
 	r.mu.Lock()
 	r.held--
+	size := int64(len(r.mem))
 	r.unmapIfDoneLocked()
 	r.mu.Unlock()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.rel = apitypes.AppendRelease(s.rel, m.tag)
-	_ = s.flushReleasesLocked()
-	_ = s.bw.Flush()
+	s.relBytes += int64(m.Size)
+	if len(s.rel) >= 4*apitypes.MaxReleaseTags || s.relBytes >= size/4 {
+		if s.flushReleasesLocked() == nil {
+			_ = s.bw.Flush()
+		}
+		return
+	}
+	if !s.relArmed {
+		s.relArmed = true
+		if s.relTimer == nil {
+			s.relTimer = time.AfterFunc(releaseDelay, s.releaseNow)
+		} else {
+			s.relTimer.Reset(releaseDelay)
+		}
+	}
 }
 
-// flushReleasesLocked writes the pending releases as one Release frame into the write
-// buffer. s.wmu is held.
+// releaseNow writes the pending releases (the timer of releaseRing).
+func (s *Session) releaseNow() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if len(s.rel) > 0 && s.flushReleasesLocked() == nil {
+		_ = s.bw.Flush()
+	}
+}
+
+// flushReleasesLocked puts the pending releases as one Release frame into the write
+// buffer, ahead of whatever the caller writes next. s.wmu is held.
 func (s *Session) flushReleasesLocked() error {
+	s.relArmed = false
 	if len(s.rel) == 0 {
 		return nil
 	}
 	err := s.writeFrame(apitypes.FrameRelease, 0, s.rel)
-	s.rel = s.rel[:0]
+	s.rel, s.relBytes = s.rel[:0], 0
 	return err
 }
 
