@@ -354,6 +354,9 @@ func TestRecvRingFull(t *testing.T) {
 	if st := b.API.Stats(); st.RecvOverflow != 3 || st.RecvQueued != 5*n {
 		t.Fatalf("recv_overflow %d, queued %d; want 3, %d", st.RecvOverflow, st.RecvQueued, 5*n)
 	}
+	if ss := sessionsOf(t, b); len(ss) != 1 || ss[0].RecvRing != 64<<10 || ss[0].RecvRingUse != 64<<10 {
+		t.Fatalf("sessions %+v, want a full 64 KiB ring", ss)
+	}
 	for _, m := range held {
 		if !bytes.Equal(m.Data, ringMsg(indexOf(held, m), n)) {
 			t.Fatal("held message changed")

@@ -132,9 +132,14 @@ func (x *session) idleFor() time.Duration {
 func (x *session) info() SessionInfo {
 	x.mu.Lock()
 	q, w := x.recvQueued, x.recvWriting
+	var ring, used int64
+	if x.ring != nil {
+		ring, used = x.ring.size, x.ring.used()
+	}
 	x.mu.Unlock()
 	return SessionInfo{ID: x.id, Cred: x.cred, Endpoint: x.endpoint, Started: x.started,
-		Outstanding: x.outstanding.Load(), RecvQueued: q, RecvWriting: w, IdleS: x.idleFor().Seconds()}
+		Outstanding: x.outstanding.Load(), RecvQueued: q, RecvWriting: w, IdleS: x.idleFor().Seconds(),
+		RecvRing: ring, RecvRingUse: used}
 }
 
 // idleLocked reports whether the session may be evicted: its client is between requests,

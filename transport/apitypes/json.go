@@ -99,6 +99,8 @@ type SessionInfo struct {
 	RecvQueued  int64     `json:"recv_queued_bytes"`  // received messages waiting to be written
 	RecvWriting int64     `json:"recv_writing_bytes"` // the received message being written to the client
 	IdleS       float64   `json:"idle_s"`             // since the last frame read from or written to the client
+	RecvRing    int64     `json:"recv_ring_bytes"`    // the session's shared-memory receive ring (0: none)
+	RecvRingUse int64     `json:"recv_ring_used"`     // bytes of it holding messages not yet released
 }
 
 // Limits is the daemon's API configuration as served in GET /v1/capabilities ("limits"):

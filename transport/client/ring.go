@@ -142,13 +142,15 @@ func (s *Session) ringMessage(tag uint32, at apitypes.RecvAt) (*Message, error) 
 		Data: r.mem[at.Offset:end:end], ring: r, sess: s, tag: tag}, nil
 }
 
-// releaseDelay is how long a release may wait to share a write with a later frame.
-const releaseDelay = 100 * time.Microsecond
+// releaseDelay is how long a release may wait to share a write with a later frame: longer
+// than a small message's round trip, so a client that answers what it receives never
+// writes a Release frame of its own.
+const releaseDelay = time.Millisecond
 
 // releaseRing gives a ring message back to the daemon. Releases are batched into one
 // Release frame that goes out with the session's next frame (a Send, say: no write and no
 // daemon wake-up of its own), at once when MaxReleaseTags are pending or they free a
-// quarter of the ring, else after releaseDelay.
+// quarter of the ring, else after releaseDelay (1 ms).
 func (s *Session) releaseRing(m *Message) {
 	r := m.ring
 	r.mu.Lock()
@@ -188,7 +190,10 @@ func (s *Session) releaseNow() {
 // flushReleasesLocked puts the pending releases as one Release frame into the write
 // buffer, ahead of whatever the caller writes next. s.wmu is held.
 func (s *Session) flushReleasesLocked() error {
-	s.relArmed = false
+	if s.relArmed {
+		s.relArmed = false
+		s.relTimer.Stop() // no wake-up for nothing
+	}
 	if len(s.rel) == 0 {
 		return nil
 	}
