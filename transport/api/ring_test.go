@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -404,5 +406,39 @@ func TestRecvRingFull(t *testing.T) {
 	}
 	if m, err := other.Recv(ctx(t)); err != nil || string(m.Data) != "still served" {
 		t.Fatalf("other session: %v", err)
+	}
+}
+
+// A session that busy-polls in Recv receives every message, from the socket and from its
+// ring, and still returns when its context ends.
+func TestBusyPollRecv(t *testing.T) {
+	mn := daemon.NewMemNet()
+	dir := shortDir(t)
+	a := startDaemon(t, mn, addrA, dir, nil)
+	b := startDaemon(t, mn, addrB, dir, nil)
+	s := openBound(t, client.New(a.Config.API.Socket), 1)
+	r := openBound(t, client.New(b.Config.API.Socket), 2)
+	r.SetBusyPoll(200 * time.Microsecond)
+	for _, ring := range []bool{false, true} {
+		if ring {
+			if err := r.EnableRecvRing(ctx(t), 1<<20); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 20 {
+			if _, err := s.SendAsync(addrB, 2, ringMsg(i, 100)); err != nil {
+				t.Fatal(err)
+			}
+			m, err := r.Recv(ctx(t))
+			if err != nil || !bytes.Equal(m.Data, ringMsg(i, 100)) || m.InRing() != ring {
+				t.Fatalf("message %d (ring %v): %v", i, ring, err)
+			}
+			m.Release()
+		}
+	}
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := r.Recv(c); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Recv with nothing to receive: %v", err)
 	}
 }

@@ -20,19 +20,22 @@ import (
 // (the shared machine's load affects them alike): every frame to a client through its
 // session's writer (api.direct_writes: false), the default (small received messages and
 // Sent frames written directly by the goroutine that has them), and the default with
-// both clients receiving through shared-memory rings. Reports p50/p99 in microseconds
+// both clients receiving through shared-memory rings, and the default with both clients
+// busy-polling in Recv for 50 us (Session.SetBusyPoll). Reports p50/p99 in microseconds
 // and the p50 ratios of the per-round medians.
 func BenchmarkAPIRoundTrip(b *testing.B) {
 	type variant struct {
 		name   string
 		direct bool
 		ring   bool
+		poll   time.Duration
 		sa, sb *client.Session
 		to     netip.AddrPort
 		us     []float64
 		p50s   []float64
 	}
-	vs := []*variant{{name: "writer", direct: false}, {name: "direct", direct: true}, {name: "direct+ring", direct: true, ring: true}}
+	vs := []*variant{{name: "writer", direct: false}, {name: "direct", direct: true}, {name: "direct+ring", direct: true, ring: true},
+		{name: "direct+busypoll", direct: true, poll: 50 * time.Microsecond}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := shortDir(b)
@@ -50,6 +53,8 @@ func BenchmarkAPIRoundTrip(b *testing.B) {
 				}
 			}
 		}
+		v.sa.SetBusyPoll(v.poll)
+		v.sb.SetBusyPoll(v.poll)
 		go func() { // the echo
 			for {
 				m, err := v.sb.Recv(ctx)

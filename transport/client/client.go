@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,6 +166,15 @@ type Session struct {
 	relBytes int64
 	relArmed bool
 	relTimer *time.Timer
+	busyPoll atomic.Int64 // SetBusyPoll, ns
+}
+
+// SetBusyPoll makes Recv spin for up to d (at most 1 ms; 0, the default, turns it off)
+// waiting for the next message before it blocks: for latency-critical hosts with a core
+// to spare, it saves the wake-up of the receiving goroutine; on a busy host it costs the
+// CPU it spins (docs/datapath.md measures both).
+func (s *Session) SetBusyPoll(d time.Duration) {
+	s.busyPoll.Store(int64(min(max(d, 0), time.Millisecond)))
 }
 
 // SetRecvWriter makes the session stream every received message into the writer w
@@ -408,6 +418,21 @@ func (s *Session) brokenErr(err error) error {
 // (apitypes.CodeClosed: idle and evicted for a new client, or a frame stalled) Recv returns
 // that *Error once the queued messages are consumed.
 func (s *Session) Recv(ctx context.Context) (*Message, error) {
+	if spin := time.Duration(s.busyPoll.Load()); spin > 0 {
+		// Busy-poll: take a message that arrives within spin without parking this
+		// goroutine (no wake-up hand-off from the session's reader).
+		for start := time.Now(); ; {
+			select {
+			case it := <-s.recv:
+				return it.msg, it.err
+			default:
+			}
+			if time.Since(start) >= spin {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
 	select {
 	case it := <-s.recv:
 		return it.msg, it.err
