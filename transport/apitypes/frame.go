@@ -16,8 +16,8 @@ import (
 // Protocol is the HTTP Upgrade token of the messaging protocol.
 const Protocol = "smartt-msg/1"
 
-// Frame types. Client to daemon: Bind, Send, Data. Daemon to client: Bound, Sent,
-// Failed, Recv, Data, Error.
+// Frame types. Client to daemon: Bind, Send, Data, SendFD, RecvRing, Release. Daemon to
+// client: Bound, Sent, Failed, Recv, Data, Error, RingOK, RecvAt.
 const (
 	FrameBind   = 0x01 // payload: endpoint u32 (0: the daemon picks one)
 	FrameSend   = 0x02 // payload: SendHeader; then Data frames with the same tag
