@@ -88,6 +88,7 @@ type session struct {
 	writing      bool     // the writer holds a frame taken off the queue
 	recvSizes    []int64  // sizes of the received messages waiting in the queue, in order
 	iov          [][]byte // the writer's scratch list of pieces for one Data frame
+	bufs         net.Buffers
 	raw          syscall.RawConn
 	direct       []byte // scratch for writeDirectLocked
 	rawWrite     func(fd uintptr) bool
@@ -593,8 +594,10 @@ func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
 			continue
 		}
 		x.conn.SetWriteDeadline(time.Now().Add(time.Duration(x.srv.cfg.WriteTimeout)))
-		bufs := net.Buffers(iov)
-		if _, err := bufs.WriteTo(x.conn); err != nil {
+		x.bufs = iov // a field, not a local: WriteTo's receiver would escape per frame
+		_, err := x.bufs.WriteTo(x.conn)
+		x.bufs = nil
+		if err != nil {
 			return err
 		}
 	}
