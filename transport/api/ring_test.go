@@ -442,3 +442,56 @@ func TestBusyPollRecv(t *testing.T) {
 		t.Fatalf("Recv with nothing to receive: %v", err)
 	}
 }
+
+// The client library's side: EnableRecvRing's own checks, the daemon's refusal as an
+// *Error with code 12 (the session goes on over the socket), a second ring refused, and
+// SetRecvWriter streaming ring messages out (their space released at once).
+func TestRecvRingClientAPI(t *testing.T) {
+	mn := daemon.NewMemNet()
+	dir := shortDir(t)
+	a := startDaemon(t, mn, addrA, dir, nil)
+	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.MaxRecvRing = 0 })
+	c := startDaemon(t, mn, addrC, dir, nil)
+	s := openBound(t, client.New(a.Config.API.Socket), 1)
+
+	off := openBound(t, client.New(b.Config.API.Socket), 2)
+	if err := off.EnableRecvRing(ctx(t), 5000); err == nil || !strings.Contains(err.Error(), "multiple of the page size") {
+		t.Fatalf("ring of 5000 bytes: %v", err)
+	}
+	wantCode(t, off.EnableRecvRing(ctx(t), 64<<10), api.CodeRing, "api.max_recv_ring = 0")
+	if _, err := s.Send(ctx(t), addrB, 2, []byte("over the socket")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := off.Recv(ctx(t)); err != nil || m.InRing() || string(m.Data) != "over the socket" {
+		t.Fatalf("after a refused ring: %v", err)
+	}
+
+	r := openBound(t, client.New(c.Config.API.Socket), 3)
+	if err := r.EnableRecvRing(ctx(t), 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.EnableRecvRing(ctx(t), 64<<10); err == nil || !strings.Contains(err.Error(), "already has a receive ring") {
+		t.Fatalf("second ring: %v", err)
+	}
+	var got bytes.Buffer
+	r.SetRecvWriter(func(m *client.Message) io.Writer { return &got })
+	for i := range 10 { // 160 KiB through a 64 KiB ring: only if each is released once written
+		if _, err := s.Send(ctx(t), addrC, 3, ringMsg(i, 16<<10)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := r.Recv(ctx(t))
+		if err != nil || m.Data != nil || m.InRing() {
+			t.Fatalf("message %d: %v (data %d bytes, in ring %v)", i, err, len(m.Data), m.InRing())
+		}
+	}
+	var want []byte
+	for i := range 10 {
+		want = append(want, ringMsg(i, 16<<10)...)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("streamed %d bytes, want %d", got.Len(), len(want))
+	}
+	if st := c.API.Stats(); st.RingMsgs != 10 {
+		t.Fatalf("ring messages %d, want 10", st.RingMsgs)
+	}
+}
