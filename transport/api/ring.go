@@ -218,7 +218,7 @@ func (x *session) handleRecvRing(tag uint32, size uint64, fd int) {
 	if err == nil {
 		x.mu.Lock()
 		switch {
-		case x.dead:
+		case x.dead || x.writerGone:
 			err = errors.New("session closing")
 		case x.ring != nil:
 			err = fmt.Errorf("the session already has a receive ring of %d bytes", x.ring.size)

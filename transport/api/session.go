@@ -106,6 +106,7 @@ type session struct {
 	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
 	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
 	ringProgress int64     // unix ns of the last release that freed ring space
+	writerGone   bool      // the writer exited
 	scratch      []byte    // the writer's scratch for frame headers and payloads
 }
 
@@ -462,6 +463,7 @@ func (x *session) writeLoop() {
 	defer func() { // the writer is the last to touch the ring: unmap it now
 		x.mu.Lock()
 		x.closeRingLocked()
+		x.writerGone = true // no ring may be set up any more: nobody would unmap it
 		x.mu.Unlock()
 	}()
 	bw := bufio.NewWriterSize(deadlineWriter{x.conn, time.Duration(x.srv.cfg.WriteTimeout)}, 64<<10)
