@@ -438,6 +438,8 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	if m, err := r.Recv(ctx(t)); err != nil || bufs(2).String() != "small" {
 		t.Fatalf("after an overflow: %v %v", m, err)
 	}
+	// The writer returns the bytes after its flush, which the client may see first.
+	waitFor(t, func() bool { return b.API.Stats().RecvQueued == 0 })
 	if st := b.API.Stats(); st.RecvOverflow != 2 || st.RecvQueued != 0 {
 		t.Fatalf("stats %+v", st)
 	}
