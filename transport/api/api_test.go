@@ -31,7 +31,7 @@ var (
 	addrB = netip.MustParseAddrPort("10.0.0.2:23600")
 )
 
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	d, err := os.MkdirTemp("", "sapi")
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func shortDir(t *testing.T) string {
 }
 
 // startDaemon starts a daemon on mn at addr with its API socket in dir.
-func startDaemon(t *testing.T, mn *daemon.MemNet, addr netip.AddrPort, dir string, mod func(*smarttd.Config)) *smarttd.Daemon {
+func startDaemon(t testing.TB, mn *daemon.MemNet, addr netip.AddrPort, dir string, mod func(*smarttd.Config)) *smarttd.Daemon {
 	t.Helper()
 	cfg := smarttd.DefaultConfig()
 	cfg.Listen = addr
@@ -62,13 +62,13 @@ func startDaemon(t *testing.T, mn *daemon.MemNet, addr netip.AddrPort, dir strin
 	return d
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return c
 }
 
-func openBound(t *testing.T, c *client.Client, ep uint32) *client.Session {
+func openBound(t testing.TB, c *client.Client, ep uint32) *client.Session {
 	t.Helper()
 	s, err := c.Open(ctx(t))
 	if err != nil {
@@ -438,6 +438,8 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	if m, err := r.Recv(ctx(t)); err != nil || bufs(2).String() != "small" {
 		t.Fatalf("after an overflow: %v %v", m, err)
 	}
+	// The writer returns the bytes after its flush, which the client may see first.
+	waitFor(t, func() bool { return b.API.Stats().RecvQueued == 0 })
 	if st := b.API.Stats(); st.RecvOverflow != 2 || st.RecvQueued != 0 {
 		t.Fatalf("stats %+v", st)
 	}

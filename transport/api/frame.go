@@ -25,6 +25,11 @@ const (
 	FrameFailed = apitypes.FrameFailed
 	FrameRecv   = apitypes.FrameRecv
 	FrameError  = apitypes.FrameError
+	// FrameRecvRing and the rest: the shared-memory receive ring (ring.go).
+	FrameRecvRing = apitypes.FrameRecvRing
+	FrameRelease  = apitypes.FrameRelease
+	FrameRingOK   = apitypes.FrameRingOK
+	FrameRecvAt   = apitypes.FrameRecvAt
 )
 
 // Frame sizes (apitypes).
@@ -35,7 +40,11 @@ const (
 	RecvHeaderLen = apitypes.RecvHeaderLen
 	SentInfoLen   = apitypes.SentInfoLen
 	FDHeadroom    = apitypes.FDHeadroom
+	RecvAtLen     = apitypes.RecvAtLen
 )
+
+// RecvAt announces a message in the receive ring (apitypes.RecvAt).
+type RecvAt = apitypes.RecvAt
 
 // Error codes of Error frames (apitypes.Code*).
 const (
@@ -50,6 +59,7 @@ const (
 	CodeFD           = apitypes.CodeFD
 	CodeDestination  = apitypes.CodeDestination
 	CodeClosed       = apitypes.CodeClosed
+	CodeRing         = apitypes.CodeRing
 )
 
 // Header is a frame header.

@@ -96,6 +96,10 @@ func FuzzSession(f *testing.F) {
 	f.Add(append(bytes.Clone(send), data...)) // send before bind
 	f.Add(append(append(bytes.Clone(bind), send...), data[:15]...))
 	f.Add([]byte{0x77, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0})
+	ring := append(AppendHeader(nil, Header{Type: FrameRecvRing, Tag: 3, Len: 8}), 0, 0, 0, 0, 0, 1, 0, 0)
+	rel := append(AppendHeader(nil, Header{Type: FrameRelease, Len: 8}), 0, 0, 0, 1, 0, 0, 0, 2)
+	f.Add(append(bytes.Clone(bind), ring...))
+	f.Add(append(bytes.Clone(bind), rel...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s := fuzzServer(t)
 		cli, srv := net.Pipe()

@@ -89,7 +89,7 @@ func (r *fdReader) take() (int, error) {
 		return -1, r.bad
 	}
 	if len(r.fds) == 0 {
-		return -1, errors.New("SendFD frame without a descriptor (pass one memfd per frame with SCM_RIGHTS)")
+		return -1, errors.New("SendFD or RecvRing frame without a descriptor (pass one memfd per frame with SCM_RIGHTS)")
 	}
 	fd := r.fds[0]
 	r.fds = r.fds[1:]

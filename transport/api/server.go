@@ -55,6 +55,15 @@ type Config struct {
 	MaxRecvQueueTotal int64 `yaml:"max_recv_queue_total" json:"max_recv_queue_total"`
 	// MaxClients bounds concurrent messaging sessions (1..65536).
 	MaxClients int `yaml:"max_clients" json:"max_clients"`
+	// MaxRecvRing bounds the shared-memory receive ring a session may map (RecvRing
+	// frame), bytes (0: rings refused; else 4 KiB..1 GiB). All rings together map at most
+	// max_clients times this.
+	MaxRecvRing int64 `yaml:"max_recv_ring" json:"max_recv_ring"`
+	// DirectWrites lets the goroutine that completes or delivers a message write a small
+	// frame (a received message up to 16 KiB, its RecvAt descriptor, a Sent frame) to an
+	// idle client itself instead of waking the session's writer: fewer hand-offs on the
+	// latency path (default true; false for comparison).
+	DirectWrites bool `yaml:"direct_writes" json:"direct_writes"`
 	// HeaderTimeout bounds reading an HTTP request, the Upgrade included (10ms..10m).
 	HeaderTimeout config.Duration `yaml:"header_timeout" json:"header_timeout"`
 	// ReadTimeout bounds every frame of a session once its first byte arrived, and the
@@ -75,7 +84,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30,
 		MaxOutstanding: 2 << 30, MaxOutstandingTotal: 4 << 30,
-		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, MaxClients: 64,
+		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, MaxClients: 64, MaxRecvRing: 256 << 20, DirectWrites: true,
 		HeaderTimeout: config.Duration(10 * time.Second), ReadTimeout: config.Duration(10 * time.Second),
 		WriteTimeout: config.Duration(30 * time.Second), IdleTimeout: config.Duration(30 * time.Second)}
 }
@@ -105,6 +114,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxClients < 1 || c.MaxClients > 1<<16 {
 		bad("api.max_clients = %d: must be in 1..65536", c.MaxClients)
+	}
+	if c.MaxRecvRing != 0 && (c.MaxRecvRing < minRing || c.MaxRecvRing > maxRing) {
+		bad("api.max_recv_ring = %d: must be 0 (rings off) or in %d..%d bytes", c.MaxRecvRing, minRing, maxRing)
 	}
 	for _, d := range []struct {
 		name     string
@@ -172,6 +184,8 @@ type Server struct {
 	protocolErrors, vanished, fdMsgs, stalled                                atomic.Uint64
 	evicted, badDestination, outstandingRefused, outstandingRefusedTotal     atomic.Uint64
 	recvOverflowTotal, readTimeouts                                          atomic.Uint64
+	ringMsgs, ringBytes, ringFallback, ringRefused, ringBadReleases          atomic.Uint64
+	ringSessions                                                             atomic.Int64
 }
 
 // NewServer returns a server; give its Deliver method to the node as OnReceive, then call
@@ -337,7 +351,9 @@ func (s *Server) Stats() Stats {
 		MsgsDelivered:           s.msgsDelivered.Load(), BytesDelivered: s.bytesDelivered.Load(),
 		Undeliverable: s.undeliverable.Load(), RecvOverflow: s.recvOverflow.Load(), RecvOverflowTotal: s.recvOverflowTotal.Load(),
 		BadEnvelope: s.badEnvelope.Load(), ProtocolErrors: s.protocolErrors.Load(), ReadTimeouts: s.readTimeouts.Load(),
-		ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load()}
+		ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load(),
+		RingSessions: s.ringSessions.Load(), RingMsgs: s.ringMsgs.Load(), RingBytes: s.ringBytes.Load(),
+		RingFallback: s.ringFallback.Load(), RingRefused: s.ringRefused.Load(), RingBadReleases: s.ringBadReleases.Load()}
 }
 
 // reserveRecv adds n bytes to the daemon-wide receive queue unless that would exceed

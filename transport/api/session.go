@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/apitypes"
 	"github.com/smartt-transport/smartt/transport/bufpool"
 	"github.com/smartt-transport/smartt/transport/daemon"
 )
@@ -28,8 +30,10 @@ type outFrame struct {
 	tag     uint32
 	payload []byte
 	body    msgBody
-	drops   bool   // the drop notice: its payload is made from session.dropped when it is written
-	raw     []byte // bytes to write as they are (the rest of a direct write)
+	drops   bool       // the drop notice: its payload is made from session.dropped when it is written
+	raw     []byte     // bytes to write as they are (the rest of a direct write)
+	ringOff int64      // FrameRecvAt: where the writer put the body in the ring
+	recv    RecvHeader // of a received message (FrameRecv, FrameRecvAt): encoded when written
 }
 
 // msgBody is a received message's body: the pieces it came in (one buffer, or the
@@ -84,8 +88,13 @@ type session struct {
 	writing      bool     // the writer holds a frame taken off the queue
 	recvSizes    []int64  // sizes of the received messages waiting in the queue, in order
 	iov          [][]byte // the writer's scratch list of pieces for one Data frame
+	bufs         net.Buffers
 	raw          syscall.RawConn
 	direct       []byte // scratch for writeDirectLocked
+	rawWrite     func(fd uintptr) bool
+	rawBuf       []byte // what rawWrite writes
+	rawN         int    // what it wrote
+	rawErr       error
 	directWrites uint64
 	recvQueued   int64 // their sum (in srv.recvTotal too)
 	recvWriting  int64 // bytes of the received message being written (in srv.recvTotal too)
@@ -95,6 +104,10 @@ type session struct {
 	writerDone   chan struct{}
 	recvSeq      uint32
 	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
+	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
+	ringProgress int64     // unix ns of the last release that freed ring space
+	writerGone   bool      // the writer exited
+	scratch      []byte    // the writer's scratch for frame headers and payloads
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
@@ -122,9 +135,14 @@ func (x *session) idleFor() time.Duration {
 func (x *session) info() SessionInfo {
 	x.mu.Lock()
 	q, w := x.recvQueued, x.recvWriting
+	var ring, used int64
+	if x.ring != nil {
+		ring, used = x.ring.size, x.ring.used()
+	}
 	x.mu.Unlock()
 	return SessionInfo{ID: x.id, Cred: x.cred, Endpoint: x.endpoint, Started: x.started,
-		Outstanding: x.outstanding.Load(), RecvQueued: q, RecvWriting: w, IdleS: x.idleFor().Seconds()}
+		Outstanding: x.outstanding.Load(), RecvQueued: q, RecvWriting: w, IdleS: x.idleFor().Seconds(),
+		RecvRing: ring, RecvRingUse: used}
 }
 
 // idleLocked reports whether the session may be evicted: its client is between requests,
@@ -226,13 +244,29 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 		x.dropLocked(h, n, fmt.Sprintf("%d bytes queued for all sessions, api.max_recv_queue_total = %d", total, cfg.MaxRecvQueueTotal))
 		return recvTotal
 	}
-	if !x.writing && len(x.queue) == 0 && n <= directMax && x.writeDirectLocked(h, body) {
-		x.srv.recvTotal.Add(-n)
-		return recvQueued
+	typ := uint8(FrameRecv)
+	if x.ring != nil {
+		if n <= x.ring.size {
+			typ = FrameRecvAt
+		} else {
+			x.srv.ringFallback.Add(1) // larger than the ring: over the socket
+		}
+	}
+	if !x.writing && len(x.queue) == 0 && n <= directMax && cfg.DirectWrites {
+		ok := false
+		if typ == FrameRecvAt {
+			ok = x.writeRingDirectLocked(h, body)
+		} else {
+			ok = x.writeDirectLocked(h, body)
+		}
+		if ok {
+			x.srv.recvTotal.Add(-n)
+			return recvQueued
+		}
 	}
 	x.recvSizes = append(x.recvSizes, n)
 	x.recvQueued += n
-	x.queue = append(x.queue, outFrame{typ: FrameRecv, tag: x.recvSeq, payload: h.Append(nil), body: body})
+	x.queue = append(x.queue, outFrame{typ: typ, tag: x.recvSeq, recv: h, body: body})
 	x.cond.Signal()
 	return recvQueued
 }
@@ -247,16 +281,8 @@ const directMax = 16 << 10
 // the latency path. The write never blocks: what the socket does not take at once goes
 // to the writer as raw bytes; if it takes nothing, false (queue it as usual).
 func (x *session) writeDirectLocked(h RecvHeader, body msgBody) bool {
-	if x.raw == nil {
-		sc, ok := x.conn.(syscall.Conn)
-		if !ok {
-			return false
-		}
-		rc, err := sc.SyscallConn()
-		if err != nil {
-			return false
-		}
-		x.raw = rc
+	if !x.rawLocked() {
+		return false
 	}
 	b := AppendHeader(x.direct[:0], Header{Type: FrameRecv, Tag: x.recvSeq, Len: RecvHeaderLen})
 	b = h.Append(b)
@@ -268,16 +294,67 @@ func (x *session) writeDirectLocked(h RecvHeader, body msgBody) bool {
 	}
 	x.direct = b
 	body.release()
-	wrote := 0
-	var werr error
-	err := x.raw.Write(func(fd uintptr) bool {
-		wrote, werr = unix.Write(int(fd), b)
-		return true // never wait
-	})
-	if err == nil {
-		err = werr
+	x.writeRawLocked(b)
+	return true
+}
+
+// writeRingDirectLocked is writeDirectLocked for a session with a receive ring: the
+// message is copied into the ring and only its RecvAt frame is written. False when the
+// ring has no room now (queue it: the writer waits for releases).
+func (x *session) writeRingDirectLocked(h RecvHeader, body msgBody) bool {
+	if !x.rawLocked() {
+		return false
 	}
-	wrote = max(wrote, 0)
+	r := x.ring
+	off, ok := r.alloc(x.recvSeq, body.n)
+	if !ok {
+		return false
+	}
+	copyBody(r.mem[off:off+body.n], body)
+	body.release()
+	r.announce(x.recvSeq)
+	x.srv.ringMsgs.Add(1)
+	x.srv.ringBytes.Add(uint64(body.n))
+	b := AppendHeader(x.direct[:0], Header{Type: FrameRecvAt, Tag: x.recvSeq, Len: RecvAtLen})
+	b = RecvAt{RecvHeader: h, Offset: uint64(off)}.Append(b)
+	x.direct = b
+	x.writeRawLocked(b)
+	return true
+}
+
+// rawLocked reports whether the connection offers non-blocking writes from any goroutine
+// (a real socket; not net.Pipe in tests).
+func (x *session) rawLocked() bool {
+	if x.raw == nil {
+		sc, ok := x.conn.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		x.raw = rc
+	}
+	return true
+}
+
+// writeRawLocked writes b to the socket without waiting; what the socket does not take
+// goes to the writer as raw bytes. Only when nothing is queued or being written.
+func (x *session) writeRawLocked(b []byte) {
+	if x.rawWrite == nil { // made once: a closure per write would allocate
+		x.rawWrite = func(fd uintptr) bool {
+			x.rawN, x.rawErr = unix.Write(int(fd), x.rawBuf)
+			return true // never wait
+		}
+	}
+	x.rawBuf = b
+	err := x.raw.Write(x.rawWrite)
+	x.rawBuf = nil
+	if err == nil {
+		err = x.rawErr
+	}
+	wrote := max(x.rawN, 0)
 	if wrote < len(b) {
 		// The rest (all of it when the socket is full; on an error the writer meets it too)
 		// goes to the writer.
@@ -288,7 +365,6 @@ func (x *session) writeDirectLocked(h RecvHeader, body msgBody) bool {
 		x.directWrites++
 		x.touch()
 	}
-	return true
 }
 
 // behindLocked is the bytes of received messages queued for the session besides its
@@ -331,12 +407,12 @@ func (x *session) dropNoticeLocked() []byte {
 func (x *session) nextLocked() outFrame {
 	f := x.queue[0]
 	x.queue[0] = outFrame{}
-	x.queue = x.queue[1:]
+	x.queue = popFront(x.queue)
 	if f.drops {
 		f.payload = x.dropNoticeLocked()
 	}
 	if n := f.body.n; n > 0 {
-		x.recvSizes = x.recvSizes[1:]
+		x.recvSizes = popFront(x.recvSizes)
 		x.recvQueued -= n
 		x.recvWriting += n
 	}
@@ -384,8 +460,15 @@ func (x *session) drain(ctx context.Context) {
 func (x *session) writeLoop() {
 	defer x.srv.wg.Done()
 	defer close(x.writerDone)
+	defer func() { // the writer is the last to touch the ring: unmap it now
+		x.mu.Lock()
+		x.closeRingLocked()
+		x.writerGone = true // no ring may be set up any more: nobody would unmap it
+		x.mu.Unlock()
+	}()
 	bw := bufio.NewWriterSize(deadlineWriter{x.conn, time.Duration(x.srv.cfg.WriteTimeout)}, 64<<10)
 	hdr := make([]byte, 0, HeaderLen)
+	x.scratch = make([]byte, 0, 128)
 	for {
 		x.mu.Lock()
 		for len(x.queue) == 0 && !x.dead && !x.draining {
@@ -400,9 +483,15 @@ func (x *session) writeLoop() {
 			return
 		}
 		f := x.nextLocked()
+		var err error
+		if f.typ == FrameRecvAt {
+			err = x.toRingLocked(&f, bw.Flush) // waits for room; unlocks to flush and copy
+		}
 		x.mu.Unlock()
 
-		err := x.writeFrame(bw, hdr, f)
+		if err == nil {
+			err = x.writeFrame(bw, hdr, f)
+		}
 		if err == nil && x.queueEmpty() {
 			err = bw.Flush()
 		}
@@ -411,6 +500,11 @@ func (x *session) writeLoop() {
 		x.mu.Unlock()
 		x.touch()
 		if err != nil {
+			if errors.Is(err, errRingStalled) {
+				x.srv.stalled.Add(1)
+				x.srv.log.Warn("api client released no receive-ring space for api.write_timeout; disconnecting it", "session", x.id,
+					"write_timeout", x.srv.cfg.WriteTimeout)
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				x.srv.stalled.Add(1)
 				x.srv.log.Warn("api client took no bytes for api.write_timeout; disconnecting it", "session", x.id,
@@ -451,11 +545,21 @@ func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
 		_, err := bw.Write(f.raw)
 		return err
 	}
-	if _, err := bw.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(f.payload))})); err != nil {
+	payload := f.payload
+	switch f.typ {
+	case FrameRecv:
+		payload = f.recv.Append(x.scratch[:0])
+	case FrameRecvAt:
+		payload = RecvAt{RecvHeader: f.recv, Offset: uint64(f.ringOff)}.Append(x.scratch[:0])
+	}
+	if _, err := bw.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(payload))})); err != nil {
 		return err
 	}
-	if _, err := bw.Write(f.payload); err != nil {
+	if _, err := bw.Write(payload); err != nil {
 		return err
+	}
+	if f.typ == FrameRecvAt {
+		return nil // the body is in the ring
 	}
 	b := f.body
 	if b.n == 0 {
@@ -492,8 +596,10 @@ func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
 			continue
 		}
 		x.conn.SetWriteDeadline(time.Now().Add(time.Duration(x.srv.cfg.WriteTimeout)))
-		bufs := net.Buffers(iov)
-		if _, err := bufs.WriteTo(x.conn); err != nil {
+		x.bufs = iov // a field, not a local: WriteTo's receiver would escape per frame
+		_, err := x.bufs.WriteTo(x.conn)
+		x.bufs = nil
+		if err != nil {
 			return err
 		}
 	}
@@ -546,6 +652,17 @@ func (x *session) closeWith(code uint16, text string) {
 	x.drain(ctx)
 }
 
+// frameBuffered reports whether the next frame, header and payload, is already in the
+// session's read buffer: reading it cannot block, so it needs no read deadline.
+func (x *session) frameBuffered() bool {
+	n := x.br.Buffered()
+	if n < HeaderLen {
+		return false
+	}
+	h, err := x.br.Peek(HeaderLen)
+	return err == nil && int64(n) >= HeaderLen+int64(binary.BigEndian.Uint32(h[8:]))
+}
+
 // beginFrame arms read_timeout for the frame about to be read.
 func (x *session) beginFrame() {
 	x.conn.SetReadDeadline(time.Now().Add(time.Duration(x.srv.cfg.ReadTimeout)))
@@ -568,6 +685,13 @@ func readErr(err error) error {
 // waitRequest waits, without a deadline, for the first byte of the client's next request
 // and marks the session busy; it fails with errEvicted if the session was evicted.
 func (x *session) waitRequest() error {
+	if x.frameBuffered() {
+		// The whole next frame is here already (it came in the same write as the last
+		// one, as a client's batched releases come with its Send): nothing to wait for,
+		// so no deadline to clear and set again (each costs the runtime a timer change).
+		x.touch()
+		return nil
+	}
 	x.conn.SetReadDeadline(time.Time{})
 	x.state.CompareAndSwap(stateBusy, stateWaiting)
 	x.touch()
@@ -584,7 +708,7 @@ func (x *session) waitRequest() error {
 
 func (x *session) serve() error {
 	var hb [HeaderLen]byte
-	var pl [64]byte
+	var pl [4 * apitypes.MaxReleaseTags]byte
 	for {
 		if err := x.waitRequest(); err != nil {
 			return err
@@ -596,7 +720,8 @@ func (x *session) serve() error {
 		if err != nil {
 			return errProtocol{err}
 		}
-		if int(h.Len) > len(pl) || (h.Type != FrameBind && h.Type != FrameSend && h.Type != FrameSendFD) {
+		if int(h.Len) > len(pl) || (h.Type != FrameBind && h.Type != FrameSend && h.Type != FrameSendFD &&
+			h.Type != FrameRecvRing && h.Type != FrameRelease) {
 			return errProtocol{fmt.Errorf("unexpected frame type 0x%02x (length %d) from a client", h.Type, h.Len)}
 		}
 		p := pl[:h.Len]
@@ -636,6 +761,23 @@ func (x *session) serve() error {
 				return errProtocol{ferr}
 			}
 			x.handleSendFD(h.Tag, sh, err, fd)
+		case FrameRecvRing:
+			size, err := apitypes.ParseSize(p)
+			if err != nil {
+				return errProtocol{err}
+			}
+			if x.fdr == nil {
+				return errProtocol{errors.New("RecvRing needs a Unix socket connection")}
+			}
+			fd, ferr := x.fdr.take()
+			if ferr != nil {
+				return errProtocol{ferr}
+			}
+			x.handleRecvRing(h.Tag, size, fd)
+		case FrameRelease:
+			if err := x.handleRelease(p); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -739,8 +881,19 @@ func (x *session) completed(tag uint32, r daemon.SendResult) {
 		x.enqueue(outFrame{typ: FrameFailed, tag: tag, payload: []byte(r.Err.Error())})
 		return
 	}
-	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: SentInfo{Elapsed: time.Duration(r.Elapsed), SRTT: time.Duration(r.SRTT),
-		Window: int64(r.Window), Retransmit: r.Retransmit}.Append(nil)})
+	info := SentInfo{Elapsed: time.Duration(r.Elapsed), SRTT: time.Duration(r.SRTT), Window: int64(r.Window), Retransmit: r.Retransmit}
+	x.mu.Lock()
+	if !x.dead && x.srv.cfg.DirectWrites && !x.writing && len(x.queue) == 0 && x.rawLocked() {
+		// Written from the engine's goroutine like a small received message
+		// (writeDirectLocked): no wake-up of the session's writer per message.
+		b := AppendHeader(x.direct[:0], Header{Type: FrameSent, Tag: tag, Len: SentInfoLen})
+		x.direct = info.Append(b)
+		x.writeRawLocked(x.direct)
+		x.mu.Unlock()
+		return
+	}
+	x.mu.Unlock()
+	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: info.Append(nil)})
 }
 
 func sendErrCode(err error) uint16 {
@@ -755,7 +908,9 @@ func sendErrCode(err error) uint16 {
 func (x *session) readBody(tag uint32, dst []byte, size int64) error {
 	var hb [HeaderLen]byte
 	for off := int64(0); off < size; {
-		x.beginFrame()
+		if !x.frameBuffered() {
+			x.beginFrame()
+		}
 		if err := x.readFull(hb[:]); err != nil {
 			return err
 		}
@@ -777,4 +932,13 @@ func (x *session) readBody(tag uint32, dst []byte, size int64) error {
 		off += int64(h.Len)
 	}
 	return nil
+}
+
+// popFront drops q's first element. The emptied queue keeps its storage, so a queue that
+// empties between messages does not allocate per message.
+func popFront[T any](q []T) []T {
+	if len(q) == 1 {
+		return q[:0]
+	}
+	return q[1:]
 }

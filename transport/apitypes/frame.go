@@ -16,18 +16,26 @@ import (
 // Protocol is the HTTP Upgrade token of the messaging protocol.
 const Protocol = "smartt-msg/1"
 
-// Frame types. Client to daemon: Bind, Send, Data. Daemon to client: Bound, Sent,
-// Failed, Recv, Data, Error.
+// Frame types. Client to daemon: Bind, Send, Data, SendFD, RecvRing, Release. Daemon to
+// client: Bound, Sent, Failed, Recv, Data, Error, RingOK, RecvAt.
 const (
 	FrameBind   = 0x01 // payload: endpoint u32 (0: the daemon picks one)
 	FrameSend   = 0x02 // payload: SendHeader; then Data frames with the same tag
 	FrameData   = 0x03 // payload: the next bytes of the message named by tag
 	FrameSendFD = 0x04 // payload: SendHeader; the message is in a sealed memfd passed with this frame (SCM_RIGHTS)
-	FrameBound  = 0x81 // payload: endpoint u32
-	FrameSent   = 0x82 // payload: SentInfo
-	FrameFailed = 0x83 // payload: UTF-8 reason
-	FrameRecv   = 0x84 // payload: RecvHeader; then Data frames with the same tag
-	FrameError  = 0x85 // payload: code u16, UTF-8 text; tag names the request
+	// FrameRecvRing asks for the shared-memory receive ring: payload ring size u64; the
+	// memfd (sealed against shrinking and growing) is passed with this frame (SCM_RIGHTS).
+	FrameRecvRing = 0x05
+	// FrameRelease gives ring messages back: payload 1..MaxReleaseTags tags u32 of
+	// RecvAt frames; tag 0.
+	FrameRelease = 0x06
+	FrameBound   = 0x81 // payload: endpoint u32
+	FrameSent    = 0x82 // payload: SentInfo
+	FrameFailed  = 0x83 // payload: UTF-8 reason
+	FrameRecv    = 0x84 // payload: RecvHeader; then Data frames with the same tag
+	FrameError   = 0x85 // payload: code u16, UTF-8 text; tag names the request
+	FrameRingOK  = 0x86 // payload: ring size u64; the reply to RecvRing
+	FrameRecvAt  = 0x87 // payload: RecvAt; the message is in the receive ring (no Data frames)
 )
 
 // HeaderLen is the length of a frame header: type u8, flags u8, reserved u16, tag u32,
@@ -75,7 +83,8 @@ func ParseHeader(b []byte) (Header, error) {
 	}
 	h := Header{Type: b[0], Tag: binary.BigEndian.Uint32(b[4:]), Len: binary.BigEndian.Uint32(b[8:])}
 	switch h.Type {
-	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError:
+	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameRecvRing, FrameRelease,
+		FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError, FrameRingOK, FrameRecvAt:
 	default:
 		return h, fmt.Errorf("%w 0x%02x", ErrFrameType, h.Type)
 	}
@@ -108,6 +117,68 @@ type RecvHeader struct {
 	Endpoint     uint32         // our endpoint it was sent to
 	Size         uint64
 }
+
+// RecvAtLen is the payload length of a RecvAt frame.
+const RecvAtLen = RecvHeaderLen + 8
+
+// MaxReleaseTags is the most tags one Release frame may carry.
+const MaxReleaseTags = 64
+
+// RecvAt announces a received message the daemon copied into the session's receive ring:
+// its Size bytes start at Offset in the ring. The client gives the space back with a
+// Release frame naming the RecvAt frame's tag.
+type RecvAt struct {
+	RecvHeader
+	Offset uint64
+}
+
+// Append appends the encoded descriptor to b.
+func (r RecvAt) Append(b []byte) []byte {
+	return binary.BigEndian.AppendUint64(r.RecvHeader.Append(b), r.Offset)
+}
+
+// ParseRecvAt decodes a RecvAt payload.
+func ParseRecvAt(b []byte) (RecvAt, error) {
+	if len(b) != RecvAtLen {
+		return RecvAt{}, fmt.Errorf("%w: recv-at descriptor of %d bytes, want %d", ErrPayload, len(b), RecvAtLen)
+	}
+	h, err := ParseRecvHeader(b[:RecvHeaderLen])
+	if err != nil {
+		return RecvAt{}, err
+	}
+	return RecvAt{RecvHeader: h, Offset: binary.BigEndian.Uint64(b[RecvHeaderLen:])}, nil
+}
+
+// AppendSize encodes the payload of a RecvRing or RingOK frame.
+func AppendSize(b []byte, size uint64) []byte { return binary.BigEndian.AppendUint64(b, size) }
+
+// ParseSize decodes the payload of a RecvRing or RingOK frame.
+func ParseSize(b []byte) (uint64, error) {
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%w: size of %d bytes, want 8", ErrPayload, len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// AppendRelease appends a Release payload naming tags to b.
+func AppendRelease(b []byte, tags ...uint32) []byte {
+	for _, t := range tags {
+		b = binary.BigEndian.AppendUint32(b, t)
+	}
+	return b
+}
+
+// ParseRelease checks a Release payload (1..MaxReleaseTags tags) and returns how many
+// tags it holds; ReleaseTag reads the i-th.
+func ParseRelease(b []byte) (int, error) {
+	if len(b) == 0 || len(b)%4 != 0 || len(b) > 4*MaxReleaseTags {
+		return 0, fmt.Errorf("%w: release of %d bytes, want 4..%d in steps of 4", ErrPayload, len(b), 4*MaxReleaseTags)
+	}
+	return len(b) / 4, nil
+}
+
+// ReleaseTag returns the i-th tag of a Release payload.
+func ReleaseTag(b []byte, i int) uint32 { return binary.BigEndian.Uint32(b[4*i:]) }
 
 // SentInfoLen is the payload length of a Sent frame.
 const SentInfoLen = 32
@@ -230,6 +301,7 @@ const (
 	CodeFD           = 9  // a SendFD descriptor is not a sealed memfd of the announced size
 	CodeDestination  = 10 // the Send's destination cannot be sent to (unspecified, multicast, port or endpoint 0)
 	CodeClosed       = 11 // (tag 0) the daemon closes the session: a frame stalled past api.read_timeout, or idle and evicted
+	CodeRing         = 12 // a RecvRing request refused: rings off, size beyond api.max_recv_ring, a bad memfd, or a ring already set
 )
 
 // EnvelopeLen is the length of the header the daemon puts in front of every message it

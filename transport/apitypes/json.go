@@ -31,6 +31,12 @@ type Stats struct {
 	ClientsVanishd          uint64 `json:"clients_vanished"`          // sessions that ended with a message half sent
 	MsgsFD                  uint64 `json:"msgs_memfd"`                // messages passed as a memfd (no copy)
 	ClientsStalled          uint64 `json:"clients_stalled"`           // sessions closed because the client stopped reading
+	RingSessions            int64  `json:"ring_sessions"`             // gauge: sessions with a shared-memory receive ring
+	RingMsgs                uint64 `json:"ring_msgs"`                 // received messages handed over in a receive ring
+	RingBytes               uint64 `json:"ring_bytes"`                // their bytes
+	RingFallback            uint64 `json:"ring_fallback"`             // received messages larger than their session's ring, written to the socket
+	RingRefused             uint64 `json:"ring_refused"`              // RecvRing requests refused (Error 12)
+	RingBadReleases         uint64 `json:"ring_bad_releases"`         // sessions closed for an unknown, unannounced or repeated release
 }
 
 // PeerCred is the identity of a client process (SO_PEERCRED).
@@ -94,6 +100,8 @@ type SessionInfo struct {
 	RecvQueued  int64     `json:"recv_queued_bytes"`  // received messages waiting to be written
 	RecvWriting int64     `json:"recv_writing_bytes"` // the received message being written to the client
 	IdleS       float64   `json:"idle_s"`             // since the last frame read from or written to the client
+	RecvRing    int64     `json:"recv_ring_bytes"`    // the session's shared-memory receive ring (0: none)
+	RecvRingUse int64     `json:"recv_ring_used"`     // bytes of it holding messages not yet released
 }
 
 // Limits is the daemon's API configuration as served in GET /v1/capabilities ("limits"):
@@ -107,6 +115,8 @@ type Limits struct {
 	MaxRecvQueue        int64           `json:"max_recv_queue"`
 	MaxRecvQueueTotal   int64           `json:"max_recv_queue_total"`
 	MaxClients          int             `json:"max_clients"`
+	MaxRecvRing         int64           `json:"max_recv_ring"`
+	DirectWrites        bool            `json:"direct_writes"`
 	HeaderTimeout       config.Duration `json:"header_timeout"`
 	ReadTimeout         config.Duration `json:"read_timeout"`
 	WriteTimeout        config.Duration `json:"write_timeout"`

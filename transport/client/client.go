@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,12 +109,27 @@ type Message struct {
 	FromEndpoint uint32         // the sender's endpoint
 	Endpoint     uint32         // our endpoint
 	Size         uint64         // bytes
-	Data         []byte         // the message (nil with SetRecvWriter)
+	Data         []byte         // the message (nil with SetRecvWriter); read-only when it is in the receive ring
+
+	ring *recvRing // set when Data aliases the session's receive ring
+	sess *Session
+	tag  uint32
 }
 
+// InRing reports whether m.Data aliases the session's shared-memory receive ring
+// (EnableRecvRing): then it is read-only, and Release must be called.
+func (m *Message) InRing() bool { return m.ring != nil }
+
 // Release gives m.Data back for reuse by later messages (large messages are read into
-// recycled buffers); m.Data must not be used afterwards. Calling it is optional.
+// recycled buffers; a message in the receive ring frees its space for the daemon);
+// m.Data must not be used afterwards. Optional for messages read from the socket,
+// required for messages in the ring.
 func (m *Message) Release() {
+	if m.ring != nil {
+		m.sess.releaseRing(m)
+		m.ring, m.Data = nil, nil
+		return
+	}
 	bufpool.Put(m.Data)
 	m.Data = nil
 }
@@ -144,6 +160,21 @@ type Session struct {
 	recv    chan recvItem
 	done    chan struct{}
 	sink    func(m *Message) io.Writer // SetRecvWriter
+	ring    *recvRing                  // EnableRecvRing
+	rel     []byte                     // Release payload being built (guarded by wmu)
+	// relBytes, relArmed and relTimer batch releases (ring.go; guarded by wmu).
+	relBytes int64
+	relArmed bool
+	relTimer *time.Timer
+	busyPoll atomic.Int64 // SetBusyPoll, ns
+}
+
+// SetBusyPoll makes Recv spin for up to d (at most 1 ms; 0, the default, turns it off)
+// waiting for the next message before it blocks: for latency-critical hosts with a core
+// to spare, it saves the wake-up of the receiving goroutine; on a busy host it costs the
+// CPU it spins (docs/datapath.md measures both).
+func (s *Session) SetBusyPoll(d time.Duration) {
+	s.busyPoll.Store(int64(min(max(d, 0), time.Millisecond)))
 }
 
 // SetRecvWriter makes the session stream every received message into the writer w
@@ -197,6 +228,12 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 func (s *Session) Close() error {
 	err := s.conn.Close()
 	<-s.done
+	s.wmu.Lock()
+	if s.relTimer != nil {
+		s.relTimer.Stop()
+	}
+	s.wmu.Unlock()
+	s.closeRing()
 	return err
 }
 
@@ -244,7 +281,10 @@ func (s *Session) Bind(ctx context.Context, ep uint32) (uint32, error) {
 		return 0, err
 	}
 	s.wmu.Lock()
-	err = s.writeFrame(apitypes.FrameBind, tag, apitypes.AppendEndpointPayload(ep))
+	err = s.flushReleasesLocked()
+	if err == nil {
+		err = s.writeFrame(apitypes.FrameBind, tag, apitypes.AppendEndpointPayload(ep))
+	}
 	if err == nil {
 		err = s.bw.Flush()
 	}
@@ -333,7 +373,10 @@ func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64
 		return nil, err
 	}
 	s.wmu.Lock()
-	err = s.writeFrame(apitypes.FrameSend, tag, apitypes.SendHeader{To: to, Endpoint: ep, Size: uint64(size)}.Append(nil))
+	err = s.flushReleasesLocked() // pending ring releases share this write
+	if err == nil {
+		err = s.writeFrame(apitypes.FrameSend, tag, apitypes.SendHeader{To: to, Endpoint: ep, Size: uint64(size)}.Append(nil))
+	}
 	chunk := make([]byte, min(size, apitypes.MaxPayload))
 	for off := int64(0); off < size && err == nil; {
 		n := min(size-off, int64(len(chunk)))
@@ -375,6 +418,21 @@ func (s *Session) brokenErr(err error) error {
 // (apitypes.CodeClosed: idle and evicted for a new client, or a frame stalled) Recv returns
 // that *Error once the queued messages are consumed.
 func (s *Session) Recv(ctx context.Context) (*Message, error) {
+	if spin := time.Duration(s.busyPoll.Load()); spin > 0 {
+		// Busy-poll: take a message that arrives within spin without parking this
+		// goroutine (no wake-up hand-off from the session's reader).
+		for start := time.Now(); ; {
+			select {
+			case it := <-s.recv:
+				return it.msg, it.err
+			default:
+			}
+			if time.Since(start) >= spin {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
 	select {
 	case it := <-s.recv:
 		return it.msg, it.err
@@ -479,7 +537,27 @@ func (s *Session) read() error {
 				continue
 			}
 			s.deliver(h.Tag, reply{typ: h.Type, err: e})
-		case apitypes.FrameBound, apitypes.FrameSent, apitypes.FrameFailed:
+		case apitypes.FrameRecvAt:
+			at, err := apitypes.ParseRecvAt(payload)
+			if err != nil {
+				return err
+			}
+			m, err := s.ringMessage(h.Tag, at)
+			if err != nil {
+				return err
+			}
+			s.mu.Lock()
+			sink := s.sink
+			s.mu.Unlock()
+			item := recvItem{msg: m}
+			if sink != nil { // stream it out of the ring, then give the space back
+				if _, err := sink(m).Write(m.Data); err != nil {
+					item.err = fmt.Errorf("writing received message: %w", err)
+				}
+				m.Release()
+			}
+			s.recv <- item
+		case apitypes.FrameBound, apitypes.FrameSent, apitypes.FrameFailed, apitypes.FrameRingOK:
 			s.deliver(h.Tag, reply{typ: h.Type, payload: payload})
 		default:
 			return fmt.Errorf("unexpected frame type 0x%02x from the daemon", h.Type)

@@ -84,7 +84,10 @@ func (s *Session) SendFD(to netip.AddrPort, ep uint32, m *MessageFD) (*Pending, 
 	payload := apitypes.SendHeader{To: to, Endpoint: ep, Size: uint64(m.size)}.Append(nil)
 	frame := append(apitypes.AppendHeader(nil, apitypes.Header{Type: apitypes.FrameSendFD, Tag: tag, Len: uint32(len(payload))}), payload...)
 	s.wmu.Lock()
-	err = s.bw.Flush() // frames before this one go first
+	err = s.flushReleasesLocked()
+	if err == nil {
+		err = s.bw.Flush() // frames before this one go first
+	}
 	if err == nil {
 		var n int
 		n, _, err = uc.WriteMsgUnix(frame, unix.UnixRights(int(m.f.Fd())), nil)

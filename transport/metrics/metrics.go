@@ -201,6 +201,7 @@ var (
 	dOverruns  = desc("smartt_cc_decision_overruns_total", "Decisions that took longer than the hardware profile's budget.")
 	dBudget    = desc("smartt_cc_decision_budget_seconds", "Decision-time budget of the configured hardware profile (0: none).")
 	dAPISess   = desc("smartt_api_sessions", "Open API messaging sessions.")
+	dAPIRings  = desc("smartt_api_ring_sessions", "Messaging sessions with a shared-memory receive ring (each at most api.max_recv_ring bytes).")
 	dAPIOut    = desc("smartt_api_outstanding_bytes", "Bytes accepted from clients and not yet delivered or failed (cap: api.max_outstanding_total).")
 	dAPIQueued = desc("smartt_api_recv_queued_bytes", "Bytes of received messages queued for clients (cap: api.max_recv_queue_total).")
 	dAPI       = desc("smartt_api_events_total", "API server events.", "event")
@@ -334,6 +335,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if src.API != nil {
 		a := src.API()
 		gauge(ch, dAPISess, float64(a.Sessions))
+		gauge(ch, dAPIRings, float64(a.RingSessions))
 		gauge(ch, dAPIOut, float64(a.Outstanding))
 		gauge(ch, dAPIQueued, float64(a.RecvQueued))
 		counter(ch, dAPI, a.SessionsEvicted, "session_evicted")
@@ -354,6 +356,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dAPI, a.ClientsVanishd, "client_vanished")
 		counter(ch, dAPI, a.ClientsStalled, "client_stalled")
 		counter(ch, dAPI, a.MsgsFD, "message_memfd")
+		counter(ch, dAPI, a.RingMsgs, "message_ring")
+		counter(ch, dAPI, a.RingFallback, "ring_fallback")
+		counter(ch, dAPI, a.RingRefused, "ring_refused")
+		counter(ch, dAPI, a.RingBadReleases, "ring_bad_release")
 		counter(ch, dAPIBytes, a.BytesAccepted, "accepted")
 		counter(ch, dAPIBytes, a.BytesDelivered, "delivered")
 	}

@@ -203,6 +203,23 @@ func udpStats(d *smarttd.Daemon) udp.Stats {
 // runDaemon moves n x 4096 bytes from a daemon in A to one in B; mod, if set, adjusts both
 // daemons' configs.
 func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool, mod func(*smarttd.Config)) daemonRun {
+	return runPair(b, tp, n, pairOpts{lb: balancer, memfd: memfd, mod: mod})
+}
+
+// pairOpts are the variants of runPair: the load balancer, SendFD at the sender (memfd),
+// a shared-memory receive ring at the receiver (ring), and a change to both configs.
+type pairOpts struct {
+	lb          string
+	memfd, ring bool
+	mod         func(*smarttd.Config)
+}
+
+// benchRing is the receive ring of the benchmarks' receiving clients: four 16 MiB messages.
+const benchRing = 64 << 20
+
+// runPair moves n x 4096 bytes from a daemon in A to one in B (see pairOpts).
+func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
+	balancer, memfd, mod := o.lb, o.memfd, o.mod
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) {
@@ -224,7 +241,13 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s := session(b, ctx, a, 1)
-	got := receiveAll(b, ctx, session(b, ctx, rd, 1), int64(n)*benchPayload)
+	rs := session(b, ctx, rd, 1)
+	if o.ring {
+		if err := rs.EnableRecvRing(ctx, benchRing); err != nil {
+			b.Fatal(err)
+		}
+	}
+	got := receiveAll(b, ctx, rs, int64(n)*benchPayload)
 	const msgSize = 16 << 20
 	msg := make([]byte, msgSize)
 	total := int64(n) * benchPayload

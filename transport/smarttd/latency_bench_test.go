@@ -51,6 +51,12 @@ func (l latency) report(b *testing.B) {
 // runLatency measures n round trips each way (see BenchmarkVethLatency); mod adjusts both
 // daemons' configs.
 func runLatency(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Config)) latency {
+	return runLatencyRing(b, tp, n, mod, false)
+}
+
+// runLatencyRing is runLatency with both clients receiving through a shared-memory ring
+// when ring is set.
+func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Config), ring bool) latency {
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(b, tp.A, la, dir, mod)
@@ -60,13 +66,22 @@ func runLatency(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Config))
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	sa, sb := session(b, ctx, a, 1), session(b, ctx, d, 1)
+	if ring {
+		for _, s := range []*client.Session{sa, sb} {
+			if err := s.EnableRecvRing(ctx, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	go func() { // the echo
 		for {
 			m, err := sb.Recv(ctx)
 			if err != nil {
 				return
 			}
-			if _, err := sb.SendAsync(m.From, m.FromEndpoint, m.Data); err != nil {
+			_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
+			m.Release()
+			if err != nil {
 				return
 			}
 		}
@@ -105,8 +120,10 @@ func runLatency(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Config))
 		if _, err := sa.SendAsync(lb, 1, msg); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := sa.Recv(ctx); err != nil {
+		if m, err := sa.Recv(ctx); err != nil {
 			b.Fatal(err)
+		} else {
+			m.Release()
 		}
 		cl.WriteToUDPAddrPort(msg, dst)
 		cl.SetReadDeadline(time.Now().Add(time.Second))
@@ -125,9 +142,11 @@ func runLatency(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Config))
 			if _, err := sa.SendAsync(lb, 1, msg); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := sa.Recv(ctx); err != nil {
+			m, err := sa.Recv(ctx)
+			if err != nil {
 				b.Fatal(err)
 			}
+			m.Release()
 			l.daemon = append(l.daemon, float64(time.Since(t0).Nanoseconds())/1e3)
 		}
 		for range k {
@@ -145,5 +164,3 @@ func runLatency(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Config))
 	b.StopTimer()
 	return l
 }
-
-var _ = client.Message{}

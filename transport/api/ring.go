@@ -1,0 +1,359 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/smartt-transport/smartt/transport/apitypes"
+)
+
+// The shared-memory receive ring (docs/api.md, "Receiving through shared memory"): a
+// client passes a memfd with a RecvRing frame; the daemon maps it and copies each
+// received message that fits into it once, announcing it with a small RecvAt frame
+// (offset, size) instead of streaming it as Data frames; the client reads it in place
+// and gives the space back with a Release frame naming the RecvAt frame's tag.
+//
+// The client is not trusted: the daemon never reads the ring (it only writes), every
+// offset and length comes from its own table (recvRing.slots), and a Release that names
+// no announced, unreleased message ends the session as a protocol error.
+
+// Bounds of api.max_recv_ring and of the ring a client may ask for.
+const (
+	minRing = 4 << 10
+	maxRing = 1 << 30
+)
+
+// ringAlign is the alignment of every message in the ring (a cache line).
+const ringAlign = 64
+
+// ringSlot is one message in the ring: the span [start, end) in absolute ring positions
+// (start % size is its offset; the span may begin with the unused tail of the previous
+// lap), and whether the client was told of it and has released it.
+type ringSlot struct {
+	tag        uint32
+	start, end int64
+	announced  bool
+	released   bool
+}
+
+// recvRing is a session's receive ring: a FIFO of messages over a byte ring. Space is
+// reclaimed in order, so a message the client holds keeps the ones after it too.
+type recvRing struct {
+	mem        []byte
+	size       int64
+	head, tail int64      // absolute positions: [head, tail) is in use
+	slots      []ringSlot // circular: count slots from first
+	first      int
+	count      int
+}
+
+func newRecvRing(mem []byte) *recvRing {
+	return &recvRing{mem: mem, size: int64(len(mem)), slots: make([]ringSlot, 64)}
+}
+
+// alloc reserves n bytes for the message tagged tag and returns their offset; false when
+// the ring has no room for them now (it never has for n > size).
+func (r *recvRing) alloc(tag uint32, n int64) (int64, bool) {
+	if n <= 0 || n > r.size {
+		return 0, false
+	}
+	if r.count == 0 {
+		r.head, r.tail = 0, 0 // empty: start over at offset 0
+	}
+	start := r.tail
+	if pos := start % r.size; pos+n > r.size {
+		start += r.size - pos // skip the tail: a message is contiguous
+	}
+	// Positions are multiples of ringAlign (the size is a multiple of the page), so the
+	// aligned end fits whenever the message does.
+	end := start + (n+ringAlign-1)&^(ringAlign-1)
+	if end-r.head > r.size {
+		return 0, false
+	}
+	if r.count == len(r.slots) {
+		grown := make([]ringSlot, 2*len(r.slots))
+		for i := range r.count {
+			grown[i] = r.slots[(r.first+i)%len(r.slots)]
+		}
+		r.slots, r.first = grown, 0
+	}
+	r.slots[(r.first+r.count)%len(r.slots)] = ringSlot{tag: tag, start: start, end: end}
+	r.count++
+	r.tail = end
+	return start % r.size, true
+}
+
+// find returns the index (from first) of the slot tagged tag, or -1. Tags increase (mod
+// 2^32) from first to last, so the search is a bisection on tag - first tag.
+func (r *recvRing) find(tag uint32) int {
+	if r.count == 0 {
+		return -1
+	}
+	base := r.slots[r.first].tag
+	key := tag - base
+	lo, hi := 0, r.count
+	for lo < hi {
+		m := (lo + hi) / 2
+		if r.slots[(r.first+m)%len(r.slots)].tag-base < key {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < r.count && r.slots[(r.first+lo)%len(r.slots)].tag == tag {
+		return lo
+	}
+	return -1
+}
+
+// announce marks the message tagged tag as told to the client: from now on it may
+// release it.
+func (r *recvRing) announce(tag uint32) {
+	if i := r.find(tag); i >= 0 {
+		r.slots[(r.first+i)%len(r.slots)].announced = true
+	}
+}
+
+// Release errors (protocol errors: the session ends).
+var (
+	errReleaseUnknown = errors.New("release of a tag that names no message in the receive ring (never announced, or already released and reclaimed)")
+	errReleaseEarly   = errors.New("release of a ring message not announced yet")
+	errReleaseTwice   = errors.New("release of a ring message already released")
+	errReleaseNoRing  = errors.New("release without a receive ring (send RecvRing first)")
+)
+
+// release gives the message tagged tag back and reclaims the space of every released
+// message at the front of the ring; it reports whether space was reclaimed.
+func (r *recvRing) release(tag uint32) (bool, error) {
+	i := r.find(tag)
+	if i < 0 {
+		return false, errReleaseUnknown
+	}
+	s := &r.slots[(r.first+i)%len(r.slots)]
+	switch {
+	case !s.announced:
+		return false, errReleaseEarly
+	case s.released:
+		return false, errReleaseTwice
+	}
+	s.released = true
+	freed := false
+	for r.count > 0 && r.slots[r.first].released {
+		r.head = r.slots[r.first].end
+		r.slots[r.first] = ringSlot{}
+		r.first = (r.first + 1) % len(r.slots)
+		r.count--
+		freed = true
+	}
+	return freed, nil
+}
+
+// used returns the bytes of the ring in use (messages not released, and the skipped
+// tails between them).
+func (r *recvRing) used() int64 { return r.tail - r.head }
+
+// mapRing checks that fd is a memfd on shmem (not hugetlbfs), sealed against shrinking
+// and growing and not against writes, of size bytes, and maps it shared for writing. The
+// seals make sure the client cannot truncate the pages under the daemon's writes (which
+// would fault the daemon); hugetlbfs is refused because a write to a page it cannot
+// supply faults too.
+func mapRing(fd int, size uint64, limit int64) ([]byte, error) {
+	page := uint64(os.Getpagesize())
+	if limit == 0 {
+		return nil, errors.New("receive rings are off on this daemon (api.max_recv_ring = 0)")
+	}
+	if size < minRing || size > uint64(limit) || size%page != 0 {
+		return nil, fmt.Errorf("receive ring of %d bytes: api.max_recv_ring allows %d..%d bytes in multiples of the page size (%d)",
+			size, minRing, limit, page)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("receive ring: not a memfd (F_GET_SEALS: %v)", err)
+	}
+	const need = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	if seals&need != need {
+		return nil, fmt.Errorf("receive ring memfd not sealed: seals 0x%x, need F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
+	}
+	if seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0 {
+		return nil, fmt.Errorf("receive ring memfd sealed against writes (seals 0x%x): the daemon writes into it", seals)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return nil, fmt.Errorf("receive ring: fstatfs: %w", err)
+	}
+	if fs.Type != unix.TMPFS_MAGIC {
+		return nil, fmt.Errorf("receive ring memfd on filesystem 0x%x, want shmem (0x%x): no hugetlb memfds", fs.Type, unix.TMPFS_MAGIC)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("receive ring: fstat: %w", err)
+	}
+	if uint64(st.Size) != size {
+		return nil, fmt.Errorf("receive ring memfd holds %d bytes, announced %d", st.Size, size)
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("receive ring: mmap: %w", err)
+	}
+	// Fault the pages in now (the client's library allocated them with fallocate): an
+	// error here rather than at a copy. Kernels before 5.14 lack the advice: then lazily.
+	if err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE); err != nil && !errors.Is(err, unix.EINVAL) {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("receive ring: populate: %w", err)
+	}
+	return mem, nil
+}
+
+// handleRecvRing sets up the session's receive ring from the memfd fd (always closed
+// here: the mapping keeps the pages). A refusal gets Error 12 with the request's tag; the
+// session goes on with the socket path.
+func (x *session) handleRecvRing(tag uint32, size uint64, fd int) {
+	s := x.srv
+	mem, err := mapRing(fd, size, s.cfg.MaxRecvRing)
+	unix.Close(fd)
+	if err == nil {
+		x.mu.Lock()
+		switch {
+		case x.dead || x.writerGone:
+			err = errors.New("session closing")
+		case x.ring != nil:
+			err = fmt.Errorf("the session already has a receive ring of %d bytes", x.ring.size)
+		default:
+			x.ring = newRecvRing(mem)
+			s.ringSessions.Add(1)
+			// Queued in the same critical section: every RecvAt comes after it.
+			x.queue = append(x.queue, outFrame{typ: FrameRingOK, tag: tag, payload: apitypes.AppendSize(nil, size)})
+			x.cond.Signal()
+		}
+		x.mu.Unlock()
+		if err == nil {
+			return
+		}
+		unix.Munmap(mem)
+	}
+	s.ringRefused.Add(1)
+	x.enqueueError(tag, CodeRing, err.Error())
+}
+
+// handleRelease validates and applies a Release frame's tags; an invalid one is a
+// protocol error (counted in ring_bad_releases).
+func (x *session) handleRelease(p []byte) error {
+	n, err := apitypes.ParseRelease(p)
+	if err != nil {
+		return errProtocol{err}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ring == nil {
+		x.srv.ringBadReleases.Add(1)
+		return errProtocol{errReleaseNoRing}
+	}
+	freed := false
+	for i := range n {
+		tag := apitypes.ReleaseTag(p, i)
+		f, err := x.ring.release(tag)
+		if err != nil {
+			x.srv.ringBadReleases.Add(1)
+			return errProtocol{fmt.Errorf("%w (tag %d)", err, tag)}
+		}
+		freed = freed || f
+	}
+	if freed {
+		x.ringProgress = time.Now().UnixNano()
+		x.cond.Broadcast() // a writer may wait for room
+	}
+	return nil
+}
+
+// closeRingLocked unmaps the ring; only the writer's exit calls it (the writer copies
+// into the ring outside x.mu).
+func (x *session) closeRingLocked() {
+	if x.ring != nil {
+		unix.Munmap(x.ring.mem)
+		x.ring = nil
+		x.srv.ringSessions.Add(-1)
+	}
+}
+
+// copyBody copies body's bytes (past its skip) into dst.
+func copyBody(dst []byte, b msgBody) {
+	off, at := b.skip, 0
+	for _, p := range b.pieces {
+		if off >= len(p) {
+			off -= len(p)
+			continue
+		}
+		at += copy(dst[at:], p[off:])
+		off = 0
+	}
+}
+
+// errRingStalled ends a session whose client released no ring space for write_timeout
+// while a message waited for room.
+var errRingStalled = errors.New("no receive-ring space released within api.write_timeout")
+
+// errRingGone ends the writing of a ring message when the session is closing.
+var errRingGone = errors.New("session closing")
+
+// toRingLocked waits for room in the ring for the received message f (bounded by
+// write_timeout without any release), copies it there with x.mu released, and marks it
+// announced: the writer then writes its RecvAt frame. Before it waits it flushes what the
+// writer buffered (the client must see the messages it is to release). x.mu is held on
+// entry and exit.
+func (x *session) toRingLocked(f *outFrame, flush func() error) error {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	start := time.Now().UnixNano()
+	flushed := false
+	for {
+		if x.dead || x.ring == nil {
+			return errRingGone
+		}
+		if off, ok := x.ring.alloc(f.tag, f.body.n); ok {
+			f.ringOff = off
+			break
+		}
+		if !flushed {
+			flushed = true
+			x.mu.Unlock()
+			err := flush()
+			x.mu.Lock()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		wait := time.Duration(max(start, x.ringProgress) + int64(x.srv.cfg.WriteTimeout) - time.Now().UnixNano())
+		if wait <= 0 {
+			return errRingStalled
+		}
+		if t == nil {
+			t = time.AfterFunc(wait, func() {
+				x.mu.Lock()
+				x.cond.Broadcast()
+				x.mu.Unlock()
+			})
+		} else {
+			t.Reset(wait)
+		}
+		x.cond.Wait()
+	}
+	mem := x.ring.mem[f.ringOff : f.ringOff+f.body.n]
+	x.mu.Unlock()
+	copyBody(mem, f.body) // the slot is reserved and not announced: nobody else touches it
+	x.mu.Lock()
+	if x.ring != nil {
+		x.ring.announce(f.tag)
+	}
+	x.srv.ringMsgs.Add(1)
+	x.srv.ringBytes.Add(uint64(f.body.n))
+	return nil
+}

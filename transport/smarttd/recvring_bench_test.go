@@ -1,0 +1,169 @@
+package smarttd_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+)
+
+// BenchmarkVethRecvRing compares the API's receive paths in one run with interleaved
+// rounds (issue 15): the daemon pair over the veth of BenchmarkVethDaemonVsBlaster with
+// lb: ecmp (GSO, where the API's copies are the gap to the blaster), b.N x 4 KiB in 16
+// MiB messages, 4 outstanding, with the receiving client reading from the socket (today's
+// path) or from a shared-memory receive ring (EnableRecvRing, 64 MiB), each with the
+// sender streaming the message through the socket or passing it as a sealed memfd
+// (SendFD); then the 64-byte round trip through both daemons and clients, beside the
+// kernel's UDP ping-pong, with three daemon pairs up at once so that their round trips
+// alternate in chunks of 50: every frame through the session's writer
+// (api.direct_writes: false), the default (small frames written directly), and the
+// default with both clients on rings. Rounds (RECVRING_ROUNDS, default 5) are
+// sub-benchmarks; scripts/recvring-report turns the output into the tables of
+// docs/datapath.md (ratios to the socket path within each round).
+func BenchmarkVethRecvRing(b *testing.B) {
+	tp := nstest.Pair(b)
+	rtts := envInt("RECVRING_RTTS", 2000)
+	for round := range envInt("RECVRING_ROUNDS", 5) {
+		for _, v := range []struct {
+			name        string
+			memfd, ring bool
+		}{{"socket", false, false}, {"ring", false, true}, {"memfd", true, false}, {"memfd+ring", true, true}} {
+			b.Run(fmt.Sprintf("round=%d/path=%s", round, v.name), func(b *testing.B) {
+				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", memfd: v.memfd, ring: v.ring})
+				b.ReportMetric(r.gbps, "daemon_Gbit/s")
+				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+				b.ReportMetric(r.retxPct, "daemon_retx_%")
+			})
+		}
+		b.Run(fmt.Sprintf("round=%d/rtt", round), func(b *testing.B) {
+			runRTTInterleaved(b, tp, rtts)
+		})
+	}
+}
+
+// runRTTInterleaved measures n 64-byte round trips for each of: a daemon pair with
+// api.direct_writes false ("writer"), one with the defaults ("socket"), one with both
+// clients on receive rings ("ring"), and the kernel's UDP ping-pong ("kernel"), all set
+// up at once and alternating in chunks of 50 round trips; it reports each one's p50 and
+// p99 in microseconds and the p50 ratios.
+func runRTTInterleaved(b *testing.B, tp *nstest.Topo, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
+	defer cancel()
+	dir := tempDir(b)
+	type rig struct {
+		name string
+		trip func() (float64, bool)
+		us   []float64
+	}
+	msg := make([]byte, 64)
+	pair := func(name string, port uint16, direct, ring bool) *rig {
+		mod := func(c *smarttd.Config) {
+			c.API.DirectWrites = direct
+			c.API.Socket = fmt.Sprintf("%s/%s-%d.sock", dir, c.Listen.Addr(), port)
+		}
+		la, lb := netip.AddrPortFrom(tp.AddrA, port), netip.AddrPortFrom(tp.AddrB, port)
+		a, d := startIn(b, tp.A, la, dir, mod), startIn(b, tp.B, lb, dir, mod)
+		b.Cleanup(func() { stopDaemon(a); stopDaemon(d) })
+		sa, sb := session(b, ctx, a, 1), session(b, ctx, d, 1)
+		if ring {
+			for _, s := range []*client.Session{sa, sb} {
+				if err := s.EnableRecvRing(ctx, 1<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		go func() { // the echo
+			for {
+				m, err := sb.Recv(ctx)
+				if err != nil {
+					return
+				}
+				_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
+				m.Release()
+				if err != nil {
+					return
+				}
+			}
+		}()
+		return &rig{name: name, trip: func() (float64, bool) {
+			t0 := time.Now()
+			if _, err := sa.SendAsync(lb, 1, msg); err != nil {
+				b.Fatal(err)
+			}
+			m, err := sa.Recv(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.Release()
+			return float64(time.Since(t0).Nanoseconds()) / 1e3, true
+		}}
+	}
+	kernel := func() *rig {
+		var echo, cl *net.UDPConn
+		for _, x := range []struct {
+			ns   *nstest.NS
+			addr netip.Addr
+			c    **net.UDPConn
+		}{{tp.B, tp.AddrB, &echo}, {tp.A, tp.AddrA, &cl}} {
+			if err := x.ns.Do(func() error {
+				c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(x.addr, 0)))
+				*x.c = c
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Cleanup(func() { echo.Close(); cl.Close() })
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				k, from, err := echo.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					return
+				}
+				echo.WriteToUDPAddrPort(buf[:k], from)
+			}
+		}()
+		dst := echo.LocalAddr().(*net.UDPAddr).AddrPort()
+		buf := make([]byte, 2048)
+		return &rig{name: "kernel", trip: func() (float64, bool) {
+			t0 := time.Now()
+			if _, err := cl.WriteToUDPAddrPort(msg, dst); err != nil {
+				b.Fatal(err)
+			}
+			cl.SetReadDeadline(time.Now().Add(time.Second))
+			if _, _, err := cl.ReadFromUDPAddrPort(buf); err != nil {
+				return 0, false // lost: not a sample
+			}
+			return float64(time.Since(t0).Nanoseconds()) / 1e3, true
+		}}
+	}
+	rigs := []*rig{pair("writer", 23600, false, false), pair("socket", 24600, true, false), pair("ring", 25600, true, true), kernel()}
+	for _, r := range rigs { // first contact and ARP out of the way
+		for range 20 {
+			r.trip()
+		}
+	}
+	b.ResetTimer()
+	const chunk = 50
+	for done := 0; done < n; done += chunk {
+		for _, r := range rigs {
+			for range min(chunk, n-done) {
+				if us, ok := r.trip(); ok {
+					r.us = append(r.us, us)
+				}
+			}
+		}
+	}
+	b.StopTimer()
+	for _, r := range rigs {
+		b.ReportMetric(pct(r.us, 0.5), r.name+"_p50_us")
+		b.ReportMetric(pct(r.us, 0.99), r.name+"_p99_us")
+	}
+}
