@@ -95,6 +95,9 @@ type pipe struct {
 	size int32
 	to   int32 // node at the far end
 	lat  int32 // from the last bit out to the packet's arrival at the far end's queue, ns
+	// cross: the far end is in the other part of a sharded run (the ring is the
+	// receiving part's; packets join it at window barriers).
+	cross bool
 }
 
 type pipeEntry struct {
@@ -105,6 +108,15 @@ type pipeEntry struct {
 // send puts packet id on pipe pi, arriving at time at; it schedules the pipe's event if
 // the pipe was empty.
 func (s *Sim) send(pi int32, pk pkt, at int64) {
+	if s.pipes[pi].cross {
+		s.xout = append(s.xout, xpkt{pi, at, pk})
+		return
+	}
+	s.pipePush(pi, pk, at)
+}
+
+// pipePush appends a packet to pipe pi's ring.
+func (s *Sim) pipePush(pi int32, pk pkt, at int64) {
 	p := &s.pipes[pi]
 	if int(p.size) == len(p.ring) {
 		n := max(2*len(p.ring), 16)
@@ -187,6 +199,7 @@ type host struct {
 	timerAt  int64
 	timerGen int32
 	conns    map[int32]*sconn // by destination host
+	rxFlows  map[uint64]int32 // flows this host receives, by rxKey(source, message ID)
 }
 
 // sconn is a connection a host opened, with the flows (messages) sent on it.
@@ -231,30 +244,38 @@ type Sim struct {
 	faults   []fault
 	smp      sampler
 
-	hops, events  uint64
-	flowsDone     int
-	flowsFailed   int
-	lastDone      int64
-	firstStart    int64
-	progress      io.Writer
-	wallStart     time.Time
-	lastProgress  time.Time
-	sharedBuffers rxPool
-	freezers      []freezer
+	hops, events uint64
+	flowsDone    int
+	flowsFailed  int
+	lastDone     int64
+	firstStart   int64
+	progress     io.Writer
+	wallStart    time.Time
+	lastProgress time.Time
+	frz          [2][]freezer // by part
+
+	// Sharded runs (shard.go): the parts share the fabric's slices, each touching the
+	// elements of its own nodes only.
+	nodePart []int8  // by node (nil: one part)
+	sh       *shards // nil: one part
+	part     int8    // this part's index
+	xout     []xpkt  // packets for the other part, sent this window
+	xann     []xann  // flows the other part will receive, started this window
+	down     []bool  // by port: the link is down (every part keeps all of them)
 }
 
 // freezer is a balancer with a freezing mode (REPS) that counts its episodes.
 type freezer interface{ FreezeEpisodes() uint64 }
 
-// rxPool hands every receiving engine slices of one shared buffer: the simulator never
-// reads message contents, so memory stays independent of bytes in flight.
-type rxPool struct{ s *Sim }
+// rxPool hands every receiving engine of a part slices of one shared buffer: the
+// simulator never reads message contents, so memory stays independent of bytes in flight.
+type rxPool struct{ buf *[]byte }
 
 func (p rxPool) Get(n int) []byte {
-	if n > len(p.s.rxBuf) {
-		p.s.rxBuf = make([]byte, n)
+	if n > len(*p.buf) {
+		*p.buf = make([]byte, n)
 	}
-	return p.s.rxBuf[:n]
+	return (*p.buf)[:n]
 }
 
 func (p rxPool) Put([]byte) {}
@@ -278,7 +299,8 @@ func New(sc *Scenario) (*Sim, error) {
 	if sc.RoutingConvergence < 0 {
 		return nil, fmt.Errorf("routing_convergence = %v: must be >= 0", sc.RoutingConvergence)
 	}
-	s.sharedBuffers = rxPool{s}
+	s.nodePart = splitTopology(tp)
+	rxBufs := [2]*[]byte{new([]byte), new([]byte)}
 	tcfg := sc.Transport
 	if tcfg.LinkRate == 0 {
 		tcfg.LinkRate = sc.Topology.LinkRate
@@ -294,7 +316,6 @@ func New(sc *Scenario) (*Sim, error) {
 		}
 	}
 	tcfg.ListenPort = listenPort
-	tcfg.Buffers = s.sharedBuffers
 	if tcfg.Trimming != (*sc.Topology.Queue.trim()) {
 		// The engine must read losses the way the fabric produces them.
 		tcfg.Trimming = *sc.Topology.Queue.trim()
@@ -350,10 +371,12 @@ func New(sc *Scenario) (*Sim, error) {
 			shared = probe.Config().NewBalancer
 		}
 		mk := shared
+		part := s.partOf(int32(i))
+		cfg.Buffers = rxPool{rxBufs[part]}
 		cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer {
 			b := mk(rng)
 			if f, ok := b.(freezer); ok {
-				s.freezers = append(s.freezers, f)
+				s.frz[part] = append(s.frz[part], f) // each part appends to its own list
 			}
 			return b
 		}
@@ -365,6 +388,7 @@ func New(sc *Scenario) (*Sim, error) {
 		h.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(h.ip >> 24), byte(h.ip >> 16), byte(h.ip >> 8), byte(h.ip)}), listenPort)
 		h.tor = tp.hostUp[i]
 		h.conns = make(map[int32]*sconn)
+		h.rxFlows = make(map[uint64]int32)
 	}
 	s.tx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
 	s.rx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
@@ -403,6 +427,10 @@ func New(sc *Scenario) (*Sim, error) {
 		return nil, err
 	}
 	if err := s.smp.init(s, &sc.Output); err != nil {
+		return nil, err
+	}
+	s.down = make([]bool, len(tp.ports))
+	if err := s.initShards(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -562,6 +590,10 @@ func (s *Sim) Run() *Result {
 	}
 	s.wallStart = time.Now()
 	s.lastProgress = s.wallStart
+	if s.sh != nil {
+		s.runShards(deadline)
+		return s.result(time.Since(s.wallStart))
+	}
 	s.start()
 	for s.q.len() > 0 && s.flowsDone+s.flowsFailed < len(s.flows) {
 		e, ok := s.q.popUntil(deadline)
@@ -665,7 +697,7 @@ func (s *Sim) prefetchFor(e event, stage int) {
 			if a := s.tp.ports[id].q.NextEntry(); a != 0 {
 				prefetch(a)
 			}
-			if p := &s.pipes[id]; len(p.ring) > 0 {
+			if p := &s.pipes[id]; len(p.ring) > 0 && !p.cross {
 				prefetch(uintptr(unsafe.Pointer(&p.ring[int(p.head+p.size)&(len(p.ring)-1)])))
 			}
 		}
@@ -980,8 +1012,10 @@ func (s *Sim) engineEvents(i int32) {
 		}
 		switch ev.Kind {
 		case transport.MessageReceived:
-			src := hostOf(ev.Peer.Addr())
-			if f := s.flowOf(src, i, ev.MsgID); f >= 0 {
+			// The receiver's own table (the sender's connection may be in the other part).
+			k := rxKey(hostOf(ev.Peer.Addr()), ev.MsgID)
+			if f, ok := h.rxFlows[k]; ok {
+				delete(h.rxFlows, k)
 				s.flowRx(f)
 			}
 		case transport.MessageSent:

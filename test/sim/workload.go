@@ -504,7 +504,7 @@ func (s *Sim) perHostBound(mtu int) int64 {
 // start schedules the independent flows, the failures and the sampler.
 func (s *Sim) start() {
 	for i := range s.flows {
-		if s.flows[i].depsLeft == 0 {
+		if s.flows[i].depsLeft == 0 && s.own(s.flows[i].src) {
 			s.schedule(s.flows[i].at, evStart, int32(i), 0)
 		}
 	}
@@ -546,6 +546,13 @@ func (s *Sim) startFlow(fi int32) {
 	}
 	c.flows = append(c.flows, fi)
 	c.pending++
+	if s.own(f.dst) {
+		s.hosts[f.dst].rxFlows[rxKey(f.src, msg)] = fi
+	} else {
+		// The message reaches the other part a link between the parts later at the
+		// earliest, after this window's barrier.
+		s.xann = append(s.xann, xann{dst: f.dst, src: f.src, fi: fi, msg: msg})
+	}
 	f.start = s.now
 	if s.firstStart < 0 {
 		s.firstStart = s.now
@@ -595,7 +602,7 @@ func (s *Sim) flowFail(fi int32) {
 	}
 	f.failed = true
 	s.flowsFailed++
-	if f.releaseOnTx || f.rx < 0 {
+	if f.depHi > f.depLo && (f.releaseOnTx || f.rx < 0) {
 		s.release(fi) // let the rest of the workload go on
 	}
 	s.connDone(f)

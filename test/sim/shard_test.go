@@ -1,0 +1,126 @@
+package sim
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"testing"
+)
+
+// outputs returns a digest of each file `smartt sim run -out` writes from r (the JSON
+// summary without its two wall-clock figures, the flows, queue and window CSVs).
+func outputs(t *testing.T, r *Result) map[string]string {
+	t.Helper()
+	c := *r
+	c.WallSeconds, c.HopsPerSec = 0, 0
+	out := map[string]string{}
+	for name, f := range map[string]func(*bytes.Buffer) error{
+		"result.json": func(b *bytes.Buffer) error { return c.WriteJSON(b) },
+		"flows.csv":   func(b *bytes.Buffer) error { return r.WriteFlowsCSV(b) },
+		"queues.csv":  func(b *bytes.Buffer) error { return r.WriteSamplesCSV(b) },
+		"windows.csv": func(b *bytes.Buffer) error { return r.WriteWindowsCSV(b) },
+	} {
+		var b bytes.Buffer
+		if err := f(&b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		h := sha256.Sum256(b.Bytes())
+		out[name] = hex.EncodeToString(h[:8])
+	}
+	out["hash"] = r.Hash()
+	return out
+}
+
+// shardCase is a scenario the sharded run must reproduce.
+type shardCase struct {
+	name string
+	file string            // scenario file under scenarios/ ("" : build)
+	edit func(*Scenario)   // changes to the file's scenario
+	mk   func() *Scenario  // or a scenario built here
+}
+
+func shardCases(short bool) []shardCase {
+	lb := func(name string) func(*Scenario) { return func(sc *Scenario) { sc.Transport.LB = name } }
+	cs := []shardCase{
+		{name: "permutation128-ecmp", file: "permutation_128.yaml", edit: lb("ecmp")},
+		{name: "permutation128-reps", file: "permutation_128.yaml", edit: lb("reps")},
+		{name: "incast128", file: "incast_128.yaml"},
+		{name: "link-failure128", file: "link_failure_128.yaml"},
+		{name: "fattree3-websearch-windows", mk: func() *Scenario {
+			sc := scenario(TopologyConfig{Kind: "fattree3", Hosts: 64, Radix: 8, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 300},
+				WorkloadConfig{Kind: "websearch", Load: 0.4, Duration: 30_000, MaxFlows: 300})
+			sc.Transport.CC = "smartt"
+			sc.Transport.LB = "reps"
+			sc.Output.SampleInterval = 2000
+			sc.Output.SamplePorts = "up"
+			sc.Output.SampleWindows = 4
+			sc.Failures = []FailureConfig{{Kind: "down", A: "agg0.0", B: "core0.0", At: 5000}}
+			sc.RoutingConvergence = 10_000
+			return sc
+		}},
+	}
+	if short {
+		for i := range cs {
+			e := cs[i].edit
+			cs[i].edit = func(sc *Scenario) {
+				if e != nil {
+					e(sc)
+				}
+				sc.Workload.Size = 256 << 10
+			}
+		}
+	}
+	return cs
+}
+
+func (c shardCase) scenario(t testing.TB) *Scenario {
+	t.Helper()
+	var sc *Scenario
+	if c.mk != nil {
+		sc = c.mk()
+	} else {
+		var err error
+		sc, err = LoadScenario(filepath.Join("scenarios", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.edit != nil {
+		c.edit(sc)
+	}
+	return sc
+}
+
+// A run on two shards writes the same outputs, byte for byte, as a run on one.
+func TestShardsIdentical(t *testing.T) {
+	for _, c := range shardCases(testing.Short()) {
+		t.Run(c.name, func(t *testing.T) {
+			var got [3]map[string]string
+			var res [3]*Result
+			for _, n := range []int{1, 2} {
+				sc := c.scenario(t)
+				sc.Sim.Shards = n
+				s, err := New(sc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.sh == nil {
+					t.Fatalf("shards %d: the scenario was not split", n)
+				}
+				res[n] = s.Run()
+				got[n] = outputs(t, res[n])
+			}
+			r := res[1]
+			t.Logf("%d/%d flows, %d hops, %d events, hash %s", r.Completed, r.Flows, r.Hops, r.Events, r.Hash()[:16])
+			if r.Completed == 0 || r.Hops == 0 {
+				t.Fatalf("nothing ran: %s", r.Summary())
+			}
+			for k, v := range got[1] {
+				if got[2][k] != v {
+					t.Errorf("%s differs: 1 shard %s, 2 shards %s", k, v, got[2][k])
+				}
+			}
+		})
+	}
+}
