@@ -35,9 +35,9 @@ func outputs(t *testing.T, r *Result) map[string]string {
 // shardCase is a scenario the sharded run must reproduce.
 type shardCase struct {
 	name string
-	file string            // scenario file under scenarios/ ("" : build)
-	edit func(*Scenario)   // changes to the file's scenario
-	mk   func() *Scenario  // or a scenario built here
+	file string           // scenario file under scenarios/ ("" : build)
+	edit func(*Scenario)  // changes to the file's scenario
+	mk   func() *Scenario // or a scenario built here
 }
 
 func shardCases(short bool) []shardCase {
