@@ -34,7 +34,8 @@ type shards struct {
 	done      int // flows done or failed, as of the last barrier
 }
 
-// xpkt is a packet on its way into the other part: it joins pipe pi at the barrier.
+// xpkt is a packet on its way into the other part: it joins pipe pi at the barrier
+// (at: when its last bit left, the pipe's latency still to add).
 type xpkt struct {
 	pi int32
 	at int64
@@ -147,7 +148,9 @@ func (s *Sim) initShards() error {
 	sh := &shards{nodePart: s.nodePart, lookahead: lookahead, workers: n}
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]
-		s.pipes[i].cross = sh.nodePart[p.owner] != sh.nodePart[p.peer]
+		if sh.nodePart[p.owner] != sh.nodePart[p.peer] {
+			s.pflag[i] |= pfCross
+		}
 	}
 	s.sh = sh
 	for k := range 2 {
@@ -160,6 +163,7 @@ func (s *Sim) initShards() error {
 		p.rx = make([]byte, len(s.rx))
 		p.rxCtl = make([]byte, len(s.rxCtl))
 		p.down = append([]bool(nil), s.down...)
+		p.pflag = append([]uint8(nil), s.pflag...) // written at every wake: no line shared
 		p.smp.times = nil
 		p.progress = nil
 		sh.parts = append(sh.parts, p)
@@ -267,7 +271,7 @@ func (s *Sim) barrier() {
 			copy(dst.slot(id), src.slot(x.pk.id))
 			src.freePkt(x.pk.id)
 			x.pk.id = id
-			dst.pipePush(x.pi, x.pk, x.at)
+			dst.send(x.pi, x.pk, x.at+int64(s.pipes[x.pi].lat))
 		}
 		src.xout = src.xout[:0]
 		for _, a := range src.xann {

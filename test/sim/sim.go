@@ -95,9 +95,6 @@ type pipe struct {
 	size int32
 	to   int32 // node at the far end
 	lat  int32 // from the last bit out to the packet's arrival at the far end's queue, ns
-	// cross: the far end is in the other part of a sharded run (the ring is the
-	// receiving part's; packets join it at window barriers).
-	cross bool
 }
 
 type pipeEntry struct {
@@ -108,15 +105,6 @@ type pipeEntry struct {
 // send puts packet id on pipe pi, arriving at time at; it schedules the pipe's event if
 // the pipe was empty.
 func (s *Sim) send(pi int32, pk pkt, at int64) {
-	if s.pipes[pi].cross {
-		s.xout = append(s.xout, xpkt{pi, at, pk})
-		return
-	}
-	s.pipePush(pi, pk, at)
-}
-
-// pipePush appends a packet to pipe pi's ring.
-func (s *Sim) pipePush(pi int32, pk pkt, at int64) {
 	p := &s.pipes[pi]
 	if int(p.size) == len(p.ring) {
 		n := max(2*len(p.ring), 16)
@@ -184,6 +172,7 @@ const (
 	pfDown  = 1 << iota // link down: arriving packets are lost
 	pfWake              // an evWake is pending
 	pfFlaky             // in a flaky episode
+	pfCross             // the link leads into the other part of a sharded run
 )
 
 type host struct {
@@ -385,7 +374,7 @@ func New(sc *Scenario) (*Sim, error) {
 			return nil, fmt.Errorf("transport: %w", err)
 		}
 		h.ip = hostIP(i)
-		h.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(h.ip >> 24), byte(h.ip >> 16), byte(h.ip >> 8), byte(h.ip)}), listenPort)
+		h.addr = hostAddr(int32(i))
 		h.tor = tp.hostUp[i]
 		h.conns = make(map[int32]*sconn)
 		h.rxFlows = make(map[uint64]int32)
@@ -437,6 +426,12 @@ func New(sc *Scenario) (*Sim, error) {
 }
 
 func hostIP(i int) uint32 { return 10<<24 | uint32(i+1) }
+
+// hostAddr is host i's address (host.addr).
+func hostAddr(i int32) netip.AddrPort {
+	ip := hostIP(int(i))
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)}), listenPort)
+}
 
 func hostOf(a netip.Addr) int32 {
 	b := a.As4()
@@ -697,7 +692,7 @@ func (s *Sim) prefetchFor(e event, stage int) {
 			if a := s.tp.ports[id].q.NextEntry(); a != 0 {
 				prefetch(a)
 			}
-			if p := &s.pipes[id]; len(p.ring) > 0 && !p.cross {
+			if p := &s.pipes[id]; len(p.ring) > 0 && s.pflag[id]&pfCross == 0 {
 				prefetch(uintptr(unsafe.Pointer(&p.ring[int(p.head+p.size)&(len(p.ring)-1)])))
 			}
 		}
@@ -707,7 +702,9 @@ func (s *Sim) prefetchFor(e event, stage int) {
 // prefetchPort loads the lines of port pid's queue that a packet touches, and its pipe.
 func (s *Sim) prefetchPort(pid int32) {
 	prefetchN(uintptr(unsafe.Pointer(&s.tp.ports[pid])), 4)
-	prefetch(uintptr(unsafe.Pointer(&s.pipes[pid])))
+	if s.pflag[pid]&pfCross == 0 { // else the other part's
+		prefetch(uintptr(unsafe.Pointer(&s.pipes[pid])))
+	}
 }
 
 // service polls host i's engine while its NIC is free and re-arms its timer.
@@ -952,15 +949,20 @@ func (s *Sim) drainPort(pid int32) {
 				pt.intx.Count(d.Size)
 			}
 		}
-		if *pf&(pfDown|pfFlaky) != 0 {
+		if *pf&(pfDown|pfFlaky|pfCross) != 0 {
 			if *pf&pfDown != 0 {
 				pt.linkDrops++
 				s.freePkt(p.id)
 				continue
 			}
-			if pt.flaky.Lost(d.Start) {
+			if *pf&pfFlaky != 0 && pt.flaky.Lost(d.Start) {
 				pt.flakyDrops++
 				s.freePkt(p.id)
+				continue
+			}
+			if *pf&pfCross != 0 {
+				// Into the other part: it joins the pipe at the window's barrier.
+				s.xout = append(s.xout, xpkt{pid, d.End, *p})
 				continue
 			}
 		}
@@ -991,7 +993,7 @@ func (s *Sim) deliver(pk pkt, i int32) {
 		st = s.dhl
 	}
 	copy(buf, s.slot(id)[:st])
-	src := s.hosts[p.src()].addr
+	src := hostAddr(p.src()) // not the source's host record: it may be the other part's
 	ecn, dscp := p.ecn(), uint8(0)
 	if p.data() && buf[1]&byte(wire.FlagTrimmed) != 0 {
 		dscp = s.sc.Transport.TrimDSCP
