@@ -111,6 +111,10 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		cpu := float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 		fmt.Fprintf(stdout, "peak memory %.0f MiB (max RSS); %.2fM hops per CPU second (%.1f CPU s, %d cores available); output hash %s\n",
 			float64(ru.Maxrss)/1024, float64(r.Hops)/cpu/1e6, cpu, runtime.NumCPU(), r.Hash()[:16])
+		if st := s.ShardStats(); st.Parts > 1 {
+			fmt.Fprintf(stdout, "halves on %d goroutine(s): %d windows of %d ns; thread CPU %.2f s + %.2f s, critical path %.2f s (two idle cores: at most %.2fx this work's single-core time)\n",
+				st.Workers, st.Windows, st.Lookahead, st.CPU[0], st.CPU[1], st.Critical, (st.CPU[0]+st.CPU[1])/max(st.Critical, 1e-9))
+		}
 	}
 	if *out != "" {
 		if err := writeSimOutputs(*out, *plots, "", r); err != nil {

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+)
 
 // Sharding: the fabric split in two halves (parts), each with its own event queue, run
 // in lock-step windows of the lookahead, the shortest latency of a link between the
@@ -32,6 +35,35 @@ type shards struct {
 	workers   int    // goroutines: 1 or 2
 	parts     []*Sim
 	done      int // flows done or failed, as of the last barrier
+	// Thread CPU time (Linux; 0 elsewhere) each part spent in windows, the sum over
+	// windows of the larger of the two (what two dedicated cores would take), and the
+	// number of windows, ns.
+	cpu     [2]int64
+	crit    int64
+	windows int64
+}
+
+// ShardStats is how a split run's work fell on the two halves (ShardStats).
+type ShardStats struct {
+	Parts     int   // 1: the scenario was not split
+	Workers   int   // goroutines that ran them
+	Windows   int64 // lock-step windows
+	Lookahead int64 // window length, ns
+	// CPU is the thread CPU seconds each half spent in its windows; Critical the sum over
+	// windows of the larger of the two: the least time two dedicated cores would take,
+	// whatever else the machine runs. Sum(CPU) / Critical bounds the speed-up.
+	CPU      [2]float64
+	Critical float64
+}
+
+// ShardStats reports the split of the last Run.
+func (s *Sim) ShardStats() ShardStats {
+	if s.sh == nil {
+		return ShardStats{Parts: 1, Workers: 1}
+	}
+	sh := s.sh
+	return ShardStats{Parts: 2, Workers: sh.workers, Windows: sh.windows, Lookahead: sh.lookahead,
+		CPU: [2]float64{float64(sh.cpu[0]) / 1e9, float64(sh.cpu[1]) / 1e9}, Critical: float64(sh.crit) / 1e9}
 }
 
 // xpkt is a packet on its way into the other part: it joins pipe pi at the barrier
@@ -204,15 +236,22 @@ func (s *Sim) runShards(deadline int64) {
 		p.start()
 	}
 	sh.done = s.flowsDone + s.flowsFailed
+	sh.cpu, sh.crit, sh.windows = [2]int64{}, 0, 0
+	// Each goroutine keeps its thread, so that thread CPU clocks measure its part.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var work chan int64
-	var fin chan struct{}
+	var fin chan int64
 	if sh.workers > 1 {
-		work, fin = make(chan int64), make(chan struct{})
+		work, fin = make(chan int64), make(chan int64)
 		defer close(work)
 		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			for end := range work {
+				c := threadCPU()
 				sh.parts[1].runWindow(end)
-				fin <- struct{}{}
+				fin <- threadCPU() - c
 			}
 		}()
 	}
@@ -229,15 +268,24 @@ func (s *Sim) runShards(deadline int64) {
 		}
 		t = max(t, next)
 		end := min(t+sh.lookahead, deadline+1) - 1 // the last time of the window
+		var c [2]int64
 		if work != nil {
 			work <- end
+			c0 := threadCPU()
 			sh.parts[0].runWindow(end)
-			<-fin
+			c[0] = threadCPU() - c0
+			c[1] = <-fin
 		} else {
-			for _, p := range sh.parts {
+			for k, p := range sh.parts {
+				c0 := threadCPU()
 				p.runWindow(end)
+				c[k] = threadCPU() - c0
 			}
 		}
+		sh.cpu[0] += c[0]
+		sh.cpu[1] += c[1]
+		sh.crit += max(c[0], c[1])
+		sh.windows++
 		s.barrier()
 		t = end + 1
 		if s.progress != nil {
