@@ -19,7 +19,9 @@ import (
 // the workload only): hosts [0, split) and the switches below them in part 0, the rest
 // in part 1, the switches that span both halves (spines, cores) shared out half and
 // half in their order. Scenarios that cannot be split (one switch, no latency between
-// switches, or a workload whose flows wait for other flows) run as one part.
+// switches, or a workload where a flow's completion releases a flow sent from the other
+// half) run as one part. A flow that fails at its sender releases the flows its
+// receiver waits for; in the other half that happens at the end of the window.
 
 // RunConfig says how the simulator runs a scenario (not what it simulates).
 type RunConfig struct {
@@ -155,8 +157,8 @@ func (s *Sim) initShards() error {
 	switch {
 	case s.nodePart == nil:
 		why = "the topology has no two halves (one switch, or ToRs straddling the middle)"
-	case len(s.deps) > 0:
-		why = "flows of the workload wait for other flows (dependencies cross the halves at once)"
+	case !s.depsSplit():
+		why = "a flow's completion releases a flow sent from the other half (workload dependencies)"
 	default:
 		for i := range s.tp.ports {
 			p := &s.tp.ports[i]
@@ -201,6 +203,25 @@ func (s *Sim) initShards() error {
 		sh.parts = append(sh.parts, p)
 	}
 	return nil
+}
+
+// depsSplit reports whether every dependency stays within a half: the flows a flow's
+// completion releases (on receipt: at its receiver; on its last ACK: at its sender) are
+// sent from that host's half, so no release crosses between the parts in a window.
+func (s *Sim) depsSplit() bool {
+	for i := range s.flows {
+		f := &s.flows[i]
+		rel := f.dst
+		if f.releaseOnTx {
+			rel = f.src
+		}
+		for _, c := range s.deps[f.depLo:f.depHi] {
+			if s.nodePart[s.flows[c].src] != s.nodePart[rel] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // own reports whether node belongs to this part.
@@ -286,7 +307,7 @@ func (s *Sim) runShards(deadline int64) {
 		sh.cpu[1] += c[1]
 		sh.crit += max(c[0], c[1])
 		sh.windows++
-		s.barrier()
+		s.barrier(end)
 		t = end + 1
 		if s.progress != nil {
 			s.mergeParts()
@@ -307,9 +328,11 @@ func (s *Sim) runWindow(end int64) {
 	}
 }
 
-// barrier moves the packets and flow announcements of the window into the receiving
-// parts (part 0's first, each in the order sent) and counts the finished flows.
-func (s *Sim) barrier() {
+// barrier moves the packets and flow announcements of the window ending at end into
+// the receiving parts (part 0's first, each in the order sent), releases the dependents
+// of flows that failed at their sender unless the receiver holds the message, and
+// counts the finished flows.
+func (s *Sim) barrier(end int64) {
 	sh := s.sh
 	done := 0
 	for _, src := range sh.parts {
@@ -326,6 +349,12 @@ func (s *Sim) barrier() {
 			s.hosts[a.dst].rxFlows[rxKey(a.src, a.msg)] = a.fi
 		}
 		src.xann = src.xann[:0]
+		for _, fi := range src.xrel {
+			if f := &s.flows[fi]; f.rx < 0 {
+				sh.parts[sh.nodePart[f.dst]].releaseAt(fi, end+1)
+			}
+		}
+		src.xrel = src.xrel[:0]
 		done += src.flowsDone + src.flowsFailed
 	}
 	sh.done = done

@@ -47,9 +47,12 @@ func shardCases(short bool) []shardCase {
 		{name: "permutation128-reps", file: "permutation_128.yaml", edit: lb("reps")},
 		{name: "incast128", file: "incast_128.yaml"},
 		{name: "link-failure128", file: "link_failure_128.yaml"},
+		{name: "alltoall128", file: "alltoall_128.yaml"},
+		{name: "ring-allreduce128", file: "ring_allreduce_128.yaml"},
+		{name: "butterfly-allreduce128", file: "butterfly_allreduce_128.yaml"},
 		{name: "fattree3-websearch-windows", mk: func() *Scenario {
 			sc := scenario(TopologyConfig{Kind: "fattree3", Hosts: 64, Radix: 8, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 300},
-				WorkloadConfig{Kind: "websearch", Load: 0.4, Duration: 30_000, MaxFlows: 300})
+				WorkloadConfig{Kind: "websearch", Load: 0.5, Duration: 60_000, MaxFlows: 300})
 			sc.Transport.CC = "smartt"
 			sc.Transport.LB = "reps"
 			sc.Output.SampleInterval = 2000
@@ -68,6 +71,9 @@ func shardCases(short bool) []shardCase {
 					e(sc)
 				}
 				sc.Workload.Size = 256 << 10
+				if sc.Workload.Kind == "all_to_all" {
+					sc.Workload.Participants, sc.Workload.Size = 48, 32<<10 // across both halves
+				}
 			}
 		}
 	}

@@ -250,6 +250,7 @@ type Sim struct {
 	part     int8    // this part's index
 	xout     []xpkt  // packets for the other part, sent this window
 	xann     []xann  // flows the other part will receive, started this window
+	xrel     []int32 // flows failed this window whose dependents the other part releases
 	down     []bool  // by port: the link is down (every part keeps all of them)
 }
 

@@ -561,11 +561,14 @@ func (s *Sim) startFlow(fi int32) {
 	s.engineEvents(f.src)
 }
 
-func (s *Sim) release(fi int32) {
+func (s *Sim) release(fi int32) { s.releaseAt(fi, s.now) }
+
+// releaseAt counts flow fi as done for its dependents; those it was the last for start at at.
+func (s *Sim) releaseAt(fi int32, at int64) {
 	f := &s.flows[fi]
 	for _, c := range s.deps[f.depLo:f.depHi] {
 		if s.flows[c].depsLeft--; s.flows[c].depsLeft == 0 {
-			s.schedule(s.now, evStart, c, 0)
+			s.schedule(at, evStart, c, 0)
 		}
 	}
 }
@@ -602,8 +605,17 @@ func (s *Sim) flowFail(fi int32) {
 	}
 	f.failed = true
 	s.flowsFailed++
-	if f.depHi > f.depLo && (f.releaseOnTx || f.rx < 0) {
-		s.release(fi) // let the rest of the workload go on
+	if f.depHi > f.depLo { // let the rest of the workload go on
+		switch {
+		case f.releaseOnTx:
+			s.release(fi)
+		case !s.own(f.dst):
+			// Whether the receiver holds the message is the other part's to tell: it
+			// releases the dependents at the window's barrier unless it does.
+			s.xrel = append(s.xrel, fi)
+		case f.rx < 0:
+			s.release(fi)
+		}
 	}
 	s.connDone(f)
 }
