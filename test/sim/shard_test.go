@@ -47,7 +47,9 @@ func shardCases(short bool) []shardCase {
 		{name: "permutation128-reps", file: "permutation_128.yaml", edit: lb("reps")},
 		{name: "incast128", file: "incast_128.yaml"},
 		{name: "link-failure128", file: "link_failure_128.yaml"},
-		{name: "alltoall128", file: "alltoall_128.yaml"},
+		{name: "alltoall128", file: "alltoall_128.yaml", edit: func(sc *Scenario) {
+			sc.Workload.Participants, sc.Workload.Size = 48, 64<<10 // across both halves, 2,256 flows
+		}},
 		{name: "ring-allreduce128", file: "ring_allreduce_128.yaml"},
 		{name: "butterfly-allreduce128", file: "butterfly_allreduce_128.yaml"},
 		{name: "fattree3-websearch-windows", mk: func() *Scenario {
@@ -72,7 +74,7 @@ func shardCases(short bool) []shardCase {
 				}
 				sc.Workload.Size = 256 << 10
 				if sc.Workload.Kind == "all_to_all" {
-					sc.Workload.Participants, sc.Workload.Size = 48, 32<<10 // across both halves
+					sc.Workload.Size = 32 << 10
 				}
 			}
 		}
