@@ -45,7 +45,7 @@ type shards struct {
 	windows int64
 }
 
-// ShardStats is how a split run's work fell on the two halves (ShardStats).
+// ShardStats is how a split run's work fell on the two halves (Sim.ShardStats).
 type ShardStats struct {
 	Parts     int   // 1: the scenario was not split
 	Workers   int   // goroutines that ran them
@@ -188,7 +188,12 @@ func (s *Sim) initShards() error {
 	}
 	s.sh = sh
 	for k := range 2 {
-		p := new(Sim)
+		// Padded: each part writes its own fields (now, the queue's cursor) at every event.
+		p := &new(struct {
+			_ [128]byte
+			Sim
+			_ [128]byte
+		}).Sim
 		*p = *s
 		p.part = int8(k)
 		p.q = eventQueue{}

@@ -47,6 +47,11 @@ func shardCases(short bool) []shardCase {
 		{name: "permutation128-reps", file: "permutation_128.yaml", edit: lb("reps")},
 		{name: "incast128", file: "incast_128.yaml"},
 		{name: "link-failure128", file: "link_failure_128.yaml"},
+		{name: "hpcc-incast128-int", file: "hpcc_incast_128.yaml"},
+		{name: "incast128-eqds", file: "incast_128.yaml", edit: func(sc *Scenario) { sc.Transport.CC = "eqds" }},
+		{name: "permutation128-nscc-ops-spray", file: "permutation_128.yaml", edit: func(sc *Scenario) {
+			sc.Transport.CC, sc.Transport.LB, sc.Topology.Routing = "nscc", "ops", "spray"
+		}},
 		{name: "alltoall128", file: "alltoall_128.yaml", edit: func(sc *Scenario) {
 			sc.Workload.Participants, sc.Workload.Size = 48, 64<<10 // across both halves, 2,256 flows
 		}},

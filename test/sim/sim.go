@@ -16,7 +16,9 @@
 //
 // Time is virtual, int64 nanoseconds; the event queue orders by (time, scheduling
 // order), all randomness comes from seeded generators, and nothing iterates a map on
-// the way to a result, so a scenario and seed give the same output bit for bit.
+// the way to a result, so a scenario and seed give the same output bit for bit. A
+// fabric with two halves runs as two parts in lock-step windows (shard.go), on one
+// goroutine or two (Scenario.Sim.Shards) with the same result.
 //
 // Packets carry only their headers (a data packet's payload bytes are never looked at by
 // the fabric, so they are not stored: the receiving engine is handed zeros), packets and
@@ -95,6 +97,9 @@ type pipe struct {
 	size int32
 	to   int32 // node at the far end
 	lat  int32 // from the last bit out to the packet's arrival at the far end's queue, ns
+	// A pipe is a cache line: neighbouring pipes (the links of a core switch) are often
+	// written by different halves of a sharded run.
+	_ [64 - 40]byte
 }
 
 type pipeEntry struct {
