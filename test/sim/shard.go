@@ -342,12 +342,18 @@ func (s *Sim) barrier(end int64) {
 	done := 0
 	for _, src := range sh.parts {
 		for _, x := range src.xout {
+			at := x.at + int64(s.pipes[x.pi].lat)
+			if at <= end {
+				// A port serialises a packet from the moment it starts (its wake), so this
+				// cannot happen; if it did, the receiver would have run past the arrival.
+				panic(fmt.Sprintf("sim: a packet into the other half arrives at %d ns, within the window it was sent in (ends %d ns)", at, end))
+			}
 			dst := sh.parts[sh.nodePart[s.pipes[x.pi].to]]
 			id := dst.allocPkt(!x.pk.data())
 			copy(dst.slot(id), src.slot(x.pk.id))
 			src.freePkt(x.pk.id)
 			x.pk.id = id
-			dst.send(x.pi, x.pk, x.at+int64(s.pipes[x.pi].lat))
+			dst.send(x.pi, x.pk, at)
 		}
 		src.xout = src.xout[:0]
 		for _, a := range src.xann {

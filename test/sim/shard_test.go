@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -135,5 +136,62 @@ func TestShardsIdentical(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// What splits and what does not: a leaf-spine and an oversubscribed 2-tier fabric split
+// and reproduce on two shards; one switch does not split, runs as before on one shard
+// and refuses two; sim.shards outside 1..2 is refused.
+func TestShardsSplitOrNot(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		topo TopologyConfig
+	}{
+		{"leafspine", TopologyConfig{Kind: "leafspine", Hosts: 32, Leaves: 4, Spines: 3, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 200}},
+		{"fattree2-4to1", TopologyConfig{Kind: "fattree2", Hosts: 64, Radix: 16, Oversubscription: 4, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hash [3]string
+			for _, n := range []int{1, 2} {
+				sc := scenario(tc.topo, WorkloadConfig{Kind: "permutation", Size: 128 << 10})
+				sc.Sim.Shards = n
+				s, err := New(sc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.sh == nil {
+					t.Fatal("not split")
+				}
+				r := s.Run()
+				if r.Completed != r.Flows {
+					t.Fatalf("%d shards: %d of %d flows", n, r.Completed, r.Flows)
+				}
+				hash[n] = r.Hash()
+			}
+			if hash[1] != hash[2] {
+				t.Fatalf("hash %s on 1 shard, %s on 2", hash[1][:16], hash[2][:16])
+			}
+		})
+	}
+	single := TopologyConfig{Kind: "single", Hosts: 8, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 200}
+	sc := scenario(single, WorkloadConfig{Kind: "permutation", Size: 64 << 10})
+	s, err := New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.sh != nil || s.ShardStats().Parts != 1 {
+		t.Fatal("one switch was split")
+	}
+	if r := s.Run(); r.Completed != r.Flows {
+		t.Fatalf("unsplit: %d of %d flows", r.Completed, r.Flows)
+	}
+	sc = scenario(single, WorkloadConfig{Kind: "permutation", Size: 64 << 10})
+	sc.Sim.Shards = 2
+	if _, err := New(sc); err == nil || !strings.Contains(err.Error(), "cannot be split") {
+		t.Fatalf("two shards of one switch: %v", err)
+	}
+	sc.Sim.Shards = 3
+	if _, err := New(sc); err == nil || !strings.Contains(err.Error(), "must be 1 or 2") {
+		t.Fatalf("three shards: %v", err)
 	}
 }
