@@ -134,10 +134,9 @@ func (s *Sim) recomputeRoutes() {
 	}
 	H := int32(len(s.hosts))
 	groups := (len(s.hosts) + s.tp.perToR - 1) / s.tp.perToR
-	H32 := int32(len(s.hosts))
 	if !anyDown {
 		for i := range s.tp.sws {
-			if s.own(H32 + int32(i)) {
+			if s.own(H + int32(i)) {
 				s.tp.sws[i].allowed = nil
 			}
 		}
@@ -175,7 +174,7 @@ func (s *Sim) recomputeRoutes() {
 	}
 	for i := range s.tp.sws {
 		sw := &s.tp.sws[i]
-		if len(sw.up) == 0 || !s.own(H32+int32(i)) {
+		if len(sw.up) == 0 || !s.own(H+int32(i)) {
 			continue // the other part routes its switches
 		}
 		if len(sw.up) > 64 {

@@ -221,7 +221,6 @@ type Sim struct {
 	deps     []int32 // dependents of flows, by flow.depLo..depHi
 	wl       *workload
 	msgBuf   []byte
-	rxBuf    []byte
 	tx       []byte // PollTransmit scratch
 	rx       []byte // delivery scratch for data: header, then zeros
 	rxCtl    []byte // delivery scratch for control packets
