@@ -43,6 +43,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	progress := fs.Bool("progress", true, "print a progress line every few seconds")
 	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
+	shards := fs.Int("shards", 0, "goroutines (cores) running the fabric's two halves: 1 or 2, same result (0: the scenario's sim.shards)")
 	compare := fs.String("compare", "", "run once per balancer in this comma-separated list (e.g. ecmp,ops,reps) and print a comparison; -out gets one FCT CDF of all")
 	if err := parseArgs(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -58,6 +59,9 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		sc, err := sim.LoadScenario(fs.Arg(0))
 		if err != nil {
 			return nil, err
+		}
+		if *shards != 0 {
+			sc.Sim.Shards = *shards
 		}
 		return sc, applySimFlags(sc, *seed, *lb, *cc, *hosts, *osub, *size)
 	}
@@ -102,11 +106,15 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, r.Summary())
 		var ru syscall.Rusage
 		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		// The simulation is single-threaded: per core is hops per CPU second of the
-		// process (the garbage collector's share on the other core included).
+		// Per CPU second of the process: the garbage collector's share included, and
+		// both cores' with -shards 2.
 		cpu := float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 		fmt.Fprintf(stdout, "peak memory %.0f MiB (max RSS); %.2fM hops per CPU second (%.1f CPU s, %d cores available); output hash %s\n",
 			float64(ru.Maxrss)/1024, float64(r.Hops)/cpu/1e6, cpu, runtime.NumCPU(), r.Hash()[:16])
+		if st := s.ShardStats(); st.Parts > 1 {
+			fmt.Fprintf(stdout, "halves on %d goroutine(s): %d windows of %d ns; thread CPU %.2f s + %.2f s, critical path %.2f s (two idle cores: at most %.2fx this work's single-core time)\n",
+				st.Workers, st.Windows, st.Lookahead, st.CPU[0], st.CPU[1], st.Critical, (st.CPU[0]+st.CPU[1])/max(st.Critical, 1e-9))
+		}
 	}
 	if *out != "" {
 		if err := writeSimOutputs(*out, *plots, "", r); err != nil {

@@ -73,18 +73,25 @@ func (s *Sim) onFault(i, end int32) {
 	case "down":
 		for _, pid := range f.ports {
 			p := &s.tp.ports[pid]
+			s.down[pid] = on // every part keeps every link's state, for routing
+			if !s.own(p.owner) {
+				continue
+			}
 			s.setFlag(pid, pfDown, on)
 			if on {
 				p.q.Flush(func(k pkt) { p.linkDrops++; s.freePkt(k.id) })
 			}
 		}
-		if f.host >= 0 {
+		if f.host >= 0 && s.own(f.host) {
 			s.hosts[f.host].nicDown = on
 		}
 		s.schedule(s.now+int64(s.sc.RoutingConvergence), evRoute, 0, 0)
 	case "degrade":
 		for _, pid := range f.ports {
 			p := &s.tp.ports[pid]
+			if !s.own(p.owner) {
+				continue
+			}
 			r := p.baseRate
 			if on {
 				r = int64(f.cfg.Rate)
@@ -95,6 +102,9 @@ func (s *Sim) onFault(i, end int32) {
 	case "flaky":
 		for _, pid := range f.ports {
 			p := &s.tp.ports[pid]
+			if !s.own(p.owner) {
+				continue
+			}
 			s.setFlag(pid, pfFlaky, on)
 			if on {
 				p.flaky.Start(s.now, int64(f.cfg.Gap), int64(f.cfg.Burst), s.sc.Seed^uint64(pid)<<20^0xf1a4)
@@ -117,7 +127,7 @@ func (s *Sim) setFlag(pid int32, f uint8, on bool) {
 func (s *Sim) recomputeRoutes() {
 	anyDown := false
 	for i := range s.tp.ports {
-		if s.pflag[i]&pfDown != 0 && int(s.tp.ports[i].peer) >= len(s.hosts) && int(s.tp.ports[i].owner) >= len(s.hosts) {
+		if s.down[i] && int(s.tp.ports[i].peer) >= len(s.hosts) && int(s.tp.ports[i].owner) >= len(s.hosts) {
 			anyDown = true
 			break
 		}
@@ -126,7 +136,9 @@ func (s *Sim) recomputeRoutes() {
 	groups := (len(s.hosts) + s.tp.perToR - 1) / s.tp.perToR
 	if !anyDown {
 		for i := range s.tp.sws {
-			s.tp.sws[i].allowed = nil
+			if s.own(H + int32(i)) {
+				s.tp.sws[i].allowed = nil
+			}
 		}
 		return
 	}
@@ -145,10 +157,10 @@ func (s *Sim) recomputeRoutes() {
 		first := int32(g * s.tp.perToR)
 		if first >= sw.lo && first < sw.hi {
 			pid := sw.down[(first-sw.lo)/sw.span]
-			ok = s.pflag[pid]&pfDown == 0 && reach(s.tp.ports[pid].peer, g)
+			ok = !s.down[pid] && reach(s.tp.ports[pid].peer, g)
 		} else {
 			for _, pid := range sw.up {
-				if s.pflag[pid]&pfDown == 0 && reach(s.tp.ports[pid].peer, g) {
+				if !s.down[pid] && reach(s.tp.ports[pid].peer, g) {
 					ok = true
 					break
 				}
@@ -162,8 +174,8 @@ func (s *Sim) recomputeRoutes() {
 	}
 	for i := range s.tp.sws {
 		sw := &s.tp.sws[i]
-		if len(sw.up) == 0 {
-			continue
+		if len(sw.up) == 0 || !s.own(H+int32(i)) {
+			continue // the other part routes its switches
 		}
 		if len(sw.up) > 64 {
 			panic("sim: more than 64 uplinks per switch")
@@ -171,7 +183,7 @@ func (s *Sim) recomputeRoutes() {
 		sw.allowed = make([]uint64, groups)
 		for g := range groups {
 			for k, pid := range sw.up {
-				if s.pflag[pid]&pfDown == 0 && reach(s.tp.ports[pid].peer, g) {
+				if !s.down[pid] && reach(s.tp.ports[pid].peer, g) {
 					sw.allowed[g] |= 1 << k
 				}
 			}

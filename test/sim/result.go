@@ -183,8 +183,10 @@ func (s *Sim) result(wall time.Duration) *Result {
 		r.CEEchoed += st.CEEchoed
 		r.DupData += st.DupData
 	}
-	for _, f := range s.freezers {
-		r.FreezeEpisodes += f.FreezeEpisodes()
+	for _, l := range s.frz {
+		for _, f := range l {
+			r.FreezeEpisodes += f.FreezeEpisodes()
+		}
 	}
 	r.Samples = s.smp.series(s)
 	r.Windows = s.smp.windowSeries(s)
@@ -364,14 +366,19 @@ func (m *sampler) tick(s *Sim) {
 	m.times = append(m.times, s.now)
 	for i, pid := range m.ports {
 		p := &s.tp.ports[pid]
+		if !s.own(p.owner) {
+			continue // sampled by the other part
+		}
 		p.q.Advance(s.now)
 		s.drainPort(pid)
 		m.bytes[i] = append(m.bytes[i], int32(p.q.DataBytes()))
 	}
 	for f := range m.windows {
-		m.windows[f] = append(m.windows[f], s.window(f))
+		if s.own(s.flows[f].src) {
+			m.windows[f] = append(m.windows[f], s.window(f))
+		}
 	}
-	if len(m.times) < m.max && s.flowsDone+s.flowsFailed < len(s.flows) {
+	if len(m.times) < m.max && !s.allDone() {
 		s.schedule(s.now+m.interval, evSample, 0, 0)
 	}
 }

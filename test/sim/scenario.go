@@ -48,6 +48,8 @@ type Scenario struct {
 	// Deadline stops the run at this simulated time (0: 10 s).
 	Deadline config.Duration `yaml:"deadline"`
 	Output   OutputConfig    `yaml:"output"`
+	// Sim says how the simulator runs the scenario (shards); the result does not depend on it.
+	Sim RunConfig `yaml:"sim"`
 
 	// NewTransport, if set, adjusts each host's transport configuration (tests plug in
 	// balancers and controllers here).

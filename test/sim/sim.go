@@ -16,7 +16,9 @@
 //
 // Time is virtual, int64 nanoseconds; the event queue orders by (time, scheduling
 // order), all randomness comes from seeded generators, and nothing iterates a map on
-// the way to a result, so a scenario and seed give the same output bit for bit.
+// the way to a result, so a scenario and seed give the same output bit for bit. A
+// fabric with two halves runs as two parts in lock-step windows (shard.go), on one
+// goroutine or two (Scenario.Sim.Shards) with the same result.
 //
 // Packets carry only their headers (a data packet's payload bytes are never looked at by
 // the fabric, so they are not stored: the receiving engine is handed zeros), packets and
@@ -95,6 +97,9 @@ type pipe struct {
 	size int32
 	to   int32 // node at the far end
 	lat  int32 // from the last bit out to the packet's arrival at the far end's queue, ns
+	// A pipe is a cache line: neighbouring pipes (the links of a core switch) are often
+	// written by different halves of a sharded run.
+	_ [64 - 40]byte
 }
 
 type pipeEntry struct {
@@ -172,6 +177,7 @@ const (
 	pfDown  = 1 << iota // link down: arriving packets are lost
 	pfWake              // an evWake is pending
 	pfFlaky             // in a flaky episode
+	pfCross             // the link leads into the other part of a sharded run
 )
 
 type host struct {
@@ -187,6 +193,7 @@ type host struct {
 	timerAt  int64
 	timerGen int32
 	conns    map[int32]*sconn // by destination host
+	rxFlows  map[uint64]int32 // flows this host receives, by rxKey(source, message ID)
 }
 
 // sconn is a connection a host opened, with the flows (messages) sent on it.
@@ -214,7 +221,6 @@ type Sim struct {
 	deps     []int32 // dependents of flows, by flow.depLo..depHi
 	wl       *workload
 	msgBuf   []byte
-	rxBuf    []byte
 	tx       []byte // PollTransmit scratch
 	rx       []byte // delivery scratch for data: header, then zeros
 	rxCtl    []byte // delivery scratch for control packets
@@ -231,30 +237,39 @@ type Sim struct {
 	faults   []fault
 	smp      sampler
 
-	hops, events  uint64
-	flowsDone     int
-	flowsFailed   int
-	lastDone      int64
-	firstStart    int64
-	progress      io.Writer
-	wallStart     time.Time
-	lastProgress  time.Time
-	sharedBuffers rxPool
-	freezers      []freezer
+	hops, events uint64
+	flowsDone    int
+	flowsFailed  int
+	lastDone     int64
+	firstStart   int64
+	progress     io.Writer
+	wallStart    time.Time
+	lastProgress time.Time
+	frz          [2][]freezer // by part
+
+	// Sharded runs (shard.go): the parts share the fabric's slices, each touching the
+	// elements of its own nodes only.
+	nodePart []int8  // by node (nil: one part)
+	sh       *shards // nil: one part
+	part     int8    // this part's index
+	xout     []xpkt  // packets for the other part, sent this window
+	xann     []xann  // flows the other part will receive, started this window
+	xrel     []int32 // flows failed this window whose dependents the other part releases
+	down     []bool  // by port: the link is down (every part keeps all of them)
 }
 
 // freezer is a balancer with a freezing mode (REPS) that counts its episodes.
 type freezer interface{ FreezeEpisodes() uint64 }
 
-// rxPool hands every receiving engine slices of one shared buffer: the simulator never
-// reads message contents, so memory stays independent of bytes in flight.
-type rxPool struct{ s *Sim }
+// rxPool hands every receiving engine of a part slices of one shared buffer: the
+// simulator never reads message contents, so memory stays independent of bytes in flight.
+type rxPool struct{ buf *[]byte }
 
 func (p rxPool) Get(n int) []byte {
-	if n > len(p.s.rxBuf) {
-		p.s.rxBuf = make([]byte, n)
+	if n > len(*p.buf) {
+		*p.buf = make([]byte, n)
 	}
-	return p.s.rxBuf[:n]
+	return (*p.buf)[:n]
 }
 
 func (p rxPool) Put([]byte) {}
@@ -278,7 +293,8 @@ func New(sc *Scenario) (*Sim, error) {
 	if sc.RoutingConvergence < 0 {
 		return nil, fmt.Errorf("routing_convergence = %v: must be >= 0", sc.RoutingConvergence)
 	}
-	s.sharedBuffers = rxPool{s}
+	s.nodePart = splitTopology(tp)
+	rxBufs := [2]*[]byte{new([]byte), new([]byte)}
 	tcfg := sc.Transport
 	if tcfg.LinkRate == 0 {
 		tcfg.LinkRate = sc.Topology.LinkRate
@@ -294,7 +310,6 @@ func New(sc *Scenario) (*Sim, error) {
 		}
 	}
 	tcfg.ListenPort = listenPort
-	tcfg.Buffers = s.sharedBuffers
 	if tcfg.Trimming != (*sc.Topology.Queue.trim()) {
 		// The engine must read losses the way the fabric produces them.
 		tcfg.Trimming = *sc.Topology.Queue.trim()
@@ -350,10 +365,12 @@ func New(sc *Scenario) (*Sim, error) {
 			shared = probe.Config().NewBalancer
 		}
 		mk := shared
+		part := s.partOf(int32(i))
+		cfg.Buffers = rxPool{rxBufs[part]}
 		cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer {
 			b := mk(rng)
 			if f, ok := b.(freezer); ok {
-				s.freezers = append(s.freezers, f)
+				s.frz[part] = append(s.frz[part], f) // each part appends to its own list
 			}
 			return b
 		}
@@ -362,9 +379,10 @@ func New(sc *Scenario) (*Sim, error) {
 			return nil, fmt.Errorf("transport: %w", err)
 		}
 		h.ip = hostIP(i)
-		h.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(h.ip >> 24), byte(h.ip >> 16), byte(h.ip >> 8), byte(h.ip)}), listenPort)
+		h.addr = hostAddr(int32(i))
 		h.tor = tp.hostUp[i]
 		h.conns = make(map[int32]*sconn)
+		h.rxFlows = make(map[uint64]int32)
 	}
 	s.tx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
 	s.rx = make([]byte, tcfg.MTU+s.dhl+wire.MaxAckLen)
@@ -405,10 +423,20 @@ func New(sc *Scenario) (*Sim, error) {
 	if err := s.smp.init(s, &sc.Output); err != nil {
 		return nil, err
 	}
+	s.down = make([]bool, len(tp.ports))
+	if err := s.initShards(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 func hostIP(i int) uint32 { return 10<<24 | uint32(i+1) }
+
+// hostAddr is host i's address (host.addr).
+func hostAddr(i int32) netip.AddrPort {
+	ip := hostIP(int(i))
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)}), listenPort)
+}
 
 func hostOf(a netip.Addr) int32 {
 	b := a.As4()
@@ -562,6 +590,10 @@ func (s *Sim) Run() *Result {
 	}
 	s.wallStart = time.Now()
 	s.lastProgress = s.wallStart
+	if s.sh != nil {
+		s.runShards(deadline)
+		return s.result(time.Since(s.wallStart))
+	}
 	s.start()
 	for s.q.len() > 0 && s.flowsDone+s.flowsFailed < len(s.flows) {
 		e, ok := s.q.popUntil(deadline)
@@ -665,7 +697,7 @@ func (s *Sim) prefetchFor(e event, stage int) {
 			if a := s.tp.ports[id].q.NextEntry(); a != 0 {
 				prefetch(a)
 			}
-			if p := &s.pipes[id]; len(p.ring) > 0 {
+			if p := &s.pipes[id]; len(p.ring) > 0 && s.pflag[id]&pfCross == 0 {
 				prefetch(uintptr(unsafe.Pointer(&p.ring[int(p.head+p.size)&(len(p.ring)-1)])))
 			}
 		}
@@ -675,7 +707,9 @@ func (s *Sim) prefetchFor(e event, stage int) {
 // prefetchPort loads the lines of port pid's queue that a packet touches, and its pipe.
 func (s *Sim) prefetchPort(pid int32) {
 	prefetchN(uintptr(unsafe.Pointer(&s.tp.ports[pid])), 4)
-	prefetch(uintptr(unsafe.Pointer(&s.pipes[pid])))
+	if s.pflag[pid]&pfCross == 0 { // else the other part's
+		prefetch(uintptr(unsafe.Pointer(&s.pipes[pid])))
+	}
 }
 
 // service polls host i's engine while its NIC is free and re-arms its timer.
@@ -920,15 +954,20 @@ func (s *Sim) drainPort(pid int32) {
 				pt.intx.Count(d.Size)
 			}
 		}
-		if *pf&(pfDown|pfFlaky) != 0 {
+		if *pf&(pfDown|pfFlaky|pfCross) != 0 {
 			if *pf&pfDown != 0 {
 				pt.linkDrops++
 				s.freePkt(p.id)
 				continue
 			}
-			if pt.flaky.Lost(d.Start) {
+			if *pf&pfFlaky != 0 && pt.flaky.Lost(d.Start) {
 				pt.flakyDrops++
 				s.freePkt(p.id)
+				continue
+			}
+			if *pf&pfCross != 0 {
+				// Into the other part: it joins the pipe at the window's barrier.
+				s.xout = append(s.xout, xpkt{pid, d.End, *p})
 				continue
 			}
 		}
@@ -959,7 +998,7 @@ func (s *Sim) deliver(pk pkt, i int32) {
 		st = s.dhl
 	}
 	copy(buf, s.slot(id)[:st])
-	src := s.hosts[p.src()].addr
+	src := hostAddr(p.src()) // not the source's host record: it may be the other part's
 	ecn, dscp := p.ecn(), uint8(0)
 	if p.data() && buf[1]&byte(wire.FlagTrimmed) != 0 {
 		dscp = s.sc.Transport.TrimDSCP
@@ -980,8 +1019,10 @@ func (s *Sim) engineEvents(i int32) {
 		}
 		switch ev.Kind {
 		case transport.MessageReceived:
-			src := hostOf(ev.Peer.Addr())
-			if f := s.flowOf(src, i, ev.MsgID); f >= 0 {
+			// The receiver's own table (the sender's connection may be in the other part).
+			k := rxKey(hostOf(ev.Peer.Addr()), ev.MsgID)
+			if f, ok := h.rxFlows[k]; ok {
+				delete(h.rxFlows, k)
 				s.flowRx(f)
 			}
 		case transport.MessageSent:

@@ -504,7 +504,7 @@ func (s *Sim) perHostBound(mtu int) int64 {
 // start schedules the independent flows, the failures and the sampler.
 func (s *Sim) start() {
 	for i := range s.flows {
-		if s.flows[i].depsLeft == 0 {
+		if s.flows[i].depsLeft == 0 && s.own(s.flows[i].src) {
 			s.schedule(s.flows[i].at, evStart, int32(i), 0)
 		}
 	}
@@ -546,6 +546,13 @@ func (s *Sim) startFlow(fi int32) {
 	}
 	c.flows = append(c.flows, fi)
 	c.pending++
+	if s.own(f.dst) {
+		s.hosts[f.dst].rxFlows[rxKey(f.src, msg)] = fi
+	} else {
+		// The message reaches the other part a link between the parts later at the
+		// earliest, after this window's barrier.
+		s.xann = append(s.xann, xann{dst: f.dst, src: f.src, fi: fi, msg: msg})
+	}
 	f.start = s.now
 	if s.firstStart < 0 {
 		s.firstStart = s.now
@@ -554,11 +561,14 @@ func (s *Sim) startFlow(fi int32) {
 	s.engineEvents(f.src)
 }
 
-func (s *Sim) release(fi int32) {
+func (s *Sim) release(fi int32) { s.releaseAt(fi, s.now) }
+
+// releaseAt counts flow fi as done for its dependents; those it was the last for start at at.
+func (s *Sim) releaseAt(fi int32, at int64) {
 	f := &s.flows[fi]
 	for _, c := range s.deps[f.depLo:f.depHi] {
 		if s.flows[c].depsLeft--; s.flows[c].depsLeft == 0 {
-			s.schedule(s.now, evStart, c, 0)
+			s.schedule(at, evStart, c, 0)
 		}
 	}
 }
@@ -595,8 +605,17 @@ func (s *Sim) flowFail(fi int32) {
 	}
 	f.failed = true
 	s.flowsFailed++
-	if f.releaseOnTx || f.rx < 0 {
-		s.release(fi) // let the rest of the workload go on
+	if f.depHi > f.depLo { // let the rest of the workload go on
+		switch {
+		case f.releaseOnTx:
+			s.release(fi)
+		case !s.own(f.dst):
+			// Whether the receiver holds the message is the other part's to tell: it
+			// releases the dependents at the window's barrier unless it does.
+			s.xrel = append(s.xrel, fi)
+		case f.rx < 0:
+			s.release(fi)
+		}
 	}
 	s.connDone(f)
 }
