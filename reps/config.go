@@ -14,6 +14,11 @@ type Config struct {
 	Entries int `yaml:"entries"`
 	// FreezeDuration is how long freezing mode lasts after the last loss judged a failure.
 	FreezeDuration config.Duration `yaml:"freeze_duration"`
+	// ForceFreezeAt, when positive, forces freezing mode on at this engine time (the
+	// simulator's clock: time since the run began) and keeps it on for the rest of the
+	// connection's life, whatever the losses: the REPS paper's Appendix A experiment
+	// (freezing entered by mistake costs little). 0: off. For experiments only.
+	ForceFreezeAt config.Duration `yaml:"force_freeze_at"`
 	// NoFreeze disables freezing mode (REPS core logic only).
 	NoFreeze bool `yaml:"no_freeze"`
 	// TimeoutOnly lets only retransmission timeouts signal a failure. By default a
@@ -83,6 +88,11 @@ func (c *Config) Validate(evs int) error {
 	}
 	if c.FreezeDuration < 1_000 || c.FreezeDuration > maxSpan {
 		bad("reps.freeze_duration = %v: must be in 1us..%v", c.FreezeDuration, config.Duration(maxSpan))
+	}
+	if c.ForceFreezeAt < 0 {
+		bad("reps.force_freeze_at = %v: must be >= 0 (0: off)", c.ForceFreezeAt)
+	} else if c.ForceFreezeAt > 0 && c.NoFreeze {
+		bad("reps.force_freeze_at = %v: needs freezing (reps.no_freeze is set)", c.ForceFreezeAt)
 	}
 	if c.FailureRTT != 0 && (c.FailureRTT < 1<<rttShift || c.FailureRTT > maxRTT) {
 		bad("reps.failure_rtt = %v: must be 0 (derived) or in %dns..%v", c.FailureRTT, 1<<rttShift, config.Duration(maxRTT))

@@ -67,6 +67,7 @@ type params struct {
 	sackFails  bool
 	cleanEVs   bool
 	maxFreezeU int32
+	forceAt    int64 // Config.ForceFreezeAt, ns (0: off)
 }
 
 // REPS is recycled entropy packet spraying (the REPS paper, docs/references.md): EVs whose ACKs came back
@@ -97,6 +98,7 @@ func NewREPS(cfg Config, env Env, rng *rand.Rand) *REPS {
 		sackFails:  !cfg.TimeoutOnly,
 		cleanEVs:   cfg.CleanEVs,
 		maxFreezeU: int32(maxSpan >> tShift),
+		forceAt:    int64(cfg.ForceFreezeAt),
 	}}
 	return r
 }
@@ -116,6 +118,9 @@ func (r *REPS) oldest() uint8 {
 func (r *REPS) NextEV(now int64, _ int, _ bool) uint16 {
 	s := &r.s
 	nowU := uint32(now >> tShift)
+	if r.p.forceAt > 0 && now >= r.p.forceAt {
+		r.forceFreeze(nowU)
+	}
 	d := int32(nowU - s.time())
 	if s.ctl&freezeBit != 0 {
 		if d >= 0 || d < -r.p.maxFreezeU {
@@ -161,6 +166,18 @@ func (r *REPS) NextEV(now int64, _ int, _ bool) uint16 {
 		// Nothing ever cached: no path is known good, so a random one is no worse.
 	}
 	return randomEV(r.rng, r.p.evs)
+}
+
+// forceFreeze enters freezing mode (once: an episode) and pushes its exit a freeze
+// duration ahead at every packet, so it never ends (Config.ForceFreezeAt).
+func (r *REPS) forceFreeze(nowU uint32) {
+	s := &r.s
+	if s.ctl&freezeBit == 0 {
+		r.episodes++
+		s.ctl |= freezeBit
+		s.explore = 0
+	}
+	s.setTime(nowU + r.p.freezeU)
 }
 
 func (r *REPS) unfreeze(nowU uint32) {

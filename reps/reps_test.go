@@ -221,6 +221,41 @@ func TestFreezingTimedExitAndReentry(t *testing.T) {
 	}
 }
 
+// reps.force_freeze_at freezes at that time without any loss, reuses only cached EVs
+// from then on, and never leaves freezing (the REPS paper's Appendix A experiment).
+func TestForceFreezeAt(t *testing.T) {
+	at := int64(t0 + 50_000)
+	r := newTestREPS(t, func(c *Config) { c.ForceFreezeAt = 1_050_000 }, testEnv)
+	now := int64(t0)
+	warm(r, now)
+	r.OnAck(now, 7, false, 5_000)
+	r.OnAck(now, 8, false, 5_000)
+	expectEVs(t, r, now, 7, 8)
+	expectExplore(t, r, now+1_000, 20, 7, 8) // before the time: not frozen, explores
+	if r.Freezing(at - 1_000) {
+		t.Fatal("freezing before force_freeze_at")
+	}
+	// From the time on: frozen, one episode, only the cached EVs, far beyond freeze_duration.
+	for dt := int64(0); dt <= 2_000_000; dt += 10_000 {
+		if ev := r.NextEV(at+dt, 4096, false); ev != 7 && ev != 8 {
+			t.Fatalf("+%dus: EV %d while forced frozen", dt/1000, ev)
+		}
+		if !r.Freezing(at + dt) {
+			t.Fatalf("+%dus: left forced freezing", dt/1000)
+		}
+	}
+	if r.FreezeEpisodes() != 1 {
+		t.Fatalf("episodes %d, want 1", r.FreezeEpisodes())
+	}
+	// Off by default: the same sequence without the option explores after the time.
+	r = newTestREPS(t, nil, testEnv)
+	warm(r, now)
+	r.OnAck(now, 7, false, 5_000)
+	r.OnAck(now, 8, false, 5_000)
+	expectEVs(t, r, now, 7, 8)
+	expectExplore(t, r, at, 20, 7, 8)
+}
+
 func TestFailureVersusCongestionWithTrimming(t *testing.T) {
 	r := newTestREPS(t, nil, testEnv)
 	now := int64(t0)
@@ -450,6 +485,8 @@ func TestConfigValidation(t *testing.T) {
 		{func(c *Config) { c.Subflows = 65 }, 256, "reps.subflows"},
 		{func(c *Config) { c.FlowletGap = -5 }, 256, "reps.flowlet_gap"},
 		{func(c *Config) { c.Run = 0 }, 256, "reps.run = 0"},
+		{func(c *Config) { c.ForceFreezeAt = -1 }, 256, "reps.force_freeze_at"},
+		{func(c *Config) { c.ForceFreezeAt = 1_000; c.NoFreeze = true }, 256, "reps.force_freeze_at"},
 		{func(c *Config) { c.Run = MaxRun + 1 }, 256, "reps.run = 65"},
 	} {
 		c := DefaultConfig()

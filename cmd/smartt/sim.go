@@ -246,6 +246,11 @@ func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
 			return err
 		}
 	}
+	if len(r.Util) > 0 {
+		if err := write("util"+suffix+".csv", r.WriteUtilCSV); err != nil {
+			return err
+		}
+	}
 	for _, ext := range plotExts(plots) {
 		if err := sim.PlotFCTCDF(filepath.Join(dir, "fct_cdf"+suffix+"."+ext), r); err != nil && !strings.Contains(err.Error(), "no completed") {
 			return err
@@ -257,6 +262,11 @@ func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
 		}
 		if len(r.Windows) > 0 {
 			if err := sim.PlotWindows(filepath.Join(dir, "windows"+suffix+"."+ext), r, 8); err != nil {
+				return err
+			}
+		}
+		if len(r.Util) > 0 {
+			if err := sim.PlotUtil(filepath.Join(dir, "util"+suffix+"."+ext), r, 8); err != nil {
 				return err
 			}
 		}

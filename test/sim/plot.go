@@ -62,7 +62,21 @@ func PlotWindows(path string, r *Result, maxLines int) error {
 	return plotSeries(path, r.Windows, "congestion windows", "window (KiB)", maxLines)
 }
 
+// PlotUtil draws the sampled ports' send rates per output.sample_util window of up to
+// maxLines ports (the highest peaks) into path (.png or .svg).
+func PlotUtil(path string, r *Result, maxLines int) error {
+	if len(r.Util) == 0 {
+		return fmt.Errorf("plot: no utilisation samples (set output.sample_util)")
+	}
+	return plotSeriesScaled(path, r.Util, "port send rate", "Gbit/s", maxLines, 1e-3)
+}
+
 func plotSeries(path string, series []QueueSeries, title, ylabel string, maxLines int) error {
+	return plotSeriesScaled(path, series, title, ylabel, maxLines, 1.0/1024)
+}
+
+// plotSeriesScaled plots the series with their values multiplied by scale.
+func plotSeriesScaled(path string, series []QueueSeries, title, ylabel string, maxLines int, scale float64) error {
 	type peak struct {
 		i int
 		m int32
@@ -84,7 +98,7 @@ func plotSeries(path string, series []QueueSeries, title, ylabel string, maxLine
 		q := series[pk.i]
 		pts := make(plotter.XYs, len(q.Bytes))
 		for j := range q.Bytes {
-			pts[j] = plotter.XY{X: float64(q.Times[j]) / 1e3, Y: float64(q.Bytes[j]) / 1024}
+			pts[j] = plotter.XY{X: float64(q.Times[j]) / 1e3, Y: float64(q.Bytes[j]) * scale}
 		}
 		lines = append(lines, q.Port, pts)
 	}

@@ -64,6 +64,9 @@ type Result struct {
 	// Windows are the congestion-window traces of output.sample_windows flows (Port
 	// names the flow, Bytes holds the window).
 	Windows []QueueSeries `json:"-"`
+	// Util is each sampled port's send rate per output.sample_util window (Port names
+	// the port, Bytes holds Mbit/s; Times are the windows' ends).
+	Util []QueueSeries `json:"-"`
 }
 
 // FCTSummary summarises flow completion times and slowdowns (FCT / isolated FCT).
@@ -190,6 +193,7 @@ func (s *Sim) result(wall time.Duration) *Result {
 	}
 	r.Samples = s.smp.series(s)
 	r.Windows = s.smp.windowSeries(s)
+	r.Util = s.smp.utilSeries(s)
 	return r
 }
 
@@ -215,6 +219,9 @@ func (r *Result) WriteFlowsCSV(w io.Writer) error {
 
 // WriteSamplesCSV writes the queue samples: time, then one column per sampled port.
 func (r *Result) WriteSamplesCSV(w io.Writer) error { return writeSeriesCSV(w, r.Samples) }
+
+// WriteUtilCSV writes the port send rates: window end, then one column per port (Mbit/s).
+func (r *Result) WriteUtilCSV(w io.Writer) error { return writeSeriesCSV(w, r.Util) }
 
 // WriteWindowsCSV writes the window traces: time, then one column per traced flow (bytes).
 func (r *Result) WriteWindowsCSV(w io.Writer) error { return writeSeriesCSV(w, r.Windows) }
@@ -257,6 +264,9 @@ func (r *Result) Hash() string {
 	if len(r.Windows) > 0 { // runs without traces keep their hashes
 		_ = r.WriteWindowsCSV(h)
 	}
+	if len(r.Util) > 0 {
+		_ = r.WriteUtilCSV(h)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -290,6 +300,8 @@ type sampler struct {
 	times    []int64
 	bytes    [][]int32
 	windows  [][]int32 // per traced flow (output.sample_windows)
+	utilN    int       // output.sample_util in sample intervals (0: off)
+	sent     [][]int64 // per port: bytes serialised at each utilN-th sample
 }
 
 func (m *sampler) init(s *Sim, oc *OutputConfig) error {
@@ -339,6 +351,13 @@ func (m *sampler) init(s *Sim, oc *OutputConfig) error {
 		return fmt.Errorf("output.sample_windows = %d: must be in 0..1024", oc.SampleWindows)
 	}
 	m.windows = make([][]int32, min(oc.SampleWindows, len(s.flows)))
+	if u := int64(oc.SampleUtil); u != 0 {
+		if u < 0 || u%m.interval != 0 {
+			return fmt.Errorf("output.sample_util = %v: must be a positive multiple of sample_interval (%v)", oc.SampleUtil, oc.SampleInterval)
+		}
+		m.utilN = int(u / m.interval)
+		m.sent = make([][]int64, len(m.ports))
+	}
 	return nil
 }
 
@@ -372,6 +391,9 @@ func (m *sampler) tick(s *Sim) {
 		p.q.Advance(s.now)
 		s.drainPort(pid)
 		m.bytes[i] = append(m.bytes[i], int32(p.q.DataBytes()))
+		if m.utilN > 0 && (len(m.times)-1)%m.utilN == 0 {
+			m.sent[i] = append(m.sent[i], int64(p.q.Stats().BytesOut))
+		}
 	}
 	for f := range m.windows {
 		if s.own(s.flows[f].src) {
@@ -401,6 +423,24 @@ func (m *sampler) windowSeries(s *Sim) []QueueSeries {
 	for f, w := range m.windows {
 		fl := &s.flows[f]
 		out = append(out, QueueSeries{Port: fmt.Sprintf("flow%d h%d->h%d", f, fl.src, fl.dst), Times: m.times, Bytes: w})
+	}
+	return out
+}
+
+// utilSeries returns each sampled port's send rate (Mbit/s) per sample_util window.
+func (m *sampler) utilSeries(s *Sim) []QueueSeries {
+	if m.utilN == 0 {
+		return nil
+	}
+	var out []QueueSeries
+	win := m.interval * int64(m.utilN)
+	for i, pid := range m.ports {
+		q := QueueSeries{Port: s.portName(pid)}
+		for k := 1; k < len(m.sent[i]); k++ {
+			q.Times = append(q.Times, m.times[k*m.utilN])
+			q.Bytes = append(q.Bytes, int32((m.sent[i][k]-m.sent[i][k-1])*8*1000/win)) // bits/ns * 1000 = Mbit/s
+		}
+		out = append(out, q)
 	}
 	return out
 }

@@ -72,6 +72,11 @@ type OutputConfig struct {
 	// first this many flows (their sender's connection; 0 once it is gone): window
 	// traces such as the SMaRTT paper's Fig. 2.
 	SampleWindows int `yaml:"sample_windows"`
+	// SampleUtil also records, for every sampled port, the rate it sent at (all bytes it
+	// serialised, data and control) over consecutive windows of this length, a multiple
+	// of SampleInterval: util.csv and util.png, in Mbit/s (0: off). The REPS paper's
+	// Fig. 1 plots ToR uplink utilisation in 20 us buckets.
+	SampleUtil config.Duration `yaml:"sample_util"`
 	// MaxSamples bounds the samples kept per port (0: 100000).
 	MaxSamples int `yaml:"max_samples"`
 	// Progress prints a progress line to stderr every few seconds of wall time.
