@@ -165,8 +165,8 @@ func (e *Endpoint) openIn(now int64, b []byte, m *RxMeta) []byte {
 func (e *Endpoint) trimHint(now int64, h []byte, m *RxMeta) {
 	st := &e.stats.Auth
 	p := &e.pkt
-	if p.Decode(h) != nil || p.Type != wire.TypeData {
-		st.TrimIgnored++
+	if p.Decode(h) != nil || p.Type != wire.TypeData || p.Flags&wire.FlagEC != 0 {
+		st.TrimIgnored++ // (a trimmed parity packet asks for nothing: parity is never resent)
 		return
 	}
 	reply := m.From
@@ -197,8 +197,24 @@ func (e *Endpoint) trimHint(now int64, h []byte, m *RxMeta) {
 	if rx == 0 || rx > now {
 		rx = now
 	}
-	if c.nacks.len() < maxNacks {
-		c.nacks.push(nackEntry{psn: psn, ev: p.EV, ce: ce, txTime: p.Data.TxTime, rxTime: rx})
+	nk := nackEntry{psn: psn, ev: p.EV, ce: ce, txTime: p.Data.TxTime, rxTime: rx}
+	switch {
+	case e.rmode == recEC && p.Flags&wire.FlagRetx == 0:
+		// As in onData: the NACK waits for the block's parity (ec.go).
+		e.ecDeferNack(c, nk)
+		if r := c.rx[p.Data.MsgID]; r != nil {
+			e.ecTrimmedIn(c, r, int(p.Data.Offset))
+		}
+	case e.rmode == recGoBackN:
+		// As goBackDrop: a go-back NACK for the expected PSN, once.
+		if cum := c.tracker.Cum(); !(c.gbnNacked && c.gbnPSN == cum) && c.nacks.len() < maxNacks {
+			nk.goBack, nk.psn = true, cum
+			c.nacks.push(nk)
+			c.gbnNacked, c.gbnPSN = true, cum
+			e.stats.GoBackNacksSent++
+		}
+	case c.nacks.len() < maxNacks:
+		c.nacks.push(nk)
 	}
 	e.markReady(c)
 	e.touch(c, now)

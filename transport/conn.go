@@ -174,8 +174,9 @@ type conn struct {
 	bytesAcked   uint64 // payload bytes the peer acknowledged (ConnInfo: the sender's progress)
 	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
 	probeEV      uint16
-	ackNow       bool // an ACK must go even without new data (probe, duplicate)
-	gbnNacked    bool // recovery "gobackn": a go-back NACK for gbnPSN was sent
+	ackNow       bool            // an ACK must go even without new data (probe, duplicate)
+	ecTrims      ring[nackEntry] // recovery "ec": NACKs of trimmed data waiting on their block's parity
+	gbnNacked    bool            // recovery "gobackn": a go-back NACK for gbnPSN was sent
 	gbnPSN       uint32
 	rxPull       eqds.PullState // EQDS: bytes the peer's arrivals asked for, and granted
 	inPull       bool           // in the endpoint's pull queue

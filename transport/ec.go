@@ -178,6 +178,7 @@ type ecBlock struct {
 	first      uint32 // PSN of its first data packet
 	k, m       uint8
 	have       uint16 // parity packets held (bit i: index i)
+	seen       uint16 // parity packets that arrived, held or trimmed
 	parity     [wire.MaxECParity][]byte
 }
 
@@ -267,8 +268,10 @@ func (e *Endpoint) onParity(now int64, c *conn, p *wire.Packet, meta *RxMeta, r 
 	copy(buf, p.Payload)
 	b.parity[idx] = buf
 	b.have |= 1 << idx
+	b.seen |= 1 << idx
 	oldCum := c.tracker.Cum()
 	rebuilt := e.ecTry(c, r, b)
+	e.ecTrimCheck(c, d, b, 0)
 	complete := r.got == r.n
 	if complete {
 		e.complete(c, r)
@@ -467,4 +470,114 @@ func (e *Endpoint) uncharge(c *conn, r *rxMsg, n uint64) {
 	if !c.proven {
 		e.unprovenHeld -= n
 	}
+}
+
+// ecDeferNack holds the NACK of a trimmed data packet until its block's parity shows
+// whether the block can be rebuilt (ecTrimCheck; in c.ecTrims, goBack marks an entry
+// already NACKed). The queue is bounded: when full, its oldest NACK leaves now (unless
+// that packet arrived, was rebuilt or was NACKed meanwhile).
+func (e *Endpoint) ecDeferNack(c *conn, nk nackEntry) {
+	for c.ecTrims.len() > 0 && c.tracker.Has(c.ecTrims.peek().psn) {
+		c.ecTrims.pop()
+	}
+	if c.ecTrims.len() >= maxNacks {
+		if old := c.ecTrims.pop(); !old.goBack && !c.tracker.Has(old.psn) && c.nacks.len() < maxNacks {
+			c.nacks.push(old)
+			e.markReady(c)
+		}
+	}
+	c.ecTrims.push(nk)
+}
+
+// ecTrimCheck runs when parity of the block of parity packet d arrived (b: the block's
+// state, nil if none is kept), or arrived trimmed, or when a trimmed data packet of a
+// block with parity arrived. Only losses the receiver knows of count, as trimmed headers
+// overtake the data queued before them: the block's parity packets known lost (trimmed;
+// lostParity when no block state records them) against its trimmed data packets still
+// waiting (not NACKed, not arrived since). While the waiting ones are no more than the
+// parity not known lost, the parity may rebuild them; beyond that every one of them is
+// NACKed at once. (NACKing only the excess would leave the rest to be rebuilt after a
+// round trip, long enough for the sender's SACK-gap rule to resend them anyway.)
+func (e *Endpoint) ecTrimCheck(c *conn, d *wire.Data, b *ecBlock, lostParity int) {
+	if c.tracker == nil {
+		return
+	}
+	for c.ecTrims.len() > 0 && c.tracker.Has(c.ecTrims.peek().psn) {
+		c.ecTrims.pop() // arrived or rebuilt since
+	}
+	k := uint32(d.EC.K)
+	waiting := 0
+	for i := 0; i < c.ecTrims.len(); i++ {
+		nk := &c.ecTrims.buf[(c.ecTrims.head+i)&(len(c.ecTrims.buf)-1)]
+		if nk.psn-d.PSN < k && !nk.goBack && !c.tracker.Has(nk.psn) {
+			waiting++
+		}
+	}
+	if b != nil && b.off == d.Offset && b.first == d.PSN {
+		lostParity = bits.OnesCount16(b.seen &^ b.have)
+	}
+	if waiting <= int(d.EC.M)-lostParity {
+		return
+	}
+	for i := 0; i < c.ecTrims.len(); i++ {
+		nk := &c.ecTrims.buf[(c.ecTrims.head+i)&(len(c.ecTrims.buf)-1)]
+		if nk.psn-d.PSN >= k || nk.goBack || c.tracker.Has(nk.psn) || c.nacks.len() >= maxNacks {
+			continue
+		}
+		nk.goBack = true // here: NACKed (kept so that it is not NACKed again)
+		send := *nk
+		send.goBack = false
+		c.nacks.push(send)
+		e.markReady(c)
+	}
+}
+
+// ecTrimmedIn runs ecTrimCheck for the block holding parity that covers byte off of r, if
+// any: a trimmed data packet that arrives after parity of its block (on another path) is
+// judged against the parity already in.
+func (e *Endpoint) ecTrimmedIn(c *conn, r *rxMsg, off int) {
+	for _, b := range r.ec {
+		if off >= int(b.off) && off < int(b.off)+int(b.k)*int(b.shard) {
+			d := wire.Data{PSN: b.first, Offset: b.off, PayloadLen: uint16(b.shard),
+				EC: wire.EC{K: b.k, M: b.m}}
+			e.ecTrimCheck(c, &d, b, 0)
+			return
+		}
+	}
+}
+
+// ecTrimmedParity handles a trimmed parity packet: its block keeps a record of the parity
+// that will never come (so trimmed data arriving later is judged against it), and the
+// block's waiting NACKs are checked.
+func (e *Endpoint) ecTrimmedParity(c *conn, d *wire.Data) {
+	r := c.rx[d.MsgID]
+	if r == nil {
+		e.ecTrimCheck(c, d, nil, 1)
+		return
+	}
+	k, m, shard := int(d.EC.K), int(d.EC.M), int(d.PayloadLen)
+	if k+m > 256 || r.n != int(d.MsgLen) || int(d.Offset)+(k-1)*shard >= r.n {
+		return
+	}
+	var b *ecBlock
+	for _, x := range r.ec {
+		if x.off == d.Offset {
+			b = x
+			break
+		}
+	}
+	switch {
+	case b != nil && (int(b.shard) != shard || int(b.k) != k || int(b.m) != m || b.first != d.PSN):
+		return // contradicts the block: ignore
+	case b == nil && len(r.ec) < maxECBlocks && !e.ecComplete(r, d.Offset, uint32(shard), k, r.n):
+		b = e.ec.newBlock()
+		*b = ecBlock{off: d.Offset, shard: uint32(shard), first: d.PSN, k: uint8(k), m: uint8(m)}
+		r.ec = append(r.ec, b)
+	}
+	lost := 1
+	if b != nil {
+		b.seen |= 1 << d.EC.Index
+		lost = 0 // counted from b
+	}
+	e.ecTrimCheck(c, d, b, lost)
 }

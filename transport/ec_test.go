@@ -38,16 +38,19 @@ func TestECPropertyExactOnce(t *testing.T) {
 		capped    bool
 		lossPct   int
 		reorder   bool // sprayed over 8 paths of very different delays
+		trim      bool // losses are trims (the header arrives) instead of drops
 	}{
-		{4096, 20, 1, true, 30, false},
-		{1500, 8, 3, true, 40, false}, // shards straddle 16 KiB receive chunks
-		{4096, 4, 2, true, 50, false},
-		{4096, 20, 1, false, 5, false},
-		{1500, 8, 2, false, 8, false},
-		{4096, 8, 2, false, 5, true}, // parity overtakes data: late originals arrive rebuilt
+		{4096, 20, 1, true, 30, false, false},
+		{1500, 8, 3, true, 40, false, false}, // shards straddle 16 KiB receive chunks
+		{4096, 4, 2, true, 50, false, false},
+		{4096, 20, 1, false, 5, false, false},
+		{1500, 8, 2, false, 8, false, false},
+		{4096, 8, 2, false, 5, true, false},  // parity overtakes data: late originals arrive rebuilt
+		{4096, 8, 2, true, 40, false, true},  // trims within reach: no NACK
+		{4096, 8, 2, false, 10, false, true}, // beyond: NACKs of blocks beyond repair
 	} {
 		for seed := uint64(1); seed <= 4; seed++ {
-			name := fmt.Sprintf("mtu%d-k%d-m%d-capped%v-loss%d-reorder%v-seed%d", c.mtu, c.k, c.m, c.capped, c.lossPct, c.reorder, seed)
+			name := fmt.Sprintf("mtu%d-k%d-m%d-capped%v-loss%d-reorder%v-trim%v-seed%d", c.mtu, c.k, c.m, c.capped, c.lossPct, c.reorder, c.trim, seed)
 			t.Run(name, func(t *testing.T) {
 				cfg := DefaultConfig()
 				cfg.MTU, cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = c.mtu, RecoveryEC, c.k, c.m
@@ -87,6 +90,11 @@ func TestECPropertyExactOnce(t *testing.T) {
 						return false
 					}
 					lost[key]++
+					if c.trim {
+						h := append([]byte(nil), b[:wire.DataHdrLen]...)
+						h[1] |= byte(wire.FlagTrimmed)
+						p.inflight = append(p.inflight, flight{at: p.now + p.delay, to: p.b, from: p.aAddr, data: h})
+					}
 					return true
 				}
 				recoveryRun(t, p, msgs)
@@ -103,8 +111,8 @@ func TestECPropertyExactOnce(t *testing.T) {
 					total += v
 				}
 				t.Logf("lost %d packets, rebuilt %d, resent %d, parity %d", total, r.ECRebuilt, retx, s.ParitySent)
-				if c.capped && retx != 0 {
-					t.Fatalf("%d retransmissions with losses within the parity's reach", retx)
+				if c.capped && (retx != 0 || r.NacksSent != 0) {
+					t.Fatalf("%d retransmissions, %d NACKs with losses within the parity's reach", retx, r.NacksSent)
 				}
 				if c.capped && total > 0 && r.ECRebuilt == 0 {
 					t.Fatalf("nothing rebuilt")
@@ -373,5 +381,62 @@ func TestECParityUntrusted(t *testing.T) {
 	}
 	if s := p.b.Stats(); s.RecvBuffered != 0 || s.ECRebuilt != 1 {
 		t.Fatalf("after delivery: %d bytes held, %d rebuilt (want 0 and 1)", s.RecvBuffered, s.ECRebuilt)
+	}
+}
+
+// TestECNacksTrimsBeyondParity: trimmed data packets are NACKed only when their block's
+// parity cannot rebuild them: with m trims per block nothing is NACKed or resent; with
+// m+1 the block's parity shows it beyond repair and its trimmed packets are NACKed and
+// resent at once (no SACK-gap wait, no timeout); a trimmed parity packet counts as lost
+// parity.
+func TestECNacksTrimsBeyondParity(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		trim       []int // data packet indices trimmed in every block
+		trimParity bool  // also trim each block's first parity packet
+		nacks      uint64
+	}{
+		{"m trims", []int{3, 7}, false, 0},
+		{"m+1 trims", []int{2, 5, 8}, false, 3 * 10},
+		{"m-1 trims and a trimmed parity", []int{4}, true, 0},
+		{"m trims and a trimmed parity", []int{1, 6}, true, 2 * 10},
+	} {
+		cfg := DefaultConfig()
+		cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 10, 2
+		cfg.CC = "fixed"
+		p := newPair(t, cfg, 5000)
+		msg := patterned(10*10*cfg.MTU, 5) // 10 blocks
+		var ser serializer
+		p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
+		p.drop = func(from *Endpoint, b []byte) bool {
+			var q wire.Packet
+			if from != p.a || q.Decode(b) != nil || q.Type != wire.TypeData || q.Flags&wire.FlagRetx != 0 {
+				return false
+			}
+			hit := false
+			if q.Flags&wire.FlagEC != 0 {
+				hit = c.trimParity && q.Data.EC.Index == 0
+			} else {
+				i := int(q.Data.Offset) / cfg.MTU % 10
+				for _, x := range c.trim {
+					hit = hit || i == x
+				}
+			}
+			if !hit {
+				return false
+			}
+			// A switch cut it to its header and forwarded it.
+			h := append([]byte(nil), b[:wire.DataHdrLen]...)
+			h[1] |= byte(wire.FlagTrimmed)
+			p.inflight = append(p.inflight, flight{at: p.now + p.delay + ser.at(p.now), to: p.b, from: p.aAddr, data: h})
+			return true
+		}
+		recoveryRun(t, p, [][]byte{msg})
+		s, r := p.a.Stats(), p.b.Stats()
+		t.Logf("%s: trimmed %d, rebuilt %d, NACKs %d, resent nack/sack/timeout %d/%d/%d", c.name, r.Trimmed, r.ECRebuilt, r.NacksSent, s.RetxNack, s.RetxSack, s.RetxTimeout)
+		if r.NacksSent != c.nacks || s.RetxNack != c.nacks || s.RetxSack != 0 || s.RetxTimeout != 0 {
+			t.Errorf("%s: %d NACKs, resent %d/%d/%d (nack/sack/timeout), want %d NACKs and resends, nothing else",
+				c.name, r.NacksSent, s.RetxNack, s.RetxSack, s.RetxTimeout, c.nacks)
+		}
 	}
 }

@@ -37,16 +37,26 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if p.Trimmed() || (e.cfg.TrimDSCP != 0 && m.DSCP == e.cfg.TrimDSCP) {
 		e.stats.Trimmed++
 		if p.Flags&wire.FlagEC != 0 {
-			e.stats.ParityDropped++ // parity is never resent: nothing to ask for
+			// Parity is never resent, but its loss may leave its block beyond repair:
+			// then the block's trimmed data is NACKed now.
+			e.stats.ParityDropped++
+			if e.ec != nil {
+				e.ecTrimmedParity(c, d)
+			}
 			return
 		}
 		if c.tracker.Has(d.PSN) {
 			return // a trimmed copy of a packet we already hold
 		}
-		if e.rmode == recEC {
-			// The block's parity may rebuild it; if not, the sender's SACK-gap rule
-			// (widened by a block) or its timeout resends it. A NACK would resend it
-			// now, costing what the code is there to save.
+		if e.rmode == recEC && p.Flags&wire.FlagRetx == 0 {
+			// The block's parity may rebuild it: its NACK waits until the block's
+			// parity shows it cannot (ecTrimCheck); parity lost unseen leaves it to the
+			// sender's SACK-gap rule (widened by a block) or its timeout. A trimmed
+			// resend is NACKed at once: its block's parity has had its chance.
+			e.ecDeferNack(c, nackEntry{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime})
+			if r := c.rx[d.MsgID]; r != nil {
+				e.ecTrimmedIn(c, r, int(d.Offset)) // its block's parity may be in already
+			}
 			return
 		}
 		if c.nacks.len() < maxNacks {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
@@ -335,5 +336,54 @@ func TestRecoveryYAML(t *testing.T) {
 	}
 	if err := config.DecodeYAML([]byte("recovery: {modes: ec}\n"), &cfg); err == nil || !strings.Contains(err.Error(), "modes") {
 		t.Fatalf("unknown key: err = %v", err)
+	}
+}
+
+// TestRecoveryModesWithAuth: parity and go-back NACKs are sealed and opened like every
+// packet: with authentication on, EC rebuilds two lost packets per block without a
+// resend, and go-back-N goes back once over one loss.
+func TestRecoveryModesWithAuth(t *testing.T) {
+	for _, mode := range []string{RecoveryEC, RecoveryGoBackN} {
+		cfg := DefaultConfig()
+		cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = mode, 10, 2
+		cfg.Auth.Mode, cfg.Auth.Key = seal.Auth, seal.Key{7}
+		cfg.CC = "fixed"
+		p := newPair(t, cfg, 5000)
+		var ser serializer
+		p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
+		var first uint32
+		seen := false
+		p.drop = func(from *Endpoint, b []byte) bool {
+			if from != p.a || len(b) < wire.DataHdrLen+seal.Overhead || wire.Type(b[0]&0x0f) != wire.TypeData {
+				return false
+			}
+			var q wire.Packet
+			if q.Decode(b[:len(b)-seal.Overhead]) != nil || q.Flags&(wire.FlagEC|wire.FlagRetx) != 0 {
+				return false
+			}
+			if !seen {
+				first, seen = q.Data.PSN, true
+			}
+			if mode == RecoveryGoBackN {
+				return q.Data.PSN == first+10
+			}
+			i := int(q.Data.Offset) / cfg.MTU % 10
+			return i == 2 || i == 6
+		}
+		recoveryRun(t, p, [][]byte{patterned(10*10*cfg.MTU, 9)})
+		s, r := p.a.Stats(), p.b.Stats()
+		if r.Auth.Failed != 0 {
+			t.Fatalf("%s: %d packets failed authentication", mode, r.Auth.Failed)
+		}
+		switch mode {
+		case RecoveryEC:
+			if r.ECRebuilt != 20 || s.RetxSack+s.RetxNack+s.RetxTimeout != 0 {
+				t.Errorf("ec with auth: rebuilt %d (want 20), resent %d", r.ECRebuilt, s.RetxSack+s.RetxNack+s.RetxTimeout)
+			}
+		case RecoveryGoBackN:
+			if s.GoBacks != 1 || s.RetxTimeout != 0 {
+				t.Errorf("gobackn with auth: %d go-backs (want 1), %d timeouts", s.GoBacks, s.RetxTimeout)
+			}
+		}
 	}
 }

@@ -109,38 +109,28 @@ var (
 
 // Stats are the endpoint's counters. All are cumulative.
 type Stats struct {
-	PacketsSent  uint64 // all packets handed to the driver
-	PacketsRecv  uint64 // all datagrams fed in
-	DataSent     uint64 // data packets, first transmissions
-	BytesSent    uint64 // payload bytes, first transmissions
-	RetxSack     uint64 // retransmissions after a SACK gap
-	RetxNack     uint64 // retransmissions after a NACK (trimmed packet)
-	RetxTimeout  uint64 // retransmissions after a timeout
-	AcksSent     uint64
-	AcksRecv     uint64
-	NacksSent    uint64
-	NacksRecv    uint64
-	ProbesSent   uint64
-	DataRecv     uint64 // data packets received (including duplicates and trimmed)
-	DupData      uint64 // duplicate data packets (already received)
-	BeyondWindow uint64 // data packets beyond the PSN or flow-control window (dropped)
-	Trimmed      uint64 // trimmed data packets received
-	CERecv       uint64 // CE-marked data packets received
-	CEEchoed     uint64 // ACKs received that echo a CE mark
-	CEReported   uint64 // CE-marked data packets the peer reported in ACKs (sum of CECount)
-	INTAcks      uint64 // ACKs received echoing at least one INT record (transport.int)
-	Timeouts     uint64 // retransmission timer expiries (packets)
-	LostSack     uint64 // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
-
-	// Loss-recovery modes (recovery.go); zero under the default "sack".
-	GoBacks         uint64 // go-back-N NACKs acted on (sender; the resends count in RetxNack)
-	GoBackNacksSent uint64 // go-back-N NACKs sent (receiver)
-	OutOfOrderDrops uint64 // data packets dropped for arriving beyond the expected PSN (receiver, gobackn)
-	ParitySent      uint64 // EC parity packets sent
-	ParityBytes     uint64 // EC parity payload bytes sent
-	ParityRecv      uint64 // EC parity packets received
-	ParityDropped   uint64 // EC parity packets not kept (block already complete, late, malformed or beyond budget)
-	ECRebuilt       uint64 // data packets rebuilt from parity (receiver)
+	PacketsSent     uint64 // all packets handed to the driver
+	PacketsRecv     uint64 // all datagrams fed in
+	DataSent        uint64 // data packets, first transmissions
+	BytesSent       uint64 // payload bytes, first transmissions
+	RetxSack        uint64 // retransmissions after a SACK gap
+	RetxNack        uint64 // retransmissions after a NACK (trimmed packet)
+	RetxTimeout     uint64 // retransmissions after a timeout
+	AcksSent        uint64
+	AcksRecv        uint64
+	NacksSent       uint64
+	NacksRecv       uint64
+	ProbesSent      uint64
+	DataRecv        uint64 // data packets received (including duplicates and trimmed)
+	DupData         uint64 // duplicate data packets (already received)
+	BeyondWindow    uint64 // data packets beyond the PSN or flow-control window (dropped)
+	Trimmed         uint64 // trimmed data packets received
+	CERecv          uint64 // CE-marked data packets received
+	CEEchoed        uint64 // ACKs received that echo a CE mark
+	CEReported      uint64 // CE-marked data packets the peer reported in ACKs (sum of CECount)
+	INTAcks         uint64 // ACKs received echoing at least one INT record (transport.int)
+	Timeouts        uint64 // retransmission timer expiries (packets)
+	LostSack        uint64 // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
 	RTTSamples      uint64
 	RTTHist         [RTTBuckets]uint64 // RTT samples by RTTBucket (log2 buckets from 1 us)
 	MsgsSent        uint64             // messages fully acknowledged
@@ -169,6 +159,16 @@ type Stats struct {
 	BadPulls       uint64 // PULLs dropped: granting more than ever requested, or to a connection not sending against credit
 	StalePulls     uint64 // PULLs no newer than a grant already seen (reordered or duplicated)
 	PullDebtCapped uint64 // arrivals whose request passed a connection's cap of outstanding requests (not granted)
+
+	// Loss-recovery modes (recovery.go, ec.go); all zero under the default "sack".
+	GoBacks         uint64 // go-back-N NACKs acted on (sender; the resends count in RetxNack)
+	GoBackNacksSent uint64 // go-back-N NACKs sent (receiver)
+	OutOfOrderDrops uint64 // data packets dropped for arriving beyond the expected PSN (receiver, gobackn)
+	ParitySent      uint64 // EC parity packets sent
+	ParityBytes     uint64 // EC parity payload bytes sent
+	ParityRecv      uint64 // EC parity packets received
+	ParityDropped   uint64 // EC parity packets not kept (block already complete, late, duplicate, trimmed, no EC here)
+	ECRebuilt       uint64 // data packets rebuilt from parity (receiver)
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth AuthStats

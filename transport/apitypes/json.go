@@ -156,24 +156,16 @@ type EngineStats struct {
 	NacksSent       uint64   `json:"nacks_sent"`
 	NacksRecv       uint64   `json:"nacks_recv"`
 	ProbesSent      uint64   `json:"probes_sent"`
-	DataRecv        uint64   `json:"data_recv"`          // data packets received (including duplicates and trimmed)
-	DupData         uint64   `json:"dup_data"`           // duplicate data packets (already received)
-	BeyondWindow    uint64   `json:"beyond_window"`      // data packets beyond the PSN or flow-control window (dropped)
-	Trimmed         uint64   `json:"trimmed"`            // trimmed data packets received
-	CERecv          uint64   `json:"ce_recv"`            // CE-marked data packets received
-	CEEchoed        uint64   `json:"ce_echoed"`          // ACKs received that echo a CE mark
-	CEReported      uint64   `json:"ce_reported"`        // CE-marked data packets the peer reported in ACKs (sum of CECount)
-	INTAcks         uint64   `json:"int_acks"`           // ACKs received echoing at least one INT record (transport.int)
-	Timeouts        uint64   `json:"timeouts"`           // retransmission timer expiries (packets)
-	LostSack        uint64   `json:"lost_sack"`          // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
-	GoBacks         uint64   `json:"go_backs"`           // go-back-N NACKs acted on (recovery gobackn; resends count in retx_nack)
-	GoBackNacksSent uint64   `json:"go_back_nacks_sent"` // go-back-N NACKs sent (receiver)
-	OutOfOrderDrops uint64   `json:"out_of_order_drops"` // data dropped beyond the expected PSN (receiver, gobackn)
-	ParitySent      uint64   `json:"parity_sent"`        // EC parity packets sent (recovery ec)
-	ParityBytes     uint64   `json:"parity_bytes"`       // EC parity payload bytes sent
-	ParityRecv      uint64   `json:"parity_recv"`        // EC parity packets received
-	ParityDropped   uint64   `json:"parity_dropped"`     // EC parity packets not kept
-	ECRebuilt       uint64   `json:"ec_rebuilt"`         // data packets rebuilt from parity (receiver)
+	DataRecv        uint64   `json:"data_recv"`     // data packets received (including duplicates and trimmed)
+	DupData         uint64   `json:"dup_data"`      // duplicate data packets (already received)
+	BeyondWindow    uint64   `json:"beyond_window"` // data packets beyond the PSN or flow-control window (dropped)
+	Trimmed         uint64   `json:"trimmed"`       // trimmed data packets received
+	CERecv          uint64   `json:"ce_recv"`       // CE-marked data packets received
+	CEEchoed        uint64   `json:"ce_echoed"`     // ACKs received that echo a CE mark
+	CEReported      uint64   `json:"ce_reported"`   // CE-marked data packets the peer reported in ACKs (sum of CECount)
+	INTAcks         uint64   `json:"int_acks"`      // ACKs received echoing at least one INT record (transport.int)
+	Timeouts        uint64   `json:"timeouts"`      // retransmission timer expiries (packets)
+	LostSack        uint64   `json:"lost_sack"`     // packets judged lost by the SACK-gap rule (retransmitted unless acknowledged first)
 	RTTSamples      uint64   `json:"rtt_samples"`
 	RTTHist         []uint64 `json:"rtt_hist"`  // RTT samples by RTTBucket (log2 buckets from 1 us)
 	MsgsSent        uint64   `json:"msgs_sent"` // messages fully acknowledged
@@ -200,6 +192,16 @@ type EngineStats struct {
 	BadPulls        uint64   `json:"bad_pulls"`         // PULLs dropped: granting more than requested, or unexpected
 	StalePulls      uint64   `json:"stale_pulls"`       // PULLs no newer than a grant already seen
 	PullDebtCapped  uint64   `json:"pull_debt_capped"`  // arrivals whose credit request passed the connection's cap
+
+	// Loss-recovery modes (transport.recovery); all zero under the default "sack".
+	GoBacks         uint64 `json:"go_backs"`           // go-back-N NACKs acted on (sender; the resends count in retx_nack)
+	GoBackNacksSent uint64 `json:"go_back_nacks_sent"` // go-back-N NACKs sent (receiver)
+	OutOfOrderDrops uint64 `json:"out_of_order_drops"` // data dropped beyond the expected PSN (receiver, gobackn)
+	ParitySent      uint64 `json:"parity_sent"`        // EC parity packets sent
+	ParityBytes     uint64 `json:"parity_bytes"`       // EC parity payload bytes sent
+	ParityRecv      uint64 `json:"parity_recv"`        // EC parity packets received
+	ParityDropped   uint64 `json:"parity_dropped"`     // EC parity packets not kept
+	ECRebuilt       uint64 `json:"ec_rebuilt"`         // data packets rebuilt from parity (receiver)
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth map[string]uint64 `json:"auth"`
