@@ -51,6 +51,18 @@ type Result struct {
 	DupData     uint64 `json:"dup_data"`
 	// FreezeEpisodes counts REPS freezing episodes (balancers that have them).
 	FreezeEpisodes uint64 `json:"reps_freeze_episodes"`
+	// Returned counts trimmed headers switches sent back to their senders
+	// (topology.queue.return_to_sender); ReturnedRecv those senders acted on as NACKs,
+	// ReturnedBad those they refused (transport.Stats).
+	Returned     uint64 `json:"returned,omitempty"`
+	ReturnedRecv uint64 `json:"returned_recv,omitempty"`
+	ReturnedBad  uint64 `json:"returned_bad,omitempty"`
+	// LossSignals counts the NACKs and returned headers that reached a sender, and
+	// LossSignalDelay is their mean delay from the lost transmission (the TxTime they
+	// echo) to their arrival at the sender, ns: how soon a sender learns of a trim.
+	// Diagnostics, left out of Hash so that earlier runs keep their hashes.
+	LossSignals     int64   `json:"loss_signals,omitempty"`
+	LossSignalDelay float64 `json:"loss_signal_delay_ns,omitempty"`
 
 	Hops   uint64 `json:"packet_hops"`
 	Events uint64 `json:"events"`
@@ -167,6 +179,7 @@ func (s *Sim) result(wall time.Duration) *Result {
 		st := p.q.Stats()
 		r.Drops += st.Drops
 		r.Trims += st.Trims
+		r.Returned += st.Returned
 		r.Marks += st.Marks
 		r.MaxQueue = max(r.MaxQueue, st.MaxDataBytes)
 		r.LinkDrops += p.linkDrops
@@ -182,9 +195,15 @@ func (s *Sim) result(wall time.Duration) *Result {
 		r.NacksSent += st.NacksSent
 		r.CEEchoed += st.CEEchoed
 		r.DupData += st.DupData
+		r.ReturnedRecv += st.ReturnedRecv
+		r.ReturnedBad += st.ReturnedBad
 	}
 	for _, f := range s.freezers {
 		r.FreezeEpisodes += f.FreezeEpisodes()
+	}
+	if s.lossSignals > 0 {
+		r.LossSignals = s.lossSignals
+		r.LossSignalDelay = float64(s.lossSignalNs) / float64(s.lossSignals)
 	}
 	r.Samples = s.smp.series(s)
 	r.Windows = s.smp.windowSeries(s)
@@ -248,6 +267,7 @@ func writeSeriesCSV(w io.Writer, series []QueueSeries) error {
 func (r *Result) Hash() string {
 	c := *r
 	c.WallSeconds, c.HopsPerSec = 0, 0
+	c.LossSignals, c.LossSignalDelay = 0, 0
 	h := sha256.New()
 	_ = json.NewEncoder(h).Encode(&c)
 	_ = r.WriteFlowsCSV(h)
@@ -271,6 +291,10 @@ func (r *Result) Summary() string {
 		r.Drops, r.Trims, r.Marks, r.LinkDrops, r.FlakyDrops, r.MaxQueue)
 	fmt.Fprintf(&b, "hosts: retx sack %d, nack %d, timeout %d; ce echoed %d; dup data %d; reps freezing episodes %d\n",
 		r.RetxSack, r.RetxNack, r.RetxTimeout, r.CEEchoed, r.DupData, r.FreezeEpisodes)
+	if r.LossSignals > 0 {
+		fmt.Fprintf(&b, "loss signals: %d NACKs and returned headers reached senders, %.2f us after the lost transmission on average; %d returned to sender (%d acted on, %d refused)\n",
+			r.LossSignals, r.LossSignalDelay/1e3, r.Returned, r.ReturnedRecv, r.ReturnedBad)
+	}
 	if r.Events == 0 { // a testbed run: no simulated events to count
 		fmt.Fprintf(&b, "run: %.2f s wall\n", r.WallSeconds)
 	} else {

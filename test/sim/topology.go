@@ -62,6 +62,11 @@ type QueueConfig struct {
 	Evict float64 `yaml:"evict"`
 	// EvictNewest evicts the most recently queued packet instead of the head.
 	EvictNewest bool `yaml:"evict_newest"`
+	// ReturnToSender (with Trim) sends a trimmed packet's header back to its sender
+	// (addresses swapped, marked returned, at control priority) instead of on to its
+	// receiver: the sender reads it as a NACK (transport/rts.go), the receiver never
+	// sees the packet. The AI-training study's "RTS" trimming.
+	ReturnToSender bool `yaml:"return_to_sender"`
 	// NoINT makes the switches INT-incapable: they stamp no in-band telemetry, and a
 	// controller that needs it (hpcc) is refused. Otherwise data packets carrying an INT
 	// block (transport.int, set for such controllers) get a record per switch port.
