@@ -13,8 +13,9 @@ import (
 // back to its sender, which acts on it (none refused), and receivers send no NACK; the
 // senders learn of their trims sooner on average: the mean delay from a lost
 // transmission to its loss signal reaching the sender (a simulated-time measurement,
-// deterministic for the seed) is below that of receiver NACKs. Return to sender without
-// trimming is refused, naming the field.
+// deterministic for the seed) is below that of receiver NACKs. With trimmed_priority each
+// trim is NACKed and resent once. Return to sender without trimming is refused, naming
+// the field.
 func TestReturnToSender(t *testing.T) {
 	mk := func(rts bool) *Scenario {
 		topo := TopologyConfig{Kind: "fattree3", Hosts: 16, Radix: 4, LinkRate: 100e9, LinkLatency: 1000,
@@ -52,6 +53,15 @@ func TestReturnToSender(t *testing.T) {
 	if !(rts.LossSignalDelay < recv.LossSignalDelay) {
 		t.Fatalf("returned headers reach senders %.0f ns after the lost transmission on average, receiver NACKs %.0f ns: want sooner",
 			rts.LossSignalDelay, recv.LossSignalDelay)
+	}
+	// Trimmed headers at control priority on the rest of their way (the study's and
+	// htsim's model): each trim is one data packet cut once, and its receiver NACKs it.
+	prio := mk(false)
+	prio.Topology.Queue.TrimmedPriority = true
+	rp := run(t, prio)
+	if rp.Completed != rp.Flows || rp.Trims == 0 || rp.NacksSent != rp.Trims || rp.RetxNack != rp.Trims {
+		t.Fatalf("trimmed_priority: %d of %d flows, %d trims, %d NACKs sent, %d resent; want one NACK and one resend per trim",
+			rp.Completed, rp.Flows, rp.Trims, rp.NacksSent, rp.RetxNack)
 	}
 	sc := mk(true)
 	off := false

@@ -78,7 +78,8 @@ const (
 	sfHost = 1<<24 - 1
 	sfECN  = 24
 	sfECT  = 1 << 26
-	sfRet  = 1 << 27 // a trimmed header returned to its sender: control class at every port
+	sfRet  = 1 << 27 // a trimmed header returned to its sender
+	sfPrio = 1 << 28 // a trimmed header queued as control at every port (returned, or QueueConfig.TrimmedPriority)
 )
 
 func (p *pkt) src() int32 { return int32(p.sf & sfHost) }
@@ -88,8 +89,9 @@ func (p *pkt) data() bool { return p.id&ctlSlot == 0 }
 func (p *pkt) setCE()     { p.sf |= uint32(transport.CE) << sfECN }
 
 // queuedAsData says whether ports queue p as data (trimmable): data packets other than
-// returned headers, which travel at control priority.
-func (p *pkt) queuedAsData() bool { return p.id&ctlSlot == 0 && p.sf&sfRet == 0 }
+// trimmed headers that travel at control priority (returned ones, and all of them with
+// QueueConfig.TrimmedPriority).
+func (p *pkt) queuedAsData() bool { return p.id&ctlSlot == 0 && p.sf&sfPrio == 0 }
 
 // pipe is one direction of a link: packets in flight on it, in departure order. All
 // take the same time to cross, so they arrive in that order, and the pipe needs only one
@@ -231,6 +233,7 @@ type Sim struct {
 	ctlWire  int  // Scenario.ControlWireBytes
 	evict    bool // ports may evict queued packets (QueueConfig.Evict)
 	rts      bool // ports return trimmed headers to their senders (QueueConfig.ReturnToSender)
+	trimPrio bool // trimmed headers travel at control priority (QueueConfig.TrimmedPriority)
 	dhl      int  // stored bytes of a data packet: its header and INT block
 	ctlCap   int  // stored bytes of a control packet (hdrCap, or hdrCapNoINT)
 	ctlStr   int  // spacing of the control pool: ctlCap in whole cache lines (a packet touches as few as it needs)
@@ -451,6 +454,7 @@ func (s *Sim) sizeQueues() error {
 	}
 	s.evict = qc.Evict > 0
 	s.rts = qc.ReturnToSender
+	s.trimPrio = qc.TrimmedPriority
 	s.pflag = make([]uint8, len(s.tp.ports))
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]
@@ -848,7 +852,7 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 func (s *Sim) returnToSender(pk pkt, node int32) {
 	p := &pk
 	src := p.src()
-	p.sf = uint32(p.dst) | sfRet
+	p.sf = uint32(p.dst) | sfRet | sfPrio
 	p.dst = src
 	p.n = uint16(s.dhl)
 	s.slot(p.id)[1] |= byte(wire.FlagTrimmed | wire.FlagReturned)
@@ -969,6 +973,9 @@ func (s *Sim) drainPort(pid int32) {
 			// The header and its INT block survive (wire.TrimmedLen).
 			p.n = uint16(s.dhl)
 			s.slot(p.id)[1] |= byte(wire.FlagTrimmed) // deliver gives it the trim DSCP
+			if s.trimPrio {
+				p.sf |= sfPrio
+			}
 		}
 		if s.intOn {
 			if p.data() {

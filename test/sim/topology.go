@@ -67,6 +67,12 @@ type QueueConfig struct {
 	// receiver: the sender reads it as a NACK (transport/rts.go), the receiver never
 	// sees the packet. The AI-training study's "RTS" trimming.
 	ReturnToSender bool `yaml:"return_to_sender"`
+	// TrimmedPriority queues a trimmed header as control traffic (strict priority) at
+	// every port after the one that cut it, as htsim and the AI-training study do. false
+	// (default, the model the published tables were made with): only the trimming port
+	// queues it as control; later ports queue it as a 64-byte data packet (cut again onto
+	// the control queue, and counted as a trim again, where the data queue is full).
+	TrimmedPriority bool `yaml:"trimmed_priority"`
 	// NoINT makes the switches INT-incapable: they stamp no in-band telemetry, and a
 	// controller that needs it (hpcc) is refused. Otherwise data packets carrying an INT
 	// block (transport.int, set for such controllers) get a record per switch port.
