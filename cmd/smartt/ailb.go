@@ -46,15 +46,16 @@ Recovery modes the engine gains later are variants too, e.g.
 
 // ailbVariants are the built-in variants: the fields each sets.
 var ailbVariants = map[string][]sweep.Axis{
-	"ecmp":            {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"ecmp"}}},
-	"ops":             {{Field: "transport.lb", Values: []string{"ops"}}, {Field: "topology.routing", Values: []string{"ecmp"}}},
-	"reps":            {{Field: "transport.lb", Values: []string{"reps"}}, {Field: "topology.routing", Values: []string{"ecmp"}}},
-	"switch_spray":    {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"spray"}}},
-	"switch_rr":       {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"round_robin"}}},
-	"switch_adaptive": {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"adaptive"}}},
-	"sack":            {{Field: "topology.queue.trim", Values: []string{"true"}}, {Field: "topology.queue.return_to_sender", Values: []string{"false"}}},
-	"rts":             {{Field: "topology.queue.trim", Values: []string{"true"}}, {Field: "topology.queue.return_to_sender", Values: []string{"true"}}},
-	"drop":            {{Field: "topology.queue.trim", Values: []string{"false"}}, {Field: "topology.queue.return_to_sender", Values: []string{"false"}}},
+	"ecmp":                   {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"ecmp"}}},
+	"ops":                    {{Field: "transport.lb", Values: []string{"ops"}}, {Field: "topology.routing", Values: []string{"ecmp"}}},
+	"reps":                   {{Field: "transport.lb", Values: []string{"reps"}}, {Field: "topology.routing", Values: []string{"ecmp"}}},
+	"switch_spray":           {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"spray"}}},
+	"switch_rr":              {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"round_robin"}}},
+	"switch_adaptive":        {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"adaptive"}}},
+	"switch_adaptive_random": {{Field: "transport.lb", Values: []string{"ecmp"}}, {Field: "topology.routing", Values: []string{"adaptive_random"}}},
+	"sack":                   {{Field: "topology.queue.trim", Values: []string{"true"}}, {Field: "topology.queue.return_to_sender", Values: []string{"false"}}},
+	"rts":                    {{Field: "topology.queue.trim", Values: []string{"true"}}, {Field: "topology.queue.return_to_sender", Values: []string{"true"}}},
+	"drop":                   {{Field: "topology.queue.trim", Values: []string{"false"}}, {Field: "topology.queue.return_to_sender", Values: []string{"false"}}},
 }
 
 // ailbVariant is one column: a name and the fields it sets.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
@@ -54,15 +55,16 @@ type Result struct {
 	// Returned counts trimmed headers switches sent back to their senders
 	// (topology.queue.return_to_sender); ReturnedRecv those senders acted on as NACKs,
 	// ReturnedBad those they refused (transport.Stats).
-	Returned     uint64 `json:"returned,omitempty"`
-	ReturnedRecv uint64 `json:"returned_recv,omitempty"`
-	ReturnedBad  uint64 `json:"returned_bad,omitempty"`
+	Returned     uint64 `json:"returned"`
+	ReturnedRecv uint64 `json:"returned_recv"`
+	ReturnedBad  uint64 `json:"returned_bad"`
 	// LossSignals counts the NACKs and returned headers that reached a sender, and
 	// LossSignalDelay is their mean delay from the lost transmission (the TxTime they
 	// echo) to their arrival at the sender, ns: how soon a sender learns of a trim.
-	// Diagnostics, left out of Hash so that earlier runs keep their hashes.
-	LossSignals     int64   `json:"loss_signals,omitempty"`
-	LossSignalDelay float64 `json:"loss_signal_delay_ns,omitempty"`
+	// Diagnostics, left out of Hash (as are the Returned counters while all are 0) so
+	// that runs from before they existed keep their hashes.
+	LossSignals     int64   `json:"loss_signals"`
+	LossSignalDelay float64 `json:"loss_signal_delay_ns"`
 
 	Hops   uint64 `json:"packet_hops"`
 	Events uint64 `json:"events"`
@@ -269,7 +271,14 @@ func (r *Result) Hash() string {
 	c.WallSeconds, c.HopsPerSec = 0, 0
 	c.LossSignals, c.LossSignalDelay = 0, 0
 	h := sha256.New()
-	_ = json.NewEncoder(h).Encode(&c)
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(&c)
+	sum := b.Bytes()
+	if c.Returned == 0 && c.ReturnedRecv == 0 && c.ReturnedBad == 0 {
+		sum = bytes.Replace(sum, []byte(hashLegacyReturned), nil, 1)
+	}
+	sum = bytes.Replace(sum, []byte(hashLegacyLoss), nil, 1)
+	h.Write(sum)
 	_ = r.WriteFlowsCSV(h)
 	_ = r.WriteSamplesCSV(h)
 	if len(r.Windows) > 0 { // runs without traces keep their hashes
@@ -277,6 +286,13 @@ func (r *Result) Hash() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// The summary fields added with return-to-sender trimming, as Hash encodes them when they
+// are zero: it leaves them out, so runs keep the hashes they had before the fields existed.
+const (
+	hashLegacyReturned = `,"returned":0,"returned_recv":0,"returned_bad":0`
+	hashLegacyLoss     = `,"loss_signals":0,"loss_signal_delay_ns":0`
+)
 
 // Summary is a few human-readable lines.
 func (r *Result) Summary() string {

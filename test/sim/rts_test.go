@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -68,5 +70,39 @@ func TestReturnToSender(t *testing.T) {
 	sc.Topology.Queue.Trim = &off
 	if _, err := New(sc); err == nil || !strings.Contains(err.Error(), "return_to_sender") {
 		t.Fatalf("return to sender without trimming: err %v", err)
+	}
+}
+
+// TestHashLeavesOutNewFields: the summary fields added with return-to-sender trimming are
+// left out of Result.Hash while zero (the loss-signal diagnostics always), so results from
+// before they existed keep their hashes; the JSON summary always carries them (sweeps
+// merge runs by their metric names).
+func TestHashLeavesOutNewFields(t *testing.T) {
+	var r Result
+	var b strings.Builder
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"returned"`, `"returned_recv"`, `"returned_bad"`, `"loss_signals"`, `"loss_signal_delay_ns"`} {
+		if !strings.Contains(b.String(), k) {
+			t.Fatalf("JSON summary lacks %s", k)
+		}
+	}
+	h0 := r.Hash()
+	r.LossSignals, r.LossSignalDelay = 5, 1234
+	if r.Hash() != h0 {
+		t.Fatal("loss-signal diagnostics change the hash")
+	}
+	r.Returned = 1
+	if r.Hash() == h0 {
+		t.Fatal("returned headers do not change the hash")
+	}
+	// The hashed JSON is the summary without the new keys.
+	var c Result
+	var enc bytes.Buffer
+	_ = json.NewEncoder(&enc).Encode(&c)
+	legacy := strings.Replace(strings.Replace(enc.String(), hashLegacyReturned, "", 1), hashLegacyLoss, "", 1)
+	if strings.Contains(legacy, "returned") || strings.Contains(legacy, "loss_signal") {
+		t.Fatalf("hashed summary still names the new fields: %s", legacy)
 	}
 }

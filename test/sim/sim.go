@@ -894,6 +894,9 @@ func (s *Sim) route(p *pkt, node int32) int32 {
 		return sw.spray(mask, s.routing == routeRoundRobin)
 	case routeAdaptive:
 		return s.leastLoaded(sw, mask, hsh)
+	case routeAdaptiveRandom:
+		sw.rr++
+		return s.leastLoaded(sw, mask, switchport.HashWords(sw.salt, uint64(sw.rr)))
 	}
 	return sw.up[switchport.Pick(hsh, len(sw.up))]
 }

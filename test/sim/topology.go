@@ -34,7 +34,8 @@ type TopologyConfig struct {
 	// 5-tuple, so the host's EV picks the path), spray (a random up port per packet at
 	// every switch, whatever the EV), round_robin (each switch's up ports in turn) or
 	// adaptive (the up port with the fewest bytes queued, ties broken by the hash): the
-	// switch-side balancers of the AI-training study.
+	// switch-side balancers of the AI-training study. adaptive_random breaks the ties
+	// at random per packet (from the switch's seeded sequence) instead.
 	Routing string `yaml:"routing"`
 }
 
@@ -146,9 +147,9 @@ func (t *TopologyConfig) validate() error {
 		return fmt.Errorf("topology.kind = %q: must be one of single, fattree2, fattree3, leafspine", t.Kind)
 	}
 	switch t.Routing {
-	case "", "ecmp", "spray", "round_robin", "adaptive":
+	case "", "ecmp", "spray", "round_robin", "adaptive", "adaptive_random":
 	default:
-		return fmt.Errorf("topology.routing = %q: must be one of ecmp, spray, round_robin, adaptive", t.Routing)
+		return fmt.Errorf("topology.routing = %q: must be one of ecmp, spray, round_robin, adaptive, adaptive_random", t.Routing)
 	}
 	return nil
 }
@@ -159,6 +160,7 @@ const (
 	routeSpray
 	routeRoundRobin
 	routeAdaptive
+	routeAdaptiveRandom
 )
 
 func routingMode(name string) uint8 {
@@ -169,6 +171,8 @@ func routingMode(name string) uint8 {
 		return routeRoundRobin
 	case "adaptive":
 		return routeAdaptive
+	case "adaptive_random":
+		return routeAdaptiveRandom
 	}
 	return routeECMP
 }
