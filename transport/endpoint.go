@@ -379,6 +379,10 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 	e.lastNow = max(e.lastNow, now)
 	e.stats.PacketsRecv++
+	if isReturned(b) {
+		e.onReturned(now, b, &m) // a trimmed header of ours a switch sent back (rts.go)
+		return
+	}
 	if b = e.openIn(now, b, &m); b == nil {
 		return // not authentic (counted in Stats.Auth), or a trimmed packet's hint
 	}

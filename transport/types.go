@@ -120,6 +120,8 @@ type Stats struct {
 	AcksRecv        uint64
 	NacksSent       uint64
 	NacksRecv       uint64
+	ReturnedRecv    uint64 // trimmed headers of our own packets returned by a switch (return-to-sender), acted on as NACKs
+	ReturnedBad     uint64 // returned headers dropped: no live connection of ours, wrong peer, or not a PSN in flight
 	ProbesSent      uint64
 	DataRecv        uint64 // data packets received (including duplicates and trimmed)
 	DupData         uint64 // duplicate data packets (already received)

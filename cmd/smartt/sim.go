@@ -292,5 +292,12 @@ func newSimCmd(stderr io.Writer) *cobra.Command {
 					return runSweep(simSweep, args[1:], out, out)
 				}
 				return runSweep(simSweep, args[1:], out, stderr)
+			}),
+		sub("ailb", "ailb [flags] -scenarios S1,S2 -variants V1,V2 -x FIELD=X1,X2", "the AI-training load-balancing study: completion and loss per variant against an axis, median and spread over seeds (docs/results/ai-lb.md)",
+			func(args []string, out io.Writer) error {
+				if len(args) == 2 && args[1] == "-h" {
+					return runAILB(args[1:], out, out)
+				}
+				return runAILB(args[1:], out, stderr)
 			}))
 }

@@ -106,7 +106,7 @@ func Map(sc *sim.Scenario) (*Mapped, error) {
 		kmin, kmax = 0.2, 0.8
 	}
 	m.Model = netbed.PortModel{DataBytes: bytes, ControlBytes: q.ControlBytes, Trim: q.Trim == nil || *q.Trim,
-		Delay: int64(tc.LinkLatency), Seed: sc.Seed}
+		ReturnToSender: q.ReturnToSender, Delay: int64(tc.LinkLatency), Seed: sc.Seed}
 	if m.Model.ControlBytes == 0 {
 		m.Model.ControlBytes = bytes
 	}

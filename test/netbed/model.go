@@ -24,6 +24,9 @@ type PortModel struct {
 	// DataBytes, ControlBytes, KminBytes, KmaxBytes and Trim are switchport.Config's.
 	DataBytes, ControlBytes, KminBytes, KmaxBytes int
 	Trim                                          bool
+	// ReturnToSender (with Trim) sends trimmed headers back to their senders
+	// (switchport.Config.ReturnToSender; the switch routes them, uswitch.Returner).
+	ReturnToSender bool
 	// Delay is the propagation delay added to every departure, ns.
 	Delay int64
 	// TrimDSCP is written into trimmed frames (the daemon's transport.trim_dscp).
@@ -115,7 +118,8 @@ func (t *Testbed) RunFabricWith(m PortModel, o FabricOptions) (*Fabric, error) {
 				return
 			}
 			pc := switchport.Config{Rate: int64(rate), DataBytes: m.DataBytes, ControlBytes: m.ControlBytes,
-				KminBytes: m.KminBytes, KmaxBytes: m.KmaxBytes, Trim: m.Trim, TrimBytes: TrimWireBytes}
+				KminBytes: m.KminBytes, KmaxBytes: m.KmaxBytes, Trim: m.Trim, TrimBytes: TrimWireBytes,
+				ReturnToSender: m.ReturnToSender}
 			p, err := switchport.New[*uswitch.Frame](pc, Salt(m.Seed, node)+uint64(i))
 			if err != nil {
 				cfgErr = fmt.Errorf("switch %s port %s: %w", node, sp.If, err)
@@ -172,8 +176,9 @@ func modelQueue(p *switchport.Port[*uswitch.Frame], dataIn *atomic.Uint64, delay
 			}
 			return uswitch.Verdict(p.Arrive(now, f, size, data, ect))
 		},
-		Advance:   p.Advance,
-		NextStart: p.NextStart,
+		Advance:     p.Advance,
+		NextStart:   p.NextStart,
+		PopReturned: p.PopReturned,
 		Pop: func() (uswitch.Departure, bool) {
 			d, ok := p.Pop()
 			if ok && stampINT {

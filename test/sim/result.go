@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
@@ -51,6 +52,19 @@ type Result struct {
 	DupData     uint64 `json:"dup_data"`
 	// FreezeEpisodes counts REPS freezing episodes (balancers that have them).
 	FreezeEpisodes uint64 `json:"reps_freeze_episodes"`
+	// Returned counts trimmed headers switches sent back to their senders
+	// (topology.queue.return_to_sender); ReturnedRecv those senders acted on as NACKs,
+	// ReturnedBad those they refused (transport.Stats).
+	Returned     uint64 `json:"returned"`
+	ReturnedRecv uint64 `json:"returned_recv"`
+	ReturnedBad  uint64 `json:"returned_bad"`
+	// LossSignals counts the NACKs and returned headers that reached a sender, and
+	// LossSignalDelay is their mean delay from the lost transmission (the TxTime they
+	// echo) to their arrival at the sender, ns: how soon a sender learns of a trim.
+	// Diagnostics, left out of Hash (as are the Returned counters while all are 0) so
+	// that runs from before they existed keep their hashes.
+	LossSignals     int64   `json:"loss_signals"`
+	LossSignalDelay float64 `json:"loss_signal_delay_ns"`
 
 	Hops   uint64 `json:"packet_hops"`
 	Events uint64 `json:"events"`
@@ -170,6 +184,7 @@ func (s *Sim) result(wall time.Duration) *Result {
 		st := p.q.Stats()
 		r.Drops += st.Drops
 		r.Trims += st.Trims
+		r.Returned += st.Returned
 		r.Marks += st.Marks
 		r.MaxQueue = max(r.MaxQueue, st.MaxDataBytes)
 		r.LinkDrops += p.linkDrops
@@ -185,11 +200,17 @@ func (s *Sim) result(wall time.Duration) *Result {
 		r.NacksSent += st.NacksSent
 		r.CEEchoed += st.CEEchoed
 		r.DupData += st.DupData
+		r.ReturnedRecv += st.ReturnedRecv
+		r.ReturnedBad += st.ReturnedBad
 	}
 	for _, l := range s.frz {
 		for _, f := range l {
 			r.FreezeEpisodes += f.FreezeEpisodes()
 		}
+	}
+	if s.lossSignals > 0 {
+		r.LossSignals = s.lossSignals
+		r.LossSignalDelay = float64(s.lossSignalNs) / float64(s.lossSignals)
 	}
 	r.Samples = s.smp.series(s)
 	r.Windows = s.smp.windowSeries(s)
@@ -257,8 +278,16 @@ func writeSeriesCSV(w io.Writer, series []QueueSeries) error {
 func (r *Result) Hash() string {
 	c := *r
 	c.WallSeconds, c.HopsPerSec = 0, 0
+	c.LossSignals, c.LossSignalDelay = 0, 0
 	h := sha256.New()
-	_ = json.NewEncoder(h).Encode(&c)
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(&c)
+	sum := b.Bytes()
+	if c.Returned == 0 && c.ReturnedRecv == 0 && c.ReturnedBad == 0 {
+		sum = bytes.Replace(sum, []byte(hashLegacyReturned), nil, 1)
+	}
+	sum = bytes.Replace(sum, []byte(hashLegacyLoss), nil, 1)
+	h.Write(sum)
 	_ = r.WriteFlowsCSV(h)
 	_ = r.WriteSamplesCSV(h)
 	if len(r.Windows) > 0 { // runs without traces keep their hashes
@@ -269,6 +298,13 @@ func (r *Result) Hash() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// The summary fields added with return-to-sender trimming, as Hash encodes them when they
+// are zero: it leaves them out, so runs keep the hashes they had before the fields existed.
+const (
+	hashLegacyReturned = `,"returned":0,"returned_recv":0,"returned_bad":0`
+	hashLegacyLoss     = `,"loss_signals":0,"loss_signal_delay_ns":0`
+)
 
 // Summary is a few human-readable lines.
 func (r *Result) Summary() string {
@@ -283,6 +319,10 @@ func (r *Result) Summary() string {
 		r.Drops, r.Trims, r.Marks, r.LinkDrops, r.FlakyDrops, r.MaxQueue)
 	fmt.Fprintf(&b, "hosts: retx sack %d, nack %d, timeout %d; ce echoed %d; dup data %d; reps freezing episodes %d\n",
 		r.RetxSack, r.RetxNack, r.RetxTimeout, r.CEEchoed, r.DupData, r.FreezeEpisodes)
+	if r.LossSignals > 0 {
+		fmt.Fprintf(&b, "loss signals: %d NACKs and returned headers reached senders, %.2f us after the lost transmission on average; %d returned to sender (%d acted on, %d refused)\n",
+			r.LossSignals, r.LossSignalDelay/1e3, r.Returned, r.ReturnedRecv, r.ReturnedBad)
+	}
 	if r.Events == 0 { // a testbed run: no simulated events to count
 		fmt.Fprintf(&b, "run: %.2f s wall\n", r.WallSeconds)
 	} else {

@@ -12,7 +12,7 @@ import (
 func TestSwitchRouting(t *testing.T) {
 	topo := TopologyConfig{Kind: "fattree2", Hosts: 64, Radix: 16, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500}
 	res := map[string]*Result{}
-	for _, routing := range []string{"ecmp", "spray", "round_robin", "adaptive"} {
+	for _, routing := range []string{"ecmp", "spray", "round_robin", "adaptive", "adaptive_random"} {
 		topo.Routing = routing
 		sc := scenario(topo, WorkloadConfig{Kind: "permutation", Size: 1 << 20})
 		sc.Transport.MaxRetransmits = 255
@@ -26,7 +26,7 @@ func TestSwitchRouting(t *testing.T) {
 	if s := res["ecmp"].FCT.MaxSlowdown; s < 1.5 {
 		t.Fatalf("ECMP max slowdown %.2f: expected hash collisions to at least 1.5x", s)
 	}
-	for _, routing := range []string{"spray", "round_robin", "adaptive"} {
+	for _, routing := range []string{"spray", "round_robin", "adaptive", "adaptive_random"} {
 		if res[routing].Ratio > 0.8*res["ecmp"].Ratio {
 			t.Errorf("routing %s: completion %.2f of ideal, not well below ECMP's %.2f", routing, res[routing].Ratio, res["ecmp"].Ratio)
 		}
@@ -45,7 +45,7 @@ func TestSwitchRouting(t *testing.T) {
 // routing allows after a failure, so every flow completes and nothing is sent into the
 // dead link once routing has converged.
 func TestSwitchRoutingAvoidsFailedLink(t *testing.T) {
-	for _, routing := range []string{"spray", "round_robin", "adaptive"} {
+	for _, routing := range []string{"spray", "round_robin", "adaptive", "adaptive_random"} {
 		topo := TopologyConfig{Kind: "fattree2", Hosts: 32, Radix: 8, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500, Routing: routing}
 		sc := scenario(topo, WorkloadConfig{Kind: "permutation", Size: 512 << 10})
 		sc.Transport.MaxRetransmits = 255

@@ -375,7 +375,10 @@ func (s *Sim) barrier(end int64) {
 func (s *Sim) mergeParts() {
 	s.hops, s.events, s.flowsDone, s.flowsFailed = 0, 0, 0, 0
 	s.lastDone, s.firstStart, s.now = 0, -1, 0
+	s.lossSignals, s.lossSignalNs = 0, 0
 	for _, p := range s.sh.parts {
+		s.lossSignals += p.lossSignals
+		s.lossSignalNs += p.lossSignalNs
 		s.hops += p.hops
 		s.events += p.events
 		s.flowsDone += p.flowsDone

@@ -27,6 +27,7 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -79,6 +80,8 @@ const (
 	sfHost = 1<<24 - 1
 	sfECN  = 24
 	sfECT  = 1 << 26
+	sfRet  = 1 << 27 // a trimmed header returned to its sender
+	sfPrio = 1 << 28 // a trimmed header queued as control at every port (returned, or QueueConfig.TrimmedPriority)
 )
 
 func (p *pkt) src() int32 { return int32(p.sf & sfHost) }
@@ -86,6 +89,11 @@ func (p *pkt) ecn() uint8 { return uint8(p.sf>>sfECN) & 3 }
 func (p *pkt) ect() bool  { return p.sf&sfECT != 0 }
 func (p *pkt) data() bool { return p.id&ctlSlot == 0 }
 func (p *pkt) setCE()     { p.sf |= uint32(transport.CE) << sfECN }
+
+// queuedAsData says whether ports queue p as data (trimmable): data packets other than
+// trimmed headers that travel at control priority (returned ones, and all of them with
+// QueueConfig.TrimmedPriority).
+func (p *pkt) queuedAsData() bool { return p.id&ctlSlot == 0 && p.sf&sfPrio == 0 }
 
 // pipe is one direction of a link: packets in flight on it, in departure order. All
 // take the same time to cross, so they arrive in that order, and the pipe needs only one
@@ -230,12 +238,18 @@ type Sim struct {
 	ovh      int
 	ctlWire  int  // Scenario.ControlWireBytes
 	evict    bool // ports may evict queued packets (QueueConfig.Evict)
+	rts      bool // ports return trimmed headers to their senders (QueueConfig.ReturnToSender)
+	trimPrio bool // trimmed headers travel at control priority (QueueConfig.TrimmedPriority)
 	dhl      int  // stored bytes of a data packet: its header and INT block
 	ctlCap   int  // stored bytes of a control packet (hdrCap, or hdrCapNoINT)
 	ctlStr   int  // spacing of the control pool: ctlCap in whole cache lines (a packet touches as few as it needs)
 	intOn    bool // data packets carry INT blocks: ports stamp them
 	faults   []fault
 	smp      sampler
+
+	// Loss signals reaching senders (NACKs and returned headers): how many, and the sum of
+	// their delays from the lost transmission (Result.LossSignals).
+	lossSignals, lossSignalNs int64
 
 	hops, events uint64
 	flowsDone    int
@@ -461,8 +475,14 @@ func (s *Sim) sizeQueues() error {
 		kmin, kmax = 0, 0
 	}
 	pc := switchport.Config{Rate: s.tp.rate, DataBytes: buf, ControlBytes: ctl, KminBytes: kmin, KmaxBytes: kmax,
-		Trim: *qc.trim(), TrimBytes: qc.TrimBytes, Evict: qc.Evict, EvictNewest: qc.EvictNewest}
+		Trim: *qc.trim(), TrimBytes: qc.TrimBytes, Evict: qc.Evict, EvictNewest: qc.EvictNewest,
+		ReturnToSender: qc.ReturnToSender}
+	if qc.ReturnToSender && !*qc.trim() {
+		return fmt.Errorf("topology.queue.return_to_sender needs trim: true")
+	}
 	s.evict = qc.Evict > 0
+	s.rts = qc.ReturnToSender
+	s.trimPrio = qc.TrimmedPriority
 	s.pflag = make([]uint8, len(s.tp.ports))
 	for i := range s.tp.ports {
 		p := &s.tp.ports[i]
@@ -832,8 +852,20 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 		s.freePkt(id)
 		return
 	}
-	if pt.q.Arrive(s.now, pk, s.wireLen(p), p.data(), p.ect()) == switchport.Dropped {
+	switch pt.q.Arrive(s.now, pk, s.wireLen(p), p.queuedAsData(), p.ect()) {
+	case switchport.Dropped:
 		s.freePkt(id)
+	case switchport.Returned:
+		s.returnToSender(pk, node)
+	}
+	if s.rts {
+		for {
+			v, ok := pt.q.PopReturned()
+			if !ok {
+				break
+			}
+			s.returnToSender(v, node)
+		}
 	}
 	if s.evict {
 		for {
@@ -843,6 +875,35 @@ func (s *Sim) switchArrive(pk pkt, node int32) {
 			}
 			s.freePkt(v.id)
 		}
+	}
+	s.drainPort(out)
+}
+
+// returnToSender turns data packet pk, which a port of switch node would have trimmed,
+// into its trimmed header addressed back to its sender (source and destination swapped,
+// FlagTrimmed|FlagReturned, not ECN-capable) and sends it from node toward the sender at
+// control priority. It is lost only if a control queue on the way is full.
+func (s *Sim) returnToSender(pk pkt, node int32) {
+	p := &pk
+	src := p.src()
+	p.sf = uint32(p.dst) | sfRet | sfPrio
+	p.dst = src
+	p.n = uint16(s.dhl)
+	s.slot(p.id)[1] |= byte(wire.FlagTrimmed | wire.FlagReturned)
+	out := s.route(p, node)
+	if out < 0 {
+		s.tp.ports[s.tp.sws[node-int32(len(s.hosts))].up[0]].linkDrops++
+		s.freePkt(p.id)
+		return
+	}
+	pt := &s.tp.ports[out]
+	if s.pflag[out]&pfDown != 0 {
+		pt.linkDrops++
+		s.freePkt(p.id)
+		return
+	}
+	if pt.q.Arrive(s.now, pk, s.wireLen(p), false, false) == switchport.Dropped {
+		s.freePkt(p.id)
 	}
 	s.drainPort(out)
 }
@@ -867,6 +928,9 @@ func (s *Sim) route(p *pkt, node int32) int32 {
 		return sw.spray(mask, s.routing == routeRoundRobin)
 	case routeAdaptive:
 		return s.leastLoaded(sw, mask, hsh)
+	case routeAdaptiveRandom:
+		sw.rr++
+		return s.leastLoaded(sw, mask, switchport.HashWords(sw.salt, uint64(sw.rr)))
 	}
 	return sw.up[switchport.Pick(hsh, len(sw.up))]
 }
@@ -946,6 +1010,9 @@ func (s *Sim) drainPort(pid int32) {
 			// The header and its INT block survive (wire.TrimmedLen).
 			p.n = uint16(s.dhl)
 			s.slot(p.id)[1] |= byte(wire.FlagTrimmed) // deliver gives it the trim DSCP
+			if s.trimPrio {
+				p.sf |= sfPrio
+			}
 		}
 		if s.intOn {
 			if p.data() {
@@ -998,6 +1065,9 @@ func (s *Sim) deliver(pk pkt, i int32) {
 		st = s.dhl
 	}
 	copy(buf, s.slot(id)[:st])
+	if p.sf&sfRet != 0 || !p.data() && wire.Type(buf[0]&0x0f) == wire.TypeNack {
+		s.lossSignal(buf[:n], p.data())
+	}
 	src := hostAddr(p.src()) // not the source's host record: it may be the other part's
 	ecn, dscp := p.ecn(), uint8(0)
 	if p.data() && buf[1]&byte(wire.FlagTrimmed) != 0 {
@@ -1007,6 +1077,24 @@ func (s *Sim) deliver(pk pkt, i int32) {
 	h.ep.HandlePacket(s.now, buf[:n], transport.RxMeta{From: src, RxTime: s.now, ECN: ecn, DSCP: dscp})
 	s.service(i)
 	s.engineEvents(i)
+}
+
+// lossSignal records the delay of a NACK or returned header reaching a sender: from the
+// lost transmission (the TxTime it echoes) to now.
+func (s *Sim) lossSignal(b []byte, returned bool) {
+	var tx int64
+	switch {
+	case returned && len(b) >= wire.DataHdrLen:
+		tx = int64(binary.BigEndian.Uint64(b[56:]))
+	case !returned && len(b) >= wire.NackLen:
+		tx = int64(binary.BigEndian.Uint64(b[40:]))
+	default:
+		return
+	}
+	if tx > 0 && tx <= s.now {
+		s.lossSignals++
+		s.lossSignalNs += s.now - tx
+	}
 }
 
 // engineEvents drains host i's engine events: message completions drive the workload.

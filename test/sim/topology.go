@@ -34,7 +34,8 @@ type TopologyConfig struct {
 	// 5-tuple, so the host's EV picks the path), spray (a random up port per packet at
 	// every switch, whatever the EV), round_robin (each switch's up ports in turn) or
 	// adaptive (the up port with the fewest bytes queued, ties broken by the hash): the
-	// switch-side balancers of the AI-training study.
+	// switch-side balancers of the AI-training study. adaptive_random breaks the ties
+	// at random per packet (from the switch's seeded sequence) instead.
 	Routing string `yaml:"routing"`
 }
 
@@ -62,6 +63,17 @@ type QueueConfig struct {
 	Evict float64 `yaml:"evict"`
 	// EvictNewest evicts the most recently queued packet instead of the head.
 	EvictNewest bool `yaml:"evict_newest"`
+	// ReturnToSender (with Trim) sends a trimmed packet's header back to its sender
+	// (addresses swapped, marked returned, at control priority) instead of on to its
+	// receiver: the sender reads it as a NACK (transport/rts.go), the receiver never
+	// sees the packet. The AI-training study's "RTS" trimming.
+	ReturnToSender bool `yaml:"return_to_sender"`
+	// TrimmedPriority queues a trimmed header as control traffic (strict priority) at
+	// every port after the one that cut it, as htsim and the AI-training study do. false
+	// (default, the model the published tables were made with): only the trimming port
+	// queues it as control; later ports queue it as a 64-byte data packet (cut again onto
+	// the control queue, and counted as a trim again, where the data queue is full).
+	TrimmedPriority bool `yaml:"trimmed_priority"`
 	// NoINT makes the switches INT-incapable: they stamp no in-band telemetry, and a
 	// controller that needs it (hpcc) is refused. Otherwise data packets carrying an INT
 	// block (transport.int, set for such controllers) get a record per switch port.
@@ -135,9 +147,9 @@ func (t *TopologyConfig) validate() error {
 		return fmt.Errorf("topology.kind = %q: must be one of single, fattree2, fattree3, leafspine", t.Kind)
 	}
 	switch t.Routing {
-	case "", "ecmp", "spray", "round_robin", "adaptive":
+	case "", "ecmp", "spray", "round_robin", "adaptive", "adaptive_random":
 	default:
-		return fmt.Errorf("topology.routing = %q: must be one of ecmp, spray, round_robin, adaptive", t.Routing)
+		return fmt.Errorf("topology.routing = %q: must be one of ecmp, spray, round_robin, adaptive, adaptive_random", t.Routing)
 	}
 	return nil
 }
@@ -148,6 +160,7 @@ const (
 	routeSpray
 	routeRoundRobin
 	routeAdaptive
+	routeAdaptiveRandom
 )
 
 func routingMode(name string) uint8 {
@@ -158,6 +171,8 @@ func routingMode(name string) uint8 {
 		return routeRoundRobin
 	case "adaptive":
 		return routeAdaptive
+	case "adaptive_random":
+		return routeAdaptiveRandom
 	}
 	return routeECMP
 }

@@ -13,7 +13,10 @@
 //     KmaxBytes; only ECT packets are marked.
 //   - Trimming: a data packet that does not fit the data queue is, with Trim, cut to
 //     TrimBytes and queued on the control queue; if that is full too it is dropped.
-//     Without Trim it is dropped (drop-tail).
+//     Without Trim it is dropped (drop-tail). With ReturnToSender the cut header is not
+//     queued here: Arrive reports Returned and the caller sends it back toward the
+//     packet's sender (addresses swapped, marked returned), as the AI-training study's
+//     "return-to-sender" trimming does.
 //
 // # Departure-time-driven service
 //
@@ -63,6 +66,12 @@ type Config struct {
 	Evict float64
 	// EvictNewest evicts the most recently queued packet instead of the oldest.
 	EvictNewest bool
+	// ReturnToSender (with Trim) hands a packet that does not fit the data queue back to
+	// the caller instead of queueing its trimmed header here: Arrive returns Returned (an
+	// evicted packet is handed out by PopReturned), and the caller cuts it to TrimBytes,
+	// swaps its addresses and sends it toward its sender. Counted in Stats.Trims and
+	// Stats.Returned.
+	ReturnToSender bool
 }
 
 // Validate checks the ranges and names the offending field.
@@ -76,6 +85,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("switchport: need 0 <= kmin (%d) < kmax (%d) bytes, or kmax 0 for no marking", c.KminBytes, c.KmaxBytes)
 	case c.TrimBytes < 0:
 		return fmt.Errorf("switchport: trim_bytes = %d: must be >= 0", c.TrimBytes)
+	case c.ReturnToSender && !c.Trim:
+		return fmt.Errorf("switchport: return_to_sender needs trimming on")
 	case !(c.Evict >= 0 && c.Evict <= 1):
 		return fmt.Errorf("switchport: evict = %v: must be in [0, 1]", c.Evict)
 	case max(c.DataBytes, c.ControlBytes, c.KminBytes, c.KmaxBytes, c.TrimBytes) >= 1<<31:
@@ -98,11 +109,14 @@ const (
 	Queued  Verdict = iota // accepted unchanged
 	Trimmed                // cut to TrimBytes and put on the control queue
 	Dropped                // no room (the caller releases the packet)
+	// Returned: trimmed with Config.ReturnToSender; not queued here, the caller sends the
+	// cut header back toward the packet's sender.
+	Returned
 )
 
 // String names the verdict.
 func (v Verdict) String() string {
-	return [...]string{"queued", "trimmed", "dropped"}[v]
+	return [...]string{"queued", "trimmed", "dropped", "returned"}[v]
 }
 
 // Departure is a packet that has started serialisation.
@@ -124,7 +138,8 @@ type Stats struct {
 	Enqueued        uint64 // packets accepted (trimmed headers included)
 	Dequeued        uint64 // packets served
 	Drops           uint64 // packets dropped because their queue was full
-	Trims           uint64 // data packets trimmed
+	Trims           uint64 // data packets trimmed (returned ones included)
+	Returned        uint64 // trimmed packets handed back for return to sender (Config.ReturnToSender)
 	Marks           uint64 // packets CE-marked
 	BytesOut        uint64 // bytes serialised
 	MaxDataBytes    int    // high-water mark of the data queue
@@ -169,6 +184,9 @@ type Port[T any] struct {
 	out                 ring[Departure[T]] // served packets after out0
 	evictQ32            uint64             // Config.Evict as a fraction of 2^32
 	evicted             ring[T]            // heads dropped by eviction, for PopEvicted
+	returned            ring[T]            // heads evicted for return to sender, for PopReturned
+	nReturned           uint64
+	rts                 bool
 	cfg                 Config
 }
 
@@ -189,7 +207,7 @@ func (p *Port[T]) Init(cfg Config, seed uint64) error {
 	*p = Port[T]{cfg: cfg, rng: seed ^ 0x9e3779b97f4a7c15, rate: cfg.Rate,
 		dataCap: int32(cfg.DataBytes), ctrlCap: int32(cfg.ControlBytes),
 		kmin: int32(cfg.KminBytes), kmax: int32(cfg.KmaxBytes),
-		trim: cfg.Trim, trimSize: int32(cfg.TrimBytes)}
+		trim: cfg.Trim, trimSize: int32(cfg.TrimBytes), rts: cfg.Trim && cfg.ReturnToSender}
 	if p.trimSize == 0 {
 		p.trimSize = DefaultTrimBytes
 	}
@@ -210,6 +228,7 @@ func (p *Port[T]) Stats() Stats {
 		Dequeued:        p.dequeued,
 		Drops:           p.drops,
 		Trims:           p.trims,
+		Returned:        p.nReturned,
 		Marks:           p.marks,
 		BytesOut:        p.bytesOut,
 		MaxDataBytes:    int(p.maxData),
@@ -274,6 +293,10 @@ func (p *Port[T]) Arrive(now int64, item T, size int, data, ect bool) Verdict {
 		p.evictQ32 != 0 && p.data.len() > 0 && int64(size) <= int64(p.dataCap) && p.rand32() < p.evictQ32 && p.evict(size):
 		p.data.push(entry[T]{item: item, size: int32(size), ect: ect})
 		p.dataBytes += int64(size)
+	case p.rts:
+		p.trims++
+		p.nReturned++
+		return Returned
 	case p.trim:
 		if !p.pushCtrl(entry[T]{item: item, size: min(int32(size), p.trimSize), trimmed: true}) {
 			p.drops++
@@ -309,6 +332,13 @@ func (p *Port[T]) evict(size int) bool {
 			h = p.data.pop()
 		}
 		p.dataBytes -= int64(h.size)
+		if p.rts {
+			p.trims++
+			p.nReturned++
+			p.flushed++
+			p.returned.push(h.item)
+			continue
+		}
 		if p.trim && p.pushCtrl(entry[T]{item: h.item, size: min(h.size, p.trimSize), trimmed: true}) {
 			p.trims++
 			continue
@@ -328,6 +358,16 @@ func (p *Port[T]) PopEvicted() (T, bool) {
 		return zero, false
 	}
 	return p.evicted.pop(), true
+}
+
+// PopReturned returns a queued packet that an arrival evicted for return to sender
+// (Config.Evict with ReturnToSender); the caller treats it as a Returned arrival.
+func (p *Port[T]) PopReturned() (T, bool) {
+	if p.returned.len() == 0 {
+		var zero T
+		return zero, false
+	}
+	return p.returned.pop(), true
 }
 
 // rand32 draws 32 bits from the port's generator (splitmix64, shared with RED marking).

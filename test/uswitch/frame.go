@@ -52,11 +52,12 @@ func (f *Frame) SetCE() bool {
 	return true
 }
 
-// IsData reports whether the frame is one of our DATA packets over IPv4/UDP.
+// IsData reports whether the frame is one of our DATA packets over IPv4/UDP (a returned
+// trimmed header is not: it travels as control traffic).
 func (f *Frame) IsData() bool {
 	_, u, ok := f.udp()
 	d := f.Data()
-	return ok && len(d) > u+8 && d[u+8] == wireDataV1
+	return ok && len(d) > u+9 && d[u+8] == wireDataV1 && d[u+9]&(wireFlagTrm|wireFlagRet) != wireFlagTrm|wireFlagRet
 }
 
 // Trim cuts a DATA packet to its 64-byte header (and its INT block, if it carries one:

@@ -29,6 +29,9 @@ type Model struct {
 	NextStart func() (int64, bool)
 	// Pop returns the oldest served frame not yet collected.
 	Pop func() (Departure, bool)
+	// PopReturned, if set, returns a queued frame the model evicted for return to sender
+	// (switchport's PopReturned).
+	PopReturned func() (*Frame, bool)
 }
 
 // Verdict is what a model did with an arriving frame.
@@ -39,6 +42,9 @@ const (
 	Queued Verdict = iota
 	Trimmed
 	Dropped
+	// Returned: the model trims the frame back to its sender (return-to-sender); the
+	// queue turns it into the returned header and hands it to the switch (Returner).
+	Returned
 )
 
 // Departure is a frame the model has served.
@@ -60,6 +66,7 @@ type ModelQueue struct {
 	trimDSCP uint8
 	head     Departure // served, waiting for its departure time
 	has      bool
+	returned []*Frame // returned headers for the switch to route (TakeReturned)
 }
 
 // NewModelQueue returns a Queue driven by m, with a propagation delay (ns) added to every
@@ -68,9 +75,44 @@ func NewModelQueue(m Model, delay int64, trimDSCP uint8) *ModelQueue {
 	return &ModelQueue{m: m, delay: delay, trimDSCP: trimDSCP}
 }
 
-// Enqueue offers f to the model.
+// Enqueue offers f to the model. A frame the model returns to its sender becomes its
+// returned header, handed out by TakeReturned.
 func (q *ModelQueue) Enqueue(f *Frame, now int64) bool {
-	return q.m.Arrive(now, f, f.Len()+WireOverhead, f.IsData(), f.ECT()) != Dropped
+	switch q.m.Arrive(now, f, f.Len()+WireOverhead, f.IsData(), f.ECT()) {
+	case Dropped:
+		return false
+	case Returned:
+		if !f.ReturnToSender(q.trimDSCP) {
+			return false
+		}
+		q.returned = append(q.returned, f)
+	}
+	if q.m.PopReturned != nil {
+		for {
+			e, ok := q.m.PopReturned()
+			if !ok {
+				break
+			}
+			if e.ReturnToSender(q.trimDSCP) {
+				q.returned = append(q.returned, e)
+			}
+		}
+	}
+	return true
+}
+
+// TakeReturned returns the next returned header to route back toward its sender, or nil.
+func (q *ModelQueue) TakeReturned() *Frame {
+	if len(q.returned) == 0 {
+		return nil
+	}
+	f := q.returned[0]
+	q.returned[0] = nil
+	q.returned = q.returned[1:]
+	if len(q.returned) == 0 {
+		q.returned = q.returned[:0:0]
+	}
+	return f
 }
 
 // Next is the departure of the served head frame, else the next service start (when the

@@ -420,6 +420,12 @@ func (s *Switch) forward(f *Frame, in int, now int64) {
 			s.ports[out].stats[stDrop].Add(1)
 			s.put(f)
 		}
+		if r, ok := s.ports[out].q.(Returner); ok {
+			// Return-to-sender trimming: route the headers back toward their senders.
+			for rf := r.TakeReturned(); rf != nil; rf = r.TakeReturned() {
+				s.forward(rf, out, now)
+			}
+		}
 	default:
 		s.put(f)
 	}

@@ -78,6 +78,11 @@ const (
 	flagsKnown = FlagRetx | FlagLast | FlagAckReq | FlagTrimmed | FlagCE | FlagCleanEV | FlagSealed | FlagINT
 )
 
+// FlagReturned (DATA, with FlagTrimmed; the bit of FlagCE, which DATA does not use): a
+// return-to-sender trimming switch sent the cut header back to its sender, addresses
+// swapped. The sender reads it as a NACK of that PSN (transport/rts.go).
+const FlagReturned = FlagCE
+
 // Header and field sizes.
 const (
 	CommonLen   = 24 // common header
