@@ -56,6 +56,12 @@ func shardCases(short bool) []shardCase {
 		{name: "alltoall128", file: "alltoall_128.yaml", edit: func(sc *Scenario) {
 			sc.Workload.Participants, sc.Workload.Size = 48, 64<<10 // across both halves, 2,256 flows
 		}},
+		{name: "ai-permutation128-rts-ops", file: "ai_permutation_128.yaml", edit: func(sc *Scenario) {
+			sc.Transport.LB, sc.Topology.Queue.ReturnToSender = "ops", true // headers turned around mid-fabric
+		}},
+		{name: "permutation128-ec-ops", file: "permutation_128.yaml", edit: func(sc *Scenario) {
+			sc.Transport.LB, sc.Transport.Recovery.Mode = "ops", "ec"
+		}},
 		{name: "ring-allreduce128", file: "ring_allreduce_128.yaml"},
 		{name: "butterfly-allreduce128", file: "butterfly_allreduce_128.yaml"},
 		{name: "fattree3-websearch-windows", mk: func() *Scenario {
