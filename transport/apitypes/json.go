@@ -202,6 +202,9 @@ type EngineStats struct {
 	ParityRecv      uint64 `json:"parity_recv"`        // EC parity packets received
 	ParityDropped   uint64 `json:"parity_dropped"`     // EC parity packets not kept
 	ECRebuilt       uint64 `json:"ec_rebuilt"`         // data packets rebuilt from parity (receiver)
+	// Return-to-sender trimming: headers of our own packets a switch sent back.
+	ReturnedRecv uint64 `json:"returned_recv"` // acted on as NACKs
+	ReturnedBad  uint64 `json:"returned_bad"`  // dropped: no live connection, wrong peer, or not in flight
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth map[string]uint64 `json:"auth"`

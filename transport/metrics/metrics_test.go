@@ -32,6 +32,7 @@ func TestSeriesFollowConnectionsAndCounters(t *testing.T) {
 	st.RTTHist[1], st.RTTHist[5] = 2, 1 // 1-2 us and 16-32 us
 	st.RTTSamples = 3
 	st.Auth.Replayed, st.Auth.Sessions = 4, 2
+	st.ECRebuilt, st.ReturnedBad = 6, 1
 	m.ObserveMessage(2_000_000, 4096)
 	m.ObserveBatch(64, 63)
 	out := scrape(m)
@@ -51,6 +52,8 @@ func TestSeriesFollowConnectionsAndCounters(t *testing.T) {
 		`smartt_connections 2`,
 		`smartt_auth_dropped_total{reason="replayed"} 4`,
 		`smartt_auth_sessions 2`,
+		`smartt_recovery_events_total{event="ec_rebuilt"} 6`,
+		`smartt_recovery_events_total{event="returned_bad"} 1`,
 		`smartt_algorithm_info{cc="fixed",lb="ecmp"} 1`,
 	} {
 		if !strings.Contains(out, want) {
