@@ -16,7 +16,8 @@ type Returner interface {
 }
 
 // ReturnToSender turns a DATA frame into its trimmed header addressed back to its sender:
-// Ethernet, IPv4 and UDP source and destination swapped, FlagTrimmed and FlagReturned set,
+// Ethernet, IPv4 and UDP source and destination swapped (the new destination port is the
+// header's ReplyPort, the sender's listen port, when it names one), FlagTrimmed and FlagReturned set,
 // cut as Trim cuts it (with the trim DSCP if dscp is not 0, lengths and checksums
 // rewritten). It returns false and leaves the frame alone if it is not a whole DATA frame.
 func (f *Frame) ReturnToSender(dscp uint8) bool {
@@ -38,6 +39,11 @@ func (f *Frame) ReturnToSender(dscp uint8) bool {
 	copy(ip[12:16], ip[16:20])
 	copy(ip[16:20], a[:])
 	sp, dp := binary.BigEndian.Uint16(d[u:]), binary.BigEndian.Uint16(d[u+2:])
+	if rp := binary.BigEndian.Uint16(d[u+8+4:]); rp != 0 {
+		// The header's ReplyPort: the sender's listen port. Its source port is an EV
+		// port, which a daemon only sends from.
+		sp = rp
+	}
 	binary.BigEndian.PutUint16(d[u:], dp)
 	binary.BigEndian.PutUint16(d[u+2:], sp)
 	d[u+8+1] |= wireFlagRet

@@ -12,8 +12,9 @@ import (
 // TestReturnToSenderOverTheWire: an incast through the switch whose ports run the shared
 // port model with return-to-sender trimming. Every DATA frame either reaches the receiver
 // whole or comes back to its own sender's socket as the 64-byte header with
-// FlagTrimmed|FlagReturned (the switch routed it back: addresses and ports swapped), and
-// the senders' kernels accept the returned headers (checksums right).
+// FlagTrimmed|FlagReturned (the switch routed it back: addresses and ports swapped, to
+// the header's ReplyPort when it names one), and the senders' kernels accept the returned
+// headers (checksums right).
 func TestReturnToSenderOverTheWire(t *testing.T) {
 	const senders, each = 4, 20
 	tb, sw, _ := star(t, senders+1, uswitch.Config{NewQueue: func(int) uswitch.Queue {
@@ -46,19 +47,30 @@ func TestReturnToSenderOverTheWire(t *testing.T) {
 	msg[44] = 0x0f
 	msg[39] = 0xa0 // MsgLen 4000
 	msg[38] = 0x0f
-	var tx []*net.UDPConn
+	// Odd senders name a listen port in the header's ReplyPort (as the daemon does, whose
+	// EV source ports only send): their headers must come back there.
+	const replyPort = 9100
+	var tx []*net.UDPConn // where each sender's returned headers must arrive
 	for s := range senders {
-		c := udp(t, tb, "h"+string(rune('0'+s)), func() (*net.UDPConn, error) { return net.DialUDP("udp4", nil, dst) })
+		host := "h" + string(rune('0'+s))
+		c := udp(t, tb, host, func() (*net.UDPConn, error) { return net.DialUDP("udp4", nil, dst) })
 		c.SetReadBuffer(1 << 20)
-		tx = append(tx, c)
+		m := append([]byte(nil), msg...)
+		back := c
+		if s%2 == 1 {
+			m[4], m[5] = replyPort>>8, replyPort&0xff
+			back = udp(t, tb, host, func() (*net.UDPConn, error) { return net.ListenUDP("udp4", &net.UDPAddr{Port: replyPort}) })
+			back.SetReadBuffer(1 << 20)
+		}
+		tx = append(tx, back)
 		for range each {
-			if _, err := c.Write(msg); err != nil {
+			if _, err := c.Write(m); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	buf := make([]byte, 9000)
-	full, returned := 0, 0
+	full, returned, toReply := 0, 0, 0
 	last := time.Now()
 	for full+returned < senders*each {
 		got := false
@@ -80,6 +92,9 @@ func TestReturnToSenderOverTheWire(t *testing.T) {
 				t.Fatalf("sender %d got %d bytes, flags %#x: want a returned 64-byte header", s, m, buf[1])
 			}
 			returned++
+			if s%2 == 1 {
+				toReply++
+			}
 			got = true
 		}
 		if got {
@@ -88,9 +103,9 @@ func TestReturnToSenderOverTheWire(t *testing.T) {
 			t.Fatalf("after %d full and %d returned of %d: nothing more (switch port %+v)", full, returned, senders*each, sw.Stats(4))
 		}
 	}
-	t.Logf("%d delivered whole, %d returned to their senders", full, returned)
-	if full == 0 || returned == 0 {
-		t.Fatal("want some frames delivered and some returned")
+	t.Logf("%d delivered whole, %d returned to their senders (%d to a ReplyPort)", full, returned, toReply)
+	if full == 0 || returned == 0 || toReply == 0 {
+		t.Fatal("want some frames delivered and some returned, some of them to a ReplyPort")
 	}
 	for s := range senders {
 		if e := csumErrors(t, tb, "h"+string(rune('0'+s))); e != 0 {
