@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -196,10 +197,13 @@ func (r *Run) scheduleFailures(ctx context.Context, start time.Time, sc *sim.Sce
 			evs = append(evs, ev{time.Duration(fc.Until), f.undo()})
 		}
 	}
-	for _, e := range evs {
-		fs.wg.Add(1)
-		go func() {
-			defer fs.wg.Done()
+	// One goroutine applies them in time order: with a timer each, a loaded host (or a
+	// start already past) could run a link's "up" before its "down".
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	fs.wg.Add(1)
+	go func() {
+		defer fs.wg.Done()
+		for _, e := range evs {
 			select {
 			case <-ctx.Done():
 				return
@@ -208,8 +212,8 @@ func (r *Run) scheduleFailures(ctx context.Context, start time.Time, sc *sim.Sce
 			if err := r.Apply(e.f); err != nil {
 				fs.fail(fmt.Errorf("%s %s at %v: %w", e.f.Kind, e.f.Link, e.at, err))
 			}
-		}()
-	}
+		}
+	}()
 	return nil
 }
 
