@@ -60,29 +60,32 @@ const (
 	wheelMask = wheelLen - 1
 )
 
-// wnode is a wheel event in its bucket's list (a pool index; -1 ends the list).
-type wnode struct {
-	ev   event
-	next int32
-}
+// blkLen is the number of events in a wheel block (256 bytes: four cache lines). A
+// bucket is a list of blocks, so its events lie side by side: at thousands of hosts a
+// nanosecond holds hundreds of events, and walking them (pop, the lookahead cursor) and
+// appending to them (push) touch consecutive lines instead of one scattered node each.
+const blkLen = 16
 
-// bucket is the list of events of one nanosecond.
-type bucket struct{ head, tail int32 }
+// bucket is the list of events of one nanosecond: blocks head..tail (linked by
+// blkNext), the first event at head[lo], the next free slot at tail[hi].
+type bucket struct{ head, tail, lo, hi int32 }
 
 // eventQueue is the wheel plus the heap.
 type eventQueue struct {
-	far   heap4
-	seq   uint64
-	cur   int64 // no wheel event is before cur; the wheel covers [cur, cur+wheelLen)
-	n     int   // events in the wheel
-	bk    []bucket
-	used  []uint64 // bit per bucket: not empty
-	nodes []wnode
-	free  int32 // free list of nodes (LIFO: the node reused is the one just freed)
-	// Lookahead for prefetching: a cursor about pfDist pops ahead (at node pfNode, whose
-	// key was pfKey, pfAhead pops ahead), and the events it stood on at its last moves
-	// (pfHist[pfN&7] the newest).
-	pfNode  int32
+	far     heap4
+	seq     uint64
+	cur     int64 // no wheel event is before cur; the wheel covers [cur, cur+wheelLen)
+	n       int   // events in the wheel
+	bk      []bucket
+	used    []uint64 // bit per bucket: not empty
+	blks    [][blkLen]event
+	blkNext []int32 // next block of a bucket's list, or of the free list (-1: none)
+	free    int32   // free list of blocks (LIFO: the block reused is the one just freed)
+	// Lookahead for prefetching: a cursor about pfDist pops ahead (at slot pfIdx of block
+	// pfBlk, whose key was pfKey, pfAhead pops ahead), and the events it stood on at its
+	// last moves (pfHist[pfN&7] the newest).
+	pfBlk   int32
+	pfIdx   int32
 	pfKey   uint64
 	pfAhead int
 	pfHist  [8]event
@@ -93,6 +96,26 @@ type eventQueue struct {
 const pfDist = 9
 
 func (q *eventQueue) len() int { return q.n + len(q.far.h) }
+
+// newBlk takes a block off the free list (or makes one).
+func (q *eventQueue) newBlk() int32 {
+	nb := q.free
+	if nb < 0 {
+		nb = int32(len(q.blks))
+		q.blks = append(q.blks, [blkLen]event{})
+		q.blkNext = append(q.blkNext, -1)
+		return nb
+	}
+	q.free = q.blkNext[nb]
+	q.blkNext[nb] = -1
+	return nb
+}
+
+// freeBlk returns block k to the free list.
+func (q *eventQueue) freeBlk(k int32) {
+	q.blkNext[k] = q.free
+	q.free = k
+}
 
 // push schedules an action at time at (clamped to maxAt; equal times keep push order,
 // modulo 2^seqBits pushes).
@@ -109,49 +132,55 @@ func (q *eventQueue) push(at int64, val uint64) {
 	if q.bk == nil {
 		q.init()
 	}
-	nd := q.free
-	if nd < 0 {
-		nd = int32(len(q.nodes))
-		q.nodes = append(q.nodes, wnode{})
-	} else {
-		q.free = q.nodes[nd].next
-	}
 	q.n++
 	b := &q.bk[at&wheelMask]
 	if b.head < 0 {
-		q.nodes[nd] = wnode{e, -1}
-		b.head, b.tail = nd, nd
+		nb := q.newBlk()
+		q.blks[nb][0] = e
+		*b = bucket{head: nb, tail: nb, lo: 0, hi: 1}
 		q.used[(at&wheelMask)>>6] |= 1 << (at & 63)
 		return
 	}
-	if t := &q.nodes[b.tail]; t.ev.key <= e.key {
-		q.nodes[nd] = wnode{e, -1}
-		t.next = nd
-		b.tail = nd
+	if q.blks[b.tail][b.hi-1].key <= e.key {
+		q.appendTo(b, e)
 		return
 	}
-	// The sequence number wrapped since the bucket's last push: insert in key order.
-	if q.nodes[b.head].ev.key > e.key {
-		q.nodes[nd] = wnode{e, b.head}
-		b.head = nd
-		return
+	// The sequence number wrapped since the bucket's last push: insert in key order,
+	// moving the later events one slot on.
+	k, i := b.head, b.lo
+	for q.blks[k][i].key <= e.key {
+		if i++; i == blkLen {
+			k, i = q.blkNext[k], 0
+		}
 	}
-	p := b.head
-	for q.nodes[p].next >= 0 && q.nodes[q.nodes[p].next].ev.key <= e.key {
-		p = q.nodes[p].next
+	for k != b.tail || i < b.hi {
+		q.blks[k][i], e = e, q.blks[k][i]
+		if i++; i == blkLen && k != b.tail {
+			k, i = q.blkNext[k], 0
+		}
 	}
-	q.nodes[nd] = wnode{e, q.nodes[p].next}
-	q.nodes[p].next = nd
+	q.appendTo(b, e)
+}
+
+// appendTo puts e after the last event of the non-empty bucket b.
+func (q *eventQueue) appendTo(b *bucket, e event) {
+	if b.hi == blkLen {
+		nb := q.newBlk()
+		q.blkNext[b.tail] = nb
+		b.tail, b.hi = nb, 0
+	}
+	q.blks[b.tail][b.hi] = e
+	b.hi++
 }
 
 func (q *eventQueue) init() {
 	q.bk = make([]bucket, wheelLen)
 	for i := range q.bk {
-		q.bk[i] = bucket{-1, -1}
+		q.bk[i] = bucket{-1, -1, 0, 0}
 	}
 	q.used = make([]uint64, wheelLen/64)
 	q.free = -1
-	q.pfNode = -1
+	q.pfBlk = -1
 }
 
 // lookahead moves the cursor on and records the event under it in pfHist: the event
@@ -163,22 +192,29 @@ func (q *eventQueue) lookahead() {
 	if q.n == 0 {
 		return
 	}
-	if q.pfAhead <= 0 || q.pfNode < 0 || q.nodes[q.pfNode].ev.key != q.pfKey {
-		q.pfNode = q.bk[q.cur&wheelMask].head
-		q.pfAhead = 0
-		if q.pfNode < 0 {
+	b := &q.bk[q.cur&wheelMask]
+	if q.pfAhead <= 0 || q.pfBlk < 0 || q.blks[q.pfBlk][q.pfIdx].key != q.pfKey {
+		if b.head < 0 {
+			q.pfBlk = -1
 			return
 		}
+		q.pfBlk, q.pfIdx = b.head, b.lo
+		q.pfAhead = 0
 	}
 	for step := 0; step < 2 && q.pfAhead < pfDist; step++ {
-		nx := q.nodes[q.pfNode].next
-		if nx < 0 {
-			break
+		k, i := q.pfBlk, q.pfIdx+1
+		if k == b.tail && i >= b.hi {
+			break // the end of the bucket
 		}
-		q.pfNode = nx
+		if i == blkLen {
+			if k, i = q.blkNext[k], 0; k < 0 {
+				break
+			}
+		}
+		q.pfBlk, q.pfIdx = k, i
 		q.pfAhead++
 	}
-	e := q.nodes[q.pfNode].ev
+	e := q.blks[q.pfBlk][q.pfIdx]
 	q.pfKey = e.key
 	q.pfHist[q.pfN&7] = e
 }
@@ -204,6 +240,14 @@ func (q *eventQueue) advance() {
 	}
 }
 
+// headEv is the first event of the wheel's first non-empty bucket; the wheel must not
+// be empty.
+func (q *eventQueue) headEv() event {
+	q.advance()
+	b := &q.bk[q.cur&wheelMask]
+	return q.blks[b.head][b.lo]
+}
+
 // pop removes and returns the earliest event; the queue must not be empty.
 func (q *eventQueue) pop() event {
 	e, _ := q.popUntil(maxAt)
@@ -223,8 +267,8 @@ func (q *eventQueue) popUntil(t int64) (e event, ok bool) {
 	}
 	q.advance()
 	b := &q.bk[q.cur&wheelMask]
-	nd := &q.nodes[b.head]
-	if len(q.far.h) > 0 && q.far.h[0].key < nd.ev.key {
+	e = q.blks[b.head][b.lo]
+	if len(q.far.h) > 0 && q.far.h[0].key < e.key {
 		// Before cur (pushed in the past) or a heap event now due.
 		if q.far.h[0].at() > t {
 			return event{}, false
@@ -234,16 +278,17 @@ func (q *eventQueue) popUntil(t int64) (e event, ok bool) {
 	if q.cur > t {
 		return event{}, false
 	}
-	e = nd.ev
-	h := b.head
-	b.head = nd.next
-	nd.next = q.free
-	q.free = h
+	b.lo++
 	q.n--
 	q.pfAhead--
-	if b.head < 0 {
-		b.tail = -1
+	if b.head == b.tail && b.lo == b.hi {
+		q.freeBlk(b.head)
+		*b = bucket{-1, -1, 0, 0}
 		q.used[(q.cur&wheelMask)>>6] &^= 1 << (q.cur & 63)
+	} else if b.lo == blkLen {
+		h := b.head
+		b.head, b.lo = q.blkNext[h], 0
+		q.freeBlk(h)
 	}
 	return e, true
 }

@@ -396,8 +396,7 @@ func (s *Sim) mergeParts() {
 func (q *eventQueue) nextAt() (int64, bool) {
 	at, ok := int64(0), false
 	if q.n > 0 {
-		q.advance()
-		at, ok = q.nodes[q.bk[q.cur&wheelMask].head].ev.at(), true
+		at, ok = q.headEv().at(), true
 	}
 	if len(q.far.h) > 0 && (!ok || q.far.h[0].at() < at) {
 		at, ok = q.far.h[0].at(), true

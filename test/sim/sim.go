@@ -202,6 +202,8 @@ type host struct {
 	timerGen int32
 	conns    map[int32]*sconn // by destination host
 	rxFlows  map[uint64]int32 // flows this host receives, by rxKey(source, message ID)
+	epTimer  uintptr          // prefetch hints (Endpoint.HotAddrs): the engine's timer fields
+	epConns  uintptr          // and its connection table's header
 }
 
 // sconn is a connection a host opened, with the flows (messages) sent on it.
@@ -392,6 +394,7 @@ func New(sc *Scenario) (*Sim, error) {
 		if err != nil {
 			return nil, fmt.Errorf("transport: %w", err)
 		}
+		h.epTimer, h.epConns = h.ep.HotAddrs()
 		h.ip = hostIP(i)
 		h.addr = hostAddr(int32(i))
 		h.tor = tp.hostUp[i]
@@ -702,11 +705,25 @@ func (s *Sim) prefetchFor(e event, stage int) {
 				} else {
 					prefetchN(a, 3) // up to 192 bytes of an ACK
 				}
-				prefetchN(uintptr(unsafe.Pointer(&s.hosts[p.to])), 2)
+				h := &s.hosts[p.to]
+				prefetchN(uintptr(unsafe.Pointer(h)), 2)
+				prefetch(h.epConns)
 				return
 			}
 			if out := s.route(pk, p.to); out >= 0 {
 				s.prefetchPort(out)
+			}
+		}
+	case evNIC, evTimer:
+		// nicDone and onTimer ask the engine for its next deadline first.
+		switch stage {
+		case 0:
+			prefetchN(uintptr(unsafe.Pointer(&s.hosts[id])), 2)
+		case 1:
+			prefetchN(s.hosts[id].epTimer, 2)
+		case 2:
+			if a := s.hosts[id].ep.TimerTopAddr(); a != 0 {
+				prefetch(a)
 			}
 		}
 	case evWake:
