@@ -14,31 +14,7 @@ import (
 // a Jain index of at least minJain.
 func IncastFairness(t *testing.T, name string, minJain float64, mod func(*transport.Config)) {
 	t.Helper()
-	reg, ok := transport.LookupCC(name)
-	if !ok {
-		t.Fatalf("cc %q is not registered", name)
-	}
-	recs := make([]*Recorder, 8)
-	r := New(t, Options{Senders: 8, Trim: true, Seed: 7,
-		Mod: func(c *transport.Config) {
-			c.CC = name
-			if mod != nil {
-				mod(c)
-			}
-		},
-		NewCC: func(i int) cc.Controller {
-			cfg := Config(true)
-			cfg.CC = name
-			if mod != nil {
-				mod(&cfg)
-			}
-			f, err := reg.Prepare(&cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs[i] = &Recorder{Controller: f(), Record: true}
-			return recs[i]
-		}})
+	r, recs := Recorded(t, name, Options{Senders: 8, Trim: true, Seed: 7}, mod)
 	took, ideal := r.Incast(8 << 20)
 	half := r.Net.Now() - took/2
 	var shares []float64
@@ -54,4 +30,33 @@ func IncastFairness(t *testing.T, name string, minJain float64, mod func(*transp
 	if j < minJain {
 		t.Errorf("%s: Jain %.3f over the first half, want >= %.2f", name, j, minJain)
 	}
+}
+
+// Recorded builds a rig whose senders all run the registered controller name (mod, if
+// set, adjusts the transport config), each wrapped in a Recorder that keeps its timeline.
+// o's Mod and NewCC are set here.
+func Recorded(t testing.TB, name string, o Options, mod func(*transport.Config)) (*Rig, []*Recorder) {
+	t.Helper()
+	reg, ok := transport.LookupCC(name)
+	if !ok {
+		t.Fatalf("cc %q is not registered", name)
+	}
+	recs := make([]*Recorder, o.Senders)
+	o.Mod = func(c *transport.Config) {
+		c.CC = name
+		if mod != nil {
+			mod(c)
+		}
+	}
+	o.NewCC = func(i int) cc.Controller {
+		cfg := Config(o.Trim)
+		o.Mod(&cfg)
+		f, err := reg.Prepare(&cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[i] = &Recorder{Controller: f(), Record: true}
+		return recs[i]
+	}
+	return New(t, o), recs
 }

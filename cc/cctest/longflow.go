@@ -4,7 +4,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -28,31 +27,7 @@ type LongFlowResult struct {
 // the shares, the link's use and the queue, sampled every base RTT / 4.
 func LongFlows(t *testing.T, name string, flows int, stagger, overlap int64, mod func(*transport.Config)) LongFlowResult {
 	t.Helper()
-	reg, ok := transport.LookupCC(name)
-	if !ok {
-		t.Fatalf("cc %q is not registered", name)
-	}
-	recs := make([]*Recorder, flows)
-	r := New(t, Options{Senders: flows, Trim: true, Seed: 11, SampleNs: BaseRTT() / 4,
-		Mod: func(c *transport.Config) {
-			c.CC = name
-			if mod != nil {
-				mod(c)
-			}
-		},
-		NewCC: func(i int) cc.Controller {
-			cfg := Config(true)
-			cfg.CC = name
-			if mod != nil {
-				mod(&cfg)
-			}
-			f, err := reg.Prepare(&cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs[i] = &Recorder{Controller: f(), Record: true}
-			return recs[i]
-		}})
+	r, recs := Recorded(t, name, Options{Senders: flows, Trim: true, Seed: 11, SampleNs: BaseRTT() / 4}, mod)
 	end := int64(flows-1)*stagger + overlap
 	// Enough bytes that no flow finishes: the link rate over the whole run.
 	size := int(min(int64(LinkRate/8)*end/1_000_000_000*2, 1<<30))
