@@ -98,8 +98,9 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "directory for sweep.csv, sweep.json, the plot and runs/ (one file per run)")
 	metric := fs.String("metric", "completion_rel", "metric plotted against the first axis")
 	show := fs.String("show", "completion_rel,fct.p99_ns,drops,trims,retx", "metrics of the markdown table printed on stdout")
-	pivot := fs.String("pivot", "", "print the first -show metric with this axis's values as columns (a comparison table)")
+	pivot := fs.String("pivot", "", "print completion_rel (or each metric of an explicit -show) with this axis's values as columns (comparison tables)")
 	plots := fs.String("plots", "png", "plot formats: png, svg, both or none")
+	cdf := fs.String("cdf", "", "also draw FCT CDFs with one line per value of this axis (one plot per combination of the others)")
 	printJobs := fs.Bool("print-jobs", false, "print one command per run (point x seed) and exit")
 	emit := fs.String("emit", "", "write one command per run to this file and exit")
 	job := fs.Int("job", -1, "run only this job (0..runs-1) and write its file under -out/runs")
@@ -120,11 +121,24 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
 	}
 	showList := strings.Split(*show, ",")
+	showSet := false
+	fs.Visit(func(f *flag.Flag) { showSet = showSet || f.Name == "show" })
 	md := func(t *sweep.Table, w io.Writer) error {
-		if *pivot != "" {
+		if *pivot == "" {
+			return t.WriteMarkdown(w, showList)
+		}
+		if !showSet {
 			return t.WriteMarkdownPivot(w, showList[0], *pivot)
 		}
-		return t.WriteMarkdown(w, showList)
+		for i, m := range showList {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := t.WriteMarkdownPivot(w, m, *pivot); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if *merge != "" {
 		if fs.NArg() != 0 || len(axes) > 0 {
@@ -142,7 +156,7 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return writeSweep(t, *out, *metric, *plots, md, stdout, stderr)
+		return writeSweep(t, *out, *metric, *plots, *cdf, md, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -156,6 +170,9 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 	spec, err := sweep.New(ref, src, axes, *seeds)
 	if err != nil {
 		return err
+	}
+	if *cdf != "" && !slices.ContainsFunc(spec.Axes, func(a sweep.Axis) bool { return a.Field == *cdf }) {
+		return fmt.Errorf("-cdf %s: not an axis of the sweep", *cdf)
 	}
 	if *out == "" {
 		return fmt.Errorf("%s sweep: -out DIR is required (the table, plot and run files go there)", mode.group)
@@ -224,7 +241,7 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeSweep(t, *out, *metric, *plots, md, stdout, stderr); err != nil {
+	if err := writeSweep(t, *out, *metric, *plots, *cdf, md, stdout, stderr); err != nil {
 		return err
 	}
 	if !*keepRuns {
@@ -234,8 +251,8 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 }
 
 // writeSweep writes the merged table as CSV, JSON and plots into dir and the chosen
-// metrics as markdown on stdout.
-func writeSweep(t *sweep.Table, dir, metric, plots string, md func(*sweep.Table, io.Writer) error, stdout, stderr io.Writer) error {
+// metrics as markdown on stdout; with cdf (an axis) also the FCT CDF plots.
+func writeSweep(t *sweep.Table, dir, metric, plots, cdf string, md func(*sweep.Table, io.Writer) error, stdout, stderr io.Writer) error {
 	if _, err := t.Metric(metric); err != nil {
 		return fmt.Errorf("-metric: %w", err)
 	}
@@ -258,6 +275,11 @@ func writeSweep(t *sweep.Table, dir, metric, plots string, md func(*sweep.Table,
 	for _, ext := range plotExts(plots) {
 		if err := t.Plot(filepath.Join(dir, "sweep_"+metric+"."+ext), metric); err != nil {
 			return fmt.Errorf("plot: %w", err)
+		}
+		if cdf != "" {
+			if _, err := t.PlotCDFs(dir, cdf, ext); err != nil {
+				return fmt.Errorf("plot: %w", err)
+			}
 		}
 	}
 	fmt.Fprintf(stderr, "wrote %s\n", filepath.Join(dir, "sweep.{csv,json}"))

@@ -36,6 +36,21 @@ func TestSimSweepLocalAndJobArray(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
+	// -cdf draws one FCT CDF per value of the other axis; -pivot with an explicit -show
+	// prints one comparison table per metric.
+	out.Reset()
+	if err := runSweep(simSweep, []string{"-merge", local, "-out", filepath.Join(dir, "cdf"), "-plots", "png", "-cdf", "transport.lb",
+		"-pivot", "transport.lb", "-show", "completion_rel,fct.spread_ns"}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	for _, f := range []string{"fct_cdf_1.png", "fct_cdf_2.png"} {
+		if st, err := os.Stat(filepath.Join(dir, "cdf", f)); err != nil || st.Size() < 1000 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(out.String(), "completion_rel by transport.lb") || !strings.Contains(out.String(), "fct.spread_ns by transport.lb") {
+		t.Fatalf("pivot tables:\n%s", out.String())
+	}
 	csvLocal, _ := os.ReadFile(filepath.Join(local, "sweep.csv"))
 	if n := strings.Count(string(csvLocal), "\n"); n != 5 {
 		t.Fatalf("%d CSV lines:\n%s", n, csvLocal)
@@ -102,6 +117,7 @@ func TestSimSweepErrors(t *testing.T) {
 		{[]string{"permutation_128"}, "-out DIR is required"},
 		{[]string{"permutation_128", "-out", dir, "-job", "1"}, "-job 1: the sweep has jobs 0..0"},
 		{[]string{"permutation_128", "-out", dir, "-plots", "gif"}, "-plots"},
+		{[]string{"permutation_128", "-set", "transport.cc=smartt", "-out", dir, "-cdf", "transport.lb"}, "-cdf transport.lb: not an axis"},
 		{[]string{"-merge", filepath.Join(dir, "empty")}, "no run files"},
 	} {
 		var out, errb bytes.Buffer

@@ -2,8 +2,11 @@ package sweep
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -134,4 +137,82 @@ func indexOf(xs []string, x string) int {
 		}
 	}
 	return 0
+}
+
+// PlotCDFs draws the FCT CDFs of the sweep: one plot per combination of the axes other
+// than field, with one line per value of field (each the mean of its seeds' quantile
+// functions). It writes DIR/fct_cdf.EXT when field is the only axis, else
+// DIR/fct_cdf_<other values>.EXT, and returns the files written.
+func (t *Table) PlotCDFs(dir, field, ext string) ([]string, error) {
+	sp := t.Sweep
+	ax := slices.IndexFunc(sp.Axes, func(a Axis) bool { return a.Field == field })
+	if ax < 0 {
+		return nil, fmt.Errorf("-cdf %s: not an axis of the sweep", field)
+	}
+	type group struct {
+		title string
+		rows  []*Row
+	}
+	var order []string
+	groups := map[string]*group{}
+	for i := range t.Rows {
+		r := &t.Rows[i]
+		if len(r.FCT) != 101 {
+			return nil, fmt.Errorf("-cdf: point %s has no FCT quantiles (runs from before they were recorded?)", sp.Label(r.Point))
+		}
+		var key, title []string
+		for j, v := range r.Values {
+			if j != ax {
+				key = append(key, v)
+				title = append(title, sp.Axes[j].Field+"="+v)
+			}
+		}
+		k := strings.Join(key, "_")
+		if groups[k] == nil {
+			groups[k] = &group{title: strings.Join(title, " ")}
+			order = append(order, k)
+		}
+		groups[k].rows = append(groups[k].rows, r)
+	}
+	var files []string
+	for _, k := range order {
+		g := groups[k]
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("%s %s: FCT CDF (mean of %d seeds)", sp.Scenario, g.title, sp.Seeds)
+		p.X.Label.Text = "FCT (us)"
+		p.Y.Label.Text = "fraction of flows"
+		p.Legend.Top, p.Legend.Left = true, true
+		var lines []any
+		for _, r := range g.rows {
+			pts := make(plotter.XYs, 0, 101)
+			for q, ns := range r.FCT {
+				pts = append(pts, plotter.XY{X: ns / 1e3, Y: float64(q) / 100})
+			}
+			lines = append(lines, field+"="+r.Values[ax], pts)
+		}
+		if err := plotutil.AddLines(p, lines...); err != nil {
+			return nil, err
+		}
+		p.Add(plotter.NewGrid())
+		name := "fct_cdf." + ext
+		if k != "" {
+			name = "fct_cdf_" + fileSafe(k) + "." + ext
+		}
+		path := filepath.Join(dir, name)
+		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
+			return nil, err
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}
+
+// fileSafe keeps letters, digits, '.', '-' and '_' of s and turns the rest into '-'.
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return '-'
+	}, s)
 }

@@ -369,6 +369,32 @@ type Run struct {
 	Values []string        `json:"values"`   // the point's axis values
 	Seed   uint64          `json:"seed"`     // the run's seed
 	Result json.RawMessage `json:"result"`   // the run's JSON summary (sim.Result)
+	// FCT holds the completed flows' FCT quantiles 0, 1, ..., 100 % (ns, nearest rank):
+	// the run's FCT CDF, so a merged sweep can draw CDFs and report the fastest flow.
+	// Runs written before it existed have none.
+	FCT []int64 `json:"fct_quantiles_ns,omitempty"`
+}
+
+// FCTQuantiles returns the completed flows' FCT at 0, 1, ..., 100 % (nearest rank), or nil
+// when no flow completed.
+func FCTQuantiles(flows []sim.FlowResult) []int64 {
+	var f []int64
+	for i := range flows {
+		if flows[i].FCT >= 0 && !flows[i].Failed {
+			f = append(f, flows[i].FCT)
+		}
+	}
+	if len(f) == 0 {
+		return nil
+	}
+	slices.Sort(f)
+	q := make([]int64, 101)
+	for p := range q {
+		// Nearest rank: the smallest FCT with at least p % of the flows at or below it.
+		k := (p*len(f) + 99) / 100
+		q[p] = f[max(k-1, 0)]
+	}
+	return q
 }
 
 // NewRun records job k's result.
@@ -378,5 +404,5 @@ func (s *Spec) NewRun(k int, r *sim.Result) (*Run, error) {
 		return nil, err
 	}
 	return &Run{Sweep: s, ID: s.ID(), Job: k, Point: k / s.Seeds, Values: s.Values(k / s.Seeds), Seed: r.Seed,
-		Result: json.RawMessage(bytes.TrimSpace(b.Bytes()))}, nil
+		Result: json.RawMessage(bytes.TrimSpace(b.Bytes())), FCT: FCTQuantiles(r.PerFlow)}, nil
 }

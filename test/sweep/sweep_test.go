@@ -306,3 +306,95 @@ func TestNumericAxisPlot(t *testing.T) {
 		t.Fatal("pivot on a field that is not an axis accepted")
 	}
 }
+
+// Runs record their FCT quantiles; a merged sweep reports the fastest flow and the
+// spread, averages the quantile functions over seeds and draws one CDF per group.
+func TestFCTQuantilesAndCDF(t *testing.T) {
+	// 200 flows with FCTs 1..200 us (one failed, one unfinished): nearest-rank quantiles.
+	flows := make([]sim.FlowResult, 202)
+	for i := range 200 {
+		flows[i].FCT = int64(i+1) * 1000
+	}
+	flows[200] = sim.FlowResult{FCT: 5, Failed: true}
+	flows[201] = sim.FlowResult{FCT: -1}
+	q := FCTQuantiles(flows)
+	if len(q) != 101 || q[0] != 1000 || q[1] != 2000 || q[50] != 100000 || q[99] != 198000 || q[100] != 200000 {
+		t.Fatalf("quantiles %v", q)
+	}
+	if FCTQuantiles(flows[200:]) != nil {
+		t.Fatal("quantiles of no completed flow")
+	}
+	withFlows := func(sc *sim.Scenario) (*sim.Result, error) {
+		r, _ := fakeResult(sc)
+		scale := int64(sc.Seed) // seed s: FCTs s..200s us
+		if sc.Transport.CC == "dctcp" {
+			scale *= 2
+		}
+		r.PerFlow = make([]sim.FlowResult, 200)
+		for i := range r.PerFlow {
+			r.PerFlow[i].FCT = int64(i+1) * 1000 * scale
+		}
+		return r, nil
+	}
+	sp, err := New("tiny", []byte(scen), axes(t, "transport.cc=smartt,dctcp", "topology.oversubscription=1,4"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []int
+	for k := range sp.Jobs() {
+		all = append(all, k)
+	}
+	var runs []*Run
+	if err := sp.RunJobs(all, 2, withFlows, func(_ int, r *Run, _ *sim.Result, err error, _ time.Duration) {
+		if err != nil {
+			t.Error(err)
+		}
+		runs = append(runs, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := Merge(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imin, err1 := tb.Metric("fct.min_ns")
+	ispread, err2 := tb.Metric("fct.spread_ns")
+	if err1 != nil || err2 != nil {
+		t.Fatalf("metrics %v: %v %v", tb.Metrics, err1, err2)
+	}
+	// Point 2 is dctcp at 1:1: seed s scales the FCTs by 2s.
+	r := tb.Rows[2]
+	s0, s1 := float64(2*r.Seeds[0]), float64(2*r.Seeds[1])
+	if r.Values[0] != "dctcp" || r.Stats[imin].Min != 1000*s0 || r.Stats[imin].Max != 1000*s1 || r.Stats[ispread].Mean != 199*1000*(s0+s1)/2 {
+		t.Fatalf("row %v seeds %v: min %+v spread %+v", r.Values, r.Seeds, r.Stats[imin], r.Stats[ispread])
+	}
+	if len(r.FCT) != 101 || r.FCT[100] != 200*1000*(s0+s1)/2 || r.FCT[0] != 1000*(s0+s1)/2 {
+		t.Fatalf("mean quantiles %v", r.FCT)
+	}
+	dir := t.TempDir()
+	files, err := tb.PlotCDFs(dir, "transport.cc", "png")
+	if err != nil || len(files) != 2 || filepath.Base(files[1]) != "fct_cdf_4.png" {
+		t.Fatalf("cdfs %v: %v", files, err)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.Size() < 1000 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if _, err := tb.PlotCDFs(dir, "nosuch", "png"); err == nil {
+		t.Fatal("a CDF over a field that is not an axis")
+	}
+	// One run from before quantiles existed: no quantile metrics, and no CDFs.
+	old := *runs[0]
+	old.FCT = nil
+	mixed, err := Merge(append([]*Run{&old}, runs[1:]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mixed.Metric("fct.min_ns"); err == nil {
+		t.Fatal("fct.min_ns with a run that has no quantiles")
+	}
+	if _, err := mixed.PlotCDFs(dir, "transport.cc", "png"); err == nil || !strings.Contains(err.Error(), "no FCT quantiles") {
+		t.Fatalf("cdf without quantiles: %v", err)
+	}
+}

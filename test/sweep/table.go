@@ -113,6 +113,9 @@ type Row struct {
 	Values []string `json:"values"` // one per axis
 	Seeds  []uint64 `json:"seeds"`  // the seeds run
 	Stats  []Stat   `json:"stats"`  // one per Table.Metrics
+	// FCT is the mean over seeds of the runs' FCT quantiles 0..100 % (ns), when every
+	// run of the sweep recorded them: the point's FCT CDF.
+	FCT []float64 `json:"fct_quantiles_ns,omitempty"`
 }
 
 // Table is a merged sweep: one row per point.
@@ -156,6 +159,10 @@ func Merge(runs []*Run) (*Table, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("merge: %d of %d jobs missing: %s", len(missing), len(byJob), strings.Join(missing, ","))
 	}
+	// Runs that recorded their FCT quantiles add the fastest flow and the spread between
+	// the fastest and the slowest (the SMaRTT paper's Fig. 1 reports both); a sweep with
+	// any run from before quantiles existed reports neither.
+	withQ := !slices.ContainsFunc(byJob, func(r *Run) bool { return len(r.FCT) != 101 })
 	t := &Table{Sweep: sp}
 	for p := range sp.Points() {
 		row := Row{Point: p, Values: sp.Values(p)}
@@ -165,6 +172,16 @@ func Merge(runs []*Run) (*Table, error) {
 			names, vals, err := Metrics(r.Result)
 			if err != nil {
 				return nil, fmt.Errorf("job %d: %w", r.Job, err)
+			}
+			if withQ {
+				names = append(names, "fct.min_ns", "fct.spread_ns")
+				vals = append(vals, float64(r.FCT[0]), float64(r.FCT[100]-r.FCT[0]))
+				if row.FCT == nil {
+					row.FCT = make([]float64, 101)
+				}
+				for i, q := range r.FCT {
+					row.FCT[i] += float64(q) / float64(sp.Seeds)
+				}
 			}
 			if t.Metrics == nil {
 				t.Metrics = names
