@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -110,6 +112,9 @@ func BenchmarkVethAFXDP(b *testing.B) {
 	}
 	vs := []*variant{{name: "sockets-reps", lb: "reps", dp: udp.DatapathSockets}, {name: "afxdp-reps", lb: "reps", dp: udp.DatapathAFXDP},
 		{name: "sockets-ecmp", lb: "ecmp", dp: udp.DatapathSockets}, {name: "afxdp-ecmp", lb: "ecmp", dp: udp.DatapathAFXDP}}
+	if only := os.Getenv("AFXDP_ONLY"); only != "" { // e.g. AFXDP_ONLY=afxdp-reps to profile one variant
+		vs = slices.DeleteFunc(vs, func(v *variant) bool { return !slices.Contains(strings.Split(only, ","), v.name) })
+	}
 	const rounds = 5
 	for range rounds {
 		for _, v := range vs {
@@ -131,7 +136,7 @@ func BenchmarkVethAFXDP(b *testing.B) {
 	}
 	// Per-round ratios, AF_XDP over sockets for the same balancer: steadier than a ratio
 	// of medians when the machine's load comes and goes.
-	for i := 1; i < len(vs); i += 2 {
+	for i := 1; i < len(vs) && os.Getenv("AFXDP_ONLY") == ""; i += 2 {
 		g, c := make([]float64, rounds), make([]float64, rounds)
 		for r := range rounds {
 			g[r] = vs[i].gbps[r] / max(vs[i-1].gbps[r], 1e-9)
