@@ -24,6 +24,13 @@ type Config struct {
 	CleanEVs bool `yaml:"clean_evs"`
 	// SackWords is the SACK bitmap width in 64-bit words (1..4).
 	SackWords int `yaml:"sack_words"`
+	// EchoEV sends each ACK on the EV of the data packet that triggered it (the EV it
+	// echoes), as htsim does (its ACK carries the data packet's path id, which switches
+	// hash), so an ACK takes a path a balancer chose and reaches the sender whenever the
+	// EV's path works both ways. false (default): ACKs take the connection's control
+	// EVs in turn, spread over every reverse path whatever the balancer does
+	// (docs/engine.md).
+	EchoEV bool `yaml:"echo_ev"`
 
 	// Immediate-ACK triggers besides Every and MaxDelay (issue 15). A trim (NACK), a
 	// duplicate, a message completion, an ACK request and (without OnReorder) a retransmission filling a hole

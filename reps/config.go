@@ -19,6 +19,12 @@ type Config struct {
 	// connection's life, whatever the losses: the REPS paper's Appendix A experiment
 	// (freezing entered by mistake costs little). 0: off. For experiments only.
 	ForceFreezeAt config.Duration `yaml:"force_freeze_at"`
+	// FreezeExtend makes a failure while frozen push the exit a FreezeDuration ahead
+	// (this project's rule before issue 19). Off, as in the REPS paper and htsim, a
+	// freeze ends FreezeDuration after it began, however many losses follow: with
+	// failures that come one after another the cached EVs can all lead into dead links,
+	// and only leaving freezing (forget them, explore) gets the connection out.
+	FreezeExtend bool `yaml:"freeze_extend"`
 	// NoFreeze disables freezing mode (REPS core logic only).
 	NoFreeze bool `yaml:"no_freeze"`
 	// TimeoutOnly lets only retransmission timeouts signal a failure. By default a

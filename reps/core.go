@@ -66,6 +66,7 @@ type params struct {
 	trimming   bool
 	sackFails  bool
 	cleanEVs   bool
+	extend     bool // Config.FreezeExtend: a failure while frozen pushes the exit
 	maxFreezeU int32
 	forceAt    int64 // Config.ForceFreezeAt, ns (0: off)
 }
@@ -74,7 +75,8 @@ type params struct {
 // unmarked are cached in a circular buffer and reused, oldest first, once each; with
 // nothing cached a random EV is explored; a new or idle connection explores its first
 // BDP; a loss judged a failure freezes the buffer (cached EVs are reused even if already
-// used, nothing is explored) for FreezeDuration.
+// used, nothing is explored) for FreezeDuration from the freeze's start; leaving
+// freezing forgets the buffer and explores a BDP.
 type REPS struct {
 	s        state
 	p        params
@@ -97,6 +99,7 @@ func NewREPS(cfg Config, env Env, rng *rand.Rand) *REPS {
 		trimming:   env.Trimming,
 		sackFails:  !cfg.TimeoutOnly,
 		cleanEVs:   cfg.CleanEVs,
+		extend:     cfg.FreezeExtend,
 		maxFreezeU: int32(maxSpan >> tShift),
 		forceAt:    int64(cfg.ForceFreezeAt),
 	}}
@@ -123,9 +126,7 @@ func (r *REPS) NextEV(now int64, _ int, _ bool) uint16 {
 	}
 	d := int32(nowU - s.time())
 	if s.ctl&freezeBit != 0 {
-		if d >= 0 || d < -r.p.maxFreezeU {
-			r.unfreeze(nowU)
-		}
+		r.expire(nowU)
 	} else if d < 0 || uint32(d) > 2*r.p.windowU {
 		// New, or no ACK for two RTT windows: what is cached is stale; explore a BDP.
 		s.valid = 0
@@ -180,10 +181,27 @@ func (r *REPS) forceFreeze(nowU uint32) {
 	s.setTime(nowU + r.p.freezeU)
 }
 
+// expire leaves freezing mode once its exit time has passed.
+func (r *REPS) expire(nowU uint32) {
+	if r.s.ctl&freezeBit == 0 {
+		return
+	}
+	if d := int32(nowU - r.s.time()); d >= 0 || d < -r.p.maxFreezeU {
+		r.unfreeze(nowU)
+	}
+}
+
+// unfreeze leaves freezing mode as the REPS paper and htsim do: the cached EVs may all
+// lead into links that failed after the freeze began, so they are forgotten and a BDP
+// of random EVs is explored. If the failure persists, the next loss judged a failure
+// freezes again, on the EVs whose ACKs came back since (htsim waits for the end of the
+// BDP; here the idle rule can restart the exploration of a connection whose ACKs are
+// rare, which must not keep it from freezing).
 func (r *REPS) unfreeze(nowU uint32) {
 	s := &r.s
-	s.ctl &^= freezeBit
-	s.explore = 0
+	s.ctl &= headMask // not freezing, nothing cached
+	s.valid = 0
+	s.explore = r.p.explore
 	s.setTime(nowU)
 	s.setRTT(0)
 }
@@ -225,8 +243,16 @@ func (r *REPS) push(ev uint16) {
 	s.ctl = s.ctl&freezeBit | f<<filledShift | h
 }
 
+// expireAt leaves an expired freeze before feedback at time now is taken in.
+func (r *REPS) expireAt(now int64) {
+	if r.s.ctl&freezeBit != 0 {
+		r.expire(uint32(now >> tShift))
+	}
+}
+
 // OnAck recycles the EV of an unmarked ACK; a CE-marked one is dropped.
 func (r *REPS) OnAck(now int64, ev uint16, ce bool, rtt int64) {
+	r.expireAt(now)
 	r.noteRTT(now, rtt)
 	if !ce {
 		r.push(ev)
@@ -240,21 +266,28 @@ func (r *REPS) OnCoalescedAck(now int64, trigger uint16, ce bool, clean []uint16
 		r.OnAck(now, trigger, ce, rtt)
 		return
 	}
+	r.expireAt(now)
 	r.noteRTT(now, rtt)
 	for _, ev := range clean {
 		r.push(ev)
 	}
 }
 
-// OnLoss enters (or prolongs) freezing mode when the loss is judged a failure: with
-// trimming any untrimmed loss; without, a loss while the recent max RTT was low.
+// OnLoss enters freezing mode when the loss is judged a failure: with trimming any
+// untrimmed loss; without, a loss while the recent max RTT was low. A loss while frozen
+// does not prolong the freeze (unless Config.FreezeExtend): it ends FreezeDuration
+// after it began.
 func (r *REPS) OnLoss(now int64, _ uint16, cause cc.LossCause) {
 	if !r.p.freezing || cause == cc.LossTrim || (cause == cc.LossSack && !r.p.sackFails) {
 		return
 	}
 	s := &r.s
 	nowU := uint32(now >> tShift)
+	r.expire(nowU)
 	frozen := s.ctl&freezeBit != 0
+	if frozen && !r.p.extend {
+		return
+	}
 	if !r.p.trimming {
 		recent := frozen
 		if !frozen {

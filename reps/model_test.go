@@ -26,13 +26,20 @@ type modelEnt struct {
 	valid bool
 }
 
+// expire leaves freezing once its time is up: the entries are forgotten and a BDP is
+// explored.
+func (m *model) expire(now int64) {
+	nowU := uint32(now >> tShift)
+	if d := int32(nowU - m.t); m.frozen && (d >= 0 || d < -m.p.maxFreezeU) {
+		m.frozen, m.ents, m.explore, m.t, m.maxRTT = false, nil, int(m.p.explore), nowU, 0
+	}
+}
+
 func (m *model) next(now int64) uint16 {
 	nowU := uint32(now >> tShift)
 	d := int32(nowU - m.t)
 	if m.frozen {
-		if d >= 0 || d < -m.p.maxFreezeU {
-			m.frozen, m.explore, m.t, m.maxRTT = false, 0, nowU, 0
-		}
+		m.expire(now)
 	} else if d < 0 || uint32(d) > 2*m.p.windowU {
 		for i := range m.ents {
 			m.ents[i].valid = false
@@ -60,6 +67,7 @@ func (m *model) next(now int64) uint16 {
 }
 
 func (m *model) ack(now int64, ev uint16, ce bool, rtt int64) {
+	m.expire(now)
 	if rtt > 0 {
 		v := uint16(min(rtt>>rttShift, 0xffff))
 		nowU := uint32(now >> tShift)
@@ -82,6 +90,10 @@ func (m *model) loss(now int64, cause cc.LossCause) {
 		return
 	}
 	nowU := uint32(now >> tShift)
+	m.expire(now)
+	if m.frozen && !m.p.extend {
+		return
+	}
 	if !m.p.trimming {
 		recent := m.frozen
 		if !m.frozen {
@@ -109,6 +121,7 @@ func TestREPSMatchesModel(t *testing.T) {
 		cfg.FreezeDuration = 50_000
 		cfg.TimeoutOnly = seed%5 == 0
 		cfg.NoFreeze = seed%7 == 0
+		cfg.FreezeExtend = seed%4 == 1
 		r := NewREPS(cfg, env, rand.New(rand.NewPCG(seed, 1)))
 		m := &model{p: r.p, rng: rand.New(rand.NewPCG(seed, 1))}
 		now := int64(1_000_000)

@@ -2,6 +2,7 @@ package reps
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -194,12 +195,12 @@ func TestFreezingTimedExitAndReentry(t *testing.T) {
 	warm(r, now)
 	r.OnAck(now, 40, false, 5_000)
 	r.OnLoss(now, 1, cc.LossTimeout)
-	// A second failure at +30us prolongs freezing to +130us.
+	// A second failure at +30us neither counts as an episode nor prolongs the freeze.
 	r.OnLoss(now+30_000, 1, cc.LossSack)
 	if r.FreezeEpisodes() != 1 {
 		t.Fatal("a loss while frozen counted as a new episode")
 	}
-	for _, dt := range []int64{1_000, 99_000, 129_000} {
+	for _, dt := range []int64{1_000, 60_000, 99_000} {
 		if !r.Freezing(now + dt) {
 			t.Fatalf("not freezing at +%dus", dt/1000)
 		}
@@ -207,17 +208,55 @@ func TestFreezingTimedExitAndReentry(t *testing.T) {
 			t.Fatalf("+%dus: EV %d while frozen", dt/1000, ev)
 		}
 	}
-	after := now + 131_000
+	after := now + 101_000
 	if r.Freezing(after) {
-		t.Fatal("still freezing after freeze_duration")
+		t.Fatal("still freezing freeze_duration after it began")
 	}
-	r.OnAck(after, 41, false, 5_000) // keeps the connection from looking idle
-	expectEVs(t, r, after, 41)
-	expectExplore(t, r, after, 20, 40, 41) // out of freezing: explores again
-	// Losses continue: re-entered at once.
+	r.OnAck(after, 41, false, 5_000) // cached after the exit
+	// Out of freezing: the buffer of before is forgotten and a BDP is explored.
+	expectExplore(t, r, after, 2, 40, 41)
+	// Losses continue: re-entered at once, on the EVs cached since the exit.
 	r.OnLoss(after+1_000, 2, cc.LossTimeout)
 	if !r.Freezing(after+1_000) || r.FreezeEpisodes() != 2 {
 		t.Fatalf("no re-entry: freezing %v episodes %d", r.Freezing(after+1_000), r.FreezeEpisodes())
+	}
+	expectEVs(t, r, after+1_000, 41, 41, 41)
+}
+
+// Issue 19 (the REPS paper's Fig. 19): links fail one after another, so every EV a
+// frozen connection has cached can lead into a dead link. Its packets are then all
+// lost and no ACK brings a live EV; were every loss to prolong the freeze, the
+// connection would stay frozen on dead EVs until routing converges. As in the paper
+// ("we simply exit freezing mode after a fixed amount of time ... This prevents REPS
+// from getting stuck ... if the EVs in the buffer were all pointing to a failing
+// path") and htsim, the freeze ends FreezeDuration after it began and the connection
+// explores.
+func TestFreezeEndsWhenEveryCachedEVIsDead(t *testing.T) {
+	dead := []uint16{10, 11, 12}
+	for _, extend := range []bool{false, true} {
+		r := newTestREPS(t, func(c *Config) { c.FreezeExtend = extend }, testEnv) // 100us
+		now := int64(t0)
+		warm(r, now)
+		for _, ev := range dead {
+			r.OnAck(now, ev, false, 5_000)
+		}
+		r.OnLoss(now, 99, cc.LossTimeout) // the first failure
+		// Later failures take the cached EVs' links: every packet is lost, 10us on.
+		escaped := int64(-1)
+		for dt := int64(0); dt < 1_000_000 && escaped < 0; dt += 10_000 {
+			ev := r.NextEV(now+dt, 4096, false)
+			if !slices.Contains(dead, ev) {
+				escaped = dt
+				break
+			}
+			r.OnLoss(now+dt+10_000, ev, cc.LossSack)
+		}
+		switch {
+		case extend && escaped >= 0:
+			t.Fatalf("freeze_extend: left the dead EVs at +%dus", escaped/1000)
+		case !extend && (escaped < 0 || escaped > 110_000):
+			t.Fatalf("escaped the dead EVs at %d ns (-1: not within 1 ms), want within the freeze duration", escaped)
+		}
 	}
 }
 

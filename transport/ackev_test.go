@@ -105,3 +105,55 @@ func TestControlEVs(t *testing.T) {
 		t.Fatalf("3 CLOSE tries went out on %d distinct EVs", len(closeEVs))
 	}
 }
+
+// ack.echo_ev (htsim's rule, issue 19): each ACK travels on the EV of the data packet
+// that triggered it, so the ACK takes a path the sender's balancer chose.
+func TestAckEchoEV(t *testing.T) {
+	for _, echo := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.LB = "ops" // a random EV per data packet
+		cfg.Ack.EchoEV = echo
+		p := newPair(t, cfg, 0)
+		a, b := p.a, p.b
+		buf, rbuf := make([]byte, 70000), make([]byte, 70000)
+		now := int64(1000)
+		id, _ := a.Dial(now, p.bAddr)
+		if _, err := a.Send(now, id, bytes.Repeat([]byte{1}, 30*cfg.MTU)); err != nil {
+			t.Fatal(err)
+		}
+		acks, same := 0, 0
+		for {
+			tx, ok := a.PollTransmit(now, buf)
+			if !ok {
+				break
+			}
+			if tx.Type != wire.TypeData {
+				continue
+			}
+			b.HandlePacket(now, buf[:tx.N], RxMeta{From: p.aAddr, RxTime: now})
+			for {
+				rt, ok := b.PollTransmit(now, rbuf)
+				if !ok {
+					break
+				}
+				if rt.Type == wire.TypeAck {
+					acks++
+					if rt.EV == tx.EV {
+						same++
+					}
+				}
+				a.HandlePacket(now, rbuf[:rt.N], RxMeta{From: p.bAddr, RxTime: now})
+			}
+			now += 1000
+		}
+		if acks < 20 {
+			t.Fatalf("echo %v: %d ACKs, want at least 20", echo, acks)
+		}
+		if echo && same != acks {
+			t.Fatalf("echo_ev: %d of %d ACKs on their data packet's EV, want all", same, acks)
+		}
+		if !echo && same > acks/4 {
+			t.Fatalf("rotation: %d of %d ACKs on their data packet's EV", same, acks)
+		}
+	}
+}

@@ -500,16 +500,21 @@ func holdTime(now, rx int64) uint32 {
 
 // buildAck writes c's next ACK, on the next EV of c's control rotation: a connection's
 // ACKs take every reverse path in turn, so a failed link costs only the ACKs hashed onto
-// it (the next one carries the same cumulative and SACK state).
+// it (the next one carries the same cumulative and SACK state). With ack.echo_ev the ACK
+// takes the EV it echoes instead (htsim's rule).
 func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
-	p := e.header(c, wire.TypeAck, c.nextCtrlEV(&e.cfg))
-	a := &p.Ack
-	words := e.cfg.Ack.SackWords
 	tr := &c.trig
 	if c.probeEcho > 0 && !c.coal.Pending() {
 		// Answering a probe: echo its timestamp.
 		*tr = trigger{psn: c.tracker.Cum() - 1, ev: c.probeEV, txTime: c.probeEcho, rxTime: now}
 	}
+	ev := tr.ev
+	if !e.cfg.Ack.EchoEV {
+		ev = c.nextCtrlEV(&e.cfg)
+	}
+	p := e.header(c, wire.TypeAck, ev)
+	a := &p.Ack
+	words := e.cfg.Ack.SackWords
 	a.CumPSN = c.tracker.Cum()
 	a.SackBase = c.tracker.SackBase(tr.psn, words)
 	a.SackWords = uint8(words)
