@@ -178,7 +178,7 @@ func (t *Table) PlotCDFs(dir, field, ext string) ([]string, error) {
 	for _, k := range order {
 		g := groups[k]
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s %s: FCT CDF (mean of %d seeds)", sp.Scenario, g.title, sp.Seeds)
+		p.Title.Text = fmt.Sprintf("%s %s: FCT CDF by %s (mean of %d seeds)", sp.Scenario, g.title, field, sp.Seeds)
 		p.X.Label.Text = "FCT (us)"
 		p.Y.Label.Text = "fraction of flows"
 		p.Legend.Top, p.Legend.Left = true, true
@@ -188,7 +188,7 @@ func (t *Table) PlotCDFs(dir, field, ext string) ([]string, error) {
 			for q, ns := range r.FCT {
 				pts = append(pts, plotter.XY{X: ns / 1e3, Y: float64(q) / 100})
 			}
-			lines = append(lines, field+"="+r.Values[ax], pts)
+			lines = append(lines, r.Values[ax], pts)
 		}
 		if err := plotutil.AddLines(p, lines...); err != nil {
 			return nil, err
