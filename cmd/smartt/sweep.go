@@ -106,6 +106,7 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 	job := fs.Int("job", -1, "run only this job (0..runs-1) and write its file under -out/runs")
 	merge := fs.String("merge", "", "merge the run files in DIR/runs into DIR's table and plot (no runs)")
 	resume := fs.Bool("resume", false, "skip runs whose file exists under -out/runs")
+	reuse := fs.String("reuse", "", "take the runs of this point and seed from another sweep's DIR/runs (same scenario file; comma-separated DIRs) instead of running them")
 	keepRuns := fs.Bool("keep-runs", true, "keep -out/runs after a local sweep merged them")
 	progress := fs.Bool("progress", true, "report each finished run on stderr")
 	makeRunner := mode.runner(fs)
@@ -183,11 +184,18 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 	if *job > spec.Jobs()-1 || (*job < 0 && *job != -1) {
 		return fmt.Errorf("-job %d: the sweep has jobs 0..%d", *job, spec.Jobs()-1)
 	}
+	if *reuse != "" {
+		n, err := adoptRuns(spec, strings.Split(*reuse, ","), *out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "sweep: %d runs taken from %s\n", n, *reuse)
+	}
 	todo := []int{*job}
 	if *job < 0 {
 		todo = nil
 		for k := range spec.Jobs() {
-			if *resume {
+			if *resume || *reuse != "" {
 				if _, err := os.Stat(sweep.RunFile(*out, k)); err == nil {
 					continue
 				}
@@ -248,6 +256,32 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 		return os.RemoveAll(filepath.Join(*out, "runs"))
 	}
 	return nil
+}
+
+// adoptRuns copies into out/runs, renumbered, every run under dirs that is one of spec's
+// jobs (sweep.Spec.Adopt) and not there yet; it returns how many it copied.
+func adoptRuns(spec *sweep.Spec, dirs []string, out string) (int, error) {
+	n := 0
+	for _, dir := range dirs {
+		runs, err := sweep.ReadRuns(dir)
+		if err != nil {
+			return n, fmt.Errorf("-reuse: %w", err)
+		}
+		for _, r := range runs {
+			c, ok := spec.Adopt(r)
+			if !ok {
+				continue
+			}
+			if _, err := os.Stat(sweep.RunFile(out, c.Job)); err == nil {
+				continue
+			}
+			if err := sweep.WriteRun(out, c); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // writeSweep writes the merged table as CSV, JSON and plots into dir and the chosen

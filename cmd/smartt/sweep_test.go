@@ -51,6 +51,17 @@ func TestSimSweepLocalAndJobArray(t *testing.T) {
 	if !strings.Contains(out.String(), "completion_rel by transport.lb") || !strings.Contains(out.String(), "fct.spread_ns by transport.lb") {
 		t.Fatalf("pivot tables:\n%s", out.String())
 	}
+	// A sweep over part of the grid takes the runs it needs from the first (-reuse) and
+	// runs nothing.
+	out.Reset()
+	errb.Reset()
+	if err := runSweep(simSweep, []string{scen, "-set", "topology.oversubscription=2", "-set", "transport.lb=ops,ecmp", "-seeds", "2",
+		"-reuse", local, "-plots", "none", "-out", filepath.Join(dir, "part")}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if strings.Count(errb.String(), "] job ") != 0 || !strings.Contains(errb.String(), "4 runs taken from") || !strings.Contains(out.String(), "| 2 | ops | 2 |") {
+		t.Fatalf("-reuse: stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
 	csvLocal, _ := os.ReadFile(filepath.Join(local, "sweep.csv"))
 	if n := strings.Count(string(csvLocal), "\n"); n != 5 {
 		t.Fatalf("%d CSV lines:\n%s", n, csvLocal)

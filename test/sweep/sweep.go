@@ -397,6 +397,40 @@ func FCTQuantiles(flows []sim.FlowResult) []int64 {
 	return q
 }
 
+// Adopt returns r renumbered as a job of s when r ran the same scenario file with the same
+// value of every axis field (r's sweep may cover more values, or list the axes in another
+// order) and the seed of one of s's jobs at that point: a run is deterministic, so a
+// sweep can take another's runs instead of repeating them (-reuse).
+func (s *Spec) Adopt(r *Run) (*Run, bool) {
+	if r.Sweep == nil || r.Sweep.SHA256 != s.SHA256 || len(r.Sweep.Axes) != len(s.Axes) || len(r.Values) != len(r.Sweep.Axes) {
+		return nil, false
+	}
+	theirs := map[string]string{}
+	for i, a := range r.Sweep.Axes {
+		theirs[a.Field] = r.Values[i]
+	}
+	vals := make([]string, len(s.Axes))
+	point := 0
+	for i, a := range s.Axes {
+		v, ok := theirs[a.Field]
+		j := slices.Index(a.Values, v)
+		if !ok || j < 0 {
+			return nil, false
+		}
+		vals[i] = v
+		point = point*len(a.Values) + j
+	}
+	for si := range s.Seeds {
+		k := point*s.Seeds + si
+		if _, sc, err := s.Job(k); err == nil && sc.Seed == r.Seed {
+			c := *r
+			c.Sweep, c.ID, c.Job, c.Point, c.Values = s, s.ID(), k, point, vals
+			return &c, true
+		}
+	}
+	return nil, false
+}
+
 // NewRun records job k's result.
 func (s *Spec) NewRun(k int, r *sim.Result) (*Run, error) {
 	var b bytes.Buffer

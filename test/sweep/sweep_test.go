@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -396,5 +397,82 @@ func TestFCTQuantilesAndCDF(t *testing.T) {
 	}
 	if _, err := mixed.PlotCDFs(dir, "transport.cc", "png"); err == nil || !strings.Contains(err.Error(), "no FCT quantiles") {
 		t.Fatalf("cdf without quantiles: %v", err)
+	}
+}
+
+// A sweep adopts the runs of another over the same scenario file whose point and seed it
+// has, renumbered as its own jobs; anything else is refused.
+func TestAdopt(t *testing.T) {
+	big, err := New("tiny", []byte(scen), axes(t, "transport.cc=smartt,dctcp", "topology.oversubscription=1,2"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []int
+	for k := range big.Jobs() {
+		all = append(all, k)
+	}
+	var runs []*Run
+	if err := big.RunJobs(all, 1, fakeResult, func(_ int, r *Run, _ *sim.Result, err error, _ time.Duration) {
+		if err != nil {
+			t.Error(err)
+		}
+		runs = append(runs, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The 2:1 half, axes in the other order, controllers reversed: 2 points x 2 seeds.
+	small, err := New("tiny", []byte(scen), axes(t, "topology.oversubscription=2", "transport.cc=dctcp,smartt"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*Run
+	for _, r := range runs {
+		if c, ok := small.Adopt(r); ok {
+			got = append(got, c)
+			if want := small.Values(c.Point); !slices.Equal(c.Values, want) || c.ID != small.ID() || c.Sweep != small {
+				t.Errorf("job %d: values %v want %v", c.Job, c.Values, want)
+			}
+			_, sc, _ := small.Job(c.Job)
+			if sc.Seed != c.Seed || sc.Transport.CC != c.Values[1] || sc.Topology.Oversubscription != 2 {
+				t.Errorf("job %d is seed %d %s at %d:1, the run seed %d %v", c.Job, sc.Seed, sc.Transport.CC, sc.Topology.Oversubscription, c.Seed, c.Values)
+			}
+		}
+	}
+	if len(got) != 4 {
+		t.Fatalf("adopted %d runs, want 4", len(got))
+	}
+	tb, err := Merge(got) // every job exactly once
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.Rows[0].Values[1] != "dctcp" || tb.Rows[0].Stats[0].Runs == nil {
+		t.Fatalf("rows %+v", tb.Rows)
+	}
+	// Other seeds, another scenario file, another set of axes: nothing.
+	for _, other := range []func() (*Spec, error){
+		func() (*Spec, error) {
+			return New("tiny", []byte(scen), axes(t, "topology.oversubscription=2", "transport.cc=dctcp,smartt"), 3)
+		},
+		func() (*Spec, error) {
+			return New("tiny", []byte(scen+"\n# changed\n"), axes(t, "topology.oversubscription=2", "transport.cc=dctcp,smartt"), 2)
+		},
+		func() (*Spec, error) { return New("tiny", []byte(scen), axes(t, "transport.cc=dctcp,smartt"), 2) },
+	} {
+		sp, err := other()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range runs {
+			if c, ok := sp.Adopt(r); ok {
+				if _, sc, _ := sp.Job(c.Job); sc.Seed != c.Seed {
+					t.Errorf("adopted seed %d as job %d of seed %d", c.Seed, c.Job, sc.Seed)
+				}
+				n++
+			}
+		}
+		if want := map[int]int{3: 4}[sp.Seeds]; n != want { // 3 seeds: seeds 1 and 2 of each point only
+			t.Errorf("%s: adopted %d runs, want %d", sp.describe(), n, want)
+		}
 	}
 }
