@@ -2,12 +2,10 @@ package api
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"slices"
@@ -73,7 +71,7 @@ type session struct {
 	srv     *Server
 	id      uint64
 	conn    net.Conn
-	br      *bufio.Reader
+	br      *frameReader
 	cred    *PeerCred
 	started time.Time
 
@@ -111,13 +109,15 @@ type session struct {
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
-	x := &session{srv: s, id: id, conn: conn, br: br, started: time.Now(), writerDone: make(chan struct{})}
+	x := &session{srv: s, id: id, conn: conn, started: time.Now(), writerDone: make(chan struct{})}
 	if uc, ok := conn.(*net.UnixConn); ok {
 		// Read through an fdReader so descriptors passed with SendFD frames are kept; bytes
 		// the HTTP server buffered already come first.
 		x.fdr = newFDReader(uc)
 		ahead, _ := br.Peek(br.Buffered())
-		x.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), x.fdr), 64<<10)
+		x.br = newFrameReader(ahead, x.fdr, nil, s.cfg.DirectReads)
+	} else {
+		x.br = newFrameReader(nil, nil, br, s.cfg.DirectReads)
 	}
 	x.cond = sync.NewCond(&x.mu)
 	x.touch()
@@ -670,8 +670,7 @@ func (x *session) beginFrame() {
 
 // readFull reads len(p) bytes of the current frame.
 func (x *session) readFull(p []byte) error {
-	_, err := io.ReadFull(x.br, p)
-	return readErr(err)
+	return readErr(x.br.ReadFull(p))
 }
 
 // readErr turns a read deadline into errTimeout.
@@ -922,14 +921,24 @@ func (x *session) readBody(tag uint32, dst []byte, size int64) error {
 			return errProtocol{fmt.Errorf("expected a Data frame of message %d with at most %d bytes, got type 0x%02x tag %d length %d",
 				tag, size-off, h.Type, h.Tag, h.Len)}
 		}
+		end := off + int64(h.Len)
 		if dst == nil {
-			if _, err := io.CopyN(io.Discard, x.br, int64(h.Len)); err != nil {
+			if err := x.br.Discard(int64(h.Len)); err != nil {
 				return readErr(err)
 			}
-		} else if err := x.readFull(dst[off : off+int64(h.Len)]); err != nil {
-			return err
+		} else {
+			// Straight into the message's buffer (frameReader). When more of the message
+			// follows, only the next Data frame's header is read with this payload, so that
+			// its payload goes straight into the buffer too.
+			tail := len(x.br.buf)
+			if end < size {
+				tail = HeaderLen
+			}
+			if err := readErr(x.br.readFull(dst[off:end], tail)); err != nil {
+				return err
+			}
 		}
-		off += int64(h.Len)
+		off = end
 	}
 	return nil
 }

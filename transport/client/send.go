@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"github.com/smartt-transport/smartt/transport/apitypes"
@@ -170,24 +171,48 @@ func (s *Session) messageLocked(tag uint32, to netip.AddrPort, ep uint32, data [
 type Pending struct {
 	s   *Session
 	tag uint32
-	ch  chan reply
-	err error // the message was not handed over (SendBatch): Wait returns this
+	ch  chan reply // nil once Wait has the outcome
+	err error      // the message was not handed over (SendBatch), or its outcome once known
+	// info is the outcome once known.
+	info SentInfo
+}
+
+// replyChans recycles the channels that carry outcomes to Pendings: a channel whose one
+// reply Wait took is empty and known to nobody else (the reader sends once per tag and
+// forgets it), so the next message can use it. Without it a message costs a channel.
+var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
+
+// registerPooled registers tag's outcome on a recycled channel. s.mu is held.
+func (s *Session) registerPooledLocked(tag uint32) chan reply {
+	ch := replyChans.Get().(chan reply)
+	s.waiters[tag] = ch
+	return ch
 }
 
 // Wait returns the message's completion (nil error: the peer daemon received the whole
-// message, in order, and handed it to its API) or why it failed.
+// message, in order, and handed it to its API) or why it failed. Once it has returned the
+// outcome, later calls return it again; it must not be called from two goroutines at once.
 func (p *Pending) Wait(ctx context.Context) (SentInfo, error) {
-	if p.err != nil {
-		return SentInfo{}, p.err
+	if p.ch == nil {
+		return p.info, p.err
 	}
-	r, err := p.s.wait(ctx, p.tag, p.ch)
-	if err != nil {
-		return SentInfo{}, err
+	select {
+	case r := <-p.ch:
+		replyChans.Put(p.ch)
+		p.ch = nil
+		switch {
+		case r.err != nil:
+			p.err = r.err
+		case r.typ == apitypes.FrameFailed:
+			p.err = fmt.Errorf("%w: %s", ErrFailed, r.payload)
+		default:
+			p.info, p.err = apitypes.ParseSentInfo(r.payload)
+		}
+		return p.info, p.err
+	case <-ctx.Done():
+		p.s.unregister(p.tag)
+		return SentInfo{}, ctx.Err()
 	}
-	if r.typ == apitypes.FrameFailed {
-		return SentInfo{}, fmt.Errorf("%w: %s", ErrFailed, r.payload)
-	}
-	return apitypes.ParseSentInfo(r.payload)
 }
 
 // errEmpty refuses an empty message.
@@ -205,12 +230,15 @@ func (s *Session) SendAsync(to netip.AddrPort, ep uint32, data []byte) (*Pending
 		return s.sendCopy(to, ep, bytesReader(data), int64(len(data)), nil)
 	}
 	tag := s.nextTag()
-	ch, err := s.register(tag)
-	if err != nil {
+	s.mu.Lock()
+	if err := s.err; err != nil {
+		s.mu.Unlock()
 		return nil, err
 	}
+	ch := s.registerPooledLocked(tag)
+	s.mu.Unlock()
 	s.wmu.Lock()
-	err = s.beginLocked()
+	err := s.beginLocked()
 	if err == nil {
 		err = s.releasesLocked() // pending ring releases share this write
 	}
@@ -268,9 +296,7 @@ func (s *Session) SendBatch(pend []*Pending, msgs []BatchMsg) ([]*Pending, error
 			continue
 		}
 		tag := s.nextTag()
-		ch := make(chan reply, 1)
-		s.waiters[tag] = ch
-		ps[i] = Pending{s: s, tag: tag, ch: ch}
+		ps[i] = Pending{s: s, tag: tag, ch: s.registerPooledLocked(tag)}
 	}
 	s.mu.Unlock()
 
@@ -304,7 +330,7 @@ func (s *Session) SendBatch(pend []*Pending, msgs []BatchMsg) ([]*Pending, error
 		for i := sent; i < len(msgs); i++ {
 			if ps[i].err == nil {
 				s.unregister(ps[i].tag)
-				ps[i].err = err
+				ps[i].err, ps[i].ch = err, nil
 			}
 		}
 	}
