@@ -121,8 +121,8 @@ func (s *Session) frameLocked(h apitypes.Header, sh *apitypes.SendHeader, inline
 }
 
 // writeBuiltLocked writes what is built with one writev (more if the socket takes it in
-// parts) and starts over. A failed write leaves the framing broken: the connection is
-// closed. s.wmu is held.
+// parts) and starts over. A failed write leaves the framing broken: the connection is shut
+// for writing. s.wmu is held.
 func (s *Session) writeBuiltLocked() error {
 	st := &s.snd
 	if len(st.iov) == 0 {
@@ -134,7 +134,13 @@ func (s *Session) writeBuiltLocked() error {
 	clear(st.iov) // WriteTo cleared what it wrote; no reference to the caller's bytes stays
 	st.hdr, st.iov, st.bufs, st.runIov = st.hdr[:0], st.iov[:0], nil, -1
 	if err != nil {
-		s.conn.Close()
+		// No more writes: a frame may be cut. Replies already on their way are still read
+		// (the outcomes of the messages written whole).
+		if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			s.conn.Close()
+		}
 	}
 	return err
 }
