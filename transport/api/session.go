@@ -847,23 +847,19 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return x.readBody(tag, nil, int64(sh.Size)) // the client streams the body anyway: skip it
 	}
 	size := int64(sh.Size)
-	buf := bufpool.Get(envelopeLen + int(size))
-	putEnvelope(buf, sh.Endpoint, ep)
-	if err := x.readBody(tag, buf[envelopeLen:], size); err != nil {
-		bufpool.Put(buf)
+	m := getSendMsg(x, tag, envelopeLen+int(size))
+	putEnvelope(m.buf, sh.Endpoint, ep)
+	if err := x.readBody(tag, m.buf[envelopeLen:], size); err != nil {
+		m.put()
 		x.release(size)
 		if !errors.As(err, new(errProtocol)) && !errors.As(err, new(errTimeout)) {
 			s.vanished.Add(1)
 		}
 		return err
 	}
-	err := s.node.Send(sh.To, buf, func(r daemon.SendResult) {
-		bufpool.Put(buf) // the engine is done with it
-		x.release(size)
-		x.completed(tag, r)
-	})
+	err := s.node.Send(sh.To, m.buf, m.done)
 	if err != nil {
-		bufpool.Put(buf)
+		m.put()
 		x.release(size)
 		s.msgsRejected.Add(1)
 		x.enqueueError(tag, sendErrCode(err), err.Error())
@@ -872,6 +868,59 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 	s.msgsAccepted.Add(1)
 	s.bytesAccepted.Add(uint64(size))
 	return nil
+}
+
+// smallMsg is the largest message buffer a sendMsg keeps for the next message; larger
+// ones come from bufpool.
+const smallMsg = 64 << 10
+
+// sendMsg is a message a session handed to the engine: its buffer and what its completion
+// needs. sendMsgs recycles them (and the buffers of small messages with them), so that
+// handing a message to the engine allocates nothing in the API.
+type sendMsg struct {
+	x    *session
+	tag  uint32
+	buf  []byte                  // envelope and body, what the engine sends
+	own  []byte                  // the buffer kept for small messages
+	done func(daemon.SendResult) // m.complete, made once
+}
+
+var sendMsgs sync.Pool
+
+// getSendMsg returns a sendMsg with a buffer of n bytes.
+func getSendMsg(x *session, tag uint32, n int) *sendMsg {
+	m, _ := sendMsgs.Get().(*sendMsg)
+	if m == nil {
+		m = &sendMsg{}
+		m.done = m.complete
+	}
+	m.x, m.tag = x, tag
+	if n > smallMsg {
+		m.buf = bufpool.Get(n)
+		return m
+	}
+	if cap(m.own) < n {
+		m.own = make([]byte, n, max(n, 512))
+	}
+	m.buf = m.own[:n]
+	return m
+}
+
+// put gives m and its buffer back.
+func (m *sendMsg) put() {
+	if len(m.buf) > smallMsg {
+		bufpool.Put(m.buf)
+	}
+	m.x, m.buf = nil, nil
+	sendMsgs.Put(m)
+}
+
+// complete is the engine's completion of the message: the engine is done with its buffer.
+func (m *sendMsg) complete(r daemon.SendResult) {
+	x, tag, size := m.x, m.tag, int64(len(m.buf)-envelopeLen)
+	m.put()
+	x.release(size)
+	x.completed(tag, r)
 }
 
 // completed queues a message's Sent or Failed frame.

@@ -211,6 +211,7 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 type pairOpts struct {
 	lb          string
 	memfd, ring bool
+	copySends   bool // the send path before issue 15: client.SetCopySends and api.direct_reads false
 	mod         func(*smarttd.Config)
 }
 
@@ -220,6 +221,14 @@ const benchRing = 64 << 20
 // runPair moves n x 4096 bytes from a daemon in A to one in B (see pairOpts).
 func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	balancer, memfd, mod := o.lb, o.memfd, o.mod
+	if o.copySends {
+		mod = func(c *smarttd.Config) {
+			c.API.DirectReads = false
+			if o.mod != nil {
+				o.mod(c)
+			}
+		}
+	}
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) {
@@ -241,6 +250,7 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s := session(b, ctx, a, 1)
+	s.SetCopySends(o.copySends)
 	rs := session(b, ctx, rd, 1)
 	if o.ring {
 		if err := rs.EnableRecvRing(ctx, benchRing); err != nil {
