@@ -23,6 +23,7 @@ type frameReader struct {
 	src    io.Reader // the connection when it is not a Unix socket (tests)
 	fdr    *fdReader // a Unix socket: recvmsg, with the descriptors passed along
 	direct bool
+	copied int64 // payload bytes copied out of buf by readFull (tests)
 }
 
 // newFrameReader reads from fdr (or src if fdr is nil), ahead first: bytes the HTTP
@@ -85,6 +86,7 @@ func (f *frameReader) ReadFull(p []byte) error { return f.readFull(p, len(f.buf)
 func (f *frameReader) readFull(p []byte, tail int) error {
 	k := copy(p, f.buf[f.r:f.w])
 	f.r += k
+	f.copied += int64(k)
 	p = p[k:]
 	for len(p) > 0 {
 		if f.direct && f.fdr != nil {
@@ -109,6 +111,7 @@ func (f *frameReader) readFull(p []byte, tail int) error {
 		}
 		k := copy(p, f.buf[f.r:f.w])
 		f.r += k
+		f.copied += int64(k)
 		p = p[k:]
 	}
 	return nil

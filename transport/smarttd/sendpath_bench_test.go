@@ -27,6 +27,9 @@ import (
 //     64 ("batch64"), with up to 1024 messages outstanding; messages per second and CPU
 //     microseconds of the process per message.
 //
+// Both report the process's heap allocations per message (allocs/msg: the engine's and
+// the receiving client's included).
+//
 // Rounds (SENDPATH_ROUNDS, default 5) are sub-benchmarks; scripts/sendpath-report turns
 // the output into per-round ratios to the copy path.
 func BenchmarkVethSendPath(b *testing.B) {
@@ -40,15 +43,18 @@ func BenchmarkVethSendPath(b *testing.B) {
 				b.ReportMetric(r.gbps, "daemon_Gbit/s")
 				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
 				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				b.ReportMetric(r.allocsPerMsg, "allocs/msg")
+				b.ReportMetric(r.allocBytesPerMsg/1024, "alloc_KiB/msg")
 			})
 		}
 		for _, size := range []int{64, 4096} {
 			for _, path := range []string{"copy", "direct", "batch64"} {
 				b.Run(fmt.Sprintf("round=%d/small=%d/path=%s", round, size, path), func(b *testing.B) {
 					b.ReportAllocs()
-					rate, cpuUs := runSmall(b, tp, small, size, path)
+					rate, cpuUs, allocs := runSmall(b, tp, small, size, path)
 					b.ReportMetric(rate, "msgs/s")
 					b.ReportMetric(cpuUs, "cpu_us/msg")
+					b.ReportMetric(allocs, "allocs/msg")
 				})
 			}
 		}
@@ -57,8 +63,9 @@ func BenchmarkVethSendPath(b *testing.B) {
 
 // runSmall sends n messages of size bytes from a daemon in A to one in B through the
 // given path (copy, direct, batch64) and returns messages per second (until the last one
-// is received) and the process's CPU microseconds per message.
-func runSmall(b *testing.B, tp *nstest.Topo, n, size int, path string) (rate, cpuUs float64) {
+// is received), the process's CPU microseconds per message and its heap allocations per
+// message (both daemons and clients, the engine's included).
+func runSmall(b *testing.B, tp *nstest.Topo, n, size int, path string) (rate, cpuUs, allocs float64) {
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	mod := func(c *smarttd.Config) {
@@ -101,6 +108,7 @@ func runSmall(b *testing.B, tp *nstest.Topo, n, size int, path string) (rate, cp
 		errc <- first
 	}()
 	cpu0 := cpuTime()
+	m0, _ := mallocs()
 	start := time.Now()
 	pend := make([]*client.Pending, 0, batch)
 	for sent := 0; sent < n; {
@@ -132,5 +140,6 @@ func runSmall(b *testing.B, tp *nstest.Topo, n, size int, path string) (rate, cp
 	}
 	el := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0
-	return float64(n) / el, cpu / float64(n) * 1e6
+	m1, _ := mallocs()
+	return float64(n) / el, cpu / float64(n) * 1e6, float64(m1-m0) / float64(n)
 }
