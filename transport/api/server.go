@@ -64,9 +64,11 @@ type Config struct {
 	// idle client itself instead of waking the session's writer: fewer hand-offs on the
 	// latency path (default true; false for comparison).
 	DirectWrites bool `yaml:"direct_writes" json:"direct_writes"`
-	// DirectReads lets a session read the rest of a large Data frame straight into the
+	// DirectReads lets a session read the rest of a Data frame straight into the
 	// message's buffer with one readv (the next frame header into the read buffer behind
-	// it) instead of through its read buffer (default true; false for comparison).
+	// it) instead of through its read buffer, and hand the messages of a burst of frames
+	// (a client's SendBatch) to the engine for one batched socket write (default true;
+	// false, the session's reads before issue 15, for comparison).
 	DirectReads bool `yaml:"direct_reads" json:"direct_reads"`
 	// HeaderTimeout bounds reading an HTTP request, the Upgrade included (10ms..10m).
 	HeaderTimeout config.Duration `yaml:"header_timeout" json:"header_timeout"`

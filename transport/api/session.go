@@ -105,6 +105,7 @@ type session struct {
 	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
 	ringProgress int64     // unix ns of the last release that freed ring space
 	writerGone   bool      // the writer exited
+	held         bool      // the reader handed messages to the engine with SendHeld (only the reader uses it)
 	scratch      []byte    // the writer's scratch for frame headers and payloads
 }
 
@@ -681,6 +682,14 @@ func readErr(err error) error {
 	return err
 }
 
+// flushHeld has the engine write the messages handed to it with SendHeld.
+func (x *session) flushHeld() {
+	if x.held {
+		x.held = false
+		x.srv.node.FlushHeld()
+	}
+}
+
 // waitRequest waits, without a deadline, for the first byte of the client's next request
 // and marks the session busy; it fails with errEvicted if the session was evicted.
 func (x *session) waitRequest() error {
@@ -691,6 +700,7 @@ func (x *session) waitRequest() error {
 		x.touch()
 		return nil
 	}
+	x.flushHeld() // the burst is read: its messages go out now
 	x.conn.SetReadDeadline(time.Time{})
 	x.state.CompareAndSwap(stateBusy, stateWaiting)
 	x.touch()
@@ -706,6 +716,7 @@ func (x *session) waitRequest() error {
 }
 
 func (x *session) serve() error {
+	defer x.flushHeld()
 	var hb [HeaderLen]byte
 	var pl [4 * apitypes.MaxReleaseTags]byte
 	for {
@@ -857,7 +868,16 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		}
 		return err
 	}
-	err := s.node.Send(sh.To, m.buf, m.done)
+	var err error
+	if x.br.direct && x.frameBuffered() {
+		// More frames came with this one (a batch): the engine sends this message's first
+		// packets with the burst's, at the FlushHeld when the burst is read.
+		err = s.node.SendHeld(sh.To, m.buf, m.done)
+		x.held = true
+	} else {
+		err = s.node.Send(sh.To, m.buf, m.done)
+		x.flushHeld()
+	}
 	if err != nil {
 		m.put()
 		x.release(size)
@@ -957,6 +977,7 @@ func (x *session) readBody(tag uint32, dst []byte, size int64) error {
 	var hb [HeaderLen]byte
 	for off := int64(0); off < size; {
 		if !x.frameBuffered() {
+			x.flushHeld() // messages of the burst before this one go out while we wait
 			x.beginFrame()
 		}
 		if err := x.readFull(hb[:]); err != nil {
