@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ import (
 
 // fakeDaemon accepts one messaging session on a Unix socket and hands its connection (past
 // the Upgrade) to serve.
-func fakeDaemon(t *testing.T, serve func(conn net.Conn, br *bufio.Reader)) *client.Client {
+func fakeDaemon(t testing.TB, serve func(conn net.Conn, br *bufio.Reader)) *client.Client {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "d.sock")
 	ln, err := net.Listen("unix", path)
@@ -181,5 +183,56 @@ func TestSendAllocs(t *testing.T) {
 		}
 	}); a > float64(len(batch))+2 {
 		t.Errorf("SendBatch of %d messages and Wait: %.1f allocations, want at most 2 per batch and the replies' payloads (%d)", len(batch), a, len(batch))
+	}
+}
+
+// BenchmarkSendPath is the client's send path alone: 16 MiB messages with SendAsync to a
+// daemon stand-in that reads and discards every byte (1 MiB reads), through the path
+// before issue 15 (SetCopySends: a chunk per message copied into, frames through the
+// write buffer) and today's (writev from the caller's slice), interleaved in rounds
+// (sub-benchmarks). Reports the process's CPU seconds per GB (the stand-in's reads
+// included) and GB/s.
+func BenchmarkSendPath(b *testing.B) {
+	for round := range 3 {
+		for _, path := range []string{"copy", "direct"} {
+			b.Run(fmt.Sprintf("round=%d/path=%s", round, path), func(b *testing.B) {
+				c := fakeDaemon(b, func(conn net.Conn, br *bufio.Reader) {
+					buf := make([]byte, 1<<20)
+					for {
+						if _, err := br.Read(buf); err != nil {
+							return
+						}
+					}
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				s, err := c.Open(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				s.SetCopySends(path == "copy")
+				msg := make([]byte, 16<<20)
+				to := netip.MustParseAddrPort("10.0.0.2:23600")
+				b.SetBytes(int64(len(msg)))
+				b.ReportAllocs()
+				var ru0, ru1 syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				start := time.Now()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := s.SendAsync(to, 2, msg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				el := time.Since(start).Seconds()
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()).Seconds()
+				gb := float64(b.N) * float64(len(msg)) / 1e9
+				b.ReportMetric(cpu/gb, "cpu_s/GB")
+				b.ReportMetric(gb/el, "GB/s")
+			})
+		}
 	}
 }
