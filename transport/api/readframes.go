@@ -23,7 +23,8 @@ type frameReader struct {
 	src    io.Reader // the connection when it is not a Unix socket (tests)
 	fdr    *fdReader // a Unix socket: recvmsg, with the descriptors passed along
 	direct bool
-	copied int64 // payload bytes copied out of buf by readFull (tests)
+	copied int64 // bytes copied out of buf by readFull (tests)
+	reads  int64 // read system calls (tests)
 }
 
 // newFrameReader reads from fdr (or src if fdr is nil), ahead first: bytes the HTTP
@@ -38,6 +39,7 @@ func newFrameReader(ahead []byte, fdr *fdReader, src io.Reader, direct bool) *fr
 func (f *frameReader) Buffered() int { return f.w - f.r }
 
 func (f *frameReader) read(p []byte) (int, error) {
+	f.reads++
 	if f.fdr != nil {
 		return f.fdr.Read(p)
 	}
@@ -91,6 +93,7 @@ func (f *frameReader) readFull(p []byte, tail int) error {
 	for len(p) > 0 {
 		if f.direct && f.fdr != nil {
 			f.r, f.w = 0, 0 // empty: everything buffered was copied out
+			f.reads++
 			n, m, err := f.fdr.readv(p, f.buf[:min(tail, len(f.buf))])
 			p, f.w = p[n:], m
 			if err != nil && len(p) > 0 {
