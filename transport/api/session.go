@@ -32,6 +32,7 @@ type outFrame struct {
 	raw     []byte     // bytes to write as they are (the rest of a direct write)
 	ringOff int64      // FrameRecvAt: where the writer put the body in the ring
 	recv    RecvHeader // of a received message (FrameRecv, FrameRecvAt): encoded when written
+	sent    SentInfo   // FrameSent: encoded when written
 }
 
 // msgBody is a received message's body: the pieces it came in (one buffer, or the
@@ -101,12 +102,13 @@ type session struct {
 	draining     bool  // write what is queued, then close
 	writerDone   chan struct{}
 	recvSeq      uint32
-	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
-	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
-	ringProgress int64     // unix ns of the last release that freed ring space
-	writerGone   bool      // the writer exited
-	held         bool      // the reader handed messages to the engine with SendHeld (only the reader uses it)
-	scratch      []byte    // the writer's scratch for frame headers and payloads
+	fdr          *fdReader       // descriptors passed by the client (nil when not a Unix socket)
+	ring         *recvRing       // the shared-memory receive ring, if the client set one up (ring.go)
+	ringProgress int64           // unix ns of the last release that freed ring space
+	writerGone   bool            // the writer exited
+	held         bool            // the reader handed messages to the engine with SendHeld (only the reader uses it)
+	bodyHdr      [HeaderLen]byte // readBody's Data frame header (only the reader uses it)
+	scratch      []byte          // the writer's scratch for frame headers and payloads
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
@@ -552,6 +554,8 @@ func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
 		payload = f.recv.Append(x.scratch[:0])
 	case FrameRecvAt:
 		payload = RecvAt{RecvHeader: f.recv, Offset: uint64(f.ringOff)}.Append(x.scratch[:0])
+	case FrameSent:
+		payload = f.sent.Append(x.scratch[:0])
 	}
 	if _, err := bw.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(payload))})); err != nil {
 		return err
@@ -961,7 +965,7 @@ func (x *session) completed(tag uint32, r daemon.SendResult) {
 		return
 	}
 	x.mu.Unlock()
-	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: info.Append(nil)})
+	x.enqueue(outFrame{typ: FrameSent, tag: tag, sent: info})
 }
 
 func sendErrCode(err error) uint16 {
@@ -974,16 +978,16 @@ func sendErrCode(err error) uint16 {
 // readBody reads size bytes of Data frames tagged tag into dst (nil: discard them). Each
 // Data frame must arrive whole within read_timeout of the previous one.
 func (x *session) readBody(tag uint32, dst []byte, size int64) error {
-	var hb [HeaderLen]byte
+	hb := x.bodyHdr[:] // a field: a local array would escape (readv keeps a pointer) and cost an allocation per message
 	for off := int64(0); off < size; {
 		if !x.frameBuffered() {
 			x.flushHeld() // messages of the burst before this one go out while we wait
 			x.beginFrame()
 		}
-		if err := x.readFull(hb[:]); err != nil {
+		if err := x.readFull(hb); err != nil {
 			return err
 		}
-		h, err := ParseHeader(hb[:])
+		h, err := ParseHeader(hb)
 		if err != nil {
 			return errProtocol{err}
 		}

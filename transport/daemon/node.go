@@ -118,6 +118,9 @@ type pending struct {
 	resent  bool // already moved once to a new connection after ErrResetUnsent
 }
 
+// maxFreePending bounds the pending records a shard keeps for reuse.
+const maxFreePending = 1024
+
 type msgKey struct {
 	conn transport.ConnID
 	msg  uint32
@@ -146,6 +149,7 @@ type shard struct {
 	ep       *transport.Endpoint
 	dialed   map[netip.AddrPort]transport.ConnID
 	pending  map[msgKey]*pending
+	free     []*pending // completed, for the next messages (at most maxFreePending)
 	closing  bool
 	stopped  bool
 	wbuf     []Packet
@@ -523,6 +527,10 @@ func (s *shard) dispatchLocked(now int64, ev transport.Event) {
 		if p.done != nil {
 			p.done(res)
 		}
+		if len(s.free) < maxFreePending {
+			*p = pending{}
+			s.free = append(s.free, p)
+		}
 	case transport.ConnClosed:
 		if id, ok := s.dialed[ev.Peer]; ok && id == ev.Conn {
 			delete(s.dialed, ev.Peer)
@@ -608,8 +616,15 @@ func (n *Node) send(peer netip.AddrPort, msg []byte, done func(SendResult), flus
 		return err
 	}
 	st := s.ep.Stats()
-	s.pending[msgKey{id, mid}] = &pending{done: done, start: now, conn: id, msgSize: len(msg),
+	var p *pending
+	if k := len(s.free); k > 0 { // recycled: no allocation per message
+		p, s.free = s.free[k-1], s.free[:k-1]
+	} else {
+		p = new(pending)
+	}
+	*p = pending{done: done, start: now, conn: id, msgSize: len(msg),
 		retx: st.RetxSack + st.RetxNack + st.RetxTimeout, peer: peer, msg: msg}
+	s.pending[msgKey{id, mid}] = p
 	if flush {
 		s.flushLocked(now)
 	} else {
