@@ -102,13 +102,15 @@ type session struct {
 	draining     bool  // write what is queued, then close
 	writerDone   chan struct{}
 	recvSeq      uint32
-	fdr          *fdReader       // descriptors passed by the client (nil when not a Unix socket)
-	ring         *recvRing       // the shared-memory receive ring, if the client set one up (ring.go)
-	ringProgress int64           // unix ns of the last release that freed ring space
-	writerGone   bool            // the writer exited
-	held         bool            // the reader handed messages to the engine with SendHeld (only the reader uses it)
-	bodyHdr      [HeaderLen]byte // readBody's Data frame header (only the reader uses it)
-	scratch      []byte          // the writer's scratch for frame headers and payloads
+	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
+	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
+	ringProgress int64     // unix ns of the last release that freed ring space
+	writerGone   bool      // the writer exited
+	scratch      []byte    // the writer's scratch for frame headers and payloads
+
+	// The reader's alone.
+	held    bool            // messages handed to the engine with SendHeld, not flushed yet
+	bodyHdr [HeaderLen]byte // readBody's Data frame header (a field: a local would escape through readv)
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
@@ -704,7 +706,6 @@ func (x *session) waitRequest() error {
 		x.touch()
 		return nil
 	}
-	x.flushHeld() // the burst is read: its messages go out now
 	x.conn.SetReadDeadline(time.Time{})
 	x.state.CompareAndSwap(stateBusy, stateWaiting)
 	x.touch()
@@ -724,6 +725,9 @@ func (x *session) serve() error {
 	var hb [HeaderLen]byte
 	var pl [4 * apitypes.MaxReleaseTags]byte
 	for {
+		if x.held && !x.frameBuffered() {
+			x.flushHeld() // the burst is read: its messages go out now
+		}
 		if err := x.waitRequest(); err != nil {
 			return err
 		}
@@ -978,7 +982,7 @@ func sendErrCode(err error) uint16 {
 // readBody reads size bytes of Data frames tagged tag into dst (nil: discard them). Each
 // Data frame must arrive whole within read_timeout of the previous one.
 func (x *session) readBody(tag uint32, dst []byte, size int64) error {
-	hb := x.bodyHdr[:] // a field: a local array would escape (readv keeps a pointer) and cost an allocation per message
+	hb := x.bodyHdr[:]
 	for off := int64(0); off < size; {
 		if !x.frameBuffered() {
 			x.flushHeld() // messages of the burst before this one go out while we wait
