@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -20,10 +22,17 @@ const maxQueuedFDs = 16
 type fdReader struct {
 	uc  *net.UnixConn
 	oob []byte
-	mu  sync.Mutex
-	fds []int
-	off bool  // closed: descriptors arriving late are closed at once
-	bad error // set when the client passed too many descriptors or a truncated control message
+	// readv's state, kept so that a readv allocates nothing.
+	rc    syscall.RawConn
+	msg   unix.Msghdr
+	iov   [2]unix.Iovec
+	rvFn  func(fd uintptr) bool
+	rvN   int
+	rvErr error
+	mu    sync.Mutex
+	fds   []int
+	off   bool  // closed: descriptors arriving late are closed at once
+	bad   error // set when the client passed too many descriptors or a truncated control message
 }
 
 func newFDReader(uc *net.UnixConn) *fdReader {
@@ -41,6 +50,65 @@ func (r *fdReader) Read(p []byte) (int, error) {
 		r.setBad(errors.New("descriptors truncated: too many passed at once"))
 	}
 	return n, err
+}
+
+// readv reads into a, then b (which may be empty), with one recvmsg, and keeps the
+// descriptors that came with the bytes. It returns the bytes read into each; (0, 0, io.EOF)
+// when the client closed the connection. The connection's read deadline applies.
+func (r *fdReader) readv(a, b []byte) (na, nb int, err error) {
+	if r.rc == nil {
+		if r.rc, err = r.uc.SyscallConn(); err != nil {
+			return 0, 0, err
+		}
+		r.rvFn = func(fd uintptr) bool { // made once: a closure per read would allocate
+			for {
+				n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), unix.MSG_CMSG_CLOEXEC)
+				switch e {
+				case unix.EINTR:
+					continue
+				case unix.EAGAIN:
+					return false // wait until readable
+				case 0:
+					r.rvN, r.rvErr = int(n), nil
+				default:
+					r.rvN, r.rvErr = 0, e
+				}
+				return true
+			}
+		}
+	}
+	r.iov[0].Base = &a[0]
+	r.iov[0].SetLen(len(a))
+	niov := 1
+	if len(b) > 0 {
+		r.iov[1].Base = &b[0]
+		r.iov[1].SetLen(len(b))
+		niov = 2
+	}
+	r.msg = unix.Msghdr{Iov: &r.iov[0], Control: &r.oob[0]}
+	r.msg.SetIovlen(niov)
+	r.msg.SetControllen(len(r.oob))
+	err = r.rc.Read(r.rvFn)
+	r.iov = [2]unix.Iovec{} // keep no reference to the buffers
+	if err == nil {
+		err = r.rvErr
+	}
+	n := r.rvN
+	r.rvN, r.rvErr = 0, nil
+	if err != nil {
+		return 0, 0, err
+	}
+	if oobn := int(r.msg.Controllen); oobn > 0 {
+		r.collect(r.oob[:oobn])
+	}
+	if r.msg.Flags&unix.MSG_CTRUNC != 0 {
+		r.setBad(errors.New("descriptors truncated: too many passed at once"))
+	}
+	if n == 0 {
+		return 0, 0, io.EOF
+	}
+	na = min(n, len(a))
+	return na, n - na, nil
 }
 
 func (r *fdReader) collect(oob []byte) {

@@ -64,6 +64,12 @@ type Config struct {
 	// idle client itself instead of waking the session's writer: fewer hand-offs on the
 	// latency path (default true; false for comparison).
 	DirectWrites bool `yaml:"direct_writes" json:"direct_writes"`
+	// DirectReads lets a session read the rest of a Data frame straight into the
+	// message's buffer with one readv (the next frame header into the read buffer behind
+	// it) instead of through its read buffer, and hand the messages of a burst of frames
+	// (a client's SendBatch) to the engine for one batched socket write (default true;
+	// false, the session's reads before issue 15, for comparison).
+	DirectReads bool `yaml:"direct_reads" json:"direct_reads"`
 	// HeaderTimeout bounds reading an HTTP request, the Upgrade included (10ms..10m).
 	HeaderTimeout config.Duration `yaml:"header_timeout" json:"header_timeout"`
 	// ReadTimeout bounds every frame of a session once its first byte arrived, and the
@@ -84,7 +90,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30,
 		MaxOutstanding: 2 << 30, MaxOutstandingTotal: 4 << 30,
-		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, MaxClients: 64, MaxRecvRing: 256 << 20, DirectWrites: true,
+		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, MaxClients: 64, MaxRecvRing: 256 << 20, DirectWrites: true, DirectReads: true,
 		HeaderTimeout: config.Duration(10 * time.Second), ReadTimeout: config.Duration(10 * time.Second),
 		WriteTimeout: config.Duration(30 * time.Second), IdleTimeout: config.Duration(30 * time.Second)}
 }

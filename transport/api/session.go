@@ -2,12 +2,10 @@ package api
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"slices"
@@ -34,6 +32,7 @@ type outFrame struct {
 	raw     []byte     // bytes to write as they are (the rest of a direct write)
 	ringOff int64      // FrameRecvAt: where the writer put the body in the ring
 	recv    RecvHeader // of a received message (FrameRecv, FrameRecvAt): encoded when written
+	sent    SentInfo   // FrameSent: encoded when written
 }
 
 // msgBody is a received message's body: the pieces it came in (one buffer, or the
@@ -73,7 +72,7 @@ type session struct {
 	srv     *Server
 	id      uint64
 	conn    net.Conn
-	br      *bufio.Reader
+	br      *frameReader
 	cred    *PeerCred
 	started time.Time
 
@@ -108,16 +107,22 @@ type session struct {
 	ringProgress int64     // unix ns of the last release that freed ring space
 	writerGone   bool      // the writer exited
 	scratch      []byte    // the writer's scratch for frame headers and payloads
+
+	// The reader's alone.
+	held    bool            // messages handed to the engine with SendHeld, not flushed yet
+	bodyHdr [HeaderLen]byte // readBody's Data frame header (a field: a local would escape through readv)
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
-	x := &session{srv: s, id: id, conn: conn, br: br, started: time.Now(), writerDone: make(chan struct{})}
+	x := &session{srv: s, id: id, conn: conn, started: time.Now(), writerDone: make(chan struct{})}
 	if uc, ok := conn.(*net.UnixConn); ok {
 		// Read through an fdReader so descriptors passed with SendFD frames are kept; bytes
 		// the HTTP server buffered already come first.
 		x.fdr = newFDReader(uc)
 		ahead, _ := br.Peek(br.Buffered())
-		x.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), x.fdr), 64<<10)
+		x.br = newFrameReader(ahead, x.fdr, nil, s.cfg.DirectReads)
+	} else {
+		x.br = newFrameReader(nil, nil, br, s.cfg.DirectReads)
 	}
 	x.cond = sync.NewCond(&x.mu)
 	x.touch()
@@ -551,6 +556,8 @@ func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
 		payload = f.recv.Append(x.scratch[:0])
 	case FrameRecvAt:
 		payload = RecvAt{RecvHeader: f.recv, Offset: uint64(f.ringOff)}.Append(x.scratch[:0])
+	case FrameSent:
+		payload = f.sent.Append(x.scratch[:0])
 	}
 	if _, err := bw.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(payload))})); err != nil {
 		return err
@@ -670,8 +677,7 @@ func (x *session) beginFrame() {
 
 // readFull reads len(p) bytes of the current frame.
 func (x *session) readFull(p []byte) error {
-	_, err := io.ReadFull(x.br, p)
-	return readErr(err)
+	return readErr(x.br.ReadFull(p))
 }
 
 // readErr turns a read deadline into errTimeout.
@@ -680,6 +686,14 @@ func readErr(err error) error {
 		return errTimeout{}
 	}
 	return err
+}
+
+// flushHeld has the engine write the messages handed to it with SendHeld.
+func (x *session) flushHeld() {
+	if x.held {
+		x.held = false
+		x.srv.node.FlushHeld()
+	}
 }
 
 // waitRequest waits, without a deadline, for the first byte of the client's next request
@@ -707,9 +721,13 @@ func (x *session) waitRequest() error {
 }
 
 func (x *session) serve() error {
+	defer x.flushHeld()
 	var hb [HeaderLen]byte
 	var pl [4 * apitypes.MaxReleaseTags]byte
 	for {
+		if x.held && !x.frameBuffered() {
+			x.flushHeld() // the burst is read: its messages go out now
+		}
 		if err := x.waitRequest(); err != nil {
 			return err
 		}
@@ -848,23 +866,28 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return x.readBody(tag, nil, int64(sh.Size)) // the client streams the body anyway: skip it
 	}
 	size := int64(sh.Size)
-	buf := bufpool.Get(envelopeLen + int(size))
-	putEnvelope(buf, sh.Endpoint, ep)
-	if err := x.readBody(tag, buf[envelopeLen:], size); err != nil {
-		bufpool.Put(buf)
+	m := getSendMsg(x, tag, envelopeLen+int(size))
+	putEnvelope(m.buf, sh.Endpoint, ep)
+	if err := x.readBody(tag, m.buf[envelopeLen:], size); err != nil {
+		m.put()
 		x.release(size)
 		if !errors.As(err, new(errProtocol)) && !errors.As(err, new(errTimeout)) {
 			s.vanished.Add(1)
 		}
 		return err
 	}
-	err := s.node.Send(sh.To, buf, func(r daemon.SendResult) {
-		bufpool.Put(buf) // the engine is done with it
-		x.release(size)
-		x.completed(tag, r)
-	})
+	var err error
+	if x.br.direct && x.frameBuffered() {
+		// More frames came with this one (a batch): the engine sends this message's first
+		// packets with the burst's, at the FlushHeld when the burst is read.
+		err = s.node.SendHeld(sh.To, m.buf, m.done)
+		x.held = true
+	} else {
+		err = s.node.Send(sh.To, m.buf, m.done)
+		x.flushHeld()
+	}
 	if err != nil {
-		bufpool.Put(buf)
+		m.put()
 		x.release(size)
 		s.msgsRejected.Add(1)
 		x.enqueueError(tag, sendErrCode(err), err.Error())
@@ -873,6 +896,59 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 	s.msgsAccepted.Add(1)
 	s.bytesAccepted.Add(uint64(size))
 	return nil
+}
+
+// smallMsg is the largest message buffer a sendMsg keeps for the next message; larger
+// ones come from bufpool.
+const smallMsg = 64 << 10
+
+// sendMsg is a message a session handed to the engine: its buffer and what its completion
+// needs. sendMsgs recycles them (and the buffers of small messages with them), so that
+// handing a message to the engine allocates nothing in the API.
+type sendMsg struct {
+	x    *session
+	tag  uint32
+	buf  []byte                  // envelope and body, what the engine sends
+	own  []byte                  // the buffer kept for small messages
+	done func(daemon.SendResult) // m.complete, made once
+}
+
+var sendMsgs sync.Pool
+
+// getSendMsg returns a sendMsg with a buffer of n bytes.
+func getSendMsg(x *session, tag uint32, n int) *sendMsg {
+	m, _ := sendMsgs.Get().(*sendMsg)
+	if m == nil {
+		m = &sendMsg{}
+		m.done = m.complete
+	}
+	m.x, m.tag = x, tag
+	if n > smallMsg {
+		m.buf = bufpool.Get(n)
+		return m
+	}
+	if cap(m.own) < n {
+		m.own = make([]byte, n, max(n, 512))
+	}
+	m.buf = m.own[:n]
+	return m
+}
+
+// put gives m and its buffer back.
+func (m *sendMsg) put() {
+	if len(m.buf) > smallMsg {
+		bufpool.Put(m.buf)
+	}
+	m.x, m.buf = nil, nil
+	sendMsgs.Put(m)
+}
+
+// complete is the engine's completion of the message: the engine is done with its buffer.
+func (m *sendMsg) complete(r daemon.SendResult) {
+	x, tag, size := m.x, m.tag, int64(len(m.buf)-envelopeLen)
+	m.put()
+	x.release(size)
+	x.completed(tag, r)
 }
 
 // completed queues a message's Sent or Failed frame.
@@ -893,7 +969,7 @@ func (x *session) completed(tag uint32, r daemon.SendResult) {
 		return
 	}
 	x.mu.Unlock()
-	x.enqueue(outFrame{typ: FrameSent, tag: tag, payload: info.Append(nil)})
+	x.enqueue(outFrame{typ: FrameSent, tag: tag, sent: info})
 }
 
 func sendErrCode(err error) uint16 {
@@ -906,15 +982,16 @@ func sendErrCode(err error) uint16 {
 // readBody reads size bytes of Data frames tagged tag into dst (nil: discard them). Each
 // Data frame must arrive whole within read_timeout of the previous one.
 func (x *session) readBody(tag uint32, dst []byte, size int64) error {
-	var hb [HeaderLen]byte
+	hb := x.bodyHdr[:]
 	for off := int64(0); off < size; {
 		if !x.frameBuffered() {
+			x.flushHeld() // messages of the burst before this one go out while we wait
 			x.beginFrame()
 		}
-		if err := x.readFull(hb[:]); err != nil {
+		if err := x.readFull(hb); err != nil {
 			return err
 		}
-		h, err := ParseHeader(hb[:])
+		h, err := ParseHeader(hb)
 		if err != nil {
 			return errProtocol{err}
 		}
@@ -922,14 +999,24 @@ func (x *session) readBody(tag uint32, dst []byte, size int64) error {
 			return errProtocol{fmt.Errorf("expected a Data frame of message %d with at most %d bytes, got type 0x%02x tag %d length %d",
 				tag, size-off, h.Type, h.Tag, h.Len)}
 		}
+		end := off + int64(h.Len)
 		if dst == nil {
-			if _, err := io.CopyN(io.Discard, x.br, int64(h.Len)); err != nil {
+			if err := x.br.Discard(int64(h.Len)); err != nil {
 				return readErr(err)
 			}
-		} else if err := x.readFull(dst[off : off+int64(h.Len)]); err != nil {
-			return err
+		} else {
+			// Straight into the message's buffer (frameReader). When more of the message
+			// follows, only the next Data frame's header is read with this payload, so that
+			// its payload goes straight into the buffer too.
+			tail := len(x.br.buf)
+			if end < size {
+				tail = HeaderLen
+			}
+			if err := readErr(x.br.readFull(dst[off:end], tail)); err != nil {
+				return err
+			}
 		}
-		off += int64(h.Len)
+		off = end
 	}
 	return nil
 }

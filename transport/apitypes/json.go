@@ -117,6 +117,7 @@ type Limits struct {
 	MaxClients          int             `json:"max_clients"`
 	MaxRecvRing         int64           `json:"max_recv_ring"`
 	DirectWrites        bool            `json:"direct_writes"`
+	DirectReads         bool            `json:"direct_reads"`
 	HeaderTimeout       config.Duration `json:"header_timeout"`
 	ReadTimeout         config.Duration `json:"read_timeout"`
 	WriteTimeout        config.Duration `json:"write_timeout"`

@@ -43,6 +43,6 @@ func Put(b []byte) {
 	if c < 0 || cap(b) != 1<<(c+minPooledShift) {
 		return
 	}
-	b = b[:cap(b)]
-	pools[c].Put(&b)
+	full := b[:cap(b)] // not &b: that would move b to the heap on every call, pooled or not
+	pools[c].Put(&full)
 }

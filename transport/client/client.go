@@ -153,6 +153,7 @@ type Session struct {
 	wmu  sync.Mutex
 	bw   *bufio.Writer
 	tags atomic.Uint32
+	snd  sendState // the send path's scratch (send.go), guarded by wmu
 
 	mu      sync.Mutex
 	waiters map[uint32]chan reply
@@ -307,100 +308,6 @@ func (s *Session) writeFrame(typ uint8, tag uint32, payload []byte) error {
 	}
 	_, err := s.bw.Write(payload)
 	return err
-}
-
-// Pending is a message handed to the daemon whose outcome is not known yet.
-type Pending struct {
-	s   *Session
-	tag uint32
-	ch  chan reply
-}
-
-// Wait returns the message's completion (nil error: the peer daemon received the whole
-// message, in order, and handed it to its API) or why it failed.
-func (p *Pending) Wait(ctx context.Context) (SentInfo, error) {
-	r, err := p.s.wait(ctx, p.tag, p.ch)
-	if err != nil {
-		return SentInfo{}, err
-	}
-	if r.typ == apitypes.FrameFailed {
-		return SentInfo{}, fmt.Errorf("%w: %s", ErrFailed, r.payload)
-	}
-	return apitypes.ParseSentInfo(r.payload)
-}
-
-// SendAsync hands data to the daemon for endpoint ep at the daemon at to, and returns
-// without waiting for the outcome. data may be reused once SendAsync returns.
-func (s *Session) SendAsync(to netip.AddrPort, ep uint32, data []byte) (*Pending, error) {
-	return s.SendFrom(to, ep, bytesReader(data), int64(len(data)), nil)
-}
-
-// Send sends data and waits for its outcome.
-func (s *Session) Send(ctx context.Context, to netip.AddrPort, ep uint32, data []byte) (SentInfo, error) {
-	p, err := s.SendAsync(to, ep, data)
-	if err != nil {
-		return SentInfo{}, err
-	}
-	return p.Wait(ctx)
-}
-
-type sliceReader struct {
-	b   []byte
-	off int
-}
-
-func bytesReader(b []byte) *sliceReader { return &sliceReader{b: b} }
-
-// Read implements io.Reader.
-func (r *sliceReader) Read(p []byte) (int, error) {
-	if r.off >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.off:])
-	r.off += n
-	return n, nil
-}
-
-// SendFrom streams size bytes from r as one message, calling progress (if set) with the
-// bytes written so far, and returns without waiting for the outcome.
-func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64, progress func(int64)) (*Pending, error) {
-	if size <= 0 {
-		return nil, &Error{Code: apitypes.CodeTooLarge, Text: "empty message"}
-	}
-	tag := s.nextTag()
-	ch, err := s.register(tag)
-	if err != nil {
-		return nil, err
-	}
-	s.wmu.Lock()
-	err = s.flushReleasesLocked() // pending ring releases share this write
-	if err == nil {
-		err = s.writeFrame(apitypes.FrameSend, tag, apitypes.SendHeader{To: to, Endpoint: ep, Size: uint64(size)}.Append(nil))
-	}
-	chunk := make([]byte, min(size, apitypes.MaxPayload))
-	for off := int64(0); off < size && err == nil; {
-		n := min(size-off, int64(len(chunk)))
-		if _, err = io.ReadFull(r, chunk[:n]); err != nil {
-			// The daemon expects the rest: a short source breaks the session.
-			s.wmu.Unlock()
-			s.conn.Close()
-			return nil, fmt.Errorf("reading the message at byte %d of %d: %w", off, size, err)
-		}
-		err = s.writeFrame(apitypes.FrameData, tag, chunk[:n])
-		off += n
-		if progress != nil {
-			progress(off)
-		}
-	}
-	if err == nil {
-		err = s.bw.Flush()
-	}
-	s.wmu.Unlock()
-	if err != nil {
-		s.unregister(tag)
-		return nil, s.brokenErr(err)
-	}
-	return &Pending{s: s, tag: tag, ch: ch}, nil
 }
 
 func (s *Session) brokenErr(err error) error {

@@ -118,6 +118,9 @@ type pending struct {
 	resent  bool // already moved once to a new connection after ErrResetUnsent
 }
 
+// maxFreePending bounds the pending records a shard keeps for reuse.
+const maxFreePending = 1024
+
 type msgKey struct {
 	conn transport.ConnID
 	msg  uint32
@@ -146,6 +149,7 @@ type shard struct {
 	ep       *transport.Endpoint
 	dialed   map[netip.AddrPort]transport.ConnID
 	pending  map[msgKey]*pending
+	free     []*pending // completed, for the next messages (at most maxFreePending)
 	closing  bool
 	stopped  bool
 	wbuf     []Packet
@@ -155,6 +159,7 @@ type shard struct {
 	timer     *time.Timer
 	kick      chan struct{}
 	sendErrs  atomic.Uint64
+	held      atomic.Bool // SendHeld queued messages that FlushHeld has not written yet
 	decisions DecisionStats
 
 	inbox        chan *handoff // datagrams other shards received for this one
@@ -522,6 +527,10 @@ func (s *shard) dispatchLocked(now int64, ev transport.Event) {
 		if p.done != nil {
 			p.done(res)
 		}
+		if len(s.free) < maxFreePending {
+			*p = pending{}
+			s.free = append(s.free, p)
+		}
 	case transport.ConnClosed:
 		if id, ok := s.dialed[ev.Peer]; ok && id == ev.Conn {
 			delete(s.dialed, ev.Peer)
@@ -567,6 +576,31 @@ func ShardOfPeer(peer netip.AddrPort, n int) int {
 // outcome, with the lock of the peer's shard held (done must not block or call back into
 // the node). The engine keeps msg until then: do not modify it.
 func (n *Node) Send(peer netip.AddrPort, msg []byte, done func(SendResult)) error {
+	return n.send(peer, msg, done, true)
+}
+
+// SendHeld is Send without a socket write of its own: the message's first packets go out
+// at the next FlushHeld (or any earlier flush of its shard: an ACK, a timer). A caller
+// with a burst of messages (a session reading a batch of Send frames) thus pays one
+// batched socket write for the burst instead of one per message. FlushHeld must follow.
+func (n *Node) SendHeld(peer netip.AddrPort, msg []byte, done func(SendResult)) error {
+	return n.send(peer, msg, done, false)
+}
+
+// FlushHeld writes what SendHeld queued, in every shard that has some.
+func (n *Node) FlushHeld() {
+	for _, s := range n.shards {
+		if s.held.Swap(false) {
+			s.mu.Lock()
+			if !s.stopped {
+				s.flushLocked(Now())
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (n *Node) send(peer netip.AddrPort, msg []byte, done func(SendResult), flush bool) error {
 	s := n.shardFor(peer)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -582,9 +616,20 @@ func (n *Node) Send(peer netip.AddrPort, msg []byte, done func(SendResult)) erro
 		return err
 	}
 	st := s.ep.Stats()
-	s.pending[msgKey{id, mid}] = &pending{done: done, start: now, conn: id, msgSize: len(msg),
+	var p *pending
+	if k := len(s.free); k > 0 { // recycled: no allocation per message
+		p, s.free = s.free[k-1], s.free[:k-1]
+	} else {
+		p = new(pending)
+	}
+	*p = pending{done: done, start: now, conn: id, msgSize: len(msg),
 		retx: st.RetxSack + st.RetxNack + st.RetxTimeout, peer: peer, msg: msg}
-	s.flushLocked(now)
+	s.pending[msgKey{id, mid}] = p
+	if flush {
+		s.flushLocked(now)
+	} else {
+		s.held.Store(true)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -175,6 +176,8 @@ type daemonRun struct {
 	sendmmsgPerPkt      float64 // the sender's sendmmsg calls per data packet
 	gsoPerPkt           float64 // the sender's GSO sends per data packet
 	acksPerPkt          float64 // ACKs the sender received per data packet it sent
+	allocsPerMsg        float64 // heap allocations of the process (both daemons and clients) per message (runPair)
+	allocBytesPerMsg    float64 // and their bytes
 }
 
 func (r daemonRun) report(b *testing.B) {
@@ -211,6 +214,7 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 type pairOpts struct {
 	lb          string
 	memfd, ring bool
+	copySends   bool // the send path before issue 15: client.SetCopySends and api.direct_reads false
 	mod         func(*smarttd.Config)
 }
 
@@ -220,6 +224,14 @@ const benchRing = 64 << 20
 // runPair moves n x 4096 bytes from a daemon in A to one in B (see pairOpts).
 func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	balancer, memfd, mod := o.lb, o.memfd, o.mod
+	if o.copySends {
+		mod = func(c *smarttd.Config) {
+			c.API.DirectReads = false
+			if o.mod != nil {
+				o.mod(c)
+			}
+		}
+	}
 	dir := tempDir(b)
 	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
 	a := startIn(b, tp.A, la, dir, func(c *smarttd.Config) {
@@ -241,6 +253,7 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s := session(b, ctx, a, 1)
+	s.SetCopySends(o.copySends)
 	rs := session(b, ctx, rd, 1)
 	if o.ring {
 		if err := rs.EnableRecvRing(ctx, benchRing); err != nil {
@@ -269,6 +282,7 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 		}
 	}
 	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
+	m0, mb0 := mallocs()
 	start := time.Now()
 	window := make(chan *client.Pending, 4)
 	errc := make(chan error, 1)
@@ -305,16 +319,27 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	}
 	el := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0
+	m1, mb1 := mallocs()
+	msgs := float64((total + msgSize - 1) / msgSize)
 	st, ust := a.Node.Stats(), udpStats(a)
 	pkts := float64(st.DataSent - before.DataSent)
 	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
 	return daemonRun{
 		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
-		cpuPerGB:       cpu / (float64(total) / 1e9),
-		sendmmsgPerPkt: float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
-		gsoPerPkt:      float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
-		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
+		cpuPerGB:         cpu / (float64(total) / 1e9),
+		sendmmsgPerPkt:   float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
+		gsoPerPkt:        float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
+		acksPerPkt:       float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
+		allocsPerMsg:     float64(m1-m0) / msgs,
+		allocBytesPerMsg: float64(mb1-mb0) / msgs,
 	}
+}
+
+// mallocs returns the process's heap allocations so far and their bytes.
+func mallocs() (n, bytes uint64) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs, ms.TotalAlloc
 }
 
 // receiveAll reads messages on s until total bytes have arrived (the receiving
