@@ -91,6 +91,7 @@ type session struct {
 	bufs         net.Buffers
 	raw          syscall.RawConn
 	direct       []byte // scratch for writeDirectLocked
+	deadline     bool   // the reader armed a read deadline (beginFrame)
 	rawWrite     func(fd uintptr) bool
 	rawBuf       []byte // what rawWrite writes
 	rawN         int    // what it wrote
@@ -665,6 +666,7 @@ func (x *session) frameBuffered() bool {
 
 // beginFrame arms read_timeout for the frame about to be read.
 func (x *session) beginFrame() {
+	x.deadline = true
 	x.conn.SetReadDeadline(time.Now().Add(time.Duration(x.srv.cfg.ReadTimeout)))
 }
 
@@ -692,7 +694,10 @@ func (x *session) waitRequest() error {
 		x.touch()
 		return nil
 	}
-	x.conn.SetReadDeadline(time.Time{})
+	if x.deadline {
+		x.conn.SetReadDeadline(time.Time{})
+		x.deadline = false
+	}
 	x.state.CompareAndSwap(stateBusy, stateWaiting)
 	x.touch()
 	if _, err := x.br.Peek(1); err != nil {
@@ -702,7 +707,11 @@ func (x *session) waitRequest() error {
 		return errEvicted
 	}
 	x.touch()
-	x.beginFrame()
+	if !x.frameBuffered() {
+		// A frame that came whole in one write (a small Send and its Data do) cannot
+		// stall: no deadline to set now and clear before the next request.
+		x.beginFrame()
+	}
 	return nil
 }
 
