@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/netip"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +50,8 @@ func BenchmarkAPIRoundTripCPU(b *testing.B) {
 		trip()
 	}
 	var r0, r1 syscall.Rusage
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	syscall.Getrusage(0, &r0)
 	b.ResetTimer()
 	var us []float64
@@ -57,10 +60,14 @@ func BenchmarkAPIRoundTripCPU(b *testing.B) {
 	}
 	b.StopTimer()
 	syscall.Getrusage(0, &r1)
+	runtime.ReadMemStats(&m1)
 	cpu := func(r syscall.Rusage) float64 {
 		return float64(r.Utime.Sec+r.Stime.Sec)*1e6 + float64(r.Utime.Usec+r.Stime.Usec)
 	}
 	b.ReportMetric(quantile(us, .5), "p50_us")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(b.N), "allocs/trip")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(b.N), "B/trip")
+	b.ReportMetric(float64(m1.NumGC-m0.NumGC)/float64(b.N)*1000, "GCs/1000trips")
 	b.ReportMetric((cpu(r1)-cpu(r0))/float64(b.N), "cpu_us/trip")
 	b.ReportMetric(float64(r1.Stime.Sec*1e6+r1.Stime.Usec-r0.Stime.Sec*1e6-r0.Stime.Usec)/float64(b.N), "sys_us/trip")
 	b.ReportMetric(float64(r1.Nvcsw-r0.Nvcsw)/float64(b.N), "vcsw/trip")
