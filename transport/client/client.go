@@ -167,6 +167,7 @@ type Session struct {
 	relTimer *time.Timer
 	busyPoll atomic.Int64 // SetBusyPoll, ns
 	rx       recvState    // who reads the socket (recv.go)
+	lazySent bool         // the daemon holds Sent frames until asked (recv.go)
 }
 
 // SetBusyPoll makes Recv spin for up to d (at most 1 ms; 0, the default, turns it off)
@@ -200,6 +201,7 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 	req, _ := http.NewRequest("POST", "http://smarttd/v1/session", nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", apitypes.Protocol)
+	req.Header.Set(apitypes.LazySentHeader, "1") // recv.go: Pending.Wait asks for its Sent
 	if err := req.Write(conn); err != nil {
 		conn.Close()
 		return nil, err
@@ -219,6 +221,7 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 	conn.SetDeadline(time.Time{})
 	s := &Session{conn: conn, br: br, bw: bufio.NewWriterSize(conn, 256<<10),
 		waiters: make(map[uint32]chan reply), recv: make(chan recvItem, 4096), done: make(chan struct{})}
+	s.lazySent = resp.Header.Get(apitypes.LazySentHeader) == "1"
 	s.initRecv()
 	return s, nil
 }
@@ -309,6 +312,7 @@ type Pending struct {
 // Wait returns the message's completion (nil error: the peer daemon received the whole
 // message, in order, and handed it to its API) or why it failed.
 func (p *Pending) Wait(ctx context.Context) (SentInfo, error) {
+	p.s.wantSent(p.tag, p.ch)
 	r, err := p.s.wait(ctx, p.tag, p.ch)
 	if err != nil {
 		return SentInfo{}, err

@@ -56,7 +56,8 @@ type recvState struct {
 	dataLeft uint32 // bytes of the current Data frame not read yet
 	ctl      []byte // a control frame too large for the read buffer, being read
 	ctlHdr   apitypes.Header
-	pending  *recvItem // a message read by a reader whose context ended while the queue was full
+	pending  *recvItem   // a message read by a reader whose context ended while the queue was full
+	received atomic.Bool // a message arrived: the daemon may hold Sent frames (wantSent)
 
 	// Interrupting a blocked read when the reader's context ends.
 	dlmu  sync.Mutex
@@ -153,6 +154,26 @@ func (s *Session) wait(ctx context.Context, tag uint32, ch chan reply) (reply, e
 			s.unregister(tag)
 			return reply{}, ctx.Err()
 		}
+	}
+}
+
+// wantSent tells a daemon that holds Sent frames (apitypes.LazySentHeader) that a
+// goroutine waits for message tag's outcome, unless it is here already. The daemon
+// holds them only in a session it delivered messages to; a client that has read none
+// does not ask (a Sent frame held in the moment between waits at most 1 ms).
+func (s *Session) wantSent(tag uint32, ch chan reply) {
+	if !s.lazySent || !s.rx.received.Load() || len(ch) > 0 {
+		return // the daemon holds Sent frames only once it delivered a message
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	err := s.flushReleasesLocked()
+	if err == nil {
+		var h [apitypes.HeaderLen]byte
+		_, err = s.bw.Write(apitypes.AppendHeader(h[:0], apitypes.Header{Type: apitypes.FrameWantSent, Tag: tag}))
+	}
+	if err == nil {
+		_ = s.bw.Flush() // a broken session reaches the waiter through the reader
 	}
 }
 
@@ -453,6 +474,7 @@ func (s *Session) handle(h apitypes.Header, payload []byte) (it recvItem, have b
 			return it, false, fmt.Errorf("daemon announced a message of %d bytes", rh.Size)
 		}
 		m := &Message{From: rh.From, FromEndpoint: rh.FromEndpoint, Endpoint: rh.Endpoint, Size: rh.Size}
+		s.rx.received.Store(true)
 		s.mu.Lock()
 		sink := s.sink
 		s.mu.Unlock()
@@ -477,6 +499,7 @@ func (s *Session) handle(h apitypes.Header, payload []byte) (it recvItem, have b
 			if code == apitypes.CodeProtocol || code == apitypes.CodeClosed {
 				return it, false, e // the daemon closes the session after it
 			}
+			s.rx.received.Store(true) // a drop notice: the daemon counted a message
 			return recvItem{err: e}, true, nil
 		}
 		s.deliver(h.Tag, reply{typ: h.Type, err: e})
@@ -489,6 +512,7 @@ func (s *Session) handle(h apitypes.Header, payload []byte) (it recvItem, have b
 		if err != nil {
 			return it, false, err
 		}
+		s.rx.received.Store(true)
 		s.mu.Lock()
 		sink := s.sink
 		s.mu.Unlock()
