@@ -30,6 +30,12 @@ type fakeDaemon struct {
 // openFake opens a session of a Client against a fake daemon and returns both ends.
 func openFake(t *testing.T) (*Session, *fakeDaemon) {
 	t.Helper()
+	return openFakeWith(t, "")
+}
+
+// openFakeWith is openFake with extra lines for the daemon's 101 response.
+func openFakeWith(t *testing.T, respHeaders string) (*Session, *fakeDaemon) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "scli")
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +59,7 @@ func openFake(t *testing.T) (*Session, *fakeDaemon) {
 			got <- nil
 			return
 		}
-		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+apitypes.Protocol+"\r\n\r\n")
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+apitypes.Protocol+"\r\n"+respHeaders+"\r\n")
 		got <- &fakeDaemon{t: t, conn: c, br: br}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -446,3 +452,57 @@ func TestRecvWriterAndBusyPoll(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// readFrame reads one frame from the client and returns its header.
+func (d *fakeDaemon) readFrame() apitypes.Header {
+	var hb [apitypes.HeaderLen]byte
+	if _, err := io.ReadFull(d.br, hb[:]); err != nil {
+		d.t.Fatalf("fake daemon read: %v", err)
+	}
+	h, _ := apitypes.ParseHeader(hb[:])
+	io.CopyN(io.Discard, d.br, int64(h.Len))
+	return h
+}
+
+// With lazy Sent frames (the daemon confirmed the header), Wait asks for its Sent frame
+// (WantSent with its tag) once the session has received a message, and not before.
+func TestWaitAsksForHeldSent(t *testing.T) {
+	s, d := openFakeWith(t, apitypes.LazySentHeader+": 1\r\n")
+	if !s.lazySent {
+		t.Fatal("the daemon's confirmation was not taken")
+	}
+	wait := func() (uint32, chan error) {
+		p, err := s.SendAsync(fakePeer, 7, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := p.Wait(tctx(t)); done <- err }()
+		return d.readSend(), done
+	}
+	tag, done := wait()
+	d.write(sentFrame(tag))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Nothing received yet: the Wait asked for nothing (the next frame is the next Send).
+	if _, err := s.SendAsync(fakePeer, 7, []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if h := d.readFrame(); h.Type != apitypes.FrameSend {
+		t.Fatalf("before the session received: %+v, want the next Send", h)
+	}
+	d.readFrame() // its Data
+	d.write(recvFrames(1, []byte("hello"), 100))
+	if m, err := s.Recv(tctx(t)); err != nil || string(m.Data) != "hello" {
+		t.Fatalf("Recv: %v", err)
+	}
+	tag, done = wait()
+	if h := d.readFrame(); h.Type != apitypes.FrameWantSent || h.Tag != tag {
+		t.Fatalf("after the Send of a session that received: %+v, want WantSent %d", h, tag)
+	}
+	d.write(sentFrame(tag))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
