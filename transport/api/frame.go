@@ -30,6 +30,7 @@ const (
 	FrameRelease  = apitypes.FrameRelease
 	FrameRingOK   = apitypes.FrameRingOK
 	FrameRecvAt   = apitypes.FrameRecvAt
+	FrameWantSent = apitypes.FrameWantSent
 )
 
 // Frame sizes (apitypes).

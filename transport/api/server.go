@@ -618,6 +618,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetDeadline(time.Time{}) // the HTTP server's; the session sets its own
 	x := newSession(s, id, conn, brw.Reader)
+	x.lazySent = r.Header.Get(LazySentHeader) == "1"
 	if cred, ok := r.Context().Value(credKey{}).(PeerCred); ok {
 		x.cred = &cred
 	}
@@ -634,7 +635,11 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.sessionsTotal.Add(1)
 	conn.SetWriteDeadline(time.Now().Add(time.Duration(s.cfg.WriteTimeout)))
-	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + Protocol + "\r\nConnection: Upgrade\r\n\r\n"); err == nil {
+	lazy := ""
+	if x.lazySent {
+		lazy = LazySentHeader + ": 1\r\n"
+	}
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + Protocol + "\r\nConnection: Upgrade\r\n" + lazy + "\r\n"); err == nil {
 		err = brw.Flush()
 	}
 	conn.SetWriteDeadline(time.Time{})

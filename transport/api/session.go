@@ -81,15 +81,22 @@ type session struct {
 	state       atomic.Int32 // stateWaiting, stateBusy, stateEvicted
 	lastActive  atomic.Int64 // unix ns of the last frame read or written
 
-	mu           sync.Mutex
-	cond         *sync.Cond
-	queue        []outFrame
-	writing      bool     // the writer holds a frame taken off the queue
-	recvSizes    []int64  // sizes of the received messages waiting in the queue, in order
-	iov          [][]byte // the writer's scratch list of pieces for one Data frame
-	bufs         net.Buffers
-	raw          syscall.RawConn
-	direct       []byte // scratch for writeDirectLocked
+	mu        sync.Mutex
+	cond      *sync.Cond
+	queue     []outFrame
+	writing   bool     // the writer holds a frame taken off the queue
+	recvSizes []int64  // sizes of the received messages waiting in the queue, in order
+	iov       [][]byte // the writer's scratch list of pieces for one Data frame
+	bufs      net.Buffers
+	raw       syscall.RawConn
+	direct    []byte // scratch for writeDirectLocked
+	deadline  bool   // the reader armed a read deadline (beginFrame)
+	// Lazy Sent frames (lazysent.go): lazySent is set before the session starts.
+	lazySent     bool
+	held         []byte // Sent frames held
+	heldArmed    bool
+	heldTimer    *time.Timer
+	wanted       map[uint32]struct{} // tags the client waits for (WantSent)
 	rawWrite     func(fd uintptr) bool
 	rawBuf       []byte // what rawWrite writes
 	rawN         int    // what it wrote
@@ -109,8 +116,8 @@ type session struct {
 	scratch      []byte    // the writer's scratch for frame headers and payloads
 
 	// The reader's alone.
-	held    bool            // messages handed to the engine with SendHeld, not flushed yet
-	bodyHdr [HeaderLen]byte // readBody's Data frame header (a field: a local would escape through readv)
+	engineHeld bool            // messages handed to the engine with SendHeld, not flushed yet
+	bodyHdr    [HeaderLen]byte // readBody's Data frame header (a field: a local would escape through readv)
 }
 
 func newSession(s *Server, id uint64, conn net.Conn, br *bufio.Reader) *session {
@@ -179,6 +186,10 @@ func (x *session) enqueue(f outFrame) {
 		if len(x.queue) >= maxQueuedFrames {
 			stalled = x.stallLocked()
 		} else {
+			if f.typ == FrameError || f.typ == FrameFailed {
+				delete(x.wanted, f.tag)
+			}
+			x.flushHeldLocked()
 			x.queue = append(x.queue, f)
 			x.cond.Signal()
 		}
@@ -269,6 +280,7 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 			return recvQueued
 		}
 	}
+	x.flushHeldLocked()
 	x.recvSizes = append(x.recvSizes, n)
 	x.recvQueued += n
 	x.queue = append(x.queue, outFrame{typ: typ, tag: x.recvSeq, recv: h, body: body})
@@ -289,7 +301,7 @@ func (x *session) writeDirectLocked(h RecvHeader, body msgBody) bool {
 	if !x.rawLocked() {
 		return false
 	}
-	b := AppendHeader(x.direct[:0], Header{Type: FrameRecv, Tag: x.recvSeq, Len: RecvHeaderLen})
+	b := AppendHeader(x.takeHeldLocked(x.direct[:0]), Header{Type: FrameRecv, Tag: x.recvSeq, Len: RecvHeaderLen})
 	b = h.Append(b)
 	b = AppendHeader(b, Header{Type: FrameData, Tag: x.recvSeq, Len: uint32(body.n)})
 	off := body.skip
@@ -320,7 +332,7 @@ func (x *session) writeRingDirectLocked(h RecvHeader, body msgBody) bool {
 	r.announce(x.recvSeq)
 	x.srv.ringMsgs.Add(1)
 	x.srv.ringBytes.Add(uint64(body.n))
-	b := AppendHeader(x.direct[:0], Header{Type: FrameRecvAt, Tag: x.recvSeq, Len: RecvAtLen})
+	b := AppendHeader(x.takeHeldLocked(x.direct[:0]), Header{Type: FrameRecvAt, Tag: x.recvSeq, Len: RecvAtLen})
 	b = RecvAt{RecvHeader: h, Offset: uint64(off)}.Append(b)
 	x.direct = b
 	x.writeRawLocked(b)
@@ -452,6 +464,7 @@ func (x *session) kill() {
 // drain writes what is queued, then closes; bounded by ctx.
 func (x *session) drain(ctx context.Context) {
 	x.mu.Lock()
+	x.flushHeldLocked()
 	x.draining = true
 	x.cond.Broadcast()
 	x.mu.Unlock()
@@ -672,6 +685,7 @@ func (x *session) frameBuffered() bool {
 
 // beginFrame arms read_timeout for the frame about to be read.
 func (x *session) beginFrame() {
+	x.deadline = true
 	x.conn.SetReadDeadline(time.Now().Add(time.Duration(x.srv.cfg.ReadTimeout)))
 }
 
@@ -690,8 +704,8 @@ func readErr(err error) error {
 
 // flushHeld has the engine write the messages handed to it with SendHeld.
 func (x *session) flushHeld() {
-	if x.held {
-		x.held = false
+	if x.engineHeld {
+		x.engineHeld = false
 		x.srv.node.FlushHeld()
 	}
 }
@@ -706,7 +720,10 @@ func (x *session) waitRequest() error {
 		x.touch()
 		return nil
 	}
-	x.conn.SetReadDeadline(time.Time{})
+	if x.deadline {
+		x.conn.SetReadDeadline(time.Time{})
+		x.deadline = false
+	}
 	x.state.CompareAndSwap(stateBusy, stateWaiting)
 	x.touch()
 	if _, err := x.br.Peek(1); err != nil {
@@ -716,7 +733,11 @@ func (x *session) waitRequest() error {
 		return errEvicted
 	}
 	x.touch()
-	x.beginFrame()
+	if !x.frameBuffered() {
+		// A frame that came whole in one write (a small Send and its Data do) cannot
+		// stall: no deadline to set now and clear before the next request.
+		x.beginFrame()
+	}
 	return nil
 }
 
@@ -725,7 +746,7 @@ func (x *session) serve() error {
 	var hb [HeaderLen]byte
 	var pl [4 * apitypes.MaxReleaseTags]byte
 	for {
-		if x.held && !x.frameBuffered() {
+		if x.engineHeld && !x.frameBuffered() {
 			x.flushHeld() // the burst is read: its messages go out now
 		}
 		if err := x.waitRequest(); err != nil {
@@ -739,7 +760,7 @@ func (x *session) serve() error {
 			return errProtocol{err}
 		}
 		if int(h.Len) > len(pl) || (h.Type != FrameBind && h.Type != FrameSend && h.Type != FrameSendFD &&
-			h.Type != FrameRecvRing && h.Type != FrameRelease) {
+			h.Type != FrameRecvRing && h.Type != FrameRelease && h.Type != FrameWantSent) {
 			return errProtocol{fmt.Errorf("unexpected frame type 0x%02x (length %d) from a client", h.Type, h.Len)}
 		}
 		p := pl[:h.Len]
@@ -796,6 +817,8 @@ func (x *session) serve() error {
 			if err := x.handleRelease(p); err != nil {
 				return err
 			}
+		case FrameWantSent:
+			x.wantSent(h.Tag)
 		}
 	}
 }
@@ -881,7 +904,7 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		// More frames came with this one (a batch): the engine sends this message's first
 		// packets with the burst's, at the FlushHeld when the burst is read.
 		err = s.node.SendHeld(sh.To, m.buf, m.done)
-		x.held = true
+		x.engineHeld = true
 	} else {
 		err = s.node.Send(sh.To, m.buf, m.done)
 		x.flushHeld()
@@ -959,10 +982,17 @@ func (x *session) completed(tag uint32, r daemon.SendResult) {
 	}
 	info := SentInfo{Elapsed: time.Duration(r.Elapsed), SRTT: time.Duration(r.SRTT), Window: int64(r.Window), Retransmit: r.Retransmit}
 	x.mu.Lock()
+	if !x.dead && x.lazySent {
+		var f [HeaderLen + SentInfoLen]byte
+		if x.holdSentLocked(tag, info.Append(AppendHeader(f[:0], Header{Type: FrameSent, Tag: tag, Len: SentInfoLen}))) {
+			x.mu.Unlock()
+			return
+		}
+	}
 	if !x.dead && x.srv.cfg.DirectWrites && !x.writing && len(x.queue) == 0 && x.rawLocked() {
 		// Written from the engine's goroutine like a small received message
 		// (writeDirectLocked): no wake-up of the session's writer per message.
-		b := AppendHeader(x.direct[:0], Header{Type: FrameSent, Tag: tag, Len: SentInfoLen})
+		b := AppendHeader(x.takeHeldLocked(x.direct[:0]), Header{Type: FrameSent, Tag: tag, Len: SentInfoLen})
 		x.direct = info.Append(b)
 		x.writeRawLocked(x.direct)
 		x.mu.Unlock()

@@ -29,14 +29,24 @@ const (
 	// FrameRelease gives ring messages back: payload 1..MaxReleaseTags tags u32 of
 	// RecvAt frames; tag 0.
 	FrameRelease = 0x06
-	FrameBound   = 0x81 // payload: endpoint u32
-	FrameSent    = 0x82 // payload: SentInfo
-	FrameFailed  = 0x83 // payload: UTF-8 reason
-	FrameRecv    = 0x84 // payload: RecvHeader; then Data frames with the same tag
-	FrameError   = 0x85 // payload: code u16, UTF-8 text; tag names the request
-	FrameRingOK  = 0x86 // payload: ring size u64; the reply to RecvRing
-	FrameRecvAt  = 0x87 // payload: RecvAt; the message is in the receive ring (no Data frames)
+	// FrameWantSent says the client waits for the outcome of its message tag: with lazy
+	// Sent frames (LazySentHeader) the daemon writes the Sent frames it holds at once, and
+	// that message's when it completes. No payload.
+	FrameWantSent = 0x07
+	FrameBound    = 0x81 // payload: endpoint u32
+	FrameSent     = 0x82 // payload: SentInfo
+	FrameFailed   = 0x83 // payload: UTF-8 reason
+	FrameRecv     = 0x84 // payload: RecvHeader; then Data frames with the same tag
+	FrameError    = 0x85 // payload: code u16, UTF-8 text; tag names the request
+	FrameRingOK   = 0x86 // payload: ring size u64; the reply to RecvRing
+	FrameRecvAt   = 0x87 // payload: RecvAt; the message is in the receive ring (no Data frames)
 )
+
+// LazySentHeader, with the value "1" in the session's Upgrade request, asks the daemon to
+// hold Sent frames until it writes something else to the client, the client waits for
+// one (FrameWantSent) or a millisecond passed; the daemon's 101 response carries it back
+// when it does so.
+const LazySentHeader = "Smartt-Lazy-Sent"
 
 // HeaderLen is the length of a frame header: type u8, flags u8, reserved u16, tag u32,
 // payload length u32, big-endian.
@@ -83,7 +93,7 @@ func ParseHeader(b []byte) (Header, error) {
 	}
 	h := Header{Type: b[0], Tag: binary.BigEndian.Uint32(b[4:]), Len: binary.BigEndian.Uint32(b[8:])}
 	switch h.Type {
-	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameRecvRing, FrameRelease,
+	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameRecvRing, FrameRelease, FrameWantSent,
 		FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError, FrameRingOK, FrameRecvAt:
 	default:
 		return h, fmt.Errorf("%w 0x%02x", ErrFrameType, h.Type)

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,6 +167,8 @@ type Session struct {
 	relArmed bool
 	relTimer *time.Timer
 	busyPoll atomic.Int64 // SetBusyPoll, ns
+	rx       recvState    // who reads the socket (recv.go)
+	lazySent bool         // the daemon holds Sent frames until asked (recv.go)
 }
 
 // SetBusyPoll makes Recv spin for up to d (at most 1 ms; 0, the default, turns it off)
@@ -201,6 +202,7 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 	req, _ := http.NewRequest("POST", "http://smarttd/v1/session", nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", apitypes.Protocol)
+	req.Header.Set(apitypes.LazySentHeader, "1") // recv.go: Pending.Wait asks for its Sent
 	if err := req.Write(conn); err != nil {
 		conn.Close()
 		return nil, err
@@ -220,7 +222,8 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 	conn.SetDeadline(time.Time{})
 	s := &Session{conn: conn, br: br, bw: bufio.NewWriterSize(conn, 256<<10),
 		waiters: make(map[uint32]chan reply), recv: make(chan recvItem, 4096), done: make(chan struct{})}
-	go s.readLoop()
+	s.lazySent = resp.Header.Get(apitypes.LazySentHeader) == "1"
+	s.initRecv()
 	return s, nil
 }
 
@@ -228,7 +231,7 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 // their outcomes are no longer reported.
 func (s *Session) Close() error {
 	err := s.conn.Close()
-	<-s.done
+	s.closeRecv()
 	s.wmu.Lock()
 	if s.relTimer != nil {
 		s.relTimer.Stop()
@@ -261,16 +264,6 @@ func (s *Session) unregister(tag uint32) {
 	s.mu.Lock()
 	delete(s.waiters, tag)
 	s.mu.Unlock()
-}
-
-func (s *Session) wait(ctx context.Context, tag uint32, ch chan reply) (reply, error) {
-	select {
-	case r := <-ch:
-		return r, r.err
-	case <-ctx.Done():
-		s.unregister(tag)
-		return reply{}, ctx.Err()
-	}
 }
 
 // Bind binds endpoint ep (0: the daemon picks a free one) and returns it. Messages peers
@@ -317,182 +310,4 @@ func (s *Session) brokenErr(err error) error {
 		return s.err
 	}
 	return err
-}
-
-// Recv waits for the next message to this session's endpoint. Messages the daemon had to
-// drop (the session's or the daemon's receive queue was full) are reported as an *Error
-// (code apitypes.CodeRecvOverflow); the session goes on. When the daemon closes the session
-// (apitypes.CodeClosed: idle and evicted for a new client, or a frame stalled) Recv returns
-// that *Error once the queued messages are consumed.
-func (s *Session) Recv(ctx context.Context) (*Message, error) {
-	if spin := time.Duration(s.busyPoll.Load()); spin > 0 {
-		// Busy-poll: take a message that arrives within spin without parking this
-		// goroutine (no wake-up hand-off from the session's reader).
-		for start := time.Now(); ; {
-			select {
-			case it := <-s.recv:
-				return it.msg, it.err
-			default:
-			}
-			if time.Since(start) >= spin {
-				break
-			}
-			runtime.Gosched()
-		}
-	}
-	select {
-	case it := <-s.recv:
-		return it.msg, it.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.done:
-		select {
-		case it := <-s.recv:
-			return it.msg, it.err
-		default:
-		}
-		return nil, s.brokenErr(io.EOF)
-	}
-}
-
-func (s *Session) readLoop() {
-	defer close(s.done)
-	err := s.read()
-	if err == nil {
-		err = io.EOF
-	}
-	s.mu.Lock()
-	if s.err == nil {
-		s.err = fmt.Errorf("smarttd session ended: %w", err)
-	}
-	for tag, ch := range s.waiters {
-		ch <- reply{err: s.err}
-		delete(s.waiters, tag)
-	}
-	s.mu.Unlock()
-}
-
-func (s *Session) read() error {
-	var hb [apitypes.HeaderLen]byte
-	for {
-		if _, err := io.ReadFull(s.br, hb[:]); err != nil {
-			return err
-		}
-		h, err := apitypes.ParseHeader(hb[:])
-		if err != nil {
-			return err
-		}
-		payload := make([]byte, h.Len)
-		if _, err := io.ReadFull(s.br, payload); err != nil {
-			return err
-		}
-		switch h.Type {
-		case apitypes.FrameRecv:
-			rh, err := apitypes.ParseRecvHeader(payload)
-			if err != nil {
-				return err
-			}
-			if rh.Size > 1<<32 {
-				return fmt.Errorf("daemon announced a message of %d bytes", rh.Size)
-			}
-			m := &Message{From: rh.From, FromEndpoint: rh.FromEndpoint, Endpoint: rh.Endpoint, Size: rh.Size}
-			s.mu.Lock()
-			sink := s.sink
-			s.mu.Unlock()
-			var w *sinkWriter
-			if sink != nil {
-				w = &sinkWriter{w: sink(m)}
-			} else {
-				m.Data = bufpool.Get(int(rh.Size))
-			}
-			for off := uint64(0); off < rh.Size; {
-				if _, err := io.ReadFull(s.br, hb[:]); err != nil {
-					return err
-				}
-				dh, err := apitypes.ParseHeader(hb[:])
-				if err != nil {
-					return err
-				}
-				if dh.Type != apitypes.FrameData || dh.Tag != h.Tag || uint64(dh.Len) > rh.Size-off || dh.Len == 0 {
-					return fmt.Errorf("daemon broke the framing of received message %d", h.Tag)
-				}
-				if w == nil {
-					if _, err := io.ReadFull(s.br, m.Data[off:off+uint64(dh.Len)]); err != nil {
-						return err
-					}
-				} else if _, err := io.CopyN(w, s.br, int64(dh.Len)); err != nil {
-					return err // only the connection fails here: w swallows its own errors
-				}
-				off += uint64(dh.Len)
-			}
-			item := recvItem{msg: m}
-			if w != nil && w.err != nil {
-				item.err = fmt.Errorf("writing received message: %w", w.err)
-			}
-			s.recv <- item
-		case apitypes.FrameError:
-			code, text, err := apitypes.ParseError(payload)
-			if err != nil {
-				return err
-			}
-			e := &Error{Code: code, Text: text}
-			if h.Tag == 0 {
-				if code == apitypes.CodeProtocol || code == apitypes.CodeClosed {
-					return e // the daemon closes the session after it
-				}
-				s.recv <- recvItem{err: e}
-				continue
-			}
-			s.deliver(h.Tag, reply{typ: h.Type, err: e})
-		case apitypes.FrameRecvAt:
-			at, err := apitypes.ParseRecvAt(payload)
-			if err != nil {
-				return err
-			}
-			m, err := s.ringMessage(h.Tag, at)
-			if err != nil {
-				return err
-			}
-			s.mu.Lock()
-			sink := s.sink
-			s.mu.Unlock()
-			item := recvItem{msg: m}
-			if sink != nil { // stream it out of the ring, then give the space back
-				if _, err := sink(m).Write(m.Data); err != nil {
-					item.err = fmt.Errorf("writing received message: %w", err)
-				}
-				m.Release()
-			}
-			s.recv <- item
-		case apitypes.FrameBound, apitypes.FrameSent, apitypes.FrameFailed, apitypes.FrameRingOK:
-			s.deliver(h.Tag, reply{typ: h.Type, payload: payload})
-		default:
-			return fmt.Errorf("unexpected frame type 0x%02x from the daemon", h.Type)
-		}
-	}
-}
-
-// sinkWriter passes bytes to a SetRecvWriter writer and remembers its first error instead
-// of returning it, so the session still consumes the whole message from the daemon.
-type sinkWriter struct {
-	w   io.Writer
-	err error
-}
-
-// Write implements io.Writer.
-func (x *sinkWriter) Write(p []byte) (int, error) {
-	if x.err == nil {
-		_, x.err = x.w.Write(p)
-	}
-	return len(p), nil
-}
-
-func (s *Session) deliver(tag uint32, r reply) {
-	s.mu.Lock()
-	ch := s.waiters[tag]
-	delete(s.waiters, tag)
-	s.mu.Unlock()
-	if ch != nil {
-		ch <- r
-	}
 }

@@ -202,23 +202,24 @@ func (p *Pending) Wait(ctx context.Context) (SentInfo, error) {
 	if p.ch == nil {
 		return p.info, p.err
 	}
-	select {
-	case r := <-p.ch:
-		replyChans.Put(p.ch)
-		p.ch = nil
-		switch {
-		case r.err != nil:
-			p.err = r.err
-		case r.typ == apitypes.FrameFailed:
-			p.err = fmt.Errorf("%w: %s", ErrFailed, r.payload)
-		default:
-			p.info, p.err = apitypes.ParseSentInfo(r.payload)
-		}
-		return p.info, p.err
-	case <-ctx.Done():
-		p.s.unregister(p.tag)
-		return SentInfo{}, ctx.Err()
+	// A daemon that holds Sent frames is asked for this one; the wait reads the session
+	// itself when no other goroutine does (recv.go).
+	p.s.wantSent(p.tag, p.ch)
+	r, err := p.s.wait(ctx, p.tag, p.ch)
+	if err != nil && r.err == nil { // ctx ended first: the tag is unregistered
+		return SentInfo{}, err
 	}
+	replyChans.Put(p.ch)
+	p.ch = nil
+	switch {
+	case r.err != nil:
+		p.err = r.err
+	case r.typ == apitypes.FrameFailed:
+		p.err = fmt.Errorf("%w: %s", ErrFailed, r.payload)
+	default:
+		p.info, p.err = apitypes.ParseSentInfo(r.payload)
+	}
+	return p.info, p.err
 }
 
 // errEmpty refuses an empty message.

@@ -1,0 +1,75 @@
+package api_test
+
+import (
+	"context"
+	"net/netip"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
+)
+
+// BenchmarkAPIRoundTripCPU is BenchmarkAPIRoundTrip's default variant alone, with the
+// process's CPU time (both daemons and both clients: user and system) and context
+// switches per round trip beside its p50: on a 2-core host a round trip that costs more
+// CPU than its latency waits for cores as much as for wake-ups.
+func BenchmarkAPIRoundTripCPU(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := shortDir(b)
+	mn := daemon.NewMemNet()
+	la := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 9, 1}), 23600)
+	lb := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 9, 2}), 23600)
+	a, d := startDaemon(b, mn, la, dir, nil), startDaemon(b, mn, lb, dir, nil)
+	sa, sb := openBound(b, client.New(a.Config.API.Socket), 1), openBound(b, client.New(d.Config.API.Socket), 1)
+	go func() {
+		for {
+			m, err := sb.Recv(ctx)
+			if err != nil {
+				return
+			}
+			_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
+			m.Release()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	msg := make([]byte, 64)
+	trip := func() float64 {
+		t0 := time.Now()
+		sa.SendAsync(lb, 1, msg)
+		m, _ := sa.Recv(ctx)
+		m.Release()
+		return float64(time.Since(t0).Nanoseconds()) / 1e3
+	}
+	for range 100 {
+		trip()
+	}
+	var r0, r1 syscall.Rusage
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	syscall.Getrusage(0, &r0)
+	b.ResetTimer()
+	var us []float64
+	for range b.N {
+		us = append(us, trip())
+	}
+	b.StopTimer()
+	syscall.Getrusage(0, &r1)
+	runtime.ReadMemStats(&m1)
+	cpu := func(r syscall.Rusage) float64 {
+		return float64(r.Utime.Sec+r.Stime.Sec)*1e6 + float64(r.Utime.Usec+r.Stime.Usec)
+	}
+	b.ReportMetric(quantile(us, .5), "p50_us")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(b.N), "allocs/trip")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(b.N), "B/trip")
+	b.ReportMetric(float64(m1.NumGC-m0.NumGC)/float64(b.N)*1000, "GCs/1000trips")
+	b.ReportMetric((cpu(r1)-cpu(r0))/float64(b.N), "cpu_us/trip")
+	b.ReportMetric(float64(r1.Stime.Sec*1e6+r1.Stime.Usec-r0.Stime.Sec*1e6-r0.Stime.Usec)/float64(b.N), "sys_us/trip")
+	b.ReportMetric(float64(r1.Nvcsw-r0.Nvcsw)/float64(b.N), "vcsw/trip")
+	b.ReportMetric(float64(r1.Nivcsw-r0.Nivcsw)/float64(b.N), "ivcsw/trip")
+}
