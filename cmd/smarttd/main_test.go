@@ -73,9 +73,25 @@ func TestRunServesAndStops(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	resp, err := http.Get("http://" + loopback + ":39464/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// A failure below must not leave the daemon holding its ports for the next tests.
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			close(stop)
+			<-done
+		}
+	})
+	// The metrics listener may come up a moment after the API answers.
+	var resp *http.Response
+	for {
+		var err error
+		if resp, err = http.Get("http://" + loopback + ":39464/metrics"); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	var b bytes.Buffer
 	b.ReadFrom(resp.Body)
@@ -86,6 +102,7 @@ func TestRunServesAndStops(t *testing.T) {
 		}
 	}
 	close(stop)
+	stopped = true
 	select {
 	case err := <-done:
 		if err != nil {
