@@ -178,7 +178,10 @@ func (t *Table) PlotCDFs(dir, field, ext string) ([]string, error) {
 	for _, k := range order {
 		g := groups[k]
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s %s: FCT CDF by %s (mean of %d seeds)", sp.Scenario, g.title, field, sp.Seeds)
+		p.Title.Text = fmt.Sprintf("%s: FCT CDF by %s (mean of %d seeds)", sp.Scenario, field, sp.Seeds)
+		if g.title != "" {
+			p.Title.Text += "\n" + g.title
+		}
 		p.X.Label.Text = "FCT (us)"
 		p.Y.Label.Text = "fraction of flows"
 		p.Legend.Top, p.Legend.Left = true, true
