@@ -193,3 +193,33 @@ func TestParseSendHeaderDestination(t *testing.T) {
 		t.Errorf("short payload: %v", err)
 	}
 }
+
+// The tags a lazy-Sent client may say it waits for (WantSent) are bounded: at maxWanted
+// the set stops growing, a want beyond it is ignored (that message's Sent frame is held
+// like any other, for at most lazySentDelay), and a Sent frame for a wanted tag is
+// written at once and forgets the tag.
+func TestWantSentLimit(t *testing.T) {
+	s := limitServer(t, DefaultConfig())
+	x := limitSession(t, s)
+	x.mu.Lock()
+	x.lazySent, x.recvSeq = true, 1 // a lazy session that has received a message
+	x.mu.Unlock()
+	for tag := uint32(1); tag <= maxWanted+10; tag++ {
+		x.wantSent(tag)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.wanted) != maxWanted {
+		t.Fatalf("%d wanted tags after %d WantSent frames, want the bound %d", len(x.wanted), maxWanted+10, maxWanted)
+	}
+	if x.holdSentLocked(maxWanted, []byte("sent")) {
+		t.Fatal("the Sent frame of a wanted tag (at the bound) was held")
+	}
+	if _, ok := x.wanted[maxWanted]; ok || len(x.wanted) != maxWanted-1 {
+		t.Fatalf("a written Sent frame's tag is still wanted (%d tags)", len(x.wanted))
+	}
+	if !x.holdSentLocked(maxWanted+5, []byte("sent")) || len(x.held) != 4 || !x.heldArmed {
+		t.Fatalf("the Sent frame of a want beyond the bound: held %d bytes, armed %v; want it held with the timer armed", len(x.held), x.heldArmed)
+	}
+	x.heldTimer.Stop()
+}
