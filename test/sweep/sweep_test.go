@@ -341,19 +341,7 @@ func TestFCTQuantilesAndCDF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []int
-	for k := range sp.Jobs() {
-		all = append(all, k)
-	}
-	var runs []*Run
-	if err := sp.RunJobs(all, 2, withFlows, func(_ int, r *Run, _ *sim.Result, err error, _ time.Duration) {
-		if err != nil {
-			t.Error(err)
-		}
-		runs = append(runs, r)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	runs := runAll(t, sp, 2, withFlows)
 	tb, err := Merge(runs)
 	if err != nil {
 		t.Fatal(err)
@@ -407,19 +395,7 @@ func TestAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []int
-	for k := range big.Jobs() {
-		all = append(all, k)
-	}
-	var runs []*Run
-	if err := big.RunJobs(all, 1, fakeResult, func(_ int, r *Run, _ *sim.Result, err error, _ time.Duration) {
-		if err != nil {
-			t.Error(err)
-		}
-		runs = append(runs, r)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	runs := runAll(t, big, 1, fakeResult)
 	// The 2:1 half, axes in the other order, controllers reversed: 2 points x 2 seeds.
 	small, err := New("tiny", []byte(scen), axes(t, "topology.oversubscription=2", "transport.cc=dctcp,smartt"), 2)
 	if err != nil {
@@ -475,4 +451,23 @@ func TestAdopt(t *testing.T) {
 			t.Errorf("%s: adopted %d runs, want %d", sp.describe(), n, want)
 		}
 	}
+}
+
+// runAll runs every job of sp with run, par at once, and returns the runs.
+func runAll(t *testing.T, sp *Spec, par int, run Runner) []*Run {
+	t.Helper()
+	var all []int
+	for k := range sp.Jobs() {
+		all = append(all, k)
+	}
+	var runs []*Run
+	if err := sp.RunJobs(all, par, run, func(_ int, r *Run, _ *sim.Result, err error, _ time.Duration) {
+		if err != nil {
+			t.Error(err)
+		}
+		runs = append(runs, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return runs
 }
