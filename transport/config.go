@@ -306,6 +306,12 @@ func (c *Config) Validate() error {
 	if c.FixedRTO != 0 && (c.FixedRTO < minRTOFloor || c.FixedRTO > minRTOCeil) {
 		bad("fixed_rto = %v: must be 0 (adaptive) or in 1us..10s", c.FixedRTO)
 	}
+	// A held ACK must come back well inside the sender's retransmission timer.
+	if c.FixedRTO != 0 && c.Ack.CompleteDelay > c.FixedRTO/2 {
+		bad("ack.complete_delay = %v: must be at most half of fixed_rto (%v)", c.Ack.CompleteDelay, c.FixedRTO)
+	} else if c.Ack.CompleteDelay > c.MinRTO/2 {
+		bad("ack.complete_delay = %v: must be at most half of min_rto (%v)", c.Ack.CompleteDelay, c.MinRTO)
+	}
 	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
 		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)
 	}

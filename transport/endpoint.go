@@ -69,6 +69,8 @@ type Endpoint struct {
 	wholeBufs    bool     // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
 	chunkFree    [][]byte // receive chunks the engine recycles itself (chunks.go)
 
+	heldAcks []*conn // connections whose ACK may wait for outgoing data (receiver.go releaseHeld)
+
 	freeMsgs []*txMsg
 	freeRxs  []*rxMsg
 	pkt      wire.Packet // scratch for decoding and encoding

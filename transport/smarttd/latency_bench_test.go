@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
@@ -164,3 +166,84 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 	b.StopTimer()
 	return l
 }
+
+// BenchmarkVethLatencyAckHold compares ack.complete_delay off and on (issue 15) in one
+// run: two daemon pairs over the veth of BenchmarkVethLatency, one with every completion
+// ACKed at once ("hold0") and one whose completion ACKs wait up to 500 us for the answer
+// and ride in its batch ("hold"), beside the kernel's UDP ping-pong, alternating in
+// chunks of 50 round trips within each of LAT_ROUNDS rounds (default 5) of b.N round
+// trips each. Reports p50 of each (all rounds), the min / median / max over rounds of the
+// per-round p50 ratios (hold vs hold0, each vs the kernel), and the held pair's ACKs that
+// rode with data per message delivered; and, the cost of holds nobody answers, a one-way
+// Send (up to 1,000 per round and pair, waiting for each Sent) to a session that never
+// answers: its p50, p90 and p99 per pair.
+func BenchmarkVethLatencyAckHold(b *testing.B) {
+	tp := nstest.Pair(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Second)
+	defer cancel()
+	dir := tempDir(b)
+	hold := func(d config.Duration) func(*smarttd.Config) {
+		return func(c *smarttd.Config) { c.Transport.Ack.CompleteDelay = d }
+	}
+	rigs := []*rig{daemonRig(b, ctx, tp, dir, "hold0", 23610, hold(0), false),
+		daemonRig(b, ctx, tp, dir, "hold", 24610, hold(500_000), false), kernelRig(b, tp)}
+	for _, r := range rigs { // first contact and ARP out of the way
+		for range 20 {
+			r.trip()
+		}
+	}
+	held := rigs[1]
+	st0 := held.a.Node.Stats()
+	daemon.AddStats(&st0, ptr(held.d.Node.Stats()))
+	var ratios [3][]float64 // hold/hold0, hold0/kernel, hold/kernel
+	var ow [2][]float64     // one-way Send to a session that never answers, hold0 and hold
+	b.ResetTimer()
+	const chunk = 50
+	for range envInt("LAT_ROUNDS", 5) {
+		round := make([][]float64, len(rigs))
+		for done := 0; done < b.N; done += chunk {
+			for i, r := range rigs {
+				for range min(chunk, b.N-done) {
+					if us, ok := r.trip(); ok {
+						round[i] = append(round[i], us)
+					}
+				}
+			}
+		}
+		p := make([]float64, len(rigs))
+		for i, r := range rigs {
+			r.us = append(r.us, round[i]...)
+			p[i] = pct(round[i], 0.5)
+		}
+		for i, r := range rigs[:2] { // one-way Sends, the cost of holds nobody answers
+			for range min(b.N, 1000) {
+				ow[i] = append(ow[i], r.oneway())
+			}
+		}
+		ratios[0] = append(ratios[0], p[1]/p[0])
+		ratios[1] = append(ratios[1], p[0]/p[2])
+		ratios[2] = append(ratios[2], p[1]/p[2])
+	}
+	b.StopTimer()
+	st := held.a.Node.Stats()
+	daemon.AddStats(&st, ptr(held.d.Node.Stats()))
+	for _, r := range rigs {
+		b.ReportMetric(pct(r.us, 0.5), r.name+"_p50_us")
+		b.ReportMetric(pct(r.us, 0.99), r.name+"_p99_us")
+	}
+	for i, name := range []string{"hold/hold0", "hold0/kernel", "hold/kernel"} {
+		b.ReportMetric(pct(ratios[i], 0), name+"_p50_min")
+		b.ReportMetric(pct(ratios[i], 0.5), name+"_p50_med")
+		b.ReportMetric(pct(ratios[i], 1), name+"_p50_max")
+	}
+	for i, r := range rigs[:2] {
+		b.ReportMetric(pct(ow[i], 0.5), r.name+"_oneway_p50_us")
+		b.ReportMetric(pct(ow[i], 0.9), r.name+"_oneway_p90_us")
+		b.ReportMetric(pct(ow[i], 0.99), r.name+"_oneway_p99_us")
+	}
+	msgs := float64(max(st.MsgsDelivered-st0.MsgsDelivered, 1))
+	b.ReportMetric(float64(st.AcksHeld-st0.AcksHeld)/msgs, "hold_held/msg")
+	b.ReportMetric(float64(st.AcksRode-st0.AcksRode)/msgs, "hold_rode/msg")
+}
+
+func ptr[T any](v T) *T { return &v }
