@@ -54,7 +54,8 @@ type Config struct {
 	// (Coalescer.Hold): a request and reply exchange then costs each side one socket write
 	// and one wake-up fewer. Without an answer it leaves at the deadline, and the wire's
 	// HoldTime takes the wait out of the sender's RTT sample. 0 (default): at once, as
-	// before. At most MaxCompleteDelay (and at most half of transport.min_rto).
+	// before. At most MaxCompleteDelay; the engine holds at most half of its RTO floor
+	// (min_rto, or fixed_rto when set), so a held ACK cannot time its packet out.
 	CompleteDelay config.Duration `yaml:"complete_delay"`
 }
 

@@ -198,6 +198,18 @@ func (c *Config) intHops() int {
 	return c.INTHops
 }
 
+// completeDelay is ack.complete_delay as the engine applies it: at most half the RTO floor
+// (fixed_rto when set, else min_rto), so that a held ACK comes back well inside the
+// sender's retransmission timer whatever the RTO settings (a config that lowers min_rto
+// need not lower complete_delay too).
+func (c *Config) completeDelay() config.Duration {
+	floor := c.MinRTO
+	if c.FixedRTO != 0 {
+		floor = c.FixedRTO
+	}
+	return min(c.Ack.CompleteDelay, floor/2)
+}
+
 // MaxMTU is the largest payload per packet: the largest IPv4 UDP payload (65,507 bytes)
 // minus the DATA header.
 const MaxMTU = 65507 - wire.DataHdrLen
@@ -305,12 +317,6 @@ func (c *Config) Validate() error {
 	}
 	if c.FixedRTO != 0 && (c.FixedRTO < minRTOFloor || c.FixedRTO > minRTOCeil) {
 		bad("fixed_rto = %v: must be 0 (adaptive) or in 1us..10s", c.FixedRTO)
-	}
-	// A held ACK must come back well inside the sender's retransmission timer.
-	if c.FixedRTO != 0 && c.Ack.CompleteDelay > c.FixedRTO/2 {
-		bad("ack.complete_delay = %v: must be at most half of fixed_rto (%v)", c.Ack.CompleteDelay, c.FixedRTO)
-	} else if c.Ack.CompleteDelay > c.MinRTO/2 {
-		bad("ack.complete_delay = %v: must be at most half of min_rto (%v)", c.Ack.CompleteDelay, c.MinRTO)
 	}
 	if c.MaxRetransmits < 1 || c.MaxRetransmits > 255 {
 		bad("max_retransmits = %d: must be in 1..255", c.MaxRetransmits)

@@ -118,6 +118,7 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
+	cfg.Ack.CompleteDelay = cfg.completeDelay()
 	rmode, rthr, nsub := cfg.recoveryParams()
 	var ec *ecCodec
 	if rmode == recEC {
