@@ -43,6 +43,7 @@ func newHoldRig(t *testing.T, hold config.Duration) *holdRig {
 type sent struct {
 	data []byte
 	typ  wire.Type
+	ev   uint16 // the Transmit's
 	ack  wire.Ack
 }
 
@@ -58,7 +59,7 @@ func (r *holdRig) poll(e *Endpoint, now int64) []sent {
 		if err := r.pkt.Decode(d); err != nil {
 			r.t.Fatal(err)
 		}
-		out = append(out, sent{data: d, typ: r.pkt.Type, ack: r.pkt.Ack})
+		out = append(out, sent{data: d, typ: r.pkt.Type, ev: t.EV, ack: r.pkt.Ack})
 	}
 }
 
@@ -157,8 +158,8 @@ func TestHeldAckLeavesAtDeadline(t *testing.T) {
 
 // TestHeldAckRidesWithAnswer: when the receiver sends data to the peer before the
 // deadline (on a connection it dialled, as the daemon answers, or on the one the request
-// came on), the held ACK goes in the same flush, first, and the sender learns of its
-// delivery with the answer.
+// came on), the held ACK goes in the same flush, first, on the data packet's EV, and the
+// sender learns of its delivery with the answer.
 func TestHeldAckRidesWithAnswer(t *testing.T) {
 	for _, dial := range []bool{true, false} {
 		r := newHoldRig(t, testHold)
@@ -180,6 +181,9 @@ func TestHeldAckRidesWithAnswer(t *testing.T) {
 		ds := r.poll(r.b, 30_000)
 		if len(ds) != 2 || ds[0].typ != wire.TypeAck || ds[1].typ != wire.TypeData {
 			t.Fatalf("dial %v: answer's flush %v, want [ACK DATA]", dial, types(ds))
+		}
+		if ds[0].ev != ds[1].ev {
+			t.Fatalf("dial %v: ACK on EV %d, data on %d: want one EV (one socket, one system call)", dial, ds[0].ev, ds[1].ev)
 		}
 		if ds[0].ack.HoldTime != 20_000 {
 			t.Fatalf("dial %v: HoldTime %d, want 20000", dial, ds[0].ack.HoldTime)

@@ -174,8 +174,12 @@ type conn struct {
 	bytesAcked   uint64 // payload bytes the peer acknowledged (ConnInfo: the sender's progress)
 	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
 	probeEV      uint16
-	ackNow       bool            // an ACK must go even without new data (probe, duplicate)
-	ackRide      bool            // the held ACK goes now, ahead of a data packet to the peer (releaseHeld)
+	ackNow       bool   // an ACK must go even without new data (probe, duplicate)
+	ackRide      bool   // the held ACK goes now, ahead of a data packet to the peer (releaseHeld)
+	rideEV       uint16 // with ackRide: that data packet's EV
+	evPicked     bool   // pickedEV is the EV of c's next data packet (rideHeld)
+	pickedRetx   bool   // ... if it is a retransmission (else a first transmission)
+	pickedEV     uint16
 	inHeld       bool            // in the endpoint's list of held ACKs
 	holdSkip     uint16          // completions not to hold: holds went unanswered (holdBackoff)
 	holdBack     uint16          // the current backoff, doubled each time (0: none since the last ride)
@@ -514,7 +518,10 @@ func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
 		*tr = trigger{psn: c.tracker.Cum() - 1, ev: c.probeEV, txTime: c.probeEcho, rxTime: now}
 	}
 	ev := tr.ev
-	if !e.cfg.Ack.EchoEV {
+	switch {
+	case c.ackRide:
+		ev = c.rideEV // the data packet's: the driver's socket for it sends both at once
+	case !e.cfg.Ack.EchoEV:
 		ev = c.nextCtrlEV(&e.cfg)
 	}
 	p := e.header(c, wire.TypeAck, ev)
@@ -588,8 +595,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		if !e.windowOpen(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
-		if len(e.heldAcks) > 0 && e.releaseHeld(c.peer) {
-			e.markReady(c) // after the held ACKs
+		if len(e.heldAcks) > 0 && e.rideHeld(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
 		if sp.cause == cc.LossTrim || sp.cause == lossGoBack {
@@ -644,8 +650,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		if !e.windowOpen(now, c, size, false) {
 			return Transmit{}, false
 		}
-		if len(e.heldAcks) > 0 && e.releaseHeld(c.peer) {
-			e.markReady(c) // after the held ACKs
+		if len(e.heldAcks) > 0 && e.rideHeld(now, c, size, false) {
 			return Transmit{}, false
 		}
 		if c.pkts == nil {
@@ -714,7 +719,12 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	sp.sentAt = now
 	c.sendSeq++
 	sp.seq = c.sendSeq
-	sp.ev = c.nextEV(now, int(sp.size), retx)
+	if c.evPicked && c.pickedRetx == retx {
+		sp.ev = c.pickedEV // chosen when held ACKs rode ahead on it (rideHeld)
+	} else {
+		sp.ev = c.nextEV(now, int(sp.size), retx)
+	}
+	c.evPicked = false
 	c.inflight += int(sp.size)
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
 	if c.sub != nil {

@@ -238,25 +238,41 @@ func (e *Endpoint) holdAck(c *conn) {
 		return
 	}
 	if len(e.heldAcks) == cap(e.heldAcks) {
-		e.releaseHeld(netip.AddrPort{}) // compacts; no connection has the zero peer
+		e.releaseHeld(netip.AddrPort{}, 0) // compacts; no connection has the zero peer
 	}
 	c.inHeld = true
 	e.heldAcks = append(e.heldAcks, c)
 }
 
+// rideHeld is called when c is about to send a data packet of size bytes (a
+// retransmission if retx): if ACKs are held for c's peer, they go first, on the EV the
+// data packet will take (picked now), and c's packet after them; it reports whether it
+// released any (then c must yield: it is queued again behind them).
+func (e *Endpoint) rideHeld(now int64, c *conn, size int, retx bool) bool {
+	if !c.evPicked || c.pickedRetx != retx {
+		c.pickedEV, c.pickedRetx, c.evPicked = c.nextEV(now, size, retx), retx, true
+	}
+	if !e.releaseHeld(c.peer, c.pickedEV) {
+		return false
+	}
+	e.markReady(c)
+	return true
+}
+
 // releaseHeld lets the held ACKs of every connection to peer leave now: they are marked
-// to go at the connection's next transmit, ahead of the data packet to peer that is
-// about to go, so the driver sends both in one batch and the peer reads them in one
-// wake-up, the ACK first (its Sent then rides in front of the answer). It reports whether
-// there were any, and drops entries whose hold ended.
-func (e *Endpoint) releaseHeld(peer netip.AddrPort) bool {
+// to go at the connection's next transmit, on EV ev, ahead of the data packet to peer
+// that is about to go on ev, so the driver sends them in one batch (one system call: the
+// same EV is the same socket) and the peer reads them in one wake-up, the ACK first (its
+// Sent then rides in front of the answer). It reports whether there were any, and drops
+// entries whose hold ended.
+func (e *Endpoint) releaseHeld(peer netip.AddrPort, ev uint16) bool {
 	k, any := 0, false
 	for _, h := range e.heldAcks {
 		switch {
 		case h.dead || !h.coal.Held():
 			h.inHeld = false
 		case h.peer == peer:
-			h.inHeld, h.ackRide = false, true
+			h.inHeld, h.ackRide, h.rideEV = false, true, ev
 			e.markReady(h)
 			any = true
 		default:
