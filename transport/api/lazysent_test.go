@@ -106,6 +106,11 @@ func TestLazySentFrames(t *testing.T) {
 		t.Fatalf("after a request's Sent: %+v, want the reply", h)
 	}
 	readLazyFrame(t, conn, br) // its Data
+	// The request's ACK was held at b (ack.complete_delay, the daemon's default) and rode
+	// ahead of the reply: the Sent frame came with the reply all the same.
+	if st := b.Node.Stats(); st.AcksHeld == 0 || st.AcksRode == 0 {
+		t.Fatalf("b held %d ACKs, %d rode with data; want the request's to ride with the reply", st.AcksHeld, st.AcksRode)
+	}
 	// No reply: the held Sent frame comes within about a millisecond anyway.
 	conn.Write(lazySendFrames(4, 2, "quiet"))
 	if h := readLazyFrame(t, conn, br); h.Type != api.FrameSent || h.Tag != 4 {
