@@ -329,3 +329,74 @@ func TestCompleteDelayClamped(t *testing.T) {
 		t.Fatalf("complete_delay -1: %v", err)
 	}
 }
+
+// TestHeldAckAllocatesNothing: a request and reply exchange with held ACKs riding on the
+// answers (the engine's side of the daemons' round trip) allocates nothing in steady state.
+func TestHeldAckAllocatesNothing(t *testing.T) {
+	pool := &recycler{}
+	cfg := DefaultConfig()
+	cfg.Ack.CompleteDelay = testHold
+	cfg.Buffers = pool
+	a, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
+	b, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	aAddr, bAddr := netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")
+	ab, err := a.Dial(0, bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ba, err := b.Dial(0, aAddr) // the daemon answers on a connection of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 64)
+	slots := make([][]byte, 8)
+	for i := range slots {
+		slots[i] = make([]byte, MaxDatagram(cfg))
+	}
+	now := int64(0)
+	// move sends everything from's flush to to, and gives delivered buffers back.
+	move := func(from, to *Endpoint, fromAddr netip.AddrPort) {
+		n := 0
+		for ; n < len(slots); n++ {
+			tx, ok := from.PollTransmit(now, slots[n])
+			if !ok {
+				break
+			}
+			slots[n] = slots[n][:tx.N]
+		}
+		now += 5_000
+		for i := range n {
+			to.HandlePacket(now, slots[i], RxMeta{From: fromAddr})
+			slots[i] = slots[i][:cap(slots[i])]
+		}
+		for {
+			ev, ok := to.PollEvent()
+			if !ok {
+				break
+			}
+			if ev.Kind == MessageReceived {
+				pool.Put(ev.Data)
+			}
+		}
+	}
+	trip := func() {
+		if _, err := a.Send(now, ab, msg); err != nil {
+			t.Fatal(err)
+		}
+		move(a, b, aAddr)
+		if _, err := b.Send(now, ba, msg); err != nil {
+			t.Fatal(err)
+		}
+		move(b, a, bAddr)
+	}
+	for range 1000 {
+		trip()
+	}
+	s0 := b.Stats()
+	if allocs := testing.AllocsPerRun(1000, trip); allocs > 0.01 {
+		t.Errorf("%.3f allocations per round trip", allocs)
+	}
+	if s := b.Stats(); s.AcksRode-s0.AcksRode < 1000 || a.Stats().AcksRode < 1000 {
+		t.Fatalf("ACKs rode: b %d, a %d; want every one", s.AcksRode-s0.AcksRode, a.Stats().AcksRode)
+	}
+}
