@@ -400,3 +400,19 @@ func TestHeldAckAllocatesNothing(t *testing.T) {
 		t.Fatalf("ACKs rode: b %d, a %d; want every one", s.AcksRode-s0.AcksRode, a.Stats().AcksRode)
 	}
 }
+
+// TestHeldAckOnClose: closing the connection a held ACK belongs to sends it at once.
+func TestHeldAckOnClose(t *testing.T) {
+	r := newHoldRig(t, testHold)
+	r.request(make([]byte, 64))
+	rx := eventsOf(r.b, MessageReceived)
+	if len(rx) != 1 || len(r.poll(r.b, 10_000)) != 0 {
+		t.Fatal("request not delivered or ACK not held")
+	}
+	if err := r.b.Close(20_000, rx[0].Conn); err != nil {
+		t.Fatal(err)
+	}
+	if ds := r.poll(r.b, 20_000); len(ds) == 0 || ds[0].typ != wire.TypeAck || ds[0].ack.HoldTime != 10_000 {
+		t.Fatalf("after Close the receiver sent %v, want the held ACK first (HoldTime 10000)", types(ds))
+	}
+}

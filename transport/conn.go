@@ -457,7 +457,10 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 		e.stats.NacksSent++
 		return e.control(c, p, buf)
 	}
-	if c.rxInit && c.peerID != 0 && (c.ackNow || c.coal.Due(now) || c.ackRide && c.coal.Pending()) {
+	// A held ACK (ack.complete_delay) rides ahead of data (ackRide), and goes at once when
+	// either side closes: no answer will come.
+	held := c.coal.Held() && (c.ackRide || c.closeReq || c.peerClosed)
+	if c.rxInit && c.peerID != 0 && (c.ackNow || c.coal.Due(now) || held) {
 		return e.buildAck(now, c, buf)
 	}
 	if c.probeAt > 0 && c.probeAt <= now && c.peerID != 0 {
