@@ -55,7 +55,8 @@ type Config struct {
 	// and one wake-up fewer. Without an answer it leaves at the deadline, and the wire's
 	// HoldTime takes the wait out of the sender's RTT sample. 0 (default): at once, as
 	// before. At most MaxCompleteDelay; the engine holds at most half of its RTO floor
-	// (min_rto, or fixed_rto when set), so a held ACK cannot time its packet out.
+	// (min_rto, or fixed_rto when set), so a held ACK cannot time its packet out; the daemon
+	// turns it off with several engine shards (the answer leaves from another engine).
 	CompleteDelay config.Duration `yaml:"complete_delay"`
 }
 
