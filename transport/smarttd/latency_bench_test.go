@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,7 +177,8 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 // per-round p50 ratios (hold vs hold0, each vs the kernel), and the held pair's ACKs that
 // rode with data per round-trip message; and, the cost of holds nobody answers, a one-way
 // Send (up to 1,000 per round and pair, waiting for each Sent) to a session that never
-// answers: its p50, p90 and p99 per pair.
+// answers: its p50, p90 and p99 per pair; and the process's CPU time per round trip during
+// each one's chunks (both daemons, both clients and the idle pair's timers).
 func BenchmarkVethLatencyAckHold(b *testing.B) {
 	tp := nstest.Pair(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Second)
@@ -195,19 +197,22 @@ func BenchmarkVethLatencyAckHold(b *testing.B) {
 	held := rigs[1]
 	st0 := held.a.Node.Stats()
 	daemon.AddStats(&st0, ptr(held.d.Node.Stats()))
-	var ratios [3][]float64 // hold/hold0, hold0/kernel, hold/kernel
-	var ow [2][]float64     // one-way Send to a session that never answers, hold0 and hold
+	var ratios [3][]float64           // hold/hold0, hold0/kernel, hold/kernel
+	var ow [2][]float64               // one-way Send to a session that never answers, hold0 and hold
+	cpu := make([]float64, len(rigs)) // process CPU us during each rig's round trips
 	b.ResetTimer()
 	const chunk = 50
 	for range envInt("LAT_ROUNDS", 5) {
 		round := make([][]float64, len(rigs))
 		for done := 0; done < b.N; done += chunk {
 			for i, r := range rigs {
+				c0 := cpuUs()
 				for range min(chunk, b.N-done) {
 					if us, ok := r.trip(); ok {
 						round[i] = append(round[i], us)
 					}
 				}
+				cpu[i] += cpuUs() - c0
 			}
 		}
 		p := make([]float64, len(rigs))
@@ -236,6 +241,9 @@ func BenchmarkVethLatencyAckHold(b *testing.B) {
 		b.ReportMetric(pct(ratios[i], 0.5), name+"_p50_med")
 		b.ReportMetric(pct(ratios[i], 1), name+"_p50_max")
 	}
+	for i, r := range rigs {
+		b.ReportMetric(cpu[i]/float64(max(len(r.us), 1)), r.name+"_cpu_us/trip")
+	}
 	for i, r := range rigs[:2] {
 		b.ReportMetric(pct(ow[i], 0.5), r.name+"_oneway_p50_us")
 		b.ReportMetric(pct(ow[i], 0.9), r.name+"_oneway_p90_us")
@@ -246,3 +254,11 @@ func BenchmarkVethLatencyAckHold(b *testing.B) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// cpuUs is the process's CPU time (user and system) in microseconds: both daemons and
+// both clients, and whatever else the test process runs.
+func cpuUs() float64 {
+	var r syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
+	return float64(r.Utime.Sec+r.Stime.Sec)*1e6 + float64(r.Utime.Usec+r.Stime.Usec)
+}
