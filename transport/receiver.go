@@ -266,7 +266,7 @@ func (e *Endpoint) rideHeld(now int64, c *conn, size int, retx bool) bool {
 // Sent then rides in front of the answer). It reports whether there were any, and drops
 // entries whose hold ended.
 func (e *Endpoint) releaseHeld(peer netip.AddrPort, ev uint16) bool {
-	k, any := 0, false
+	k, found := 0, false
 	for _, h := range e.heldAcks {
 		switch {
 		case h.dead || !h.coal.Held():
@@ -274,7 +274,7 @@ func (e *Endpoint) releaseHeld(peer netip.AddrPort, ev uint16) bool {
 		case h.peer == peer:
 			h.inHeld, h.ackRide, h.rideEV = false, true, ev
 			e.markReady(h)
-			any = true
+			found = true
 		default:
 			e.heldAcks[k] = h
 			k++
@@ -282,7 +282,7 @@ func (e *Endpoint) releaseHeld(peer netip.AddrPort, ev uint16) bool {
 	}
 	clear(e.heldAcks[k:])
 	e.heldAcks = e.heldAcks[:k]
-	return any
+	return found
 }
 
 const maxNacks = 1024
