@@ -69,6 +69,8 @@ type Endpoint struct {
 	wholeBufs    bool     // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
 	chunkFree    [][]byte // receive chunks the engine recycles itself (chunks.go)
 
+	heldAcks []*conn // connections whose ACK may wait for outgoing data (receiver.go releaseHeld)
+
 	freeMsgs []*txMsg
 	freeRxs  []*rxMsg
 	pkt      wire.Packet // scratch for decoding and encoding
@@ -116,6 +118,7 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
+	cfg.Ack.CompleteDelay = cfg.completeDelay()
 	rmode, rthr, nsub := cfg.recoveryParams()
 	var ec *ecCodec
 	if rmode == recEC {

@@ -118,6 +118,8 @@ type Stats struct {
 	RetxTimeout     uint64 // retransmissions after a timeout
 	AcksSent        uint64
 	AcksRecv        uint64
+	AcksHeld        uint64 // completions of one-packet messages whose ACK waited for outgoing data (ack.complete_delay)
+	AcksRode        uint64 // held ACKs that left ahead of a data packet to their peer, in its batch
 	NacksSent       uint64
 	NacksRecv       uint64
 	ReturnedRecv    uint64 // trimmed headers of our own packets returned by a switch (return-to-sender), acted on as NACKs

@@ -210,6 +210,11 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 		c := cfg
 		if len(socks) > 1 {
 			c.IDShards, c.IDShard = len(socks), i
+			// A held completion ACK rides only on data its own engine sends, and a
+			// request's connection (accepted: the shard its first packet steered to)
+			// and the answer's (dialled: the shard of the peer's address) are mostly
+			// in different shards: unanswered holds would only delay the senders.
+			c.Ack.CompleteDelay = 0
 		}
 		s := &shard{n: n, idx: i, sock: sock}
 		if o.TimeDecisions {
