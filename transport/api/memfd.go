@@ -176,26 +176,38 @@ func (r *fdReader) closeAll() {
 
 var _ io.Reader = (*fdReader)(nil)
 
-// mapMemfd checks that fd is a memfd sealed against writes, shrinking and growing, of
-// FDHeadroom+size bytes, and maps it copy-on-write: the daemon writes its envelope into
-// the headroom (one private page), the rest stays the client's pages.
+// mapMemfd checks that fd is a memfd sealed against shrinking and growing of at least
+// FDHeadroom+size bytes, and maps that much of it copy-on-write: the daemon writes its
+// envelope into the headroom (one private page), the rest stays the client's pages. The
+// seals keep the pages from going away under the mapping (a truncated file would fault
+// the daemon). A seal against writes is not required: the daemon only sends the bytes
+// and relies on none of them, so a client that writes into a memfd whose message is in
+// flight garbles only that message (the Go client reuses its memfds once the outcome
+// arrived); a larger file lets a client reuse one memfd for messages of other sizes.
 func mapMemfd(fd int, size uint64) ([]byte, error) {
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
 		return nil, fmt.Errorf("not a memfd (F_GET_SEALS: %v)", err)
 	}
-	const need = unix.F_SEAL_WRITE | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	const need = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
 	if seals&need != need {
-		return nil, fmt.Errorf("memfd not sealed: seals 0x%x, need F_SEAL_WRITE|F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
+		return nil, fmt.Errorf("memfd not sealed: seals 0x%x, need F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return nil, err
+	}
+	if fs.Type != unix.TMPFS_MAGIC { // the envelope's copy-on-write of a hugetlb page can fault
+		return nil, fmt.Errorf("memfd on filesystem 0x%x, want shmem (0x%x): no hugetlb memfds", fs.Type, unix.TMPFS_MAGIC)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	if uint64(st.Size) != FDHeadroom+size {
-		return nil, fmt.Errorf("memfd holds %d bytes, want %d (%d headroom + the announced %d)", st.Size, FDHeadroom+size, FDHeadroom, size)
+	if st.Size < 0 || uint64(st.Size) < FDHeadroom+size {
+		return nil, fmt.Errorf("memfd holds %d bytes, want at least %d (%d headroom + the announced %d)", st.Size, FDHeadroom+size, FDHeadroom, size)
 	}
-	return unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	return unix.Mmap(fd, 0, int(FDHeadroom+size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
 }
 
 // handleSendFD sends the message in a sealed memfd without copying it. A refused message
