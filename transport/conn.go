@@ -712,6 +712,15 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 		p.Flags |= wire.FlagINT
 		p.INT.N, p.INT.Cap, p.INT.Flags = 0, uint8(e.cfg.intHops()), 0
 	}
+	if e.aliasPayload && e.auth == nil {
+		// The header alone: the payload goes out from the message's buffer (the caller
+		// keeps it until the message completes, which PollTransmit cannot cause).
+		n, err := p.EncodeHeader(buf)
+		if err != nil {
+			panic("transport: PollTransmit buffer smaller than the header: " + err.Error())
+		}
+		return Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData, Payload: p.Payload}
+	}
 	n, err := p.Encode(buf)
 	if err != nil {
 		panic("transport: PollTransmit buffer smaller than MTU + header: " + err.Error())

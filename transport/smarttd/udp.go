@@ -140,10 +140,18 @@ func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
 	wp := s.wp[:len(pkts)]
 	for i := range pkts {
 		p := &pkts[i]
-		wp[i] = udp.Packet{Buf: p.Buf, N: p.N, Addr: p.Addr, EV: p.EV, ECN: p.ECN, Control: p.Control}
+		wp[i] = udp.Packet{Buf: p.Buf, N: p.N, Addr: p.Addr, EV: p.EV, ECN: p.ECN, Control: p.Control, Payload: p.Payload}
 	}
-	return s.c.WriteBatch(wp)
+	n, err := s.c.WriteBatch(wp)
+	for i := range wp {
+		wp[i].Payload = nil // keep no message buffer reachable
+	}
+	return n, err
 }
+
+// GathersPayload implements daemon.PayloadGatherer (udp.Conn.GathersPayload: the socket
+// datapath's port and flow-label carriers).
+func (s *udpSocket) GathersPayload() bool { return s.c.GathersPayload() }
 
 // Close implements daemon.Socket.
 func (s *udpSocket) Close() error {

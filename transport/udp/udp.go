@@ -96,7 +96,16 @@ type Packet struct {
 	RxTime   int64          // read: receive time, Unix ns (CLOCK_REALTIME): the kernel's if RxKernel, else the user clock
 	RxKernel bool           // read: RxTime is a kernel software timestamp
 	TTL      uint8          // read: IP TTL or IPv6 hop limit (0: unknown, Caps.TTL false)
+	// Payload (write, when GathersPayload) follows Buf[:N] in the same datagram: the
+	// kernel gathers both (iovecs, also inside a GSO message), so a header built in Buf
+	// can go out in front of bytes that stay where they are. Only read during the call.
+	Payload []byte
 }
+
+// GathersPayload reports whether WriteBatch takes Packet.Payload: on the socket
+// datapath's port and flow-label carriers, not on the raw carrier (whose own header
+// and IPv6 checksum are built over Buf) or AF_XDP (which copies one buffer into its umem).
+func (c *Conn) GathersPayload() bool { return !c.raw && c.xdp == nil }
 
 // Caps is what the kernel granted at Open (after probing and fallback).
 type Caps struct {

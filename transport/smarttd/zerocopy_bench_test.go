@@ -1,0 +1,59 @@
+package smarttd_test
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+)
+
+// BenchmarkVethZeroCopy compares the bulk send path's variants of issue 15's zero-copy
+// work in one run with interleaved rounds, on the veth pair of BenchmarkVethDaemonVsBlaster
+// with lb: ecmp (b.N x 4 KiB, 4 messages outstanding, a client on the other side reading
+// every byte from its socket): SendAsync streaming each message through the API socket
+// ("stream", client.SetSendFDThreshold(0)) or passing it as a sealed memfd ("memfd", the
+// client's default from client.DefaultSendFDThreshold), for message sizes of
+// ZEROCOPY_SIZES KiB (default 16384); and the engine copying each data packet's payload
+// behind its header ("copy", udp.copy_payload: true) or sending header and payload as two
+// iovecs, the payload from the message's buffer ("iovec", the default). Reports goodput and the process's CPU seconds
+// (both daemons and both clients) per GB; rounds (ZEROCOPY_ROUNDS, default 5) are
+// sub-benchmarks, so take per-round ratios.
+func BenchmarkVethZeroCopy(b *testing.B) {
+	tp := nstest.Pair(b)
+	sizes := envInts("ZEROCOPY_SIZES", []int{16 << 10})
+	for round := range envInt("ZEROCOPY_ROUNDS", 5) {
+		for _, kib := range sizes {
+			for _, send := range []string{"stream", "memfd"} {
+				for _, enc := range []string{"copy", "iovec"} {
+					b.Run(fmt.Sprintf("round=%d/size=%dK/send=%s/encode=%s", round, kib, send, enc), func(b *testing.B) {
+						mod := func(c *smarttd.Config) { c.UDP.CopyPayload = enc == "copy" }
+						r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", stream: send == "stream", msgSize: kib << 10, mod: mod})
+						b.ReportMetric(r.gbps, "daemon_Gbit/s")
+						b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+						b.ReportMetric(r.retxPct, "daemon_retx_%")
+						b.ReportMetric(r.allocsPerMsg, "allocs/msg")
+					})
+				}
+			}
+		}
+	}
+}
+
+// envInts is a space- or comma-separated list of positive integers from the environment,
+// or def.
+func envInts(name string, def []int) []int {
+	var out []int
+	for _, f := range strings.FieldsFunc(os.Getenv(name), func(r rune) bool { return r == ' ' || r == ',' }) {
+		if v, err := strconv.Atoi(f); err == nil && v > 0 {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
+}
