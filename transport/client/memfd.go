@@ -93,7 +93,7 @@ func (s *Session) SendFD(to netip.AddrPort, ep uint32, m *MessageFD) (*Pending, 
 // through one of the session's send memfds (one copy, into pages the daemon sends from)
 // instead of streaming it through the socket (two kernel copies, one into the socket and
 // one out of it at the daemon). docs/datapath.md has the measurements behind it.
-const DefaultSendFDThreshold = 1 << 20
+const DefaultSendFDThreshold = 4 << 20
 
 // The session's send memfds: a fresh memfd per message costs the kernel a page
 // allocation, a memory-cgroup charge and a free for every 4 KiB, more than the two

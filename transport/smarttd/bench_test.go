@@ -216,6 +216,7 @@ type pairOpts struct {
 	memfd, ring bool
 	copySends   bool // the send path before issue 15: client.SetCopySends and api.direct_reads false
 	stream      bool // SendAsync streams every message (client.SetSendFDThreshold(0)), no automatic memfd
+	memfdAuto   bool // SendAsync passes every message through a session memfd (client.SetSendFDThreshold(1))
 	msgSize     int  // bytes per message (0: 16 MiB)
 	mod         func(*smarttd.Config)
 }
@@ -258,6 +259,9 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	s.SetCopySends(o.copySends)
 	if o.stream {
 		s.SetSendFDThreshold(0)
+	}
+	if o.memfdAuto {
+		s.SetSendFDThreshold(1)
 	}
 	rs := session(b, ctx, rd, 1)
 	if o.ring {

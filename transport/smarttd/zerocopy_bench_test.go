@@ -15,32 +15,57 @@ import (
 // work in one run with interleaved rounds, on the veth pair of BenchmarkVethDaemonVsBlaster
 // with lb: ecmp (b.N x 4 KiB, 4 messages outstanding, a client on the other side reading
 // every byte from its socket): SendAsync streaming each message through the API socket
-// ("stream", client.SetSendFDThreshold(0)) or passing it as a sealed memfd ("memfd", the
-// client's default from client.DefaultSendFDThreshold), for message sizes of
+// ("stream", client.SetSendFDThreshold(0)) or copying it into one of the session's
+// reusable memfds passed with SendFD ("memfd", SetSendFDThreshold(1)), for message sizes of
 // ZEROCOPY_SIZES KiB (default 16384); and the engine copying each data packet's payload
 // behind its header ("copy", udp.copy_payload: true) or sending header and payload as two
-// iovecs, the payload from the message's buffer ("iovec", the default). Reports goodput and the process's CPU seconds
+// iovecs, the payload from the message's buffer ("iovec", the default).
+// ZEROCOPY_VARIANTS picks some of them ("send/encode ..."), ZEROCOPY_LB another load
+// balancer. Reports goodput and the process's CPU seconds
 // (both daemons and both clients) per GB; rounds (ZEROCOPY_ROUNDS, default 5) are
 // sub-benchmarks, so take per-round ratios.
 func BenchmarkVethZeroCopy(b *testing.B) {
 	tp := nstest.Pair(b)
 	sizes := envInts("ZEROCOPY_SIZES", []int{16 << 10})
+	lb := "ecmp"
+	if v := os.Getenv("ZEROCOPY_LB"); v != "" {
+		lb = v // the REPS default path, say: ZEROCOPY_LB=reps
+	}
 	for round := range envInt("ZEROCOPY_ROUNDS", 5) {
 		for _, kib := range sizes {
-			for _, send := range []string{"stream", "memfd"} {
-				for _, enc := range []string{"copy", "iovec"} {
-					b.Run(fmt.Sprintf("round=%d/size=%dK/send=%s/encode=%s", round, kib, send, enc), func(b *testing.B) {
-						mod := func(c *smarttd.Config) { c.UDP.CopyPayload = enc == "copy" }
-						r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", stream: send == "stream", msgSize: kib << 10, mod: mod})
-						b.ReportMetric(r.gbps, "daemon_Gbit/s")
-						b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
-						b.ReportMetric(r.retxPct, "daemon_retx_%")
-						b.ReportMetric(r.allocsPerMsg, "allocs/msg")
-					})
-				}
+			for _, v := range zeroCopyVariants() {
+				send, enc := v[0], v[1]
+				b.Run(fmt.Sprintf("round=%d/size=%dK/send=%s/encode=%s", round, kib, send, enc), func(b *testing.B) {
+					mod := func(c *smarttd.Config) { c.UDP.CopyPayload = enc == "copy" }
+					r := runPair(b, tp, b.N, pairOpts{lb: lb, stream: send == "stream", memfdAuto: send == "memfd", msgSize: kib << 10, mod: mod})
+					b.ReportMetric(r.gbps, "daemon_Gbit/s")
+					b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+					b.ReportMetric(r.retxPct, "daemon_retx_%")
+					b.ReportMetric(r.allocsPerMsg, "allocs/msg")
+				})
 			}
 		}
 	}
+}
+
+// zeroCopyVariants are the (send, encode) variants of BenchmarkVethZeroCopy:
+// ZEROCOPY_VARIANTS, e.g. "stream/copy memfd/iovec", or all four.
+func zeroCopyVariants() [][2]string {
+	var out [][2]string
+	for _, f := range strings.Fields(os.Getenv("ZEROCOPY_VARIANTS")) {
+		if p := strings.Split(f, "/"); len(p) == 2 {
+			out = append(out, [2]string{p[0], p[1]})
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, send := range []string{"stream", "memfd"} {
+		for _, enc := range []string{"copy", "iovec"} {
+			out = append(out, [2]string{send, enc})
+		}
+	}
+	return out
 }
 
 // envInts is a space- or comma-separated list of positive integers from the environment,
