@@ -50,7 +50,9 @@ type PayloadGatherer interface {
 // Socket is the datagram layer a Node runs over (transport/udp in the daemon, an
 // in-memory network in tests).
 type Socket interface {
-	// ReadBatch blocks for at least one datagram; net.ErrClosed after Close.
+	// ReadBatch blocks for at least one datagram; net.ErrClosed after Close. It may point
+	// a Packet's Buf at its own memory instead of filling the caller's: valid until the
+	// next ReadBatch (the caller gives its buffers again for every call).
 	ReadBatch(pkts []Packet) (int, error)
 	// WriteBatch sends pkts in order.
 	WriteBatch(pkts []Packet) (int, error)
@@ -292,7 +294,9 @@ func (s *shard) readLoop() {
 	}
 	for {
 		for i := range pkts {
-			pkts[i].Buf = pkts[i].Buf[:cap(pkts[i].Buf)]
+			// Anew each time: a socket may have pointed Buf at its own memory (udp's GRO
+			// buffers, udp.Config.GROInPlace), valid until this ReadBatch.
+			pkts[i].Buf = store[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
 		}
 		k, err := s.sock.ReadBatch(pkts)
 		if err != nil {

@@ -108,6 +108,10 @@ type UDPConfig struct {
 	// payload straight from the message's buffer (not on the raw carrier or AF_XDP, nor
 	// with transport.auth on, which copy as before).
 	CopyPayload bool `yaml:"copy_payload" json:"copy_payload"`
+
+	// CopyGRO copies each datagram out of the socket's GRO buffer into the daemon's packet
+	// buffer, as before issue 15; by default (false) the engine reads it in place.
+	CopyGRO bool `yaml:"copy_gro" json:"copy_gro"`
 }
 
 // Config is smarttd's configuration file.

@@ -19,8 +19,10 @@ import (
 // reusable memfds passed with SendFD ("memfd", SetSendFDThreshold(1)), for message sizes of
 // ZEROCOPY_SIZES KiB (default 16384); and the engine copying each data packet's payload
 // behind its header ("copy", udp.copy_payload: true) or sending header and payload as two
-// iovecs, the payload from the message's buffer ("iovec", the default).
-// ZEROCOPY_VARIANTS picks some of them ("send/encode ..."), ZEROCOPY_LB another load
+// iovecs, the payload from the message's buffer ("iovec", the default); and the receiving
+// daemon copying each datagram out of the GRO buffer ("copy", udp.copy_gro: true) or
+// reading it in place ("inplace", the default). ZEROCOPY_VARIANTS picks some of them
+// ("send/encode/gro ..."), ZEROCOPY_LB another load
 // balancer. Reports goodput and the process's CPU seconds
 // (both daemons and both clients) per GB; rounds (ZEROCOPY_ROUNDS, default 5) are
 // sub-benchmarks, so take per-round ratios.
@@ -34,9 +36,9 @@ func BenchmarkVethZeroCopy(b *testing.B) {
 	for round := range envInt("ZEROCOPY_ROUNDS", 5) {
 		for _, kib := range sizes {
 			for _, v := range zeroCopyVariants() {
-				send, enc := v[0], v[1]
-				b.Run(fmt.Sprintf("round=%d/size=%dK/send=%s/encode=%s", round, kib, send, enc), func(b *testing.B) {
-					mod := func(c *smarttd.Config) { c.UDP.CopyPayload = enc == "copy" }
+				send, enc, gro := v[0], v[1], v[2]
+				b.Run(fmt.Sprintf("round=%d/size=%dK/send=%s/encode=%s/gro=%s", round, kib, send, enc, gro), func(b *testing.B) {
+					mod := func(c *smarttd.Config) { c.UDP.CopyPayload, c.UDP.CopyGRO = enc == "copy", gro == "copy" }
 					r := runPair(b, tp, b.N, pairOpts{lb: lb, stream: send == "stream", memfdAuto: send == "memfd", msgSize: kib << 10, mod: mod})
 					b.ReportMetric(r.gbps, "daemon_Gbit/s")
 					b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
@@ -48,13 +50,18 @@ func BenchmarkVethZeroCopy(b *testing.B) {
 	}
 }
 
-// zeroCopyVariants are the (send, encode) variants of BenchmarkVethZeroCopy:
-// ZEROCOPY_VARIANTS, e.g. "stream/copy memfd/iovec", or all four.
-func zeroCopyVariants() [][2]string {
-	var out [][2]string
+// zeroCopyVariants are the (send, encode, gro) variants of BenchmarkVethZeroCopy:
+// ZEROCOPY_VARIANTS, e.g. "stream/copy/copy memfd/iovec/inplace" (gro defaults to
+// inplace), or the four of send and encode with GRO in place.
+func zeroCopyVariants() [][3]string {
+	var out [][3]string
 	for _, f := range strings.Fields(os.Getenv("ZEROCOPY_VARIANTS")) {
-		if p := strings.Split(f, "/"); len(p) == 2 {
-			out = append(out, [2]string{p[0], p[1]})
+		p := strings.Split(f, "/")
+		if len(p) == 2 {
+			p = append(p, "inplace")
+		}
+		if len(p) == 3 {
+			out = append(out, [3]string{p[0], p[1], p[2]})
 		}
 	}
 	if len(out) > 0 {
@@ -62,7 +69,7 @@ func zeroCopyVariants() [][2]string {
 	}
 	for _, send := range []string{"stream", "memfd"} {
 		for _, enc := range []string{"copy", "iovec"} {
-			out = append(out, [2]string{send, enc})
+			out = append(out, [3]string{send, enc, "inplace"})
 		}
 	}
 	return out

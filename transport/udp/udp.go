@@ -55,6 +55,10 @@ type Config struct {
 	DisableECN, DisableTimestamps, DisableBatch bool
 	DisableGSO                                  bool // no UDP GSO (UDP_SEGMENT) on send (port and flowlabel carriers)
 	DisableGRO                                  bool // no UDP GRO on receive (and no copy out of the socket's own buffers)
+	// GROInPlace: with GRO, ReadBatch points each Packet's Buf at its datagram in the
+	// socket's own buffer (valid until the next ReadBatch) instead of copying it into the
+	// caller's Buf; the caller gives its buffers anew for every call.
+	GROInPlace bool
 
 	DisableDF bool // let the kernel fragment datagrams larger than the path MTU (no IP_PMTUDISC_DO / IPV6_DONTFRAG)
 
