@@ -109,9 +109,10 @@ type UDPConfig struct {
 	// with transport.auth on, which copy as before).
 	CopyPayload bool `yaml:"copy_payload" json:"copy_payload"`
 
-	// CopyGRO copies each datagram out of the socket's GRO buffer into the daemon's packet
-	// buffer, as before issue 15; by default (false) the engine reads it in place.
-	CopyGRO bool `yaml:"copy_gro" json:"copy_gro"`
+	// GROInPlace lets the engine read each received datagram in the socket's GRO buffer
+	// instead of a copy in the daemon's packet buffer (udp.Config.GROInPlace). Off by
+	// default: it did not measurably pay on the veth pair (docs/datapath.md, "UDP GRO").
+	GROInPlace bool `yaml:"gro_in_place" json:"gro_in_place"`
 }
 
 // Config is smarttd's configuration file.

@@ -16,7 +16,7 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	u := c.UDP
 	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: u.Datapath,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
-		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, GROInPlace: !u.CopyGRO, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
+		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, GROInPlace: u.GROInPlace, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
 		MaxDatagram: c.MaxDatagram(), HeaderBytes: c.MaxDatagram() - c.Transport.MTU,
 		RecvBuffer: u.RecvBuffer, SendBuffer: u.SendBuffer, BatchSize: u.BatchSize, Logger: log}
 }

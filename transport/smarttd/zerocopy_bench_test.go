@@ -20,8 +20,8 @@ import (
 // ZEROCOPY_SIZES KiB (default 16384); and the engine copying each data packet's payload
 // behind its header ("copy", udp.copy_payload: true) or sending header and payload as two
 // iovecs, the payload from the message's buffer ("iovec", the default); and the receiving
-// daemon copying each datagram out of the GRO buffer ("copy", udp.copy_gro: true) or
-// reading it in place ("inplace", the default). ZEROCOPY_VARIANTS picks some of them
+// daemon copying each datagram out of the GRO buffer ("copy", the default) or reading it
+// in place ("inplace", udp.gro_in_place: true). ZEROCOPY_VARIANTS picks some of them
 // ("send/encode/gro ..."), ZEROCOPY_LB another load
 // balancer. Reports goodput and the process's CPU seconds
 // (both daemons and both clients) per GB; rounds (ZEROCOPY_ROUNDS, default 5) are
@@ -38,7 +38,7 @@ func BenchmarkVethZeroCopy(b *testing.B) {
 			for _, v := range zeroCopyVariants() {
 				send, enc, gro := v[0], v[1], v[2]
 				b.Run(fmt.Sprintf("round=%d/size=%dK/send=%s/encode=%s/gro=%s", round, kib, send, enc, gro), func(b *testing.B) {
-					mod := func(c *smarttd.Config) { c.UDP.CopyPayload, c.UDP.CopyGRO = enc == "copy", gro == "copy" }
+					mod := func(c *smarttd.Config) { c.UDP.CopyPayload, c.UDP.GROInPlace = enc == "copy", gro == "inplace" }
 					r := runPair(b, tp, b.N, pairOpts{lb: lb, stream: send == "stream", memfdAuto: send == "memfd", msgSize: kib << 10, mod: mod})
 					b.ReportMetric(r.gbps, "daemon_Gbit/s")
 					b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
@@ -52,13 +52,13 @@ func BenchmarkVethZeroCopy(b *testing.B) {
 
 // zeroCopyVariants are the (send, encode, gro) variants of BenchmarkVethZeroCopy:
 // ZEROCOPY_VARIANTS, e.g. "stream/copy/copy memfd/iovec/inplace" (gro defaults to
-// inplace), or the four of send and encode with GRO in place.
+// copy), or the four of send and encode with the GRO copy.
 func zeroCopyVariants() [][3]string {
 	var out [][3]string
 	for _, f := range strings.Fields(os.Getenv("ZEROCOPY_VARIANTS")) {
 		p := strings.Split(f, "/")
 		if len(p) == 2 {
-			p = append(p, "inplace")
+			p = append(p, "copy")
 		}
 		if len(p) == 3 {
 			out = append(out, [3]string{p[0], p[1], p[2]})
@@ -69,7 +69,7 @@ func zeroCopyVariants() [][3]string {
 	}
 	for _, send := range []string{"stream", "memfd"} {
 		for _, enc := range []string{"copy", "iovec"} {
-			out = append(out, [3]string{send, enc, "inplace"})
+			out = append(out, [3]string{send, enc, "copy"})
 		}
 	}
 	return out
