@@ -34,7 +34,7 @@ func TestFDMapsReuse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf, release, err := c.mapFor(fd, &st, size)
+		buf, release, err := c.mapFor(fd, &st, size, 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestFDMapsReuse(t *testing.T) {
 		}
 		// The same memfd again while its message is in flight: a mapping of its own.
 		st2, _ := checkMemfd(fd, size)
-		buf2, release2, err := c.mapFor(fd, &st2, size)
+		buf2, release2, err := c.mapFor(fd, &st2, size, 1<<30)
 		if err != nil || &buf2[0] == &buf[0] {
 			t.Fatalf("a busy memfd was not mapped apart (%v)", err)
 		}
@@ -64,7 +64,7 @@ func TestFDMapsReuse(t *testing.T) {
 		unix.Ftruncate(g, FDHeadroom+100)
 		unix.FcntlInt(uintptr(g), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
 		st, _ := checkMemfd(g, 100)
-		_, release, err := c.mapFor(g, &st, 100)
+		_, release, err := c.mapFor(g, &st, 100, 1<<30)
 		unix.Close(g)
 		if err != nil {
 			t.Fatal(err)
@@ -74,8 +74,28 @@ func TestFDMapsReuse(t *testing.T) {
 	if len(c.maps) != maxFDMaps {
 		t.Fatalf("%d memfds cached, want at most %d", len(c.maps), maxFDMaps)
 	}
+	// A memfd larger than the limit (a sparse terabyte, say) is mapped only for its
+	// message, not kept.
+	huge, _ := unix.MemfdCreate("t", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	unix.Ftruncate(huge, 1<<40)
+	unix.FcntlInt(uintptr(huge), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
+	sth, err := checkMemfd(huge, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, hrelease, err := c.mapFor(huge, &sth, 100, 1<<30)
+	unix.Close(huge)
+	if err != nil || len(hb) != FDHeadroom+100 || len(c.maps) != maxFDMaps {
+		t.Fatalf("a 1 TiB memfd: mapped %d bytes, %d cached, %v", len(hb), len(c.maps), err)
+	}
+	for _, m := range c.maps {
+		if len(m.mem) > 1<<30 {
+			t.Fatal("the 1 TiB memfd was kept mapped")
+		}
+	}
+	hrelease()
 	st, _ := checkMemfd(fd, size)
-	_, release, _ := c.mapFor(fd, &st, size) // busy when the session ends
+	_, release, _ := c.mapFor(fd, &st, size, 1<<30) // busy when the session ends
 	c.close()
 	if len(c.maps) != 1 {
 		t.Fatalf("%d mappings left after close, want the busy one", len(c.maps))

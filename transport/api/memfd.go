@@ -236,8 +236,10 @@ type fdMaps struct {
 var pageSize = unix.Getpagesize()
 
 // mapFor maps the message of size bytes in memfd fd (checked: st) and returns its
-// headroom and bytes, writable at the headroom, and the function that releases them.
-func (c *fdMaps) mapFor(fd int, st *unix.Stat_t, size uint64) ([]byte, func(), error) {
+// headroom and bytes, writable at the headroom, and the function that releases them. A
+// memfd larger than limit bytes is not kept mapped (only the message is mapped, for its
+// time): a client's sparse terabyte memfds must not use up the daemon's address space.
+func (c *fdMaps) mapFor(fd int, st *unix.Stat_t, size uint64, limit int64) ([]byte, func(), error) {
 	n := int(FDHeadroom + size)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -253,7 +255,7 @@ func (c *fdMaps) mapFor(fd int, st *unix.Stat_t, size uint64) ([]byte, func(), e
 		m = nil // the client passed a memfd whose message is in flight: map it apart
 		goto private
 	}
-	if m == nil && !c.closed {
+	if m == nil && !c.closed && st.Size <= limit {
 		if len(c.maps) >= maxFDMaps && !c.evictLocked() {
 			goto private
 		}
@@ -350,7 +352,8 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 	var buf []byte
 	var unmap func()
 	if err == nil {
-		buf, unmap, err = x.fdMaps.mapFor(fd, &st, sh.Size)
+		// Kept mapped up to a page beyond the largest message the session may send.
+		buf, unmap, err = x.fdMaps.mapFor(fd, &st, sh.Size, FDHeadroom+x.maxMessage()+int64(pageSize))
 	}
 	if err != nil {
 		x.release(size)
