@@ -103,7 +103,8 @@ const DefaultSendFDThreshold = 4 << 20
 // against writes: the daemon only sends a message's bytes and never relies on them, so
 // a client that writes into a memfd whose message is in flight only garbles that
 // message, as with the receive ring. A memfd is idle again once its message's outcome
-// (Sent, Failed or Error) arrived: the daemon unmaps it before it answers.
+// (Sent, Failed or Error) arrived: the daemon reads it no more once it answers (it may
+// keep it mapped for the memfd's next message).
 const (
 	fdPoolIdle  = 8         // idle send memfds a session keeps at most
 	fdPoolBytes = 256 << 20 // and their bytes at most
