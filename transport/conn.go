@@ -672,6 +672,10 @@ func (c *conn) paceRate(size int) int64 {
 	return pacing.WindowRate(c.cc.Window(), size, c.srtt)
 }
 
+// aliasMinPayload is the smallest payload SetPayloadAlias sends from the message's buffer:
+// copying a smaller one behind the header costs less than a second iovec.
+const aliasMinPayload = 512
+
 func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []byte, retx bool) Transmit {
 	m := sp.msg
 	sp.tx++
@@ -712,7 +716,7 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 		p.Flags |= wire.FlagINT
 		p.INT.N, p.INT.Cap, p.INT.Flags = 0, uint8(e.cfg.intHops()), 0
 	}
-	if e.aliasPayload && e.auth == nil {
+	if e.aliasPayload && e.auth == nil && sp.size >= aliasMinPayload {
 		// The header alone: the payload goes out from the message's buffer (the caller
 		// keeps it until the message completes, which PollTransmit cannot cause).
 		n, err := p.EncodeHeader(buf)

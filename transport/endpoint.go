@@ -146,8 +146,8 @@ func (e *Endpoint) Config() Config { return e.cfg }
 // SetPayloadAlias lets PollTransmit return a data packet's payload in Transmit.Payload, a
 // slice of the message's own bytes, instead of copying it into the buffer behind the
 // header: for drivers whose socket sends both as one datagram (iovecs). Not with
-// authentication or encryption on, which seal the datagram whole in the buffer: then
-// the payload is copied as before. Off by default.
+// authentication or encryption on, which seal the datagram whole in the buffer, nor for
+// payloads under 512 bytes: those are copied as before. Off by default.
 func (e *Endpoint) SetPayloadAlias(on bool) { e.aliasPayload = on }
 
 // Stats returns a snapshot of the endpoint's counters.
