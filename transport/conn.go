@@ -715,6 +715,10 @@ func (c *conn) paceRate(size int) int64 {
 	return pacing.WindowRate(c.cc.Window(), size, c.srtt)
 }
 
+// aliasMinPayload is the smallest payload SetPayloadAlias sends from the message's buffer:
+// copying a smaller one behind the header costs less than a second iovec.
+const aliasMinPayload = 512
+
 func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []byte, retx bool) Transmit {
 	m := sp.msg
 	sp.tx++
@@ -759,6 +763,15 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 		// Empty slots for the switches on the path to fill (wire.StampINT).
 		p.Flags |= wire.FlagINT
 		p.INT.N, p.INT.Cap, p.INT.Flags = 0, uint8(e.cfg.intHops()), 0
+	}
+	if e.aliasPayload && e.auth == nil && sp.size >= aliasMinPayload {
+		// The header alone: the payload goes out from the message's buffer (the caller
+		// keeps it until the message completes, which PollTransmit cannot cause).
+		n, err := p.EncodeHeader(buf)
+		if err != nil {
+			panic("transport: PollTransmit buffer smaller than the header: " + err.Error())
+		}
+		return Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData, Payload: p.Payload}
 	}
 	n, err := p.Encode(buf)
 	if err != nil {

@@ -35,12 +35,24 @@ type Packet struct {
 	// RxKernel reports that RxTime came from the kernel (not the user-space clock).
 	RxKernel bool
 	TTL      uint8 // read: IP TTL / IPv6 hop limit; 0 unknown
+	// Payload (write) follows Buf[:N] in the same datagram: a data packet's payload left
+	// in the message's buffer (set only for a Socket that is a PayloadGatherer saying so).
+	Payload []byte
+}
+
+// PayloadGatherer is a Socket whose WriteBatch sends Packet.Payload after Buf[:N] in the
+// same datagram, without copying it (iovecs). A Node sends data packets' payloads from
+// the messages' buffers through such a socket unless Options.CopyPayload is set.
+type PayloadGatherer interface {
+	GathersPayload() bool
 }
 
 // Socket is the datagram layer a Node runs over (transport/udp in the daemon, an
 // in-memory network in tests).
 type Socket interface {
-	// ReadBatch blocks for at least one datagram; net.ErrClosed after Close.
+	// ReadBatch blocks for at least one datagram; net.ErrClosed after Close. It may point
+	// a Packet's Buf at its own memory instead of filling the caller's: valid until the
+	// next ReadBatch (the caller gives its buffers again for every call).
 	ReadBatch(pkts []Packet) (int, error)
 	// WriteBatch sends pkts in order.
 	WriteBatch(pkts []Packet) (int, error)
@@ -81,6 +93,10 @@ type Options struct {
 	// GatherBatch groups each send batch by (destination, EV, control) before the write,
 	// so the socket layer's GSO can join packets of a group (see Gather).
 	GatherBatch bool
+	// CopyPayload makes the engine copy each data packet's payload into the packet's
+	// buffer behind its header, as before issue 15, even on a socket that sends the
+	// payload from the message's buffer (PayloadGatherer): for comparisons.
+	CopyPayload bool
 	Logger      *slog.Logger // default slog.Default()
 	Seed        uint64       // random seed (0: from the clock)
 	// OnReceive is called with every received message, with the node's lock held: it must
@@ -230,6 +246,9 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 			return nil, err
 		}
 		s.ep = ep
+		if g, ok := socks[i].(PayloadGatherer); ok && g.GathersPayload() && !o.CopyPayload {
+			ep.SetPayloadAlias(true) // flushLocked sends before the next engine call
+		}
 		s.dialed = make(map[netip.AddrPort]transport.ConnID)
 		s.pending = make(map[msgKey]*pending)
 		s.kick = make(chan struct{}, 1)
@@ -280,7 +299,9 @@ func (s *shard) readLoop() {
 	}
 	for {
 		for i := range pkts {
-			pkts[i].Buf = pkts[i].Buf[:cap(pkts[i].Buf)]
+			// Anew each time: a socket may have pointed Buf at its own memory (udp's GRO
+			// buffers, udp.Config.GROInPlace), valid until this ReadBatch.
+			pkts[i].Buf = store[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
 		}
 		k, err := s.sock.ReadBatch(pkts)
 		if err != nil {
@@ -422,7 +443,7 @@ func (s *shard) flushLocked(now int64) {
 			if !ok {
 				break
 			}
-			p.N, p.Addr, p.EV, p.ECN, p.Control = t.N, t.To, t.EV, t.ECN, t.Control
+			p.N, p.Addr, p.EV, p.ECN, p.Control, p.Payload = t.N, t.To, t.EV, t.ECN, t.Control, t.Payload
 			k++
 		}
 		if k == 0 {
@@ -435,6 +456,9 @@ func (s *shard) flushLocked(now int64) {
 			if e := s.sendErrs.Add(1); e&(e-1) == 0 { // log at powers of two
 				s.n.log.Warn("socket write", "shard", s.idx, "err", err, "errors", e)
 			}
+		}
+		for i := range s.wbuf[:k] {
+			s.wbuf[i].Payload = nil // the messages' buffers may go back to their owners now
 		}
 	}
 	resent := s.resends
