@@ -68,27 +68,7 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 	defer stopDaemon(d)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	sa, sb := session(b, ctx, a, 1), session(b, ctx, d, 1)
-	if ring {
-		for _, s := range []*client.Session{sa, sb} {
-			if err := s.EnableRecvRing(ctx, 1<<20); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	go func() { // the echo
-		for {
-			m, err := sb.Recv(ctx)
-			if err != nil {
-				return
-			}
-			_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
-			m.Release()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	sa, _ := echoPair(b, ctx, a, d, ring)
 	// The kernel's ping-pong: an echo socket in B, a client socket in A.
 	var echo, cl *net.UDPConn
 	for _, x := range []struct {
@@ -261,4 +241,31 @@ func cpuUs() float64 {
 	var r syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
 	return float64(r.Utime.Sec+r.Stime.Sec)*1e6 + float64(r.Utime.Usec+r.Stime.Usec)
+}
+
+// echoPair opens endpoint 1 on daemons a and d (each with a 1 MiB receive ring if ring)
+// and echoes every message d's session receives back to its sender until ctx ends.
+func echoPair(b *testing.B, ctx context.Context, a, d *smarttd.Daemon, ring bool) (sa, sb *client.Session) {
+	sa, sb = session(b, ctx, a, 1), session(b, ctx, d, 1)
+	if ring {
+		for _, s := range []*client.Session{sa, sb} {
+			if err := s.EnableRecvRing(ctx, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	go func() {
+		for {
+			m, err := sb.Recv(ctx)
+			if err != nil {
+				return
+			}
+			_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
+			m.Release()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return sa, sb
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/test/nstest"
-	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
@@ -108,27 +107,7 @@ func daemonRig(b *testing.B, ctx context.Context, tp *nstest.Topo, dir, name str
 	la, lb := netip.AddrPortFrom(tp.AddrA, port), netip.AddrPortFrom(tp.AddrB, port)
 	a, d := startIn(b, tp.A, la, dir, m2), startIn(b, tp.B, lb, dir, m2)
 	b.Cleanup(func() { stopDaemon(a); stopDaemon(d) })
-	sa, sb := session(b, ctx, a, 1), session(b, ctx, d, 1)
-	if ring {
-		for _, s := range []*client.Session{sa, sb} {
-			if err := s.EnableRecvRing(ctx, 1<<20); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	go func() { // the echo
-		for {
-			m, err := sb.Recv(ctx)
-			if err != nil {
-				return
-			}
-			_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
-			m.Release()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	sa, _ := echoPair(b, ctx, a, d, ring)
 	sink := session(b, ctx, d, 2)
 	go func() {
 		for {
