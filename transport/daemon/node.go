@@ -48,6 +48,15 @@ type Socket interface {
 	Close() error
 }
 
+// InPlaceReader is a Socket that can leave received datagrams in its own memory (the
+// AF_XDP datapath's UMEM) instead of copying them into the buffers offered.
+type InPlaceReader interface {
+	// ReadBatchInPlace is ReadBatch that may point pkts[i].Buf at the datagram in the
+	// socket's memory; such a Buf is valid until the next read. The caller offers its
+	// own storage again on every call.
+	ReadBatchInPlace(pkts []Packet) (int, error)
+}
+
 // Errors of Node.
 var (
 	ErrShuttingDown = errors.New("daemon: shutting down, no new messages accepted")
@@ -270,14 +279,16 @@ func (s *shard) readLoop() {
 	bufLen := datagramBuf(s.ep.Config())
 	pkts := make([]Packet, s.n.opts.BatchSize)
 	store := make([]byte, bufLen*len(pkts))
-	for i := range pkts {
-		pkts[i].Buf = store[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
+	read := s.sock.ReadBatch
+	if r, ok := s.sock.(InPlaceReader); ok {
+		read = r.ReadBatchInPlace
 	}
 	for {
+		// Our storage again each time: an in-place read may have pointed Buf elsewhere.
 		for i := range pkts {
-			pkts[i].Buf = pkts[i].Buf[:cap(pkts[i].Buf)]
+			pkts[i].Buf = store[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
 		}
-		k, err := s.sock.ReadBatch(pkts)
+		k, err := read(pkts)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || s.isStopped() {
 				return

@@ -17,6 +17,7 @@ import (
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/transport/udp"
+	"github.com/smartt-transport/smartt/transport/udp/blast"
 	"github.com/smartt-transport/smartt/transport/udp/xsk"
 )
 
@@ -156,5 +157,78 @@ func BenchmarkVethAFXDP(b *testing.B) {
 		b.ReportMetric(rmed, v.name+"_retx_%")
 		b.Logf("%-13s goodput Gbit/s min/median/max %.2f %.2f %.2f   CPU s/GB %.2f %.2f %.2f   retransmitted %% median/max %.2f %.2f",
 			v.name, glo, gmed, ghi, clo, cmed, chi, rmed, rhi)
+	}
+}
+
+// BenchmarkAFXDPGoal is issue 15's goal for the AF_XDP datapath in one run: rounds (env
+// AFXDP_ROUNDS, default 5) of iperf3 (one TCP stream, 2 s) and the daemon pair with the
+// default configuration (REPS, a new EV per packet) moving b.N x 4 KiB on sockets and on
+// AF_XDP, back to back (the order rotating). It logs each variant's goodput and CPU s per
+// GB (both daemons and clients; min/median/max), the per-round ratios to iperf3 and
+// AF_XDP's to sockets. Use e.g. -benchtime=100000x -test.v.
+func BenchmarkAFXDPGoal(b *testing.B) {
+	tp := nstest.Pair(b)
+	skipWithoutAFXDP(b, tp.A)
+	if !hasIperf3(b) {
+		b.Skip("needs iperf3")
+	}
+	type variant struct {
+		name        string
+		dp          string
+		gbps, cpus  []float64
+		batch, acks []float64
+	}
+	vs := []*variant{{name: "sockets-reps", dp: udp.DatapathSockets}, {name: "afxdp-reps", dp: udp.DatapathAFXDP}}
+	if b.N == 1 {
+		return // the framework's first call, before the -benchtime one
+	}
+	rounds := envInt("AFXDP_ROUNDS", 5)
+	var tcp, tcpCPU []float64
+	for round := range rounds {
+		res, err := blast.Iperf3Run(tp.B, tp.A, tp.AddrB, 5201, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tcp, tcpCPU = append(tcp, res.Gbps), append(tcpCPU, res.CPUPerGB())
+		for i := range vs {
+			v := vs[(i+round)%len(vs)] // rotate the order: no variant always runs first
+			r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.UDP.Datapath = v.dp })
+			v.gbps, v.cpus = append(v.gbps, r.gbps), append(v.cpus, r.cpuPerGB)
+			v.batch, v.acks = append(v.batch, r.sendmmsgPerPkt), append(v.acks, r.acksPerPkt)
+		}
+	}
+	mmm := func(x []float64) (float64, float64, float64) {
+		s := slices.Clone(x)
+		slices.Sort(s)
+		return s[0], s[len(s)/2], s[len(s)-1]
+	}
+	ratio := func(x, y []float64) []float64 {
+		r := make([]float64, len(x))
+		for i := range x {
+			r[i] = x[i] / max(y[i], 1e-9)
+		}
+		return r
+	}
+	lo, med, hi := mmm(tcp)
+	clo, cmed, chi := mmm(tcpCPU)
+	b.Logf("%-16s goodput Gbit/s %.2f / %.2f / %.2f   CPU s/GB %.2f / %.2f / %.2f", "iperf3", lo, med, hi, clo, cmed, chi)
+	ref := vs[0]
+	for _, v := range vs {
+		lo, med, hi := mmm(v.gbps)
+		clo, cmed, chi := mmm(v.cpus)
+		glo, gmed, ghi := mmm(ratio(v.gbps, tcp))
+		rlo, rmed, rhi := mmm(ratio(v.cpus, tcpCPU))
+		b.Logf("%-16s goodput Gbit/s %.2f / %.2f / %.2f   CPU s/GB %.2f / %.2f / %.2f   vs iperf3: goodput %.2f / %.2f / %.2f, CPU per GB %.2f / %.2f / %.2f",
+			v.name, lo, med, hi, clo, cmed, chi, glo, gmed, ghi, rlo, rmed, rhi)
+		_, bmed, _ := mmm(v.batch)
+		_, amed, _ := mmm(v.acks)
+		b.Logf("%-16s sender's write batches per data packet %.3f, ACKs per data packet %.3f (medians)", v.name, bmed, amed)
+		b.ReportMetric(gmed, v.name+"/iperf3_goodput")
+		b.ReportMetric(rmed, v.name+"/iperf3_cpu")
+		if v != ref {
+			glo, gmed, ghi := mmm(ratio(v.gbps, ref.gbps))
+			rlo, rmed, rhi := mmm(ratio(v.cpus, ref.cpus))
+			b.Logf("%-16s vs %s per round: goodput %.2f / %.2f / %.2f, CPU per GB %.2f / %.2f / %.2f", v.name, ref.name, glo, gmed, ghi, rlo, rmed, rhi)
+		}
 	}
 }

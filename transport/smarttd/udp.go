@@ -116,7 +116,12 @@ func (s *udpSocket) pollTxStamps() {
 }
 
 // ReadBatch implements daemon.Socket.
-func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
+func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) { return s.read(pkts, false) }
+
+// ReadBatchInPlace implements daemon.InPlaceReader (udp.Conn.ReadBatchInPlace).
+func (s *udpSocket) ReadBatchInPlace(pkts []daemon.Packet) (int, error) { return s.read(pkts, true) }
+
+func (s *udpSocket) read(pkts []daemon.Packet, inPlace bool) (int, error) {
 	if len(s.rp) < len(pkts) {
 		s.rp = make([]udp.Packet, len(pkts))
 	}
@@ -124,9 +129,16 @@ func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
 	for i := range pkts {
 		rp[i].Buf = pkts[i].Buf
 	}
-	n, err := s.c.ReadBatch(rp)
+	var n int
+	var err error
+	if inPlace {
+		n, err = s.c.ReadBatchInPlace(rp)
+	} else {
+		n, err = s.c.ReadBatch(rp)
+	}
 	for i := 0; i < n; i++ {
 		p, q := &pkts[i], &rp[i]
+		p.Buf = q.Buf
 		p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.N, q.Addr, q.ECN, q.DSCP, q.RxTime, q.RxKernel, q.TTL
 	}
 	return n, err

@@ -164,7 +164,7 @@ func (x *xdpPath) close() error {
 
 // xdpRead is ReadBatch on the AF_XDP datapath (c.rmu held): frames from the AF_XDP socket
 // first; when there are none, poll it, the listen socket and the close/deadline eventfd.
-func (c *Conn) xdpRead(pkts []Packet) (int, error) {
+func (c *Conn) xdpRead(pkts []Packet, inPlace bool) (int, error) {
 	x := c.xdp
 	n := min(len(pkts), len(x.rx))
 	for {
@@ -175,7 +175,13 @@ func (c *Conn) xdpRead(pkts []Packet) (int, error) {
 			x.rx[i].Buf = pkts[i].Buf
 		}
 		before := x.rd.Stats()
-		k, err := x.rd.ReadUDP4(x.rx[:n], 0)
+		var k int
+		var err error
+		if inPlace {
+			k, err = x.rd.ReadUDP4InPlace(x.rx[:n], 0)
+		} else {
+			k, err = x.rd.ReadUDP4(x.rx[:n], 0)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -191,6 +197,7 @@ func (c *Conn) xdpRead(pkts []Packet) (int, error) {
 			now := time.Now().UnixNano() // copy mode carries no kernel receive timestamp
 			for i := range k {
 				p, q := &pkts[i], &x.rx[i]
+				p.Buf = q.Buf // in place: the payload in the UMEM
 				p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.N, q.Src, q.TOS&3, q.TOS>>2, now, false, q.TTL
 				c.account(p)
 				q.Buf = nil

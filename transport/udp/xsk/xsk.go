@@ -435,7 +435,8 @@ func (s *Socket) InFlight() int { return int(s.txOut) + int(s.pending) }
 // Frame is one received buffer: a view into the UMEM, valid until Release.
 type Frame struct {
 	Data []byte
-	More bool // the packet continues in the next frame (multi-buffer)
+	More bool   // the packet continues in the next frame (multi-buffer)
+	addr uint64 // UMEM offset of Data
 }
 
 // Receive fills frames with up to len(frames) received buffers and returns how many; 0 if
@@ -452,7 +453,7 @@ func (s *Socket) Receive(frames []Frame) int {
 			l = 0 // a descriptor the kernel should never give: an empty frame, dropped by the parser
 			a = 0
 		}
-		frames[k] = Frame{Data: s.umem[a : a+l : a+l], More: d.Options&unix.XDP_PKT_CONTD != 0}
+		frames[k] = Frame{Data: s.umem[a : a+l : a+l], More: d.Options&unix.XDP_PKT_CONTD != 0, addr: a}
 	}
 	// Hand out whole packets only: a packet whose last frame is not yet ours (our slice
 	// ended) stays on the ring for the next call.
