@@ -95,6 +95,28 @@ func TestE2EAFXDP(t *testing.T) {
 	}
 }
 
+// udp.datapath auto puts a daemon with the defaults (REPS, a new EV per packet) on
+// AF_XDP on a one-queue veth with an IPv4 listen address, and one with lb ecmp on
+// sockets.
+func TestDaemonDatapathAuto(t *testing.T) {
+	tp := nstest.Pair(t)
+	skipWithoutAFXDP(t, tp.A)
+	dir := tempDir(t)
+	for _, c := range []struct {
+		lb, want string
+		port     uint16
+	}{{"reps", udp.DatapathAFXDP, 23600}, {"ecmp", udp.DatapathSockets, 23700}} {
+		d := startIn(t, tp.A, netip.AddrPortFrom(tp.AddrA, c.port), dir, func(cfg *smarttd.Config) {
+			cfg.UDP.Datapath = udp.DatapathAuto
+			cfg.Transport.LB = c.lb
+		})
+		if caps, ok := d.Socket.Caps().(udp.Caps); !ok || caps.Datapath != c.want {
+			t.Errorf("lb %s, datapath auto: socket layer caps %+v, want %s", c.lb, d.Socket.Caps(), c.want)
+		}
+		stopDaemon(d)
+	}
+}
+
 // BenchmarkVethAFXDP is the daemon pair of BenchmarkVethDaemonVsBlaster on UDP sockets and
 // on AF_XDP (udp.datapath afxdp on both daemons), with REPS (the default) and ECMP, in
 // interleaved rounds of b.N x 4096 bytes each; it reports each variant's median goodput

@@ -14,7 +14,8 @@ import (
 // UDPConfigFor returns the socket layer's config for c.
 func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	u := c.UDP
-	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: u.Datapath,
+	dp, _ := c.ResolveDatapath()
+	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: dp,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
 		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
 		MaxDatagram: c.MaxDatagram(), HeaderBytes: c.MaxDatagram() - c.Transport.MTU,
@@ -25,6 +26,9 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 // the calling thread): one set of sockets per engine shard (cfg.Shards), sharing the
 // listen and EV ports, steered by cfg.UDP.ShardSteering.
 func OpenUDP(cfg *Config, log *slog.Logger) (*SocketLayer, error) {
+	if dp, why := cfg.ResolveDatapath(); cfg.UDP.Datapath == udp.DatapathAuto {
+		log.Info("udp.datapath auto", "socket_layer", dp, "why", why)
+	}
 	conns, err := udp.OpenShards(UDPConfigFor(cfg, log), cfg.Shards.N(), cfg.UDP.ShardSteering)
 	if err != nil {
 		return nil, err

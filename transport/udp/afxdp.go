@@ -19,6 +19,11 @@ import (
 const (
 	DatapathSockets = "sockets" // UDP sockets only (the default)
 	DatapathAFXDP   = "afxdp"   // AF_XDP socket on the listen interface's queue 0, sockets as fallback
+	// DatapathAuto is afxdp where it can carry all of the listen port's traffic (a
+	// specific IPv4 listen address on an Ethernet interface with one receive queue) and the
+	// probe succeeds, else sockets, with a log line saying why; for traffic that sprays a
+	// new EV per packet (the daemon resolves its udp.datapath auto to sockets otherwise).
+	DatapathAuto = "auto"
 )
 
 // xdpPath is the AF_XDP datapath of a Conn: an XDP program on the listen address's
@@ -42,6 +47,7 @@ type xdpPath struct {
 	tx    []xsk.TxPacket
 
 	// read side (under c.rmu)
+	batches  uint64 // read batches, for sampling the kernel's drop counters
 	rx       []xsk.RxPacket
 	pfd      [3]unix.PollFd // AF_XDP socket, listen socket, close eventfd
 	evfd     int
@@ -51,6 +57,47 @@ type xdpPath struct {
 // xdpRetry is how often a destination without a neighbour entry is looked up again
 // (its packets meanwhile leave through the sockets).
 const xdpRetry = time.Millisecond
+
+// xdpFits says why the AF_XDP datapath would not carry all of the listen port's traffic
+// (for DatapathAuto), or "" if it would: it needs a specific IPv4 listen address on an
+// interface with one receive queue (on more, what the NIC spreads to the other queues
+// reaches only the listen socket).
+func (c *Conn) xdpFits() string {
+	la := c.local.Addr()
+	if !la.Is4() && !la.Is4In6() || la.IsUnspecified() {
+		return fmt.Sprintf("listen address %v is not a specific IPv4 address", la)
+	}
+	if c.nl == nil {
+		return "no netlink socket"
+	}
+	link, err := c.xdpLink(la.Unmap())
+	if err != nil {
+		return err.Error()
+	}
+	// The queues in use (ethtool), else the queues the device was made with.
+	q, err := xsk.RxQueues(link.Attrs().Name)
+	if err != nil {
+		q = link.Attrs().NumRxQueues
+	}
+	if q > 1 {
+		return fmt.Sprintf("%s has %d receive queues; the AF_XDP socket serves queue 0 only", link.Attrs().Name, q)
+	}
+	return ""
+}
+
+// xdpLink is the interface holding the IPv4 address la.
+func (c *Conn) xdpLink(la netip.Addr) (netlink.Link, error) {
+	addrs, err := c.nl.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("listing addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == la {
+			return c.nl.LinkByIndex(a.LinkIndex)
+		}
+	}
+	return nil, fmt.Errorf("no interface has %v", la)
+}
 
 // openXDP sets up the AF_XDP datapath, or says why it cannot.
 func (c *Conn) openXDP() error {
@@ -62,23 +109,11 @@ func (c *Conn) openXDP() error {
 		return errors.New("no netlink socket")
 	}
 	la = la.Unmap()
-	addrs, err := c.nl.AddrList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		return fmt.Errorf("listing addresses: %w", err)
-	}
-	ifindex := 0
-	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == la {
-			ifindex = a.LinkIndex
-		}
-	}
-	if ifindex == 0 {
-		return fmt.Errorf("no interface has %v", la)
-	}
-	link, err := c.nl.LinkByIndex(ifindex)
+	link, err := c.xdpLink(la)
 	if err != nil {
 		return err
 	}
+	ifindex := link.Attrs().Index
 	if len(link.Attrs().HardwareAddr) != 6 {
 		return fmt.Errorf("%s is not an Ethernet interface", link.Attrs().Name)
 	}
@@ -142,7 +177,16 @@ func (c *Conn) closeXDP() error {
 	defer c.rmu.Unlock()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.xdp.kernelDrops(c)
 	return c.xdp.close()
+}
+
+// kernelDrops samples the AF_XDP socket's drop counters into c's stats (c.rmu held: the
+// socket is open). The kernel counts per socket, so no one else sees them reset.
+func (x *xdpPath) kernelDrops(c *Conn) {
+	if ks, err := x.sock.KernelStats(); err == nil {
+		c.st.rxXDPDropped.Store(ks.Rx_dropped + ks.Rx_ring_full) // an empty fill ring counts in Rx_dropped
+	}
 }
 
 func (x *xdpPath) close() error {
@@ -203,6 +247,9 @@ func (c *Conn) xdpRead(pkts []Packet, inPlace bool) (int, error) {
 				q.Buf = nil
 			}
 			c.st.rxBatches.Add(1)
+			if x.batches++; x.batches%256 == 0 {
+				x.kernelDrops(c)
+			}
 			return k, nil
 		}
 		timeout := -1

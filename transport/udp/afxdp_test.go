@@ -248,3 +248,45 @@ func TestAFXDPZeroAllocs(t *testing.T) {
 		t.Fatalf("not on AF_XDP: A's UDP stack sent %d datagrams, B's received %d", o, i)
 	}
 }
+
+// Datapath auto takes AF_XDP where it fits and the probe succeeds, and sockets, with an
+// info line saying why, where it does not: a second Conn on the interface (the XDP
+// program is taken: the probe fails), an unspecified listen address, an interface with
+// two receive queues. Each still moves packets.
+func TestAFXDPAuto(t *testing.T) {
+	tp := nstest.Pair(t)
+	needAFXDP(t, tp.A)
+	open := func(ns *nstest.NS, ap netip.AddrPort) (*udp.Conn, string) {
+		var log strings.Builder
+		c := openIn(t, ns, udp.Config{Listen: ap, EVS: 64, Datapath: udp.DatapathAuto, DataDSCP: 10, ControlDSCP: 46, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		return c, log.String()
+	}
+	a, log := open(tp.A, netip.AddrPortFrom(tp.AddrA, 23600))
+	if cp := a.Caps(); cp.Datapath != udp.DatapathAFXDP {
+		t.Fatalf("auto on a one-queue veth with an IPv4 address: caps %+v, want afxdp (log %s)", cp, log)
+	}
+	b := openIn(t, tp.B, udp.Config{Listen: netip.AddrPortFrom(tp.AddrB, 23600), EVS: 64, DataDSCP: 10, ControlDSCP: 46})
+	exchange(t, a, b, 50)
+	exchange(t, b, a, 50)
+
+	c, log := open(tp.A, netip.AddrPortFrom(tp.AddrA, 23700))
+	if cp := c.Caps(); cp.Datapath != udp.DatapathSockets || !strings.Contains(log, "datapath auto: AF_XDP unavailable") || !strings.Contains(log, "level=INFO") {
+		t.Fatalf("auto with the interface's XDP slot taken: caps %+v, log %s; want sockets and an info line", cp, log)
+	}
+	exchange(t, c, b, 20)
+
+	d, log := open(tp.A, netip.AddrPortFrom(netip.IPv4Unspecified(), 23800))
+	if cp := d.Caps(); cp.Datapath != udp.DatapathSockets || !strings.Contains(log, "not a specific IPv4 address") {
+		t.Fatalf("auto on 0.0.0.0: caps %+v, log %s; want sockets and why", cp, log)
+	}
+
+	// A veth pair with two receive queues a side, in A's namespace.
+	tp.A.MustExec(t, "ip", "link", "add", "mq0", "numtxqueues", "2", "numrxqueues", "2", "type", "veth", "peer", "name", "mq1", "numtxqueues", "2", "numrxqueues", "2")
+	tp.A.MustExec(t, "ip", "addr", "add", "10.250.0.1/24", "dev", "mq0")
+	tp.A.MustExec(t, "ip", "link", "set", "mq0", "up")
+	tp.A.MustExec(t, "ip", "link", "set", "mq1", "up")
+	e, log := open(tp.A, netip.MustParseAddrPort("10.250.0.1:23600"))
+	if cp := e.Caps(); cp.Datapath != udp.DatapathSockets || !strings.Contains(log, "mq0 has 2 receive queues") {
+		t.Fatalf("auto on a two-queue interface: caps %+v, log %s; want sockets and why", cp, log)
+	}
+}
