@@ -148,6 +148,19 @@ func (s *udpSocket) read(pkts []daemon.Packet, inPlace bool) (int, error) {
 	return n, err
 }
 
+// TxBuffers implements daemon.TxBufferer (udp.Conn.TxBuffers).
+func (s *udpSocket) TxBuffers(pkts []daemon.Packet) int {
+	if len(s.wp) < len(pkts) {
+		s.wp = make([]udp.Packet, len(pkts))
+	}
+	wp := s.wp[:len(pkts)]
+	n := s.c.TxBuffers(wp)
+	for i := range n {
+		pkts[i].Buf = wp[i].Buf
+	}
+	return n
+}
+
 // WriteBatch implements daemon.Socket.
 func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
 	if len(s.wp) < len(pkts) {

@@ -128,7 +128,7 @@ func (c *Conn) openXDP() error {
 	}()
 	// No separate xsk.Probe: Open fails with the same explained errors, and a probe's
 	// socket would hold the queue for a while after closing.
-	cfg := xsk.Config{Ifindex: ifindex, Queue: 0}
+	cfg := xsk.Config{Ifindex: ifindex, Queue: 0, MaxDatagram: c.cfg.MaxDatagram}
 	if x.prog, err = xsk.Attach(ifindex, c.local.Port(), c.local.Port(), 1); err != nil {
 		return err
 	}
@@ -273,19 +273,44 @@ func (c *Conn) xdpRead(pkts []Packet, inPlace bool) (int, error) {
 	}
 }
 
+// TxBuffers points pkts[i].Buf at send buffers of the AF_XDP datapath's own (the payload
+// space of free UMEM frames, len(Buf) at least the largest datagram) for up to len(pkts)
+// packets and returns how many; 0 on the sockets datapath. WriteBatch sends a packet
+// built in such a Buf without copying it; the next TxBuffers or WriteBatch takes back
+// the ones not sent, so the caller stops using them then.
+func (c *Conn) TxBuffers(pkts []Packet) int {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.xdp == nil || c.closed.Load() {
+		return 0
+	}
+	s := c.xdp.sock
+	s.ReturnLent()
+	for i := range pkts {
+		b, ok := s.TxBuffer()
+		if !ok {
+			return i
+		}
+		pkts[i].Buf = b
+	}
+	return len(pkts)
+}
+
 // xdpWrite is WriteBatch on the AF_XDP datapath (c.wmu held): runs of packets to one
 // destination whose next hop is known go out as frames we build; the others through the
-// sockets.
+// sockets. Buffers TxBuffers lent and not sent go back.
 func (c *Conn) xdpWrite(pkts []Packet) (int, error) {
 	if c.closed.Load() {
 		return 0, net.ErrClosed
 	}
 	x := c.xdp
+	defer x.sock.ReturnLent()
 	sent := 0
 	for sent < len(pkts) {
 		dst := pkts[sent].Addr
 		h := x.hop(c, dst.Addr())
-		if h == nil {
+		if h == nil || pkts[sent].N > x.sock.MaxDatagram() {
+			// No next hop yet, or larger than the AF_XDP socket's buffers: the sockets.
 			k, err := c.writeSockets(pkts[sent : sent+1])
 			sent += k
 			if err != nil {
@@ -303,10 +328,13 @@ func (c *Conn) xdpWrite(pkts []Packet) (int, error) {
 				}
 				break
 			}
+			if p.N > x.sock.MaxDatagram() {
+				break
+			}
 			x.tx[j] = xsk.TxPacket{Payload: p.Buf[:p.N], SrcPort: c.EVPort(p.EV), DstPort: dst.Port(), TOS: uint8(c.tos(p))}
 			j++
 		}
-		k, err := x.sock.SendUDP4(h, x.tx[:j])
+		k, err := x.sock.SendUDP4(h, x.tx[:j]) // in place where p.Buf is from TxBuffers
 		var bytes uint64
 		for i := range x.tx[:k] {
 			bytes += uint64(len(x.tx[i].Payload))
