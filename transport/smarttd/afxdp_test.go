@@ -184,10 +184,11 @@ func BenchmarkVethAFXDP(b *testing.B) {
 
 // BenchmarkAFXDPGoal is issue 15's goal for the AF_XDP datapath in one run: rounds (env
 // AFXDP_ROUNDS, default 5) of iperf3 (one TCP stream, 2 s) and the daemon pair with the
-// default configuration (REPS, a new EV per packet) moving b.N x 4 KiB on sockets and on
-// AF_XDP, back to back (the order rotating). It logs each variant's goodput and CPU s per
-// GB (both daemons and clients; min/median/max), the per-round ratios to iperf3 and
-// AF_XDP's to sockets. Use e.g. -benchtime=100000x -test.v.
+// default configuration (REPS, a new EV per packet) moving b.N x 4 KiB on sockets, on
+// AF_XDP, and on AF_XDP with the clients on SendFD and a shared-memory receive ring (the
+// API's copies out of the way), back to back, the order rotating. It logs each variant's
+// goodput and CPU s per GB (both daemons and clients; min/median/max), the per-round
+// ratios to iperf3 and to the sockets variant. Use e.g. -benchtime=100000x -test.v.
 func BenchmarkAFXDPGoal(b *testing.B) {
 	tp := nstest.Pair(b)
 	skipWithoutAFXDP(b, tp.A)
@@ -197,10 +198,12 @@ func BenchmarkAFXDPGoal(b *testing.B) {
 	type variant struct {
 		name        string
 		dp          string
+		shm         bool // the clients on SendFD and a shared-memory receive ring
 		gbps, cpus  []float64
 		batch, acks []float64
 	}
-	vs := []*variant{{name: "sockets-reps", dp: udp.DatapathSockets}, {name: "afxdp-reps", dp: udp.DatapathAFXDP}}
+	vs := []*variant{{name: "sockets-reps", dp: udp.DatapathSockets}, {name: "afxdp-reps", dp: udp.DatapathAFXDP},
+		{name: "afxdp-reps-shm", dp: udp.DatapathAFXDP, shm: true}}
 	if b.N == 1 {
 		return // the framework's first call, before the -benchtime one
 	}
@@ -214,7 +217,7 @@ func BenchmarkAFXDPGoal(b *testing.B) {
 		tcp, tcpCPU = append(tcp, res.Gbps), append(tcpCPU, res.CPUPerGB())
 		for i := range vs {
 			v := vs[(i+round)%len(vs)] // rotate the order: no variant always runs first
-			r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.UDP.Datapath = v.dp })
+			r := runPair(b, tp, b.N, pairOpts{lb: "reps", memfd: v.shm, ring: v.shm, mod: func(c *smarttd.Config) { c.UDP.Datapath = v.dp }})
 			v.gbps, v.cpus = append(v.gbps, r.gbps), append(v.cpus, r.cpuPerGB)
 			v.batch, v.acks = append(v.batch, r.sendmmsgPerPkt), append(v.acks, r.acksPerPkt)
 		}
