@@ -74,8 +74,9 @@ func (r *ring) xdesc(i uint32) *unix.XDPDesc {
 }
 
 // Socket is an AF_XDP socket with its UMEM. It is not safe for concurrent use except
-// that the RX methods (Receive, Release, Wait) and the TX methods (Frame, Queue, Kick,
-// Reap) may run in two different goroutines.
+// that the RX methods (Receive, Release, Wait, an RxReader's reads) and the TX methods
+// (Frame, Queue, Kick, Reap, TxBuffer, ReturnLent, SendUDP4) may run in two different
+// goroutines.
 type Socket struct {
 	fd    int
 	cfg   Config
