@@ -129,7 +129,20 @@ func (c *Conn) openXDP() error {
 	// No separate xsk.Probe: Open fails with the same explained errors, and a probe's
 	// socket would hold the queue for a while after closing.
 	cfg := xsk.Config{Ifindex: ifindex, Queue: 0, MaxDatagram: c.cfg.MaxDatagram}
-	if x.prog, err = xsk.Attach(ifindex, c.local.Port(), c.local.Port(), 1); err != nil {
+	// On a veth, packets arrive as the peer's skbs: native XDP first copies each into
+	// page-pool pages (veth's skb-to-xdp_buff conversion) and runs it from veth's NAPI,
+	// generic XDP runs on the skb from the backlog. The daemon pair measured 1.10x the
+	// goodput at 0.92x the CPU per GB with generic (docs/datapath.md, "AF_XDP"); on a NIC
+	// native is the one to have.
+	mode := xsk.ModeAuto
+	if link.Type() == "veth" {
+		mode = xsk.ModeGeneric
+	}
+	x.prog, err = xsk.AttachMode(ifindex, c.local.Port(), c.local.Port(), 1, mode)
+	if err != nil && mode != xsk.ModeAuto {
+		x.prog, err = xsk.Attach(ifindex, c.local.Port(), c.local.Port(), 1)
+	}
+	if err != nil {
 		return err
 	}
 	if x.sock, err = xsk.Open(cfg); err != nil {
