@@ -129,11 +129,10 @@ func (c *Conn) openXDP() error {
 	// No separate xsk.Probe: Open fails with the same explained errors, and a probe's
 	// socket would hold the queue for a while after closing.
 	cfg := xsk.Config{Ifindex: ifindex, Queue: 0, MaxDatagram: c.cfg.MaxDatagram}
-	// On a veth, packets arrive as the peer's skbs: native XDP first copies each into
-	// page-pool pages (veth's skb-to-xdp_buff conversion) and runs it from veth's NAPI,
-	// generic XDP runs on the skb from the backlog. The daemon pair measured 1.10x the
-	// goodput at 0.92x the CPU per GB with generic (docs/datapath.md, "AF_XDP"); on a NIC
-	// native is the one to have.
+	// On a veth, packets arrive as the peer's skbs: native XDP converts each into an
+	// xdp_buff in page-pool pages behind veth's NAPI ring, generic XDP works on the skb.
+	// The daemon pair measured 1.10x the goodput at 0.92x the CPU per GB with generic
+	// (docs/datapath.md, "AF_XDP"); on a NIC native is the one to have.
 	mode := xsk.ModeAuto
 	if link.Type() == "veth" {
 		mode = xsk.ModeGeneric
