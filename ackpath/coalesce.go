@@ -48,7 +48,21 @@ type Config struct {
 	// most holes are reordering, not loss, and htsim's receiver forces no ACK for them.
 	// false (default): a filled hole is ACKed at once.
 	DeferFill bool `yaml:"defer_fill"`
+	// CompleteDelay (issue 15), if > 0, lets the ACK of a packet that completes a message
+	// of one packet wait up to this long (ns) for the receiver's next data packet to the
+	// same peer, typically the application's answer, and leave in the same transmit batch
+	// (Coalescer.Hold): a request and reply exchange then costs each side one socket write
+	// and one wake-up fewer. Without an answer it leaves at the deadline, and the wire's
+	// HoldTime takes the wait out of the sender's RTT sample. 0 (default): at once, as
+	// before. At most MaxCompleteDelay; the engine holds at most half of its RTO floor
+	// (min_rto, or fixed_rto when set), so a held ACK cannot time its packet out; the daemon
+	// turns it off with several engine shards (the answer leaves from another engine).
+	CompleteDelay config.Duration `yaml:"complete_delay"`
 }
+
+// MaxCompleteDelay bounds Config.CompleteDelay: beyond a millisecond a sender that gets no
+// answer would wait longer for its completion than the daemon holds its Sent frames.
+const MaxCompleteDelay = 1_000_000
 
 // MaxEveryBytes bounds Config.EveryBytes.
 const MaxEveryBytes = 16 << 20
@@ -86,6 +100,9 @@ func (c Config) Validate() error {
 	if c.EveryBytes < 0 || c.EveryBytes > MaxEveryBytes {
 		errs = append(errs, fmt.Errorf("ack.every_bytes = %d: must be 0 (off) or in 1..%d", c.EveryBytes, MaxEveryBytes))
 	}
+	if c.CompleteDelay < 0 || c.CompleteDelay > MaxCompleteDelay {
+		errs = append(errs, fmt.Errorf("ack.complete_delay = %v: must be 0 (off) or in 1ns..%v", c.CompleteDelay, config.Duration(MaxCompleteDelay)))
+	}
 	if c.MaxDelay < 0 {
 		errs = append(errs, fmt.Errorf("ack.max_delay = %d ns: must be >= 0", c.MaxDelay))
 	}
@@ -107,6 +124,9 @@ type Coalescer struct {
 	nclean  int
 	clean   [wire.MaxCleanEVs]uint16
 	urgent  bool
+	// holdUntil > 0: the pending ACK is held (Hold) and due then at the latest, or as
+	// soon as the receiver sends data to the peer (the transport releases it).
+	holdUntil int64
 }
 
 // NewCoalescer returns a coalescer for cfg (which must be valid).
@@ -132,17 +152,52 @@ func (c *Coalescer) OnDataBytes(now int64, ce bool, ev uint16, n int, urgent boo
 		c.nclean++
 	}
 	c.urgent = c.urgent || urgent
+	c.holdUntil = 0 // a packet not held ends the hold: the policy's rules decide again
 	return c.Due(now)
 }
 
+// Hold records a received data packet that completed a message (see
+// Config.CompleteDelay) and holds the pending ACK until now + CompleteDelay, or until an
+// earlier deadline of packets already waiting, whichever comes first; it reports whether
+// the ACK is due now. Without CompleteDelay, or when the ACK was due already (the packets
+// before it are owed an ACK now), it is OnDataBytes with urgent set.
+func (c *Coalescer) Hold(now int64, ce bool, ev uint16, n int) bool {
+	if c.cfg.CompleteDelay <= 0 || c.Due(now) {
+		return c.OnDataBytes(now, ce, ev, n, true)
+	}
+	until := now + int64(c.cfg.CompleteDelay)
+	if d, ok := c.Deadline(); ok {
+		until = min(until, d) // never later than the packets already waiting were due
+	}
+	c.OnDataBytes(now, ce, ev, n, false)
+	c.holdUntil = until
+	return c.Due(now)
+}
+
+// Held reports whether the pending ACK is held for an outgoing data packet (Hold).
+func (c *Coalescer) Held() bool { return c.holdUntil > 0 && c.pending > 0 && !c.urgent }
+
 // Due reports whether the pending ACK must go now.
 func (c *Coalescer) Due(now int64) bool {
-	return c.pending > 0 && (c.urgent || c.full() || now-c.firstAt >= int64(c.cfg.MaxDelay))
+	if c.pending == 0 {
+		return false
+	}
+	if c.holdUntil > 0 && !c.urgent {
+		return now >= c.holdUntil || c.overfull()
+	}
+	return c.urgent || c.full() || now-c.firstAt >= int64(c.cfg.MaxDelay)
 }
 
 // full reports whether Every packets or EveryBytes bytes are pending.
 func (c *Coalescer) full() bool {
 	return c.pending >= c.cfg.Every || c.cfg.EveryBytes > 0 && c.bytes >= c.cfg.EveryBytes
+}
+
+// overfull reports whether more than Every packets or EveryBytes bytes are pending: a
+// held ACK waits for one answer, not for a stream of messages (with Every = 1 the second
+// packet ends the hold).
+func (c *Coalescer) overfull() bool {
+	return c.pending > c.cfg.Every || c.cfg.EveryBytes > 0 && c.bytes > c.cfg.EveryBytes
 }
 
 // Pending reports whether any received packet is still unacknowledged.
@@ -152,6 +207,9 @@ func (c *Coalescer) Pending() bool { return c.pending > 0 }
 func (c *Coalescer) Deadline() (int64, bool) {
 	if c.pending == 0 {
 		return 0, false
+	}
+	if c.Held() && !c.overfull() {
+		return c.holdUntil, true
 	}
 	if c.urgent || c.full() {
 		return c.firstAt, true
@@ -171,5 +229,5 @@ func (c *Coalescer) Take(p *wire.Packet) {
 	} else {
 		p.Flags &^= wire.FlagCleanEV // a reused packet may carry it from a previous ACK
 	}
-	c.pending, c.bytes, c.ce, c.nclean, c.urgent = 0, 0, 0, 0, false
+	c.pending, c.bytes, c.ce, c.nclean, c.urgent, c.holdUntil = 0, 0, 0, 0, false, 0
 }

@@ -247,9 +247,11 @@ func TestConfigValidate(t *testing.T) {
 	if err := ackpath.DefaultConfig().Validate(); err != nil {
 		t.Fatalf("DefaultConfig: %v", err)
 	}
-	ok := ackpath.Config{Every: wire.MaxCleanEVs, MaxDelay: 0, SackWords: 1}
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("boundary config %+v: %v", ok, err)
+	for _, ok := range []ackpath.Config{{Every: wire.MaxCleanEVs, MaxDelay: 0, SackWords: 1},
+		{Every: 1, SackWords: 4, CompleteDelay: ackpath.MaxCompleteDelay}, {Every: 1, SackWords: 4, CompleteDelay: 1}} {
+		if err := ok.Validate(); err != nil {
+			t.Fatalf("boundary config %+v: %v", ok, err)
+		}
 	}
 	with := func(f func(*ackpath.Config)) ackpath.Config { c := ackpath.DefaultConfig(); f(&c); return c }
 	tests := []struct {
@@ -262,6 +264,8 @@ func TestConfigValidate(t *testing.T) {
 		{"max_delay -1", with(func(c *ackpath.Config) { c.MaxDelay = -1 }), []string{"ack.max_delay"}},
 		{"sack_words 0", with(func(c *ackpath.Config) { c.SackWords = 0 }), []string{"ack.sack_words"}},
 		{"sack_words 5", with(func(c *ackpath.Config) { c.SackWords = 5 }), []string{"ack.sack_words"}},
+		{"complete_delay -1", with(func(c *ackpath.Config) { c.CompleteDelay = -1 }), []string{"ack.complete_delay"}},
+		{"complete_delay max+1", with(func(c *ackpath.Config) { c.CompleteDelay = ackpath.MaxCompleteDelay + 1 }), []string{"ack.complete_delay"}},
 		{"all", ackpath.Config{Every: -1, MaxDelay: -1, SackWords: 9}, []string{"ack.every", "ack.max_delay", "ack.sack_words"}},
 	}
 	for _, tt := range tests {
@@ -270,7 +274,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: Validate accepted %+v", tt.name, tt.cfg)
 			continue
 		}
-		for _, field := range []string{"ack.every", "ack.max_delay", "ack.sack_words"} {
+		for _, field := range []string{"ack.every", "ack.max_delay", "ack.sack_words", "ack.complete_delay"} {
 			if named, want := strings.Contains(err.Error(), field+" = "), slices.Contains(tt.want, field); named != want {
 				t.Errorf("%s: error %q names %s: %v, want %v", tt.name, err, field, named, want)
 			}
@@ -381,5 +385,109 @@ func TestDeferFill(t *testing.T) {
 	}
 	if !cfg.Urgent(42, 10, 10, false, false, false, 32) {
 		t.Fatal("hole at the reorder threshold not urgent with defer_fill")
+	}
+}
+
+// holder is a coalescer with ack.complete_delay d.
+func holder(every int, maxDelay, d int64) ackpath.Coalescer {
+	return ackpath.NewCoalescer(ackpath.Config{Every: every, MaxDelay: config.Duration(maxDelay), SackWords: 4,
+		CompleteDelay: config.Duration(d)})
+}
+
+// TestHoldUntilDeadline: a held completion's ACK is not due before now + CompleteDelay,
+// is due exactly then (Deadline says so), and Take ends the hold.
+func TestHoldUntilDeadline(t *testing.T) {
+	for _, every := range []int{1, 64} {
+		c := holder(every, 10_000, 50_000)
+		if c.Hold(1000, false, 7, 64) {
+			t.Fatalf("every %d: held ACK due at once", every)
+		}
+		if !c.Held() || !c.Pending() {
+			t.Fatalf("every %d: Held %v Pending %v after Hold", every, c.Held(), c.Pending())
+		}
+		if d, ok := c.Deadline(); !ok || d != 51_000 {
+			t.Fatalf("every %d: Deadline = %d, %v; want 51000 (hold, not max_delay), true", every, d, ok)
+		}
+		if c.Due(50_999) || !c.Due(51_000) {
+			t.Fatalf("every %d: Due(50999) %v Due(51000) %v, want false true", every, c.Due(50_999), c.Due(51_000))
+		}
+		if p := take(&c); p.Ack.PktCount != 1 {
+			t.Fatalf("every %d: PktCount %d", every, p.Ack.PktCount)
+		}
+		if c.Held() || c.Pending() {
+			t.Fatalf("every %d: still held after Take", every)
+		}
+		// The next packet follows the policy again.
+		if got := c.OnData(60_000, false, 0, false); got != (every == 1) {
+			t.Fatalf("every %d: OnData after Take due %v", every, got)
+		}
+	}
+}
+
+// TestHoldOff: without CompleteDelay, Hold is an urgent OnData.
+func TestHoldOff(t *testing.T) {
+	c := holder(64, 10_000, 0)
+	if !c.Hold(5, false, 0, 64) || c.Held() {
+		t.Fatalf("Hold without complete_delay: not due at once (Held %v)", c.Held())
+	}
+}
+
+// TestHoldNeverLater: a hold never makes packets already waiting wait past their own
+// deadline, and packets already owed an ACK get it at once.
+func TestHoldNeverLater(t *testing.T) {
+	c := holder(64, 10_000, 50_000)
+	c.OnData(1000, false, 0, false) // due at 11000 by max_delay
+	if c.Hold(4000, false, 1, 64) {
+		t.Fatal("held ACK due at once")
+	}
+	if d, ok := c.Deadline(); !ok || d != 11_000 {
+		t.Fatalf("Deadline = %d, %v; want 11000 (the earlier packet's max_delay)", d, ok)
+	}
+	if c.Due(10_999) || !c.Due(11_000) {
+		t.Fatal("not due exactly at the earlier packet's deadline")
+	}
+	// Every = 1: a packet waiting already is owed its ACK now.
+	c = holder(1, 10_000, 50_000)
+	c.OnData(1000, false, 0, false)
+	if !c.Hold(2000, false, 1, 64) {
+		t.Fatal("Hold behind a packet owed an ACK: not due")
+	}
+	// Two holds: the first one's deadline stands.
+	c = holder(64, 10_000, 50_000)
+	c.Hold(1000, false, 0, 64)
+	c.Hold(2000, false, 1, 64)
+	if d, _ := c.Deadline(); d != 51_000 {
+		t.Fatalf("second hold moved the deadline to %d, want 51000", d)
+	}
+}
+
+// TestHoldEnds: a hold waits for one answer: a packet not held (its policy applies again),
+// an urgent one, or more than Every held packets end it.
+func TestHoldEnds(t *testing.T) {
+	c := holder(64, 10_000, 50_000)
+	c.Hold(1000, false, 0, 64)
+	if c.OnData(2000, false, 1, true) == false || c.Held() {
+		t.Fatal("urgent packet did not end the hold")
+	}
+	c = holder(4, 10_000, 50_000)
+	c.Hold(1000, false, 0, 64)
+	if c.OnData(2000, false, 1, false) || c.Held() {
+		t.Fatalf("packet not held: Due %v (want false: 2 of every 4) Held %v (want false)", c.Due(2000), c.Held())
+	}
+	if d, _ := c.Deadline(); d != 11_000 {
+		t.Fatalf("after the hold ended Deadline = %d, want 11000 (max_delay from the oldest)", d)
+	}
+	c = holder(1, 10_000, 50_000)
+	c.Hold(1000, false, 0, 64)
+	if !c.Hold(2000, false, 1, 64) {
+		t.Fatal("every 1: a second held packet did not end the hold")
+	}
+	c = holder(2, 10_000, 50_000)
+	c.Hold(1000, false, 0, 64)
+	if c.Hold(1500, false, 1, 64) {
+		t.Fatal("every 2: second held packet due")
+	}
+	if !c.Hold(2000, false, 2, 64) {
+		t.Fatal("every 2: third held packet not due")
 	}
 }

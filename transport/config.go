@@ -198,6 +198,18 @@ func (c *Config) intHops() int {
 	return c.INTHops
 }
 
+// completeDelay is ack.complete_delay as the engine applies it: at most half the RTO floor
+// (fixed_rto when set, else min_rto), so that a held ACK comes back well inside the
+// sender's retransmission timer whatever the RTO settings (a config that lowers min_rto
+// need not lower complete_delay too).
+func (c *Config) completeDelay() config.Duration {
+	floor := c.MinRTO
+	if c.FixedRTO != 0 {
+		floor = c.FixedRTO
+	}
+	return min(c.Ack.CompleteDelay, floor/2)
+}
+
 // MaxMTU is the largest payload per packet: the largest IPv4 UDP payload (65,507 bytes)
 // minus the DATA header.
 const MaxMTU = 65507 - wire.DataHdrLen

@@ -174,7 +174,16 @@ type conn struct {
 	bytesAcked   uint64 // payload bytes the peer acknowledged (ConnInfo: the sender's progress)
 	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
 	probeEV      uint16
-	ackNow       bool            // an ACK must go even without new data (probe, duplicate)
+	ackNow       bool   // an ACK must go even without new data (probe, duplicate)
+	ackRide      bool   // the held ACK goes now, ahead of a data packet to the peer (releaseHeld)
+	rideEV       uint16 // with ackRide: that data packet's EV
+	evPicked     bool   // pickedEV is the EV of c's next data packet (rideHeld)
+	pickedRetx   bool   // ... if it is a retransmission (else a first transmission)
+	pickedEV     uint16
+	inHeld       bool            // in the endpoint's list of held ACKs
+	holdSkip     uint16          // completions not to hold: holds went unanswered (holdBackoff)
+	holdBack     uint16          // the current backoff, doubled each time (0: none since the last ride)
+	holdMiss     uint8           // holds in a row that ran out unanswered
 	ecTrims      ring[nackEntry] // recovery "ec": NACKs of trimmed data waiting on their block's parity
 	gbnNacked    bool            // recovery "gobackn": a go-back NACK for gbnPSN was sent
 	gbnPSN       uint32
@@ -448,7 +457,10 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 		e.stats.NacksSent++
 		return e.control(c, p, buf)
 	}
-	if c.rxInit && c.peerID != 0 && (c.ackNow || c.coal.Due(now)) {
+	// A held ACK (ack.complete_delay) rides ahead of data (ackRide), and goes at once when
+	// either side closes: no answer will come.
+	held := c.coal.Held() && (c.ackRide || c.closeReq || c.peerClosed)
+	if c.rxInit && c.peerID != 0 && (c.ackNow || c.coal.Due(now) || held) {
 		return e.buildAck(now, c, buf)
 	}
 	if c.probeAt > 0 && c.probeAt <= now && c.peerID != 0 {
@@ -509,7 +521,10 @@ func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
 		*tr = trigger{psn: c.tracker.Cum() - 1, ev: c.probeEV, txTime: c.probeEcho, rxTime: now}
 	}
 	ev := tr.ev
-	if !e.cfg.Ack.EchoEV {
+	switch {
+	case c.ackRide:
+		ev = c.rideEV // the data packet's: the driver's socket for it sends both at once
+	case !e.cfg.Ack.EchoEV:
 		ev = c.nextCtrlEV(&e.cfg)
 	}
 	p := e.header(c, wire.TypeAck, ev)
@@ -535,12 +550,34 @@ func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
 		p.INT.Cap = p.INT.N
 		c.rxINT.Cap = 0 // each record is echoed once
 	}
+	if c.coal.Held() {
+		if c.ackRide {
+			e.stats.AcksRode++
+			c.holdMiss, c.holdBack = 0, 0
+		} else if c.holdMiss++; c.holdMiss >= 2 {
+			// Two holds in a row ran out (or a probe cut them short) with no answer to
+			// ride with: the peer sends one-way, so its next completions are ACKed at
+			// once, holdBackoff of them and twice as many each time this recurs without
+			// a ride in between (up to maxHoldBackoff), so that unanswered holds cost a
+			// one-way sender a vanishing share of its messages. One late answer (a slow
+			// reply) is not enough.
+			c.holdBack = min(max(2*c.holdBack, holdBackoff), maxHoldBackoff)
+			c.holdSkip, c.holdMiss = c.holdBack, 0
+		}
+	}
 	c.coal.Take(p)
-	c.ackNow = false
+	c.ackNow, c.ackRide = false, false
 	c.probeEcho = 0
 	e.stats.AcksSent++
 	return e.control(c, p, buf)
 }
+
+// holdBackoff is how many completions of a connection are ACKed at once after held ACKs
+// went unanswered (ack.complete_delay), the first time; maxHoldBackoff bounds its doubling.
+const (
+	holdBackoff    = 16
+	maxHoldBackoff = 1024
+)
 
 // canSendMsg applies the peer's flow control to message m.
 func (c *conn) canSendMsg(m *txMsg) bool {
@@ -559,6 +596,9 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			continue
 		}
 		if !e.windowOpen(now, c, int(sp.size), true) {
+			return Transmit{}, false
+		}
+		if len(e.heldAcks) > 0 && e.rideHeld(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
 		if sp.cause == cc.LossTrim || sp.cause == lossGoBack {
@@ -611,6 +651,9 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		}
 		size := min(m.n-m.sent, cfg.MTU)
 		if !e.windowOpen(now, c, size, false) {
+			return Transmit{}, false
+		}
+		if len(e.heldAcks) > 0 && e.rideHeld(now, c, size, false) {
 			return Transmit{}, false
 		}
 		if c.pkts == nil {
@@ -672,6 +715,10 @@ func (c *conn) paceRate(size int) int64 {
 	return pacing.WindowRate(c.cc.Window(), size, c.srtt)
 }
 
+// aliasMinPayload is the smallest payload SetPayloadAlias sends from the message's buffer:
+// copying a smaller one behind the header costs less than a second iovec.
+const aliasMinPayload = 512
+
 func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []byte, retx bool) Transmit {
 	m := sp.msg
 	sp.tx++
@@ -679,7 +726,12 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	sp.sentAt = now
 	c.sendSeq++
 	sp.seq = c.sendSeq
-	sp.ev = c.nextEV(now, int(sp.size), retx)
+	if c.evPicked && c.pickedRetx == retx {
+		sp.ev = c.pickedEV // chosen when held ACKs rode ahead on it (rideHeld)
+	} else {
+		sp.ev = c.nextEV(now, int(sp.size), retx)
+	}
+	c.evPicked = false
 	c.inflight += int(sp.size)
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
 	if c.sub != nil {
@@ -711,6 +763,15 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 		// Empty slots for the switches on the path to fill (wire.StampINT).
 		p.Flags |= wire.FlagINT
 		p.INT.N, p.INT.Cap, p.INT.Flags = 0, uint8(e.cfg.intHops()), 0
+	}
+	if e.aliasPayload && e.auth == nil && sp.size >= aliasMinPayload {
+		// The header alone: the payload goes out from the message's buffer (the caller
+		// keeps it until the message completes, which PollTransmit cannot cause).
+		n, err := p.EncodeHeader(buf)
+		if err != nil {
+			panic("transport: PollTransmit buffer smaller than the header: " + err.Error())
+		}
+		return Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData, Payload: p.Payload}
 	}
 	n, err := p.Encode(buf)
 	if err != nil {

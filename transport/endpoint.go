@@ -69,6 +69,8 @@ type Endpoint struct {
 	wholeBufs    bool     // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
 	chunkFree    [][]byte // receive chunks the engine recycles itself (chunks.go)
 
+	heldAcks []*conn // connections whose ACK may wait for outgoing data (receiver.go releaseHeld)
+
 	freeMsgs []*txMsg
 	freeRxs  []*rxMsg
 	pkt      wire.Packet // scratch for decoding and encoding
@@ -77,6 +79,8 @@ type Endpoint struct {
 
 	auth *authEngine // packet authentication (auth.go); nil when off
 	pull *pullPacer  // receiver-driven credit (algos_eqds.go); nil unless the cc is
+
+	aliasPayload bool // SetPayloadAlias
 
 	// Loss recovery (recovery.go): the mode, its SACK-gap threshold and subflow count.
 	rmode uint8
@@ -116,6 +120,7 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
+	cfg.Ack.CompleteDelay = cfg.completeDelay()
 	rmode, rthr, nsub := cfg.recoveryParams()
 	var ec *ecCodec
 	if rmode == recEC {
@@ -140,6 +145,13 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 
 // Config returns the endpoint's configuration (with defaults filled in).
 func (e *Endpoint) Config() Config { return e.cfg }
+
+// SetPayloadAlias lets PollTransmit return a data packet's payload in Transmit.Payload, a
+// slice of the message's own bytes, instead of copying it into the buffer behind the
+// header: for drivers whose socket sends both as one datagram (iovecs). Not with
+// authentication or encryption on, which seal the datagram whole in the buffer, nor for
+// payloads under 512 bytes: those are copied as before. Off by default.
+func (e *Endpoint) SetPayloadAlias(on bool) { e.aliasPayload = on }
 
 // Stats returns a snapshot of the endpoint's counters.
 func (e *Endpoint) Stats() Stats { return e.stats }

@@ -21,6 +21,7 @@ type pair struct {
 	dscp       func(from *Endpoint, b []byte) uint8 // optional: DSCP the datagram arrives with
 	ttl        func(from *Endpoint, b []byte) uint8 // optional: IP TTL the datagram arrives with
 	inflight   []flight
+	aliased    int // datagrams whose payload came in Transmit.Payload
 }
 
 type flight struct {
@@ -68,7 +69,11 @@ func (p *pair) step() bool {
 			if p.extra != nil {
 				at += p.extra(e, p.buf[:t.N])
 			}
-			p.inflight = append(p.inflight, flight{at, to, from, append([]byte(nil), p.buf[:t.N]...)})
+			if len(t.Payload) > 0 {
+				p.aliased++
+			}
+			// The datagram: buf[:N] and, with SetPayloadAlias, the payload behind it.
+			p.inflight = append(p.inflight, flight{at, to, from, append(append([]byte(nil), p.buf[:t.N]...), t.Payload...)})
 		}
 	}
 	next := int64(-1)

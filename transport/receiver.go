@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"net/netip"
+
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -194,10 +196,93 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if complete {
 		e.complete(c, r)
 	}
-	urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0 || rebuilt, complete, e.rthr)
 	c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
-	c.coal.OnDataBytes(now, ce, p.EV, len(p.Payload), urgent)
+	if complete && e.holdable(c, p, oldCum, ce, rebuilt) {
+		// The message's ACK waits for our answer (ack.complete_delay): its ACK request
+		// and the completion are what would force it, and they are why it is held.
+		e.stats.AcksHeld++
+		c.coal.Hold(now, ce, p.EV, len(p.Payload))
+		e.holdAck(c)
+	} else {
+		urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0 || rebuilt, complete, e.rthr)
+		c.coal.OnDataBytes(now, ce, p.EV, len(p.Payload), urgent)
+	}
 	e.markReady(c)
+}
+
+// holdable reports whether the ACK of p, which completed a message, may wait for an
+// outgoing data packet to the peer (ack.complete_delay): only for a message of one packet
+// sent once (a bulk message's last ACK held would add the hold to its sender's completion
+// time, and a retransmission's sender is already waiting), and only when nothing else
+// about the packet asks for an ACK at once (a CE mark under on_ce, a filled hole, a hole
+// past the reorder threshold, a block rebuilt from parity). After an unanswered hold it
+// counts down c's completions to ACK at once instead (holdBackoff).
+func (e *Endpoint) holdable(c *conn, p *wire.Packet, oldCum uint32, ce, rebuilt bool) bool {
+	d := &p.Data
+	if e.cfg.Ack.CompleteDelay <= 0 || rebuilt || d.Offset != 0 || int(d.MsgLen) != len(p.Payload) ||
+		p.Flags&wire.FlagRetx != 0 || e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, false, false, e.rthr) {
+		return false
+	}
+	if c.holdSkip > 0 {
+		c.holdSkip--
+		return false
+	}
+	return true
+}
+
+// holdAck lists c among the connections whose ACK is held for outgoing data
+// (releaseHeld). Entries whose hold ended are dropped lazily, when the list is scanned
+// or before it would grow, so the list stays near the number of holds at once.
+func (e *Endpoint) holdAck(c *conn) {
+	if c.inHeld {
+		return
+	}
+	if len(e.heldAcks) == cap(e.heldAcks) {
+		e.releaseHeld(netip.AddrPort{}, 0) // compacts; no connection has the zero peer
+	}
+	c.inHeld = true
+	e.heldAcks = append(e.heldAcks, c)
+}
+
+// rideHeld is called when c is about to send a data packet of size bytes (a
+// retransmission if retx): if ACKs are held for c's peer, they go first, on the EV the
+// data packet will take (picked now), and c's packet after them; it reports whether it
+// released any (then c must yield: it is queued again behind them).
+func (e *Endpoint) rideHeld(now int64, c *conn, size int, retx bool) bool {
+	if !c.evPicked || c.pickedRetx != retx {
+		c.pickedEV, c.pickedRetx, c.evPicked = c.nextEV(now, size, retx), retx, true
+	}
+	if !e.releaseHeld(c.peer, c.pickedEV) {
+		return false
+	}
+	e.markReady(c)
+	return true
+}
+
+// releaseHeld lets the held ACKs of every connection to peer leave now: they are marked
+// to go at the connection's next transmit, on EV ev, ahead of the data packet to peer
+// that is about to go on ev, so the driver sends them in one batch (one system call: the
+// same EV is the same socket) and the peer reads them in one wake-up, the ACK first (its
+// Sent then rides in front of the answer). It reports whether there were any, and drops
+// entries whose hold ended.
+func (e *Endpoint) releaseHeld(peer netip.AddrPort, ev uint16) bool {
+	k, found := 0, false
+	for _, h := range e.heldAcks {
+		switch {
+		case h.dead || !h.coal.Held():
+			h.inHeld = false
+		case h.peer == peer:
+			h.inHeld, h.ackRide, h.rideEV = false, true, ev
+			e.markReady(h)
+			found = true
+		default:
+			e.heldAcks[k] = h
+			k++
+		}
+	}
+	clear(e.heldAcks[k:])
+	e.heldAcks = e.heldAcks[:k]
+	return found
 }
 
 const maxNacks = 1024

@@ -37,6 +37,12 @@ type Transmit struct {
 	ECN     uint8          // ECN codepoint to send with (ECT0 for data, NotECT for control)
 	Control bool           // ACK/NACK/probe/close: switches may prioritise it
 	Type    wire.Type      // packet type, for drivers and test networks
+	// Payload, set only with Endpoint.SetPayloadAlias, is the rest of the datagram after
+	// buf[:N]: a data packet's payload, aliasing the message's bytes. It is valid until the
+	// next call into the Endpoint other than PollTransmit (which is when a message can
+	// complete and its buffer go back to the application), so the driver must send the
+	// datagram before it calls HandlePacket, HandleTimeout, Send or PollEvent.
+	Payload []byte
 }
 
 // EventKind is the kind of an Event.
@@ -118,6 +124,8 @@ type Stats struct {
 	RetxTimeout     uint64 // retransmissions after a timeout
 	AcksSent        uint64
 	AcksRecv        uint64
+	AcksHeld        uint64 // completions of one-packet messages whose ACK waited for outgoing data (ack.complete_delay)
+	AcksRode        uint64 // held ACKs that left ahead of a data packet to their peer, in its batch
 	NacksSent       uint64
 	NacksRecv       uint64
 	ReturnedRecv    uint64 // trimmed headers of our own packets returned by a switch (return-to-sender), acted on as NACKs

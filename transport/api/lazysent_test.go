@@ -106,6 +106,14 @@ func TestLazySentFrames(t *testing.T) {
 		t.Fatalf("after a request's Sent: %+v, want the reply", h)
 	}
 	readLazyFrame(t, conn, br) // its Data
+	// The request's ACK was held at b (ack.complete_delay, the daemon's default): the Sent
+	// frame came in front of the reply all the same, whether the ACK rode ahead of the
+	// reply or (a reply later than the hold, on a slow host) left at the deadline.
+	if st := b.Node.Stats(); st.AcksHeld < 2 {
+		t.Fatalf("b held %d completion ACKs, want the first message's and the request's", st.AcksHeld)
+	} else {
+		t.Logf("b: %d completion ACKs held, %d rode with data", st.AcksHeld, st.AcksRode)
+	}
 	// No reply: the held Sent frame comes within about a millisecond anyway.
 	conn.Write(lazySendFrames(4, 2, "quiet"))
 	if h := readLazyFrame(t, conn, br); h.Type != api.FrameSent || h.Tag != 4 {

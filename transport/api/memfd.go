@@ -176,26 +176,161 @@ func (r *fdReader) closeAll() {
 
 var _ io.Reader = (*fdReader)(nil)
 
-// mapMemfd checks that fd is a memfd sealed against writes, shrinking and growing, of
-// FDHeadroom+size bytes, and maps it copy-on-write: the daemon writes its envelope into
-// the headroom (one private page), the rest stays the client's pages.
-func mapMemfd(fd int, size uint64) ([]byte, error) {
+// checkMemfd checks that fd is a memfd on shmem sealed against shrinking and growing of
+// at least FDHeadroom+size bytes, and returns its stat. The seals keep the pages from
+// going away under a mapping (a truncated file would fault the daemon); hugetlb memfds
+// are refused (the envelope's copy-on-write of a hugetlb page can fault). A seal against
+// writes is not required: the daemon only sends the bytes and relies on none of them, so
+// a client that writes into a memfd whose message is in flight garbles only that message
+// (the Go client reuses its memfds once the outcome arrived); a larger file lets a
+// client reuse one memfd for messages of other sizes.
+func checkMemfd(fd int, size uint64) (unix.Stat_t, error) {
+	var st unix.Stat_t
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
-		return nil, fmt.Errorf("not a memfd (F_GET_SEALS: %v)", err)
+		return st, fmt.Errorf("not a memfd (F_GET_SEALS: %v)", err)
 	}
-	const need = unix.F_SEAL_WRITE | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	const need = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
 	if seals&need != need {
-		return nil, fmt.Errorf("memfd not sealed: seals 0x%x, need F_SEAL_WRITE|F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
+		return st, fmt.Errorf("memfd not sealed: seals 0x%x, need F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
 	}
-	var st unix.Stat_t
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return st, err
+	}
+	if fs.Type != unix.TMPFS_MAGIC {
+		return st, fmt.Errorf("memfd on filesystem 0x%x, want shmem (0x%x): no hugetlb memfds", fs.Type, unix.TMPFS_MAGIC)
+	}
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
+		return st, err
 	}
-	if uint64(st.Size) != FDHeadroom+size {
-		return nil, fmt.Errorf("memfd holds %d bytes, want %d (%d headroom + the announced %d)", st.Size, FDHeadroom+size, FDHeadroom, size)
+	if st.Size < 0 || uint64(st.Size) < FDHeadroom+size {
+		return st, fmt.Errorf("memfd holds %d bytes, want at least %d (%d headroom + the announced %d)", st.Size, FDHeadroom+size, FDHeadroom, size)
 	}
-	return unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	return st, nil
+}
+
+// maxFDMaps bounds the memfds a session keeps mapped between their messages.
+const maxFDMaps = 16
+
+// fdMap is a client's memfd the daemon keeps mapped for the memfd's next message (the Go
+// client reuses its send memfds): the file mapped shared and read-only, but for its first
+// page, mapped privately again for every message (it reflects what the client wrote
+// since) so that the envelope written into the headroom stays the daemon's. Mapping a
+// 16 MiB memfd per message cost a page fault per 16 pages and an unmapping.
+type fdMap struct {
+	dev, ino uint64
+	mem      []byte // the whole file
+	refs     int    // messages in flight from it (0 or 1: a busy memfd is mapped afresh)
+	used     uint64 // when it was last taken, for eviction
+}
+
+// fdMaps is a session's cache of mapped memfds.
+type fdMaps struct {
+	mu     sync.Mutex
+	maps   []*fdMap
+	clock  uint64
+	closed bool // the session ended: mappings go when their messages complete
+}
+
+var pageSize = unix.Getpagesize()
+
+// mapFor maps the message of size bytes in memfd fd (checked: st) and returns its
+// headroom and bytes, writable at the headroom, and the function that releases them. A
+// memfd larger than limit bytes is not kept mapped (only the message is mapped, for its
+// time): a client's sparse terabyte memfds must not use up the daemon's address space.
+func (c *fdMaps) mapFor(fd int, st *unix.Stat_t, size uint64, limit int64) ([]byte, func(), error) {
+	n := int(FDHeadroom + size)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clock++
+	var m *fdMap
+	for _, x := range c.maps {
+		if x.dev == st.Dev && x.ino == st.Ino {
+			m = x
+			break
+		}
+	}
+	if m != nil && m.refs > 0 {
+		m = nil // the client passed a memfd whose message is in flight: map it apart
+		goto private
+	}
+	if m == nil && !c.closed && st.Size <= limit {
+		if len(c.maps) >= maxFDMaps && !c.evictLocked() {
+			goto private
+		}
+		mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			goto private
+		}
+		m = &fdMap{dev: st.Dev, ino: st.Ino, mem: mem}
+		c.maps = append(c.maps, m)
+	}
+	if m != nil {
+		// A fresh private copy of the first page: what the client wrote there since, and
+		// room for the envelope no later write of the client's can change.
+		if _, err := unix.MmapPtr(fd, 0, unsafe.Pointer(&m.mem[0]), uintptr(min(len(m.mem), pageSize)),
+			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED); err != nil {
+			c.dropLocked(m)
+			goto private
+		}
+		m.refs++
+		m.used = c.clock
+		return m.mem[:n:n], func() { c.release(m) }, nil
+	}
+private:
+	buf, err := unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, nil, err
+	}
+	return buf, func() { unix.Munmap(buf) }, nil
+}
+
+// release ends m's message; once the session ended, m is unmapped.
+func (c *fdMaps) release(m *fdMap) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m.refs--
+	if c.closed && m.refs == 0 {
+		c.dropLocked(m)
+	}
+}
+
+// evictLocked unmaps the idle mapping used longest ago; false if all are busy.
+func (c *fdMaps) evictLocked() bool {
+	var old *fdMap
+	for _, x := range c.maps {
+		if x.refs == 0 && (old == nil || x.used < old.used) {
+			old = x
+		}
+	}
+	if old == nil {
+		return false
+	}
+	c.dropLocked(old)
+	return true
+}
+
+func (c *fdMaps) dropLocked(m *fdMap) {
+	for i, x := range c.maps {
+		if x == m {
+			c.maps = append(c.maps[:i], c.maps[i+1:]...)
+			break
+		}
+	}
+	unix.Munmap(m.mem)
+}
+
+// close unmaps the idle mappings; busy ones go when their messages complete.
+func (c *fdMaps) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, m := range append([]*fdMap(nil), c.maps...) {
+		if m.refs == 0 {
+			c.dropLocked(m)
+		}
+	}
 }
 
 // handleSendFD sends the message in a sealed memfd without copying it. A refused message
@@ -213,15 +348,21 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 		return
 	}
 	size := int64(sh.Size)
-	buf, err := mapMemfd(fd, sh.Size)
+	st, err := checkMemfd(fd, sh.Size)
+	var buf []byte
+	var unmap func()
+	if err == nil {
+		// Kept mapped up to a page beyond the largest message the session may send.
+		buf, unmap, err = x.fdMaps.mapFor(fd, &st, sh.Size, FDHeadroom+x.maxMessage()+int64(pageSize))
+	}
 	if err != nil {
 		x.release(size)
 		reject(CodeFD, err.Error())
 		return
 	}
+	unix.Close(fd) // the mapping keeps the file
 	release := func() {
-		unix.Munmap(buf)
-		unix.Close(fd)
+		unmap()
 		x.release(size)
 	}
 	putEnvelope(buf, sh.Endpoint, ep)

@@ -10,20 +10,32 @@ import (
 
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // BenchmarkAPIRoundTripCPU is BenchmarkAPIRoundTrip's default variant alone, with the
 // process's CPU time (both daemons and both clients: user and system) and context
 // switches per round trip beside its p50: on a 2-core host a round trip that costs more
-// CPU than its latency waits for cores as much as for wake-ups.
+// CPU than its latency waits for cores as much as for wake-ups. Sub-benchmarks: the
+// daemon's defaults, and ack.complete_delay 0 (every completion ACKed at once).
 func BenchmarkAPIRoundTripCPU(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		mod  func(*smarttd.Config)
+	}{{"ack=default", nil}, {"ack=complete_delay_0", func(c *smarttd.Config) { c.Transport.Ack.CompleteDelay = 0 }}} {
+		b.Run(v.name, func(b *testing.B) { roundTripCPU(b, v.mod) })
+	}
+}
+
+// roundTripCPU is BenchmarkAPIRoundTripCPU with both daemons' configs adjusted by mod.
+func roundTripCPU(b *testing.B, mod func(*smarttd.Config)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := shortDir(b)
 	mn := daemon.NewMemNet()
 	la := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 9, 1}), 23600)
 	lb := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 9, 2}), 23600)
-	a, d := startDaemon(b, mn, la, dir, nil), startDaemon(b, mn, lb, dir, nil)
+	a, d := startDaemon(b, mn, la, dir, mod), startDaemon(b, mn, lb, dir, mod)
 	sa, sb := openBound(b, client.New(a.Config.API.Socket), 1), openBound(b, client.New(d.Config.API.Socket), 1)
 	go func() {
 		for {

@@ -639,6 +639,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	if x.lazySent {
 		lazy = LazySentHeader + ": 1\r\n"
 	}
+	if x.fdr != nil {
+		lazy += apitypes.SendFDHeader + ": 1\r\n" // descriptors can be passed: SendFD is taken
+	}
 	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + Protocol + "\r\nConnection: Upgrade\r\n" + lazy + "\r\n"); err == nil {
 		err = brw.Flush()
 	}

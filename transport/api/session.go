@@ -110,6 +110,7 @@ type session struct {
 	writerDone   chan struct{}
 	recvSeq      uint32
 	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
+	fdMaps       fdMaps    // the client's memfds mapped for their next messages (memfd.go)
 	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
 	ringProgress int64     // unix ns of the last release that freed ring space
 	writerGone   bool      // the writer exited
@@ -459,6 +460,7 @@ func (x *session) kill() {
 	if x.fdr != nil {
 		x.fdr.closeAll()
 	}
+	x.fdMaps.close()
 }
 
 // drain writes what is queued, then closes; bounded by ctx.

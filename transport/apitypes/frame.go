@@ -48,6 +48,11 @@ const (
 // when it does so.
 const LazySentHeader = "Smartt-Lazy-Sent"
 
+// SendFDHeader, with the value "1" in the daemon's 101 response, says the session takes
+// SendFD frames (it is on a Unix socket): a client may then pass large messages as sealed
+// memfds instead of streaming them.
+const SendFDHeader = "Smartt-SendFD"
+
 // HeaderLen is the length of a frame header: type u8, flags u8, reserved u16, tag u32,
 // payload length u32, big-endian.
 const HeaderLen = 12

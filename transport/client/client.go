@@ -169,6 +169,8 @@ type Session struct {
 	busyPoll atomic.Int64 // SetBusyPoll, ns
 	rx       recvState    // who reads the socket (recv.go)
 	lazySent bool         // the daemon holds Sent frames until asked (recv.go)
+	fdOK     bool         // the daemon takes SendFD frames on this session (autoFD)
+	fds      fdPool       // send memfds (memfd.go)
 }
 
 // SetBusyPoll makes Recv spin for up to d (at most 1 ms; 0, the default, turns it off)
@@ -223,6 +225,10 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 	s := &Session{conn: conn, br: br, bw: bufio.NewWriterSize(conn, 256<<10),
 		waiters: make(map[uint32]chan reply), recv: make(chan recvItem, 4096), done: make(chan struct{})}
 	s.lazySent = resp.Header.Get(apitypes.LazySentHeader) == "1"
+	_, unix := conn.(*net.UnixConn)
+	s.fdOK = unix && resp.Header.Get(apitypes.SendFDHeader) == "1"
+	s.snd.fdThreshold.Store(DefaultSendFDThreshold)
+	s.fds.busy, s.fds.refused = map[uint32]*sendMemfd{}, map[uint32]*sendMemfd{}
 	s.initRecv()
 	return s, nil
 }
@@ -238,6 +244,7 @@ func (s *Session) Close() error {
 	}
 	s.wmu.Unlock()
 	s.closeRing()
+	s.fds.closeAll()
 	return err
 }
 

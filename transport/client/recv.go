@@ -557,6 +557,7 @@ func (x *sinkWriter) Write(p []byte) (int, error) {
 }
 
 func (s *Session) deliver(tag uint32, r reply) {
+	s.fds.done(tag, r) // before the waiter learns of it: its memfd is idle now
 	s.mu.Lock()
 	ch := s.waiters[tag]
 	delete(s.waiters, tag)

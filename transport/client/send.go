@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -63,7 +64,8 @@ type sendState struct {
 	ends   []int64     // SendBatch: built when each message's frames end
 	chunk  []byte      // SendFrom's chunk, reused from message to message
 
-	copySends atomic.Bool // SetCopySends
+	copySends   atomic.Bool  // SetCopySends
+	fdThreshold atomic.Int64 // SetSendFDThreshold
 }
 
 // SetCopySends makes SendAsync, Send and SendFrom copy each message into a buffer
@@ -181,6 +183,12 @@ type Pending struct {
 	err error      // the message was not handed over (SendBatch), or its outcome once known
 	// info is the outcome once known.
 	info SentInfo
+	// viaFD: SendAsync passed the message through a send memfd (autoFD); to, ep and
+	// size are what a resend by streaming needs if the daemon refuses the memfd.
+	viaFD bool
+	to    netip.AddrPort
+	ep    uint32
+	size  int64
 }
 
 // replyChans recycles the channels that carry outcomes to Pendings: a channel whose one
@@ -211,6 +219,15 @@ func (p *Pending) Wait(ctx context.Context) (SentInfo, error) {
 	}
 	replyChans.Put(p.ch)
 	p.ch = nil
+	if p.viaFD && isCodeFD(r.err) {
+		// The daemon could not take the memfd (it could not map it, say): stream it.
+		p.viaFD = false
+		if err := p.resendStreamed(); err != nil {
+			p.err = err
+			return p.info, p.err
+		}
+		return p.Wait(ctx)
+	}
 	switch {
 	case r.err != nil:
 		p.err = r.err
@@ -222,13 +239,22 @@ func (p *Pending) Wait(ctx context.Context) (SentInfo, error) {
 	return p.info, p.err
 }
 
+// isCodeFD reports whether err is the daemon's refusal of a memfd (code 9). A function
+// of its own: the target errors.As needs escapes, and only memfd messages pay for it.
+func isCodeFD(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == apitypes.CodeFD
+}
+
 // errEmpty refuses an empty message.
 func errEmpty() error { return &Error{Code: apitypes.CodeTooLarge, Text: "empty message"} }
 
 // SendAsync hands data to the daemon for endpoint ep at the daemon at to, and returns
 // without waiting for the outcome. data may be reused once SendAsync returns: its bytes
 // are written to the socket (straight from data, with the frame headers, in one writev)
-// before it returns.
+// before it returns, or, for a message of at least the session's SendFD threshold
+// (SetSendFDThreshold) when its daemon takes SendFD, copied into one of the session's
+// send memfds, which the daemon sends from.
 func (s *Session) SendAsync(to netip.AddrPort, ep uint32, data []byte) (*Pending, error) {
 	if len(data) == 0 {
 		return nil, errEmpty()
@@ -236,6 +262,16 @@ func (s *Session) SendAsync(to netip.AddrPort, ep uint32, data []byte) (*Pending
 	if s.snd.copySends.Load() {
 		return s.sendCopy(to, ep, bytesReader(data), int64(len(data)), nil)
 	}
+	if s.autoFD(len(data)) {
+		if p, ok, err := s.sendViaFD(to, ep, data); ok {
+			return p, err
+		}
+	}
+	return s.sendStream(to, ep, data)
+}
+
+// sendStream is SendAsync through the socket: the frames and data in one writev.
+func (s *Session) sendStream(to netip.AddrPort, ep uint32, data []byte) (*Pending, error) {
 	tag := s.nextTag()
 	s.mu.Lock()
 	if err := s.err; err != nil {

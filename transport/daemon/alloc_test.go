@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -17,7 +18,10 @@ type ringSocket struct {
 	n          []int
 	from       []netip.AddrPort
 	head, tail int
+	gather     bool // GathersPayload: writes take Packet.Payload
 }
+
+func (r *ringSocket) GathersPayload() bool { return r.gather }
 
 func newRingPair(a, b netip.AddrPort, size, slots int) (*ringSocket, *ringSocket) {
 	mk := func(addr netip.AddrPort) *ringSocket {
@@ -52,6 +56,7 @@ func (r *ringSocket) WriteBatch(pkts []Packet) (int, error) {
 		}
 		i := d.tail % len(d.slot)
 		d.n[i] = copy(d.slot[i], p.Buf[:p.N])
+		d.n[i] += copy(d.slot[i][d.n[i]:], p.Payload)
 		d.from[i] = r.addr
 		d.tail++
 	}
@@ -64,13 +69,17 @@ func (r *ringSocket) Close() error { return nil }
 // driving the same batch handler the reader goroutine runs; one op is one data packet.
 // Steady state allocates nothing per packet (the engine's receive buffers come from the
 // heap per message: 1 MiB messages here, so per-message allocations amortise).
-func BenchmarkNodePath(b *testing.B) { benchNodePath(b, testConfig(23600)) }
+func BenchmarkNodePath(b *testing.B) {
+	for _, gather := range []bool{false, true} {
+		b.Run(fmt.Sprintf("payload_iovec=%v", gather), func(b *testing.B) { benchNodePath(b, testConfig(23600), gather) })
+	}
+}
 
 // BenchmarkNodePathAuth is BenchmarkNodePath with packet authentication on (auth and
 // encrypt modes): every data packet and ACK sealed and opened.
 func BenchmarkNodePathAuth(b *testing.B) {
 	for _, mode := range []seal.Mode{seal.Auth, seal.Encrypt} {
-		b.Run("mode="+mode.String(), func(b *testing.B) { benchNodePath(b, authConfig(mode)) })
+		b.Run("mode="+mode.String(), func(b *testing.B) { benchNodePath(b, authConfig(mode), true) })
 	}
 }
 
@@ -80,9 +89,12 @@ func authConfig(mode seal.Mode) transport.Config {
 	return cfg
 }
 
-func benchNodePath(b *testing.B, cfg transport.Config) {
+// benchNodePath runs the two nodes; gather makes the sockets take payloads beside the
+// headers (PayloadGatherer), so the engine sends them from the message's buffer.
+func benchNodePath(b *testing.B, cfg transport.Config, gather bool) {
 	ap, bp := netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")
 	sa, sb := newRingPair(ap, bp, 4096+128, 8192)
+	sa.gather, sb.gather = gather, gather
 	a, err := New(cfg, sa, Options{Seed: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -124,11 +136,13 @@ func benchNodePath(b *testing.B, cfg transport.Config) {
 
 func TestNodePathAllocatesNothingPerPacket(t *testing.T) {
 	for name, cfg := range map[string]transport.Config{"off": testConfig(23600), "auth": authConfig(seal.Auth), "encrypt": authConfig(seal.Encrypt)} {
-		r := testing.Benchmark(func(b *testing.B) { benchNodePath(b, cfg) })
-		// Per packet: well under one allocation (a 1 MiB message is 256 packets and costs a
-		// few: its receive buffer, the completion record, the event callbacks).
-		if per := float64(r.MemAllocs) / float64(r.N); per > 0.1 {
-			t.Fatalf("auth %s: %.3f allocations per packet (%d over %d packets)", name, per, r.MemAllocs, r.N)
+		for _, gather := range []bool{false, true} {
+			r := testing.Benchmark(func(b *testing.B) { benchNodePath(b, cfg, gather) })
+			// Per packet: well under one allocation (a 1 MiB message is 256 packets and costs a
+			// few: its receive buffer, the completion record, the event callbacks).
+			if per := float64(r.MemAllocs) / float64(r.N); per > 0.1 {
+				t.Fatalf("auth %s, payload iovecs %v: %.3f allocations per packet (%d over %d packets)", name, gather, per, r.MemAllocs, r.N)
+			}
 		}
 	}
 }

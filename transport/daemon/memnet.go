@@ -90,6 +90,9 @@ func (s *MemSocket) ReadBatch(pkts []Packet) (int, error) {
 	}
 }
 
+// GathersPayload implements PayloadGatherer: WriteBatch sends Payload after Buf[:N].
+func (s *MemSocket) GathersPayload() bool { return true }
+
 // WriteBatch implements Socket.
 func (s *MemSocket) WriteBatch(pkts []Packet) (int, error) {
 	select {
@@ -100,6 +103,10 @@ func (s *MemSocket) WriteBatch(pkts []Packet) (int, error) {
 	for i := range pkts {
 		p := pkts[i]
 		p.Buf = p.Buf[:p.N]
+		if len(p.Payload) > 0 { // the datagram whole, before Mark sees (and may change) it
+			p.Buf = append(append(make([]byte, 0, p.N+len(p.Payload)), p.Buf...), p.Payload...)
+			p.N, p.Payload = len(p.Buf), nil
+		}
 		if s.net.Mark != nil && !s.net.Mark(&p) {
 			continue
 		}

@@ -35,26 +35,29 @@ type Packet struct {
 	// RxKernel reports that RxTime came from the kernel (not the user-space clock).
 	RxKernel bool
 	TTL      uint8 // read: IP TTL / IPv6 hop limit; 0 unknown
+	// Payload (write) follows Buf[:N] in the same datagram: a data packet's payload left
+	// in the message's buffer (set only for a Socket that is a PayloadGatherer saying so).
+	Payload []byte
+}
+
+// PayloadGatherer is a Socket whose WriteBatch sends Packet.Payload after Buf[:N] in the
+// same datagram, without copying it (iovecs). A Node sends data packets' payloads from
+// the messages' buffers through such a socket unless Options.CopyPayload is set.
+type PayloadGatherer interface {
+	GathersPayload() bool
 }
 
 // Socket is the datagram layer a Node runs over (transport/udp in the daemon, an
 // in-memory network in tests).
 type Socket interface {
-	// ReadBatch blocks for at least one datagram; net.ErrClosed after Close.
+	// ReadBatch blocks for at least one datagram; net.ErrClosed after Close. It may point
+	// a Packet's Buf at its own memory instead of filling the caller's: valid until the
+	// next ReadBatch (the caller gives its buffers again for every call).
 	ReadBatch(pkts []Packet) (int, error)
 	// WriteBatch sends pkts in order.
 	WriteBatch(pkts []Packet) (int, error)
 	// Close unblocks ReadBatch.
 	Close() error
-}
-
-// InPlaceReader is a Socket that can leave received datagrams in its own memory (the
-// AF_XDP datapath's UMEM) instead of copying them into the buffers offered.
-type InPlaceReader interface {
-	// ReadBatchInPlace is ReadBatch that may point pkts[i].Buf at the datagram in the
-	// socket's memory; such a Buf is valid until the next read. The caller offers its
-	// own storage again on every call.
-	ReadBatchInPlace(pkts []Packet) (int, error)
 }
 
 // TxBufferer is a Socket that lends send buffers of its own memory (the AF_XDP
@@ -99,6 +102,10 @@ type Options struct {
 	// GatherBatch groups each send batch by (destination, EV, control) before the write,
 	// so the socket layer's GSO can join packets of a group (see Gather).
 	GatherBatch bool
+	// CopyPayload makes the engine copy each data packet's payload into the packet's
+	// buffer behind its header, as before issue 15, even on a socket that sends the
+	// payload from the message's buffer (PayloadGatherer): for comparisons.
+	CopyPayload bool
 	Logger      *slog.Logger // default slog.Default()
 	Seed        uint64       // random seed (0: from the clock)
 	// OnReceive is called with every received message, with the node's lock held: it must
@@ -229,6 +236,11 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 		c := cfg
 		if len(socks) > 1 {
 			c.IDShards, c.IDShard = len(socks), i
+			// A held completion ACK rides only on data its own engine sends, and a
+			// request's connection (accepted: the shard its first packet steered to)
+			// and the answer's (dialled: the shard of the peer's address) are mostly
+			// in different shards: unanswered holds would only delay the senders.
+			c.Ack.CompleteDelay = 0
 		}
 		s := &shard{n: n, idx: i, sock: sock}
 		if o.TimeDecisions {
@@ -244,6 +256,9 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 			return nil, err
 		}
 		s.ep = ep
+		if g, ok := socks[i].(PayloadGatherer); ok && g.GathersPayload() && !o.CopyPayload {
+			ep.SetPayloadAlias(true) // flushLocked sends before the next engine call
+		}
 		s.dialed = make(map[netip.AddrPort]transport.ConnID)
 		s.pending = make(map[msgKey]*pending)
 		s.kick = make(chan struct{}, 1)
@@ -291,16 +306,13 @@ func (s *shard) readLoop() {
 	bufLen := datagramBuf(s.ep.Config())
 	pkts := make([]Packet, s.n.opts.BatchSize)
 	store := make([]byte, bufLen*len(pkts))
-	read := s.sock.ReadBatch
-	if r, ok := s.sock.(InPlaceReader); ok {
-		read = r.ReadBatchInPlace
-	}
 	for {
-		// Our storage again each time: an in-place read may have pointed Buf elsewhere.
 		for i := range pkts {
+			// Anew each time: a socket may have pointed Buf at its own memory (udp's GRO
+			// buffers with udp.Config.GROInPlace, the AF_XDP UMEM), valid until this ReadBatch.
 			pkts[i].Buf = store[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
 		}
-		k, err := read(pkts)
+		k, err := s.sock.ReadBatch(pkts)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || s.isStopped() {
 				return
@@ -450,7 +462,7 @@ func (s *shard) flushLocked(now int64) {
 			if !ok {
 				break
 			}
-			p.N, p.Addr, p.EV, p.ECN, p.Control = t.N, t.To, t.EV, t.ECN, t.Control
+			p.N, p.Addr, p.EV, p.ECN, p.Control, p.Payload = t.N, t.To, t.EV, t.ECN, t.Control, t.Payload
 			k++
 		}
 		if k == 0 {
@@ -463,6 +475,9 @@ func (s *shard) flushLocked(now int64) {
 			if e := s.sendErrs.Add(1); e&(e-1) == 0 { // log at powers of two
 				s.n.log.Warn("socket write", "shard", s.idx, "err", err, "errors", e)
 			}
+		}
+		for i := range s.wbuf[:k] {
+			s.wbuf[i].Payload = nil // the messages' buffers may go back to their owners now
 		}
 	}
 	resent := s.resends

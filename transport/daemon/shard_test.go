@@ -381,3 +381,33 @@ func TestShardsDecisionsMerged(t *testing.T) {
 		t.Fatalf("merged %+v, shards' counts sum to %d", d, perShard)
 	}
 }
+
+// TestShardsHoldNoACKs: with several shards a request's connection and its answer's are
+// mostly in different engines, so held completion ACKs (ack.complete_delay) are off; one
+// shard keeps them.
+func TestShardsHoldNoACKs(t *testing.T) {
+	mn := NewMemNet()
+	ap := netip.MustParseAddrPort("10.0.0.1:23600")
+	cfg := testConfig(23600)
+	cfg.Ack.CompleteDelay = 100_000
+	var socks []Socket
+	for _, s := range mn.Shards(ap, 2, wire.Shard) {
+		socks = append(socks, s)
+	}
+	multi, err := NewShards(cfg, socks, Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range multi.shards {
+		if d := s.ep.Config().Ack.CompleteDelay; d != 0 {
+			t.Errorf("shard %d holds completion ACKs %v, want 0", s.idx, d)
+		}
+	}
+	one, err := New(cfg, mn.Socket(netip.MustParseAddrPort("10.0.0.9:23600")), Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := one.Config().Ack.CompleteDelay; d != 100_000 {
+		t.Errorf("one shard holds %v, want 100us", d)
+	}
+}

@@ -215,6 +215,9 @@ type pairOpts struct {
 	lb          string
 	memfd, ring bool
 	copySends   bool // the send path before issue 15: client.SetCopySends and api.direct_reads false
+	stream      bool // SendAsync streams every message (client.SetSendFDThreshold(0)), no automatic memfd
+	memfdAuto   bool // SendAsync passes every message through a session memfd (client.SetSendFDThreshold(1))
+	msgSize     int  // bytes per message (0: 16 MiB)
 	mod         func(*smarttd.Config)
 }
 
@@ -254,6 +257,12 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	defer cancel()
 	s := session(b, ctx, a, 1)
 	s.SetCopySends(o.copySends)
+	if o.stream {
+		s.SetSendFDThreshold(0)
+	}
+	if o.memfdAuto {
+		s.SetSendFDThreshold(1)
+	}
 	rs := session(b, ctx, rd, 1)
 	if o.ring {
 		if err := rs.EnableRecvRing(ctx, benchRing); err != nil {
@@ -261,13 +270,16 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 		}
 	}
 	got := receiveAll(b, ctx, rs, int64(n)*benchPayload)
-	const msgSize = 16 << 20
+	msgSize := 16 << 20
+	if o.msgSize > 0 {
+		msgSize = o.msgSize
+	}
 	msg := make([]byte, msgSize)
 	total := int64(n) * benchPayload
 	// memfd: sealed messages made before the clock starts, passed by descriptor (no copy).
 	fds := map[int64]*client.MessageFD{}
 	if memfd {
-		for _, k := range []int64{msgSize, total % msgSize} {
+		for _, k := range []int64{int64(msgSize), total % int64(msgSize)} {
 			if k == 0 || fds[k] != nil {
 				continue
 			}
@@ -320,7 +332,7 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	el := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0
 	m1, mb1 := mallocs()
-	msgs := float64((total + msgSize - 1) / msgSize)
+	msgs := float64((total + int64(msgSize) - 1) / int64(msgSize))
 	st, ust := a.Node.Stats(), udpStats(a)
 	pkts := float64(st.DataSent - before.DataSent)
 	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)

@@ -104,6 +104,17 @@ type UDPConfig struct {
 	// (and of one kind, data or control) are adjacent, in their order, groups in the order
 	// of their first packet: UDP GSO then joins them across connections (issue 15).
 	GatherBatch bool `yaml:"gather_batch" json:"gather_batch"`
+
+	// CopyPayload copies each data packet's payload into its buffer behind the header, as
+	// before issue 15; by default (false) header and payload leave as two iovecs, the
+	// payload straight from the message's buffer (not on the raw carrier or AF_XDP, nor
+	// with transport.auth on, which copy as before).
+	CopyPayload bool `yaml:"copy_payload" json:"copy_payload"`
+
+	// GROInPlace lets the engine read each received datagram in the socket's GRO buffer
+	// instead of a copy in the daemon's packet buffer (udp.Config.GROInPlace). Off by
+	// default: it did not measurably pay on the veth pair (docs/datapath.md, "UDP GRO").
+	GROInPlace bool `yaml:"gro_in_place" json:"gro_in_place"`
 }
 
 // Config is smarttd's configuration file.

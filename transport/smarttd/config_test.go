@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/seal"
 )
@@ -242,6 +243,26 @@ func TestResolveDatapath(t *testing.T) {
 		dp, why := c.ResolveDatapath()
 		if dp != want || why == "" {
 			t.Errorf("%q: datapath %q (%s), want %q", doc, dp, why, want)
+		}
+	}
+}
+
+// TestConfigCompleteDelay: the daemon holds completion ACKs 500 us by default (issue 15);
+// ack.complete_delay takes 0..1ms with a unit, and a value beyond is refused naming it.
+func TestConfigCompleteDelay(t *testing.T) {
+	if d := DefaultConfig().Transport.Ack.CompleteDelay; d != 500_000 {
+		t.Fatalf("default ack.complete_delay %v, want 500us", d)
+	}
+	for doc, want := range map[string]config.Duration{"0": 0, "1ms": 1_000_000, "1ns": 1, "200us": 200_000} {
+		c, err := Load([]byte("transport:\n  ack:\n    complete_delay: " + doc + "\n"))
+		if err != nil || c.Transport.Ack.CompleteDelay != want {
+			t.Errorf("complete_delay %s: %v, %v; want %v", doc, c.Transport.Ack.CompleteDelay, err, want)
+		}
+	}
+	for doc, want := range map[string]string{"1001us": "ack.complete_delay = 1.001ms", "-1us": "ack.complete_delay = -1us",
+		"500": "transport.ack.complete_delay: 500 has no unit"} {
+		if _, err := Load([]byte("transport:\n  ack:\n    complete_delay: " + doc + "\n")); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("complete_delay %s: error %v, want it to contain %q", doc, err, want)
 		}
 	}
 }

@@ -112,7 +112,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	var m *metrics.Metrics
 	d.Node, err = daemon.NewShards(tcfg, sl.sockets(), daemon.Options{
 		TimeDecisions: cfg.DecisionTiming, DecisionBudget: budget,
-		BatchSize: cfg.UDP.BatchSize, Logger: log, Seed: o.Seed, GatherBatch: cfg.UDP.GatherBatch,
+		BatchSize: cfg.UDP.BatchSize, Logger: log, Seed: o.Seed, GatherBatch: cfg.UDP.GatherBatch, CopyPayload: cfg.UDP.CopyPayload,
 		OnReceive: d.API.Deliver,
 		OnBatch:   func(n, stamped int) { m.ObserveBatch(n, stamped) },
 		OnComplete: func(r daemon.SendResult, size int) {

@@ -5,11 +5,14 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
@@ -163,4 +166,99 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 	}
 	b.StopTimer()
 	return l
+}
+
+// BenchmarkVethLatencyAckHold compares ack.complete_delay off and on (issue 15) in one
+// run: two daemon pairs over the veth of BenchmarkVethLatency, one with every completion
+// ACKed at once ("hold0") and one whose completion ACKs wait up to 500 us for the answer
+// and ride in its batch ("hold"), beside the kernel's UDP ping-pong, alternating in
+// chunks of 50 round trips within each of LAT_ROUNDS rounds (default 5) of b.N round
+// trips each. Reports p50 of each (all rounds), the min / median / max over rounds of the
+// per-round p50 ratios (hold vs hold0, each vs the kernel), and the held pair's ACKs that
+// rode with data per round-trip message; and, the cost of holds nobody answers, a one-way
+// Send (up to 1,000 per round and pair, waiting for each Sent) to a session that never
+// answers: its p50, p90 and p99 per pair; and the process's CPU time per round trip during
+// each one's chunks (both daemons, both clients and the idle pair's timers).
+func BenchmarkVethLatencyAckHold(b *testing.B) {
+	tp := nstest.Pair(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Second)
+	defer cancel()
+	dir := tempDir(b)
+	hold := func(d config.Duration) func(*smarttd.Config) {
+		return func(c *smarttd.Config) { c.Transport.Ack.CompleteDelay = d }
+	}
+	rigs := []*rig{daemonRig(b, ctx, tp, dir, "hold0", 23610, hold(0), false),
+		daemonRig(b, ctx, tp, dir, "hold", 24610, hold(500_000), false), kernelRig(b, tp)}
+	for _, r := range rigs { // first contact and ARP out of the way
+		for range 20 {
+			r.trip()
+		}
+	}
+	held := rigs[1]
+	st0 := held.a.Node.Stats()
+	daemon.AddStats(&st0, ptr(held.d.Node.Stats()))
+	var ratios [3][]float64           // hold/hold0, hold0/kernel, hold/kernel
+	var ow [2][]float64               // one-way Send to a session that never answers, hold0 and hold
+	cpu := make([]float64, len(rigs)) // process CPU us during each rig's round trips
+	b.ResetTimer()
+	const chunk = 50
+	for range envInt("LAT_ROUNDS", 5) {
+		round := make([][]float64, len(rigs))
+		for done := 0; done < b.N; done += chunk {
+			for i, r := range rigs {
+				c0 := cpuUs()
+				for range min(chunk, b.N-done) {
+					if us, ok := r.trip(); ok {
+						round[i] = append(round[i], us)
+					}
+				}
+				cpu[i] += cpuUs() - c0
+			}
+		}
+		p := make([]float64, len(rigs))
+		for i, r := range rigs {
+			r.us = append(r.us, round[i]...)
+			p[i] = pct(round[i], 0.5)
+		}
+		for i, r := range rigs[:2] { // one-way Sends, the cost of holds nobody answers
+			for range min(b.N, 1000) {
+				ow[i] = append(ow[i], r.oneway())
+			}
+		}
+		ratios[0] = append(ratios[0], p[1]/p[0])
+		ratios[1] = append(ratios[1], p[0]/p[2])
+		ratios[2] = append(ratios[2], p[1]/p[2])
+	}
+	b.StopTimer()
+	st := held.a.Node.Stats()
+	daemon.AddStats(&st, ptr(held.d.Node.Stats()))
+	for _, r := range rigs {
+		b.ReportMetric(pct(r.us, 0.5), r.name+"_p50_us")
+		b.ReportMetric(pct(r.us, 0.99), r.name+"_p99_us")
+	}
+	for i, name := range []string{"hold/hold0", "hold0/kernel", "hold/kernel"} {
+		b.ReportMetric(pct(ratios[i], 0), name+"_p50_min")
+		b.ReportMetric(pct(ratios[i], 0.5), name+"_p50_med")
+		b.ReportMetric(pct(ratios[i], 1), name+"_p50_max")
+	}
+	for i, r := range rigs {
+		b.ReportMetric(cpu[i]/float64(max(len(r.us), 1)), r.name+"_cpu_us/trip")
+	}
+	for i, r := range rigs[:2] {
+		b.ReportMetric(pct(ow[i], 0.5), r.name+"_oneway_p50_us")
+		b.ReportMetric(pct(ow[i], 0.9), r.name+"_oneway_p90_us")
+		b.ReportMetric(pct(ow[i], 0.99), r.name+"_oneway_p99_us")
+	}
+	// Two messages per round trip; the one-way Sends' holds never ride.
+	b.ReportMetric(float64(st.AcksRode-st0.AcksRode)/float64(max(2*len(held.us), 1)), "hold_rode/rt_msg")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// cpuUs is the process's CPU time (user and system) in microseconds: both daemons and
+// both clients, and whatever else the test process runs.
+func cpuUs() float64 {
+	var r syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
+	return float64(r.Utime.Sec+r.Stime.Sec)*1e6 + float64(r.Utime.Usec+r.Stime.Usec)
 }

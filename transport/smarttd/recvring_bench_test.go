@@ -56,95 +56,10 @@ func runRTTInterleaved(b *testing.B, tp *nstest.Topo, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 	defer cancel()
 	dir := tempDir(b)
-	type rig struct {
-		name string
-		trip func() (float64, bool)
-		us   []float64
-	}
-	msg := make([]byte, 64)
 	pair := func(name string, port uint16, direct, ring bool) *rig {
-		mod := func(c *smarttd.Config) {
-			c.API.DirectWrites = direct
-			c.API.Socket = fmt.Sprintf("%s/%s-%d.sock", dir, c.Listen.Addr(), port)
-		}
-		la, lb := netip.AddrPortFrom(tp.AddrA, port), netip.AddrPortFrom(tp.AddrB, port)
-		a, d := startIn(b, tp.A, la, dir, mod), startIn(b, tp.B, lb, dir, mod)
-		b.Cleanup(func() { stopDaemon(a); stopDaemon(d) })
-		sa, sb := session(b, ctx, a, 1), session(b, ctx, d, 1)
-		if ring {
-			for _, s := range []*client.Session{sa, sb} {
-				if err := s.EnableRecvRing(ctx, 1<<20); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		go func() { // the echo
-			for {
-				m, err := sb.Recv(ctx)
-				if err != nil {
-					return
-				}
-				_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
-				m.Release()
-				if err != nil {
-					return
-				}
-			}
-		}()
-		return &rig{name: name, trip: func() (float64, bool) {
-			t0 := time.Now()
-			if _, err := sa.SendAsync(lb, 1, msg); err != nil {
-				b.Fatal(err)
-			}
-			m, err := sa.Recv(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			m.Release()
-			return float64(time.Since(t0).Nanoseconds()) / 1e3, true
-		}}
+		return daemonRig(b, ctx, tp, dir, name, port, func(c *smarttd.Config) { c.API.DirectWrites = direct }, ring)
 	}
-	kernel := func() *rig {
-		var echo, cl *net.UDPConn
-		for _, x := range []struct {
-			ns   *nstest.NS
-			addr netip.Addr
-			c    **net.UDPConn
-		}{{tp.B, tp.AddrB, &echo}, {tp.A, tp.AddrA, &cl}} {
-			if err := x.ns.Do(func() error {
-				c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(x.addr, 0)))
-				*x.c = c
-				return err
-			}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.Cleanup(func() { echo.Close(); cl.Close() })
-		go func() {
-			buf := make([]byte, 2048)
-			for {
-				k, from, err := echo.ReadFromUDPAddrPort(buf)
-				if err != nil {
-					return
-				}
-				echo.WriteToUDPAddrPort(buf[:k], from)
-			}
-		}()
-		dst := echo.LocalAddr().(*net.UDPAddr).AddrPort()
-		buf := make([]byte, 2048)
-		return &rig{name: "kernel", trip: func() (float64, bool) {
-			t0 := time.Now()
-			if _, err := cl.WriteToUDPAddrPort(msg, dst); err != nil {
-				b.Fatal(err)
-			}
-			cl.SetReadDeadline(time.Now().Add(time.Second))
-			if _, _, err := cl.ReadFromUDPAddrPort(buf); err != nil {
-				return 0, false // lost: not a sample
-			}
-			return float64(time.Since(t0).Nanoseconds()) / 1e3, true
-		}}
-	}
-	rigs := []*rig{pair("writer", 23600, false, false), pair("socket", 24600, true, false), pair("ring", 25600, true, true), kernel()}
+	rigs := []*rig{pair("writer", 23600, false, false), pair("socket", 24600, true, false), pair("ring", 25600, true, true), kernelRig(b, tp)}
 	for _, r := range rigs { // first contact and ARP out of the way
 		for range 20 {
 			r.trip()
@@ -166,4 +81,125 @@ func runRTTInterleaved(b *testing.B, tp *nstest.Topo, n int) {
 		b.ReportMetric(pct(r.us, 0.5), r.name+"_p50_us")
 		b.ReportMetric(pct(r.us, 0.99), r.name+"_p99_us")
 	}
+}
+
+// rig is one way of doing a 64-byte round trip (a daemon pair and its clients, or the
+// kernel's UDP ping-pong) and its samples in microseconds.
+type rig struct {
+	name string
+	trip func() (float64, bool)
+	us   []float64
+	a, d *smarttd.Daemon // nil for the kernel's
+	// oneway is a 64-byte Send from A's session to a session at B that never answers,
+	// until its Sent (the ACK) is back, in microseconds (daemon pairs only).
+	oneway func() float64
+}
+
+// daemonRig starts a daemon pair on port in tp's two namespaces (mod adjusts both
+// configs), a client session at each (on receive rings if ring) and an echo at B.
+func daemonRig(b *testing.B, ctx context.Context, tp *nstest.Topo, dir, name string, port uint16, mod func(*smarttd.Config), ring bool) *rig {
+	msg := make([]byte, 64)
+	m2 := func(c *smarttd.Config) {
+		if mod != nil {
+			mod(c)
+		}
+		c.API.Socket = fmt.Sprintf("%s/%s-%d.sock", dir, c.Listen.Addr(), port)
+	}
+	la, lb := netip.AddrPortFrom(tp.AddrA, port), netip.AddrPortFrom(tp.AddrB, port)
+	a, d := startIn(b, tp.A, la, dir, m2), startIn(b, tp.B, lb, dir, m2)
+	b.Cleanup(func() { stopDaemon(a); stopDaemon(d) })
+	sa, sb := session(b, ctx, a, 1), session(b, ctx, d, 1)
+	if ring {
+		for _, s := range []*client.Session{sa, sb} {
+			if err := s.EnableRecvRing(ctx, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	go func() { // the echo
+		for {
+			m, err := sb.Recv(ctx)
+			if err != nil {
+				return
+			}
+			_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
+			m.Release()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	sink := session(b, ctx, d, 2)
+	go func() {
+		for {
+			m, err := sink.Recv(ctx)
+			if err != nil {
+				return
+			}
+			m.Release()
+		}
+	}()
+	oneway := func() float64 {
+		t0 := time.Now()
+		if _, err := sa.Send(ctx, lb, 2, msg); err != nil {
+			b.Fatal(err)
+		}
+		return float64(time.Since(t0).Nanoseconds()) / 1e3
+	}
+	return &rig{name: name, a: a, d: d, oneway: oneway, trip: func() (float64, bool) {
+		t0 := time.Now()
+		if _, err := sa.SendAsync(lb, 1, msg); err != nil {
+			b.Fatal(err)
+		}
+		m, err := sa.Recv(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Release()
+		return float64(time.Since(t0).Nanoseconds()) / 1e3, true
+	}}
+}
+
+// kernelRig is the kernel's UDP ping-pong between tp's namespaces (Go sockets, blocking
+// reads).
+func kernelRig(b *testing.B, tp *nstest.Topo) *rig {
+	msg := make([]byte, 64)
+	var echo, cl *net.UDPConn
+	for _, x := range []struct {
+		ns   *nstest.NS
+		addr netip.Addr
+		c    **net.UDPConn
+	}{{tp.B, tp.AddrB, &echo}, {tp.A, tp.AddrA, &cl}} {
+		if err := x.ns.Do(func() error {
+			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(x.addr, 0)))
+			*x.c = c
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() { echo.Close(); cl.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			k, from, err := echo.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteToUDPAddrPort(buf[:k], from)
+		}
+	}()
+	dst := echo.LocalAddr().(*net.UDPAddr).AddrPort()
+	buf := make([]byte, 2048)
+	return &rig{name: "kernel", trip: func() (float64, bool) {
+		t0 := time.Now()
+		if _, err := cl.WriteToUDPAddrPort(msg, dst); err != nil {
+			b.Fatal(err)
+		}
+		cl.SetReadDeadline(time.Now().Add(time.Second))
+		if _, _, err := cl.ReadFromUDPAddrPort(buf); err != nil {
+			return 0, false // lost: not a sample
+		}
+		return float64(time.Since(t0).Nanoseconds()) / 1e3, true
+	}}
 }

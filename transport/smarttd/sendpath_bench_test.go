@@ -20,8 +20,10 @@ import (
 //     through the session's write buffer, the daemon reading payloads through its read
 //     buffer: client.SetCopySends, api.direct_reads false) and today's ("direct": frames
 //     written from the caller's slice with writev, payloads read straight into the
-//     message's buffer); the receiving client reads from the socket either way. Goodput
-//     and CPU seconds of the process (both daemons and clients) per GB.
+//     message's buffer, client.SetSendFDThreshold(0)) and the default since ("memfd": each
+//     message copied into a sealed memfd with one pwrite and passed by descriptor); the
+//     receiving client reads from the socket either way. Goodput and CPU seconds of the
+//     process (both daemons and clients) per GB.
 //   - small: SENDPATH_SMALL (default 20000) messages of 64 B and of 4 KiB, one SendAsync
 //     each through the old path ("copy") and today's ("direct"), and in SendBatch calls of
 //     64 ("batch64"), with up to 1024 messages outstanding; messages per second and CPU
@@ -36,10 +38,10 @@ func BenchmarkVethSendPath(b *testing.B) {
 	tp := nstest.Pair(b)
 	small := envInt("SENDPATH_SMALL", 20000)
 	for round := range envInt("SENDPATH_ROUNDS", 5) {
-		for _, path := range []string{"copy", "direct"} {
+		for _, path := range []string{"copy", "direct", "memfd"} {
 			b.Run(fmt.Sprintf("round=%d/bulk/path=%s", round, path), func(b *testing.B) {
 				b.ReportAllocs()
-				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", copySends: path == "copy"})
+				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", copySends: path == "copy", stream: path == "direct"})
 				b.ReportMetric(r.gbps, "daemon_Gbit/s")
 				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
 				b.ReportMetric(r.retxPct, "daemon_retx_%")

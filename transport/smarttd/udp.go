@@ -17,7 +17,7 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	dp, _ := c.ResolveDatapath()
 	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: dp,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
-		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
+		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, GROInPlace: u.GROInPlace, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
 		MaxDatagram: c.MaxDatagram(), HeaderBytes: c.MaxDatagram() - c.Transport.MTU,
 		RecvBuffer: u.RecvBuffer, SendBuffer: u.SendBuffer, BatchSize: u.BatchSize, Logger: log}
 }
@@ -119,13 +119,9 @@ func (s *udpSocket) pollTxStamps() {
 	}
 }
 
-// ReadBatch implements daemon.Socket.
-func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) { return s.read(pkts, false) }
-
-// ReadBatchInPlace implements daemon.InPlaceReader (udp.Conn.ReadBatchInPlace).
-func (s *udpSocket) ReadBatchInPlace(pkts []daemon.Packet) (int, error) { return s.read(pkts, true) }
-
-func (s *udpSocket) read(pkts []daemon.Packet, inPlace bool) (int, error) {
+// ReadBatch implements daemon.Socket: on the AF_XDP datapath the datagrams stay where
+// they arrived, in the UMEM (udp.Conn.ReadBatchInPlace), which daemon.Socket allows.
+func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
 	if len(s.rp) < len(pkts) {
 		s.rp = make([]udp.Packet, len(pkts))
 	}
@@ -133,17 +129,11 @@ func (s *udpSocket) read(pkts []daemon.Packet, inPlace bool) (int, error) {
 	for i := range pkts {
 		rp[i].Buf = pkts[i].Buf
 	}
-	var n int
-	var err error
-	if inPlace {
-		n, err = s.c.ReadBatchInPlace(rp)
-	} else {
-		n, err = s.c.ReadBatch(rp)
-	}
+	n, err := s.c.ReadBatchInPlace(rp)
 	for i := 0; i < n; i++ {
 		p, q := &pkts[i], &rp[i]
-		p.Buf = q.Buf
-		p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.N, q.Addr, q.ECN, q.DSCP, q.RxTime, q.RxKernel, q.TTL
+		p.Buf, p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.Buf, q.N, q.Addr, q.ECN, q.DSCP, q.RxTime, q.RxKernel, q.TTL
+		q.Buf = nil // the GRO buffer (GROInPlace), the UMEM or the caller's: not this adapter's to keep
 	}
 	return n, err
 }
@@ -169,10 +159,18 @@ func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
 	wp := s.wp[:len(pkts)]
 	for i := range pkts {
 		p := &pkts[i]
-		wp[i] = udp.Packet{Buf: p.Buf, N: p.N, Addr: p.Addr, EV: p.EV, ECN: p.ECN, Control: p.Control}
+		wp[i] = udp.Packet{Buf: p.Buf, N: p.N, Addr: p.Addr, EV: p.EV, ECN: p.ECN, Control: p.Control, Payload: p.Payload}
 	}
-	return s.c.WriteBatch(wp)
+	n, err := s.c.WriteBatch(wp)
+	for i := range wp {
+		wp[i].Payload = nil // keep no message buffer reachable
+	}
+	return n, err
 }
+
+// GathersPayload implements daemon.PayloadGatherer (udp.Conn.GathersPayload: the socket
+// datapath's port and flow-label carriers).
+func (s *udpSocket) GathersPayload() bool { return s.c.GathersPayload() }
 
 // Close implements daemon.Socket.
 func (s *udpSocket) Close() error {

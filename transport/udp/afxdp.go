@@ -333,10 +333,10 @@ func (c *Conn) xdpWrite(pkts []Packet) (int, error) {
 		j := 0
 		for sent+j < len(pkts) && j < len(x.tx) && pkts[sent+j].Addr == dst {
 			p := &pkts[sent+j]
-			if p.N < 0 || p.N > len(p.Buf) {
+			if p.N < 0 || p.N > len(p.Buf) || len(p.Payload) > 0 {
 				if j == 0 {
 					c.st.txErrors.Add(1)
-					return sent, fmt.Errorf("udp: WriteBatch: Packet.N %d outside 0..len(Buf) %d", p.N, len(p.Buf))
+					return sent, fmt.Errorf("udp: WriteBatch: Packet.N %d outside 0..len(Buf) %d, or a Payload (GathersPayload is false)", p.N, len(p.Buf))
 				}
 				break
 			}

@@ -407,8 +407,9 @@ func (c *Conn) sendRun(s *sock, m int) (int, error) {
 // travel in it: same destination and TOS, not larger than the segment size, and room left.
 func (c *Conn) join(mi, j int, p *Packet) bool {
 	b := &c.wb
-	if !b.msgOpen[mi] || !c.gso.Load() || p.Addr != b.msgDst[mi] || int(p.EV)%len(c.evs) != b.msgEV[mi] || p.N <= 0 || p.N > b.msgSeg[mi] || p.N > len(p.Buf) ||
-		b.msgPkts[mi] >= gsoMaxSegs || b.msgBytes[mi]+p.N > gsoMaxBytes || c.tos(p) != b.msgTOS[mi] {
+	n := p.N + len(p.Payload) // the datagram: Buf[:N], then Payload
+	if !b.msgOpen[mi] || !c.gso.Load() || p.Addr != b.msgDst[mi] || int(p.EV)%len(c.evs) != b.msgEV[mi] || n <= 0 || n > b.msgSeg[mi] || p.N < 0 || p.N > len(p.Buf) ||
+		b.msgPkts[mi] >= gsoMaxSegs || b.msgBytes[mi]+n > gsoMaxBytes || c.tos(p) != b.msgTOS[mi] {
 		return false
 	}
 	if c.caps.TxTimestamps && (c.txSeq+1)%uint64(c.cfg.TxTimestampEvery) == 0 {
@@ -417,10 +418,10 @@ func (c *Conn) join(mi, j int, p *Packet) bool {
 	if c.caps.TxTimestamps {
 		c.txSeq++
 	}
-	b.iovs[j].Base = &p.Buf[0]
-	b.iovs[j].SetLen(p.N)
+	setIov(&b.iovs[2*j], p.Buf[:p.N])
+	setIov(&b.iovs[2*j+1], p.Payload)
 	h := &b.hdrs[mi].Hdr
-	h.Iovlen++
+	h.Iovlen += 2 // the kernel cuts the message's bytes at the segment size, across iovecs
 	if b.msgPkts[mi] == 1 {
 		oob := b.oob[mi*oobSlot : (mi+1)*oobSlot]
 		off := int(h.Controllen)
@@ -428,8 +429,8 @@ func (c *Conn) join(mi, j int, p *Packet) bool {
 		h.SetControllen(off)
 	}
 	b.msgPkts[mi]++
-	b.msgBytes[mi] += p.N
-	if p.N < b.msgSeg[mi] {
+	b.msgBytes[mi] += n
+	if n < b.msgSeg[mi] {
 		b.msgOpen[mi] = false // only the last segment may be short
 	}
 	return true
@@ -450,6 +451,16 @@ func (c *Conn) tos(p *Packet) uint32 {
 
 // fillTx prepares message m of the write batch for p, packet j of the run, sent from
 // socket s. It reports whether the packet carries a TX-timestamp request.
+// setIov points v at b (nil and 0 for an empty b).
+func setIov(v *unix.Iovec, b []byte) {
+	if len(b) > 0 {
+		v.Base = &b[0]
+	} else {
+		v.Base = nil
+	}
+	v.SetLen(len(b))
+}
+
 func (c *Conn) fillTx(m, j int, p *Packet, s *sock) (bool, error) {
 	b := &c.wb
 	if p.N < 0 || p.N > len(p.Buf) {
@@ -469,19 +480,23 @@ func (c *Conn) fillTx(m, j int, p *Packet, s *sock) (bool, error) {
 	if c.label && to4 {
 		return false, fmt.Errorf("udp: WriteBatch: IPv4 destination %v cannot carry a flow label (Config.Carrier %q)", p.Addr, CarrierFlowLabel)
 	}
+	if len(p.Payload) > 0 && c.raw {
+		return false, fmt.Errorf("udp: WriteBatch: Packet.Payload on the raw carrier (GathersPayload is false)")
+	}
 	h := &b.hdrs[m]
-	iov := &b.iovs[j]
+	n := p.N + len(p.Payload)
 	if c.raw {
-		iov = &b.iovs[2*j+1]
-	}
-	if p.N > 0 {
-		iov.Base = &p.Buf[0]
+		setIov(&b.iovs[2*j+1], p.Buf[:p.N])
+		h.Hdr.Iov = &b.iovs[2*j+1]
+		h.Hdr.Iovlen = 1
 	} else {
-		iov.Base = nil
+		// Packet j takes iovecs 2j and 2j+1 (its Payload, maybe empty), so that the
+		// packets GSO joins into one message have adjacent iovecs.
+		setIov(&b.iovs[2*j], p.Buf[:p.N])
+		setIov(&b.iovs[2*j+1], p.Payload)
+		h.Hdr.Iov = &b.iovs[2*j]
+		h.Hdr.Iovlen = 2
 	}
-	iov.SetLen(p.N)
-	h.Hdr.Iov = iov
-	h.Hdr.Iovlen = 1
 	name := &b.names[m]
 	port := p.Addr.Port()
 	if c.raw {
@@ -528,9 +543,9 @@ func (c *Conn) fillTx(m, j int, p *Packet, s *sock) (bool, error) {
 	h.Hdr.SetControllen(off)
 	h.Hdr.Flags = 0
 	h.Len = 0
-	b.msgPkts[m], b.msgBytes[m], b.msgSeg[m] = 1, p.N, p.N
+	b.msgPkts[m], b.msgBytes[m], b.msgSeg[m] = 1, n, n
 	b.msgDst[m], b.msgTOS[m], b.msgEV[m] = p.Addr, tos, int(p.EV)%len(c.evs)
-	b.msgOpen[m] = !c.raw && !sampled && p.N > 0 && c.gso.Load()
+	b.msgOpen[m] = !c.raw && !sampled && n > 0 && c.gso.Load()
 	return sampled, nil
 }
 

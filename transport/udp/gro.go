@@ -11,7 +11,9 @@ import (
 // same-sized datagrams from one sender (same TOS, so CE-marked ones are never merged
 // with others) as one buffer plus the segment size, after one trip through the stack.
 // Such a buffer may exceed any caller's packet buffer, so the socket reads into its own
-// 64 KiB buffers and copies each datagram into the caller's Packets; datagrams left over
+// 64 KiB buffers and copies each datagram into the caller's Packets (or, with
+// GROInPlace, points the Packets at them: valid until the next ReadBatch, which reads into
+// the same buffers once they are all handed out); datagrams left over
 // when the caller's slice is full are handed out by the next ReadBatch without a system
 // call. Every datagram of a buffer shares its source, TOS and receive timestamp.
 
@@ -97,6 +99,18 @@ func (c *Conn) readGRO(pkts []Packet) (int, error) {
 		}
 		m := &g.meta[g.next]
 		end := min(g.off+m.seg, m.size)
+		if c.cfg.GROInPlace {
+			*p = m.addr
+			p.Buf, p.N = g.bufs[g.next][g.off:end:end], end-g.off
+			c.account(p)
+			k++
+			g.off = end
+			if g.off >= m.size {
+				g.next++
+				g.off = 0
+			}
+			continue
+		}
 		n := copy(p.Buf, g.bufs[g.next][g.off:end])
 		if n < end-g.off {
 			c.st.rxTrunc.Add(1)

@@ -89,3 +89,68 @@ func TestGROOff(t *testing.T) {
 		t.Errorf("caps %+v stats %+v", b.Caps(), st)
 	}
 }
+
+// With GROInPlace, ReadBatch points each Packet at its datagram in the socket's GRO
+// buffer (not the caller's Buf, which stays untouched): every datagram whole, in order,
+// larger than the caller's buffer too (nothing truncated), with no allocation.
+func TestGROInPlace(t *testing.T) {
+	a := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 4, DataDSCP: 12})
+	b := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1, RecvBuffer: 8 << 20, GROInPlace: true})
+	sizes := make([]int, 40)
+	for i := range sizes {
+		sizes[i] = 1000
+	}
+	sizes[39] = 300
+	out := gsoPackets(b.LocalAddr(), sizes, func(int) bool { return false })
+	if k, err := a.WriteBatch(out); k != 40 || err != nil {
+		t.Fatalf("WriteBatch: %d, %v", k, err)
+	}
+	mine := make([]byte, 16*500) // smaller than a datagram: with a copy it would truncate
+	in := make([]Packet, 16)
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got [][]byte
+	for len(got) < 40 {
+		for i := range in {
+			in[i].Buf = mine[i*500 : (i+1)*500]
+		}
+		k, err := b.ReadBatch(in)
+		if err != nil {
+			t.Fatalf("ReadBatch after %d: %v", len(got), err)
+		}
+		for _, p := range in[:k] {
+			if &p.Buf[0] == &mine[0] || p.N != len(p.Buf) {
+				t.Fatalf("packet %d: Buf is the caller's, or N %d != len %d", len(got), p.N, len(p.Buf))
+			}
+			got = append(got, append([]byte(nil), p.Buf...))
+		}
+	}
+	for i, p := range got {
+		if !bytes.Equal(p, out[i].Buf[:out[i].N]) {
+			t.Fatalf("packet %d: %d bytes, want %d (or different ones)", i, len(p), out[i].N)
+		}
+	}
+	if !bytes.Equal(mine, make([]byte, len(mine))) {
+		t.Fatal("the caller's buffers were written")
+	}
+	if st := b.Stats(); st.RxTruncated != 0 || st.RxPackets != 40 {
+		t.Fatalf("stats %+v", st)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if k, err := a.WriteBatch(out); k != 40 || err != nil {
+			t.Fatalf("WriteBatch: %d, %v", k, err)
+		}
+		for n := 0; n < 40; {
+			for i := range in {
+				in[i].Buf = mine[i*500 : (i+1)*500]
+			}
+			k, err := b.ReadBatch(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += k
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per burst, want 0", allocs)
+	}
+}

@@ -55,6 +55,10 @@ type Config struct {
 	DisableECN, DisableTimestamps, DisableBatch bool
 	DisableGSO                                  bool // no UDP GSO (UDP_SEGMENT) on send (port and flowlabel carriers)
 	DisableGRO                                  bool // no UDP GRO on receive (and no copy out of the socket's own buffers)
+	// GROInPlace: with GRO, ReadBatch points each Packet's Buf at its datagram in the
+	// socket's own buffer (valid until the next ReadBatch) instead of copying it into the
+	// caller's Buf; the caller gives its buffers anew for every call.
+	GROInPlace bool
 
 	DisableDF bool // let the kernel fragment datagrams larger than the path MTU (no IP_PMTUDISC_DO / IPV6_DONTFRAG)
 
@@ -97,7 +101,16 @@ type Packet struct {
 	RxTime   int64          // read: receive time, Unix ns (CLOCK_REALTIME): the kernel's if RxKernel, else the user clock
 	RxKernel bool           // read: RxTime is a kernel software timestamp
 	TTL      uint8          // read: IP TTL or IPv6 hop limit (0: unknown, Caps.TTL false)
+	// Payload (write, when GathersPayload) follows Buf[:N] in the same datagram: the
+	// kernel gathers both (iovecs, also inside a GSO message), so a header built in Buf
+	// can go out in front of bytes that stay where they are. Only read during the call.
+	Payload []byte
 }
+
+// GathersPayload reports whether WriteBatch takes Packet.Payload: on the socket
+// datapath's port and flow-label carriers, not on the raw carrier (whose own header
+// and IPv6 checksum are built over Buf) or AF_XDP (which copies one buffer into its umem).
+func (c *Conn) GathersPayload() bool { return !c.raw && c.xdp == nil }
 
 // Caps is what the kernel granted at Open (after probing and fallback).
 type Caps struct {

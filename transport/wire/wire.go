@@ -395,7 +395,15 @@ func (p *Packet) intLen() int {
 // Encode writes p into b and returns the number of bytes written. For DATA, Payload is
 // copied after the header and Data.PayloadLen must equal len(Payload). It fails with
 // ErrBuffer when b is too small and with a validation error for inconsistent fields.
-func (p *Packet) Encode(b []byte) (int, error) {
+func (p *Packet) Encode(b []byte) (int, error) { return p.encode(b, true) }
+
+// EncodeHeader is Encode without copying a DATA packet's payload: it writes everything
+// before it (the header and any INT block) into b, checks Payload as Encode does, and
+// returns the bytes written. On the wire Payload follows them: the caller sends both
+// (as two iovecs) and so leaves the payload where it is. Other types encode whole.
+func (p *Packet) EncodeHeader(b []byte) (int, error) { return p.encode(b, false) }
+
+func (p *Packet) encode(b []byte, withPayload bool) (int, error) {
 	if p.Type == 0 || p.Type > typeMax {
 		return 0, ErrType
 	}
@@ -403,6 +411,9 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		return 0, ErrFlags
 	}
 	n := p.EncodedLen()
+	if !withPayload && p.Type == TypeData {
+		n -= len(p.Payload)
+	}
 	if len(b) < n {
 		return 0, ErrBuffer
 	}
@@ -442,7 +453,9 @@ func (p *Packet) Encode(b []byte) (int, error) {
 		if p.Flags&FlagINT != 0 {
 			hl += p.INT.encode(b[DataHdrLen:])
 		}
-		copy(b[hl:], p.Payload)
+		if withPayload {
+			copy(b[hl:], p.Payload)
+		}
 	case TypeAck:
 		a := &p.Ack
 		if a.SackWords < MinSackWords || a.SackWords > MaxSackWords {
