@@ -60,6 +60,15 @@ type Socket interface {
 	Close() error
 }
 
+// TxBufferer is a Socket that lends send buffers of its own memory (the AF_XDP
+// datapath's UMEM), so datagrams are built where they are sent from.
+type TxBufferer interface {
+	// TxBuffers points pkts[i].Buf at up to len(pkts) of its buffers and returns how
+	// many; WriteBatch sends packets built in them without a copy. The next TxBuffers or
+	// WriteBatch takes back the ones not sent.
+	TxBuffers(pkts []Packet) int
+}
+
 // Errors of Node.
 var (
 	ErrShuttingDown = errors.New("daemon: shutting down, no new messages accepted")
@@ -169,6 +178,7 @@ type shard struct {
 	closing  bool
 	stopped  bool
 	wbuf     []Packet
+	wstore   [][]byte // wbuf's own buffers (a TxBufferer lends others)
 	gather   bool
 	deadline int64 // armed engine deadline, 0: none
 
@@ -255,8 +265,10 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 		bufLen := datagramBuf(c)
 		s.gather = o.GatherBatch
 		s.wbuf = make([]Packet, o.BatchSize)
+		s.wstore = make([][]byte, o.BatchSize)
 		for i := range s.wbuf {
-			s.wbuf[i].Buf = make([]byte, bufLen)
+			s.wstore[i] = make([]byte, bufLen)
+			s.wbuf[i].Buf = s.wstore[i]
 		}
 		s.decisions.Budget = o.DecisionBudget
 		s.timer = time.NewTimer(time.Hour)
@@ -294,13 +306,10 @@ func (s *shard) readLoop() {
 	bufLen := datagramBuf(s.ep.Config())
 	pkts := make([]Packet, s.n.opts.BatchSize)
 	store := make([]byte, bufLen*len(pkts))
-	for i := range pkts {
-		pkts[i].Buf = store[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
-	}
 	for {
 		for i := range pkts {
 			// Anew each time: a socket may have pointed Buf at its own memory (udp's GRO
-			// buffers, udp.Config.GROInPlace), valid until this ReadBatch.
+			// buffers with udp.Config.GROInPlace, the AF_XDP UMEM), valid until this ReadBatch.
 			pkts[i].Buf = store[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
 		}
 		k, err := s.sock.ReadBatch(pkts)
@@ -435,7 +444,17 @@ func (s *shard) isStopped() bool {
 // flushLocked sends every datagram the engine has, dispatches its events and re-arms the
 // timer. s.mu must be held.
 func (s *shard) flushLocked(now int64) {
+	tb, _ := s.sock.(TxBufferer)
 	for {
+		// The engine writes each datagram where it is sent from when the socket lends
+		// buffers; into our own otherwise.
+		m := 0
+		if tb != nil {
+			m = tb.TxBuffers(s.wbuf)
+		}
+		for i := m; i < len(s.wbuf); i++ {
+			s.wbuf[i].Buf = s.wstore[i]
+		}
 		k := 0
 		for k < len(s.wbuf) {
 			p := &s.wbuf[k]

@@ -17,6 +17,7 @@ import (
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/transport/udp"
+	"github.com/smartt-transport/smartt/transport/udp/blast"
 	"github.com/smartt-transport/smartt/transport/udp/xsk"
 )
 
@@ -94,6 +95,28 @@ func TestE2EAFXDP(t *testing.T) {
 	}
 }
 
+// udp.datapath auto puts a daemon with the defaults (REPS, a new EV per packet) on
+// AF_XDP on a one-queue veth with an IPv4 listen address, and one with lb ecmp on
+// sockets.
+func TestDaemonDatapathAuto(t *testing.T) {
+	tp := nstest.Pair(t)
+	skipWithoutAFXDP(t, tp.A)
+	dir := tempDir(t)
+	for _, c := range []struct {
+		lb, want string
+		port     uint16
+	}{{"reps", udp.DatapathAFXDP, 23600}, {"ecmp", udp.DatapathSockets, 23700}} {
+		d := startIn(t, tp.A, netip.AddrPortFrom(tp.AddrA, c.port), dir, func(cfg *smarttd.Config) {
+			cfg.UDP.Datapath = udp.DatapathAuto
+			cfg.Transport.LB = c.lb
+		})
+		if caps, ok := d.Socket.Caps().(udp.Caps); !ok || caps.Datapath != c.want {
+			t.Errorf("lb %s, datapath auto: socket layer caps %+v, want %s", c.lb, d.Socket.Caps(), c.want)
+		}
+		stopDaemon(d)
+	}
+}
+
 // BenchmarkVethAFXDP is the daemon pair of BenchmarkVethDaemonVsBlaster on UDP sockets and
 // on AF_XDP (udp.datapath afxdp on both daemons), with REPS (the default) and ECMP, in
 // interleaved rounds of b.N x 4096 bytes each; it reports each variant's median goodput
@@ -156,5 +179,81 @@ func BenchmarkVethAFXDP(b *testing.B) {
 		b.ReportMetric(rmed, v.name+"_retx_%")
 		b.Logf("%-13s goodput Gbit/s min/median/max %.2f %.2f %.2f   CPU s/GB %.2f %.2f %.2f   retransmitted %% median/max %.2f %.2f",
 			v.name, glo, gmed, ghi, clo, cmed, chi, rmed, rhi)
+	}
+}
+
+// BenchmarkAFXDPGoal is issue 15's goal for the AF_XDP datapath in one run: rounds (env
+// AFXDP_ROUNDS, default 5) of iperf3 (one TCP stream, 2 s) and the daemon pair with the
+// default configuration (REPS, a new EV per packet) moving b.N x 4 KiB on sockets, on
+// AF_XDP, and on AF_XDP with the clients on SendFD and a shared-memory receive ring (the
+// API's copies out of the way), back to back, the order rotating. It logs each variant's
+// goodput and CPU s per GB (both daemons and clients; min/median/max), the per-round
+// ratios to iperf3 and to the sockets variant. Use e.g. -benchtime=100000x -test.v.
+func BenchmarkAFXDPGoal(b *testing.B) {
+	tp := nstest.Pair(b)
+	skipWithoutAFXDP(b, tp.A)
+	if !hasIperf3(b) {
+		b.Skip("needs iperf3")
+	}
+	type variant struct {
+		name        string
+		dp          string
+		shm         bool // the clients on SendFD and a shared-memory receive ring
+		gbps, cpus  []float64
+		batch, acks []float64
+	}
+	vs := []*variant{{name: "sockets-reps", dp: udp.DatapathSockets}, {name: "afxdp-reps", dp: udp.DatapathAFXDP},
+		{name: "afxdp-reps-shm", dp: udp.DatapathAFXDP, shm: true}}
+	if b.N == 1 {
+		return // the framework's first call, before the -benchtime one
+	}
+	rounds := envInt("AFXDP_ROUNDS", 5)
+	var tcp, tcpCPU []float64
+	for round := range rounds {
+		res, err := blast.Iperf3Run(tp.B, tp.A, tp.AddrB, 5201, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tcp, tcpCPU = append(tcp, res.Gbps), append(tcpCPU, res.CPUPerGB())
+		for i := range vs {
+			v := vs[(i+round)%len(vs)] // rotate the order: no variant always runs first
+			r := runPair(b, tp, b.N, pairOpts{lb: "reps", memfd: v.shm, ring: v.shm, mod: func(c *smarttd.Config) { c.UDP.Datapath = v.dp }})
+			v.gbps, v.cpus = append(v.gbps, r.gbps), append(v.cpus, r.cpuPerGB)
+			v.batch, v.acks = append(v.batch, r.sendmmsgPerPkt), append(v.acks, r.acksPerPkt)
+		}
+	}
+	mmm := func(x []float64) (float64, float64, float64) {
+		s := slices.Clone(x)
+		slices.Sort(s)
+		return s[0], s[len(s)/2], s[len(s)-1]
+	}
+	ratio := func(x, y []float64) []float64 {
+		r := make([]float64, len(x))
+		for i := range x {
+			r[i] = x[i] / max(y[i], 1e-9)
+		}
+		return r
+	}
+	lo, med, hi := mmm(tcp)
+	clo, cmed, chi := mmm(tcpCPU)
+	b.Logf("%-16s goodput Gbit/s %.2f / %.2f / %.2f   CPU s/GB %.2f / %.2f / %.2f", "iperf3", lo, med, hi, clo, cmed, chi)
+	ref := vs[0]
+	for _, v := range vs {
+		lo, med, hi := mmm(v.gbps)
+		clo, cmed, chi := mmm(v.cpus)
+		glo, gmed, ghi := mmm(ratio(v.gbps, tcp))
+		rlo, rmed, rhi := mmm(ratio(v.cpus, tcpCPU))
+		b.Logf("%-16s goodput Gbit/s %.2f / %.2f / %.2f   CPU s/GB %.2f / %.2f / %.2f   vs iperf3: goodput %.2f / %.2f / %.2f, CPU per GB %.2f / %.2f / %.2f",
+			v.name, lo, med, hi, clo, cmed, chi, glo, gmed, ghi, rlo, rmed, rhi)
+		_, bmed, _ := mmm(v.batch)
+		_, amed, _ := mmm(v.acks)
+		b.Logf("%-16s sender's write batches per data packet %.3f, ACKs per data packet %.3f (medians)", v.name, bmed, amed)
+		b.ReportMetric(gmed, v.name+"/iperf3_goodput")
+		b.ReportMetric(rmed, v.name+"/iperf3_cpu")
+		if v != ref {
+			glo, gmed, ghi := mmm(ratio(v.gbps, ref.gbps))
+			rlo, rmed, rhi := mmm(ratio(v.cpus, ref.cpus))
+			b.Logf("%-16s vs %s per round: goodput %.2f / %.2f / %.2f, CPU per GB %.2f / %.2f / %.2f", v.name, ref.name, glo, gmed, ghi, rlo, rmed, rhi)
+		}
 	}
 }

@@ -69,6 +69,7 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		"shards: many\n":                             "shards = \"many\": must be in 1..256 or auto",
 		"udp:\n  shard_steering: ebpf\n":             "udp.shard_steering = \"ebpf\": must be cbpf or hash",
 		"shards: 2\nudp:\n  datapath: afxdp\n":       "shards = 2 with udp.datapath = afxdp: the AF_XDP datapath takes one shard",
+		"udp:\n  datapath: xdp\n":                    "udp.datapath = \"xdp\": must be sockets, afxdp or auto",
 		"listen: 0.0.0.0:23600\nudp:\n  mtu: 1\n":    "mtu",
 	} {
 		_, err := Load([]byte(doc))
@@ -217,6 +218,32 @@ func TestShardsKey(t *testing.T) {
 	c, _ = Load([]byte("shards: auto\n"))
 	if n := c.Shards.N(); n < 1 || n > MaxShards {
 		t.Errorf("auto: %d shards", n)
+	}
+}
+
+// udp.datapath auto is valid with any shards, and resolves to udp's auto (AF_XDP where the
+// interface fits) only for per-packet spraying on one shard; sockets, with the reason,
+// otherwise. sockets and afxdp resolve to themselves.
+func TestResolveDatapath(t *testing.T) {
+	for doc, want := range map[string]string{
+		"udp:\n  datapath: auto\n":                                  "auto",
+		"udp:\n  datapath: auto\ntransport:\n  lb: ops\n":           "auto",
+		"udp:\n  datapath: auto\ntransport:\n  lb: ecmp\n":          "sockets",
+		"udp:\n  datapath: auto\ntransport:\n  lb: plb\n":           "sockets",
+		"udp:\n  datapath: auto\ntransport:\n  reps:\n    run: 4\n": "sockets",
+		"shards: 2\nudp:\n  datapath: auto\n":                       "sockets",
+		"udp:\n  datapath: afxdp\ntransport:\n  lb: ecmp\n":         "afxdp",
+		"udp:\n  datapath: sockets\n":                               "sockets",
+		"":                                                          "sockets",
+	} {
+		c, err := Load([]byte(doc))
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		dp, why := c.ResolveDatapath()
+		if dp != want || why == "" {
+			t.Errorf("%q: datapath %q (%s), want %q", doc, dp, why, want)
+		}
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 // UDPConfigFor returns the socket layer's config for c.
 func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	u := c.UDP
-	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: u.Datapath,
+	dp, _ := c.ResolveDatapath()
+	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: dp,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
 		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, GROInPlace: u.GROInPlace, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
 		MaxDatagram: c.MaxDatagram(), HeaderBytes: c.MaxDatagram() - c.Transport.MTU,
@@ -25,6 +26,9 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 // the calling thread): one set of sockets per engine shard (cfg.Shards), sharing the
 // listen and EV ports, steered by cfg.UDP.ShardSteering.
 func OpenUDP(cfg *Config, log *slog.Logger) (*SocketLayer, error) {
+	if dp, why := cfg.ResolveDatapath(); cfg.UDP.Datapath == udp.DatapathAuto {
+		log.Info("udp.datapath auto", "socket_layer", dp, "why", why)
+	}
 	conns, err := udp.OpenShards(UDPConfigFor(cfg, log), cfg.Shards.N(), cfg.UDP.ShardSteering)
 	if err != nil {
 		return nil, err
@@ -115,7 +119,8 @@ func (s *udpSocket) pollTxStamps() {
 	}
 }
 
-// ReadBatch implements daemon.Socket.
+// ReadBatch implements daemon.Socket: on the AF_XDP datapath the datagrams stay where
+// they arrived, in the UMEM (udp.Conn.ReadBatchInPlace), which daemon.Socket allows.
 func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
 	if len(s.rp) < len(pkts) {
 		s.rp = make([]udp.Packet, len(pkts))
@@ -124,13 +129,26 @@ func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
 	for i := range pkts {
 		rp[i].Buf = pkts[i].Buf
 	}
-	n, err := s.c.ReadBatch(rp)
+	n, err := s.c.ReadBatchInPlace(rp)
 	for i := 0; i < n; i++ {
 		p, q := &pkts[i], &rp[i]
 		p.Buf, p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.Buf, q.N, q.Addr, q.ECN, q.DSCP, q.RxTime, q.RxKernel, q.TTL
-		q.Buf = nil // the GRO buffer (GROInPlace) or the caller's: not this adapter's to keep
+		q.Buf = nil // the GRO buffer (GROInPlace), the UMEM or the caller's: not this adapter's to keep
 	}
 	return n, err
+}
+
+// TxBuffers implements daemon.TxBufferer (udp.Conn.TxBuffers).
+func (s *udpSocket) TxBuffers(pkts []daemon.Packet) int {
+	if len(s.wp) < len(pkts) {
+		s.wp = make([]udp.Packet, len(pkts))
+	}
+	wp := s.wp[:len(pkts)]
+	n := s.c.TxBuffers(wp)
+	for i := range n {
+		pkts[i].Buf = wp[i].Buf
+	}
+	return n
 }
 
 // WriteBatch implements daemon.Socket.

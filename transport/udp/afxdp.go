@@ -19,6 +19,11 @@ import (
 const (
 	DatapathSockets = "sockets" // UDP sockets only (the default)
 	DatapathAFXDP   = "afxdp"   // AF_XDP socket on the listen interface's queue 0, sockets as fallback
+	// DatapathAuto is afxdp where it can carry all of the listen port's traffic (a
+	// specific IPv4 listen address on an Ethernet interface with one receive queue) and the
+	// probe succeeds, else sockets, with a log line saying why; for traffic that sprays a
+	// new EV per packet (the daemon resolves its udp.datapath auto to sockets otherwise).
+	DatapathAuto = "auto"
 )
 
 // xdpPath is the AF_XDP datapath of a Conn: an XDP program on the listen address's
@@ -42,6 +47,7 @@ type xdpPath struct {
 	tx    []xsk.TxPacket
 
 	// read side (under c.rmu)
+	batches  uint64 // read batches, for sampling the kernel's drop counters
 	rx       []xsk.RxPacket
 	pfd      [3]unix.PollFd // AF_XDP socket, listen socket, close eventfd
 	evfd     int
@@ -51,6 +57,47 @@ type xdpPath struct {
 // xdpRetry is how often a destination without a neighbour entry is looked up again
 // (its packets meanwhile leave through the sockets).
 const xdpRetry = time.Millisecond
+
+// xdpFits says why the AF_XDP datapath would not carry all of the listen port's traffic
+// (for DatapathAuto), or "" if it would: it needs a specific IPv4 listen address on an
+// interface with one receive queue (on more, what the NIC spreads to the other queues
+// reaches only the listen socket).
+func (c *Conn) xdpFits() string {
+	la := c.local.Addr()
+	if !la.Is4() && !la.Is4In6() || la.IsUnspecified() {
+		return fmt.Sprintf("listen address %v is not a specific IPv4 address", la)
+	}
+	if c.nl == nil {
+		return "no netlink socket"
+	}
+	link, err := c.xdpLink(la.Unmap())
+	if err != nil {
+		return err.Error()
+	}
+	// The queues in use (ethtool), else the queues the device was made with.
+	q, err := xsk.RxQueues(link.Attrs().Name)
+	if err != nil {
+		q = link.Attrs().NumRxQueues
+	}
+	if q > 1 {
+		return fmt.Sprintf("%s has %d receive queues; the AF_XDP socket serves queue 0 only", link.Attrs().Name, q)
+	}
+	return ""
+}
+
+// xdpLink is the interface holding the IPv4 address la.
+func (c *Conn) xdpLink(la netip.Addr) (netlink.Link, error) {
+	addrs, err := c.nl.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("listing addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == la {
+			return c.nl.LinkByIndex(a.LinkIndex)
+		}
+	}
+	return nil, fmt.Errorf("no interface has %v", la)
+}
 
 // openXDP sets up the AF_XDP datapath, or says why it cannot.
 func (c *Conn) openXDP() error {
@@ -62,23 +109,11 @@ func (c *Conn) openXDP() error {
 		return errors.New("no netlink socket")
 	}
 	la = la.Unmap()
-	addrs, err := c.nl.AddrList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		return fmt.Errorf("listing addresses: %w", err)
-	}
-	ifindex := 0
-	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == la {
-			ifindex = a.LinkIndex
-		}
-	}
-	if ifindex == 0 {
-		return fmt.Errorf("no interface has %v", la)
-	}
-	link, err := c.nl.LinkByIndex(ifindex)
+	link, err := c.xdpLink(la)
 	if err != nil {
 		return err
 	}
+	ifindex := link.Attrs().Index
 	if len(link.Attrs().HardwareAddr) != 6 {
 		return fmt.Errorf("%s is not an Ethernet interface", link.Attrs().Name)
 	}
@@ -93,8 +128,20 @@ func (c *Conn) openXDP() error {
 	}()
 	// No separate xsk.Probe: Open fails with the same explained errors, and a probe's
 	// socket would hold the queue for a while after closing.
-	cfg := xsk.Config{Ifindex: ifindex, Queue: 0}
-	if x.prog, err = xsk.Attach(ifindex, c.local.Port(), c.local.Port(), 1); err != nil {
+	cfg := xsk.Config{Ifindex: ifindex, Queue: 0, MaxDatagram: c.cfg.MaxDatagram}
+	// On a veth, packets arrive as the peer's skbs: native XDP converts each into an
+	// xdp_buff in page-pool pages behind veth's NAPI ring, generic XDP works on the skb.
+	// The daemon pair measured 1.10x the goodput at 0.92x the CPU per GB with generic
+	// (docs/datapath.md, "AF_XDP"); on a NIC native is the one to have.
+	mode := xsk.ModeAuto
+	if link.Type() == "veth" {
+		mode = xsk.ModeGeneric
+	}
+	x.prog, err = xsk.AttachMode(ifindex, c.local.Port(), c.local.Port(), 1, mode)
+	if err != nil && mode != xsk.ModeAuto {
+		x.prog, err = xsk.Attach(ifindex, c.local.Port(), c.local.Port(), 1)
+	}
+	if err != nil {
 		return err
 	}
 	if x.sock, err = xsk.Open(cfg); err != nil {
@@ -142,7 +189,16 @@ func (c *Conn) closeXDP() error {
 	defer c.rmu.Unlock()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.xdp.kernelDrops(c)
 	return c.xdp.close()
+}
+
+// kernelDrops samples the AF_XDP socket's drop counters into c's stats (c.rmu held: the
+// socket is open). The kernel counts per socket, so no one else sees them reset.
+func (x *xdpPath) kernelDrops(c *Conn) {
+	if ks, err := x.sock.KernelStats(); err == nil {
+		c.st.rxXDPDropped.Store(ks.Rx_dropped + ks.Rx_ring_full) // an empty fill ring counts in Rx_dropped
+	}
 }
 
 func (x *xdpPath) close() error {
@@ -164,7 +220,7 @@ func (x *xdpPath) close() error {
 
 // xdpRead is ReadBatch on the AF_XDP datapath (c.rmu held): frames from the AF_XDP socket
 // first; when there are none, poll it, the listen socket and the close/deadline eventfd.
-func (c *Conn) xdpRead(pkts []Packet) (int, error) {
+func (c *Conn) xdpRead(pkts []Packet, inPlace bool) (int, error) {
 	x := c.xdp
 	n := min(len(pkts), len(x.rx))
 	for {
@@ -175,7 +231,13 @@ func (c *Conn) xdpRead(pkts []Packet) (int, error) {
 			x.rx[i].Buf = pkts[i].Buf
 		}
 		before := x.rd.Stats()
-		k, err := x.rd.ReadUDP4(x.rx[:n], 0)
+		var k int
+		var err error
+		if inPlace {
+			k, err = x.rd.ReadUDP4InPlace(x.rx[:n], 0)
+		} else {
+			k, err = x.rd.ReadUDP4(x.rx[:n], 0)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -191,11 +253,15 @@ func (c *Conn) xdpRead(pkts []Packet) (int, error) {
 			now := time.Now().UnixNano() // copy mode carries no kernel receive timestamp
 			for i := range k {
 				p, q := &pkts[i], &x.rx[i]
+				p.Buf = q.Buf // in place: the payload in the UMEM
 				p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.N, q.Src, q.TOS&3, q.TOS>>2, now, false, q.TTL
 				c.account(p)
 				q.Buf = nil
 			}
 			c.st.rxBatches.Add(1)
+			if x.batches++; x.batches%256 == 0 {
+				x.kernelDrops(c)
+			}
 			return k, nil
 		}
 		timeout := -1
@@ -219,19 +285,44 @@ func (c *Conn) xdpRead(pkts []Packet) (int, error) {
 	}
 }
 
+// TxBuffers points pkts[i].Buf at send buffers of the AF_XDP datapath's own (the payload
+// space of free UMEM frames, len(Buf) at least the largest datagram) for up to len(pkts)
+// packets and returns how many; 0 on the sockets datapath. WriteBatch sends a packet
+// built in such a Buf without copying it; the next TxBuffers or WriteBatch takes back
+// the ones not sent, so the caller stops using them then.
+func (c *Conn) TxBuffers(pkts []Packet) int {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.xdp == nil || c.closed.Load() {
+		return 0
+	}
+	s := c.xdp.sock
+	s.ReturnLent()
+	for i := range pkts {
+		b, ok := s.TxBuffer()
+		if !ok {
+			return i
+		}
+		pkts[i].Buf = b
+	}
+	return len(pkts)
+}
+
 // xdpWrite is WriteBatch on the AF_XDP datapath (c.wmu held): runs of packets to one
 // destination whose next hop is known go out as frames we build; the others through the
-// sockets.
+// sockets. Buffers TxBuffers lent and not sent go back.
 func (c *Conn) xdpWrite(pkts []Packet) (int, error) {
 	if c.closed.Load() {
 		return 0, net.ErrClosed
 	}
 	x := c.xdp
+	defer x.sock.ReturnLent()
 	sent := 0
 	for sent < len(pkts) {
 		dst := pkts[sent].Addr
 		h := x.hop(c, dst.Addr())
-		if h == nil {
+		if h == nil || pkts[sent].N > x.sock.MaxDatagram() {
+			// No next hop yet, or larger than the AF_XDP socket's buffers: the sockets.
 			k, err := c.writeSockets(pkts[sent : sent+1])
 			sent += k
 			if err != nil {
@@ -249,10 +340,13 @@ func (c *Conn) xdpWrite(pkts []Packet) (int, error) {
 				}
 				break
 			}
+			if p.N > x.sock.MaxDatagram() {
+				break
+			}
 			x.tx[j] = xsk.TxPacket{Payload: p.Buf[:p.N], SrcPort: c.EVPort(p.EV), DstPort: dst.Port(), TOS: uint8(c.tos(p))}
 			j++
 		}
-		k, err := x.sock.SendUDP4(h, x.tx[:j])
+		k, err := x.sock.SendUDP4(h, x.tx[:j]) // in place where p.Buf is from TxBuffers
 		var bytes uint64
 		for i := range x.tx[:k] {
 			bytes += uint64(len(x.tx[i].Payload))

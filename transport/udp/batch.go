@@ -117,7 +117,24 @@ func (c *Conn) ReadBatch(pkts []Packet) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	if c.xdp != nil {
-		return c.xdpRead(pkts)
+		return c.xdpRead(pkts, false)
+	}
+	return c.readSockets(pkts)
+}
+
+// ReadBatchInPlace is ReadBatch that, on the AF_XDP datapath, may point pkts[i].Buf at
+// the datagram where it arrived (the AF_XDP socket's UMEM, len(Buf) == N) instead of
+// copying it into the Buf offered. Such a Buf is valid until the next ReadBatch or
+// ReadBatchInPlace (which hands its memory back to the kernel) or Close: the caller
+// offers its own storage again on every call, as for ReadBatch.
+func (c *Conn) ReadBatchInPlace(pkts []Packet) (int, error) {
+	if len(pkts) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if c.xdp != nil {
+		return c.xdpRead(pkts, true)
 	}
 	return c.readSockets(pkts)
 }

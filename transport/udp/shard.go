@@ -104,6 +104,9 @@ func OpenShards(cfg Config, n int, steering string) ([]*Conn, error) {
 	if cfg.Datapath == DatapathAFXDP {
 		return nil, errors.New("udp: OpenShards: the afxdp datapath takes one shard (Config.Datapath)")
 	}
+	if cfg.Datapath == DatapathAuto {
+		cfg.Datapath = DatapathSockets // AF_XDP serves one shard
+	}
 	cfg.ReusePort = true
 	if cfg.Listen.Port() == 0 && cfg.EVPortBase == 0 {
 		cfg.ephemeralEV = true

@@ -66,7 +66,8 @@ type Config struct {
 
 	// Datapath is "sockets" (default) or "afxdp": IPv4 packets to and from the listen
 	// port through an AF_XDP socket and XDP program on the listen address's interface
-	// (see afxdp.go), probed at Open with a fallback to sockets and a log line saying why.
+	// (see afxdp.go), probed at Open with a fallback to sockets and a log line saying why;
+	// or "auto": afxdp where it fits (DatapathAuto), else sockets.
 	Datapath string
 
 	// MaxDatagram is the largest datagram the caller sends (bytes of UDP payload): Open
@@ -144,6 +145,7 @@ type Stats struct {
 	TxGSOSegments        uint64 // packets sent inside those
 	TxTooBig             uint64 // datagrams the kernel refused as larger than the path MTU (EMSGSIZE; DF set)
 	RxMalformed          uint64 // afxdp: frames refused as malformed (lengths, IP checksum, fragments)
+	RxXDPDropped         uint64 // afxdp: packets the kernel dropped for a full RX ring or an empty fill ring, as of the last look (every 256 read batches)
 }
 
 // TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
@@ -206,7 +208,7 @@ type counters struct {
 	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp, rxDropped atomic.Uint64
 	rxDSCP                                                         [64]atomic.Uint64
 	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs  atomic.Uint64
-	txTooBig, rxMalformed                                          atomic.Uint64
+	txTooBig, rxMalformed, rxXDPDropped                            atomic.Uint64
 }
 
 type txPending struct {
@@ -268,9 +270,19 @@ func Open(cfg Config) (*Conn, error) {
 	if cfg.probing {
 		return c, nil
 	}
-	if cfg.Datapath == DatapathAFXDP {
+	switch cfg.Datapath {
+	case DatapathAFXDP:
 		if err := c.openXDP(); err != nil {
 			c.log.Warn("udp: AF_XDP datapath unavailable, using sockets", "listen", c.local.String(), "reason", err)
+		} else {
+			c.caps.Datapath, c.caps.XDPMode = DatapathAFXDP, c.xdp.prog.Mode
+		}
+	case DatapathAuto:
+		// Not asked for by name, so not a warning when it does not fit or fails.
+		if why := c.xdpFits(); why != "" {
+			c.log.Info("udp: datapath auto: using sockets", "listen", c.local.String(), "reason", why)
+		} else if err := c.openXDP(); err != nil {
+			c.log.Info("udp: datapath auto: AF_XDP unavailable, using sockets", "listen", c.local.String(), "reason", err)
 		} else {
 			c.caps.Datapath, c.caps.XDPMode = DatapathAFXDP, c.xdp.prog.Mode
 		}
@@ -310,9 +322,9 @@ func (cfg *Config) normalize() error {
 	switch cfg.Datapath {
 	case "":
 		cfg.Datapath = DatapathSockets
-	case DatapathSockets, DatapathAFXDP:
+	case DatapathSockets, DatapathAFXDP, DatapathAuto:
 	default:
-		return fmt.Errorf("udp: Config.Datapath %q: allowed values are %q, %q", cfg.Datapath, DatapathSockets, DatapathAFXDP)
+		return fmt.Errorf("udp: Config.Datapath %q: allowed values are %q, %q, %q", cfg.Datapath, DatapathSockets, DatapathAFXDP, DatapathAuto)
 	}
 	if cfg.EVS == 0 {
 		cfg.EVS = DefaultEVS
@@ -424,7 +436,7 @@ func (c *Conn) Stats() Stats {
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
 		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(),
-		TxTooBig: c.st.txTooBig.Load(), RxMalformed: c.st.rxMalformed.Load(),
+		TxTooBig: c.st.txTooBig.Load(), RxMalformed: c.st.rxMalformed.Load(), RxXDPDropped: c.st.rxXDPDropped.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()

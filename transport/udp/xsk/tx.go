@@ -9,11 +9,11 @@ type TxPacket struct {
 	TOS              uint8  // DSCP<<2 | ECN
 }
 
-// SendUDP4 builds each packet toward h in free TX frames (headers, then the payload
-// copied behind them, spilling into further frames when it does not fit in one), queues
-// them and kicks once per batch of up to 64 packets. When every frame is in flight it
-// kicks and reaps completions a bounded number of times, then returns the number of
-// packets queued so far.
+// SendUDP4 builds each packet toward h in a free TX unit (headers, then the payload
+// copied behind them; a payload built in place in a unit from TxBuffer is not copied),
+// queues its frames and kicks once per batch of up to 64 packets. When every unit is in
+// flight it kicks and reaps completions a bounded number of times, then returns the
+// number of packets queued so far. A payload over Config.MaxDatagram is ErrTooBig.
 func (s *Socket) SendUDP4(h *Hop, pkts []TxPacket) (int, error) {
 	fs := s.cfg.FrameSize
 	sent := 0
@@ -21,31 +21,41 @@ func (s *Socket) SendUDP4(h *Hop, pkts []TxPacket) (int, error) {
 		n := min(len(pkts)-sent, 64)
 		for i := range n {
 			p := &pkts[sent+i]
-			if len(p.Payload) > 65535-28 { // the IPv4 total length field
+			if len(p.Payload) > s.cfg.MaxDatagram {
 				s.Kick()
 				return sent + i, ErrTooBig
 			}
-			need := (HeaderLen + len(p.Payload) + fs - 1) / fs
-			for try := 0; len(s.free) < need; try++ {
-				if try == 1000 {
-					return sent + i, s.Kick()
-				}
-				if err := s.Kick(); err != nil {
-					return sent + i, err
-				}
-				if s.Reap() == 0 && try > 0 {
-					runtime.Gosched()
+			addr, inPlace := s.lentUnit(p.Payload)
+			if inPlace {
+				u, _ := s.unitOf(addr)
+				s.isLent[u] = false
+			} else {
+				var ok bool
+				for try := 0; ; try++ {
+					if addr, ok = s.unit(); ok {
+						break
+					}
+					if try == 1000 {
+						return sent + i, s.Kick()
+					}
+					if err := s.Kick(); err != nil {
+						return sent + i, err
+					}
+					if s.Reap() == 0 && try > 0 {
+						runtime.Gosched()
+					}
 				}
 			}
-			addr, buf, _ := s.Frame()
+			end := addr + s.unitBytes()
+			buf := s.umem[addr:end:end]
 			PutUDP4(buf, h, p.SrcPort, p.DstPort, p.TOS, len(p.Payload))
-			c := copy(buf[HeaderLen:], p.Payload)
-			s.Queue(addr, HeaderLen+c, c < len(p.Payload))
-			for c < len(p.Payload) {
-				addr, buf, _ = s.Frame()
-				k := copy(buf, p.Payload[c:])
-				c += k
-				s.Queue(addr, k, c < len(p.Payload))
+			if !inPlace {
+				copy(buf[HeaderLen:], p.Payload)
+			}
+			// One descriptor per frame the datagram spans, all in this unit.
+			total := HeaderLen + len(p.Payload)
+			for off := 0; off < total; off += fs {
+				s.Queue(addr+uint64(off), min(fs, total-off), off+fs < total)
 			}
 			s.st.TxPackets++
 		}

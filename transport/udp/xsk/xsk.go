@@ -25,6 +25,8 @@ const (
 	DefaultFrameSize = 4096 // a page: the largest chunk the kernel accepts
 	DefaultFrames    = 4096
 	DefaultRingSize  = 2048
+
+	DefaultMaxDatagram = 9000 - 28
 )
 
 // Config describes one AF_XDP socket.
@@ -39,6 +41,11 @@ type Config struct {
 	FrameSize int
 	Frames    int // UMEM frames; half feed RX (fill ring), half are TX buffers (default 4096)
 	RingSize  int // entries of each ring, a power of two (default 2048)
+
+	// MaxDatagram is the largest UDP payload SendUDP4 sends (default 8972: an MTU-9000
+	// IPv4 datagram). Each TX buffer spans the neighbouring frames a frame of that size
+	// needs, so a datagram is written (or built in place, TxBuffer) in one piece.
+	MaxDatagram int
 
 	ZeroCopy bool // bind with XDP_ZEROCOPY (driver support needed) instead of XDP_COPY
 	NoRX     bool // no RX and fill rings (a send-only socket)
@@ -67,8 +74,9 @@ func (r *ring) xdesc(i uint32) *unix.XDPDesc {
 }
 
 // Socket is an AF_XDP socket with its UMEM. It is not safe for concurrent use except
-// that the RX methods (Receive, Release, Wait) and the TX methods (Frame, Queue, Kick,
-// Reap) may run in two different goroutines.
+// that the RX methods (Receive, Release, Wait, an RxReader's reads) and the TX methods
+// (Frame, Queue, Kick, Reap, TxBuffer, ReturnLent, SendUDP4) may run in two different
+// goroutines.
 type Socket struct {
 	fd    int
 	cfg   Config
@@ -80,7 +88,15 @@ type Socket struct {
 	zc    bool
 	close atomic.Bool
 
-	free    []uint64 // TX frames not in flight
+	// TX buffers: units of txUnit neighbouring frames from txBase on, each holding one
+	// datagram. A unit is free, lent (TxBuffer) or in flight until the kernel completes
+	// every descriptor queued from it (unitOut).
+	free    []uint64 // TX units not in flight (their first frame's offset)
+	txBase  uint64
+	txUnit  int      // frames per unit
+	unitOut []uint8  // descriptors in flight per unit
+	lent    []uint64 // units lent by TxBuffer and not yet sent or given back
+	isLent  []bool   // per unit
 	txOut   uint32   // TX descriptors queued but not yet completed
 	txPub   uint32   // TX producer index published to the kernel
 	pending uint32   // TX descriptors written after txPub, not yet published
@@ -110,6 +126,12 @@ func (c *Config) normalize() error {
 	}
 	if c.RingSize == 0 {
 		c.RingSize = DefaultRingSize
+	}
+	if c.MaxDatagram == 0 {
+		c.MaxDatagram = DefaultMaxDatagram
+	}
+	if c.MaxDatagram < 0 || c.MaxDatagram > 65535-28 {
+		return fmt.Errorf("xsk: MaxDatagram %d: allowed 1..%d", c.MaxDatagram, 65535-28)
 	}
 	pow2 := func(v int) bool { return v > 0 && v&(v-1) == 0 }
 	if c.FrameSize != 2048 && c.FrameSize != 4096 {
@@ -272,10 +294,18 @@ func (s *Socket) setup() error {
 		s.fillPro++
 	}
 	atomic.StoreUint32(s.fill.prod, s.fillPro)
-	s.free = make([]uint64, 0, txFrames)
-	for i := range txFrames {
-		s.free = append(s.free, uint64((cfg.Frames-1-i)*cfg.FrameSize))
+	s.txUnit = (HeaderLen + cfg.MaxDatagram + cfg.FrameSize - 1) / cfg.FrameSize
+	units := txFrames / s.txUnit
+	if !cfg.NoTX && units == 0 {
+		return fmt.Errorf("xsk: %d TX frames of %d bytes cannot hold one %d-byte datagram", txFrames, cfg.FrameSize, cfg.MaxDatagram)
 	}
+	s.txBase = uint64((cfg.Frames - txFrames) * cfg.FrameSize)
+	s.free = make([]uint64, 0, units)
+	for i := units - 1; i >= 0; i-- {
+		s.free = append(s.free, s.unitAddr(i))
+	}
+	s.unitOut, s.isLent = make([]uint8, units), make([]bool, units)
+	s.lent = make([]uint64, 0, units)
 	if !cfg.NoTX {
 		// Copy mode sends at most this many packets per kick (default 32, Linux 6.17+ lets
 		// us raise it); a refusal only means more kicks.
@@ -315,6 +345,9 @@ func (s *Socket) FD() int { return s.fd }
 
 // FrameSize is the size of one UMEM frame (the largest frame Frame can hold).
 func (s *Socket) FrameSize() int { return s.cfg.FrameSize }
+
+// MaxDatagram is the largest UDP payload SendUDP4 takes (Config.MaxDatagram).
+func (s *Socket) MaxDatagram() int { return s.cfg.MaxDatagram }
 
 // ZeroCopy tells whether the socket is bound in zero-copy mode.
 func (s *Socket) ZeroCopy() bool { return s.zc }
@@ -360,7 +393,13 @@ func (s *Socket) Reap() int {
 	cons := *s.comp.cons // only we write it
 	n := prod - cons
 	for i := cons; i != prod; i++ {
-		s.free = append(s.free, *s.comp.addr(i))
+		u, ok := s.unitOf(*s.comp.addr(i))
+		if !ok || s.unitOut[u] == 0 {
+			continue // an address we never queued: the kernel's bug, not a frame to reuse
+		}
+		if s.unitOut[u]--; s.unitOut[u] == 0 {
+			s.free = append(s.free, s.unitAddr(u))
+		}
 	}
 	if n > 0 {
 		atomic.StoreUint32(s.comp.cons, prod)
@@ -369,23 +408,94 @@ func (s *Socket) Reap() int {
 	return int(n)
 }
 
-// Frame returns a free TX frame (FrameSize bytes) to write a packet into, reaping
-// completions if none is free; ok is false when every frame is in flight (Kick, then try
-// again).
+// Frame returns the first frame (FrameSize bytes) of a free TX unit to write a packet
+// into, reaping completions if none is free; ok is false when every unit is in flight
+// (Kick, then try again). The unit is free again once what Queue put on the ring from
+// it has completed.
 func (s *Socket) Frame() (addr uint64, buf []byte, ok bool) {
-	if len(s.free) == 0 && s.Reap() == 0 {
-		s.st.TxNoFrame++
+	addr, ok = s.unit()
+	if !ok {
 		return 0, nil, false
 	}
-	addr = s.free[len(s.free)-1]
-	s.free = s.free[:len(s.free)-1]
 	return addr, s.umem[addr : addr+uint64(s.cfg.FrameSize) : addr+uint64(s.cfg.FrameSize)], true
+}
+
+// unit takes a free TX unit, reaping completions if none is free.
+func (s *Socket) unit() (uint64, bool) {
+	if len(s.free) == 0 && s.Reap() == 0 {
+		s.st.TxNoFrame++
+		return 0, false
+	}
+	addr := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	return addr, true
+}
+
+func (s *Socket) unitBytes() uint64 { return uint64(s.txUnit * s.cfg.FrameSize) }
+
+func (s *Socket) unitAddr(u int) uint64 { return s.txBase + uint64(u)*s.unitBytes() }
+
+// unitOf returns the TX unit holding UMEM offset addr.
+func (s *Socket) unitOf(addr uint64) (int, bool) {
+	if addr < s.txBase || len(s.unitOut) == 0 {
+		return 0, false
+	}
+	u := (addr - s.txBase) / s.unitBytes()
+	return int(u), u < uint64(len(s.unitOut))
+}
+
+// TxBuffer lends the payload space of a free TX unit (after room for the headers) for a
+// datagram built in place: SendUDP4 of a TxPacket whose Payload starts there sends it
+// without a copy. ReturnLent gives back what was lent and not sent. ok is false when
+// every unit is in flight or lent.
+func (s *Socket) TxBuffer() (payload []byte, ok bool) {
+	addr, ok := s.unit()
+	if !ok {
+		return nil, false
+	}
+	u, _ := s.unitOf(addr)
+	s.isLent[u] = true
+	s.lent = append(s.lent, addr)
+	end := addr + s.unitBytes()
+	return s.umem[addr+HeaderLen : end : end], true
+}
+
+// ReturnLent gives every unit TxBuffer lent and SendUDP4 did not send back to the free
+// list; their payload slices must not be used again.
+func (s *Socket) ReturnLent() {
+	for _, a := range s.lent {
+		if u, _ := s.unitOf(a); s.isLent[u] {
+			s.isLent[u] = false
+			s.free = append(s.free, a)
+		}
+	}
+	s.lent = s.lent[:0]
+}
+
+// lentUnit returns the lent unit whose payload space b starts, if it is one.
+func (s *Socket) lentUnit(b []byte) (uint64, bool) {
+	if len(s.lent) == 0 || cap(b) == 0 {
+		return 0, false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(s.umem)))
+	if p < HeaderLen || p >= uintptr(len(s.umem)) {
+		return 0, false
+	}
+	a := uint64(p - HeaderLen)
+	u, ok := s.unitOf(a)
+	if !ok || s.unitAddr(u) != a || !s.isLent[u] {
+		return 0, false
+	}
+	return a, true
 }
 
 // Queue puts the first n bytes of the frame at addr (from Frame) on the TX ring; more
 // says the packet continues in the next frame queued (XDP_PKT_CONTD). Kick hands the
 // queued frames to the kernel.
 func (s *Socket) Queue(addr uint64, n int, more bool) {
+	if u, ok := s.unitOf(addr); ok {
+		s.unitOut[u]++
+	}
 	d := s.tx.xdesc(s.txPub + s.pending)
 	*d = unix.XDPDesc{Addr: addr, Len: uint32(n)}
 	if more {
@@ -427,6 +537,10 @@ func (s *Socket) Kick() error {
 	return nil
 }
 
+// TxUnits returns how many TX units are free (not in flight, not lent) and how many
+// there are.
+func (s *Socket) TxUnits() (free, total int) { return len(s.free), len(s.unitOut) }
+
 // InFlight is the number of TX frames handed to the kernel and not yet completed.
 func (s *Socket) InFlight() int { return int(s.txOut) + int(s.pending) }
 
@@ -435,7 +549,8 @@ func (s *Socket) InFlight() int { return int(s.txOut) + int(s.pending) }
 // Frame is one received buffer: a view into the UMEM, valid until Release.
 type Frame struct {
 	Data []byte
-	More bool // the packet continues in the next frame (multi-buffer)
+	More bool   // the packet continues in the next frame (multi-buffer)
+	addr uint64 // UMEM offset of Data
 }
 
 // Receive fills frames with up to len(frames) received buffers and returns how many; 0 if
@@ -452,7 +567,7 @@ func (s *Socket) Receive(frames []Frame) int {
 			l = 0 // a descriptor the kernel should never give: an empty frame, dropped by the parser
 			a = 0
 		}
-		frames[k] = Frame{Data: s.umem[a : a+l : a+l], More: d.Options&unix.XDP_PKT_CONTD != 0}
+		frames[k] = Frame{Data: s.umem[a : a+l : a+l], More: d.Options&unix.XDP_PKT_CONTD != 0, addr: a}
 	}
 	// Hand out whole packets only: a packet whose last frame is not yet ours (our slice
 	// ended) stays on the ring for the next call.
