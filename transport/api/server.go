@@ -70,6 +70,14 @@ type Config struct {
 	// (a client's SendBatch) to the engine for one batched socket write (default true;
 	// false, the session's reads before issue 15, for comparison).
 	DirectReads bool `yaml:"direct_reads" json:"direct_reads"`
+	// SocketBuffer is the kernel send buffer of each session's socket, bytes (0: the
+	// kernel's default, net.core.wmem_default; else 4 KiB..64 MiB). A received message
+	// crosses the socket in pieces of at most this size, each a wake-up of the client
+	// and of the session's writer, so a larger buffer costs fewer of both per byte.
+	// Set with SO_SNDBUFFORCE where the daemon may (CAP_NET_ADMIN), else SO_SNDBUF,
+	// which the kernel caps at net.core.wmem_max. Bounds the kernel memory a client that
+	// stops reading pins until api.write_timeout: max_clients times this in all.
+	SocketBuffer int64 `yaml:"socket_buffer" json:"socket_buffer"`
 	// HeaderTimeout bounds reading an HTTP request, the Upgrade included (10ms..10m).
 	HeaderTimeout config.Duration `yaml:"header_timeout" json:"header_timeout"`
 	// ReadTimeout bounds every frame of a session once its first byte arrived, and the
@@ -91,6 +99,7 @@ func DefaultConfig() Config {
 	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30,
 		MaxOutstanding: 2 << 30, MaxOutstandingTotal: 4 << 30,
 		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, MaxClients: 64, MaxRecvRing: 256 << 20, DirectWrites: true, DirectReads: true,
+		SocketBuffer:  DefaultSocketBuffer,
 		HeaderTimeout: config.Duration(10 * time.Second), ReadTimeout: config.Duration(10 * time.Second),
 		WriteTimeout: config.Duration(30 * time.Second), IdleTimeout: config.Duration(30 * time.Second)}
 }
@@ -123,6 +132,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRecvRing != 0 && (c.MaxRecvRing < minRing || c.MaxRecvRing > maxRing) {
 		bad("api.max_recv_ring = %d: must be 0 (rings off) or in %d..%d bytes", c.MaxRecvRing, minRing, maxRing)
+	}
+	if c.SocketBuffer != 0 && (c.SocketBuffer < minSocketBuffer || c.SocketBuffer > maxSocketBuffer) {
+		bad("api.socket_buffer = %d: must be 0 (the kernel's default) or in %d..%d bytes", c.SocketBuffer, minSocketBuffer, maxSocketBuffer)
 	}
 	for _, d := range []struct {
 		name     string
@@ -617,6 +629,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conn.SetDeadline(time.Time{}) // the HTTP server's; the session sets its own
+	if s.cfg.SocketBuffer > 0 {
+		SetSendBuffer(conn, int(s.cfg.SocketBuffer))
+	}
 	x := newSession(s, id, conn, brw.Reader)
 	x.lazySent = r.Header.Get(LazySentHeader) == "1"
 	if cred, ok := r.Context().Value(credKey{}).(PeerCred); ok {

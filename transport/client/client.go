@@ -191,12 +191,21 @@ func (s *Session) SetRecvWriter(w func(m *Message) io.Writer) {
 	s.mu.Unlock()
 }
 
+// SocketBuffer is the kernel send buffer a session asks for on its socket (capped by
+// net.core.wmem_max): a streamed message crosses in pieces of at most this size, each a
+// wake-up of the daemon's session reader, as the daemon's api.socket_buffer does the
+// other way.
+const SocketBuffer = 4 << 20
+
 // Open starts a messaging session.
 func (c *Client) Open(ctx context.Context) (*Session, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.socket)
 	if err != nil {
 		return nil, fmt.Errorf("smarttd at %s: %w", c.socket, err)
+	}
+	if uc, ok := conn.(*net.UnixConn); ok {
+		uc.SetWriteBuffer(SocketBuffer) // the kernel caps it at net.core.wmem_max
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)

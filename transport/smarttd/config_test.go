@@ -43,6 +43,8 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		"api:\n  max_outstanding_total: 1024\n":      "api.max_outstanding_total = 1024: must be in max_outstanding (2147483648)..",
 		"api:\n  max_recv_queue: 0\n":                "api.max_recv_queue = 0: must be in 1..",
 		"api:\n  max_recv_queue_total: 1048576\n":    "api.max_recv_queue_total = 1048576: must be in max(max_recv_queue, max_message) (1073741824)..",
+		"api:\n  socket_buffer: 4095\n":              "api.socket_buffer = 4095: must be 0 (the kernel's default) or in 4096..67108864 bytes",
+		"api:\n  socket_buffer: 67108865\n":          "api.socket_buffer = 67108865: must be 0",
 		"api:\n  read_timeout: 5ms\n":                "api.read_timeout = 5ms: must be in 10ms..10m",
 		"api:\n  header_timeout: 11m\n":              "api.header_timeout = 11m0s: must be in 10ms..10m",
 		"api:\n  write_timeout: 0s\n":                "api.write_timeout = 0s: must be in 10ms..1h",

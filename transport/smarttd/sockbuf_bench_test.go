@@ -1,0 +1,29 @@
+package smarttd_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+)
+
+// BenchmarkVethSocketBuffer compares the daemon's api.socket_buffer default (4 MiB) with
+// the kernel's default send buffer (api.socket_buffer: 0) on the veth pair of
+// BenchmarkVethDaemonVsBlaster with lb: ecmp and the clients' defaults (b.N x 4 KiB in
+// 16 MiB messages, 4 outstanding, a client on the other side reading every byte from its
+// socket), in interleaved rounds (SOCKBUF_ROUNDS, default 5) that are sub-benchmarks, so
+// take per-round ratios of goodput and the process's CPU seconds per GB.
+func BenchmarkVethSocketBuffer(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range envInt("SOCKBUF_ROUNDS", 5) {
+		for _, n := range []int64{0, 4 << 20} {
+			b.Run(fmt.Sprintf("round=%d/socket_buffer=%d", round, n), func(b *testing.B) {
+				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", mod: func(c *smarttd.Config) { c.API.SocketBuffer = n }})
+				b.ReportMetric(r.gbps, "daemon_Gbit/s")
+				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+				b.ReportMetric(r.retxPct, "daemon_retx_%")
+			})
+		}
+	}
+}
