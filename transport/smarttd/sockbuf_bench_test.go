@@ -13,11 +13,13 @@ import (
 // BenchmarkVethDaemonVsBlaster with lb: ecmp and the clients' defaults (b.N x 4 KiB in
 // 16 MiB messages, 4 outstanding, a client on the other side reading every byte from its
 // socket), in interleaved rounds (SOCKBUF_ROUNDS, default 5) that are sub-benchmarks, so
-// take per-round ratios of goodput and the process's CPU seconds per GB.
+// take per-round ratios of goodput and the process's CPU seconds per GB. SOCKBUF_KIB
+// lists other sizes (KiB, space-separated; 0 is the kernel's default).
 func BenchmarkVethSocketBuffer(b *testing.B) {
 	tp := nstest.Pair(b)
 	for round := range envInt("SOCKBUF_ROUNDS", 5) {
-		for _, n := range []int64{0, 4 << 20} {
+		for _, kib := range envInts("SOCKBUF_KIB", []int{0, 4 << 10}) {
+			n := int64(kib) << 10
 			b.Run(fmt.Sprintf("round=%d/socket_buffer=%d", round, n), func(b *testing.B) {
 				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", mod: func(c *smarttd.Config) { c.API.SocketBuffer = n }})
 				b.ReportMetric(r.gbps, "daemon_Gbit/s")
