@@ -384,10 +384,14 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	mn := daemon.NewMemNet()
 	dir := shortDir(t)
 	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.MaxRecvQueue = 1000 })
+	// The kernel's default socket buffer (api.socket_buffer: 0): the big message must not
+	// fit into the socket, so that it stays queued while the client holds its reader.
+	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.MaxRecvQueue, c.API.SocketBuffer = 1000, 0 })
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(b.Config.API.Socket), 1)
 	open := make(chan struct{})
+	var opened sync.Once
+	t.Cleanup(func() { opened.Do(func() { close(open) }) }) // a failure must not leave the reader gated
 	var mu sync.Mutex
 	var all []*bytes.Buffer
 	r.SetRecvWriter(func(*client.Message) io.Writer {
@@ -419,7 +423,7 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	if st := b.API.Stats(); st.RecvQueued != int64(len(big))+1000 || st.MsgsDelivered != 2 {
 		t.Fatalf("stats %+v", st)
 	}
-	close(open)
+	opened.Do(func() { close(open) })
 	for i, n := range []int{len(big), 1000} {
 		if m, err := r.Recv(ctx(t)); err != nil || m.Size != uint64(n) || bufs(i).Len() != n {
 			t.Fatalf("message %d: %v %v", i, m, err)

@@ -74,6 +74,7 @@ func TestClientsThatNeverReadQueueAtMostMaxRecvQueueTotal(t *testing.T) {
 	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) {
 		c.API.MaxMessage, c.API.MaxOutstanding, c.API.MaxOutstandingTotal = perSession, perSession, perSession
 		c.API.MaxRecvQueue, c.API.MaxRecvQueueTotal = perSession, total
+		c.API.SocketBuffer = 0 // the kernel's default: what the sockets take is small beside the queues
 	})
 	for ep := uint32(11); ep <= 14; ep++ {
 		idle := rawSession(t, b.Config.API.Socket, ep) // binds, never reads
@@ -324,7 +325,10 @@ func TestWriteTimeoutDisconnectsClientThatStopsReading(t *testing.T) {
 	dir := shortDir(t)
 	const wt = 300 * time.Millisecond
 	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.WriteTimeout = config.Duration(wt) })
+	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) {
+		c.API.WriteTimeout = config.Duration(wt)
+		c.API.SocketBuffer = 0 // the kernel's default, so that msg fills the socket
+	})
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	msg := make([]byte, 4<<20) // more than the socket buffers take
 	// Pauses shorter than write_timeout: served.

@@ -118,6 +118,7 @@ type Limits struct {
 	MaxRecvRing         int64           `json:"max_recv_ring"`
 	DirectWrites        bool            `json:"direct_writes"`
 	DirectReads         bool            `json:"direct_reads"`
+	SocketBuffer        int64           `json:"socket_buffer"`
 	HeaderTimeout       config.Duration `json:"header_timeout"`
 	ReadTimeout         config.Duration `json:"read_timeout"`
 	WriteTimeout        config.Duration `json:"write_timeout"`
