@@ -2,7 +2,6 @@ package smarttd_test
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"slices"
 	"syscall"
@@ -69,35 +68,8 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	sa, _ := echoPair(b, ctx, a, d, ring)
-	// The kernel's ping-pong: an echo socket in B, a client socket in A.
-	var echo, cl *net.UDPConn
-	for _, x := range []struct {
-		ns   *nstest.NS
-		addr netip.Addr
-		c    **net.UDPConn
-	}{{tp.B, tp.AddrB, &echo}, {tp.A, tp.AddrA, &cl}} {
-		if err := x.ns.Do(func() error {
-			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(x.addr, 0)))
-			*x.c = c
-			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	defer echo.Close()
-	defer cl.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			k, from, err := echo.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			echo.WriteToUDPAddrPort(buf[:k], from)
-		}
-	}()
-	dst := echo.LocalAddr().(*net.UDPAddr).AddrPort()
-	msg, buf := make([]byte, 64), make([]byte, 2048)
+	kr := kernelRig(b, tp) // the kernel's ping-pong: an echo socket in B, a client socket in A
+	msg := make([]byte, 64)
 	var l latency
 	warm := func() { // first contact and ARP out of the way
 		if _, err := sa.SendAsync(lb, 1, msg); err != nil {
@@ -108,9 +80,7 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 		} else {
 			m.Release()
 		}
-		cl.WriteToUDPAddrPort(msg, dst)
-		cl.SetReadDeadline(time.Now().Add(time.Second))
-		cl.ReadFromUDPAddrPort(buf)
+		kr.trip()
 	}
 	warm()
 	b.ResetTimer()
@@ -133,15 +103,9 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 			l.daemon = append(l.daemon, float64(time.Since(t0).Nanoseconds())/1e3)
 		}
 		for range k {
-			t0 := time.Now()
-			if _, err := cl.WriteToUDPAddrPort(msg, dst); err != nil {
-				b.Fatal(err)
+			if us, ok := kr.trip(); ok { // a lost datagram is not a sample
+				l.kernel = append(l.kernel, us)
 			}
-			cl.SetReadDeadline(time.Now().Add(time.Second))
-			if _, _, err := cl.ReadFromUDPAddrPort(buf); err != nil {
-				continue // lost: not a sample
-			}
-			l.kernel = append(l.kernel, float64(time.Since(t0).Nanoseconds())/1e3)
 		}
 	}
 	b.StopTimer()
