@@ -44,6 +44,7 @@ func BenchmarkVethZeroCopy(b *testing.B) {
 					b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
 					b.ReportMetric(r.retxPct, "daemon_retx_%")
 					b.ReportMetric(r.allocsPerMsg, "allocs/msg")
+					b.ReportMetric(r.acksPerPkt, "acks/pkt")
 				})
 			}
 		}
