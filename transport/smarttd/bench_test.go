@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/seal"
@@ -160,6 +162,39 @@ func BenchmarkVethAckPolicy(b *testing.B) {
 						a.Every, a.OnReorder, a.OnCE, a.CleanEVs = 4, false, true, true
 						c.Transport.REPS.CleanEVs = true
 					}
+				})
+				b.ReportMetric(r.gbps, "daemon_Gbit/s")
+				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.report(b)
+			})
+		}
+	}
+}
+
+// BenchmarkVethAckBytes is the daemon's REPS goodput, CPU per GB and ACKs per data packet
+// over the veth pair with the daemon's ACK policy at ack.every_bytes and ack.max_delay
+// values of ACK_VARIANTS ("BYTES/DELAY ...", default "16384/10us 65536/10us 16384/50us"),
+// interleaved within each of ACK_ROUNDS rounds (default 3).
+func BenchmarkVethAckBytes(b *testing.B) {
+	tp := nstest.Pair(b)
+	variants := strings.Fields(os.Getenv("ACK_VARIANTS"))
+	if len(variants) == 0 {
+		variants = []string{"16384/10us", "65536/10us", "16384/50us"}
+	}
+	for round := range envInt("ACK_ROUNDS", 3) {
+		for _, v := range variants {
+			var bytes int
+			var delay string
+			if _, err := fmt.Sscanf(strings.Replace(v, "/", " ", 1), "%d %s", &bytes, &delay); err != nil {
+				b.Fatalf("ACK_VARIANTS %q: %v", v, err)
+			}
+			d, err := time.ParseDuration(delay)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("round=%d/every_bytes=%d/max_delay=%s", round, bytes, delay), func(b *testing.B) {
+				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) {
+					c.Transport.Ack.EveryBytes, c.Transport.Ack.MaxDelay = bytes, config.Duration(d)
 				})
 				b.ReportMetric(r.gbps, "daemon_Gbit/s")
 				b.ReportMetric(r.retxPct, "daemon_retx_%")
