@@ -253,6 +253,7 @@ type pairOpts struct {
 	stream      bool // SendAsync streams every message (client.SetSendFDThreshold(0)), no automatic memfd
 	memfdAuto   bool // SendAsync passes every message through a session memfd (client.SetSendFDThreshold(1))
 	msgSize     int  // bytes per message (0: 16 MiB)
+	copyOut     bool // the receiver copies each message out of its ring before releasing it (receiveCopy)
 	mod         func(*smarttd.Config)
 }
 
@@ -304,7 +305,12 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 			b.Fatal(err)
 		}
 	}
-	got := receiveAll(b, ctx, rs, int64(n)*benchPayload)
+	var got <-chan error
+	if o.copyOut {
+		got = receiveCopy(b, ctx, rs, int64(n)*benchPayload)
+	} else {
+		got = receiveAll(b, ctx, rs, int64(n)*benchPayload)
+	}
 	msgSize := 16 << 20
 	if o.msgSize > 0 {
 		msgSize = o.msgSize
@@ -407,6 +413,50 @@ func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int6
 		done <- nil
 	}()
 	return done
+}
+
+// receiveCopy is receiveAll for a session on a receive ring whose messages are copied out
+// of the ring into one reused buffer before their release: what a client would do to give
+// Recv's callers buffers of their own (the socket path's semantics) over a ring.
+func receiveCopy(b *testing.B, ctx context.Context, s *client.Session, total int64) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		var own []byte
+		for n := int64(0); n < total; {
+			m, err := s.Recv(ctx)
+			if err != nil {
+				done <- fmt.Errorf("receiver: %v after %d of %d bytes", err, n, total)
+				return
+			}
+			n += int64(m.Size)
+			if cap(own) < len(m.Data) {
+				own = make([]byte, len(m.Data))
+			}
+			copy(own, m.Data)
+			m.Release()
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// BenchmarkVethRingCopyOut compares, with lb: ecmp and the clients' defaults, the
+// receiving client on its socket (today's default) with the client on a 64 MiB receive
+// ring that copies each message out before releasing it (receiveCopy), in interleaved
+// rounds (RINGCOPY_ROUNDS, default 4) that are sub-benchmarks: whether a copy-out ring as
+// the client's default would pay (issue 15).
+func BenchmarkVethRingCopyOut(b *testing.B) {
+	tp := nstest.Pair(b)
+	for round := range envInt("RINGCOPY_ROUNDS", 4) {
+		for _, ring := range []bool{false, true} {
+			b.Run(fmt.Sprintf("round=%d/ring_copyout=%v", round, ring), func(b *testing.B) {
+				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", ring: ring, copyOut: ring})
+				b.ReportMetric(r.gbps, "daemon_Gbit/s")
+				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+				b.ReportMetric(r.retxPct, "daemon_retx_%")
+			})
+		}
+	}
 }
 
 // runIperf3 returns iperf3's TCP goodput from A to B in Gbit/s (0 if iperf3 is missing).
