@@ -338,16 +338,7 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	m0, mb0 := mallocs()
 	start := time.Now()
 	window := make(chan *client.Pending, 4)
-	errc := make(chan error, 1)
-	go func() {
-		var first error
-		for p := range window {
-			if _, err := p.Wait(ctx); err != nil && first == nil {
-				first = err
-			}
-		}
-		errc <- first
-	}()
+	errc := waitAll(ctx, window)
 	for sent := int64(0); sent < total; {
 		k := min(int64(msgSize), total-sent)
 		var p *client.Pending
@@ -413,6 +404,22 @@ func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int6
 		done <- nil
 	}()
 	return done
+}
+
+// waitAll waits for every Pending sent on window, in order, until window is closed, and
+// then yields the first error (nil if every message was sent).
+func waitAll(ctx context.Context, window <-chan *client.Pending) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		var first error
+		for p := range window {
+			if _, err := p.Wait(ctx); err != nil && first == nil {
+				first = err
+			}
+		}
+		errc <- first
+	}()
+	return errc
 }
 
 // receiveCopy is receiveAll for a session on a receive ring whose messages are copied out
@@ -555,16 +562,7 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
 	start := time.Now()
 	window := make(chan *client.Pending, 4*peers)
-	errc := make(chan error, 1)
-	go func() {
-		var first error
-		for p := range window {
-			if _, err := p.Wait(ctx); err != nil && first == nil {
-				first = err
-			}
-		}
-		errc <- first
-	}()
+	errc := waitAll(ctx, window)
 	for sent, i := int64(0), 0; sent < total; i++ {
 		k := min(int64(msgSize), total-sent)
 		p, err := s.SendAsync(dsts[i%peers], 1, msg[:k])

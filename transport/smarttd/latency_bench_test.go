@@ -72,14 +72,7 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 	msg := make([]byte, 64)
 	var l latency
 	warm := func() { // first contact and ARP out of the way
-		if _, err := sa.SendAsync(lb, 1, msg); err != nil {
-			b.Fatal(err)
-		}
-		if m, err := sa.Recv(ctx); err != nil {
-			b.Fatal(err)
-		} else {
-			m.Release()
-		}
+		echoTrip(b, ctx, sa, lb, msg)
 		kr.trip()
 	}
 	warm()
@@ -91,16 +84,7 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 			k++
 		}
 		for range k {
-			t0 := time.Now()
-			if _, err := sa.SendAsync(lb, 1, msg); err != nil {
-				b.Fatal(err)
-			}
-			m, err := sa.Recv(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			m.Release()
-			l.daemon = append(l.daemon, float64(time.Since(t0).Nanoseconds())/1e3)
+			l.daemon = append(l.daemon, echoTrip(b, ctx, sa, lb, msg))
 		}
 		for range k {
 			if us, ok := kr.trip(); ok { // a lost datagram is not a sample
@@ -205,6 +189,21 @@ func cpuUs() float64 {
 	var r syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
 	return float64(r.Utime.Sec+r.Stime.Sec)*1e6 + float64(r.Utime.Usec+r.Stime.Usec)
+}
+
+// echoTrip sends msg from sa to endpoint 1 at to and waits for its echo (echoPair): the
+// round trip in microseconds.
+func echoTrip(b *testing.B, ctx context.Context, sa *client.Session, to netip.AddrPort, msg []byte) float64 {
+	t0 := time.Now()
+	if _, err := sa.SendAsync(to, 1, msg); err != nil {
+		b.Fatal(err)
+	}
+	m, err := sa.Recv(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Release()
+	return float64(time.Since(t0).Nanoseconds()) / 1e3
 }
 
 // echoPair opens endpoint 1 on daemons a and d (each with a 1 MiB receive ring if ring)

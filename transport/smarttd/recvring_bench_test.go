@@ -126,16 +126,7 @@ func daemonRig(b *testing.B, ctx context.Context, tp *nstest.Topo, dir, name str
 		return float64(time.Since(t0).Nanoseconds()) / 1e3
 	}
 	return &rig{name: name, a: a, d: d, oneway: oneway, trip: func() (float64, bool) {
-		t0 := time.Now()
-		if _, err := sa.SendAsync(lb, 1, msg); err != nil {
-			b.Fatal(err)
-		}
-		m, err := sa.Recv(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m.Release()
-		return float64(time.Since(t0).Nanoseconds()) / 1e3, true
+		return echoTrip(b, ctx, sa, lb, msg), true
 	}}
 }
 

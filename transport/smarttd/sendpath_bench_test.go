@@ -99,16 +99,7 @@ func runSmall(b *testing.B, tp *nstest.Topo, n, size int, path string) (rate, cp
 		batchMsgs[i] = client.BatchMsg{To: lb, Endpoint: 1, Data: msg}
 	}
 	window := make(chan *client.Pending, 1024)
-	errc := make(chan error, 1)
-	go func() {
-		var first error
-		for p := range window {
-			if _, err := p.Wait(ctx); err != nil && first == nil {
-				first = err
-			}
-		}
-		errc <- first
-	}()
+	errc := waitAll(ctx, window)
 	cpu0 := cpuTime()
 	m0, _ := mallocs()
 	start := time.Now()
