@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
@@ -39,12 +40,14 @@ func newHoldRig(t *testing.T, hold config.Duration) *holdRig {
 		bAddr: netip.MustParseAddrPort("10.0.0.2:23600"), buf: make([]byte, 70000)}
 }
 
-// sent is a datagram an endpoint produced, with its decoded type.
+// sent is a packet an endpoint produced, with its decoded type. The two packets of a
+// bundle (an ACK with a DATA packet behind it in one datagram) are two sents.
 type sent struct {
-	data []byte
-	typ  wire.Type
-	ev   uint16 // the Transmit's
-	ack  wire.Ack
+	data    []byte // the datagram; nil for the DATA of a bundle (it is in the ACK's)
+	typ     wire.Type
+	ev      uint16 // the Transmit's
+	ack     wire.Ack
+	bundled bool // one of a bundle's two packets
 }
 
 // poll drains e's transmit queue at now: what one flush of the daemon sends in a batch.
@@ -56,10 +59,18 @@ func (r *holdRig) poll(e *Endpoint, now int64) []sent {
 			return out
 		}
 		d := append([]byte(nil), r.buf[:t.N]...)
-		if err := r.pkt.Decode(d); err != nil {
+		d = append(d, t.Payload...)
+		lead, rest := wire.BundleSplit(d)
+		if err := r.pkt.Decode(lead); err != nil {
 			r.t.Fatal(err)
 		}
-		out = append(out, sent{data: d, typ: r.pkt.Type, ev: t.EV, ack: r.pkt.Ack})
+		out = append(out, sent{data: d, typ: r.pkt.Type, ev: t.EV, ack: r.pkt.Ack, bundled: rest != nil})
+		if rest != nil {
+			if err := r.pkt.Decode(rest); err != nil || r.pkt.Type != wire.TypeData || t.Control || t.ECN != ECT0 {
+				r.t.Fatalf("bundle behind an ACK: %v, %v (want DATA), control %v, ECN %d", err, r.pkt.Type, t.Control, t.ECN)
+			}
+			out = append(out, sent{typ: r.pkt.Type, ev: t.EV, bundled: true})
+		}
 	}
 }
 
@@ -70,7 +81,9 @@ func (r *holdRig) deliver(e *Endpoint, now int64, ds []sent) {
 		from = r.bAddr
 	}
 	for _, d := range ds {
-		e.HandlePacket(now, d.data, RxMeta{From: from})
+		if d.data != nil {
+			e.HandlePacket(now, d.data, RxMeta{From: from})
+		}
 	}
 }
 
@@ -159,9 +172,14 @@ func TestHeldAckLeavesAtDeadline(t *testing.T) {
 // TestHeldAckRidesWithAnswer: when the receiver sends data to the peer before the
 // deadline (on a connection it dialled, as the daemon answers, or on the one the request
 // came on), the held ACK goes in the same flush, first, on the data packet's EV, and the
-// sender learns of its delivery with the answer.
+// sender learns of its delivery with the answer. An answer of at most bundleMaxPayload
+// bytes carries the ACK in its own datagram (a bundle); a larger one goes behind it.
 func TestHeldAckRidesWithAnswer(t *testing.T) {
-	for _, dial := range []bool{true, false} {
+	for _, c := range []struct {
+		dial   bool
+		answer int
+	}{{true, 64}, {false, 64}, {true, bundleMaxPayload}, {true, bundleMaxPayload + 1}, {false, 4000}} {
+		dial, bundle := c.dial, c.answer <= bundleMaxPayload
 		r := newHoldRig(t, testHold)
 		id := r.request(make([]byte, 64))
 		rx := eventsOf(r.b, MessageReceived)
@@ -175,12 +193,15 @@ func TestHeldAckRidesWithAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := r.b.Send(30_000, back, make([]byte, 64)); err != nil {
+		if _, err := r.b.Send(30_000, back, make([]byte, c.answer)); err != nil {
 			t.Fatal(err)
 		}
 		ds := r.poll(r.b, 30_000)
 		if len(ds) != 2 || ds[0].typ != wire.TypeAck || ds[1].typ != wire.TypeData {
-			t.Fatalf("dial %v: answer's flush %v, want [ACK DATA]", dial, types(ds))
+			t.Fatalf("%+v: answer's flush %v, want [ACK DATA]", c, types(ds))
+		}
+		if ds[0].bundled != bundle || ds[1].bundled != bundle {
+			t.Fatalf("%+v: bundled %v, %v; want %v", c, ds[0].bundled, ds[1].bundled, bundle)
 		}
 		if ds[0].ev != ds[1].ev {
 			t.Fatalf("dial %v: ACK on EV %d, data on %d: want one EV (one socket, one system call)", dial, ds[0].ev, ds[1].ev)
@@ -189,8 +210,23 @@ func TestHeldAckRidesWithAnswer(t *testing.T) {
 			t.Fatalf("dial %v: HoldTime %d, want 20000", dial, ds[0].ack.HoldTime)
 		}
 		r.deliver(r.a, 40_000, ds)
-		if len(eventsOf(r.a, MessageSent)) != 1 {
+		var sentEv, got []Event
+		for ev, ok := r.a.PollEvent(); ok; ev, ok = r.a.PollEvent() {
+			switch ev.Kind {
+			case MessageSent:
+				sentEv = append(sentEv, ev)
+			case MessageReceived:
+				got = append(got, ev)
+			}
+		}
+		if len(sentEv) != 1 {
 			t.Fatalf("dial %v: the request's Sent did not come with the answer", dial)
+		}
+		if len(got) != 1 || len(got[0].Data) != c.answer {
+			t.Fatalf("%+v: the answer was not delivered whole: %d messages", c, len(got))
+		}
+		if want := map[bool]uint64{true: 1}[bundle]; r.b.Stats().BundlesSent != want || r.a.Stats().BundlesRecv != want {
+			t.Fatalf("%+v: BundlesSent %d BundlesRecv %d, want %d", c, r.b.Stats().BundlesSent, r.a.Stats().BundlesRecv, want)
 		}
 		if ci, _ := r.a.ConnInfo(id); ci.SRTT != 20_000 {
 			t.Fatalf("dial %v: sender's SRTT %d ns, want 20000", dial, ci.SRTT)
@@ -414,5 +450,119 @@ func TestHeldAckOnClose(t *testing.T) {
 	}
 	if ds := r.poll(r.b, 20_000); len(ds) == 0 || ds[0].typ != wire.TypeAck || ds[0].ack.HoldTime != 10_000 {
 		t.Fatalf("after Close the receiver sent %v, want the held ACK first (HoldTime 10000)", types(ds))
+	}
+}
+
+// TestBundleHostile: the DATA packet behind a bundled ACK is handled like a datagram of
+// its own, and a datagram that claims to be a bundle but carries anything else behind the
+// ACK has its ACK processed and the rest counted as malformed (wire.ErrBundle), never
+// delivered; a flagged ACK alone is an ACK; lengths that do not add up decode as one
+// malformed packet. Nothing panics.
+func TestBundleHostile(t *testing.T) {
+	// answer returns a rig whose requester (a) has a held ACK's bundle from b to take in,
+	// and that bundle.
+	answer := func() (*holdRig, []byte) {
+		r := newHoldRig(t, testHold)
+		r.request(make([]byte, 64))
+		rx := eventsOf(r.b, MessageReceived)
+		if _, err := r.b.Send(30_000, rx[0].Conn, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		ds := r.poll(r.b, 30_000)
+		if len(ds) != 2 || !ds[0].bundled {
+			t.Fatalf("no bundle: %v", types(ds))
+		}
+		return r, ds[0].data
+	}
+	_, b := answer()
+	lead, rest := wire.BundleSplit(b)
+	cat := func(parts ...[]byte) []byte {
+		var out []byte
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	sealedData := cat(rest)
+	sealedData[1] |= byte(wire.FlagSealed)
+	badWords := cat(b)
+	badWords[38] = 9
+	for _, c := range []struct {
+		name           string
+		dgram          []byte
+		sent, received int    // MessageSent and MessageReceived events at a
+		malformed      uint64 // Stats.Malformed
+		bundleErr      uint64 // of them, wire.ErrBundle
+	}{
+		{"honest", b, 1, 1, 0, 0},
+		{"ack+ack", cat(lead, lead), 1, 0, 1, 1},
+		{"ack+short", cat(lead, rest[:wire.DataHdrLen-1]), 1, 0, 1, 1},
+		{"ack+sealed data", cat(lead, sealedData), 1, 0, 1, 1},
+		{"ack+junk", cat(lead, []byte{0xff, 0xff, 0xff}), 1, 0, 1, 1},
+		{"flagged ack alone", cat(lead), 1, 0, 0, 0},
+		{"sack width out of range", badWords, 0, 0, 1, 0},
+	} {
+		r, _ := answer()
+		r.a.HandlePacket(40_000, c.dgram, RxMeta{From: r.bAddr})
+		var sentN, recvN int
+		for ev, ok := r.a.PollEvent(); ok; ev, ok = r.a.PollEvent() {
+			switch ev.Kind {
+			case MessageSent:
+				sentN++
+			case MessageReceived:
+				recvN++
+			}
+		}
+		s := r.a.Stats()
+		if sentN != c.sent || recvN != c.received || s.Malformed != c.malformed || s.MalformedByKind[wire.ErrBundle.Code] != c.bundleErr {
+			t.Errorf("%s: %d sent, %d received, %d malformed (%d bundle); want %d, %d, %d (%d)", c.name,
+				sentN, recvN, s.Malformed, s.MalformedByKind[wire.ErrBundle.Code], c.sent, c.received, c.malformed, c.bundleErr)
+		}
+	}
+}
+
+// TestNoBundleWithAuth: with authentication on, a held ACK still rides ahead of the
+// answer but in a datagram of its own (a seal covers one packet).
+func TestNoBundleWithAuth(t *testing.T) {
+	r := newHoldRig(t, testHold)
+	cfg := authConfig(seal.Auth)
+	cfg.Ack.CompleteDelay = testHold
+	var err error
+	if r.a, err = NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2))); err != nil {
+		t.Fatal(err)
+	}
+	if r.b, err = NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4))); err != nil {
+		t.Fatal(err)
+	}
+	id, err := r.a.Dial(0, r.bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.a.Send(0, id, make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	for tx, ok := r.a.PollTransmit(0, r.buf); ok; tx, ok = r.a.PollTransmit(0, r.buf) {
+		r.b.HandlePacket(10_000, r.buf[:tx.N], RxMeta{From: r.aAddr})
+	}
+	rx := eventsOf(r.b, MessageReceived)
+	if len(rx) != 1 {
+		t.Fatal("request not delivered")
+	}
+	if _, err := r.b.Send(30_000, rx[0].Conn, make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	var first []byte
+	n := 0
+	for tx, ok := r.b.PollTransmit(30_000, r.buf); ok; tx, ok = r.b.PollTransmit(30_000, r.buf) {
+		if n == 0 {
+			first = append(first, r.buf[:tx.N]...)
+		}
+		n++
+	}
+	if n != 2 || wire.Type(first[0]&0x0f) != wire.TypeAck || wire.Flags(first[1])&wire.FlagBundle != 0 {
+		t.Fatalf("with auth the answer's flush is %d datagrams, the first %#x %#x; want 2, an unbundled ACK first", n, first[0], first[1])
+	}
+	if s := r.b.Stats(); s.BundlesSent != 0 || s.AcksRode != 1 {
+		t.Fatalf("BundlesSent %d AcksRode %d, want 0 1", s.BundlesSent, s.AcksRode)
 	}
 }

@@ -598,8 +598,11 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		if !e.windowOpen(now, c, int(sp.size), true) {
 			return Transmit{}, false
 		}
-		if len(e.heldAcks) > 0 && e.rideHeld(now, c, int(sp.size), true) {
-			return Transmit{}, false
+		lead := 0
+		if len(e.heldAcks) > 0 {
+			if lead = e.rideHeld(now, c, int(sp.size), true, buf); lead < 0 {
+				return Transmit{}, false
+			}
 		}
 		if sp.cause == cc.LossTrim || sp.cause == lossGoBack {
 			sp.trims++ // a NACK answered it: the peer is alive (go-back-N too)
@@ -621,7 +624,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		default:
 			e.stats.RetxTimeout++
 		}
-		return e.sendData(now, c, psn, sp, buf, true), true
+		return e.bundled(lead, e.sendData(now, c, psn, sp, buf[lead:], true)), true
 	}
 	// A coded block's parity follows its last data packet (recovery "ec").
 	if c.ecTx != nil && c.ecTx.pending {
@@ -653,8 +656,11 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		if !e.windowOpen(now, c, size, false) {
 			return Transmit{}, false
 		}
-		if len(e.heldAcks) > 0 && e.rideHeld(now, c, size, false) {
-			return Transmit{}, false
+		lead := 0
+		if len(e.heldAcks) > 0 {
+			if lead = e.rideHeld(now, c, size, false, buf); lead < 0 {
+				return Transmit{}, false
+			}
 		}
 		if c.pkts == nil {
 			// The send window is allocated on first use: a connection that only
@@ -669,7 +675,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		m.sent += size
 		e.stats.DataSent++
 		e.stats.BytesSent += uint64(size)
-		t := e.sendData(now, c, psn, sp, buf, false)
+		t := e.bundled(lead, e.sendData(now, c, psn, sp, buf[lead:], false))
 		if c.ecTx != nil {
 			e.ecOnData(c, m, psn, int(sp.off), size)
 		}

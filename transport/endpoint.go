@@ -398,12 +398,33 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 	if b = e.openIn(now, b, &m); b == nil {
 		return // not authentic (counted in Stats.Auth), or a trimmed packet's hint
 	}
+	lead, rest := wire.BundleSplit(b)
+	e.handle(now, lead, m)
+	if rest != nil {
+		// A held ACK that rode in its answer's datagram: the DATA behind it, like a
+		// datagram of its own from the same address.
+		e.stats.BundlesRecv++
+		if !wire.BundledData(rest) {
+			e.malformed(wire.ErrBundle)
+			return
+		}
+		e.handle(now, rest, m)
+	}
+}
+
+// malformed counts a packet that failed to decode.
+func (e *Endpoint) malformed(err error) {
+	e.stats.Malformed++
+	if we, ok := err.(*wire.Error); ok && we.Code >= 0 && we.Code < wire.NumErrors {
+		e.stats.MalformedByKind[we.Code]++
+	}
+}
+
+// handle processes one packet of a received datagram (all of it unless a bundle).
+func (e *Endpoint) handle(now int64, b []byte, m RxMeta) {
 	p := &e.pkt
 	if err := p.Decode(b); err != nil {
-		e.stats.Malformed++
-		if we, ok := err.(*wire.Error); ok && we.Code >= 0 && we.Code < wire.NumErrors {
-			e.stats.MalformedByKind[we.Code]++
-		}
+		e.malformed(err)
 		return
 	}
 	if m.RxTime == 0 || m.RxTime > now {

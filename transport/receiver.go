@@ -245,18 +245,70 @@ func (e *Endpoint) holdAck(c *conn) {
 }
 
 // rideHeld is called when c is about to send a data packet of size bytes (a
-// retransmission if retx): if ACKs are held for c's peer, they go first, on the EV the
-// data packet will take (picked now), and c's packet after them; it reports whether it
-// released any (then c must yield: it is queued again behind them).
-func (e *Endpoint) rideHeld(now int64, c *conn, size int, retx bool) bool {
+// retransmission if retx) into buf: if ACKs are held for c's peer, they go first, on the
+// EV the data packet will take (picked now). One of them goes in the same datagram when
+// the packet is small enough (bundleHeld): rideHeld returns its length, and the data
+// packet goes into buf after it. Otherwise it returns 0 when none is held and -1 when it
+// released some to go as packets of their own (c must yield: it is queued again behind
+// them).
+func (e *Endpoint) rideHeld(now int64, c *conn, size int, retx bool, buf []byte) int {
 	if !c.evPicked || c.pickedRetx != retx {
 		c.pickedEV, c.pickedRetx, c.evPicked = c.nextEV(now, size, retx), retx, true
 	}
+	if n := e.bundleHeld(now, c, size, buf); n > 0 {
+		e.releaseHeld(c.peer, c.pickedEV) // any others ride behind, in the same batch
+		return n
+	}
 	if !e.releaseHeld(c.peer, c.pickedEV) {
-		return false
+		return 0
 	}
 	e.markReady(c)
-	return true
+	return -1
+}
+
+// bundleMaxPayload bounds the data packet a held ACK rides inside (a bundle): a bundle
+// leads with an ACK, so switches see a control packet they neither trim nor, by its
+// type, tell from one; bundles stay the size of an answer, not of bulk data.
+const bundleMaxPayload = 1024
+
+// bundleHeld writes the held ACK of a connection to c's peer into buf, flagged as leading
+// a bundle, when c's next data packet (of size payload bytes) can follow it in the same
+// datagram: no authentication (a seal covers one packet), the packet at most
+// bundleMaxPayload and both within one MTU. It returns the ACK's length, or 0.
+func (e *Endpoint) bundleHeld(now int64, c *conn, size int, buf []byte) int {
+	if e.auth != nil || size > bundleMaxPayload {
+		return 0
+	}
+	for _, h := range e.heldAcks {
+		if h.dead || !h.coal.Held() || h.peer != c.peer || !h.rxInit || h.peerID == 0 {
+			continue
+		}
+		if size+wire.MaxAckLen > e.cfg.MTU {
+			return 0
+		}
+		h.ackRide, h.rideEV = true, c.pickedEV
+		t, ok := e.buildAck(now, h, buf)
+		if !ok {
+			return 0
+		}
+		buf[1] |= byte(wire.FlagBundle)
+		h.lastActive, h.echoed = now, true
+		e.touch(h, now)
+		e.stats.BundlesSent++
+		e.stats.PacketsSent++ // the ACK; PollTransmit counts the datagram's data packet
+		return t.N
+	}
+	return 0
+}
+
+// bundled is the transmit of data packet t with a bundled ACK of lead bytes ahead of it
+// in the buffer (bundleHeld): one datagram that starts with the ACK, sent as data.
+func (e *Endpoint) bundled(lead int, t Transmit) Transmit {
+	if lead > 0 {
+		t.N += lead
+		t.Type = wire.TypeAck // the datagram's first packet, which test networks look at
+	}
+	return t
 }
 
 // releaseHeld lets the held ACKs of every connection to peer leave now: they are marked

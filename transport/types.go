@@ -126,6 +126,8 @@ type Stats struct {
 	AcksRecv        uint64
 	AcksHeld        uint64 // completions of one-packet messages whose ACK waited for outgoing data (ack.complete_delay)
 	AcksRode        uint64 // held ACKs that left ahead of a data packet to their peer, in its batch
+	BundlesSent     uint64 // held ACKs that rode inside their answer's datagram (wire.FlagBundle)
+	BundlesRecv     uint64 // datagrams received as an ACK with a DATA packet behind it
 	NacksSent       uint64
 	NacksRecv       uint64
 	ReturnedRecv    uint64 // trimmed headers of our own packets returned by a switch (return-to-sender), acted on as NACKs

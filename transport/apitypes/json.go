@@ -155,8 +155,10 @@ type EngineStats struct {
 	RetxTimeout     uint64   `json:"retx_timeout"` // retransmissions after a timeout
 	AcksSent        uint64   `json:"acks_sent"`
 	AcksRecv        uint64   `json:"acks_recv"`
-	AcksHeld        uint64   `json:"acks_held"` // completions whose ACK waited for outgoing data (ack.complete_delay)
-	AcksRode        uint64   `json:"acks_rode"` // held ACKs that left ahead of a data packet to their peer
+	AcksHeld        uint64   `json:"acks_held"`    // completions whose ACK waited for outgoing data (ack.complete_delay)
+	AcksRode        uint64   `json:"acks_rode"`    // held ACKs that left ahead of a data packet to their peer
+	BundlesSent     uint64   `json:"bundles_sent"` // held ACKs that rode inside their answer's datagram
+	BundlesRecv     uint64   `json:"bundles_recv"` // datagrams received as an ACK with a DATA packet behind it
 	NacksSent       uint64   `json:"nacks_sent"`
 	NacksRecv       uint64   `json:"nacks_recv"`
 	ProbesSent      uint64   `json:"probes_sent"`

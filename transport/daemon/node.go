@@ -344,18 +344,35 @@ func (s *shard) handleBatch(pkts []Packet) bool {
 			stamped++
 		}
 		if nsh > 1 {
-			if o := s.n.opts.Steer(p.Buf[:p.N], nsh); o != s.idx && o >= 0 && o < nsh {
-				s.handOff(s.n.shards[o], p)
-				continue
+			if lead, rest := wire.BundleSplit(p.Buf[:p.N]); rest != nil && wire.BundledData(rest) {
+				// An ACK with a DATA packet bundled behind it (a held ACK riding in
+				// its answer's datagram): the two may belong to different shards.
+				if o := s.n.opts.Steer(rest, nsh); o != s.n.opts.Steer(lead, nsh) {
+					q := *p
+					q.Buf, q.N = rest, len(rest)
+					s.feed(now, &q, nsh)
+					p.N = len(lead)
+				}
 			}
 		}
-		s.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP, TTL: p.TTL})
+		s.feed(now, p, nsh)
 	}
 	if s.n.opts.OnBatch != nil {
 		s.n.opts.OnBatch(len(pkts), stamped)
 	}
 	s.flushLocked(now)
 	return true
+}
+
+// feed gives datagram p to the engine, or with several shards to the shard that owns it.
+func (s *shard) feed(now int64, p *Packet, nsh int) {
+	if nsh > 1 {
+		if o := s.n.opts.Steer(p.Buf[:p.N], nsh); o != s.idx && o >= 0 && o < nsh {
+			s.handOff(s.n.shards[o], p)
+			return
+		}
+	}
+	s.ep.HandlePacket(now, p.Buf[:p.N], transport.RxMeta{From: p.Addr, RxTime: p.RxTime, ECN: p.ECN, DSCP: p.DSCP, TTL: p.TTL})
 }
 
 var handoffPool sync.Pool

@@ -411,3 +411,75 @@ func TestShardsHoldNoACKs(t *testing.T) {
 		t.Errorf("one shard holds %v, want 100us", d)
 	}
 }
+
+// TestShardsSplitBundles: peers of one shard that hold their completion ACKs answer a
+// node of two shards; each answer carries the request's ACK in its datagram (a bundle),
+// and the ACK and the answer can belong to different shards of the node. The node splits
+// them: every request completes, every answer arrives once, nothing is malformed or
+// unknown, and some bundles were split across the shards.
+func TestShardsSplitBundles(t *testing.T) {
+	mn := NewMemNet()
+	hold := func(c *transport.Config) { c.Ack.CompleteDelay = 1_000_000 }
+	answers := make(chan Received, 1024)
+	hub := startShards(t, mn, "10.0.0.1:23600", 2, wire.Shard, func(r Received) { answers <- r })
+	var peers []*Node
+	var addrs []netip.AddrPort
+	for i := range 6 {
+		addr := fmt.Sprintf("10.0.0.%d:23600", i+2)
+		reqs := make(chan Received, 256)
+		p := startSeeded(t, mn, addr, uint64(100+i), func(r Received) { reqs <- r }, hold)
+		go func() { // answer from a goroutine of its own (OnReceive must not call back)
+			for r := range reqs {
+				p.Send(r.From, r.Data, nil)
+			}
+		}()
+		t.Cleanup(func() { close(reqs) })
+		peers = append(peers, p)
+		addrs = append(addrs, netip.MustParseAddrPort(addr))
+	}
+	const rounds = 20
+	results := make(chan error, rounds*len(peers))
+	for k := range rounds {
+		for i, a := range addrs {
+			msg := []byte(fmt.Sprintf("request %d to peer %d", k, i))
+			if err := hub.Send(a, msg, func(r SendResult) { results <- r.Err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range addrs { // one round at a time: each answer finds its ACK held
+			select {
+			case r := <-answers:
+				if !strings.HasPrefix(string(r.Data), "request ") {
+					t.Fatalf("answer %q", r.Data)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: an answer is missing", k)
+			}
+		}
+	}
+	for range rounds * len(peers) {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case r := <-answers:
+		t.Fatalf("an extra answer: %q", r.Data)
+	case <-time.After(20 * time.Millisecond):
+	}
+	var bundles uint64
+	for _, p := range peers {
+		bundles += p.Stats().BundlesSent
+	}
+	st := hub.Stats()
+	var handed uint64
+	for _, s := range hub.Shards() {
+		handed += s.HandedOut
+	}
+	if bundles < rounds || st.BundlesRecv == 0 || st.Malformed != 0 || st.UnknownConn != 0 {
+		t.Fatalf("peers sent %d bundles, the hub received %d; %d malformed, %d for unknown connections", bundles, st.BundlesRecv, st.Malformed, st.UnknownConn)
+	}
+	if handed == 0 {
+		t.Fatal("no bundle was split across the hub's shards: the test did not exercise the split")
+	}
+}

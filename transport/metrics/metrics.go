@@ -161,7 +161,7 @@ var (
 	dTrimmed    = desc("smartt_trimmed_packets_total", "Trimmed data packets received.")
 	dNacks      = desc("smartt_nacks_total", "NACKs sent and received.", "dir")
 	dAcks       = desc("smartt_acks_total", "ACKs sent and received.", "dir")
-	dAcksHeld   = desc("smartt_acks_held_total", "ACKs of one-packet messages held for the receiver's answer (ack.complete_delay): held, and rode (left ahead of a data packet to the peer, in its batch).", "kind")
+	dAcksHeld   = desc("smartt_acks_held_total", "ACKs of one-packet messages held for the receiver's answer (ack.complete_delay): held, rode (left ahead of a data packet to the peer, in its batch) and bundled (rode inside the data packet's datagram).", "kind")
 	dTimeouts   = desc("smartt_timeouts_total", "Retransmission timer expiries (packets).")
 	dProbes     = desc("smartt_probes_sent_total", "Flow-control probes sent.")
 	dDup        = desc("smartt_duplicate_packets_total", "Duplicate data packets received.")
@@ -211,7 +211,7 @@ var (
 )
 
 // malformedNames label smartt_malformed_total by wire error code.
-var malformedNames = [wire.NumErrors]string{"short", "version", "type", "flags", "conn_id", "length", "sack_width", "clean_evs", "buffer", "int"}
+var malformedNames = [wire.NumErrors]string{"short", "version", "type", "flags", "conn_id", "length", "sack_width", "clean_evs", "buffer", "int", "bundle"}
 
 type collector struct{ m *Metrics }
 
@@ -256,6 +256,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dAcks, s.AcksRecv, "rx")
 		counter(ch, dAcksHeld, s.AcksHeld, "held")
 		counter(ch, dAcksHeld, s.AcksRode, "rode")
+		counter(ch, dAcksHeld, s.BundlesSent, "bundled")
 		counter(ch, dTimeouts, s.Timeouts)
 		counter(ch, dProbes, s.ProbesSent)
 		counter(ch, dDup, s.DupData)

@@ -22,7 +22,8 @@ var (
 	ErrCleanEVs  = &Error{7, "clean-EV list inconsistent with its flag or too long"}
 	ErrBuffer    = &Error{8, "buffer too small"}
 	ErrINT       = &Error{9, "INT block malformed or truncated"}
+	ErrBundle    = &Error{10, "the packet bundled behind an ACK is not a DATA packet"}
 )
 
 // NumErrors is the number of distinct error codes (for counter arrays).
-const NumErrors = 10
+const NumErrors = 11

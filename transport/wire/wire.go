@@ -58,7 +58,10 @@ const (
 	// FlagGoBack (NACK): a go-back-N NACK (recovery "gobackn"): the receiver expected
 	// Nack.PSN, dropped a later packet (sent at Nack.EchoTxTime) and asks for every PSN
 	// from Nack.PSN on. Same bit as FlagRetx, which only DATA uses.
-	FlagGoBack        = FlagRetx
+	FlagGoBack = FlagRetx
+	// FlagBundle (ACK): a DATA packet follows the ACK in the same datagram (BundleSplit):
+	// a held ACK riding in its answer's datagram. Same bit as FlagRetx.
+	FlagBundle        = FlagRetx
 	FlagLast    Flags = 1 << 1 // DATA: last packet (highest offset) of its message
 	FlagAckReq  Flags = 1 << 2 // DATA: the sender asks for an immediate ACK
 	FlagTrimmed Flags = 1 << 3 // DATA: a switch cut the payload off

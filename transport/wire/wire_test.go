@@ -487,7 +487,7 @@ func TestEncodeErrors(t *testing.T) {
 // TestErrorValues checks the error codes are distinct, in range and named.
 func TestErrorValues(t *testing.T) {
 	all := []*wire.Error{wire.ErrShort, wire.ErrVersion, wire.ErrType, wire.ErrFlags, wire.ErrConnID,
-		wire.ErrLength, wire.ErrSackWidth, wire.ErrCleanEVs, wire.ErrBuffer, wire.ErrINT}
+		wire.ErrLength, wire.ErrSackWidth, wire.ErrCleanEVs, wire.ErrBuffer, wire.ErrINT, wire.ErrBundle}
 	if len(all) != wire.NumErrors {
 		t.Fatalf("%d error values, NumErrors = %d", len(all), wire.NumErrors)
 	}
