@@ -25,7 +25,7 @@ local f = p.fields
 f.ver       = ProtoField.uint8("smartt.ver", "Version", base.DEC, nil, 0xf0)
 f.type      = ProtoField.uint8("smartt.type", "Type", base.DEC, types, 0x0f)
 f.flags     = ProtoField.uint8("smartt.flags", "Flags", base.HEX)
-f.f_retx    = ProtoField.bool("smartt.flags.retx", "Retx", 8, nil, 0x01)
+f.f_retx    = ProtoField.bool("smartt.flags.retx", "Retx (DATA) / GoBack (NACK) / Bundle (ACK)", 8, nil, 0x01)
 f.f_last    = ProtoField.bool("smartt.flags.last", "Last", 8, nil, 0x02)
 f.f_ackreq  = ProtoField.bool("smartt.flags.ackreq", "AckReq", 8, nil, 0x04)
 f.f_trimmed = ProtoField.bool("smartt.flags.trimmed", "Trimmed", 8, nil, 0x08)
@@ -204,6 +204,7 @@ local function dissect(tvb, pinfo, root)
 		if len < n then t:add_proto_expert_info(e_short); return false end
 		return true
 	end
+	local bundled = nil -- an ACK's length when a bundled DATA packet follows it
 	if typ == 1 then -- DATA
 		if need(DATA_HDR) then
 			t:add(f.psn, tvb(24, 4)); t:add(f.ackfloor, tvb(28, 4)); t:add(f.msgid, tvb(32, 4))
@@ -249,7 +250,13 @@ local function dissect(tvb, pinfo, root)
 				local n = intblock(want, true)
 				if n ~= nil then want = want + n else want = len end -- reported as ErrINT
 			end
-			if len < want then t:add_proto_expert_info(e_short) elseif len > want then t:add_proto_expert_info(e_length) end
+			if len < want then
+				t:add_proto_expert_info(e_short)
+			elseif len > want and flag(0x01) and trailer == nil then
+				bundled = want -- FlagBundle: a DATA packet follows (docs/wire.md, "Bundles")
+			elseif len > want then
+				t:add_proto_expert_info(e_length)
+			end
 			local base = tvb(28, 4):uint()
 			for w = 0, math.min(sw, 4) - 1 do
 				local o = ACK_FIXED + 8 * w
@@ -296,6 +303,11 @@ local function dissect(tvb, pinfo, root)
 			st:add(f.seal_check, tvb(o + 28, 4)); st:add(f.seal_ctr, tvb(o + 32, 4))
 			info = info .. " ctr=" .. tvb(o + 32, 4):uint()
 		end
+	end
+	if bundled ~= nil then
+		t:set_len(bundled)
+		dissect(tvb(bundled):tvb(), pinfo, root)
+		info = info .. " + " .. tostring(pinfo.cols.info)
 	end
 	pinfo.cols.info = info
 	return dlen

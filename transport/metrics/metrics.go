@@ -166,7 +166,7 @@ var (
 	dProbes     = desc("smartt_probes_sent_total", "Flow-control probes sent.")
 	dDup        = desc("smartt_duplicate_packets_total", "Duplicate data packets received.")
 	dBeyond     = desc("smartt_beyond_window_total", "Data packets dropped beyond the PSN or flow-control window.")
-	dMalformed  = desc("smartt_malformed_total", "Datagrams that failed to decode, by error.", "error")
+	dMalformed  = desc("smartt_malformed_total", "Packets that failed to decode, by error (bundle: what followed a bundled ACK was not one DATA packet).", "error")
 	dUnknown    = desc("smartt_unknown_conn_total", "Packets for connections we hold no state for.")
 	dViol       = desc("smartt_protocol_violations_total", "Well-formed packets contradicting connection state.")
 	dBadAcks    = desc("smartt_acks_dropped_total", "ACKs and NACKs dropped whole, by reason (bad: acknowledge what was never sent; stale: too old).", "reason")
