@@ -656,6 +656,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	if x.fdr != nil {
 		lazy += apitypes.SendFDHeader + ": 1\r\n" // descriptors can be passed: SendFD is taken
+		if s.cfg.MaxRecvRing > 0 {
+			lazy += apitypes.RecvRingHeader + ": " + strconv.FormatInt(s.cfg.MaxRecvRing, 10) + "\r\n"
+		}
 	}
 	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + Protocol + "\r\nConnection: Upgrade\r\n" + lazy + "\r\n"); err == nil {
 		err = brw.Flush()

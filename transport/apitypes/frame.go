@@ -53,6 +53,12 @@ const LazySentHeader = "Smartt-Lazy-Sent"
 // memfds instead of streaming them.
 const SendFDHeader = "Smartt-SendFD"
 
+// RecvRingHeader, in the daemon's 101 response, says the session takes RecvRing frames
+// and the largest ring it maps (api.max_recv_ring, decimal bytes): a client may then set
+// up a receive ring unasked (the Go client does when large messages arrive). Absent when
+// rings are off or the session cannot pass descriptors (and from daemons before it).
+const RecvRingHeader = "Smartt-Recv-Ring"
+
 // HeaderLen is the length of a frame header: type u8, flags u8, reserved u16, tag u32,
 // payload length u32, big-endian.
 const HeaderLen = 12

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,7 +126,7 @@ func (m *Message) InRing() bool { return m.ring != nil }
 // required for messages in the ring.
 func (m *Message) Release() {
 	if m.ring != nil {
-		m.sess.releaseRing(m)
+		m.sess.releaseRing(m, true)
 		m.ring, m.Data = nil, nil
 		return
 	}
@@ -160,17 +161,26 @@ type Session struct {
 	recv    chan recvItem
 	done    chan struct{}
 	sink    func(m *Message) io.Writer // SetRecvWriter
-	ring    *recvRing                  // EnableRecvRing
-	rel     []byte                     // Release payload being built (guarded by wmu)
-	// relBytes, relArmed and relTimer batch releases (ring.go; guarded by wmu).
-	relBytes int64
-	relArmed bool
-	relTimer *time.Timer
-	busyPoll atomic.Int64 // SetBusyPoll, ns
-	rx       recvState    // who reads the socket (recv.go)
-	lazySent bool         // the daemon holds Sent frames until asked (recv.go)
-	fdOK     bool         // the daemon takes SendFD frames on this session (autoFD)
-	fds      fdPool       // send memfds (memfd.go)
+	ring    *recvRing                  // EnableRecvRing, or the automatic ring (autoring.go)
+	auto    autoRing                   // the automatic receive ring (autoring.go)
+	ringMax int64                      // the daemon's api.max_recv_ring (RecvRingHeader); 0: no automatic ring
+	// Ring releases being batched (ring.go): rel (the Release payload being built),
+	// relBytes, relArmed, relClosed and relTimer are guarded by relMu, which is never held
+	// across a write; relOut (the batch being written) by wmu.
+	relMu     sync.Mutex
+	rel       []byte
+	relOut    []byte
+	relBytes  int64
+	relArmed  bool
+	relClosed bool
+	relTimer  *time.Timer
+	relPend   atomic.Int64 // relBytes, for the reader's check before it blocks (lead)
+	relEarly  atomic.Int64 // pending bytes the reader writes before it blocks: a sixteenth of the ring
+	busyPoll  atomic.Int64 // SetBusyPoll, ns
+	rx        recvState    // who reads the socket (recv.go)
+	lazySent  bool         // the daemon holds Sent frames until asked (recv.go)
+	fdOK      bool         // the daemon takes SendFD frames on this session (autoFD)
+	fds       fdPool       // send memfds (memfd.go)
 }
 
 // SetBusyPoll makes Recv spin for up to d (at most 1 ms; 0, the default, turns it off)
@@ -237,6 +247,11 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 	_, unix := conn.(*net.UnixConn)
 	s.fdOK = unix && resp.Header.Get(apitypes.SendFDHeader) == "1"
 	s.snd.fdThreshold.Store(DefaultSendFDThreshold)
+	if s.fdOK { // rings need descriptors passed, as SendFD does
+		s.ringMax, _ = strconv.ParseInt(resp.Header.Get(apitypes.RecvRingHeader), 10, 64)
+		s.ringMax = min(max(s.ringMax, 0), maxRing)
+	}
+	s.auto.threshold.Store(DefaultAutoRecvRing)
 	s.fds.busy, s.fds.refused = map[uint32]*sendMemfd{}, map[uint32]*sendMemfd{}
 	s.initRecv()
 	return s, nil
@@ -247,11 +262,12 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 func (s *Session) Close() error {
 	err := s.conn.Close()
 	s.closeRecv()
-	s.wmu.Lock()
+	s.relMu.Lock()
+	s.relClosed = true
 	if s.relTimer != nil {
 		s.relTimer.Stop()
 	}
-	s.wmu.Unlock()
+	s.relMu.Unlock()
 	s.closeRing()
 	s.fds.closeAll()
 	return err

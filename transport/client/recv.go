@@ -264,9 +264,16 @@ func (s *Session) lead(ctx context.Context, g goal) (it recvItem, ok bool, err e
 		defer context.AfterFunc(ctx, x.interrupt)()
 	}
 	for {
-		if g.spin != 0 && s.br.Buffered() == 0 {
-			s.spinRead(g.spin)
-			g.spin = 0
+		if s.br.Buffered() == 0 {
+			// About to wait for the daemon, which may wait for ring space: give back
+			// what is released once it is worth a write (the timer does the rest).
+			if p := s.relPend.Load(); p > 0 && p >= s.relEarly.Load() {
+				s.flushReleases(false)
+			}
+			if g.spin != 0 {
+				s.spinRead(g.spin)
+				g.spin = 0
+			}
 		}
 		m, have, err := s.step()
 		if err != nil {
@@ -484,6 +491,7 @@ func (s *Session) handle(h apitypes.Header, payload []byte) (it recvItem, have b
 		}
 		m := &Message{From: rh.From, FromEndpoint: rh.FromEndpoint, Endpoint: rh.Endpoint, Size: rh.Size}
 		s.rx.received.Store(true)
+		s.maybeAutoRing(rh.Size)
 		s.mu.Lock()
 		sink := s.sink
 		s.mu.Unlock()
@@ -526,11 +534,15 @@ func (s *Session) handle(h apitypes.Header, payload []byte) (it recvItem, have b
 		sink := s.sink
 		s.mu.Unlock()
 		it := recvItem{msg: m}
-		if sink != nil { // stream it out of the ring, then give the space back
+		switch {
+		case sink != nil: // stream it out of the ring, then give the space back
 			if _, err := sink(m).Write(m.Data); err != nil {
 				it.err = fmt.Errorf("writing received message: %w", err)
 			}
-			m.Release()
+			s.releaseRing(m, false)
+			m.ring, m.Data = nil, nil
+		case m.ring.copyOut:
+			s.copyOut(m)
 		}
 		return it, true, nil
 	case apitypes.FrameBound, apitypes.FrameSent, apitypes.FrameFailed, apitypes.FrameRingOK:
@@ -557,6 +569,10 @@ func (x *sinkWriter) Write(p []byte) (int, error) {
 }
 
 func (s *Session) deliver(tag uint32, r reply) {
+	if tag != 0 && tag == s.auto.tag.Load() {
+		s.autoReply(r) // the automatic ring's request: nobody waits for it
+		return
+	}
 	s.fds.done(tag, r) // before the waiter learns of it: its memfd is idle now
 	s.mu.Lock()
 	ch := s.waiters[tag]

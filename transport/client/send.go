@@ -150,12 +150,16 @@ func (s *Session) writeBuiltLocked() error {
 // releasesLocked puts the pending ring releases in front of what is built (they share its
 // write). s.wmu is held.
 func (s *Session) releasesLocked() error {
-	if len(s.rel) == 0 {
-		return nil
+	b := s.takeReleasesLocked()
+	defer s.doneReleasesLocked(b)
+	for p := b; len(p) > 0; { // frameLocked copies the tags into the header scratch
+		k := min(len(p), 4*apitypes.MaxReleaseTags)
+		if err := s.frameLocked(apitypes.Header{Type: apitypes.FrameRelease, Len: uint32(k)}, nil, p[:k], nil); err != nil {
+			return err
+		}
+		p = p[k:]
 	}
-	err := s.frameLocked(apitypes.Header{Type: apitypes.FrameRelease, Len: uint32(len(s.rel))}, nil, s.rel, nil)
-	s.rel, s.relBytes = s.rel[:0], 0
-	return err
+	return nil
 }
 
 // messageLocked adds a message's Send frame and its Data frames (payloads from data as it

@@ -213,6 +213,7 @@ type daemonRun struct {
 	acksPerPkt          float64 // ACKs the sender received per data packet it sent
 	allocsPerMsg        float64 // heap allocations of the process (both daemons and clients) per message (runPair)
 	allocBytesPerMsg    float64 // and their bytes
+	ringPct             float64 // messages the receiving daemon handed over in a receive ring, % (runPair)
 }
 
 func (r daemonRun) report(b *testing.B) {
@@ -245,15 +246,18 @@ func runDaemon(b *testing.B, tp *nstest.Topo, n int, balancer string, memfd bool
 }
 
 // pairOpts are the variants of runPair: the load balancer, SendFD at the sender (memfd),
-// a shared-memory receive ring at the receiver (ring), and a change to both configs.
+// a shared-memory receive ring at the receiver (ring: EnableRecvRing, messages read in
+// place), and a change to both configs. Without ring or socket the receiving client has
+// its defaults: the automatic copy-out ring (client.DefaultAutoRecvRing).
 type pairOpts struct {
 	lb          string
 	memfd, ring bool
+	socket      bool // the receiver stays on its socket (client.SetAutoRecvRing(0)): the path before the automatic ring
 	copySends   bool // the send path before issue 15: client.SetCopySends and api.direct_reads false
 	stream      bool // SendAsync streams every message (client.SetSendFDThreshold(0)), no automatic memfd
 	memfdAuto   bool // SendAsync passes every message through a session memfd (client.SetSendFDThreshold(1))
 	msgSize     int  // bytes per message (0: 16 MiB)
-	copyOut     bool // the receiver copies each message out of its ring before releasing it (receiveCopy)
+	copyOut     bool // with ring: the receiver copies each message out of its ring before releasing it (receiveCopy)
 	mod         func(*smarttd.Config)
 }
 
@@ -300,6 +304,9 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 		s.SetSendFDThreshold(1)
 	}
 	rs := session(b, ctx, rd, 1)
+	if o.socket {
+		rs.SetAutoRecvRing(0)
+	}
 	if o.ring {
 		if err := rs.EnableRecvRing(ctx, benchRing); err != nil {
 			b.Fatal(err)
@@ -334,7 +341,7 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 			fds[k] = m
 		}
 	}
-	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
+	before, ubefore, cpu0, api0 := a.Node.Stats(), udpStats(a), cpuTime(), rd.API.Stats()
 	m0, mb0 := mallocs()
 	start := time.Now()
 	window := make(chan *client.Pending, 4)
@@ -365,7 +372,7 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	cpu := cpuTime() - cpu0
 	m1, mb1 := mallocs()
 	msgs := float64((total + int64(msgSize) - 1) / int64(msgSize))
-	st, ust := a.Node.Stats(), udpStats(a)
+	st, ust, api1 := a.Node.Stats(), udpStats(a), rd.API.Stats()
 	pkts := float64(st.DataSent - before.DataSent)
 	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
 	return daemonRun{
@@ -376,6 +383,7 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 		acksPerPkt:       float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
 		allocsPerMsg:     float64(m1-m0) / msgs,
 		allocBytesPerMsg: float64(mb1-mb0) / msgs,
+		ringPct:          100 * float64(api1.RingMsgs-api0.RingMsgs) / msgs,
 	}
 }
 
@@ -448,19 +456,38 @@ func receiveCopy(b *testing.B, ctx context.Context, s *client.Session, total int
 }
 
 // BenchmarkVethRingCopyOut compares, with lb: ecmp and the clients' defaults, the
-// receiving client on its socket (today's default) with the client on a 64 MiB receive
-// ring that copies each message out before releasing it (receiveCopy), in interleaved
-// rounds (RINGCOPY_ROUNDS, default 4) that are sub-benchmarks: whether a copy-out ring as
-// the client's default would pay (issue 15).
+// receiving client on its socket (opted out: SetAutoRecvRing(0), the default before the
+// automatic ring) with its default, the automatic ring that copies each message out
+// before releasing it (a 64 MiB ring for the 16 MiB messages, set up when the first one
+// arrives), in interleaved rounds (RINGCOPY_ROUNDS, default 4) that are sub-benchmarks.
+// RINGCOPY_VARIANTS lists others: "manual" is the measurement that led to the automatic
+// ring (EnableRecvRing of 64 MiB, each message copied out by the application into one
+// reused buffer, receiveCopy). ring_msgs_% is the share of messages that came through a
+// ring.
 func BenchmarkVethRingCopyOut(b *testing.B) {
 	tp := nstest.Pair(b)
+	variants := strings.Fields(os.Getenv("RINGCOPY_VARIANTS"))
+	if len(variants) == 0 {
+		variants = []string{"socket", "auto"}
+	}
 	for round := range envInt("RINGCOPY_ROUNDS", 4) {
-		for _, ring := range []bool{false, true} {
-			b.Run(fmt.Sprintf("round=%d/ring_copyout=%v", round, ring), func(b *testing.B) {
-				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", ring: ring, copyOut: ring})
+		for _, v := range variants {
+			o := pairOpts{lb: "ecmp"}
+			switch v {
+			case "socket":
+				o.socket = true
+			case "auto":
+			case "manual":
+				o.ring, o.copyOut = true, true
+			default:
+				b.Fatalf("RINGCOPY_VARIANTS: unknown %q (socket, auto, manual)", v)
+			}
+			b.Run(fmt.Sprintf("round=%d/recv=%s", round, v), func(b *testing.B) {
+				r := runPair(b, tp, b.N, o)
 				b.ReportMetric(r.gbps, "daemon_Gbit/s")
 				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
 				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				b.ReportMetric(r.ringPct, "ring_msgs_%")
 			})
 		}
 	}
