@@ -188,3 +188,46 @@ func TestAutoRecvRingLimits(t *testing.T) {
 		t.Fatalf("ring messages %d on a daemon without rings", st.RingMsgs)
 	}
 }
+
+// Once a session has set its automatic ring up, its small messages still come over the
+// socket (the RecvRing request's smallest message, client.AutoRingMin): only messages of
+// at least that size go through the ring; all arrive whole and in order.
+func TestAutoRecvRingSmallOverSocket(t *testing.T) {
+	mn := daemon.NewMemNet()
+	dir := shortDir(t)
+	a := startDaemon(t, mn, addrA, dir, nil)
+	b := startDaemon(t, mn, addrB, dir, nil)
+	s := openBound(t, client.New(a.Config.API.Socket), 1)
+	r := openBound(t, client.New(b.Config.API.Socket), 2)
+	sizes := []int{client.DefaultAutoRecvRing} // sets the ring up (it comes over the socket)
+	done, _ := recvAll(t, r, sizes, 0)
+	sendAll(t, s, addrB, 2, sizes)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for { // the daemon's RingOK reaches the client when it next reads
+		if size, _ := r.AutoRecvRing(); size > 0 || time.Now().After(deadline) {
+			break
+		}
+		sendAll(t, s, addrB, 2, []int{1})
+		if m, err := r.Recv(ctx(t)); err != nil {
+			t.Fatal(err)
+		} else {
+			m.Release()
+		}
+	}
+	if size, err := r.AutoRecvRing(); size == 0 {
+		t.Fatalf("no automatic ring: %v", err)
+	}
+	before := b.API.Stats().RingMsgs
+	sizes = []int{client.AutoRingMin - 1, 100, client.AutoRingMin, 1, client.AutoRingMin + 1, 17}
+	done, _ = recvAll(t, r, sizes, 0)
+	sendAll(t, s, addrB, 2, sizes)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := b.API.Stats().RingMsgs - before; got != 2 {
+		t.Fatalf("%d messages went through the ring, want 2 (those of at least %d bytes)", got, client.AutoRingMin)
+	}
+}

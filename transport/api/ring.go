@@ -209,9 +209,10 @@ func mapRing(fd int, size uint64, limit int64) ([]byte, error) {
 }
 
 // handleRecvRing sets up the session's receive ring from the memfd fd (always closed
-// here: the mapping keeps the pages). A refusal gets Error 12 with the request's tag; the
-// session goes on with the socket path.
-func (x *session) handleRecvRing(tag uint32, size uint64, fd int) {
+// here: the mapping keeps the pages); messages smaller than least keep coming over the
+// socket. A refusal gets Error 12 with the request's tag; the session goes on with the
+// socket path.
+func (x *session) handleRecvRing(tag uint32, size, least uint64, fd int) {
 	s := x.srv
 	mem, err := mapRing(fd, size, s.cfg.MaxRecvRing)
 	unix.Close(fd)
@@ -224,6 +225,7 @@ func (x *session) handleRecvRing(tag uint32, size uint64, fd int) {
 			err = fmt.Errorf("the session already has a receive ring of %d bytes", x.ring.size)
 		default:
 			x.ring = newRecvRing(mem)
+			x.ringMin = int64(min(least, size)) // a minimum past the ring is the ring's size
 			s.ringSessions.Add(1)
 			// Queued in the same critical section: every RecvAt comes after it.
 			x.queue = append(x.queue, outFrame{typ: FrameRingOK, tag: tag, payload: apitypes.AppendSize(nil, size)})

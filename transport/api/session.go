@@ -112,6 +112,7 @@ type session struct {
 	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
 	fdMaps       fdMaps    // the client's memfds mapped for their next messages (memfd.go)
 	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
+	ringMin      int64     // smaller messages come over the socket though there is a ring (RecvRing's second field)
 	ringProgress int64     // unix ns of the last release that freed ring space
 	writerGone   bool      // the writer exited
 	scratch      []byte    // the writer's scratch for frame headers and payloads
@@ -262,7 +263,7 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 		return recvTotal
 	}
 	typ := uint8(FrameRecv)
-	if x.ring != nil {
+	if x.ring != nil && n >= x.ringMin {
 		if n <= x.ring.size {
 			typ = FrameRecvAt
 		} else {
@@ -803,7 +804,7 @@ func (x *session) serve() error {
 			}
 			x.handleSendFD(h.Tag, sh, err, fd)
 		case FrameRecvRing:
-			size, err := apitypes.ParseSize(p)
+			size, least, err := apitypes.ParseRecvRing(p)
 			if err != nil {
 				return errProtocol{err}
 			}
@@ -814,7 +815,7 @@ func (x *session) serve() error {
 			if ferr != nil {
 				return errProtocol{ferr}
 			}
-			x.handleRecvRing(h.Tag, size, fd)
+			x.handleRecvRing(h.Tag, size, least, fd)
 		case FrameRelease:
 			if err := x.handleRelease(p); err != nil {
 				return err

@@ -23,8 +23,10 @@ const (
 	FrameSend   = 0x02 // payload: SendHeader; then Data frames with the same tag
 	FrameData   = 0x03 // payload: the next bytes of the message named by tag
 	FrameSendFD = 0x04 // payload: SendHeader; the message is in a sealed memfd passed with this frame (SCM_RIGHTS)
-	// FrameRecvRing asks for the shared-memory receive ring: payload ring size u64; the
-	// memfd (sealed against shrinking and growing) is passed with this frame (SCM_RIGHTS).
+	// FrameRecvRing asks for the shared-memory receive ring: payload ring size u64 and,
+	// to a daemon that says RecvRingHeader, optionally the smallest message for the ring
+	// u64 (smaller ones come over the socket); the memfd (sealed against shrinking and
+	// growing) is passed with this frame (SCM_RIGHTS).
 	FrameRecvRing = 0x05
 	// FrameRelease gives ring messages back: payload 1..MaxReleaseTags tags u32 of
 	// RecvAt frames; tag 0.
@@ -55,8 +57,9 @@ const SendFDHeader = "Smartt-SendFD"
 
 // RecvRingHeader, in the daemon's 101 response, says the session takes RecvRing frames
 // and the largest ring it maps (api.max_recv_ring, decimal bytes): a client may then set
-// up a receive ring unasked (the Go client does when large messages arrive). Absent when
-// rings are off or the session cannot pass descriptors (and from daemons before it).
+// up a receive ring unasked (the Go client does when large messages arrive), and that it
+// takes a RecvRing payload with the smallest message for the ring. Absent when rings are
+// off or the session cannot pass descriptors (and from daemons before it).
 const RecvRingHeader = "Smartt-Recv-Ring"
 
 // HeaderLen is the length of a frame header: type u8, flags u8, reserved u16, tag u32,
@@ -173,7 +176,30 @@ func ParseRecvAt(b []byte) (RecvAt, error) {
 // AppendSize encodes the payload of a RecvRing or RingOK frame.
 func AppendSize(b []byte, size uint64) []byte { return binary.BigEndian.AppendUint64(b, size) }
 
-// ParseSize decodes the payload of a RecvRing or RingOK frame.
+// AppendRecvRing appends a RecvRing payload: the ring's size and, when min > 0, the
+// smallest message the daemon is to put in the ring (smaller ones come over the socket).
+// Send a min only to a daemon that said RecvRingHeader: older daemons take 8 bytes.
+func AppendRecvRing(b []byte, size, min uint64) []byte {
+	b = AppendSize(b, size)
+	if min > 0 {
+		b = AppendSize(b, min)
+	}
+	return b
+}
+
+// ParseRecvRing decodes a RecvRing payload: the ring's size, and the smallest message
+// for the ring (0 when the payload has only the size).
+func ParseRecvRing(b []byte) (size, min uint64, err error) {
+	switch len(b) {
+	case 8:
+		return binary.BigEndian.Uint64(b), 0, nil
+	case 16:
+		return binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:]), nil
+	}
+	return 0, 0, fmt.Errorf("%w: RecvRing payload of %d bytes, want 8 (size) or 16 (size, smallest message)", ErrPayload, len(b))
+}
+
+// ParseSize decodes the payload of a RingOK frame.
 func ParseSize(b []byte) (uint64, error) {
 	if len(b) != 8 {
 		return 0, fmt.Errorf("%w: size of %d bytes, want 8", ErrPayload, len(b))

@@ -1,6 +1,7 @@
 package apitypes
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -18,5 +19,25 @@ func TestSentInfoDurations(t *testing.T) {
 	}
 	if _, err := ParseSentInfo(b[:31]); err == nil {
 		t.Fatal("a short Sent payload decoded")
+	}
+}
+
+// TestRecvRingPayload: a RecvRing payload is the size alone (8 bytes, what daemons
+// before RecvRingHeader take) or the size and the smallest message for the ring (16);
+// any other length is refused.
+func TestRecvRingPayload(t *testing.T) {
+	if b := AppendRecvRing(nil, 1<<20, 0); len(b) != 8 {
+		t.Fatalf("without a minimum: %d bytes, want 8", len(b))
+	}
+	for _, c := range []struct{ size, min uint64 }{{1 << 20, 0}, {64 << 20, 64 << 10}, {4096, 1}} {
+		size, least, err := ParseRecvRing(AppendRecvRing(nil, c.size, c.min))
+		if err != nil || size != c.size || least != c.min {
+			t.Errorf("%+v: parsed %d, %d, %v", c, size, least, err)
+		}
+	}
+	for _, n := range []int{0, 4, 12, 24} {
+		if _, _, err := ParseRecvRing(make([]byte, n)); !errors.Is(err, ErrPayload) {
+			t.Errorf("%d-byte payload: %v, want ErrPayload", n, err)
+		}
 	}
 }

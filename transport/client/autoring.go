@@ -33,6 +33,13 @@ import (
 // messages) stay small beside what the application receives.
 const DefaultAutoRecvRing = 1 << 20
 
+// AutoRingMin is the smallest message the daemon puts in an automatic ring; smaller ones
+// still come over the socket (RecvRing's second field). They cross a 4 MiB socket
+// buffer in one write either way, and the ring would add its copy, its Release frames and
+// a few microseconds to a request and reply exchange (docs/datapath.md): a session that
+// once received a large message keeps the socket's round trip for its small ones.
+const AutoRingMin = 64 << 10
+
 // MaxAutoRecvRing is the largest ring a session sets up by itself (its pages are
 // allocated for the session's lifetime). A message larger than half of it (or of the
 // daemon's api.max_recv_ring) sets none up: the ring would hold too few of them to pay.
@@ -124,7 +131,7 @@ func (s *Session) setUpAutoRing(size int64) {
 	}
 	tag := s.nextTag()
 	s.auto.tag.Store(tag)
-	if err := s.writeRecvRing(tag, size, fd); err != nil {
+	if err := s.writeRecvRing(tag, size, AutoRingMin, fd); err != nil {
 		s.autoGiveUp(r, s.brokenErr(err))
 	}
 }

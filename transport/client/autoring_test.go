@@ -102,8 +102,9 @@ func (d *ringFake) frameWithin(dl time.Duration) (h apitypes.Header, p []byte, o
 func (d *ringFake) takeRing(wantSize int64) (tag uint32, mem []byte) {
 	d.t.Helper()
 	h, p := d.frame()
-	if h.Type != apitypes.FrameRecvRing || len(p) != 8 || int64(binary.BigEndian.Uint64(p)) != wantSize {
-		d.t.Fatalf("got frame %+v payload %x, want a RecvRing of %d bytes", h, p, wantSize)
+	size, least, err := apitypes.ParseRecvRing(p)
+	if h.Type != apitypes.FrameRecvRing || err != nil || int64(size) != wantSize || least != AutoRingMin {
+		d.t.Fatalf("got frame %+v payload %x, want a RecvRing of %d bytes, smallest message %d", h, p, wantSize, AutoRingMin)
 	}
 	d.fc.mu.Lock()
 	fds := d.fc.fds

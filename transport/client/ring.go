@@ -83,7 +83,7 @@ func (s *Session) EnableRecvRing(ctx context.Context, size int64) error {
 		s.dropRing(r)
 		return err
 	}
-	if err := s.writeRecvRing(tag, size, fd); err != nil {
+	if err := s.writeRecvRing(tag, size, 0, fd); err != nil {
 		s.unregister(tag)
 		s.dropRing(r)
 		return s.brokenErr(err)
@@ -159,9 +159,10 @@ func (s *Session) dropRing(r *recvRing) {
 }
 
 // writeRecvRing writes the RecvRing frame of tag with the ring's descriptor, behind
-// whatever is pending (releases, buffered frames).
-func (s *Session) writeRecvRing(tag uint32, size int64, fd int) error {
-	payload := apitypes.AppendSize(nil, uint64(size))
+// whatever is pending (releases, buffered frames); least > 0 asks the daemon to send
+// messages smaller than it over the socket (only to a daemon that said RecvRingHeader).
+func (s *Session) writeRecvRing(tag uint32, size, least int64, fd int) error {
+	payload := apitypes.AppendRecvRing(nil, uint64(size), uint64(least))
 	frame := append(apitypes.AppendHeader(nil, apitypes.Header{Type: apitypes.FrameRecvRing, Tag: tag, Len: uint32(len(payload))}), payload...)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
