@@ -19,6 +19,12 @@ var addrD = netip.MustParseAddrPort("10.0.0.4:23600")
 // outstanding.
 func sendAll(t *testing.T, s *client.Session, to netip.AddrPort, ep uint32, sizes []int) {
 	t.Helper()
+	sendWindow(t, s, to, ep, sizes, 4)
+}
+
+// sendWindow is sendAll with window messages outstanding.
+func sendWindow(t *testing.T, s *client.Session, to netip.AddrPort, ep uint32, sizes []int, window int) {
+	t.Helper()
 	var pend []*client.Pending
 	for i, n := range sizes {
 		p, err := s.SendAsync(to, ep, ringMsg(i, n))
@@ -26,7 +32,7 @@ func sendAll(t *testing.T, s *client.Session, to netip.AddrPort, ep uint32, size
 			t.Fatal(err)
 		}
 		pend = append(pend, p)
-		if len(pend) == 4 {
+		if len(pend) == window {
 			if _, err := pend[0].Wait(ctx(t)); err != nil {
 				t.Fatal(err)
 			}

@@ -101,25 +101,7 @@ func TestRecvRingDeliversEveryMessageOnce(t *testing.T) {
 		}
 		done <- nil
 	}()
-	var pend []*client.Pending
-	for i, n := range sizes {
-		p, err := s.SendAsync(addrB, 2, ringMsg(i, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pend = append(pend, p)
-		if len(pend) == 8 {
-			if _, err := pend[0].Wait(ctx(t)); err != nil {
-				t.Fatal(err)
-			}
-			pend = pend[1:]
-		}
-	}
-	for _, p := range pend {
-		if _, err := p.Wait(ctx(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendWindow(t, s, addrB, 2, sizes, 8)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -348,27 +348,12 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	// receiver has read them all.
 	move := func(total int64) {
 		got := receive(total)
-		window := make(chan *client.Pending, 4)
-		errc := waitAll(ctx, window)
-		for sent := int64(0); sent < total; {
-			k := min(int64(msgSize), total-sent)
-			var p *client.Pending
-			var err error
+		sendBytes(b, ctx, 4, total, msgSize, func(_ int, k int64) (*client.Pending, error) {
 			if memfd {
-				p, err = s.SendFD(lb, 1, fds[k])
-			} else {
-				p, err = s.SendAsync(lb, 1, msg[:k])
+				return s.SendFD(lb, 1, fds[k])
 			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			window <- p
-			sent += k
-		}
-		close(window)
-		if err := <-errc; err != nil {
-			b.Fatal(err)
-		}
+			return s.SendAsync(lb, 1, msg[:k])
+		})
 		if err := <-got; err != nil {
 			b.Fatal(err)
 		}
@@ -426,6 +411,26 @@ func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int6
 		done <- nil
 	}()
 	return done
+}
+
+// sendBytes sends total bytes in messages of at most msgSize (message i of k bytes by
+// send), at most outstanding of them unfinished, and waits until every one is sent.
+func sendBytes(b *testing.B, ctx context.Context, outstanding int, total int64, msgSize int, send func(i int, k int64) (*client.Pending, error)) {
+	window := make(chan *client.Pending, outstanding)
+	errc := waitAll(ctx, window)
+	for sent, i := int64(0), 0; sent < total; i++ {
+		k := min(int64(msgSize), total-sent)
+		p, err := send(i, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		window <- p
+		sent += k
+	}
+	close(window)
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
 }
 
 // waitAll waits for every Pending sent on window, in order, until window is closed, and
@@ -602,21 +607,9 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 	}
 	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
 	start := time.Now()
-	window := make(chan *client.Pending, 4*peers)
-	errc := waitAll(ctx, window)
-	for sent, i := int64(0), 0; sent < total; i++ {
-		k := min(int64(msgSize), total-sent)
-		p, err := s.SendAsync(dsts[i%peers], 1, msg[:k])
-		if err != nil {
-			b.Fatal(err)
-		}
-		window <- p
-		sent += k
-	}
-	close(window)
-	if err := <-errc; err != nil {
-		b.Fatal(err)
-	}
+	sendBytes(b, ctx, 4*peers, total, msgSize, func(i int, k int64) (*client.Pending, error) {
+		return s.SendAsync(dsts[i%peers], 1, msg[:k])
+	})
 	for _, got := range gots {
 		if err := <-got; err != nil {
 			b.Fatal(err)
