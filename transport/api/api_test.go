@@ -81,6 +81,17 @@ func openBound(t testing.TB, c *client.Client, ep uint32) *client.Session {
 	return s
 }
 
+// boundPair starts daemons at addrA and addrB (modB adjusts b's config) on one in-memory
+// network and binds endpoint 1 on a (s) and endpoint 2 on b (r).
+func boundPair(t *testing.T, modB func(*smarttd.Config)) (a, b *smarttd.Daemon, s, r *client.Session) {
+	t.Helper()
+	mn := daemon.NewMemNet()
+	dir := shortDir(t)
+	a = startDaemon(t, mn, addrA, dir, nil)
+	b = startDaemon(t, mn, addrB, dir, modB)
+	return a, b, openBound(t, client.New(a.Config.API.Socket), 1), openBound(t, client.New(b.Config.API.Socket), 2)
+}
+
 func TestControlOverUnixSocketHTTP(t *testing.T) {
 	mn := daemon.NewMemNet()
 	dir := shortDir(t)

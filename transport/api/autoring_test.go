@@ -79,12 +79,7 @@ func recvAll(t *testing.T, r *client.Session, sizes []int, keep int) (<-chan err
 // disconnected. Sizes up to half the ring after smaller ones make the daemon wait for
 // room.
 func TestAutoRecvRingReceiveOnly(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.WriteTimeout = 1e9 })
-	s := openBound(t, client.New(a.Config.API.Socket), 1)
-	r := openBound(t, client.New(b.Config.API.Socket), 2)
+	_, b, s, r := boundPair(t, func(c *smarttd.Config) { c.API.WriteTimeout = 1e9 })
 	const ring = 4 * client.DefaultAutoRecvRing
 	sizes := []int{client.DefaultAutoRecvRing}
 	// ring+1 comes over the socket (ring_fallback) and must not set up a second ring.
@@ -199,12 +194,7 @@ func TestAutoRecvRingLimits(t *testing.T) {
 // socket (the RecvRing request's smallest message, client.AutoRingMin): only messages of
 // at least that size go through the ring; all arrive whole and in order.
 func TestAutoRecvRingSmallOverSocket(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, nil)
-	s := openBound(t, client.New(a.Config.API.Socket), 1)
-	r := openBound(t, client.New(b.Config.API.Socket), 2)
+	_, b, s, r := boundPair(t, nil)
 	sizes := []int{client.DefaultAutoRecvRing} // sets the ring up (it comes over the socket)
 	done, _ := recvAll(t, r, sizes, 0)
 	sendAll(t, s, addrB, 2, sizes)

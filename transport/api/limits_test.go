@@ -360,12 +360,7 @@ func TestWriteTimeoutDisconnectsClientThatStopsReading(t *testing.T) {
 // tag); the session and the client's other messages go on. It closed the whole session,
 // losing the outcomes of the client's other messages.
 func TestBadDestinationRefusesThatMessageOnly(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, nil)
-	s := openBound(t, client.New(a.Config.API.Socket), 1)
-	r := openBound(t, client.New(b.Config.API.Socket), 2)
+	a, _, s, r := boundPair(t, nil)
 	first, err := s.SendAsync(addrB, 2, []byte("first"))
 	if err != nil {
 		t.Fatal(err)

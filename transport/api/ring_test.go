@@ -49,12 +49,7 @@ func ringMsg(i, n int) []byte {
 // (written directly) and chunked large ones (written by the session's writer), with the
 // ring wrapping many times; a message larger than the ring comes over the socket.
 func TestRecvRingDeliversEveryMessageOnce(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, nil)
-	s := openBound(t, client.New(a.Config.API.Socket), 1)
-	r := openBound(t, client.New(b.Config.API.Socket), 2)
+	_, b, s, r := boundPair(t, nil)
 	const ring = 1 << 20
 	if err := r.EnableRecvRing(ctx(t), ring); err != nil {
 		t.Fatal(err)
@@ -394,12 +389,7 @@ func TestRecvRingFull(t *testing.T) {
 // A session that busy-polls in Recv receives every message, from the socket and from its
 // ring, and still returns when its context ends.
 func TestBusyPollRecv(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, nil)
-	s := openBound(t, client.New(a.Config.API.Socket), 1)
-	r := openBound(t, client.New(b.Config.API.Socket), 2)
+	_, _, s, r := boundPair(t, nil)
 	r.SetBusyPoll(200 * time.Microsecond)
 	for _, ring := range []bool{false, true} {
 		if ring {
