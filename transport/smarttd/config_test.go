@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport"
@@ -265,6 +266,30 @@ func TestConfigCompleteDelay(t *testing.T) {
 		"500": "transport.ack.complete_delay: 500 has no unit"} {
 		if _, err := Load([]byte("transport:\n  ack:\n    complete_delay: " + doc + "\n")); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("complete_delay %s: error %v, want it to contain %q", doc, err, want)
+		}
+	}
+}
+
+// TestConfigBusyPoll: udp.busy_poll is off by default and takes 0..1ms with a unit; a
+// value beyond is refused naming it, and a valid one reaches the socket layer's config.
+func TestConfigBusyPoll(t *testing.T) {
+	if d := DefaultConfig().UDP.BusyPoll; d != 0 {
+		t.Fatalf("default udp.busy_poll %v, want 0 (off)", d)
+	}
+	for doc, want := range map[string]config.Duration{"0s": 0, "1ms": 1_000_000, "1ns": 1, "50us": 50_000} {
+		c, err := Load([]byte("udp:\n  busy_poll: " + doc + "\n"))
+		if err != nil || c.UDP.BusyPoll != want {
+			t.Errorf("busy_poll %s: %v, %v; want %v", doc, c.UDP.BusyPoll, err, want)
+			continue
+		}
+		if got := UDPConfigFor(&c, nil).BusyPoll; got != time.Duration(want) {
+			t.Errorf("busy_poll %s: the socket layer gets %v", doc, got)
+		}
+	}
+	for doc, want := range map[string]string{"1001us": "udp.busy_poll = 1.001ms", "-1us": "udp.busy_poll = -1us",
+		"5": "udp.busy_poll: 5 has no unit"} {
+		if _, err := Load([]byte("udp:\n  busy_poll: " + doc + "\n")); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("busy_poll %s: error %v, want it to contain %q", doc, err, want)
 		}
 	}
 }

@@ -181,6 +181,50 @@ func BenchmarkVethLatencyAckHold(b *testing.B) {
 	b.ReportMetric(float64(st.AcksRode-st0.AcksRode)/float64(max(2*len(held.us), 1)), "hold_rode/rt_msg")
 }
 
+// BenchmarkVethLatencyBusyPoll compares udp.busy_poll off (the default) with 20 us and
+// 200 us on both daemons (issue 15's optional busy-poll mode): three daemon pairs up at
+// once and the kernel's ping-pong, alternating in chunks of 50 round trips, b.N each per
+// round (LAT_ROUNDS, default 5). Reports each one's p50 over all rounds, the median over
+// rounds of each pair's per-round p50 against the default's and the kernel's, and the
+// process's CPU time per round trip during each one's chunks.
+func BenchmarkVethLatencyBusyPoll(b *testing.B) {
+	tp := nstest.Pair(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Second)
+	defer cancel()
+	dir := tempDir(b)
+	poll := func(d config.Duration) func(*smarttd.Config) {
+		return func(c *smarttd.Config) { c.UDP.BusyPoll = d }
+	}
+	rigs := []*rig{daemonRig(b, ctx, tp, dir, "off", 23620, poll(0), false),
+		daemonRig(b, ctx, tp, dir, "poll20us", 24620, poll(20_000), false),
+		daemonRig(b, ctx, tp, dir, "poll200us", 25620, poll(200_000), false), kernelRig(b, tp)}
+	vsOff := make([][]float64, len(rigs))
+	vsKernel := make([][]float64, len(rigs))
+	b.ResetTimer()
+	for range envInt("LAT_ROUNDS", 5) {
+		start := make([]int, len(rigs))
+		for i, r := range rigs {
+			start[i] = len(r.us)
+		}
+		alternate(rigs, b.N)
+		p := make([]float64, len(rigs))
+		for i, r := range rigs {
+			p[i] = pct(r.us[start[i]:], 0.5)
+		}
+		for i := range rigs {
+			vsOff[i] = append(vsOff[i], p[i]/p[0])
+			vsKernel[i] = append(vsKernel[i], p[i]/p[len(p)-1])
+		}
+	}
+	b.StopTimer()
+	for i, r := range rigs {
+		b.ReportMetric(pct(r.us, 0.5), r.name+"_p50_us")
+		b.ReportMetric(pct(vsOff[i], 0.5), r.name+"/off_p50_med")
+		b.ReportMetric(pct(vsKernel[i], 0.5), r.name+"/kernel_p50_med")
+		b.ReportMetric(r.cpu/float64(max(len(r.us), 1)), r.name+"_cpu_us/trip")
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // cpuUs is the process's CPU time (user and system) in microseconds: both daemons and

@@ -60,26 +60,35 @@ func runRTTInterleaved(b *testing.B, tp *nstest.Topo, n int) {
 		return daemonRig(b, ctx, tp, dir, name, port, func(c *smarttd.Config) { c.API.DirectWrites = direct }, ring)
 	}
 	rigs := []*rig{pair("writer", 23600, false, false), pair("socket", 24600, true, false), pair("ring", 25600, true, true), kernelRig(b, tp)}
-	for _, r := range rigs { // first contact and ARP out of the way
+	b.ResetTimer()
+	alternate(rigs, n)
+	b.StopTimer()
+	for _, r := range rigs {
+		b.ReportMetric(pct(r.us, 0.5), r.name+"_p50_us")
+		b.ReportMetric(pct(r.us, 0.99), r.name+"_p99_us")
+	}
+}
+
+// alternate warms rigs up (first contact and ARP out of the way) and then runs n round
+// trips of each, alternating between them in chunks of 50, into each rig's samples and
+// the process's CPU time during its chunks.
+func alternate(rigs []*rig, n int) {
+	for _, r := range rigs {
 		for range 20 {
 			r.trip()
 		}
 	}
-	b.ResetTimer()
 	const chunk = 50
 	for done := 0; done < n; done += chunk {
 		for _, r := range rigs {
+			c0 := cpuUs()
 			for range min(chunk, n-done) {
 				if us, ok := r.trip(); ok {
 					r.us = append(r.us, us)
 				}
 			}
+			r.cpu += cpuUs() - c0
 		}
-	}
-	b.StopTimer()
-	for _, r := range rigs {
-		b.ReportMetric(pct(r.us, 0.5), r.name+"_p50_us")
-		b.ReportMetric(pct(r.us, 0.99), r.name+"_p99_us")
 	}
 }
 
@@ -89,6 +98,7 @@ type rig struct {
 	name string
 	trip func() (float64, bool)
 	us   []float64
+	cpu  float64         // process CPU us during its round trips (alternate)
 	a, d *smarttd.Daemon // nil for the kernel's
 	// oneway is a 64-byte Send from A's session to a session at B that never answers,
 	// until its Sent (the ACK) is back, in microseconds (daemon pairs only).

@@ -17,7 +17,7 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 	dp, _ := c.ResolveDatapath()
 	return udp.Config{Listen: c.Listen, EVPortBase: u.EVPortBase, EVS: c.Transport.EVS, Carrier: u.Carrier, Datapath: dp,
 		DataDSCP: u.DataDSCP, ControlDSCP: u.ControlDSCP, DisableECN: u.DisableECN,
-		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, GROInPlace: u.GROInPlace, DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
+		DisableTimestamps: u.DisableTimestamps, DisableBatch: u.DisableBatch, DisableGSO: u.DisableGSO, DisableGRO: u.DisableGRO, GROInPlace: u.GROInPlace, BusyPoll: time.Duration(u.BusyPoll), DisableDF: u.DisableDF, TxTimestampEvery: u.TxTimestampEvery,
 		MaxDatagram: c.MaxDatagram(), HeaderBytes: c.MaxDatagram() - c.Transport.MTU,
 		RecvBuffer: u.RecvBuffer, SendBuffer: u.SendBuffer, BatchSize: u.BatchSize, Logger: log}
 }
@@ -187,6 +187,7 @@ var (
 	dSockNoTS = prometheus.NewDesc("smartt_socket_rx_user_timestamps_total", "Datagrams received without a kernel timestamp.", nil, nil)
 	dSockTx   = prometheus.NewDesc("smartt_socket_tx_timestamps_total", "Sampled TX timestamps.", []string{"state"}, nil)
 	dSockGRO  = prometheus.NewDesc("smartt_socket_rx_gro_buffers_total", "Receive buffers that held several datagrams (UDP GRO).", nil, nil)
+	dSockBusy = prometheus.NewDesc("smartt_socket_rx_busy_poll_hits_total", "Reads that found datagrams while busy-polling (udp.busy_poll): wake-ups saved.", nil, nil)
 	dSockGSO  = prometheus.NewDesc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", []string{"kind"}, nil)
 	dSockBuf  = prometheus.NewDesc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", []string{"dir"}, nil)
 	dSockBig  = prometheus.NewDesc("smartt_socket_tx_oversize_total", "Datagrams the kernel refused as larger than the path MTU (EMSGSIZE; Don't Fragment set).", nil, nil)
@@ -235,6 +236,7 @@ func collectUDP(ch chan<- prometheus.Metric, caps udp.Caps, st udp.Stats, txDela
 	c(dSockTx, st.TxStampsMatched, "matched")
 	c(dSockTx, st.TxStampsLost, "lost")
 	c(dSockGRO, st.RxGROBuffers)
+	c(dSockBusy, st.RxBusyPollHits)
 	c(dSockBig, st.TxTooBig)
 	c(dSockGSO, st.TxGSOMessages, "messages")
 	c(dSockGSO, st.TxGSOSegments, "segments")

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -52,6 +54,12 @@ type batch struct {
 	errno         syscall.Errno
 	single        bool // use recvmsg/sendmsg (batching off)
 	rawFn         func(fd uintptr) bool
+
+	// Busy polling (reads, Config.BusyPoll): spin ns after the socket runs dry, until
+	// spinUntil (0: not polling); spinHits counts polls that found datagrams.
+	spin, spinUntil int64
+	spinHits        *atomic.Uint64
+	closed          *atomic.Bool
 }
 
 func (b *batch) init(size int, write bool) {
@@ -92,16 +100,39 @@ func (b *batch) call(fd uintptr, mmsg, msg uintptr) bool {
 		switch e {
 		case 0:
 			b.got, b.errno = int(r), 0
+			if b.spinUntil != 0 {
+				b.spinUntil = 0
+				b.spinHits.Add(1)
+			}
 			return true
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			if b.spin > 0 && b.busyPoll() {
+				continue
+			}
 			return false
 		default:
 			b.got, b.errno = 0, e
 			return true
 		}
 	}
+}
+
+// busyPoll reports whether a read that found the socket empty is to try again (after
+// yielding the processor), within Config.BusyPoll of the first empty read; the poller
+// reads the fd under its read lock, so polling here cannot miss a readiness event.
+func (b *batch) busyPoll() bool {
+	now := time.Now().UnixNano()
+	if b.spinUntil == 0 {
+		b.spinUntil = now + b.spin
+	}
+	if now < b.spinUntil && !b.closed.Load() {
+		runtime.Gosched()
+		return true
+	}
+	b.spinUntil = 0
+	return false
 }
 
 func (c *Conn) rxRecv(fd uintptr) bool { return c.rb.call(fd, unix.SYS_RECVMMSG, unix.SYS_RECVMSG) }

@@ -32,6 +32,8 @@ const (
 	DefaultEVS       = 256
 	DefaultBatchSize = 64
 	MaxBatchSize     = 1024
+	// MaxBusyPoll bounds Config.BusyPoll.
+	MaxBusyPoll = time.Millisecond
 )
 
 // ECN codepoints of the two low bits of the IP TOS / traffic-class byte (RFC 3168).
@@ -80,6 +82,14 @@ type Config struct {
 	RecvBuffer, SendBuffer int // socket buffer bytes (SO_*BUFFORCE when allowed, else warn with the sysctl); 0: kernel default
 	BatchSize              int // recvmmsg/sendmmsg batch (default 64, at most 1024)
 	Logger                 *slog.Logger
+
+	// BusyPoll makes a read that finds the socket empty poll it again, yielding the
+	// processor between polls (runtime.Gosched), for up to this long before the goroutine
+	// sleeps in the netpoller: a datagram that arrives meanwhile costs no wake-up. 0 (the
+	// default) is off; at most MaxBusyPoll. It burns a core while it polls: for hosts with
+	// cores to spare (docs/datapath.md, "Busy polling"). A read deadline may pass by up to
+	// BusyPoll before the read returns.
+	BusyPoll time.Duration
 
 	// ReusePort sets SO_REUSEPORT on the listen socket and the EV sockets, so that several
 	// Conns (engine shards, OpenShards) share the listen port and the EV ports.
@@ -146,6 +156,7 @@ type Stats struct {
 	TxTooBig             uint64 // datagrams the kernel refused as larger than the path MTU (EMSGSIZE; DF set)
 	RxMalformed          uint64 // afxdp: frames refused as malformed (lengths, IP checksum, fragments)
 	RxXDPDropped         uint64 // afxdp: packets the kernel dropped for a full RX ring or an empty fill ring, as of the last look (every 256 read batches)
+	RxBusyPollHits       uint64 // reads that found datagrams while busy-polling (Config.BusyPoll): wake-ups saved
 }
 
 // TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
@@ -208,7 +219,7 @@ type counters struct {
 	rxErrors, txErrors, rxTrunc, rxECT, rxCE, rxNoStamp, rxDropped atomic.Uint64
 	rxDSCP                                                         [64]atomic.Uint64
 	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs  atomic.Uint64
-	txTooBig, rxMalformed, rxXDPDropped                            atomic.Uint64
+	txTooBig, rxMalformed, rxXDPDropped, rxBusyHits                atomic.Uint64
 }
 
 type txPending struct {
@@ -259,6 +270,7 @@ func Open(cfg Config) (*Conn, error) {
 	}
 	c.wb.init(cfg.BatchSize, true)
 	c.rb.rawFn = c.rxRecv
+	c.rb.spin, c.rb.spinHits, c.rb.closed = int64(min(max(cfg.BusyPoll, 0), MaxBusyPoll)), &c.st.rxBusyHits, &c.closed
 	c.wb.rawFn = c.txSend
 	if c.caps.TxTimestamps {
 		c.txRing = make([]txPending, txRingSize)
@@ -435,7 +447,7 @@ func (c *Conn) Stats() Stats {
 		RxTruncated: c.st.rxTrunc.Load(), RxDropped: c.st.rxDropped.Load(), RxECT: c.st.rxECT.Load(), RxCE: c.st.rxCE.Load(),
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
-		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(),
+		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(), RxBusyPollHits: c.st.rxBusyHits.Load(),
 		TxTooBig: c.st.txTooBig.Load(), RxMalformed: c.st.rxMalformed.Load(), RxXDPDropped: c.st.rxXDPDropped.Load(),
 	}
 	for i := range s.RxDSCP {
