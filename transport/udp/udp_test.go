@@ -222,21 +222,7 @@ func TestWriteErrors(t *testing.T) {
 
 func TestCloseUnblocksRead(t *testing.T) {
 	c := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1})
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.ReadBatch([]Packet{{Buf: make([]byte, 64)}})
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	c.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("ReadBatch after Close: %v, want net.ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("ReadBatch still blocked 5 s after Close")
-	}
+	closeUnblocks(t, c)
 	if _, err := c.WriteBatch([]Packet{{Buf: []byte("x"), N: 1, Addr: c.LocalAddr()}}); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("WriteBatch after Close: %v, want net.ErrClosed", err)
 	}
@@ -327,5 +313,26 @@ func TestBufferSizing(t *testing.T) {
 	// As root SO_RCVBUFFORCE passes the sysctl cap; Linux reports twice the request.
 	if caps := c.Caps(); caps.RecvBuffer < 8<<20 || caps.SendBuffer < 1<<20 {
 		t.Fatalf("caps %+v, want buffers of at least 8 MiB / 1 MiB", caps)
+	}
+}
+
+// closeUnblocks checks that Close ends a ReadBatch blocked on c's empty socket with
+// net.ErrClosed.
+func closeUnblocks(t *testing.T, c *Conn) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ReadBatch([]Packet{{Buf: make([]byte, 64)}})
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("ReadBatch after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadBatch still blocked 5 s after Close")
 	}
 }
