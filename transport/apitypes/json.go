@@ -159,6 +159,7 @@ type EngineStats struct {
 	AcksRode        uint64   `json:"acks_rode"`    // held ACKs that left ahead of a data packet to their peer
 	BundlesSent     uint64   `json:"bundles_sent"` // held ACKs that rode inside their answer's datagram
 	BundlesRecv     uint64   `json:"bundles_recv"` // datagrams received as an ACK with a DATA packet behind it
+	MsgsPlaced      uint64   `json:"msgs_placed"`  // messages received straight into a client's receive ring
 	NacksSent       uint64   `json:"nacks_sent"`
 	NacksRecv       uint64   `json:"nacks_recv"`
 	ProbesSent      uint64   `json:"probes_sent"`
