@@ -35,6 +35,7 @@ type Stats struct {
 	RingMsgs                uint64 `json:"ring_msgs"`                 // received messages handed over in a receive ring
 	RingBytes               uint64 `json:"ring_bytes"`                // their bytes
 	RingFallback            uint64 `json:"ring_fallback"`             // received messages larger than their session's ring, written to the socket
+	RingPlaced              uint64 `json:"ring_placed"`               // received messages the engine wrote straight into their session's ring (of ring_msgs)
 	RingRefused             uint64 `json:"ring_refused"`              // RecvRing requests refused (Error 12)
 	RingBadReleases         uint64 `json:"ring_bad_releases"`         // sessions closed for an unknown, unannounced or repeated release
 }
