@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/cc"
@@ -169,6 +170,8 @@ type Config struct {
 	NewBalancer func(rng *rand.Rand) reps.Balancer `yaml:"-"`
 	// Buffers supplies receive buffers for messages (default: the Go heap).
 	Buffers BufferPool `yaml:"-"`
+	// Placer, if set, may take large incoming messages into buffers of its own (Placer).
+	Placer Placer `yaml:"-"`
 	// DeliverChunks delivers every message in the chunks it was received into
 	// (Event.Chunks), recycled through PutChunks, instead of one buffer: no assembly copy
 	// and no zeroed allocation per message (the daemon writes them to its clients with
@@ -221,6 +224,27 @@ type BufferPool interface {
 	Get(n int) []byte
 	Put(b []byte)
 }
+
+// Placer lets the application receive large messages straight into memory of its own (the
+// daemon: a client session's shared-memory receive ring), so that delivery copies
+// nothing. The engine asks once per message, when its offset-0 packet arrives (so head,
+// that packet's payload, holds the message's start), for messages of at least PlaceMin
+// bytes from peers that have proven their address; what arrived before is copied over.
+// The engine only writes the message's bytes into the buffer and never reads them back
+// (but to rebuild erasure-coded blocks), and hands it over in the MessageReceived event
+// (Event.Data, Event.Placed = tok) or, if the message is never delivered, calls Unplace.
+// Both methods are called with the engine's lock held: they must not call back into it.
+type Placer interface {
+	// Place returns a buffer of n bytes for the message and a non-zero token for it, or
+	// a zero token to leave the message in the engine's own buffers.
+	Place(peer netip.AddrPort, n int, head []byte) (buf []byte, tok uint64)
+	// Unplace ends a placement whose message will not be delivered (its connection
+	// failed or went away): the engine writes into the buffer no more.
+	Unplace(tok uint64)
+}
+
+// PlaceMin is the smallest message the engine offers to a Placer.
+const PlaceMin = 64 << 10
 
 // WholeBufferPool is a BufferPool whose memory does not grow with the buffers it hands
 // out (the simulator's, which never reads contents): the engine then takes each message's

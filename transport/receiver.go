@@ -180,6 +180,9 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 			c.claimed += claim
 		}
 		c.lastRx = r
+		if d.Offset == 0 && !r.placeTried && e.cfg.Placer != nil {
+			e.place(c, r, p.Payload)
+		}
 		r.write(int(d.Offset), p.Payload)
 		r.addSpan(at, int(d.Offset), len(p.Payload))
 		c.bytesRecv += uint64(len(p.Payload))
@@ -401,6 +404,11 @@ func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
 		if !e.charge(c, r, uint64(size)) {
 			return false
 		}
+		if r.place != nil {
+			lo := i * RecvChunk
+			r.chunks[i] = r.place[lo : lo+size : lo+size] // never put back in the pool
+			continue
+		}
 		r.chunks[i] = e.getChunk(size)
 	}
 	return true
@@ -525,7 +533,10 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	delete(c.rx, r.id)
 	buf := r.buf
 	var chunks [][]byte
-	if e.cfg.DeliverChunks && len(r.chunks) > 0 {
+	if r.place != nil {
+		buf = r.place // the chunks are slices of it: nothing to assemble or give back
+		clear(r.chunks)
+	} else if e.cfg.DeliverChunks && len(r.chunks) > 0 {
 		chunks, r.chunks = r.chunks, nil // the table goes with them
 	} else if len(r.chunks) > 0 {
 		buf = e.cfg.Buffers.Get(r.n)
@@ -539,7 +550,7 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	c.deliveredAny = true
 	e.stats.MsgsDelivered++
 	e.stats.BytesDelivered += uint64(r.n)
-	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: buf, Chunks: chunks})
+	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: buf, Chunks: chunks, Placed: r.placeTok})
 	e.freeRx(r)
 }
 
@@ -573,12 +584,50 @@ func (e *Endpoint) release(c *conn, r *rxMsg) {
 	if r.buf != nil {
 		e.cfg.Buffers.Put(r.buf)
 	}
+	if r.place != nil {
+		clear(r.chunks) // slices of the Placer's buffer, which gets it back
+		e.cfg.Placer.Unplace(r.placeTok)
+		r.place, r.placeTok = nil, 0
+	}
 	for _, ch := range r.chunks {
 		if ch != nil {
 			e.putChunk(ch)
 		}
 	}
 	e.unheld(c, r)
+}
+
+// place offers message r, whose offset-0 packet (payload head) is arriving, to the
+// Placer (Config.Placer): if it takes it, what arrived so far moves from the engine's
+// chunks into the Placer's buffer and the rest is written there, so that delivery hands
+// over that buffer with nothing to copy. Only for chunked messages of a peer that has
+// proven its address (an unproven one, possibly spoofed, must not reserve the
+// application's memory).
+func (e *Endpoint) place(c *conn, r *rxMsg, head []byte) {
+	r.placeTried = true
+	if !c.proven || !e.chunked(r) || r.n < PlaceMin {
+		return
+	}
+	buf, tok := e.cfg.Placer.Place(c.peer, r.n, head)
+	if tok == 0 {
+		return
+	}
+	if len(buf) != r.n {
+		e.cfg.Placer.Unplace(tok) // a Placer's mistake: keep the chunks
+		return
+	}
+	for i, ch := range r.chunks {
+		if ch == nil {
+			continue
+		}
+		lo := i * RecvChunk
+		dst := buf[lo : lo+len(ch) : lo+len(ch)]
+		copy(dst, ch)
+		e.putChunk(ch)
+		r.chunks[i] = dst
+	}
+	r.place, r.placeTok = buf, tok
+	e.stats.MsgsPlaced++
 }
 
 // releaseRx returns the buffers of undelivered messages when a connection goes away.

@@ -91,6 +91,9 @@ type Event struct {
 	// engine's receive chunks, in order, all RecvChunk bytes but the last; give them back
 	// with PutChunks once done with them (or leave them to the garbage collector).
 	Chunks [][]byte
+	// Placed is non-zero when a MessageReceived message is in the Config.Placer's buffer
+	// (Data; the token Place returned for it).
+	Placed uint64
 	Err    error // MessageFailed, ConnClosed
 }
 
@@ -128,6 +131,7 @@ type Stats struct {
 	AcksRode        uint64 // held ACKs that left ahead of a data packet to their peer, in its batch
 	BundlesSent     uint64 // held ACKs that rode inside their answer's datagram (wire.FlagBundle)
 	BundlesRecv     uint64 // datagrams received as an ACK with a DATA packet behind it
+	MsgsPlaced      uint64 // messages received straight into the Placer's buffers (Config.Placer)
 	NacksSent       uint64
 	NacksRecv       uint64
 	ReturnedRecv    uint64 // trimmed headers of our own packets returned by a switch (return-to-sender), acted on as NACKs

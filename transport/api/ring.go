@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
 
@@ -141,6 +142,24 @@ func (r *recvRing) release(tag uint32) (bool, error) {
 		return false, errReleaseTwice
 	}
 	s.released = true
+	return r.reclaim(), nil
+}
+
+// cancel gives back the slot tagged tag, reserved for a message that will not be
+// announced (a placement whose message failed), and reclaims what it can; it reports
+// whether space was reclaimed.
+func (r *recvRing) cancel(tag uint32) bool {
+	i := r.find(tag)
+	if i < 0 {
+		return false
+	}
+	s := &r.slots[(r.first+i)%len(r.slots)]
+	s.announced, s.released = true, true
+	return r.reclaim()
+}
+
+// reclaim frees the released messages at the front of the ring.
+func (r *recvRing) reclaim() bool {
 	freed := false
 	for r.count > 0 && r.slots[r.first].released {
 		r.head = r.slots[r.first].end
@@ -149,7 +168,7 @@ func (r *recvRing) release(tag uint32) (bool, error) {
 		r.count--
 		freed = true
 	}
-	return freed, nil
+	return freed
 }
 
 // used returns the bytes of the ring in use (messages not released, and the skipped
@@ -275,9 +294,22 @@ func (x *session) handleRelease(p []byte) error {
 // into the ring outside x.mu).
 func (x *session) closeRingLocked() {
 	if x.ring != nil {
-		unix.Munmap(x.ring.mem)
+		if x.placing == 0 {
+			unix.Munmap(x.ring.mem)
+		} else {
+			x.ringOrphan = x.ring.mem // the engine still writes placed messages into it
+		}
 		x.ring = nil
 		x.srv.ringSessions.Add(-1)
+	}
+}
+
+// unmapOrphanLocked unmaps a closed session's ring once no placed message is written
+// into it any more.
+func (x *session) unmapOrphanLocked() {
+	if x.ringOrphan != nil && x.placing == 0 {
+		unix.Munmap(x.ringOrphan)
+		x.ringOrphan = nil
 	}
 }
 
@@ -307,6 +339,7 @@ var errRingGone = errors.New("session closing")
 // writer buffered (the client must see the messages it is to release). x.mu is held on
 // entry and exit.
 func (x *session) toRingLocked(f *outFrame, flush func() error) error {
+	defer func() { x.ringPend-- }() // allocated, or never will be
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -358,4 +391,120 @@ func (x *session) toRingLocked(f *outFrame, flush func() error) error {
 	x.srv.ringMsgs.Add(1)
 	x.srv.ringBytes.Add(uint64(f.body.n))
 	return nil
+}
+
+// Placement (transport.Placer): the engine receives a large message for a session with a
+// receive ring straight into a slot of the ring reserved when its first packet arrives,
+// so that delivery writes only its RecvAt frame. What the daemon needs of the message
+// (its endpoints, its size) is taken from the engine's first packet and kept here, never
+// read back from the ring, which the client can write into.
+
+// placement is a slot of a session's ring that the engine is receiving a message into.
+type placement struct {
+	x        *session
+	tag      uint32
+	off, n   int64 // the whole message (envelope included) at ring offset off
+	dst, src uint32
+}
+
+// Place implements transport.Placer: a slot of the ring of the session bound to the
+// message's endpoint, when it has one, the message's body is at least the session's
+// smallest ring message, the session's placements hold at most half its ring, and no
+// received message waits for ring room (slots follow their tags' order).
+func (s *Server) Place(peer netip.AddrPort, n int, head []byte) ([]byte, uint64) {
+	dst, src, ok := parseEnvelope(head)
+	if !ok {
+		return nil, 0
+	}
+	s.mu.Lock()
+	x := s.eps[dst]
+	s.mu.Unlock()
+	if x == nil {
+		return nil, 0
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	r := x.ring
+	size := int64(n)
+	if r == nil || x.dead || size-envelopeLen < x.ringMin || x.ringPend > 0 || x.placedBytes+size > r.size/2 {
+		return nil, 0
+	}
+	tag := x.recvSeq + 1
+	off, ok := r.alloc(tag, size)
+	if !ok {
+		return nil, 0
+	}
+	x.recvSeq = tag
+	x.placing++
+	x.placedBytes += size
+	s.placeMu.Lock()
+	s.placeSeq++
+	tok := s.placeSeq
+	s.places[tok] = placement{x: x, tag: tag, off: off, n: size, dst: dst, src: src}
+	s.placeMu.Unlock()
+	s.ringPlaced.Add(1)
+	return r.mem[off : off+size : off+size], tok
+}
+
+// Unplace implements transport.Placer: the message will not come; its slot is given back.
+func (s *Server) Unplace(tok uint64) {
+	p, ok := s.takePlacement(tok)
+	if !ok {
+		return
+	}
+	x := p.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.placing--
+	x.placedBytes -= p.n
+	if x.ring != nil && x.ring.cancel(p.tag) {
+		x.cond.Broadcast() // a message waiting for room may fit now
+	}
+	x.unmapOrphanLocked()
+}
+
+// takePlacement removes and returns the placement of tok.
+func (s *Server) takePlacement(tok uint64) (placement, bool) {
+	s.placeMu.Lock()
+	defer s.placeMu.Unlock()
+	p, ok := s.places[tok]
+	delete(s.places, tok)
+	return p, ok
+}
+
+// deliverPlaced announces a message the engine received into its session's ring: only
+// its RecvAt frame is written.
+func (s *Server) deliverPlaced(from netip.AddrPort, tok uint64) {
+	p, ok := s.takePlacement(tok)
+	if !ok {
+		s.undeliverable.Add(1)
+		return
+	}
+	x := p.x
+	h := RecvHeader{From: from, FromEndpoint: p.src, Endpoint: p.dst, Size: uint64(p.n - envelopeLen)}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.placing--
+	x.placedBytes -= p.n
+	if x.dead || x.ring == nil {
+		x.unmapOrphanLocked()
+		s.undeliverable.Add(1)
+		return
+	}
+	x.ring.announce(p.tag)
+	off := p.off + envelopeLen
+	if !x.writing && len(x.queue) == 0 && x.srv.cfg.DirectWrites && x.rawLocked() {
+		b := AppendHeader(x.takeHeldLocked(x.direct[:0]), Header{Type: FrameRecvAt, Tag: p.tag, Len: RecvAtLen})
+		b = RecvAt{RecvHeader: h, Offset: uint64(off)}.Append(b)
+		x.direct = b
+		x.writeRawLocked(b)
+	} else {
+		x.flushHeldLocked()
+		x.queue = append(x.queue, outFrame{typ: FrameRecvAt, tag: p.tag, recv: h, ringOff: off, placed: true})
+		x.cond.Signal()
+	}
+	s.ringMsgs.Add(1)
+	s.ringBytes.Add(h.Size)
+	s.msgsDelivered.Add(1)
+	s.bytesDelivered.Add(h.Size)
 }

@@ -110,6 +110,12 @@ func TestRecvRingDeliversEveryMessageOnce(t *testing.T) {
 		t.Fatalf("ring messages %d (received %d), fallback %d (received %d, want 2), ring sessions %d",
 			st.RingMsgs, inRing, st.RingFallback, fallback, st.RingSessions)
 	}
+	// Messages of 64 KiB and more came straight into the ring (transport.Placer) once
+	// the connection was proven, intact like the others.
+	if placed := b.Node.Stats().MsgsPlaced; st.RingPlaced == 0 || placed != st.RingPlaced {
+		t.Fatalf("%d messages placed by the API, %d by the engine; want some, the same", st.RingPlaced, placed)
+	}
+	t.Logf("%d of %d ring messages received straight into the ring", st.RingPlaced, st.RingMsgs)
 	r.Close()
 	waitFor(t, func() bool { return b.API.Stats().RingSessions == 0 })
 }

@@ -203,7 +203,12 @@ type Server struct {
 	evicted, badDestination, outstandingRefused, outstandingRefusedTotal     atomic.Uint64
 	recvOverflowTotal, readTimeouts                                          atomic.Uint64
 	ringMsgs, ringBytes, ringFallback, ringRefused, ringBadReleases          atomic.Uint64
+	ringPlaced                                                               atomic.Uint64
 	ringSessions                                                             atomic.Int64
+
+	placeMu  sync.Mutex
+	placeSeq uint64
+	places   map[uint64]placement // slots the engine receives messages into (Place)
 }
 
 // NewServer returns a server; give its Deliver method to the node as OnReceive, then call
@@ -217,7 +222,7 @@ func NewServer(cfg Config, info Info, log *slog.Logger) (*Server, error) {
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, info: info, log: log, sess: make(map[uint64]*session),
-		eps: make(map[uint32]*session), nextEP: 1 << 16, stop: stop, cancel: cancel}, nil
+		eps: make(map[uint32]*session), nextEP: 1 << 16, stop: stop, cancel: cancel, places: make(map[uint64]placement)}, nil
 }
 
 // PeerCred is the identity of a client process (apitypes.PeerCred).
@@ -371,7 +376,8 @@ func (s *Server) Stats() Stats {
 		BadEnvelope: s.badEnvelope.Load(), ProtocolErrors: s.protocolErrors.Load(), ReadTimeouts: s.readTimeouts.Load(),
 		ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load(),
 		RingSessions: s.ringSessions.Load(), RingMsgs: s.ringMsgs.Load(), RingBytes: s.ringBytes.Load(),
-		RingFallback: s.ringFallback.Load(), RingRefused: s.ringRefused.Load(), RingBadReleases: s.ringBadReleases.Load()}
+		RingFallback: s.ringFallback.Load(), RingRefused: s.ringRefused.Load(), RingBadReleases: s.ringBadReleases.Load(),
+		RingPlaced: s.ringPlaced.Load()}
 }
 
 // reserveRecv adds n bytes to the daemon-wide receive queue unless that would exceed
@@ -391,6 +397,10 @@ func (s *Server) reserveRecv(n int64) (int64, bool) {
 // Deliver routes a received message to the session bound to its endpoint. It is the
 // node's OnReceive: it never blocks.
 func (s *Server) Deliver(r daemon.Received) {
+	if r.Placed != 0 {
+		s.deliverPlaced(r.From, r.Placed)
+		return
+	}
 	var body msgBody
 	head := r.Data
 	if r.Chunks != nil {

@@ -31,6 +31,7 @@ type outFrame struct {
 	drops   bool       // the drop notice: its payload is made from session.dropped when it is written
 	raw     []byte     // bytes to write as they are (the rest of a direct write)
 	ringOff int64      // FrameRecvAt: where the writer put the body in the ring
+	placed  bool       // FrameRecvAt of a message the engine received into the ring (Server.Place)
 	recv    RecvHeader // of a received message (FrameRecv, FrameRecvAt): encoded when written
 	sent    SentInfo   // FrameSent: encoded when written
 }
@@ -113,6 +114,10 @@ type session struct {
 	fdMaps       fdMaps    // the client's memfds mapped for their next messages (memfd.go)
 	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
 	ringMin      int64     // smaller messages come over the socket though there is a ring (RecvRing's second field)
+	ringPend     int       // received messages queued for the ring whose slot is not allocated yet
+	placing      int       // placements (Server.Place) in the ring not delivered or given back yet
+	placedBytes  int64     // their bytes
+	ringOrphan   []byte    // a closed session's ring mapping, kept while placing > 0
 	ringProgress int64     // unix ns of the last release that freed ring space
 	writerGone   bool      // the writer exited
 	scratch      []byte    // the writer's scratch for frame headers and payloads
@@ -285,6 +290,9 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 	x.flushHeldLocked()
 	x.recvSizes = append(x.recvSizes, n)
 	x.recvQueued += n
+	if typ == FrameRecvAt {
+		x.ringPend++ // its slot is allocated by the writer (toRingLocked)
+	}
 	x.queue = append(x.queue, outFrame{typ: typ, tag: x.recvSeq, recv: h, body: body})
 	x.cond.Signal()
 	return recvQueued
@@ -505,7 +513,7 @@ func (x *session) writeLoop() {
 		}
 		f := x.nextLocked()
 		var err error
-		if f.typ == FrameRecvAt {
+		if f.typ == FrameRecvAt && !f.placed {
 			err = x.toRingLocked(&f, bw.Flush) // waits for room; unlocks to flush and copy
 		}
 		x.mu.Unlock()

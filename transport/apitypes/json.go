@@ -35,6 +35,7 @@ type Stats struct {
 	RingMsgs                uint64 `json:"ring_msgs"`                 // received messages handed over in a receive ring
 	RingBytes               uint64 `json:"ring_bytes"`                // their bytes
 	RingFallback            uint64 `json:"ring_fallback"`             // received messages larger than their session's ring, written to the socket
+	RingPlaced              uint64 `json:"ring_placed"`               // received messages the engine wrote straight into their session's ring (of ring_msgs)
 	RingRefused             uint64 `json:"ring_refused"`              // RecvRing requests refused (Error 12)
 	RingBadReleases         uint64 `json:"ring_bad_releases"`         // sessions closed for an unknown, unannounced or repeated release
 }
@@ -159,6 +160,7 @@ type EngineStats struct {
 	AcksRode        uint64   `json:"acks_rode"`    // held ACKs that left ahead of a data packet to their peer
 	BundlesSent     uint64   `json:"bundles_sent"` // held ACKs that rode inside their answer's datagram
 	BundlesRecv     uint64   `json:"bundles_recv"` // datagrams received as an ACK with a DATA packet behind it
+	MsgsPlaced      uint64   `json:"msgs_placed"`  // messages received straight into a client's receive ring
 	NacksSent       uint64   `json:"nacks_sent"`
 	NacksRecv       uint64   `json:"nacks_recv"`
 	ProbesSent      uint64   `json:"probes_sent"`

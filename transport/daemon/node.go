@@ -94,6 +94,9 @@ type Received struct {
 	// Chunks holds the message instead of Data when the engine delivers chunks
 	// (transport.Config.DeliverChunks): give them back with transport.PutChunks.
 	Chunks [][]byte
+	// Placed is non-zero when the message is in the buffer transport.Config.Placer gave
+	// for it (Data; the placement's token).
+	Placed uint64
 }
 
 // Options configure a Node beyond the engine's config.
@@ -557,7 +560,7 @@ func (s *shard) dispatchLocked(now int64, ev transport.Event) {
 	switch ev.Kind {
 	case transport.MessageReceived:
 		if o.OnReceive != nil {
-			o.OnReceive(Received{From: ev.Peer, Conn: ev.Conn, Data: ev.Data, Chunks: ev.Chunks})
+			o.OnReceive(Received{From: ev.Peer, Conn: ev.Conn, Data: ev.Data, Chunks: ev.Chunks, Placed: ev.Placed})
 		}
 	case transport.MessageSent, transport.MessageFailed:
 		k := msgKey{ev.Conn, ev.MsgID}

@@ -100,6 +100,8 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	// Received messages go to the API in the chunks they were received into (written to
 	// the client with writev), not assembled into a fresh buffer.
 	tcfg.DeliverChunks = true
+	// Large messages for a session with a receive ring go straight into its ring.
+	tcfg.Placer = d.API
 	var budget int64
 	if tcfg.Profile != "" {
 		p, err := hwprofile.Lookup(tcfg.Profile)
