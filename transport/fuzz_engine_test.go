@@ -496,7 +496,7 @@ func newFzHarness(data []byte, tracing bool) *fzHarness {
 	for i := range h.ep {
 		h.pool[i] = newFuzzPool()
 		cfg := h.cfg
-		cfg.Buffers = h.pool[i]
+		cfg.Buffers, cfg.Placer = h.pool[i], h.pool[i]
 		ep, err := NewEndpoint(cfg, rand.New(rand.NewPCG(seed, uint64(i)+7)))
 		if err != nil {
 			panic(err)
@@ -1404,6 +1404,9 @@ func (h *fzHarness) drain() {
 func (h *fzHarness) onReceived(ep int, ev Event) {
 	rc := fzEP{ep, ev.Conn}
 	release := h.pool[ep].take(ev.Data)
+	if ev.Placed != 0 {
+		release = h.pool[ep].delivered(ev.Placed, ev.Data)
+	}
 	if h.tracing {
 		h.tracef("  event: %s received message %d (%d bytes) on conn %x from %v", epName[ep], ev.MsgID, len(ev.Data), uint64(ev.Conn), ev.Peer)
 	}
@@ -1666,9 +1669,9 @@ func (h *fzHarness) reclaim() {
 	}
 	for i, e := range h.ep {
 		st := e.Stats()
-		if st.RecvBuffered != 0 || h.pool[i].held != 0 {
-			h.fail("reclaim", "%s still holds %d bytes of receive buffers (pool: %d) after %v of silence; connections: %s",
-				epName[i], st.RecvBuffered, h.pool[i].held, time.Duration(silence), fzConnList(e))
+		if st.RecvBuffered != 0 || h.pool[i].held != 0 || h.pool[i].placedHeld != 0 {
+			h.fail("reclaim", "%s still holds %d bytes of receive buffers (pool: %d, placed: %d) after %v of silence; connections: %s",
+				epName[i], st.RecvBuffered, h.pool[i].held, h.pool[i].placedHeld, time.Duration(silence), fzConnList(e))
 		}
 		if fuzzReclaimConns && e.NumConns() != 0 {
 			h.fail("idle", "%s still has %d connections after %v of silence (IdleTimeout %v): %s",
@@ -1756,6 +1759,61 @@ type fuzzPool struct {
 	small uint64 // of which from the Go heap
 	bufs  map[*byte]fuzzBuf
 	errs  []string
+
+	// The pool is the endpoint's Placer too (Config.Placer): whole buffers for large
+	// messages, unmapped the moment they are given back, so that an engine write after
+	// Unplace (or after delivery) faults.
+	placed     map[uint64]fuzzBuf
+	placeSeq   uint64
+	placedHeld uint64
+}
+
+// fuzzPlaceCap bounds what a pool places at once, as the daemon bounds a session's ring.
+const fuzzPlaceCap = 64 << 20
+
+// Place implements Placer.
+func (p *fuzzPool) Place(_ netip.AddrPort, n int, _ []byte) ([]byte, uint64) {
+	if n <= 0 || p.placedHeld+uint64(n) > fuzzPlaceCap {
+		return nil, 0
+	}
+	b, mapped := fuzzMap(n)
+	p.placeSeq++
+	p.placed[p.placeSeq] = fuzzBuf{b, mapped}
+	p.placedHeld += uint64(n)
+	return b, p.placeSeq
+}
+
+// Unplace implements Placer.
+func (p *fuzzPool) Unplace(tok uint64) {
+	fb, ok := p.placed[tok]
+	if !ok {
+		p.errs = append(p.errs, fmt.Sprintf("Unplace of placement %d, which is not outstanding (never made, delivered or given back already)", tok))
+		return
+	}
+	p.endPlace(tok, fb)
+	if fb.mapped {
+		fuzzUnmap(fb.b)
+	}
+}
+
+func (p *fuzzPool) endPlace(tok uint64, fb fuzzBuf) {
+	delete(p.placed, tok)
+	p.placedHeld -= uint64(len(fb.b))
+}
+
+// delivered ends placement tok, delivered in data, and returns the function that frees
+// the buffer once checked.
+func (p *fuzzPool) delivered(tok uint64, data []byte) func() {
+	fb, ok := p.placed[tok]
+	if !ok || len(data) != len(fb.b) || &data[0] != &fb.b[0] {
+		p.errs = append(p.errs, fmt.Sprintf("message delivered as placement %d (%d bytes), which is not outstanding or not that buffer", tok, len(data)))
+		return func() {}
+	}
+	p.endPlace(tok, fb)
+	if !fb.mapped {
+		return func() {}
+	}
+	return func() { fuzzUnmap(fb.b) }
 }
 
 type fuzzBuf struct {
@@ -1763,7 +1821,7 @@ type fuzzBuf struct {
 	mapped bool
 }
 
-func newFuzzPool() *fuzzPool { return &fuzzPool{bufs: map[*byte]fuzzBuf{}} }
+func newFuzzPool() *fuzzPool { return &fuzzPool{bufs: map[*byte]fuzzBuf{}, placed: map[uint64]fuzzBuf{}} }
 
 func (p *fuzzPool) Get(n int) []byte {
 	if n <= 0 {
@@ -1825,6 +1883,12 @@ func (p *fuzzPool) releaseAll() {
 		}
 	}
 	clear(p.bufs)
+	for _, fb := range p.placed {
+		if fb.mapped {
+			fuzzUnmap(fb.b)
+		}
+	}
+	clear(p.placed)
 }
 
 // ---- the seed corpus ----
