@@ -1821,7 +1821,9 @@ type fuzzBuf struct {
 	mapped bool
 }
 
-func newFuzzPool() *fuzzPool { return &fuzzPool{bufs: map[*byte]fuzzBuf{}, placed: map[uint64]fuzzBuf{}} }
+func newFuzzPool() *fuzzPool {
+	return &fuzzPool{bufs: map[*byte]fuzzBuf{}, placed: map[uint64]fuzzBuf{}}
+}
 
 func (p *fuzzPool) Get(n int) []byte {
 	if n <= 0 {
