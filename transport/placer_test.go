@@ -95,25 +95,6 @@ func (r *placeRig) exchange(order func([][]byte) [][]byte) {
 	}
 }
 
-// received drains b's MessageReceived events.
-func (r *placeRig) received() []Event {
-	var out []Event
-	for ev, ok := r.b.PollEvent(); ok; ev, ok = r.b.PollEvent() {
-		if ev.Kind == MessageReceived {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func patternMsg(seed byte, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = seed + byte(i*7)
-	}
-	return b
-}
-
 // TestPlacerReceivesInto: a large message from a peer that has proven its address is
 // written straight into the Placer's buffer, also when its offset-0 packet comes after
 // others (what arrived before is moved over), and delivered there (Event.Data is that
@@ -139,23 +120,23 @@ func TestPlacerReceivesInto(t *testing.T) {
 	} {
 		r := newPlaceRig(t, c.decline)
 		// The first message proves nothing yet: it is not offered.
-		first := patternMsg(1, 3*PlaceMin)
+		first := message(3*PlaceMin, 1)
 		if _, err := r.a.Send(r.now, r.conn, first); err != nil {
 			t.Fatal(err)
 		}
 		r.exchange(nil)
-		if got := r.received(); len(got) != 1 || got[0].Placed != 0 || r.p.asked != 0 {
+		if got := eventsOf(r.b, MessageReceived); len(got) != 1 || got[0].Placed != 0 || r.p.asked != 0 {
 			t.Fatalf("%s: first message: %d delivered, placed %v, Place asked %d times; want 1, no, 0", c.name, len(got), len(got) == 1 && got[0].Placed != 0, r.p.asked)
 		}
-		small := patternMsg(2, PlaceMin-1)
-		big := patternMsg(3, 5*PlaceMin+123)
+		small := message(PlaceMin-1, 2)
+		big := message(5*PlaceMin+123, 3)
 		for _, m := range [][]byte{small, big} {
 			if _, err := r.a.Send(r.now, r.conn, m); err != nil {
 				t.Fatal(err)
 			}
 		}
 		r.exchange(c.order)
-		got := r.received()
+		got := eventsOf(r.b, MessageReceived)
 		if len(got) != 2 || r.p.asked != 1 {
 			t.Fatalf("%s: %d delivered, Place asked %d times; want 2 and 1 (the large one)", c.name, len(got), r.p.asked)
 		}
@@ -189,14 +170,14 @@ func TestPlacerUnplacedOnAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.exchange(nil)
-	r.received()
-	big := patternMsg(4, 8*PlaceMin)
+	eventsOf(r.b, MessageReceived)
+	big := message(8*PlaceMin, 4)
 	if _, err := r.a.Send(r.now, r.conn, big); err != nil {
 		t.Fatal(err)
 	}
 	// Deliver only the first half of the packets.
 	r.exchange(func(ds [][]byte) [][]byte { return ds[:len(ds)/2] })
-	if r.p.asked != 1 || len(r.received()) != 0 {
+	if r.p.asked != 1 || len(eventsOf(r.b, MessageReceived)) != 0 {
 		t.Fatalf("Place asked %d times; want 1 and nothing delivered", r.p.asked)
 	}
 	var accepted ConnID
