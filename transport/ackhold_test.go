@@ -28,16 +28,8 @@ const testHold = 50_000 // ns
 func newHoldRig(t *testing.T, hold config.Duration) *holdRig {
 	cfg := DefaultConfig()
 	cfg.Ack.CompleteDelay = hold
-	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &holdRig{t: t, a: a, b: b, aAddr: netip.MustParseAddrPort("10.0.0.1:23600"),
-		bAddr: netip.MustParseAddrPort("10.0.0.2:23600"), buf: make([]byte, 70000)}
+	p := newPair(t, cfg, 0) // its endpoints, driven by hand
+	return &holdRig{t: t, a: p.a, b: p.b, aAddr: p.aAddr, bAddr: p.bAddr, buf: p.buf}
 }
 
 // sent is a packet an endpoint produced, with its decoded type. The two packets of a

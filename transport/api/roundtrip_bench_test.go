@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/clienttest"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/daemon"
@@ -70,19 +71,7 @@ func BenchmarkAPIRoundTrip(b *testing.B) {
 		}
 		v.sa.SetBusyPoll(v.poll)
 		v.sb.SetBusyPoll(v.poll)
-		go func() { // the echo
-			for {
-				m, err := v.sb.Recv(ctx)
-				if err != nil {
-					return
-				}
-				_, err = v.sb.SendAsync(m.From, m.FromEndpoint, m.Data)
-				m.Release()
-				if err != nil {
-					return
-				}
-			}
-		}()
+		clienttest.Echo(ctx, v.sb)
 	}
 	msg := make([]byte, 64)
 	trip := func(v *variant) float64 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartt-transport/smartt/test/clienttest"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/transport/smarttd"
@@ -37,19 +38,7 @@ func roundTripCPU(b *testing.B, mod func(*smarttd.Config)) {
 	lb := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 9, 2}), 23600)
 	a, d := startDaemon(b, mn, la, dir, mod), startDaemon(b, mn, lb, dir, mod)
 	sa, sb := openBound(b, client.New(a.Config.API.Socket), 1), openBound(b, client.New(d.Config.API.Socket), 1)
-	go func() {
-		for {
-			m, err := sb.Recv(ctx)
-			if err != nil {
-				return
-			}
-			_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
-			m.Release()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	clienttest.Echo(ctx, sb)
 	msg := make([]byte, 64)
 	trip := func() float64 {
 		t0 := time.Now()

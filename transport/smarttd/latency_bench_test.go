@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/test/clienttest"
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/daemon"
@@ -261,18 +262,6 @@ func echoPair(b *testing.B, ctx context.Context, a, d *smarttd.Daemon, ring bool
 			}
 		}
 	}
-	go func() {
-		for {
-			m, err := sb.Recv(ctx)
-			if err != nil {
-				return
-			}
-			_, err = sb.SendAsync(m.From, m.FromEndpoint, m.Data)
-			m.Release()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	clienttest.Echo(ctx, sb)
 	return sa, sb
 }
