@@ -494,10 +494,7 @@ func (s *Server) deliverPlaced(from netip.AddrPort, tok uint64) {
 	x.ring.announce(p.tag)
 	off := p.off + envelopeLen
 	if !x.writing && len(x.queue) == 0 && x.srv.cfg.DirectWrites && x.rawLocked() {
-		b := AppendHeader(x.takeHeldLocked(x.direct[:0]), Header{Type: FrameRecvAt, Tag: p.tag, Len: RecvAtLen})
-		b = RecvAt{RecvHeader: h, Offset: uint64(off)}.Append(b)
-		x.direct = b
-		x.writeRawLocked(b)
+		x.writeRecvAtLocked(p.tag, h, off)
 	} else {
 		x.flushHeldLocked()
 		x.queue = append(x.queue, outFrame{typ: FrameRecvAt, tag: p.tag, recv: h, ringOff: off, placed: true})

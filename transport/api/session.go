@@ -342,11 +342,17 @@ func (x *session) writeRingDirectLocked(h RecvHeader, body msgBody) bool {
 	r.announce(x.recvSeq)
 	x.srv.ringMsgs.Add(1)
 	x.srv.ringBytes.Add(uint64(body.n))
-	b := AppendHeader(x.takeHeldLocked(x.direct[:0]), Header{Type: FrameRecvAt, Tag: x.recvSeq, Len: RecvAtLen})
+	x.writeRecvAtLocked(x.recvSeq, h, off)
+	return true
+}
+
+// writeRecvAtLocked writes the RecvAt frame of the ring message tagged tag at off
+// directly (writeRawLocked: nothing is queued or being written), behind any held frames.
+func (x *session) writeRecvAtLocked(tag uint32, h RecvHeader, off int64) {
+	b := AppendHeader(x.takeHeldLocked(x.direct[:0]), Header{Type: FrameRecvAt, Tag: tag, Len: RecvAtLen})
 	b = RecvAt{RecvHeader: h, Offset: uint64(off)}.Append(b)
 	x.direct = b
 	x.writeRawLocked(b)
-	return true
 }
 
 // rawLocked reports whether the connection offers non-blocking writes from any goroutine
