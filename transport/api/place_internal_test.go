@@ -3,6 +3,7 @@ package api
 import (
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // Placement limits, at and beyond each: a session's placements hold at most half its
@@ -122,5 +123,60 @@ func TestPlaceOutlivesSession(t *testing.T) {
 	defer x.mu.Unlock()
 	if x.ringOrphan != nil || x.placing != 0 {
 		t.Fatalf("after the last placement: orphan kept %v, placing %d", x.ringOrphan != nil, x.placing)
+	}
+}
+
+// A message that waits for ring room behind a placed message goes on waiting while the
+// placed one is still arriving (room comes when it is given back or read), but when the
+// placed one is complete and its RecvAt waits in the queue behind the waiting message,
+// the waiting one goes over the socket instead: waiting then would never end.
+func TestPlacedRecvAtNeverWaitsBehindItself(t *testing.T) {
+	for _, complete := range []bool{false, true} {
+		const ring = 1 << 20
+		x := ringTestSession(t, ring)
+		s := x.srv
+		hd := make([]byte, envelopeLen)
+		putEnvelope(hd, x.endpoint, 7)
+		peer := netip.MustParseAddrPort("10.0.0.2:23600")
+		_, tok := s.Place(peer, 400<<10, hd) // the ring's oldest slot
+		if tok == 0 {
+			t.Fatal("not placed")
+		}
+		body := msgBody{pieces: [][]byte{make([]byte, envelopeLen+700<<10)}, skip: envelopeLen, n: 700 << 10}
+		if got := x.enqueueRecv(limitFrom, body); got != recvQueued {
+			t.Fatalf("outcome %d", got)
+		}
+		if complete {
+			s.deliverPlaced(peer, tok) // its RecvAt queues behind the 700 KiB message
+		}
+		x.mu.Lock()
+		f := x.nextLocked()
+		done := make(chan error, 1)
+		go func() {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			done <- x.toRingLocked(&f, func() error { return nil })
+		}()
+		x.mu.Unlock()
+		select {
+		case err := <-done:
+			if !complete || err != errRingPlaced {
+				t.Fatalf("complete %v: toRingLocked returned %v at once", complete, err)
+			}
+			continue
+		case <-time.After(200 * time.Millisecond):
+			if complete {
+				t.Fatal("the message waits for room that only the placed message behind it can free")
+			}
+		}
+		s.Unplace(tok) // the placed message failed: its room comes back
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("after Unplace: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("still waiting after the placement was given back")
+		}
 	}
 }

@@ -39,6 +39,7 @@ type ringSlot struct {
 	start, end int64
 	announced  bool
 	released   bool
+	queued     bool // a placed message whose RecvAt waits in the session's queue
 }
 
 // recvRing is a session's receive ring: a FIFO of messages over a byte ring. Space is
@@ -143,6 +144,24 @@ func (r *recvRing) release(tag uint32) (bool, error) {
 	}
 	s.released = true
 	return r.reclaim(), nil
+}
+
+// markQueued notes that the placed message tagged tag is complete and its RecvAt frame
+// waits in the session's queue.
+func (r *recvRing) markQueued(tag uint32) {
+	if i := r.find(tag); i >= 0 {
+		r.slots[(r.first+i)%len(r.slots)].queued = true
+	}
+}
+
+// frontQueued reports whether the oldest message in the ring is a placed one whose
+// RecvAt frame is queued and not written yet (nothing can free the ring before it is).
+func (r *recvRing) frontQueued() bool {
+	if r.count == 0 {
+		return false
+	}
+	s := &r.slots[r.first]
+	return s.queued && !s.announced
 }
 
 // cancel gives back the slot tagged tag, reserved for a message that will not be
@@ -330,6 +349,10 @@ func copyBody(dst []byte, b msgBody) {
 // while a message waited for room.
 var errRingStalled = errors.New("no receive-ring space released within api.write_timeout")
 
+// errRingPlaced sends a ring message over the socket instead: the ring is full and
+// placed messages hold part of it (toRingLocked).
+var errRingPlaced = errors.New("ring full with placed messages pending")
+
 // errRingGone ends the writing of a ring message when the session is closing.
 var errRingGone = errors.New("session closing")
 
@@ -355,6 +378,11 @@ func (x *session) toRingLocked(f *outFrame, flush func() error) error {
 		if off, ok := x.ring.alloc(f.tag, f.body.n); ok {
 			f.ringOff = off
 			break
+		}
+		if x.ring.frontQueued() {
+			// The oldest message in the ring is a placed one whose RecvAt waits in the
+			// queue behind this one: room can come only after this one is written.
+			return errRingPlaced
 		}
 		if !flushed {
 			flushed = true
@@ -491,14 +519,17 @@ func (s *Server) deliverPlaced(from netip.AddrPort, tok uint64) {
 		s.undeliverable.Add(1)
 		return
 	}
-	x.ring.announce(p.tag)
 	off := p.off + envelopeLen
 	if !x.writing && len(x.queue) == 0 && x.srv.cfg.DirectWrites && x.rawLocked() {
+		x.ring.announce(p.tag)
 		x.writeRecvAtLocked(p.tag, h, off)
 	} else {
+		// The writer announces it when it writes it; a message waiting for ring room
+		// ahead of it goes over the socket if this one holds the room (toRingLocked).
 		x.flushHeldLocked()
+		x.ring.markQueued(p.tag)
 		x.queue = append(x.queue, outFrame{typ: FrameRecvAt, tag: p.tag, recv: h, ringOff: off, placed: true})
-		x.cond.Signal()
+		x.cond.Broadcast()
 	}
 	s.ringMsgs.Add(1)
 	s.ringBytes.Add(h.Size)

@@ -519,8 +519,17 @@ func (x *session) writeLoop() {
 		}
 		f := x.nextLocked()
 		var err error
-		if f.typ == FrameRecvAt && !f.placed {
+		switch {
+		case f.typ == FrameRecvAt && f.placed:
+			if x.ring != nil {
+				x.ring.announce(f.tag) // the client may release it once it reads this
+			}
+		case f.typ == FrameRecvAt:
 			err = x.toRingLocked(&f, bw.Flush) // waits for room; unlocks to flush and copy
+			if err == errRingPlaced {
+				f.typ, err = FrameRecv, nil // over the socket, in its turn
+				x.srv.ringFallback.Add(1)
+			}
 		}
 		x.mu.Unlock()
 
