@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -42,42 +43,20 @@ func (p *ringPlacer) Place(_ netip.AddrPort, n int, _ []byte) ([]byte, uint64) {
 
 func (p *ringPlacer) Unplace(tok uint64) { delete(p.bufs, tok) }
 
-// ledgerAudit adds up, independently of the engine's charges, what e holds for its
+// ledgerHeld adds up, independently of the engine's charges, what e holds for its
 // peers' messages: every open message's record, the capacity of its chunk table and span
 // list beyond what the record includes, each chunk at its capacity (a placed one at its
 // length: the Placer's memory), whole buffers and parity at their length, and the
-// entries of messages delivered out of order. It also checks the bounds of the free lists.
-func ledgerAudit(t *testing.T, e *Endpoint) (held, unproven uint64) {
-	t.Helper()
+// entries of messages delivered out of order. It fails when a connection's count or the
+// free lists disagree with what they hold or exceed their bounds.
+func ledgerHeld(e *Endpoint) (held, unproven uint64, err error) {
 	for _, c := range e.list {
-		var n uint64
+		n := uint64(len(c.doneOOO)) * oooEntryBytes
 		for _, r := range c.rx {
-			n += msgRecBytes
-			if k := cap(r.chunks); k > tableKeep {
-				n += uint64(k-tableKeep) * chunkSlotBytes
-			}
-			if k := cap(r.spans); k > spanKeep {
-				n += uint64(k-spanKeep) * spanBytes
-			}
-			for _, ch := range r.chunks {
-				switch {
-				case ch == nil:
-				case r.place != nil:
-					n += uint64(len(ch))
-				default:
-					n += uint64(cap(ch))
-				}
-			}
-			n += uint64(len(r.buf))
-			for _, b := range r.ec {
-				for _, p := range b.parity {
-					n += uint64(len(p))
-				}
-			}
+			n += msgHeld(r)
 		}
-		n += uint64(len(c.doneOOO)) * oooEntryBytes
 		if n != c.held {
-			t.Fatalf("conn %x: charged %d bytes, holds %d", c.id, c.held, n)
+			return 0, 0, fmt.Errorf("conn %x: charged %d bytes, holds %d", c.id, c.held, n)
 		}
 		held += n
 		if !c.proven {
@@ -88,29 +67,66 @@ func ledgerAudit(t *testing.T, e *Endpoint) (held, unproven uint64) {
 	for cl, l := range e.chunkFree {
 		for _, ch := range l {
 			if cap(ch) != classSize(cl) {
-				t.Fatalf("free list of class %d holds a %d-byte chunk", cl, cap(ch))
+				return 0, 0, fmt.Errorf("free list of class %d holds a %d-byte chunk", cl, cap(ch))
 			}
 			free += uint64(cap(ch))
 		}
 	}
 	if free != e.chunkFreeBytes || free > maxFreeChunkBytes || len(e.freeRxs) > maxFreeRx {
-		t.Fatalf("free lists: %d chunk bytes (counted %d, bound %d), %d records (bound %d)",
+		return 0, 0, fmt.Errorf("free lists: %d chunk bytes (counted %d, bound %d), %d records (bound %d)",
 			free, e.chunkFreeBytes, maxFreeChunkBytes, len(e.freeRxs), maxFreeRx)
 	}
-	return held, unproven
+	return held, unproven, nil
 }
 
-// checkLedger: what e charged (Stats.RecvBuffered, the unproven share, Stats.ConnHeld)
-// equals what it holds, to the byte.
-func checkLedger(t *testing.T, e *Endpoint) {
-	t.Helper()
-	held, unproven := ledgerAudit(t, e)
+// msgHeld is what open message r holds (ledgerHeld).
+func msgHeld(r *rxMsg) uint64 {
+	n := msgRecBytes
+	if k := cap(r.chunks); k > tableKeep {
+		n += uint64(k-tableKeep) * chunkSlotBytes
+	}
+	if k := cap(r.spans); k > spanKeep {
+		n += uint64(k-spanKeep) * spanBytes
+	}
+	for _, ch := range r.chunks {
+		switch {
+		case ch == nil:
+		case r.place != nil:
+			n += uint64(len(ch))
+		default:
+			n += uint64(cap(ch))
+		}
+	}
+	n += uint64(len(r.buf))
+	for _, b := range r.ec {
+		for _, p := range b.parity {
+			n += uint64(len(p))
+		}
+	}
+	return n
+}
+
+// ledgerCheck: what e charged (Stats.RecvBuffered, the unproven share, Stats.ConnHeld)
+// equals what it holds (ledgerHeld), to the byte.
+func ledgerCheck(e *Endpoint) error {
+	held, unproven, err := ledgerHeld(e)
+	if err != nil {
+		return err
+	}
 	st := e.Stats()
 	if st.RecvBuffered != held || e.unprovenHeld != unproven {
-		t.Fatalf("charged %d bytes (unproven %d), holds %d (unproven %d)", st.RecvBuffered, e.unprovenHeld, held, unproven)
+		return fmt.Errorf("charged %d bytes (unproven %d), holds %d (unproven %d)", st.RecvBuffered, e.unprovenHeld, held, unproven)
 	}
 	if want := uint64(e.NumConns()) * e.cfg.ConnCharge(); st.ConnHeld != want {
-		t.Fatalf("ConnHeld %d for %d connections, want %d", st.ConnHeld, e.NumConns(), want)
+		return fmt.Errorf("ConnHeld %d for %d connections, want %d", st.ConnHeld, e.NumConns(), want)
+	}
+	return nil
+}
+
+func checkLedger(t *testing.T, e *Endpoint) {
+	t.Helper()
+	if err := ledgerCheck(e); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -319,4 +335,42 @@ func TestFitsNoWrap(t *testing.T) {
 			t.Fatalf("StreamStart %d: RecvBuffered %d, BeyondWindow %d: admitted", start, st.RecvBuffered, st.BeyondWindow)
 		}
 	}
+}
+
+// TestUnprovenShareBoundsTinyFlood: spoofed tiny messages (the second byte of 2-byte
+// messages, 100 per spoofed connection) fill the unproven share, RecvBudget/8, to within
+// one message's charge and no further: beyond it every packet is refused and counted, and
+// what is held (ledgerHeld, every buffer at its capacity) never exceeds the share.
+func TestUnprovenShareBoundsTinyFlood(t *testing.T) {
+	cfg := daemonEngineConfig(&ringPlacer{})
+	cfg.MaxMessage, cfg.RecvBudget = 4<<20, 4<<20
+	e, err := NewEndpoint(cfg, nil2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := uint64(cfg.RecvBudget) / unprovenShare
+	perMsg := msgRecBytes + bufCap(2)
+	out := make([]byte, 9000)
+	now := int64(1e9)
+	n := int(2 * share / perMsg) // twice what fits
+	for i := range n {
+		conn, msg := i/100, uint32(i%100)
+		b := tinyPacket(t, uint64(conn+1), msg, 2, 1, uint64(msg)*(2+MsgOverhead), 100+msg)
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 7, byte(conn >> 8), byte(conn)}), 23600)
+		now += 1000
+		e.HandlePacket(now, b, RxMeta{From: from})
+		drainEngine(e, now, out)
+		held, unproven, err := ledgerHeld(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if unproven > share || held != e.Stats().RecvBuffered {
+			t.Fatalf("after %d packets: unproven connections hold %d bytes (share %d), charged %d of %d held", i+1, unproven, share, e.Stats().RecvBuffered, held)
+		}
+	}
+	st := e.Stats()
+	if st.RecvBuffered+perMsg <= share || st.RecvBudgetDrops < uint64(n/2) {
+		t.Fatalf("held %d of a %d-byte share (%d per message) with %d of %d packets refused", st.RecvBuffered, share, perMsg, st.RecvBudgetDrops, n)
+	}
+	t.Logf("%d packets: %d bytes held of a %d-byte share, %d refused", n, st.RecvBuffered, share, st.RecvBudgetDrops)
 }

@@ -514,6 +514,24 @@ func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
 	return true
 }
 
+// maxMsgCharge is the most one message of n bytes can be charged: its buffers at
+// capacity, its record, a chunk table of twice its chunks and a full span list (and under
+// recovery "ec" parity for maxECBlocks blocks). The message charge exempts from the budget
+// is one of at most MaxMessage bytes, so RecvBuffered <= RecvBudget + this for MaxMessage.
+func (c *Config) maxMsgCharge(n int) uint64 {
+	chunks := (n + RecvChunk - 1) / RecvChunk
+	held := uint64(n/RecvChunk) * RecvChunk
+	if r := n % RecvChunk; r > 0 {
+		held += bufCap(r)
+	}
+	held += msgRecBytes + uint64(max(2*chunks-tableKeep, 0))*chunkSlotBytes + (maxSpans-spanKeep)*spanBytes
+	if c.Recovery.mode() == RecoveryEC {
+		_, m := c.ECBlock()
+		held += uint64(maxECBlocks*m) * uint64(c.MTU)
+	}
+	return held
+}
+
 // unprovenShare: connections whose peer has not proven its address hold at most
 // RecvBudget/unprovenShare bytes together, so a spoofed flood cannot take the budget.
 const unprovenShare = 8
