@@ -270,6 +270,15 @@ func (c *Config) ConnCharge() uint64 {
 	return n
 }
 
+// HeldBound is the most an engine with this configuration holds for its peers, bytes:
+// RecvBudget plus one message's charge (Stats.RecvBuffered), MaxConns connections at
+// ConnCharge (Stats.ConnHeld) and its free lists of chunks and message records. Each
+// engine shard of a daemon has its own.
+func (c *Config) HeldBound() uint64 {
+	return uint64(c.RecvBudget) + c.maxMsgCharge(c.MaxMessage) + uint64(c.MaxConns)*c.ConnCharge() +
+		maxFreeChunkBytes + maxFreeRx*msgRecBytes
+}
+
 // connBaseBytes is ConnCharge but for the PSN tracker and subflows: the conn record is
 // 1.2 KiB, the controller, balancer, maps and lists about 1 KiB more.
 const connBaseBytes = 3072

@@ -374,3 +374,18 @@ func TestUnprovenShareBoundsTinyFlood(t *testing.T) {
 	}
 	t.Logf("%d packets: %d bytes held of a %d-byte share, %d refused", n, st.RecvBuffered, share, st.RecvBudgetDrops)
 }
+
+// TestHeldBound: the daemon's default engine holds at most 2 GiB (recv_budget) plus one
+// 1 GiB message's charge, 14 MiB of connections and 4.4 MiB of free lists.
+func TestHeldBound(t *testing.T) {
+	cfg := daemonEngineConfig(nil)
+	if cfg.ConnCharge() != 3072+4096/8 {
+		t.Fatalf("ConnCharge %d", cfg.ConnCharge())
+	}
+	got := cfg.HeldBound()
+	lo := uint64(cfg.RecvBudget) + uint64(cfg.MaxMessage) + 4096*3584
+	if got < lo || got > lo+8<<20 {
+		t.Fatalf("HeldBound %d, want %d .. %d", got, lo, lo+8<<20)
+	}
+	t.Logf("HeldBound %d bytes (%.2f GiB)", got, float64(got)/(1<<30))
+}
