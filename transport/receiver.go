@@ -485,8 +485,8 @@ const (
 // message at a time, the next in its connection's delivery order (any message, unordered),
 // of a proven peer may go on (it is delivered, and frees its memory and that of the
 // complete messages waiting behind it, the moment it is complete), so a full budget cannot
-// deadlock: RecvBuffered <= RecvBudget + MaxMessage. Unproven peers (possibly spoofed)
-// share only RecvBudget/unprovenShare.
+// deadlock: RecvBuffered <= RecvBudget + maxMsgCharge(MaxMessage). Unproven peers
+// (possibly spoofed) share only RecvBudget/unprovenShare.
 func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
 	if r.held == 0 {
 		// A message's first charge pays for its record, which its connection's map is
