@@ -71,6 +71,7 @@ type rxMsg struct {
 	chunks      [][]byte   // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
 	held        uint64     // buffer bytes allocated for it (counted in Stats.RecvBuffered)
 	ec          []*ecBlock // recovery "ec": blocks holding parity (ec.go)
+	anchor      ecAnchor   // recovery "ec": its PSN numbering, from its data (ec.go)
 	place       []byte     // the Placer's buffer for the whole message; chunks are slices of it
 	placeTok    uint64     // its token (Placer.Unplace, Event.Placed)
 	placeTried  bool       // the Placer was asked (once, at the offset-0 packet)

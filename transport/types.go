@@ -185,6 +185,8 @@ type Stats struct {
 	ParityRecv      uint64 // EC parity packets received
 	ParityDropped   uint64 // EC parity packets not kept (block already complete, late, duplicate, trimmed, no EC here)
 	ECRebuilt       uint64 // data packets rebuilt from parity (receiver)
+	ParityRefused   uint64 // EC parity not of the configured code, from an unproven peer, or naming PSNs its message's data contradicts
+	ECBad           uint64 // EC blocks whose rebuild failed the checksum their parity carries (nothing of them kept)
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth AuthStats
