@@ -136,6 +136,8 @@ type Stats struct {
 	NacksRecv       uint64
 	ReturnedRecv    uint64 // trimmed headers of our own packets returned by a switch (return-to-sender), acted on as NACKs
 	ReturnedBad     uint64 // returned headers dropped: no live connection of ours, wrong peer, or not a PSN in flight
+	ReturnedIgnored uint64 // returned headers not acted on: return_to_sender off, or the connection's trust in returns spent
+	ReturnedFalse   uint64 // returns acted on whose packet's original transmission was acknowledged after all
 	ProbesSent      uint64
 	DataRecv        uint64 // data packets received (including duplicates and trimmed)
 	DupData         uint64 // duplicate data packets (already received)
