@@ -86,9 +86,10 @@ type Config struct {
 	// BusyPoll makes a read that finds the socket empty poll it again, yielding the
 	// processor between polls (runtime.Gosched), for up to this long before the goroutine
 	// sleeps in the netpoller: a datagram that arrives meanwhile costs no wake-up. 0 (the
-	// default) is off; at most MaxBusyPoll. It burns a core while it polls: for hosts with
-	// cores to spare (docs/datapath.md, "Busy polling"). A read deadline may pass by up to
-	// BusyPoll before the read returns.
+	// default) is off; at most MaxBusyPoll. It burns a core while it polls, so it polls
+	// only while polling pays (busyPolicy: at most a wake-up's cost per datagram plus one
+	// BusyPoll): for hosts with cores to spare (docs/datapath.md, "Busy polling"). A read
+	// deadline may pass by up to BusyPoll before the read returns.
 	BusyPoll time.Duration
 
 	// ReusePort sets SO_REUSEPORT on the listen socket and the EV sockets, so that several
