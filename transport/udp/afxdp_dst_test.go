@@ -79,4 +79,7 @@ func TestAFXDPOnlyOurAddress(t *testing.T) {
 	if k != 1 || !bytes.Equal(in[0].Buf[:in[0].N], ours) {
 		t.Fatalf("read %d datagrams, the first %q; want only %q (datagrams to another address or the broadcast were read)", k, in[0].Buf[:in[0].N], ours)
 	}
+	if st := b.Stats(); st.RxWrongDst != 0 {
+		t.Fatalf("the reader saw %d datagrams to another destination: the XDP program must pass them to the kernel", st.RxWrongDst)
+	}
 }
