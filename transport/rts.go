@@ -94,7 +94,10 @@ func (e *Endpoint) onReturned(now int64, b []byte, m *RxMeta) {
 		return
 	}
 	sp.ret = retActed
-	c.rtsSpent++ // reserved until judged: at most the trust's worth of returns unjudged at once
+	// Reserved until judged: at most the trust's worth of returns unjudged at once. A
+	// packet returned again after its resend reserves again, and is judged once: each
+	// further return of it costs a unit for good.
+	c.rtsSpent++
 	e.stats.ReturnedRecv++
 	e.declareLost(now, c, psn, cc.LossTrim)
 	e.touch(c, now)
