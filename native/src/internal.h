@@ -100,7 +100,8 @@ int out_releases(smartt_session *s);       /* queues the pending Release frame *
 int write_iov(smartt_session *s, struct iovec *iov, int n, int blocking, int timeout_ms);
 
 /* Input. */
-int in_read(smartt_session *s);            /* non-blocking read and parse */
+int in_read(smartt_session *s);
+int in_parse(smartt_session *s);           /* frames that came with the Upgrade response */            /* non-blocking read and parse */
 int wait_io(smartt_session *s, int timeout_ms, int want_write);
 long long now_ms(void);
 

@@ -186,6 +186,11 @@ static int parse(smartt_session *s)
     return r ? sm_fail(s, r) : 0;
 }
 
+int in_parse(smartt_session *s)
+{
+    return s->in_len ? parse(s) : 0;
+}
+
 /* in_read reads what the socket has (a bounded number of reads, so one busy session
  * cannot hold a progress engine for ever) and parses it. */
 int in_read(smartt_session *s)

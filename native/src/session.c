@@ -69,6 +69,8 @@ int smartt_open(smartt_session **out, const char *socket_path, const smartt_opti
         r = try_open(s, "smartt-msg/1", o, tmo);
     if (r == 1)
         r = SMARTT_EVERSION;
+    if (!r)
+        r = in_parse(s);
     if (r) {
         free_session(s);
         return r;
