@@ -142,6 +142,9 @@ typedef struct smartt_event {
  * none is queued (it does not read the socket: call smartt_progress). Outcomes
  * and replies come before received messages. */
 int smartt_poll_completion(smartt_session *s, smartt_event *ev);
+/* smartt_poll_outcome is smartt_poll_completion without received messages: replies and
+ * outcomes only (RECV events stay queued for smartt_recv). */
+int smartt_poll_outcome(smartt_session *s, smartt_event *ev);
 /* smartt_release gives back a RECV event's data (frees it, or releases its ring
  * space; ring releases are batched and sent with the next write or progress).
  * s may be NULL for a socket message. Other events need no release. */

@@ -253,6 +253,13 @@ int smartt_poll_completion(smartt_session *s, smartt_event *ev)
     return 0;
 }
 
+int smartt_poll_outcome(smartt_session *s, smartt_event *ev)
+{
+    if (!s || !ev)
+        return SMARTT_EINVAL;
+    return evq_pop(&s->done, ev);
+}
+
 int smartt_release(smartt_session *s, smartt_event *ev)
 {
     if (!ev || ev->type != SMARTT_EV_RECV)

@@ -525,7 +525,8 @@ class Session:
             except OSError as e:
                 self._fail(ECLOSED if e.errno == errno.ECONNRESET else EIO, str(e))
             if n == 0:
-                self._fail(ECLOSED, "the daemon closed the session")
+                why = [e for e in self._recv if e.type == ERROR]  # its last words, if any
+                self._fail(why[-1].status if why else ECLOSED, why[-1].text if why else "")
             if not self._direct:
                 self._parse()
 
@@ -637,6 +638,10 @@ class Session:
         if self._recv:
             return self._recv.popleft()
         return None
+
+    def poll_outcome(self):
+        """poll_completion without received messages: the oldest reply or outcome, or None."""
+        return self._done.popleft() if self._done else None
 
     # ---- blocking ----
 
