@@ -208,9 +208,14 @@ int in_read(smartt_session *s)
                     return s->err;
             }
         } else {
-            n = read(s->fd, s->in + s->in_len, s->in_cap - s->in_len);
+            size_t want = s->in_cap - s->in_len;
+            n = read(s->fd, s->in + s->in_len, want);
             if (n > 0)
                 s->in_len += (size_t)n;
+            if (n > 0 && (size_t)n < want) { /* a short read: the socket is drained */
+                parse(s);
+                return s->err;
+            }
         }
         if (n == 0)
             return sm_fail(s, SMARTT_ECLOSED);

@@ -40,6 +40,15 @@ def default_socket():
     return os.environ.get("SMARTT_SOCKET") or DEFAULT_SOCKET
 
 
+_packed, _hosts = {}, {}  # address conversions, cached: ipaddress costs microseconds
+
+
+def _remember(cache, k, v):
+    if len(cache) >= 4096:
+        cache.clear()
+    cache[k] = v
+
+
 class Addr(collections.namedtuple("Addr", "host port endpoint")):
     """A destination or sender: host (str), UDP port, endpoint."""
 
@@ -52,13 +61,21 @@ class Addr(collections.namedtuple("Addr", "host port endpoint")):
         return cls(host.strip("[]"), int(port), endpoint)
 
     def packed(self):
-        a = ipaddress.ip_address(self.host)
-        return (_MAPPED + a.packed) if a.version == 4 else a.packed
+        p = _packed.get(self.host)
+        if p is None:
+            a = ipaddress.ip_address(self.host)
+            p = (_MAPPED + a.packed) if a.version == 4 else a.packed
+            _remember(_packed, self.host, p)
+        return p
 
     @classmethod
     def unpack(cls, raw, port, endpoint):
-        a = ipaddress.IPv6Address(raw)
-        host = str(a.ipv4_mapped) if a.ipv4_mapped else str(a)
+        raw = bytes(raw)
+        host = _hosts.get(raw)
+        if host is None:
+            a = ipaddress.IPv6Address(raw)
+            host = str(a.ipv4_mapped) if a.ipv4_mapped else str(a)
+            _remember(_hosts, raw, host)
         return cls(host, port, endpoint)
 
     def __str__(self):
@@ -227,6 +244,7 @@ class Session:
         self._received = False
         self._done = collections.deque()
         self._recv = collections.deque()
+        self._poll, self._poll_ev = None, select.POLLIN
         offer = "smartt-msg/2, smartt-msg/1" if max_version == 2 else "smartt-msg/1"
         try:
             r = self._try_open(offer, timeout, lazy_sent)
@@ -507,6 +525,7 @@ class Session:
 
     def _read(self):
         for _ in range(64):
+            want = 0
             try:
                 if self._direct:
                     cur = memoryview(self._cur.data)[self._cur_got:self._cur_got + self._direct]
@@ -518,6 +537,7 @@ class Session:
                     if not self._direct:
                         self._cur_done()
                 else:
+                    want = len(self._in) - self._inlen
                     n = self._sock.recv_into(self._inv[self._inlen:])
                     self._inlen += n
             except (BlockingIOError, InterruptedError):
@@ -529,6 +549,8 @@ class Session:
                 self._fail(why[-1].status if why else ECLOSED, why[-1].text if why else "")
             if not self._direct:
                 self._parse()
+                if 0 < n < want:
+                    return  # a short read: the socket is drained
 
     def _parse(self):
         off, inv, end = 0, self._inv, self._inlen
@@ -646,8 +668,14 @@ class Session:
     # ---- blocking ----
 
     def _wait_io(self, deadline, write=False):
-        p = select.poll()
-        p.register(self._sock, select.POLLIN | (select.POLLOUT if write or self._out else 0))
+        p = self._poll
+        if p is None:
+            p = self._poll = select.poll()
+            p.register(self._sock, select.POLLIN)
+        ev = select.POLLIN | (select.POLLOUT if write or self._out else 0)
+        if ev != self._poll_ev:
+            p.modify(self._sock, ev)
+            self._poll_ev = ev
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise Timeout()
