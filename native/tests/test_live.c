@@ -96,6 +96,38 @@ TEST(small_both_ways)
     smartt_close(b);
 }
 
+/* smartt_poll_outcome never takes a received message. */
+TEST(poll_outcome_leaves_messages)
+{
+    smartt_session *a, *b;
+    uint32_t ea, eb, tag;
+    pair(&a, &b, 0, 0, &ea, &eb);
+    smartt_addr ta, tb;
+    smartt_addr_parse(&ta, aaddr, ea);
+    smartt_addr_parse(&tb, baddr, eb);
+    CHECK_EQ(smartt_send(b, &ta, "y", 1, NULL, TMO), 0);
+    CHECK_EQ(smartt_send_async(a, &tb, "x", 1, &tag), 0);
+    smartt_event ev;
+    int outcomes = 0;
+    for (int i = 0; i < 2000 && !outcomes; i++) {
+        smartt_progress(a);
+        while (smartt_poll_outcome(a, &ev) == 1) {
+            CHECK(ev.type != SMARTT_EV_RECV);
+            outcomes += ev.type == SMARTT_EV_SENT;
+        }
+        if (!outcomes)
+            usleep(1000);
+    }
+    CHECK_EQ(outcomes, 1);
+    CHECK_EQ(smartt_recv(a, &ev, TMO), 0);
+    CHECK(ev.size == 1 && ev.data[0] == 'y');
+    smartt_release(a, &ev);
+    CHECK_EQ(smartt_recv(b, &ev, TMO), 0);
+    smartt_release(b, &ev);
+    smartt_close(a);
+    smartt_close(b);
+}
+
 TEST(large_copy)
 {
     smartt_session *a, *b;
@@ -315,6 +347,7 @@ int main(void)
     }
     RUN(version_and_caps);
     RUN(small_both_ways);
+    RUN(poll_outcome_leaves_messages);
     RUN(large_copy);
     RUN(nonblocking_progress);
     RUN(memfd_zero_copy);

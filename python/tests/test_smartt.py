@@ -75,6 +75,20 @@ class Live(unittest.TestCase):
         with self.assertRaises(smartt.Timeout):
             b.recv(0.05)
 
+    def test_poll_outcome_leaves_messages(self):
+        a, b, ea, eb = self.pair()
+        b.send(smartt.Addr.parse(AADDR, ea), b"y", T)
+        tag = a.send_async(smartt.Addr.parse(BADDR, eb), b"x")
+        self.assertEqual(a.wait(tag, {smartt.SENT}, T).type, smartt.SENT)
+        while True:
+            e = a.poll_outcome()
+            if e is None:
+                break
+            self.assertNotEqual(e.type, smartt.RECV)
+        with a.recv(T) as m:
+            self.assertEqual(bytes(m.data), b"y")
+        b.recv(T).release()
+
     def test_large_and_nonblocking(self):
         a, b, ea, eb = self.pair()
         to = smartt.Addr.parse(BADDR, eb)
