@@ -23,7 +23,7 @@ static int close_early; /* the fake closes at once after its last response */
 
 /* A script: per connection, the response bytes; the child records each request's
  * Upgrade line in the file path.req. */
-typedef struct { const void *p; size_t n; } chunk;
+typedef struct { const void *p; size_t n; const void *after; size_t nafter; } chunk;
 
 static void serve(const chunk *conns, int nconn)
 {
@@ -62,6 +62,11 @@ static void serve(const chunk *conns, int nconn)
         }
         if (write(c, conns[i].p, conns[i].n) < 0)
             _exit(4);
+        if (conns[i].after) { /* the rest once the client sent a request */
+            char b[256];
+            if (read(c, b, sizeof b) <= 0 || write(c, conns[i].after, conns[i].nafter) < 0)
+                _exit(5);
+        }
         if (i == nconn - 1 && !close_early) { /* keep the last one open until the client closes */
             char b[4096];
             while (read(c, b, sizeof b) > 0)
@@ -135,7 +140,7 @@ static int drive(smartt_session **out, smartt_event *ev)
 
 static int hostile(const void *resp, size_t n)
 {
-    chunk c = {resp, n};
+    chunk c = {resp, n, NULL, 0};
     close_early = 1;
     serve(&c, 1);
     close_early = 0;
@@ -148,7 +153,7 @@ static int hostile(const void *resp, size_t n)
 
 TEST(version_list_refused_then_v1)
 {
-    chunk c[2] = {{R426, sizeof R426 - 1}, {UP1, sizeof UP1 - 1}};
+    chunk c[2] = {{R426, sizeof R426 - 1, NULL, 0}, {UP1, sizeof UP1 - 1, NULL, 0}};
     serve(c, 2);
     smartt_session *s;
     CHECK_EQ(smartt_open(&s, path, NULL), 0);
@@ -163,7 +168,7 @@ TEST(version_list_refused_then_v1)
 
 TEST(version_none)
 {
-    chunk c[2] = {{R426, sizeof R426 - 1}, {R426, sizeof R426 - 1}};
+    chunk c[2] = {{R426, sizeof R426 - 1, NULL, 0}, {R426, sizeof R426 - 1, NULL, 0}};
     serve(c, 2);
     smartt_session *s;
     char err[128];
@@ -172,18 +177,18 @@ TEST(version_none)
     CHECK(strstr(err, "smartt-msg/1") != NULL);
     reap();
     static const char bad[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: smartt-msg/9\r\n\r\n";
-    chunk c2 = {bad, sizeof bad - 1};
+    chunk c2 = {bad, sizeof bad - 1, NULL, 0};
     serve(&c2, 1);
     CHECK_EQ(smartt_open(&s, path, NULL), SMARTT_EVERSION);
     reap();
     /* Smartt-Version that contradicts Upgrade */
     static const char lie[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: smartt-msg/2\r\nSmartt-Version: 1\r\n\r\n";
-    chunk c3 = {lie, sizeof lie - 1};
+    chunk c3 = {lie, sizeof lie - 1, NULL, 0};
     serve(&c3, 1);
     CHECK_EQ(smartt_open(&s, path, NULL), SMARTT_EPROTO);
     reap();
     static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 20\r\n\r\n{\"error\":\"full up\"}\n";
-    chunk c4 = {busy, sizeof busy - 1};
+    chunk c4 = {busy, sizeof busy - 1, NULL, 0};
     serve(&c4, 1);
     CHECK_EQ(smartt_open(&s, path, &o), SMARTT_EBUSY);
     CHECK(strcmp(err, "full up") == 0);
@@ -196,7 +201,7 @@ TEST(v2_events)
     size_t n = frame(b, UP2, 0x88, 7, 0, "", 0);
     unsigned char one = 1;
     n += frame(b + n, "", 0x89, 7, 1, &one, 1);
-    chunk c = {b, n};
+    chunk c = {b, n, NULL, 0};
     serve(&c, 1);
     smartt_session *s;
     CHECK_EQ(smartt_open(&s, path, NULL), 0);
@@ -257,7 +262,7 @@ TEST(good_message_and_long_failed_text)
     static unsigned char text[1 << 20];
     memset(text, 'x', sizeof text);
     n += frame(b + n, "", 0x83, 9, sizeof text, text, sizeof text);
-    chunk c = {b, n};
+    chunk c = {b, n, NULL, 0};
     serve(&c, 1);
     smartt_session *s;
     CHECK_EQ(smartt_open(&s, path, NULL), 0);
@@ -270,6 +275,37 @@ TEST(good_message_and_long_failed_text)
     CHECK_EQ(strlen(ev.text), sizeof ev.text - 1);
     smartt_close(s);
     reap();
+}
+
+/* A RecvAt must lie inside the ring the client set up. */
+TEST(ring_bounds)
+{
+    static const char up[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: smartt-msg/1\r\n"
+                             "Smartt-SendFD: 1\r\nSmartt-Recv-Ring: 1048576\r\n\r\n";
+    unsigned char ok[8] = {0, 0, 0, 0, 0, 0x10, 0, 0}; /* RingOK 1 MiB */
+    for (int bad = 0; bad < 2; bad++) {
+        unsigned char at[42] = {0}, b[256];
+        at[33] = 100;                                  /* size 100 */
+        at[39] = bad ? 0x10 : 0, at[41] = bad ? 0 : 64; /* offset 1 MiB (beyond) or 64 */
+        size_t n = frame(b, "", 0x86, 1, 8, ok, 8);
+        n += frame(b + n, "", 0x87, 5, 42, at, 42);
+        chunk c = {up, sizeof up - 1, b, n};
+        serve(&c, 1);
+        smartt_session *s;
+        CHECK_EQ(smartt_open(&s, path, NULL), 0);
+        CHECK(smartt_caps(s) & SMARTT_CAP_RING);
+        int r = smartt_ring_enable(s, 1u << 20, 0, 2000); /* the bad RecvAt may come in the same read */
+        CHECK(r == 0 || (bad && r == SMARTT_EPROTO));
+        smartt_event ev;
+        r = smartt_recv(s, &ev, 2000);
+        CHECK_EQ(r, bad ? SMARTT_EPROTO : 0);
+        if (!r) {
+            CHECK(ev.in_ring && ev.size == 100 && ev.data[0] == 0);
+            CHECK_EQ(smartt_release(s, &ev), 0);
+        }
+        smartt_close(s);
+        reap();
+    }
 }
 
 /* Random frames after a valid Upgrade: any outcome but a crash or a hang. */
@@ -300,6 +336,7 @@ int main(void)
     RUN(v2_events);
     RUN(hostile_frames);
     RUN(good_message_and_long_failed_text);
+    RUN(ring_bounds);
     RUN(random_garbage);
     unlink(path);
     char reqf[128];
