@@ -45,6 +45,7 @@ struct smartt_session {
     uint32_t next_tag;
     uint32_t endpoint;
     int received; /* a message was received (lazy Sent: WantSent pays) */
+    int last_words; /* the status of the last tag-0 Error: the session's error at EOF */
     char *socket_path;
 
     /* Output: bytes queued for the socket; out_base is the stream offset of out[0]. */

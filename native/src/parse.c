@@ -112,8 +112,11 @@ static int on_frame(smartt_session *s, int type, uint32_t tag, const unsigned ch
             return SMARTT_EPROTO;
         e.type = SMARTT_EV_ERROR, e.status = SMARTT_EDAEMON(get_u16(p));
         set_text(&e, p + 2, n - 2);
-        if (tag == 0)
+        if (tag == 0) { /* a notice; 1 and 11 are the daemon's last words */
+            if (e.status == SMARTT_EDAEMON(1) || e.status == SMARTT_EDAEMON(11))
+                s->last_words = e.status;
             return push(s, &s->recv, &e);
+        }
         if (tag == s->ring_tag) { /* the ring was refused */
             munmap(s->ring, (size_t)s->ring_size);
             s->ring = NULL, s->ring_size = 0, s->ring_tag = 0;
@@ -218,7 +221,7 @@ int in_read(smartt_session *s)
             }
         }
         if (n == 0)
-            return sm_fail(s, SMARTT_ECLOSED);
+            return sm_fail(s, s->last_words ? s->last_words : SMARTT_ECLOSED);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

@@ -322,8 +322,8 @@ int smartt_wait(smartt_session *s, uint32_t tag, unsigned mask, smartt_event *ev
             return SMARTT_ETIMEDOUT;
         size_t before = s->done.n + s->recv.n;
         int r = smartt_progress(s);
-        if (r < 0)
-            return r;
+        if (r < 0) /* what came before the session broke is still answered */
+            return (q == &s->recv ? evq_pop(q, ev) : evq_take(q, tag, mask, ev)) ? 0 : r;
         if (s->done.n + s->recv.n != before)
             continue; /* new events: look before sleeping */
         r = wait_io(s, left, 0);

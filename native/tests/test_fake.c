@@ -277,6 +277,26 @@ TEST(good_message_and_long_failed_text)
     reap();
 }
 
+/* A tag-0 Error before the daemon closes is what the session reports. */
+TEST(last_words)
+{
+    unsigned char b[256];
+    size_t n = frame(b, UP1, 0x85, 0, 2 + 4, "\0\013idle", 6);
+    chunk c = {b, n, NULL, 0};
+    close_early = 1;
+    serve(&c, 1);
+    close_early = 0;
+    smartt_session *s;
+    CHECK_EQ(smartt_open(&s, path, NULL), 0);
+    smartt_event ev;
+    CHECK_EQ(smartt_recv(s, &ev, 2000), SMARTT_EDAEMON(11));
+    CHECK(strcmp(ev.text, "idle") == 0);
+    CHECK_EQ(smartt_recv(s, &ev, 2000), SMARTT_EDAEMON(11)); /* sticky */
+    CHECK_EQ(smartt_progress(s), SMARTT_EDAEMON(11));
+    smartt_close(s);
+    reap();
+}
+
 /* A RecvAt must lie inside the ring the client set up. */
 TEST(ring_bounds)
 {
@@ -336,6 +356,7 @@ int main(void)
     RUN(v2_events);
     RUN(hostile_frames);
     RUN(good_message_and_long_failed_text);
+    RUN(last_words);
     RUN(ring_bounds);
     RUN(random_garbage);
     unlink(path);

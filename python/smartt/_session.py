@@ -245,6 +245,7 @@ class Session:
         self._done = collections.deque()
         self._recv = collections.deque()
         self._poll, self._poll_ev = None, select.POLLIN
+        self._last_words = None
         offer = "smartt-msg/2, smartt-msg/1" if max_version == 2 else "smartt-msg/1"
         try:
             r = self._try_open(offer, timeout, lazy_sent)
@@ -545,8 +546,8 @@ class Session:
             except OSError as e:
                 self._fail(ECLOSED if e.errno == errno.ECONNRESET else EIO, str(e))
             if n == 0:
-                why = [e for e in self._recv if e.type == ERROR]  # its last words, if any
-                self._fail(why[-1].status if why else ECLOSED, why[-1].text if why else "")
+                why = self._last_words  # the daemon's tag-0 Error 1 or 11, if it sent one
+                self._fail(why.status if why else ECLOSED, why.text if why else "")
             if not self._direct:
                 self._parse()
                 if 0 < n < want:
@@ -611,6 +612,8 @@ class Session:
             e.type, e.status = ERROR, edaemon(struct.unpack(">H", p[:2])[0])
             e.text = bytes(p[2:514]).decode("utf-8", "replace")
             if tag == 0:
+                if e.status in (edaemon(1), edaemon(11)):
+                    self._last_words = e
                 self._recv.append(e)
                 return
             if tag == self._ring_tag:  # the ring was refused

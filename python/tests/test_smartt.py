@@ -286,6 +286,15 @@ class Fake(unittest.TestCase):
             self.assertEqual(s.wait(7, {smartt.ACCEPTED}, 2).type, smartt.ACCEPTED)
             self.assertEqual(s.wait(7, {smartt.CANCEL_RESULT}, 2).cancel, smartt.CANCEL_IN_FLIGHT)
 
+    def test_last_words(self):
+        self.serve([UP1 + frame(0x85, 0, b"\0\x0bidle")])
+        with smartt.Session(self.path) as s:
+            for _ in range(2):  # the notice, then the session's error: the same code
+                with self.assertRaises(smartt.Error) as cm:
+                    s.recv(2)
+                self.assertEqual(cm.exception.daemon_code, 11)
+                self.assertEqual(cm.exception.text, "idle")
+
     def test_hostile_frames(self):
         recv = bytes(33) + b"\x0a"
         cases = {
