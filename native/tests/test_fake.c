@@ -159,6 +159,11 @@ TEST(version_list_refused_then_v1)
     CHECK_EQ(smartt_open(&s, path, NULL), 0);
     CHECK_EQ(smartt_version(s), 1);
     CHECK_EQ(smartt_cancel(s, 3), SMARTT_ENOTSUP);
+    /* no Smartt-SendFD, no Smartt-Recv-Ring: neither memfds nor a ring */
+    smartt_addr to;
+    CHECK_EQ(smartt_addr_parse(&to, "127.0.0.2:23600", 1), 0);
+    CHECK_EQ(smartt_send_fd_async(s, &to, 0, 10, NULL), SMARTT_ENOTSUP);
+    CHECK_EQ(smartt_ring_start(s, 1u << 20, 0, NULL), SMARTT_ENOTSUP);
     smartt_close(s);
     reap();
     char req[512];

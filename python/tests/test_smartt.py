@@ -263,6 +263,13 @@ class Fake(unittest.TestCase):
         self.serve([R426, UP1], keep_open=True)
         with smartt.Session(self.path) as s:
             self.assertEqual(s.version, 1)
+            # no Smartt-SendFD, no Smartt-Recv-Ring: neither memfds nor a ring
+            with self.assertRaises(smartt.Error) as cm:
+                s.send_fd_async(smartt.Addr.parse("127.0.0.2:23600", 1), 0, 10)
+            self.assertEqual(cm.exception.code, smartt.ENOTSUP)
+            with self.assertRaises(smartt.Error) as cm:
+                s.enable_ring(1 << 20)
+            self.assertEqual(cm.exception.code, smartt.ENOTSUP)
         self.assertIn(b"Upgrade: smartt-msg/2, smartt-msg/1\r\n", self.requests[0])
         self.assertIn(b"Upgrade: smartt-msg/1\r\n", self.requests[1])
 
