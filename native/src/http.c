@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -90,33 +91,34 @@ int smartt_addr_format(const smartt_addr *a, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? SMARTT_EINVAL : 0;
 }
 
+/* sock_connect connects a non-blocking Unix socket. A Unix connect does not complete
+ * in the background (EAGAIN means a full backlog), so it blocks, bounded by
+ * SO_SNDTIMEO, and the socket turns non-blocking afterwards. */
 int sock_connect(const char *path, int timeout_ms)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path)
         return SMARTT_EINVAL;
     strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return SMARTT_ESYS;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        struct pollfd p = {fd, POLLOUT, 0};
-        int err = 0;
-        socklen_t el = sizeof err;
-        if (errno != EINPROGRESS && errno != EAGAIN)
-            err = 1;
-        else if (poll(&p, 1, timeout_ms) != 1 ||
-                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
-            err = 1;
-        if (err) {
-            close(fd);
-            return SMARTT_ECONNECT;
-        }
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int r;
+    do
+        r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    while (r < 0 && errno == EINTR);
+    struct timeval none = {0, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
+    if (r < 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
+        close(fd);
+        return SMARTT_ECONNECT;
     }
     return fd;
 }
 
-/* io_all writes n bytes to non-blocking fd by deadline dl. */
+/* write_all writes n bytes to non-blocking fd by deadline dl. */
 static int write_all(int fd, const char *p, size_t n, long long dl)
 {
     while (n) {

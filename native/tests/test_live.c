@@ -309,6 +309,11 @@ TEST(control_gets)
     setenv("SMARTT_SOCKET", "", 1);
     CHECK(strcmp(smartt_default_socket(), SMARTT_DEFAULT_SOCKET) == 0);
     unsetenv("SMARTT_SOCKET");
+    CHECK_EQ(smartt_open(&a, "/nonexistent/smarttd.sock", NULL), SMARTT_ECONNECT);
+    char longp[200];
+    memset(longp, 'x', sizeof longp - 1);
+    longp[0] = '/', longp[sizeof longp - 1] = 0;
+    CHECK_EQ(smartt_open(&a, longp, NULL), SMARTT_EINVAL); /* beyond sun_path */
 }
 
 /* cancel: a v2 daemon answers every Cancel with a CancelResult; v1 says not supported. */
