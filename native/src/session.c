@@ -306,6 +306,12 @@ int smartt_ring_start(smartt_session *s, uint64_t size, uint64_t min_message, ui
     return r;
 }
 
+/* take removes the awaited event from its queue. */
+static int take(smartt_session *s, evq *q, uint32_t tag, unsigned mask, smartt_event *ev)
+{
+    return q == &s->recv ? evq_pop(q, ev) : evq_take(q, tag, mask, ev);
+}
+
 int smartt_wait(smartt_session *s, uint32_t tag, unsigned mask, smartt_event *ev, int timeout_ms)
 {
     if (!s || !ev)
@@ -313,22 +319,23 @@ int smartt_wait(smartt_session *s, uint32_t tag, unsigned mask, smartt_event *ev
     long long dl = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
     evq *q = tag == 0 && (mask & (1u << SMARTT_EV_RECV)) ? &s->recv : &s->done;
     for (;;) {
-        if (q == &s->recv ? evq_pop(q, ev) : evq_take(q, tag, mask, ev))
+        if (take(s, q, tag, mask, ev))
             return 0;
         if (s->err)
             return s->err;
-        int left = dl < 0 ? -1 : (int)(dl - now_ms());
-        if (dl >= 0 && left < 0)
-            return SMARTT_ETIMEDOUT;
-        size_t before = s->done.n + s->recv.n;
-        int r = smartt_progress(s);
-        if (r < 0) /* what came before the session broke is still answered */
-            return (q == &s->recv ? evq_pop(q, ev) : evq_take(q, tag, mask, ev)) ? 0 : r;
-        if (s->done.n + s->recv.n != before)
-            continue; /* new events: look before sleeping */
-        r = wait_io(s, left, 0);
-        if (r < 0 && r != SMARTT_ETIMEDOUT)
-            return r;
+        long long left = dl < 0 ? -1 : dl - now_ms();
+        int late = dl >= 0 && left <= 0;
+        int r = out_releases(s);
+        if (!r)
+            r = out_flush(s);
+        if (r)
+            return sm_fail(s, r);
+        /* poll first, then progress: no read that finds nothing */
+        r = wait_io(s, late ? 0 : (int)left, 0);
+        if (r < 0 && r != SMARTT_ETIMEDOUT) /* what came before the break is still answered */
+            return take(s, q, tag, mask, ev) ? 0 : r;
+        if (late)
+            return take(s, q, tag, mask, ev) ? 0 : SMARTT_ETIMEDOUT;
     }
 }
 

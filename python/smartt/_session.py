@@ -32,6 +32,7 @@ _SENDH = struct.Struct(">16sHIQ")
 _RECVH = struct.Struct(">16sHIIQ")
 _U64 = struct.Struct(">Q")
 _SENT = struct.Struct(">QQQQ")
+_SEND_DATA = struct.Struct(">B3xII16sHIQB3xII")  # a Send frame and its first Data header
 _MAPPED = b"\0" * 10 + b"\xff\xff"
 
 
@@ -417,7 +418,8 @@ class Session:
             if deadline is False:
                 self._queue(bufs)
                 return
-            self._wait_io(deadline, True)
+            if not self._wait_io(deadline, True):
+                self._fail(EIO, "timed out in the middle of a message: the session is cut")
 
     # ---- requests ----
 
@@ -435,8 +437,13 @@ class Session:
             raise Error(EINVAL, "message size 1..1 GiB")
         tag = self._next_tag()
         bufs = [self._releases_frame()] if self._rel else []
-        bufs.append(_HDR.pack(F_SEND, tag, 30) + _SENDH.pack(to.packed(), to.port, to.endpoint, n))
-        for off in range(0, n, MAX_PAYLOAD):
+        head = _SEND_DATA.pack(F_SEND, tag, 30, to.packed(), to.port, to.endpoint, n, F_DATA, tag, min(n, MAX_PAYLOAD))
+        if n <= 4096:  # small: one buffer (cheaper than a gather of three)
+            bufs.append(head + mv)
+        else:
+            bufs.append(head)
+            bufs.append(mv[:MAX_PAYLOAD])
+        for off in range(MAX_PAYLOAD, n, MAX_PAYLOAD):
             chunk = mv[off:off + MAX_PAYLOAD]
             bufs.append(_HDR.pack(F_DATA, tag, len(chunk)))
             bufs.append(chunk)
@@ -444,7 +451,8 @@ class Session:
             self._queue(bufs)
             self._flush()
             while deadline is not False and self._out:
-                self._wait_io(deadline, True)
+                if not self._wait_io(deadline, True):
+                    raise Timeout("writing the message")
         else:
             self._write_direct(bufs, deadline)
         return tag
@@ -670,6 +678,12 @@ class Session:
 
     # ---- blocking ----
 
+    def _flush_pending(self):
+        if self._rel:
+            self._queue([self._releases_frame()])
+        if self._out:
+            self._flush()
+
     def _wait_io(self, deadline, write=False):
         p = self._poll
         if p is None:
@@ -680,10 +694,10 @@ class Session:
             p.modify(self._sock, ev)
             self._poll_ev = ev
         left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            raise Timeout()
-        p.poll(None if left is None else max(0, int(left * 1000 + 0.999)))
+        late = left is not None and left <= 0
+        p.poll(None if left is None else 0 if late else int(left * 1000 + 0.999))
         self.progress()
+        return not late  # False: the deadline had passed (this was the last look)
 
     @staticmethod
     def _deadline(timeout):
@@ -699,10 +713,13 @@ class Session:
                     del self._done[i]
                     return e
             self._check()
-            before = len(self._done)
-            self.progress()
-            if len(self._done) == before:
-                self._wait_io(deadline)
+            self._flush_pending()
+            if not self._wait_io(deadline):  # poll, then progress: no read that finds nothing
+                for i, e in enumerate(self._done):
+                    if e.tag == tag and e.type in types:
+                        del self._done[i]
+                        return e
+                raise Timeout()
 
     def bind(self, endpoint=0, timeout=None):
         """Binds endpoint (0: the daemon picks a free one) and returns it."""
@@ -731,9 +748,9 @@ class Session:
         deadline = self._deadline(timeout)
         while not self._recv:
             self._check()
-            self.progress()
-            if not self._recv:
-                self._wait_io(deadline)
+            self._flush_pending()
+            if not self._wait_io(deadline) and not self._recv:
+                raise Timeout()
         e = self._recv.popleft()
         if e.type == ERROR:
             raise Error(e.status, e.text)
