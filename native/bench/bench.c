@@ -1,7 +1,8 @@
 /* One benchmark round of libsmartt, as scripts/bench-clients runs it:
  *   bench rtt SOCK_A SOCK_B ADDR_B N    mean 64 B round trip in microseconds over N
  *   bench bw  SOCK_A SOCK_B ADDR_B N    goodput of N 1 MiB messages in MB/s (depth 8;
- *                                       the receiver reads them from an 8 MiB ring)
+ *                                       the receiver reads them from a ring of
+ *                                       $BENCH_RING MiB if set, else the socket)
  * B's session runs in a thread of its own (echo, or receive and release). */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -59,7 +60,7 @@ int main(int argc, char **argv)
     if (!r) r = smartt_open(&b, argv[3], NULL);
     if (!r) r = smartt_bind(a, 0, NULL, 5000);
     if (!r) r = smartt_bind(b, 0, &eb, 5000);
-    if (!r && mode_bw && getenv("BENCH_RING")) r = smartt_ring_enable(b, (uint64_t)atoi(getenv("BENCH_RING")) << 20, 65536, 5000);
+    if (!r && mode_bw && getenv("BENCH_RING") && *getenv("BENCH_RING")) r = smartt_ring_enable(b, (uint64_t)atoi(getenv("BENCH_RING")) << 20, 65536, 5000);
     if (!r) r = smartt_addr_parse(&to, argv[4], eb);
     if (r)
         DIE(r);
