@@ -219,6 +219,47 @@ def frame(typ, tag, payload, length=None):
 class Fake(unittest.TestCase):
     """A fake daemon: each connection gets the next scripted response, then EOF."""
 
+    def serve_after(self, first, then):
+        """One connection: first at once, then (after the client wrote a request)."""
+        d = tempfile.mkdtemp()
+        path = self.path = os.path.join(d, "fake.sock")
+        ls = socket.socket(socket.AF_UNIX)
+        ls.bind(path)
+        ls.listen(1)
+
+        def run():
+            c, _ = ls.accept()
+            req = b""
+            while b"\r\n\r\n" not in req:
+                req += c.recv(4096)
+            c.sendall(first)
+            c.recv(4096)
+            c.sendall(then)
+            while c.recv(4096):
+                pass
+            c.close()
+            ls.close()
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        self.addCleanup(lambda: (t.join(5), os.unlink(path), os.rmdir(d)))
+
+    def test_ring_bounds(self):
+        up = (b"HTTP/1.1 101 x\r\nUpgrade: smartt-msg/1\r\nSmartt-SendFD: 1\r\n"
+              b"Smartt-Recv-Ring: 1048576\r\n\r\n")
+        for bad in (False, True):
+            at = bytes(33) + b"\x64" + struct.pack(">Q", (1 << 20) if bad else 64)
+            self.serve_after(up, frame(0x86, 1, struct.pack(">Q", 1 << 20)) + frame(0x87, 5, at))
+            with smartt.Session(self.path) as s:
+                try:
+                    s.enable_ring(1 << 20, 0, 2)
+                    with s.recv(2) as m:
+                        self.assertFalse(bad)
+                        self.assertTrue(m.in_ring)
+                        self.assertEqual(m.size, 100)
+                except smartt.Error as e:
+                    self.assertTrue(bad)
+                    self.assertEqual(e.code, smartt.EPROTO)
+
     def serve(self, responses, keep_open=False):
         d = tempfile.mkdtemp()
         path = self.path = os.path.join(d, "fake.sock")
