@@ -80,6 +80,9 @@ typedef struct smartt_options {
     int no_lazy_sent; /* 1: do not ask for lazy Sent frames */
     char *errbuf;     /* if set, the daemon's refusal text goes here */
     size_t errlen;
+    long long sendfd_threshold; /* smartt_send passes messages of at least this many
+                                 * bytes through a memfd of the session's (0: 4 MiB;
+                                 * negative: never) */
 } smartt_options;
 
 /* smartt_open connects to socket_path (NULL: smartt_default_socket()) and opens a
@@ -190,7 +193,10 @@ int smartt_send_memfd(smartt_session *s, const smartt_addr *to, const smartt_mem
 int smartt_wait(smartt_session *s, uint32_t tag, unsigned mask, smartt_event *ev, int timeout_ms);
 int smartt_bind(smartt_session *s, uint32_t endpoint, uint32_t *bound, int timeout_ms);
 /* Sends and waits for SENT (0), FAILED (SMARTT_EFAILED) or ERROR (SMARTT_EDAEMON);
- * ev (may be NULL) gets the outcome. */
+ * ev (may be NULL) gets the outcome. A message of at least the session's
+ * sendfd_threshold (4 MiB) goes through a sealed memfd the session keeps (one copy in
+ * user space instead of the socket's two kernel copies; streamed if the daemon takes
+ * no memfds or refuses it). */
 int smartt_send(smartt_session *s, const smartt_addr *to, const void *buf, size_t len,
                 smartt_event *ev, int timeout_ms);
 /* Waits for a received message (or a tag-0 Error, returned as its status). */

@@ -47,6 +47,8 @@ struct smartt_session {
     int received; /* a message was received (lazy Sent: WantSent pays) */
     int last_words; /* the status of the last tag-0 Error: the session's error at EOF */
     char *socket_path;
+    long long fd_threshold; /* smartt_send's memfd threshold; < 0: never */
+    smartt_memfd big;       /* smartt_send's memfd (fd -1 until needed) */
 
     /* Output: bytes queued for the socket; out_base is the stream offset of out[0]. */
     unsigned char *out;

@@ -19,6 +19,7 @@ static void free_session(smartt_session *s)
         munmap(s->ring, (size_t)s->ring_size);
     evq_free(&s->done);
     evq_free(&s->recv);
+    smartt_memfd_close(&s->big);
     free(s->cur_buf);
     free(s->fds);
     free(s->out);
@@ -55,6 +56,8 @@ int smartt_open(smartt_session **out, const char *socket_path, const smartt_opti
     if (!s)
         return SMARTT_ENOMEM;
     s->fd = -1;
+    s->big.fd = -1;
+    s->fd_threshold = o && o->sendfd_threshold ? o->sendfd_threshold : 4ll << 20;
     s->socket_path = strdup(socket_path ? socket_path : smartt_default_socket());
     s->in = malloc(INBUF_MIN);
     s->in_cap = INBUF_MIN;
@@ -353,17 +356,46 @@ int smartt_bind(smartt_session *s, uint32_t endpoint, uint32_t *bound, int timeo
     return r;
 }
 
+/* send_big copies a large message into the session's memfd and sends it from there;
+ * SMARTT_ENOTSUP when it cannot (the caller streams the message). */
+static int send_big(smartt_session *s, const smartt_addr *to, const void *buf, size_t len,
+                    uint32_t *tag)
+{
+    if (!(s->caps & SMARTT_CAP_SENDFD) || s->fd_threshold < 0 || len < (uint64_t)s->fd_threshold)
+        return SMARTT_ENOTSUP;
+    if (s->big.fd < 0 || s->big.capacity < len) {
+        smartt_memfd_close(&s->big);
+        size_t cap = (len + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+        if (smartt_memfd_open(&s->big, cap > MAX_RECV_SIZE ? len : cap)) {
+            s->big.fd = -1;
+            return SMARTT_ENOTSUP; /* no memfd to be had: stream */
+        }
+    }
+    memcpy(s->big.data, buf, len);
+    return smartt_send_memfd(s, to, &s->big, len, tag);
+}
+
 int smartt_send(smartt_session *s, const smartt_addr *to, const void *buf, size_t len,
                 smartt_event *out, int timeout_ms)
 {
     uint32_t tag;
     smartt_event ev;
-    int r = send_frames(s, to, buf, len, &tag, 1, timeout_ms);
+    if (!s || !to || !buf || len == 0 || len > MAX_RECV_SIZE)
+        return SMARTT_EINVAL;
+    int r = send_big(s, to, buf, len, &tag), big = r != SMARTT_ENOTSUP;
+    if (!big)
+        r = send_frames(s, to, buf, len, &tag, 1, timeout_ms);
     if (!r && s->received)
         r = smartt_want_sent(s, tag);
     unsigned mask = 1u << SMARTT_EV_SENT | 1u << SMARTT_EV_FAILED | 1u << SMARTT_EV_ERROR;
     if (!r)
         r = smartt_wait(s, tag, mask, &ev, timeout_ms);
+    if (r == SMARTT_ETIMEDOUT && big)
+        smartt_memfd_close(&s->big); /* still in flight: the next big send takes a new one */
+    if (!r && ev.type == SMARTT_EV_ERROR && ev.status == SMARTT_EDAEMON(9)) {
+        s->fd_threshold = -1; /* the daemon refuses our memfds: stream from now on */
+        return smartt_send(s, to, buf, len, out, timeout_ms);
+    }
     if (!r) {
         smartt_event a;
         while (evq_take(&s->done, tag, 1u << SMARTT_EV_ACCEPTED, &a))

@@ -131,6 +131,18 @@ TEST(poll_outcome_leaves_messages)
     smartt_close(b);
 }
 
+static long long memfd_msgs(void)
+{
+    char *body = NULL;
+    long long n = -1;
+    if (smartt_get(asock, "/v1/counters", &body, 0) == 200 && strstr(body, "\"msgs_memfd\":"))
+        n = atoll(strstr(body, "\"msgs_memfd\":") + 13);
+    free(body);
+    return n;
+}
+
+/* Blocking sends: 1 and 3 MiB streamed, 4 and 9 MiB through the session's memfd (the
+ * daemon's msgs_memfd counts them), and 9 MiB streamed with the memfd path off. */
 TEST(large_copy)
 {
     smartt_session *a, *b;
@@ -138,8 +150,16 @@ TEST(large_copy)
     pair(&a, &b, 0, 0, &ea, &eb);
     smartt_addr to;
     smartt_addr_parse(&to, baddr, eb);
-    size_t sizes[] = {1u << 20, 3u * (1u << 20) + 7};
-    for (int i = 0; i < 2; i++) {
+    long long fd0 = memfd_msgs();
+    CHECK(fd0 >= 0);
+    size_t sizes[] = {1u << 20, 3u * (1u << 20) + 7, 4u << 20, 9u * (1u << 20) + 3, 9u << 20};
+    for (int i = 0; i < 5; i++) {
+        if (i == 4) { /* the memfd path off */
+            smartt_close(a);
+            smartt_options o = {.sendfd_threshold = -1};
+            CHECK_EQ(smartt_open(&a, asock, &o), 0);
+            CHECK_EQ(smartt_bind(a, 0, NULL, TMO), 0);
+        }
         unsigned char *buf = malloc(sizes[i]);
         fill(buf, sizes[i], (unsigned)i);
         CHECK_EQ(smartt_send(a, &to, buf, sizes[i], NULL, TMO), 0);
@@ -151,6 +171,7 @@ TEST(large_copy)
         CHECK(!m.in_ring);
         CHECK(same(m.data, m.size, (unsigned)i));
         smartt_release(b, &m);
+        CHECK_EQ(memfd_msgs() - fd0, i < 2 ? 0 : i < 4 ? i - 1 : 2);
     }
     smartt_close(a);
     smartt_close(b);

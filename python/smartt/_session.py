@@ -221,10 +221,15 @@ class Session:
     Non-blocking: *_start/*_async calls, fileno() to poll (POLLOUT too while
     want_write()), progress(), poll_completion()."""
 
-    def __init__(self, socket_path=None, timeout=10.0, max_version=2, lazy_sent=True):
+    def __init__(self, socket_path=None, timeout=10.0, max_version=2, lazy_sent=True,
+                 sendfd_threshold=4 << 20):
         if max_version not in (1, 2):
             raise Error(EINVAL, "max_version 1 or 2")
         self.socket_path = socket_path or default_socket()
+        # send() passes messages of at least this many bytes through a memfd of the
+        # session's (one copy instead of the socket's two); None or negative: never.
+        self.sendfd_threshold = sendfd_threshold
+        self._big = None
         self._sock = None
         self.version = 0
         self.sendfd = self.lazy_sent = False
@@ -314,6 +319,9 @@ class Session:
 
     def close(self):
         """Ends the session; unreleased ring messages become invalid."""
+        if self._big is not None:
+            self._big.close()
+            self._big = None
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -456,6 +464,23 @@ class Session:
         else:
             self._write_direct(bufs, deadline)
         return tag
+
+    def _send_big(self, to, data):
+        """Sends a large message from the session's memfd; None if it is not one."""
+        n = memoryview(data).nbytes
+        th = self.sendfd_threshold
+        if not self.sendfd or th is None or th < 0 or n < th or n > MAX_MESSAGE:
+            return None
+        if self._big is None or self._big.capacity < n:
+            if self._big is not None:
+                self._big.close()
+            try:
+                self._big = Memfd(min(MAX_MESSAGE, (n + (1 << 20) - 1) & ~((1 << 20) - 1)))
+            except OSError:
+                self._big = None
+                return None  # no memfd to be had: stream
+        self._big.buf[:n] = memoryview(data).cast("B")
+        return self.send_memfd(to, self._big, n)
 
     def send_async(self, to, data):
         """Sends data (any bytes-like; reusable when this returns) to Addr to; returns the
@@ -732,10 +757,22 @@ class Session:
         """Sends data and waits for its outcome: returns the SENT event, raises Error on
         FAILED (EFAILED) or a refusal (the daemon's code, e.g. edaemon(2): not bound)."""
         deadline = self._deadline(timeout)
-        tag = self._send(to, data, deadline)
+        tag = self._send_big(to, data)
+        big = tag is not None
+        if not big:
+            tag = self._send(to, data, deadline)
         if self._received:
             self.want_sent(tag)
-        e = self.wait(tag, {SENT, FAILED, ERROR}, None if deadline is None else max(0, deadline - time.monotonic()))
+        try:
+            e = self.wait(tag, {SENT, FAILED, ERROR}, None if deadline is None else max(0, deadline - time.monotonic()))
+        except Timeout:
+            if big:  # still in flight: the next large send takes a new memfd
+                self._big.close()
+                self._big = None
+            raise
+        if big and e.type == ERROR and e.status == edaemon(9):  # memfds refused: stream
+            self.sendfd_threshold = None
+            return self.send(to, data, None if deadline is None else max(0, deadline - time.monotonic()))
         for a in [a for a in self._done if a.tag == tag and a.type == ACCEPTED]:
             self._done.remove(a)
         if e.status:

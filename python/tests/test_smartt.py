@@ -123,6 +123,22 @@ class Live(unittest.TestCase):
                 e.release()
         self.assertEqual(sent, set(tags))
 
+    def test_large_send_through_memfd(self):
+        def memfds():
+            return smartt.get("/v1/counters", A)["api"].get("msgs_memfd", 0)
+        for threshold, want in ((4 << 20, 2), (-1, 0)):
+            a, b, ea, eb = self.pair()
+            a.sendfd_threshold = threshold
+            to = smartt.Addr.parse(BADDR, eb)
+            before = memfds()
+            for i, n in enumerate((3 << 20, 4 << 20, (9 << 20) + 3)):
+                data = bytearray(pattern(n, i))
+                a.send(to, data, T)
+                data[:] = bytes(n)  # the caller's buffer is its own again
+                with b.recv(T) as m:
+                    self.assertTrue(m.data == pattern(n, i))
+            self.assertEqual(memfds() - before, want)
+
     def test_memfd(self):
         a, b, ea, eb = self.pair()
         to = smartt.Addr.parse(BADDR, eb)
