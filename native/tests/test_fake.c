@@ -302,6 +302,82 @@ TEST(last_words)
     reap();
 }
 
+/* read_frame reads one client frame (header and payload, up to cap bytes kept). */
+static int read_frame(int c, unsigned char *h, unsigned char *p, size_t cap)
+{
+    size_t got = 0;
+    while (got < 12) {
+        ssize_t k = read(c, h + got, 12 - got);
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    size_t len = (size_t)h[8] << 24 | (size_t)h[9] << 16 | (size_t)h[10] << 8 | h[11];
+    for (size_t i = 0; i < len;) {
+        unsigned char b[65536];
+        size_t want = len - i < sizeof b ? len - i : sizeof b;
+        ssize_t k = read(c, b, want);
+        if (k <= 0)
+            return -1;
+        if (i < cap)
+            memcpy(p + i, b, (size_t)k < cap - i ? (size_t)k : cap - i);
+        i += (size_t)k;
+    }
+    return (int)len;
+}
+
+/* A daemon that refuses the session's memfd (Error 9) gets the message streamed, and
+ * every later large message too. */
+TEST(memfd_refused_then_streamed)
+{
+    unlink(path);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, path);
+    CHECK(bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 1) == 0);
+    if (fork() == 0) {
+        int c = accept(l, NULL, NULL);
+        char req[4096];
+        if (read(c, req, sizeof req) <= 0)
+            _exit(3);
+        static const char up[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: smartt-msg/1\r\nSmartt-SendFD: 1\r\n\r\n";
+        unsigned char h[12], p[64], out[64];
+        int types = 0;
+        if (write(c, up, sizeof up - 1) < 0)
+            _exit(4);
+        for (int i = 0; i < 3; i++) { /* SendFD (refused), then Send + Data, Send + Data */
+            if (read_frame(c, h, p, sizeof p) < 0)
+                _exit(5);
+            types = types * 16 + h[0];
+            size_t n = h[0] == 4 ? frame(out, "", 0x85, (uint32_t)(h[4] << 24 | h[5] << 16 | h[6] << 8 | h[7]), 6, "\0\011bad!", 6)
+                                 : frame(out, "", 0x82, (uint32_t)(h[4] << 24 | h[5] << 16 | h[6] << 8 | h[7]), 32, p, 32);
+            if (h[0] == 2) { /* read the Data frames of 5 MiB */
+                size_t total = 0;
+                while (total < (5u << 20) && read_frame(c, h, p, 0) > 0)
+                    total += (size_t)(h[8] << 24 | h[9] << 16 | h[10] << 8 | h[11]);
+            }
+            if (write(c, out, n) < 0)
+                _exit(6);
+        }
+        _exit(types == 0x422 ? 0 : 7);
+    }
+    close(l);
+    smartt_session *s;
+    CHECK_EQ(smartt_open(&s, path, NULL), 0);
+    smartt_addr to;
+    smartt_addr_parse(&to, "127.0.0.2:23600", 1);
+    unsigned char *big = calloc(1, 5u << 20);
+    smartt_event ev;
+    CHECK_EQ(smartt_send(s, &to, big, 5u << 20, &ev, 5000), 0); /* refused, then streamed */
+    CHECK_EQ(ev.type, SMARTT_EV_SENT);
+    CHECK_EQ(smartt_send(s, &to, big, 5u << 20, &ev, 5000), 0); /* streamed at once */
+    free(big);
+    smartt_close(s);
+    int st = 0;
+    wait(&st);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* the fake saw SendFD, Send, Send */
+}
+
 /* A RecvAt must lie inside the ring the client set up. */
 TEST(ring_bounds)
 {
@@ -362,6 +438,7 @@ int main(void)
     RUN(hostile_frames);
     RUN(good_message_and_long_failed_text);
     RUN(last_words);
+    RUN(memfd_refused_then_streamed);
     RUN(ring_bounds);
     RUN(random_garbage);
     unlink(path);
