@@ -158,16 +158,19 @@ type fuzzMode struct {
 	coalesce  bool // bit 5: ACK every 4 packets, with clean-EV lists
 	recovery  int  // bits 6-7: recovery mode sack, ec, gobackn, subflows
 	// Byte 1 (which seeds the random sources too): bit 7 runs the daemon's configuration
-	// (DeliverChunks, MTU 4108, hops from TTL; the Placer is on in every mode); under ec,
-	// bits 0-3 are m-1 and byte 2 picks k in 1..256-m (setFuzzShape).
-	daemon bool
-	ecK    int
-	ecM    int
+	// (DeliverChunks, MTU 4108, hops from TTL; the Placer is on in every mode); bit 4 says
+	// the fabric returns trimmed headers (Config.ReturnToSender); under ec, bits 0-3 are
+	// m-1 and byte 2 picks k in 1..256-m (setFuzzShape).
+	daemon  bool
+	returns bool
+	ecK     int
+	ecM     int
 }
 
 // setFuzzShape reads the daemon bit and the EC block shape from the seed bytes.
 func (m *fuzzMode) setFuzzShape(s1, s2 byte) {
 	m.daemon = s1&0x80 != 0
+	m.returns = s1&0x10 != 0
 	m.ecM = 1 + int(s1&15)
 	m.ecK = 1 + int(s2)%(256-m.ecM)
 }
@@ -201,6 +204,9 @@ func (m fuzzMode) String() string {
 	if m.daemon {
 		s += " daemon"
 	}
+	if m.returns {
+		s += " returns"
+	}
 	return s
 }
 
@@ -229,6 +235,7 @@ func fuzzConfig(m fuzzMode) (cfg Config, authOn bool) {
 	if m.recovery == 1 {
 		cfg.Recovery.K, cfg.Recovery.M = m.ecK, m.ecM
 	}
+	cfg.ReturnToSender = m.returns
 	if m.daemon {
 		// transport/smarttd's engine: messages delivered in the chunks they arrived in,
 		// a 4 KiB message (plus the daemon's 12-byte envelope) in one packet.
@@ -2030,7 +2037,7 @@ func newFzSeed(mode byte) *fzSeed { return &fzSeed{b: []byte{mode, 0x5e, 0xed}} 
 // newFzSeedShape is newFzSeed in the daemon's configuration (daemon) and, under ec, with
 // blocks of k data and m parity packets (setFuzzShape).
 func newFzSeedShape(mode byte, daemon bool, k, m int) *fzSeed {
-	s1 := byte(m-1) & 15
+	s1 := byte(m-1)&15 | 0x10 // the fabric returns trimmed headers
 	if daemon {
 		s1 |= 0x80
 	}
