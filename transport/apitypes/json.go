@@ -57,6 +57,10 @@ type Status struct {
 	Sessions     int64   `json:"sessions"`
 	Pending      int     `json:"pending_messages"`
 	ShuttingDown bool    `json:"shutting_down"`
+	// MemoryBound is the daemon's worst-case memory in bytes (the sum of its bounds),
+	// MemoryLimit the limit it fits (its cgroup's or memory_limit; 0: none).
+	MemoryBound int64 `json:"memory_bound"`
+	MemoryLimit int64 `json:"memory_limit"`
 }
 
 // Version is the body of GET /v1/version.
