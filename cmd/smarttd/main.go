@@ -29,6 +29,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -92,13 +93,15 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	l, _ := smarttd.ParseLevel(cfg.LogLevel)
 	level.Set(l)
 	log := newLogger(cfg.LogFormat, level)
+	// Signals are ours before the start line: a SIGHUP right after it must not kill us.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	d, err := smarttd.Start(cfg, smarttd.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sig)
+	setGoMemoryLimit(d, log)
 	// Without NOTIFY_SOCKET (not under systemd) these do nothing.
 	sd.SdNotify(false, fmt.Sprintf("%s\nSTATUS=listening on %v, API %s", sd.SdNotifyReady, cfg.Listen, cfg.API.Socket))
 	done := make(chan struct{})
@@ -179,6 +182,25 @@ func checkConfig(o overrides, out io.Writer, cg smarttd.CgroupFS) error {
 		fmt.Fprintf(out, "#   %-28s %10s  %s\n", it.Name, config.HumanSize(it.Bytes), it.How)
 	}
 	return nil
+}
+
+// setGoMemoryLimit makes the Go collector keep the heap within what the memory limit
+// leaves after the kernel's socket memory (which the cgroup charges too), so that garbage
+// does not take the process past a limit its live memory fits. GOMEMLIMIT, if set, wins.
+func setGoMemoryLimit(d *smarttd.Daemon, log *slog.Logger) {
+	if d.MemoryLimit <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	heap := d.MemoryLimit
+	for _, it := range d.Memory.Items {
+		if it.Name == "udp.socket_buffers" || it.Name == "api.socket_buffer" {
+			heap -= it.Bytes
+		}
+	}
+	if heap > 0 {
+		debug.SetMemoryLimit(heap)
+		log.Info("Go memory limit set", "bytes", heap)
+	}
 }
 
 // newLogger is the daemon's logger at a level SIGHUP can change.

@@ -104,7 +104,8 @@ const (
 
 // fitMemory checks c's worst case against limit (0: none) and, with memory_fit: scale,
 // scales recv_budget, api.max_outstanding_total and api.max_recv_queue_total down (each
-// no lower than what max_message needs) until it fits. It returns the bound of the
+// no lower than what max_message needs; api.max_outstanding no higher than its total)
+// until it fits. It returns the bound of the
 // config as it will run and what was scaled.
 func fitMemory(c *Config, limit int64) (MemoryBound, string, error) {
 	b := WorstCaseMemory(c)
@@ -113,21 +114,32 @@ func fitMemory(c *Config, limit int64) (MemoryBound, string, error) {
 	}
 	if c.MemoryFit == FitScale {
 		t, a := &c.Transport, &c.API
-		scalable := t.RecvBudget + a.MaxOutstandingTotal + a.MaxRecvQueueTotal
-		fixed := b.Total - scalable
-		if room := limit - fixed; room > 0 {
-			f := float64(room) / float64(scalable)
-			old := fmt.Sprintf("recv_budget %s, api.max_outstanding_total %s, api.max_recv_queue_total %s",
-				config.HumanSize(t.RecvBudget), config.HumanSize(a.MaxOutstandingTotal), config.HumanSize(a.MaxRecvQueueTotal))
-			t.RecvBudget = max(int64(float64(t.RecvBudget)*f), int64(t.MaxMessage))
-			a.MaxOutstandingTotal = max(int64(float64(a.MaxOutstandingTotal)*f), a.MaxOutstanding)
-			a.MaxRecvQueueTotal = max(int64(float64(a.MaxRecvQueueTotal)*f), a.MaxRecvQueue, a.MaxMessage)
-			b = WorstCaseMemory(c)
-			if b.Total <= limit {
-				return b, fmt.Sprintf("scaled by %.3f to fit memory_limit %s: %s -> recv_budget %s, api.max_outstanding_total %s, api.max_recv_queue_total %s",
-					f, config.HumanSize(limit), old, config.HumanSize(t.RecvBudget), config.HumanSize(a.MaxOutstandingTotal), config.HumanSize(a.MaxRecvQueueTotal)), nil
+		old := fmt.Sprintf("recv_budget %s, api.max_outstanding_total %s, api.max_recv_queue_total %s",
+			config.HumanSize(t.RecvBudget), config.HumanSize(a.MaxOutstandingTotal), config.HumanSize(a.MaxRecvQueueTotal))
+		orig := *c
+		scale := func(f float64) {
+			t.RecvBudget = max(int64(float64(orig.Transport.RecvBudget)*f), int64(t.MaxMessage))
+			a.MaxOutstanding = min(orig.API.MaxOutstanding, max(int64(float64(orig.API.MaxOutstandingTotal)*f), a.MaxMessage))
+			a.MaxOutstandingTotal = max(int64(float64(orig.API.MaxOutstandingTotal)*f), a.MaxOutstanding)
+			a.MaxRecvQueueTotal = max(int64(float64(orig.API.MaxRecvQueueTotal)*f), a.MaxRecvQueue, a.MaxMessage)
+		}
+		// The largest factor that fits (the floors make the sum not linear in it).
+		lo, hi := 0.0, 1.0
+		for range 50 {
+			mid := (lo + hi) / 2
+			scale(mid)
+			if WorstCaseMemory(c).Total <= limit {
+				lo = mid
+			} else {
+				hi = mid
 			}
 		}
+		scale(lo)
+		if b = WorstCaseMemory(c); b.Total <= limit {
+			return b, fmt.Sprintf("scaled by %.3f to fit memory_limit %s: %s -> recv_budget %s, api.max_outstanding_total %s, api.max_recv_queue_total %s",
+				lo, config.HumanSize(limit), old, config.HumanSize(t.RecvBudget), config.HumanSize(a.MaxOutstandingTotal), config.HumanSize(a.MaxRecvQueueTotal)), nil
+		}
+		*c = orig
 		return b, "", fmt.Errorf("memory_fit = scale: worst-case memory %s exceeds memory_limit %s even with the budgets at their floors; lower api.max_message and transport.max_message, api.max_outstanding, transport.max_conns or udp.send_buffer", config.HumanSize(b.Total), config.HumanSize(limit))
 	}
 	return b, "", fmt.Errorf("worst-case memory %s exceeds memory_limit %s: set memory_fit: scale (scales recv_budget and the api totals down), lower the largest terms, or raise the limit; terms: %s",
