@@ -118,3 +118,45 @@ func TestDeployUnitMemory(t *testing.T) {
 		}
 	}
 }
+
+// The unit's Documentation= file is installed by a step of docs/deploy.md and of the unit's
+// own install comment; SIGHUP has an ExecReload=; AF_XDP's needs are written down.
+func TestDeployUnitDocumentation(t *testing.T) {
+	unit, err := os.ReadFile("../../deploy/systemd/smarttd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	for _, l := range strings.Split(string(unit), "\n") {
+		if v, ok := strings.CutPrefix(l, "Documentation=file://"); ok {
+			path = v
+		}
+	}
+	if path == "" {
+		return // no local documentation named: nothing to install
+	}
+	step := "install -D -m 0644 docs/deploy.md " + path
+	if !strings.Contains(string(doc), step) || !strings.Contains(string(unit), step) {
+		t.Errorf("Documentation=file://%s: no %q in docs/deploy.md and the unit's install steps", path, step)
+	}
+	for _, w := range []string{"ExecReload=/bin/kill -HUP $MAINPID", "AF_XDP", "CAP_BPF"} {
+		if !strings.Contains(string(unit), w) {
+			t.Errorf("unit lacks %q", w)
+		}
+	}
+	for _, w := range []string{"install -o smartt -g smartt -m 0600", "LoadCredential=", "36-byte authentication trailer",
+		"AF_XDP", "supplementalGroups: [65532]", "system-node-critical"} {
+		if !strings.Contains(string(doc), w) {
+			t.Errorf("docs/deploy.md lacks %q", w)
+		}
+	}
+	for _, bad := range []string{"root:smartt", "32 bytes", "adding the new key to all hosts first"} {
+		if strings.Contains(string(doc), bad) {
+			t.Errorf("docs/deploy.md still says %q", bad)
+		}
+	}
+}
