@@ -165,3 +165,20 @@ func TestMemoryLimitKey(t *testing.T) {
 		}
 	}
 }
+
+// Errors of the socket layer name the YAML keys, not its Go fields (Config.Listen,
+// Config.Carrier).
+func TestSocketErrorsNameYAMLKeys(t *testing.T) {
+	cfg := smarttd.DefaultConfig()
+	cfg.Listen = netip.MustParseAddrPort("0.0.0.0:23690")
+	cfg.UDP.Carrier = "raw"
+	cfg.API.Socket = filepath.Join(tempDir(t), "d.sock")
+	d, err := smarttd.Start(cfg, smarttd.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		d.Shutdown(context.Background())
+		t.Fatal("raw carrier on 0.0.0.0 started")
+	}
+	if strings.Contains(err.Error(), "Config.") || !strings.Contains(err.Error(), "udp.carrier") || !strings.Contains(err.Error(), "listen") {
+		t.Fatalf("error names Go fields or not the keys: %v", err)
+	}
+}
