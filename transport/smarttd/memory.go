@@ -17,9 +17,6 @@ import (
 // Per-item charges of the worst case that no config key states directly (docs/deploy.md,
 // "Memory").
 const (
-	// connBaseBytes is a connection's fixed state besides its per-PSN arrays: the
-	// connection (about 1.2 KB), its controller, balancer, maps and timers.
-	connBaseBytes = 4 << 10
 	// sentPktBytes is a connection's per-PSN send record (psn_window of them).
 	sentPktBytes = 48
 	// authSessionBytes is one receiving authentication session (docs/security.md).
@@ -57,9 +54,10 @@ func (b MemoryBound) String() string {
 }
 
 // WorstCaseMemory is the sum of the memory bounds of a daemon running c, term by term:
-// what the engine, the API and the kernel sockets (charged to the daemon's cgroup) can
-// hold at most whatever peers and clients do. The engine's unproven share is within
-// recv_budget; rings are the clients' memory (they allocate their pages).
+// what the engine (its ledger's bound, per shard), the API and the kernel sockets (charged
+// to the daemon's cgroup) can hold at most whatever peers and clients do. The engine's
+// unproven share is within recv_budget; rings are the clients' memory (they allocate
+// their pages).
 func WorstCaseMemory(c *Config) MemoryBound {
 	t, a, u := &c.Transport, &c.API, &c.UDP
 	shards := int64(c.Shards.N())
@@ -68,11 +66,11 @@ func WorstCaseMemory(c *Config) MemoryBound {
 		b.Items = append(b.Items, MemoryItem{Name: name, Bytes: n, How: fmt.Sprintf(how, args...)})
 		b.Total += n
 	}
-	add("transport.recv_budget", t.RecvBudget+int64(t.MaxMessage),
-		"recv_budget %d (the unproven share recv_budget/8 within it) + one message being completed, max_message %d", t.RecvBudget, t.MaxMessage)
-	perConn := int64(connBaseBytes + t.PSNWindow*sentPktBytes + t.PSNWindow/8)
-	add("transport.max_conns", int64(t.MaxConns)*perConn,
-		"max_conns %d x %d B (%d B + psn_window %d x %d B send records + receive bitmap)", t.MaxConns, perConn, connBaseBytes, t.PSNWindow, sentPktBytes)
+	add("transport.recv_budget", shards*int64(t.HeldBound()),
+		"shards %d x the engine's ledger bound (transport.Config.HeldBound: recv_budget %d, the unproven share within it, + one message's charge + max_conns %d x %d B per connection + free lists)",
+		shards, t.RecvBudget, t.MaxConns, t.ConnCharge())
+	add("transport.max_conns", int64(t.MaxConns)*int64(t.PSNWindow)*sentPktBytes,
+		"send windows: max_conns %d x psn_window %d x %d B send records (allocated when a client sends on the connection)", t.MaxConns, t.PSNWindow, sentPktBytes)
 	if t.Auth.Enabled() {
 		add("transport.auth.max_sessions", int64(t.Auth.MaxSessions)*authSessionBytes, "max_sessions %d x %d B", t.Auth.MaxSessions, authSessionBytes)
 	}

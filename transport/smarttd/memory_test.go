@@ -29,8 +29,8 @@ func TestWorstCaseMemory(t *testing.T) {
 		t.Fatalf("total %d, terms sum to %d", b.Total, sum)
 	}
 	want := map[string]int64{
-		"transport.recv_budget":     2<<30 + 1<<30 + 12,
-		"transport.max_conns":       4096 * (4096 + 4096*48 + 4096/8),
+		"transport.recv_budget":     int64(c.Transport.HeldBound()),
+		"transport.max_conns":       4096 * 4096 * 48,
 		"api.max_outstanding_total": 4 << 30,
 		"api.max_recv_queue_total":  2 << 30,
 		"api.socket_buffer":         64 * 4 << 20 * 2,
@@ -45,6 +45,9 @@ func TestWorstCaseMemory(t *testing.T) {
 	// The defaults need more than the 4 GiB the DaemonSet once had as its limit.
 	if b.Total <= 4<<30 {
 		t.Errorf("default worst case %d <= 4 GiB", b.Total)
+	}
+	if h := c.Transport.HeldBound(); h < 3<<30 {
+		t.Errorf("engine bound %d below recv_budget + max_message", h)
 	}
 	// Each term moves with its keys.
 	c.API.MaxClients *= 2
