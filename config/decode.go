@@ -139,7 +139,11 @@ func decodeLeaf(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 	if errors.As(err, &ve) {
 		err = ve.err
 	} else if n.Kind == yaml.ScalarNode {
-		err = fmt.Errorf("%q: %v%s", n.Value, leafError(err, t), hints[t])
+		msg := leafError(err, t).Error()
+		if !strings.Contains(msg, strconv.Quote(n.Value)) {
+			msg = strconv.Quote(n.Value) + ": " + msg
+		}
+		err = errors.New(msg + hints[t])
 	}
 	*errs = append(*errs, fmt.Errorf("%s: %v (line %d)", orTop(path), err, n.Line))
 }

@@ -102,7 +102,7 @@ bogus: 1
 		"transport.min_rto: 5 has no unit; write 5us (or 5ms) (line 8)",
 		`transport.recv_budget: "lots" is not a size`,
 		`transport.link_rate: "fast" is not a rate`,
-		`transport.auth.peers[0].prefix: "10.0.0.0/33"`,
+		`transport.auth.peers[0].prefix: netip.ParsePrefix("10.0.0.0/33"): prefix length out of range; want an address prefix such as 10.0.1.0/24 (line 13)`,
 		`size: "1.3B" is 1.3 bytes, not a whole number (line 14)`,
 		"bogus: unknown key (line 15); known keys here: listen, log_level, size, transport, udp",
 	} {
