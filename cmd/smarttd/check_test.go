@@ -53,8 +53,10 @@ func TestCheckConfigRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), bc.want) {
 			t.Errorf("%d: %q: error %v\nwant it to contain %q", i, bc.doc, err, bc.want)
 		}
-		if n := strings.Count(err.Error(), "transport.cc"); n > 1 {
-			t.Errorf("%q: cc reported %d times", bc.doc, n)
+		for _, key := range []string{"transport.cc", "transport.mtu"} {
+			if n := strings.Count(err.Error(), key); n > 1 {
+				t.Errorf("%q: %s reported %d times (one error, one maximum)", bc.doc, key, n)
+			}
 		}
 		if strings.Contains(err.Error(), "not found in type") || strings.Contains(err.Error(), "Config.") {
 			t.Errorf("%q: error names Go identifiers: %v", bc.doc, err)
