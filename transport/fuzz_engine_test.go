@@ -22,7 +22,7 @@ package transport
 //	         buffers at capacity, records, tables), and Stats().RecvBuffered stay within
 //	         fed payload + fuzzPerMsgSlack*messages + ... and within RecvBudget plus one
 //	         message's charge (invariant 2)
-//	window   no connection holds more than twice RecvWindow + MaxMessage (its claims)
+//	window   no connection holds more than its claims allow (RecvWindow + MaxMessage, ~2x)
 //	gauge    the ledger: what is charged equals what ledgerHeld counts, to the byte;
 //	         ConnHeld is ConnCharge per connection; the Config.Buffers pool agrees
 //	pool     the engine only Puts buffers it got and still holds
@@ -1641,12 +1641,12 @@ func (h *fzHarness) checkMem() {
 		}
 		// docs/engine.md, flow control: a connection's open messages claim at most
 		// RecvWindow besides the next one in delivery order (at most MaxMessage), and
-		// what they hold is at most twice their claims (a 1-byte message claims
-		// 1+MsgOverhead bytes of stream and holds its record and a 64-byte buffer).
+		// what they hold is at most their claims times what a 1-byte message holds (its
+		// record and a 64-byte buffer) over what it claims (1+MsgOverhead bytes).
 		h.ci = e.Conns(h.ci[:0])
 		for _, c := range h.ci {
-			if lim := 2*uint64(h.cfg.RecvWindow+h.cfg.MaxMessage) + 64<<10; c.RecvBuffers > lim {
-				h.fail("window", "%s's conn %x (peer %v) holds %d bytes for messages, more than 2 (RecvWindow + MaxMessage) = %d",
+			if lim := uint64(h.cfg.RecvWindow+h.cfg.MaxMessage)*(msgRecBytes+64)/(MsgOverhead+1) + 64<<10; c.RecvBuffers > lim {
+				h.fail("window", "%s's conn %x (peer %v) holds %d bytes for messages, more than its claims allow (%d)",
 					epName[i], uint64(c.ID), c.Peer, c.RecvBuffers, lim)
 			}
 		}
