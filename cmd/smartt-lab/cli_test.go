@@ -87,6 +87,23 @@ func TestScenarioByName(t *testing.T) {
 	}
 }
 
+// sim run --size and testbed run --size read sizes as the config files do.
+func TestSimSizeFlag(t *testing.T) {
+	for in, want := range map[string]int64{"64M": 64 << 20, "4k": 4096, "2MiB": 2 << 20, "1MB": 1e6, "1500": 1500} {
+		sc, err := loadScenario("incast_128")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := applySimFlags(sc, 0, "", "", 0, 0, in); err != nil || int64(sc.Workload.Size) != want {
+			t.Errorf("--size %s: %d, %v", in, sc.Workload.Size, err)
+		}
+	}
+	sc, _ := loadScenario("incast_128")
+	if err := applySimFlags(sc, 0, "", "", 0, 0, "2Mx"); err == nil || !cli.IsUsageError(err) {
+		t.Errorf("--size 2Mx: %v", err)
+	}
+}
+
 // gen-docs writes man pages listing the flags and the completion scripts.
 func TestGenDocs(t *testing.T) {
 	dir := t.TempDir()

@@ -326,7 +326,7 @@ func bindRLCCLongshort(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	ls := train.LongShort{Long: 1, Short: 50, ShortSize: 64 << 10, Burst: 5_000_000, End: 10_000_000}
 	fs.IntVar(&ls.Long, "long", ls.Long, "long flows")
 	fs.IntVar(&ls.Short, "short", ls.Short, "short flows in the burst")
-	fs.Int64Var(&ls.ShortSize, "short-size", ls.ShortSize, "bytes per short flow")
+	cli.SizeVar(fs, &ls.ShortSize, "short-size", ls.ShortSize, 1, 1<<30, "bytes per short flow, e.g. 64KiB")
 	fs.Var(durFlag{&ls.Burst}, "burst", "when the short flows start")
 	fs.Var(durFlag{&ls.End}, "end", "end of the run")
 	seeds := fs.Int("seeds", 3, "seeds per row (the spread is min..max)")

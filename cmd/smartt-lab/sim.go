@@ -26,7 +26,7 @@ func bindSim(stderr io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	cc := fs.String("cc", "", "congestion controller (transport cc), e.g. fixed")
 	hosts := fs.Int("hosts", 0, "number of hosts (0: the scenario's)")
 	osub := fs.Int("oversubscription", 0, "ToR oversubscription 1..8 (0: the scenario's)")
-	size := fs.String("size", "", "message size, e.g. 2MiB (empty: the scenario's)")
+	size := fs.String("size", "", "message size, e.g. 2MiB or 512k (empty: the scenario's)")
 	out := fs.String("out", "", "directory for result.json, flows.csv, queues.csv and plots (empty: none)")
 	plots := fs.String("plots", "png", "plot formats written to -out: png, svg, both or none")
 	progress := fs.Bool("progress", true, "print a progress line every few seconds")
@@ -185,11 +185,11 @@ func applySimFlags(sc *sim.Scenario, seed uint64, lb, cc string, hosts, osub int
 		sc.Topology.Oversubscription = osub
 	}
 	if size != "" {
-		var s sim.Size
-		if err := s.UnmarshalText([]byte(size)); err != nil {
-			return fmt.Errorf("-size: %w", err)
+		n, err := cli.ParseSize(size)
+		if err != nil {
+			return cli.Usagef("--size: %v", err)
 		}
-		sc.Workload.Size = s
+		sc.Workload.Size = sim.Size(n)
 	}
 	return nil
 }
