@@ -107,7 +107,8 @@ func Prepare(root *cobra.Command) {
 const prepared = "cli.prepared"
 
 // Run runs root with args (os.Args[1:]): errors go to stderr prefixed with the command's
-// name; it returns the exit status: 0, 1 on failure, 2 on a usage error.
+// name; it returns the exit status: 0, 1 on failure, 2 on a usage error, or the status
+// of an error with an ExitCode method (send's "outcome pending").
 func Run(root *cobra.Command, args []string, stderr io.Writer) int {
 	Prepare(root)
 	root.SetArgs(NormalizeArgs(root, args))
@@ -116,6 +117,10 @@ func Run(root *cobra.Command, args []string, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
 	if IsUsageError(err) {
 		if c == nil {
 			c = root

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -50,6 +51,12 @@ func TestNormalizeArgs(t *testing.T) {
 	}
 }
 
+// exitErr is an error with its own exit status.
+type exitErr struct{ code int }
+
+func (e exitErr) Error() string { return "outcome pending" }
+func (e exitErr) ExitCode() int { return e.code }
+
 // Run prints errors on stderr and exits 2 for usage errors, 1 for failures.
 func TestRunExitStatus(t *testing.T) {
 	for _, c := range []struct {
@@ -78,6 +85,10 @@ func TestRunExitStatus(t *testing.T) {
 	failing := &cobra.Command{Use: "f", RunE: func(*cobra.Command, []string) error { return io.ErrUnexpectedEOF }}
 	if code := Run(failing, nil, io.Discard); code != 1 {
 		t.Fatalf("a failure exits %d", code)
+	}
+	pending := &cobra.Command{Use: "p", RunE: func(*cobra.Command, []string) error { return fmt.Errorf("send: %w", exitErr{3}) }}
+	if code := Run(pending, nil, io.Discard); code != 3 {
+		t.Fatalf("an error with ExitCode 3 exits %d", code)
 	}
 }
 
