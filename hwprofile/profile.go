@@ -65,7 +65,7 @@ func Lookup(name string) (Profile, error) {
 
 // Check refuses a cost exceeding the profile's memory budgets or needing floating point
 // on an integer-only profile; the error names the budget. Ops and decision time are not
-// refused here (they are measured, see Fits and `smartt hwprofile report`).
+// refused here (they are measured, see Fits and `smartt-lab hwprofile report`).
 func (p Profile) Check(c Cost) error {
 	var errs []error
 	if c.StateBytes > p.StateBytes {

@@ -3,13 +3,13 @@
 # 1,023:1 incast of test/sim/scenarios under REPS (as the SMaRTT paper runs every
 # controller), three seeds each. Prints the markdown table of docs/cc.md ("EQDS in the
 # simulator"). About 3 minutes on a shared 2-core host.
-#   usage: scripts/eqds-compare.sh [path/to/smartt]   (default: go run ./cmd/smartt)
+#   usage: scripts/eqds-compare.sh [path/to/smartt-lab]   (default: built from ./cmd/smartt-lab)
 set -eu
 cd "$(dirname "$0")/.."
 SMARTT=${1:-}
 if [ -z "$SMARTT" ]; then
-	SMARTT=$(mktemp -d)/smartt
-	go build -o "$SMARTT" ./cmd/smartt
+	SMARTT=$(mktemp -d)/smartt-lab
+	go build -o "$SMARTT" ./cmd/smartt-lab
 fi
 echo "| scenario | cc | completion / ideal, seeds 1 2 3 | max FCT slowdown, seeds 1 2 3 | trims (mean) |"
 echo "|---|---|---|---|---|"

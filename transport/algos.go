@@ -24,7 +24,7 @@ type CCNeeds struct {
 
 // CCRegistration is one congestion controller's row of the registry: every name
 // registers once, and NewEndpoint, Config.Validate, the daemon, the simulator and
-// `smartt hwprofile report` all read this one table.
+// `smartt-lab hwprofile report` all read this one table.
 type CCRegistration struct {
 	// Name is the value of Config.CC that selects the controller.
 	Name string

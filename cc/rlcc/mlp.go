@@ -7,9 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
 )
 
 // FormatMLP is the "format" value of a policy network file.
@@ -112,13 +109,13 @@ func (m *MLP) init() {
 	m.off[len(m.Sizes)-1] = o
 }
 
-// layer returns the weight matrix and bias vector of layer l (1-based: inputs to layer l)
-// as views of theta (Theta, or a gradient of the same shape).
-func (m *MLP) layer(theta []float64, l int) (blas64.General, blas64.Vector) {
+// layer returns the weight matrix (row-major, Sizes[l] rows of Sizes[l-1]) and bias
+// vector of layer l (1-based: inputs to layer l) as views of theta (Theta, or a gradient
+// of the same shape).
+func (m *MLP) layer(theta []float64, l int) (w, b []float64) {
 	in, out := m.Sizes[l-1], m.Sizes[l]
 	o := m.off[l-1]
-	return blas64.General{Rows: out, Cols: in, Stride: in, Data: theta[o : o+in*out]},
-		blas64.Vector{N: out, Inc: 1, Data: theta[o+in*out : o+in*out+out]}
+	return theta[o : o+in*out], theta[o+in*out : o+in*out+out]
 }
 
 // Forward returns a = tanh(output) for input x, in [-1, 1]. No allocation.
@@ -127,13 +124,42 @@ func (m *MLP) Forward(x *[NumNetInputs]float64) float64 {
 	for l := 1; l < len(m.Sizes); l++ {
 		w, b := m.layer(m.Theta, l)
 		y := m.act[l]
-		copy(y, b.Data)
-		blas64.Gemv(blas.NoTrans, 1, w, blas64.Vector{N: w.Cols, Inc: 1, Data: m.act[l-1]}, 1, blas64.Vector{N: w.Rows, Inc: 1, Data: y})
+		copy(y, b)
+		addMatVec(y, w, m.act[l-1])
 		for i, v := range y {
 			y[i] = math.Tanh(v)
 		}
 	}
 	return m.act[len(m.Sizes)-1][0]
+}
+
+// addMatVec adds w x to y (w row-major, len(y) rows of len(x)), rounding as the BLAS
+// kernels the policy was trained with do (gonum's amd64 Dgemv, y = 1 w x + 1 y), so that
+// a trained policy's actions are reproduced bit for bit: each row's products go to two
+// partial sums, the even and the odd columns, in column order; the sums are added, a last
+// odd column after that (before it in the last row of an odd row count), then y. The
+// train package's test compares it with the BLAS on every shape up to 9 x 40.
+func addMatVec(y, w, x []float64) {
+	rows, cols := len(y), len(x)
+	pairs := cols &^ 1
+	for r := range rows {
+		row := w[r*cols : (r+1)*cols]
+		var even, odd float64
+		for c := 0; c < pairs; c += 2 {
+			even += row[c] * x[c]
+			odd += row[c+1] * x[c+1]
+		}
+		var s float64
+		switch {
+		case cols == pairs:
+			s = even + odd
+		case r == rows-1 && rows%2 == 1: // gonum's one-row kernel
+			s = (even + row[pairs]*x[pairs]) + odd
+		default:
+			s = (even + odd) + row[pairs]*x[pairs]
+		}
+		y[r] += s
+	}
 }
 
 // AccumGrad adds scale * d a(x) / d theta to g (len(Theta)) and returns a(x).
@@ -143,15 +169,23 @@ func (m *MLP) AccumGrad(x *[NumNetInputs]float64, scale float64, g []float64) fl
 	m.grad[L][0] = scale * (1 - a*a)
 	for l := L; l >= 1; l-- {
 		gw, gb := m.layer(g, l)
-		d := blas64.Vector{N: m.Sizes[l], Inc: 1, Data: m.grad[l]}
-		prev := blas64.Vector{N: m.Sizes[l-1], Inc: 1, Data: m.act[l-1]}
-		blas64.Ger(1, d, prev, gw)
-		blas64.Axpy(1, d, gb)
+		d, prev := m.grad[l], m.act[l-1]
+		for i, di := range d { // gw += d prev^T, gb += d
+			row := gw[i*len(prev) : (i+1)*len(prev)]
+			for j, p := range prev {
+				row[j] += di * p
+			}
+			gb[i] += di
+		}
 		if l > 1 {
 			w, _ := m.layer(m.Theta, l)
 			gp := m.grad[l-1]
 			clear(gp)
-			blas64.Gemv(blas.Trans, 1, w, d, 0, blas64.Vector{N: len(gp), Inc: 1, Data: gp})
+			for i, di := range d { // gp = w^T d, row by row as the BLAS adds
+				for j, wij := range w[i*len(gp) : (i+1)*len(gp)] {
+					gp[j] += wij * di
+				}
+			}
 			for i, h := range m.act[l-1] {
 				gp[i] *= 1 - h*h
 			}

@@ -7,7 +7,7 @@
 // ensemble of oblivious trees, and multiplies its rate by the returned action (clamped).
 // The decision path is integer-only (Q24 fixed point) and costs fewer than 150 operations
 // (docs/rlcc.md). The default model is embedded: trees distilled from a policy network
-// trained by reinforcement learning in the simulator (package train, smartt rlcc train).
+// trained by reinforcement learning in the simulator (package train, smartt-lab rlcc train).
 package rlcc
 
 import (

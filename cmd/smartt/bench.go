@@ -3,18 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
@@ -31,69 +32,62 @@ type benchOpts struct {
 	format   string // text, json or csv
 }
 
-func parseSize(s string) (int, error) {
-	mult := 1
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mult, s = 1<<10, strings.TrimSuffix(s, "K")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+// maxMsg is the largest message: 1 GiB.
+const maxMsg = 1 << 30
+
+// parseSizes reads bench's --sizes: message sizes in 1..1GiB, comma-separated.
+func parseSizes(list string) ([]int, error) {
+	var sizes []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := cli.ParseSize(s)
+		if err != nil {
+			return nil, err
+		}
+		if n < 1 || n > maxMsg {
+			return nil, fmt.Errorf("%q: a message size must be in 1..1GiB", strings.TrimSpace(s))
+		}
+		sizes = append(sizes, int(n))
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n*mult > 1<<30 {
-		return 0, fmt.Errorf("%q is not a message size in 1..1G (e.g. 64, 4K, 1M)", s)
-	}
-	return n * mult, nil
+	return sizes, nil
 }
 
-func parseBench(args []string, out io.Writer) (benchOpts, error) {
-	var o benchOpts
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&o.socket, "socket", defaultSocket(), "the daemon's API socket (with -to)")
+// declareBench declares bench's flags on fs; sizes receives --sizes, unparsed.
+func declareBench(fs *pflag.FlagSet, o *benchOpts, sizes *string, jsonOut *bool) {
+	fs.StringVar(&o.socket, "socket", defaultSocket(), "the daemon's API socket (with --to)")
 	fs.StringVar(&o.to, "to", "", "peer daemon HOST:PORT; empty: start two daemons in this process on 127.0.0.1 and 127.0.0.2")
 	fs.UintVar(&o.endpoint, "endpoint", 1, "endpoint at the peer (need not be bound: the peer daemon acknowledges and drops)")
-	sizes := fs.String("sizes", "64,1K,4K,16K,64K,256K,1M,4M", "message sizes, comma-separated (K, M suffixes)")
+	fs.StringVar(sizes, "sizes", "64,1K,4K,16K,64K,256K,1M,4M", "message sizes, comma-separated (K, M, G and KiB, MiB, GiB are binary)")
 	fs.IntVar(&o.latIters, "lat-iters", 200, "latency: messages sent one at a time per size (1..100000)")
-	bw := fs.String("bw-bytes", "64M", "throughput: bytes sent per size (1K..1G)")
+	cli.SizeVar(fs, &o.bwBytes, "bw-bytes", 64<<20, 1<<10, 1<<30, "throughput: bytes sent per size (1K..1G)")
 	fs.IntVar(&o.depth, "depth", 16, "throughput: messages outstanding at once (1..1024)")
 	fs.DurationVar(&o.perSize, "max-time", 5*time.Second, "time limit of each measurement (100ms..1m)")
 	fs.StringVar(&o.format, "format", "text", "output: text (a table), json (one object with a row per size) or csv")
-	jsonOut := fs.Bool("json", false, "same as -format json")
-	if err := parseArgs(fs, args); err != nil {
-		return o, err
-	}
-	if *jsonOut {
+	fs.BoolVar(jsonOut, "json", false, "same as --format json")
+}
+
+// checkBench checks bench's flags after parsing.
+func checkBench(o *benchOpts, sizes string, jsonOut bool) error {
+	if jsonOut {
 		o.format = "json"
 	}
 	if o.format != "text" && o.format != "json" && o.format != "csv" {
-		return o, fmt.Errorf("-format = %q: want text, json or csv", o.format)
+		return cli.Usagef("--format = %q: want text, json or csv", o.format)
 	}
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := parseSize(strings.TrimSpace(s))
-		if err != nil {
-			return o, fmt.Errorf("-sizes: %v", err)
-		}
-		o.sizes = append(o.sizes, n)
+	var err error
+	if o.sizes, err = parseSizes(sizes); err != nil {
+		return cli.Usagef("--sizes: %v", err)
 	}
-	b, err := parseSize(*bw)
-	if err != nil || b < 1024 {
-		return o, fmt.Errorf("-bw-bytes = %q: must be in 1K..1G", *bw)
-	}
-	o.bwBytes = int64(b)
 	switch {
 	case o.latIters < 1 || o.latIters > 100000:
-		return o, fmt.Errorf("-lat-iters = %d: must be in 1..100000", o.latIters)
+		return cli.Usagef("--lat-iters = %d: must be in 1..100000", o.latIters)
 	case o.depth < 1 || o.depth > 1024:
-		return o, fmt.Errorf("-depth = %d: must be in 1..1024", o.depth)
+		return cli.Usagef("--depth = %d: must be in 1..1024", o.depth)
 	case o.perSize < 100*time.Millisecond || o.perSize > time.Minute:
-		return o, fmt.Errorf("-max-time = %v: must be in 100ms..1m", o.perSize)
+		return cli.Usagef("--max-time = %v: must be in 100ms..1m", o.perSize)
 	case o.endpoint < 1 || o.endpoint > 1<<32-1:
-		return o, fmt.Errorf("-endpoint = %d: must be in 1..4294967295", o.endpoint)
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("--endpoint = %d: must be in 1..4294967295", o.endpoint)
 	}
-	return o, nil
+	return nil
 }
 
 // benchRow is one line of the bench table.
@@ -133,11 +127,8 @@ func (r benchRow) out() benchRowOut {
 // benchCSVHeader is the first line of bench -format csv.
 const benchCSVHeader = "bytes,latency_messages,throughput_messages,throughput_gbps,message_rate_mpps,latency_min_us,latency_p50_us,latency_p99_us,latency_max_us"
 
-func runBench(args []string, out io.Writer) error {
-	o, err := parseBench(args, out)
-	if err != nil {
-		return err
-	}
+func runBench(o benchOpts, out io.Writer) error {
+	var err error
 	socket := o.socket
 	var peer netip.AddrPort
 	if o.to == "" {
@@ -269,5 +260,17 @@ func benchSize(ctx context.Context, s *client.Session, peer netip.AddrPort, ep u
 
 // newBenchCmd is "smartt bench".
 func newBenchCmd() *cobra.Command {
-	return leaf("bench [flags]", "throughput and latency over a message-size sweep (two in-process daemons, or -to a peer)", "", runBench)
+	return leaf("bench", "throughput and latency over a message-size sweep (two in-process daemons, or --to a peer)", "", cobra.NoArgs,
+		func(fs *pflag.FlagSet) cli.RunFunc {
+			var o benchOpts
+			var sizes string
+			var jsonOut bool
+			declareBench(fs, &o, &sizes, &jsonOut)
+			return func(_ []string, out io.Writer) error {
+				if err := checkBench(&o, sizes, jsonOut); err != nil {
+					return err
+				}
+				return runBench(o, out)
+			}
+		})
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +17,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
+	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
@@ -23,10 +28,13 @@ import (
 func execute(args ...string) (string, error) {
 	var out bytes.Buffer
 	root := newRootCmd(strings.NewReader(""), &out, &out)
-	root.SetArgs(normalizeArgs(args))
+	root.SetArgs(cli.NormalizeArgs(root, args))
 	err := root.Execute()
 	return out.String(), err
 }
+
+// isUsageError tells a usage error (exit status 2).
+func isUsageError(err error) bool { return cli.IsUsageError(err) }
 
 // Every command's -h exits 0 and names each of its subcommands; no printf escapes leak.
 func TestHelpEveryCommand(t *testing.T) {
@@ -42,6 +50,9 @@ func TestHelpEveryCommand(t *testing.T) {
 			t.Errorf("smartt %v -h prints a printf escape:\n%s", path, out)
 		}
 		for _, s := range c.Commands() {
+			if s.Hidden {
+				continue
+			}
 			if !strings.Contains(out, "\n  "+s.Name()+" ") {
 				t.Errorf("smartt %v -h does not list %q:\n%s", path, s.Name(), out)
 			}
@@ -50,45 +61,28 @@ func TestHelpEveryCommand(t *testing.T) {
 		n++
 	}
 	walk(newRootCmd(nil, nil, nil))
-	if n < 20 {
+	if n < 8 {
 		t.Fatalf("walked %d commands", n)
 	}
-	for _, want := range [][]string{{"testbed", "exec"}, {"sim", "run"}, {"hwprofile", "report"}} {
-		out, _ := execute(want[0], "-h")
-		if !strings.Contains(out, want[1]) {
-			t.Errorf("smartt %s -h does not mention %s", want[0], want[1])
-		}
-	}
-	if out, _ := execute("sim", "run", "-h"); !strings.Contains(out, "-compare") {
-		t.Errorf("sim run -h does not list its flags:\n%s", out)
-	}
-	if out, _ := execute("demo", "-inmem", "-h"); !strings.Contains(out, "-reorder") {
+	if out, _ := execute("demo", "-inmem", "-h"); !strings.Contains(out, "--reorder") {
 		t.Errorf("demo -inmem -h does not list the in-memory demo's flags:\n%s", out)
 	}
 	out, _ := execute("send", "-h")
-	if !strings.Contains(out, "-to") || !strings.Contains(out, "-socket") || strings.Contains(out, "Usage of") {
+	if !strings.Contains(out, "--to") || !strings.Contains(out, "--socket") || strings.Contains(out, "Usage of") ||
+		strings.Count(out, "Usage:") != 1 {
 		t.Errorf("send -h:\n%s", out)
 	}
 }
 
-// testbed exec passes -h after the node to the command, as before (it fails here: no
-// testbed of that name), instead of printing smartt's help.
-func TestTestbedExecKeepsCommandFlags(t *testing.T) {
-	out, err := execute("testbed", "exec", "-name", "i14-none", "h0", "ls", "-h")
-	if err == nil || strings.Contains(out, "Usage:") {
-		t.Fatalf("testbed exec ... ls -h printed help or succeeded: %v\n%s", err, out)
+// "smartt help CMD" and "smartt CMD -h" print the same text, listing every flag, for
+// every command.
+func TestHelpSameBothWays(t *testing.T) {
+	problems, n := cli.HelpMismatches(func(out *bytes.Buffer) *cobra.Command { return newRootCmd(nil, out, out) })
+	for _, p := range problems {
+		t.Error(p)
 	}
-}
-
-func TestParseArgsInterspersed(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	to := fs.String("to", "", "")
-	v := fs.Bool("v", false, "")
-	if err := parseArgs(fs, []string{"a", "-to", "h:1", "b", "--v", "--", "-c"}); err != nil {
-		t.Fatal(err)
-	}
-	if *to != "h:1" || !*v || !slices.Equal(fs.Args(), []string{"a", "b", "-c"}) {
-		t.Fatalf("to %q v %v args %q", *to, *v, fs.Args())
+	if n < 8 {
+		t.Fatalf("walked %d commands", n)
 	}
 }
 
@@ -106,9 +100,6 @@ func TestMissingRequiredFlag(t *testing.T) {
 	if _, err := execute("send", "-bogus", f); err == nil || !isUsageError(err) {
 		t.Fatalf("unknown flag: %v", err)
 	}
-	if _, err := execute("testbed", "nosuch"); err == nil || !isUsageError(err) || !strings.Contains(err.Error(), "smartt testbed -h") {
-		t.Fatalf("unknown testbed command: %v", err)
-	}
 	if _, err := execute("nosuch"); err == nil || !isUsageError(err) {
 		t.Fatalf("unknown command: %v", err)
 	}
@@ -116,7 +107,7 @@ func TestMissingRequiredFlag(t *testing.T) {
 
 func TestNoDaemonSaysWhatToDo(t *testing.T) {
 	_, err := execute("status", "-socket", filepath.Join(t.TempDir(), "none.sock"))
-	if err == nil || !strings.Contains(err.Error(), "start one") || !strings.Contains(err.Error(), "-socket") {
+	if err == nil || !strings.Contains(err.Error(), "start one") || !strings.Contains(err.Error(), "--socket") {
 		t.Fatalf("status without a daemon: %v", err)
 	}
 }
@@ -179,12 +170,13 @@ func TestManAndCompletion(t *testing.T) {
 	if _, err := execute("man", dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"smartt.1", "smartt-send.1", "smartt-testbed-exec.1", "smartt-sim-run.1"} {
+	for _, p := range []string{"smartt.1", "smartt-send.1", "smartt-recv.1", "smartt-demo.1"} {
 		b, err := os.ReadFile(filepath.Join(dir, p))
 		if err != nil || !bytes.Contains(b, []byte(".TH")) {
 			t.Errorf("man page %s: %v", p, err)
 		}
-		if p == "smartt-send.1" && !bytes.Contains(b, []byte("from-endpoint")) {
+		if p == "smartt-send.1" && (!bytes.Contains(b, []byte(`\fB--from-endpoint\fP`)) || !bytes.Contains(b, []byte(`\fB--to\fP`)) ||
+			!bytes.Contains(b, []byte(`\fB--timeout\fP`)) || !bytes.Contains(b, []byte(".SH OPTIONS"))) {
 			t.Errorf("man page %s does not describe the flags:\n%s", p, b)
 		}
 	}
@@ -244,7 +236,7 @@ func TestBenchJSONAndCSV(t *testing.T) {
 
 // The single-dash spellings of before cobra still work.
 func TestOldSpellings(t *testing.T) {
-	for _, args := range [][]string{{"-version", "-socket", "/nonexistent"}, {"--version"}, {"testbed", "-help"}, {"sim", "-h"}, {"send", "-help"}, {"testbed", "help"}} {
+	for _, args := range [][]string{{"-version", "-socket", "/nonexistent"}, {"--version"}, {"send", "-help"}, {"help", "send"}} {
 		out, err := execute(args...)
 		if err != nil || out == "" {
 			t.Errorf("smartt %v: %v\n%s", args, err, out)
@@ -252,15 +244,15 @@ func TestOldSpellings(t *testing.T) {
 	}
 }
 
-// Shell completion completes a leaf command's flags (parsed by the flag package, not cobra).
+// Shell completion completes a command's flags and the commands.
 func TestCompleteFlags(t *testing.T) {
-	out, err := execute("__complete", "send", "-t")
-	if err != nil || !strings.Contains(out, "-to\n") || !strings.Contains(out, "-timeout\n") || strings.Contains(out, "-socket") {
-		t.Fatalf("completing send -t: %v\n%s", err, out)
+	out, err := execute("__complete", "send", "--t")
+	if err != nil || !strings.Contains(out, "--to\t") || !strings.Contains(out, "--timeout\t") || strings.Contains(out, "--socket") {
+		t.Fatalf("completing send --t: %v\n%s", err, out)
 	}
-	out, err = execute("__complete", "testbed", "")
-	if err != nil || !strings.Contains(out, "exec") || !strings.Contains(out, "soak") {
-		t.Fatalf("completing testbed: %v\n%s", err, out)
+	out, err = execute("__complete", "")
+	if err != nil || !strings.Contains(out, "recv") || !strings.Contains(out, "bench") {
+		t.Fatalf("completing commands: %v\n%s", err, out)
 	}
 }
 
@@ -289,3 +281,91 @@ func TestPollProgress(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// recv --out DIR numbers after the highest number already there and never replaces a
+// file; other files do not count.
+func TestMsgDirNumbersOn(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"000000-a-1.msg", "000007-10.0.0.1_23600-1.msg", "999999.msg", "notes-000050.msg", "000100-x.txt"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("old"), 0o644)
+	}
+	d, err := openMsgDir(dir)
+	if err != nil || d.next != 8 {
+		t.Fatalf("next %d, %v", d.next, err)
+	}
+	// A file that appeared meanwhile under the next number is skipped.
+	os.WriteFile(filepath.Join(dir, "000008-127.0.0.1_1-1.msg"), []byte("old"), 0o644)
+	m := &client.Message{From: netip.MustParseAddrPort("127.0.0.1:1"), FromEndpoint: 1}
+	f, err := d.create(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if filepath.Base(f.Name()) != "000009-127.0.0.1_1-1.msg" {
+		t.Fatalf("created %s", f.Name())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "000008-127.0.0.1_1-1.msg")); string(b) != "old" {
+		t.Fatal("an existing file was truncated")
+	}
+	if d, _ := openMsgDir(filepath.Join(dir, "new")); d.next != 0 {
+		t.Fatalf("empty directory starts at %d", d.next)
+	}
+}
+
+// frame writes the length and netstring framings, split writes included.
+func TestFrame(t *testing.T) {
+	var b bytes.Buffer
+	w := frame(&b, "netstring", 5)
+	w.Write([]byte("ab"))
+	w.Write([]byte("cde"))
+	frame(&b, "netstring", 0)
+	frame(&b, "length", 2).Write([]byte("xy"))
+	frame(&b, "none", 1).Write([]byte("z"))
+	if got := b.String(); got != "5:abcde,0:,\x00\x00\x00\x00\x00\x00\x00\x02xyz" {
+		t.Fatalf("framed %q", got)
+	}
+	for _, bad := range [][]string{{"-out", "-", "-framing", "xml"}, {"-out", t.TempDir(), "-framing", "length"}} {
+		if _, err := execute(append([]string{"recv"}, bad...)...); err == nil || !isUsageError(err) {
+			t.Errorf("recv %v: %v", bad, err)
+		}
+	}
+}
+
+// bench takes the sizes the config files take: 1G for --bw-bytes, 4k and 1MiB in --sizes.
+func TestBenchSizes(t *testing.T) {
+	var o benchOpts
+	var sizes string
+	var jsonOut bool
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	declareBench(fs, &o, &sizes, &jsonOut)
+	if err := fs.Parse([]string{"--bw-bytes", "1G", "--sizes", "64, 4k,1MiB,1G"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkBench(&o, sizes, jsonOut); err != nil || o.bwBytes != 1<<30 || !slices.Equal(o.sizes, []int{64, 4096, 1 << 20, 1 << 30}) {
+		t.Fatalf("bw %d sizes %v: %v", o.bwBytes, o.sizes, err)
+	}
+	for _, bad := range [][]string{{"-bw-bytes", "2G"}, {"-bw-bytes", "1000"}, {"-sizes", "0"}, {"-sizes", "2GiB"}, {"-sizes", "4x"}} {
+		_, err := execute(append([]string{"bench"}, bad...)...)
+		if err == nil || !isUsageError(err) || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "-")) {
+			t.Errorf("bench %v: %v", bad, err)
+		}
+	}
+}
+
+// The operator binary links no simulator, testbed, training or plotting.
+func TestOperatorBinaryIsLean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	bad := regexp.MustCompile(`(?m)^.*(gonum|plot|sim|testbed|netbed|bedrun|/test/sweep|/rlcc/train|codeberg\.org|go-latex|go-pdf|freetype|svgo|golang\.org/x/image).*$`)
+	if m := bad.FindAllString(string(out), -1); len(m) > 0 {
+		t.Fatalf("cmd/smartt links %v", m)
+	}
+	if !strings.Contains(string(out), "github.com/smartt-transport/smartt/transport/smarttd") {
+		t.Fatalf("go list output lacks the daemon package (the demo's):\n%s", out)
+	}
+}

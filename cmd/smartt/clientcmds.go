@@ -2,21 +2,26 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
+	"io/fs"
 	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/client"
@@ -35,15 +40,20 @@ type clientFlags struct {
 	timeout time.Duration
 }
 
-func newFlagSet(name string, out io.Writer, cf *clientFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.StringVar(&cf.socket, "socket", defaultSocket(), "the daemon's API socket")
-	fs.DurationVar(&cf.timeout, "timeout", 30*time.Second, "give up after this long")
-	return fs
+// declare declares --socket and --timeout (default timeout, described as usage) on fs.
+func (cf *clientFlags) declare(fs *pflag.FlagSet, timeout time.Duration, usage string) {
+	fs.StringVar(&cf.socket, "socket", defaultSocket(), "the daemon's API socket ($SMARTT_SOCKET)")
+	fs.DurationVar(&cf.timeout, "timeout", timeout, usage)
 }
 
-// parseNoArgs is in testbed.go.
+// bindClient declares the client flags with a 30 s timeout and returns run with them.
+func bindClient(run func(cf clientFlags, out io.Writer) error) func(fs *pflag.FlagSet) cli.RunFunc {
+	return func(fs *pflag.FlagSet) cli.RunFunc {
+		var cf clientFlags
+		cf.declare(fs, 30*time.Second, "give up after this long")
+		return func(_ []string, out io.Writer) error { return run(cf, out) }
+	}
+}
 
 // socketCaps prints the daemon's socket capabilities (a JSON object) on one line:
 // features it has, "no-" and those it lacks, then its settings, in name order.
@@ -70,12 +80,7 @@ func socketCaps(v any) string {
 	return strings.Join(slices.Concat(on, off, set), " ")
 }
 
-func runStatus(args []string, out io.Writer) error {
-	var cf clientFlags
-	fs := newFlagSet("status", out, &cf)
-	if err := parseNoArgs(fs, args); err != nil {
-		return err
-	}
+func runStatus(cf clientFlags, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	c := client.New(cf.socket)
@@ -115,12 +120,7 @@ func runStatus(args []string, out io.Writer) error {
 	return nil
 }
 
-func runConns(args []string, out io.Writer) error {
-	var cf clientFlags
-	fs := newFlagSet("conns", out, &cf)
-	if err := parseNoArgs(fs, args); err != nil {
-		return err
-	}
+func runConns(cf clientFlags, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	conns, err := client.New(cf.socket).Conns(ctx)
@@ -288,21 +288,35 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[u])
 }
 
-func runSend(args []string, stdin io.Reader, out io.Writer) error {
-	var cf clientFlags
-	fs := newFlagSet("send", out, &cf)
-	to := fs.String("to", "", "the peer daemon's HOST:PORT, HOST a name or an address (required)")
-	ep := fs.Uint("endpoint", 1, "the endpoint bound at the peer (1..4294967295)")
-	from := fs.Uint("from-endpoint", 0, "our endpoint (0: the daemon picks a free one)")
-	progressFlag := fs.String("progress", "auto", "progress bar with rate and ETA on stderr: auto (a terminal, 1 MiB or more), on, off")
-	if err := parseArgs(fs, args); err != nil {
-		return err
+// sendOpts are send's flags.
+type sendOpts struct {
+	cf       clientFlags
+	to       string
+	endpoint uint
+	from     uint
+	progress string
+}
+
+// bindSend declares send's flags.
+func bindSend(stdin io.Reader) func(fs *pflag.FlagSet) cli.RunFunc {
+	return func(fs *pflag.FlagSet) cli.RunFunc {
+		o := &sendOpts{}
+		o.cf.declare(fs, 30*time.Second, "give up after this long")
+		fs.StringVar(&o.to, "to", "", "the peer daemon's HOST:PORT, HOST a name or an address (required)")
+		fs.UintVar(&o.endpoint, "endpoint", 1, "the endpoint bound at the peer (1..4294967295)")
+		fs.UintVar(&o.from, "from-endpoint", 0, "our endpoint (0: the daemon picks a free one)")
+		fs.StringVar(&o.progress, "progress", "auto", "progress bar with rate and ETA on stderr: auto (a terminal, 1 MiB or more), on, off")
+		return func(args []string, out io.Writer) error { return runSend(o, args[0], stdin, out) }
 	}
+}
+
+func runSend(o *sendOpts, file string, stdin io.Reader, out io.Writer) error {
+	cf, to, ep, from, progressFlag := o.cf, &o.to, &o.endpoint, &o.from, &o.progress
 	if p := *progressFlag; p != "auto" && p != "on" && p != "off" {
-		return usageError{fmt.Errorf("-progress = %q: want auto, on or off", p)}
+		return cli.Usagef("--progress = %q: want auto, on or off", p)
 	}
 	if *to == "" {
-		return usageError{errors.New("-to is required: the peer daemon's HOST:PORT, e.g. -to 10.0.0.2:23600")}
+		return cli.Usagef("--to is required: the peer daemon's HOST:PORT, e.g. --to 10.0.0.2:23600")
 	}
 	peer, err := resolveAddrPort(context.Background(), *to)
 	if err != nil {
@@ -314,12 +328,9 @@ func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	if *from > 1<<32-1 {
 		return fmt.Errorf("-from-endpoint = %d: must be in 0..4294967295", *from)
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("send needs exactly one FILE (or - for stdin), got %d arguments", fs.NArg())
-	}
 	var src io.Reader
 	var size int64
-	if name := fs.Arg(0); name == "-" {
+	if name := file; name == "-" {
 		b, err := io.ReadAll(stdin) // the size must be known before the first byte goes
 		if err != nil {
 			return err
@@ -338,7 +349,7 @@ func runSend(args []string, stdin io.Reader, out io.Writer) error {
 		src, size = f, fi.Size()
 	}
 	if size == 0 {
-		return fmt.Errorf("%s is empty: messages are 1 byte to 1 GiB", fs.Arg(0))
+		return fmt.Errorf("%s is empty: messages are 1 byte to 1 GiB", file)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
@@ -384,75 +395,87 @@ func runSend(args []string, stdin io.Reader, out io.Writer) error {
 	return nil
 }
 
-func runRecv(args []string, out io.Writer) error {
-	var cf clientFlags
-	fs := newFlagSet("recv", out, &cf)
-	outDir := fs.String("out", "", "directory to write each message to, or - for stdout (required)")
-	ep := fs.Uint("endpoint", 1, "the endpoint to bind (1..4294967295)")
-	count := fs.Int("count", 0, "stop after this many messages (0: run until interrupted or -timeout)")
-	progressFlag := fs.String("progress", "auto", "progress bar per message with rate and ETA on stderr: auto (a terminal, 1 MiB or more), on, off")
-	fs.Lookup("timeout").DefValue = "0s"
-	cf.timeout = 0
-	if err := parseNoArgs(fs, args); err != nil {
-		return err
+// recvOpts are recv's flags.
+type recvOpts struct {
+	cf       clientFlags
+	out      string
+	endpoint uint
+	count    int
+	progress string
+	framing  string
+}
+
+// bindRecv declares recv's flags.
+func bindRecv(fs *pflag.FlagSet) cli.RunFunc {
+	o := &recvOpts{}
+	o.cf.declare(fs, 0, "give up after this long (0: run until interrupted or --count)")
+	fs.StringVar(&o.out, "out", "", "directory to write each message to (numbered after the files already there), or - for stdout (required)")
+	fs.UintVar(&o.endpoint, "endpoint", 1, "the endpoint to bind (1..4294967295)")
+	fs.IntVar(&o.count, "count", 0, "stop after this many messages (0: run until interrupted or --timeout)")
+	fs.StringVar(&o.progress, "progress", "auto", "progress bar per message with rate and ETA on stderr: auto (a terminal, 1 MiB or more), on, off")
+	fs.StringVar(&o.framing, "framing", "none", "with --out -: none (messages back to back), length (an 8-byte big-endian length before each) or netstring (LEN:DATA,)")
+	return func(_ []string, out io.Writer) error { return runRecv(o, out) }
+}
+
+func runRecv(o *recvOpts, out io.Writer) error {
+	if p := o.progress; p != "auto" && p != "on" && p != "off" {
+		return cli.Usagef("--progress = %q: want auto, on or off", p)
 	}
-	if p := *progressFlag; p != "auto" && p != "on" && p != "off" {
-		return usageError{fmt.Errorf("-progress = %q: want auto, on or off", p)}
+	if o.out == "" {
+		return cli.Usagef("--out is required: a directory to write each message to, or - for stdout")
 	}
-	if *outDir == "" {
-		return usageError{errors.New("-out is required: a directory to write each message to, or - for stdout")}
+	if !slices.Contains([]string{"none", "length", "netstring"}, o.framing) {
+		return cli.Usagef("--framing = %q: want none, length or netstring", o.framing)
 	}
-	if *ep < 1 || *ep > 1<<32-1 {
-		return fmt.Errorf("-endpoint = %d: must be in 1..4294967295", *ep)
+	if o.framing != "none" && o.out != "-" {
+		return cli.Usagef("--framing %s frames messages on stdout: it needs --out -", o.framing)
 	}
-	if *count < 0 {
-		return fmt.Errorf("-count = %d: must be >= 0", *count)
+	if o.endpoint < 1 || o.endpoint > 1<<32-1 {
+		return cli.Usagef("--endpoint = %d: must be in 1..4294967295", o.endpoint)
+	}
+	if o.count < 0 {
+		return cli.Usagef("--count = %d: must be >= 0", o.count)
 	}
 	ctx := context.Background()
-	if cf.timeout > 0 {
+	if o.cf.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cf.timeout)
+		ctx, cancel = context.WithTimeout(ctx, o.cf.timeout)
 		defer cancel()
 	}
-	s, err := client.New(cf.socket).Open(ctx)
+	var sink *msgDir
+	if o.out != "-" {
+		var err error
+		if sink, err = openMsgDir(o.out); err != nil {
+			return err
+		}
+	}
+	s, err := client.New(o.cf.socket).Open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.Bind(ctx, uint32(*ep)); err != nil {
+	if _, err := s.Bind(ctx, uint32(o.endpoint)); err != nil {
 		return err
-	}
-	if *outDir != "-" {
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			return err
-		}
 	}
 	// Stream every message straight to its file (or stdout): nothing is held in memory.
 	// The writer callback runs on the session's reader goroutine, possibly for the next
 	// message before this loop has handled the previous one: files are kept per message.
-	type sinkFile struct {
-		f    *os.File
-		name string
-	}
 	var mu sync.Mutex
-	files := map[*client.Message]sinkFile{}
-	n := 0
-	term := *progressFlag == "on" || (*progressFlag == "auto" && isTerminal(os.Stderr))
+	files := map[*client.Message]*os.File{}
+	term := o.progress == "on" || (o.progress == "auto" && isTerminal(os.Stderr))
 	s.SetRecvWriter(func(m *client.Message) io.Writer {
-		if *outDir == "-" {
-			return out
+		if sink == nil {
+			return frame(out, o.framing, m.Size)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		name := filepath.Join(*outDir, fmt.Sprintf("%06d-%s-%d.msg", n, strings.NewReplacer(":", "_", "[", "", "]", "").Replace(m.From.String()), m.FromEndpoint))
-		n++
-		f, err := os.Create(name)
+		f, err := sink.create(m)
 		if err != nil {
 			return errWriter{err}
 		}
-		files[m] = sinkFile{f, name}
+		mu.Lock()
+		files[m] = f
+		mu.Unlock()
 		var w io.Writer = f
-		if term && (*progressFlag == "on" || m.Size >= 1<<20) {
+		if term && (o.progress == "on" || m.Size >= 1<<20) {
 			w = &progressWriter{w: f, report: progressBar(os.Stderr, "recv: received from "+m.From.String(), int64(m.Size))}
 		}
 		return w
@@ -460,22 +483,22 @@ func runRecv(args []string, out io.Writer) error {
 	if term {
 		// Network progress: while a message is arriving (the daemon holds part of it) the
 		// bytes received so far and the rate, from the daemon's connection table.
-		stop := watchIncoming(os.Stderr, client.New(cf.socket))
+		stop := watchIncoming(os.Stderr, client.New(o.cf.socket))
 		defer stop()
 	}
-	for i := 0; *count == 0 || i < *count; i++ {
+	for i := 0; o.count == 0 || i < o.count; i++ {
 		m, err := s.Recv(ctx)
 		if m != nil {
 			mu.Lock()
-			sf, ok := files[m]
+			f, ok := files[m]
 			delete(files, m)
 			mu.Unlock()
 			if ok {
-				if cerr := sf.f.Close(); err == nil {
+				if cerr := f.Close(); err == nil {
 					err = cerr
 				}
 				if err == nil {
-					fmt.Fprintf(os.Stderr, "received %d bytes from %v endpoint %d -> %s\n", m.Size, m.From, m.FromEndpoint, sf.name)
+					fmt.Fprintf(os.Stderr, "received %d bytes from %v endpoint %d -> %s\n", m.Size, m.From, m.FromEndpoint, f.Name())
 				}
 			}
 		}
@@ -484,6 +507,99 @@ func runRecv(args []string, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// msgDir is recv --out DIR: each message goes to a new file NNNNNN-PEER-ENDPOINT.msg,
+// numbered on after the highest number already in DIR, so that a second run never
+// overwrites the first's files (a file that appears meanwhile is skipped, not replaced).
+type msgDir struct {
+	dir  string
+	mu   sync.Mutex
+	next int
+}
+
+// openMsgDir creates dir if needed and finds the next free number.
+func openMsgDir(dir string) (*msgDir, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &msgDir{dir: dir}
+	for _, e := range ents {
+		if n, ok := msgNumber(e.Name()); ok && n >= d.next {
+			d.next = n + 1
+		}
+	}
+	return d, nil
+}
+
+// msgNumber returns the number of a file recv wrote ("000042-10.0.0.1_23600-1.msg": 42).
+func msgNumber(name string) (int, bool) {
+	num, _, ok := strings.Cut(name, "-")
+	if !ok || len(num) < 6 || !strings.HasSuffix(name, ".msg") {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	return n, err == nil && n >= 0
+}
+
+// create makes the file of message m; it never truncates an existing file.
+func (d *msgDir) create(m *client.Message) (*os.File, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	peer := strings.NewReplacer(":", "_", "[", "", "]", "").Replace(m.From.String())
+	for {
+		name := filepath.Join(d.dir, fmt.Sprintf("%06d-%s-%d.msg", d.next, peer, m.FromEndpoint))
+		d.next++
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+}
+
+// frame writes the header of a message of size bytes on w in the given framing and
+// returns the writer of its body (netstring: which ends it with ",").
+func frame(w io.Writer, framing string, size uint64) io.Writer {
+	switch framing {
+	case "length":
+		var h [8]byte
+		binary.BigEndian.PutUint64(h[:], size)
+		if _, err := w.Write(h[:]); err != nil {
+			return errWriter{err}
+		}
+	case "netstring":
+		if _, err := fmt.Fprintf(w, "%d:", size); err != nil {
+			return errWriter{err}
+		}
+		if size == 0 {
+			if _, err := w.Write([]byte{','}); err != nil {
+				return errWriter{err}
+			}
+			return w
+		}
+		return &netstringBody{w: w, left: size}
+	}
+	return w
+}
+
+// netstringBody passes a message's bytes and writes the netstring's "," after the last.
+type netstringBody struct {
+	w    io.Writer
+	left uint64
+}
+
+// Write implements io.Writer.
+func (n *netstringBody) Write(b []byte) (int, error) {
+	k, err := n.w.Write(b)
+	n.left -= min(n.left, uint64(k))
+	if err == nil && n.left == 0 && k > 0 {
+		_, err = n.w.Write([]byte{','})
+	}
+	return k, err
 }
 
 // errWriter fails every write with err.
@@ -510,10 +626,23 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 // newClientCmds are the commands that talk to a running daemon: status, conns, send, recv.
 func newClientCmds(stdin io.Reader) []*cobra.Command {
 	return []*cobra.Command{
-		leaf("status [flags]", "the daemon's status, version and capabilities", "", runStatus),
-		leaf("conns [flags]", "the daemon's live connections with their congestion-control state", "", runConns),
-		leaf("send -to HOST:PORT [-endpoint N] FILE|-", "send a file (or stdin) as one message", "",
-			func(args []string, out io.Writer) error { return runSend(args, stdin, out) }),
-		leaf("recv -out DIR|- [-endpoint N]", "receive messages into a directory (or stdout)", "", runRecv),
+		leaf("status", "the daemon's status, version and capabilities", "", cobra.NoArgs, bindClient(runStatus)),
+		leaf("conns", "the daemon's live connections with their congestion-control state", "", cobra.NoArgs, bindClient(runConns)),
+		leaf("send --to HOST:PORT [--endpoint N] FILE|-", "send a file (or stdin) as one message", "", sendArgs, bindSend(stdin)),
+		leaf("recv --out DIR|- [--endpoint N]", "receive messages into a directory (or stdout)",
+			"recv writes each message to its own file in DIR, NNNNNN-PEER_PORT-ENDPOINT.msg, numbered on after\n"+
+				"the highest number already in DIR: a later run never overwrites an earlier one's files.\n"+
+				"With --out - the messages go to stdout: back to back (--framing none), each after its length\n"+
+				"as 8 bytes big-endian (--framing length), or as netstrings LEN:DATA, (--framing netstring).\n"+
+				"A failed recv may leave a partial last message; its exit status is then non-zero.",
+			cobra.NoArgs, bindRecv),
 	}
+}
+
+// sendArgs wants exactly one FILE.
+func sendArgs(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("send needs exactly one FILE (or - for stdin), got %d arguments", len(args))
+	}
+	return nil
 }

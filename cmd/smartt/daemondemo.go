@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"flag"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -16,22 +14,16 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/transport/udp"
 )
-
-// runDemoCmd runs the daemon demo, or the in-memory engine demo with -inmem.
-func runDemoCmd(args []string, out io.Writer) error {
-	for i, a := range args {
-		if a == "-inmem" || a == "--inmem" {
-			return runDemo(slices.Delete(slices.Clone(args), i, i+1), out)
-		}
-	}
-	return runDaemonDemo(args, out)
-}
 
 type daemonDemoOpts struct {
 	cc, lb   string
@@ -42,44 +34,72 @@ type daemonDemoOpts struct {
 	timeout  time.Duration
 }
 
-func parseDaemonDemo(args []string, out io.Writer) (daemonDemoOpts, error) {
-	var o daemonDemoOpts
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Bool("inmem", false, "run the engines over the in-memory test network instead (see demo -inmem -h)")
-	fs.StringVar(&o.cc, "cc", "", "congestion controller (default: the embedded config's; one of "+strings.Join(transport.CCNames(), ", ")+")")
-	fs.StringVar(&o.lb, "lb", "", "load balancer (default: the embedded config's; one of "+strings.Join(transport.LBNames(), ", ")+")")
-	fs.IntVar(&o.messages, "messages", 16, "messages to send (1..1000)")
-	fs.IntVar(&o.maxSize, "max-size", 16<<20, "largest message, bytes (1..1 GiB)")
-	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the message sizes and contents")
-	fs.BoolVar(&o.verbose, "v", false, "show the daemons' logs")
-	fs.DurationVar(&o.timeout, "timeout", 90*time.Second, "give up after this long (1s..10m)")
-	if err := parseArgs(fs, args); err != nil {
-		return o, err
-	}
+// daemonOnly are the flags only the daemon demo has.
+var daemonOnly = []string{"cc", "lb", "verbose", "timeout"}
+
+// checkDaemonDemo checks the daemon demo's options.
+func checkDaemonDemo(o daemonDemoOpts) error {
 	switch {
 	case o.messages < 1 || o.messages > 1000:
-		return o, fmt.Errorf("-messages = %d: must be in 1..1000", o.messages)
+		return cli.Usagef("--messages = %d: must be in 1..1000", o.messages)
 	case o.maxSize < 1 || o.maxSize > 1<<30:
-		return o, fmt.Errorf("-max-size = %d: must be in 1..%d", o.maxSize, 1<<30)
+		return cli.Usagef("--max-size = %d: must be in 1..%d", o.maxSize, 1<<30)
 	case o.timeout < time.Second || o.timeout > 10*time.Minute:
-		return o, fmt.Errorf("-timeout = %v: must be in 1s..10m", o.timeout)
+		return cli.Usagef("--timeout = %v: must be in 1s..10m", o.timeout)
 	case o.cc != "" && !slices.Contains(transport.CCNames(), o.cc):
-		return o, fmt.Errorf("-cc = %q: must be one of %v", o.cc, transport.CCNames())
+		return cli.Usagef("--cc = %q: must be one of %v", o.cc, transport.CCNames())
 	case o.lb != "" && !slices.Contains(transport.LBNames(), o.lb):
-		return o, fmt.Errorf("-lb = %q: must be one of %v", o.lb, transport.LBNames())
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("--lb = %q: must be one of %v", o.lb, transport.LBNames())
 	}
-	return o, nil
+	return nil
+}
+
+// bindDemo declares the demo's flags: the daemon demo's, the in-memory demo's (--inmem),
+// and --messages, --max-size and --seed of both, whose defaults depend on the mode.
+func bindDemo(fs *pflag.FlagSet) cli.RunFunc {
+	var d daemonDemoOpts
+	var m demoOpts
+	var inmem bool
+	var maxSize int64
+	fs.BoolVar(&inmem, "inmem", false, "run the engines over the lossy, reordering in-memory test network instead (virtual time)")
+	fs.StringVar(&d.cc, "cc", "", "congestion controller (default: the embedded config's; one of "+strings.Join(transport.CCNames(), ", ")+")")
+	fs.StringVar(&d.lb, "lb", "", "load balancer (default: the embedded config's; one of "+strings.Join(transport.LBNames(), ", ")+")")
+	fs.IntVar(&d.messages, "messages", 0, "messages to send (default 16, 1..1000; with --inmem 24, 1..10000)")
+	cli.SizeVar(fs, &maxSize, "max-size", 0, 0, 1<<30, "largest message, e.g. 300000 or 4MiB (default 16MiB; with --inmem 4MiB; at most 1GiB)")
+	fs.Uint64Var(&d.seed, "seed", 1, "random seed: the same seed gives the same message sizes and contents")
+	fs.BoolVarP(&d.verbose, "verbose", "v", false, "show the daemons' logs")
+	fs.DurationVar(&d.timeout, "timeout", 90*time.Second, "give up after this long (1s..10m)")
+	declareInmem(fs, &m)
+	return func(_ []string, out io.Writer) error {
+		clash := daemonOnly
+		if !inmem {
+			clash = inmemOnly
+		}
+		for _, name := range clash {
+			if fs.Changed(name) {
+				return cli.Usagef("--%s is not a flag of the %s demo (see smartt demo -h)", name, map[bool]string{true: "in-memory", false: "daemon"}[inmem])
+			}
+		}
+		pick := func(name string, v, def int) int {
+			if fs.Changed(name) {
+				return v
+			}
+			return def
+		}
+		if inmem {
+			m.messages, m.maxSize, m.seed = pick("messages", d.messages, 24), pick("max-size", int(maxSize), 4<<20), d.seed
+			return runDemo(m, out)
+		}
+		d.messages, d.maxSize = pick("messages", d.messages, 16), pick("max-size", int(maxSize), 16<<20)
+		return runDaemonDemo(d, out)
+	}
 }
 
 // runDaemonDemo starts two daemons on 127.0.0.1 and 127.0.0.2 with the embedded default
 // config, moves messages between two clients through their APIs and real UDP sockets,
 // prints what happened to each message, and stops them.
-func runDaemonDemo(args []string, out io.Writer) error {
-	o, err := parseDaemonDemo(args, out)
-	if err != nil {
+func runDaemonDemo(o daemonDemoOpts, out io.Writer) error {
+	if err := checkDaemonDemo(o); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
@@ -262,6 +282,9 @@ func loadAvg() string {
 
 // newDemoCmd is "smartt demo".
 func newDemoCmd() *cobra.Command {
-	return leaf("demo [flags]", "start two daemons on 127.0.0.1 and 127.0.0.2, move messages, print what happened",
-		"demo -inmem: two engines over the lossy, reordering in-memory test network instead.", runDemoCmd)
+	return leaf("demo", "start two daemons on 127.0.0.1 and 127.0.0.2, move messages, print what happened",
+		"demo starts two daemons on 127.0.0.1 and 127.0.0.2 in this process, moves messages between two\n"+
+			"clients through their APIs and real UDP sockets, and prints what happened to each message.\n"+
+			"demo --inmem runs two engines over the lossy, reordering in-memory test network instead.",
+		cobra.NoArgs, bindDemo)
 }

@@ -2,13 +2,15 @@ package main
 
 import (
 	"crypto/sha256"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/netip"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/test/testnet"
 	"github.com/smartt-transport/smartt/transport"
@@ -28,46 +30,42 @@ type demoOpts struct {
 	maxSize  int
 }
 
-func parseDemo(args []string, out io.Writer) (demoOpts, error) {
-	var o demoOpts
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.IntVar(&o.messages, "messages", 24, "messages to send (1..10000)")
-	fs.Float64Var(&o.loss, "loss", 0.01, "probability that a packet is lost (0..0.5)")
-	fs.Float64Var(&o.dup, "dup", 0.05, "probability that a packet is duplicated (0..1)")
-	fs.Float64Var(&o.reorder, "reorder", 0.1, "probability that a packet is held back (0..1)")
-	fs.IntVar(&o.depth, "depth", 100, "a held-back packet is overtaken by up to this many packets")
-	fs.Float64Var(&o.rateGbps, "rate", 100, "bottleneck port rate, Gbit/s (0.1..1000)")
+// declareInmem declares the flags only the in-memory demo (--inmem) has.
+func declareInmem(fs *pflag.FlagSet, o *demoOpts) {
+	fs.Float64Var(&o.loss, "loss", 0.01, "--inmem: probability that a packet is lost (0..0.5)")
+	fs.Float64Var(&o.dup, "dup", 0.05, "--inmem: probability that a packet is duplicated (0..1)")
+	fs.Float64Var(&o.reorder, "reorder", 0.1, "--inmem: probability that a packet is held back (0..1)")
+	fs.IntVar(&o.depth, "depth", 100, "--inmem: a held-back packet is overtaken by up to this many packets")
+	fs.Float64Var(&o.rateGbps, "rate", 100, "--inmem: bottleneck port rate, Gbit/s (0.1..1000)")
 	o.delay = 2000
-	fs.TextVar(&o.delay, "delay", o.delay, "one-way propagation delay with its unit, e.g. 2us (0..1s)")
-	fs.BoolVar(&o.trim, "trim", true, "switch trims packets that overflow its queue (else drops them)")
-	fs.Uint64Var(&o.seed, "seed", 1, "random seed: the same seed gives the same run")
-	fs.IntVar(&o.maxSize, "max-size", 4<<20, "largest message, bytes (1..1 GiB)")
-	if err := parseArgs(fs, args); err != nil {
-		return o, err
-	}
+	fs.TextVar(&o.delay, "delay", o.delay, "--inmem: one-way propagation delay with its unit, e.g. 2us (0..1s)")
+	fs.BoolVar(&o.trim, "trim", true, "--inmem: switch trims packets that overflow its queue (else drops them)")
+}
+
+// inmemOnly are the flags declareInmem declares.
+var inmemOnly = []string{"loss", "dup", "reorder", "depth", "rate", "delay", "trim"}
+
+// checkDemo checks the in-memory demo's options.
+func checkDemo(o demoOpts) error {
 	switch {
 	case o.messages < 1 || o.messages > 10000:
-		return o, fmt.Errorf("-messages = %d: must be in 1..10000", o.messages)
+		return cli.Usagef("--messages = %d: must be in 1..10000", o.messages)
 	case o.loss < 0 || o.loss > 0.5:
-		return o, fmt.Errorf("-loss = %v: must be in 0..0.5", o.loss)
+		return cli.Usagef("--loss = %v: must be in 0..0.5", o.loss)
 	case o.dup < 0 || o.dup > 1:
-		return o, fmt.Errorf("-dup = %v: must be in 0..1", o.dup)
+		return cli.Usagef("--dup = %v: must be in 0..1", o.dup)
 	case o.reorder < 0 || o.reorder > 1:
-		return o, fmt.Errorf("-reorder = %v: must be in 0..1", o.reorder)
+		return cli.Usagef("--reorder = %v: must be in 0..1", o.reorder)
 	case o.depth < 0 || o.depth > 100000:
-		return o, fmt.Errorf("-depth = %d: must be in 0..100000", o.depth)
+		return cli.Usagef("--depth = %d: must be in 0..100000", o.depth)
 	case o.rateGbps < 0.1 || o.rateGbps > 1000:
-		return o, fmt.Errorf("-rate = %v: must be in 0.1..1000 Gbit/s", o.rateGbps)
+		return cli.Usagef("--rate = %v: must be in 0.1..1000 Gbit/s", o.rateGbps)
 	case o.delay < 0 || o.delay > 1e9:
-		return o, fmt.Errorf("-delay = %v: must be in 0..1s", o.delay)
+		return cli.Usagef("--delay = %v: must be in 0..1s", o.delay)
 	case o.maxSize < 1 || o.maxSize > 1<<30:
-		return o, fmt.Errorf("-max-size = %d: must be in 1..%d", o.maxSize, 1<<30)
+		return cli.Usagef("--max-size = %d: must be in 1..%d", o.maxSize, 1<<30)
 	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return o, nil
+	return nil
 }
 
 // demoMsg is what the demo remembers of a message it sent.
@@ -82,9 +80,8 @@ type demoMsg struct {
 // runDemo sends messages of log-spread sizes from host A to host B through a switch port
 // with a bottleneck rate, RED marking and trimming, plus loss, duplication and
 // reordering, and prints what happened to each message and the counters.
-func runDemo(args []string, out io.Writer) error {
-	o, err := parseDemo(args, out)
-	if err != nil {
+func runDemo(o demoOpts, out io.Writer) error {
+	if err := checkDemo(o); err != nil {
 		return err
 	}
 	rate := int64(o.rateGbps * 1e9)

@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
 
 func TestDemoDeliversEverything(t *testing.T) {
-	var out bytes.Buffer
-	if err := runDemo([]string{"-messages", "8", "-max-size", "300000", "-loss", "0.05"}, &out); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
+	out, err := execute("demo", "-inmem", "-messages", "8", "-max-size", "300000", "-loss", "0.05")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
-	if !strings.Contains(out.String(), "8 of 8 messages delivered exactly once and intact") {
-		t.Fatalf("unexpected output:\n%s", out.String())
+	if !strings.Contains(out, "8 of 8 messages delivered exactly once and intact") {
+		t.Fatalf("unexpected output:\n%s", out)
 	}
 }
 
@@ -22,8 +21,7 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		{"-delay", "5"}, // no unit: not 5 ns
 		{"stray"},
 	} {
-		var out bytes.Buffer
-		err := runDemo(args, &out)
+		_, err := execute(append([]string{"demo", "--inmem"}, args...)...)
 		if err == nil {
 			t.Errorf("%v accepted", args)
 			continue

@@ -1,36 +1,16 @@
-// Command smartt is the smartt command-line tool: it talks to a running smarttd (status,
-// conns, send, recv, bench) and runs the demo (two daemons in-process, or the protocol
-// engines over the in-memory test network with -inmem), the hardware-profile report, the
-// fabric simulator and the network-namespace testbed. Run "smartt -h" for its commands.
+// Command smartt is the operator's command-line tool on a host: it talks to a running
+// smarttd (status, conns, send, recv, bench, version) and runs the demo (two daemons
+// in-process, or the protocol engines over the in-memory test network with -inmem). It
+// links no simulator, testbed, training or plotting: those are smartt-lab's. Run
+// "smartt -h" for its commands.
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"strings"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 )
 
 func main() {
-	root := newRootCmd(os.Stdin, os.Stdout, os.Stderr)
-	root.SetArgs(normalizeArgs(os.Args[1:]))
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "smartt:", err)
-		if isUsageError(err) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	cli.Main(newRootCmd(os.Stdin, os.Stdout, os.Stderr))
 }
-
-// isUsageError tells an unknown command or flag (exit status 2) from a failure (1).
-func isUsageError(err error) bool {
-	var u usageError
-	return errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command")
-}
-
-// usageError is a command line smartt cannot parse.
-type usageError struct{ error }
-
-// Unwrap returns the parse error.
-func (u usageError) Unwrap() error { return u.error }

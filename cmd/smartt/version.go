@@ -3,23 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/version"
 )
 
 // runVersion prints this tool's version and, if a daemon answers on -socket within a
 // short timeout, the daemon's (a daemon that does not answer is not an error).
-func runVersion(args []string, out io.Writer) error {
-	var cf clientFlags
-	fs := newFlagSet("version", out, &cf)
-	cf.timeout = time.Second
-	if err := parseNoArgs(fs, args); err != nil {
-		return err
-	}
+func runVersion(cf clientFlags, out io.Writer) error {
 	fmt.Fprintln(out, version.Long("smartt"))
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
@@ -34,5 +31,10 @@ func runVersion(args []string, out io.Writer) error {
 
 // newVersionCmd is "smartt version".
 func newVersionCmd() *cobra.Command {
-	return leaf("version [flags]", "this tool's version, VCS revision and Go version (and the daemon's, if one answers)", "", runVersion)
+	return leaf("version", "this tool's version, VCS revision and Go version (and the daemon's, if one answers)", "", cobra.NoArgs,
+		func(fs *pflag.FlagSet) cli.RunFunc {
+			var cf clientFlags
+			cf.declare(fs, time.Second, "wait this long for the daemon's answer")
+			return func(_ []string, out io.Writer) error { return runVersion(cf, out) }
+		})
 }

@@ -232,7 +232,7 @@ type Options struct {
 	// the workload starts.
 	Before func(r *Run) error
 	// Control, if set, is a unix socket path where the run takes faults while the
-	// workload runs (smartt testbed fail; see Control and ParseFault).
+	// workload runs (smartt-lab testbed fail; see Control and ParseFault).
 	Control string
 	// Pcap, if set, is a directory for one pcap file per captured link (PcapLinks, or
 	// every link), at most PcapMax bytes each (0: 4 MiB), the first PcapSnap bytes (0: 128)

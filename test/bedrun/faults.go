@@ -264,7 +264,7 @@ func ParseFault(words []string) (Fault, error) {
 	return f, err
 }
 
-// ControlPath is where a run named name listens for faults (smartt testbed fail).
+// ControlPath is where a run named name listens for faults (smartt-lab testbed fail).
 func ControlPath(dir, name string) string { return dir + "/testbed-" + name + ".ctl" }
 
 // serveControl accepts faults on a unix socket while the workload runs: one line per

@@ -145,7 +145,7 @@ output: {sample_interval: 1ms, sample_ports: up}
 }
 
 // TestRunControl: faults sent to a running run over its control socket (what
-// smartt testbed fail does) act on it: a degraded host port slows the incast down, a
+// smartt-lab testbed fail does) act on it: a degraded host port slows the incast down, a
 // flaky one loses frames; a fault on a link that does not exist is refused.
 func TestRunControl(t *testing.T) {
 	sc := scenario(t, `

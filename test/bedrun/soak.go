@@ -16,7 +16,7 @@ import (
 )
 
 // DefaultSoakYAML is the soak scenario scenarios/soak.yaml: the defaults of every soak
-// scenario and what `smartt testbed soak` runs without a file.
+// scenario and what `smartt-lab testbed soak` runs without a file.
 //
 //go:embed scenarios/soak.yaml
 var DefaultSoakYAML []byte

@@ -8,7 +8,7 @@ import (
 	"github.com/smartt-transport/smartt/test/bedrun"
 )
 
-// TestSoakShort is the soak (smartt testbed soak) compressed to 24 s so CI exercises its
+// TestSoakShort is the soak (smartt-lab testbed soak) compressed to 24 s so CI exercises its
 // machinery: 8 hosts on 2 leaves x 4 spines, the three patterns in 6 s epochs with their
 // bursts, flaky links, fabric and host link flaps and one daemon restart while messages
 // are in flight to it. Every message must be delivered once or reported failed, the

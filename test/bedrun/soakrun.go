@@ -34,7 +34,7 @@ type SoakOptions struct {
 	// soak goes.
 	Progress io.Writer
 	// Control, if set, is a unix socket path where the soak takes faults while the
-	// workload runs (smartt testbed fail), as Options.Control.
+	// workload runs (smartt-lab testbed fail), as Options.Control.
 	Control string
 	// Interrupt, if set, ends the workload early when it is closed (or receives); the
 	// soak still drains, checks and reports.
@@ -396,7 +396,7 @@ func (s *soaker) run() (*SoakReport, error) {
 }
 
 // restoreLinks brings back every link still down and heals every flaky one, so the drain
-// runs on a whole fabric (after an interrupt, or a fault from smartt testbed fail).
+// runs on a whole fabric (after an interrupt, or a fault from smartt-lab testbed fail).
 func (s *soaker) restoreLinks() error {
 	r := s.r
 	fs := &r.faults

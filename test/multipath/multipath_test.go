@@ -176,7 +176,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 // TestResultsTable prints docs/reps.md's tables and fails if the docs show other figures
-// (`smartt results` rewrites them):
+// (`smartt-lab results` rewrites them):
 //
 //	go test ./test/multipath -run TestResultsTable -v
 func TestResultsTable(t *testing.T) {

@@ -5,7 +5,7 @@
 //	<!-- /results -->
 //
 // and is what COMMAND prints (the block COMMAND prints between "<!-- results:NAME -->"
-// and "<!-- /results -->", or all of its output if it prints no such block). "smartt
+// and "<!-- /results -->", or all of its output if it prints no such block). "smartt-lab
 // results" reruns the commands and rewrites the regions; the test that prints a table
 // calls Check, so "go test" fails when the docs no longer show what it prints.
 package results
@@ -22,7 +22,7 @@ import (
 	"strings"
 )
 
-// Env names the variable "smartt results" sets while it reruns the commands: Check then
+// Env names the variable "smartt-lab results" sets while it reruns the commands: Check then
 // prints the table without comparing it with the docs it is about to rewrite.
 const Env = "SMARTT_RESULTS"
 
@@ -45,7 +45,7 @@ var (
 
 // header is the visible line the region starts with: the command beside its table.
 func header(cmd string) string {
-	return "Made by `" + cmd + "` (`smartt results` rewrites it).\n\n"
+	return "Made by `" + cmd + "` (`smartt-lab results` rewrites it).\n\n"
 }
 
 // Parse finds the regions of one markdown file's text.
@@ -234,7 +234,7 @@ func Check(t TB, name, body string) {
 		}
 		if got := normalise(body); got != r.Body {
 			rel, _ := filepath.Rel(root, r.File)
-			t.Errorf("%s:%d: table %s is stale; run `smartt results -only %s` (or `%s`).\n%s", rel, r.Line, name, name, r.Cmd, Diff(r.Body, got))
+			t.Errorf("%s:%d: table %s is stale; run `smartt-lab results -only %s` (or `%s`).\n%s", rel, r.Line, name, name, r.Cmd, Diff(r.Body, got))
 		}
 		return
 	}

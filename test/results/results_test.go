@@ -14,8 +14,8 @@ text
 old a
 <!-- /results -->
 between
-<!-- results:b cmd: smartt sim sweep 'p q' -set "x=1,2" -->
-Made by ` + "`smartt sim sweep 'p q' -set \"x=1,2\"`" + ` (` + "`smartt results`" + ` rewrites it).
+<!-- results:b cmd: smartt-lab sim sweep 'p q' -set "x=1,2" -->
+Made by ` + "`smartt-lab sim sweep 'p q' -set \"x=1,2\"`" + ` (` + "`smartt-lab results`" + ` rewrites it).
 
 | b |
 <!-- /results -->
@@ -40,7 +40,7 @@ func TestParseRewrite(t *testing.T) {
 	if len(changed) != 1 || changed[0] != "a" {
 		t.Fatalf("changed %v", changed)
 	}
-	if !strings.Contains(out, "-->\nMade by `go test ./x -run T -v` (`smartt results` rewrites it).\n\nnew a\n<!-- /results -->\nbetween") || !strings.HasSuffix(out, "| b |\n<!-- /results -->\nend\n") {
+	if !strings.Contains(out, "-->\nMade by `go test ./x -run T -v` (`smartt-lab results` rewrites it).\n\nnew a\n<!-- /results -->\nbetween") || !strings.HasSuffix(out, "| b |\n<!-- /results -->\nend\n") {
 		t.Fatalf("rewritten:\n%s", out)
 	}
 	// Rewriting again changes nothing.
@@ -107,7 +107,7 @@ func TestCheck(t *testing.T) {
 	if len(f.errs) != 1 || !strings.Contains(f.errs[0], "no docs region nosuch") {
 		t.Fatal(f.errs)
 	}
-	// While smartt results regenerates, nothing is compared.
+	// While smartt-lab results regenerates, nothing is compared.
 	t.Setenv(Env, "1")
 	f.errs = nil
 	Check(&f, "a", "new a\n")

@@ -51,7 +51,7 @@ func TestRecoveryModesComplete(t *testing.T) {
 }
 
 // TestRecoveryScenarioYAML: a scenario selects the mode under transport.recovery, as
-// `smartt sim run` reads it; a bad mode is refused naming the key.
+// `smartt-lab sim run` reads it; a bad mode is refused naming the key.
 func TestRecoveryScenarioYAML(t *testing.T) {
 	doc := `name: t
 topology: {kind: fattree3, hosts: 16, radix: 4, link_rate: 100Gbit}

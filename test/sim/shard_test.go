@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// outputs returns a digest of each file `smartt sim run -out` writes from r (the JSON
+// outputs returns a digest of each file `smartt-lab sim run -out` writes from r (the JSON
 // summary without its two wall-clock figures, the flows, queue and window CSVs).
 func outputs(t *testing.T, r *Result) map[string]string {
 	t.Helper()

@@ -1,7 +1,7 @@
 // Package sweep runs a simulator scenario over a grid of field values and seeds and
 // summarises the runs in one table (mean, min, max and standard deviation over seeds of
-// every metric of the summary), as CSV, JSON and a plot: the engine of "smartt sim
-// sweep" and "smartt testbed sweep" (docs/sim.md, "Research workflow"). Every run is one
+// every metric of the summary), as CSV, JSON and a plot: the engine of "smartt-lab sim
+// sweep" and "smartt-lab testbed sweep" (docs/sim.md, "Research workflow"). Every run is one
 // job (point x seed) that can execute anywhere and write its own file; Merge combines
 // the files, so a sweep can run as a batch scheduler's job array.
 package sweep

@@ -125,7 +125,7 @@ func Distill(net *rlcc.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model, D
 	rep.TestRMSE = math.Sqrt(se / float64(len(ty)))
 	sum := sha256.Sum256(policyJSON)
 	m.Meta = map[string]any{
-		"generator": fmt.Sprintf("smartt rlcc distill -seed %d -episodes %d -min-flows %d -max-flows %d -episode %dus -per-episode %d -hold-out %d",
+		"generator": fmt.Sprintf("smartt-lab rlcc distill -seed %d -episodes %d -min-flows %d -max-flows %d -episode %dus -per-episode %d -hold-out %d",
 			dc.Seed, dc.Episodes, dc.MinFlows, dc.MaxFlows, dc.EpisodeNs/1000, dc.PerEpisode, dc.HoldOut),
 		"teacher":         "policy network sha256 " + hex.EncodeToString(sum[:8]) + " (rlcc.MLP), recorded on-policy in test/sim incasts",
 		"fit":             fmt.Sprintf("%d oblivious trees of depth %d, RMSE loss, learning rate %g, l2 %g, %d quantile borders", dc.Fit.Trees, dc.Fit.Depth, dc.Fit.LearningRate, dc.Fit.L2, dc.Fit.Borders),

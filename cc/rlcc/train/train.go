@@ -339,7 +339,7 @@ func (c Config) key() any {
 func (t *Trainer) meta() map[string]any {
 	c := t.Cfg
 	return map[string]any{
-		"generator": fmt.Sprintf("smartt rlcc train -seed %d -iterations %d -min-flows %d -max-flows %d -episode %dus -rollout %d -lr %g -horizon %d -weight-clip %g", c.Seed, t.Iter, c.MinFlows, c.MaxFlows, c.EpisodeNs/1000, c.Rollout, c.LR, c.Horizon, c.WeightClip),
+		"generator": fmt.Sprintf("smartt-lab rlcc train -seed %d -iterations %d -min-flows %d -max-flows %d -episode %dus -rollout %d -lr %g -horizon %d -weight-clip %g", c.Seed, t.Iter, c.MinFlows, c.MaxFlows, c.EpisodeNs/1000, c.Rollout, c.LR, c.Horizon, c.WeightClip),
 		"algorithm": fmt.Sprintf("deterministic on-policy gradient: g = mean_t(w_t * grad pi(o_t)), w_t = mean of clip(delta/target, -%g, 1) over the flow's next %d decisions; Adam; gradient norm clipped to %g", c.WeightClip, c.Horizon, c.GradClip),
 		"iter":      t.Iter,
 	}

@@ -74,7 +74,7 @@ func TestTrainDeterministicAndResumable(t *testing.T) {
 }
 
 // TestDefaultModelIsDistilledFromDefaultPolicy: the embedded tree model is exactly what
-// `smartt rlcc distill` makes of the embedded trained policy (no hand-edited leaves), its
+// `smartt-lab rlcc distill` makes of the embedded trained policy (no hand-edited leaves), its
 // held-out error is what its provenance says, and it fits the NIC's limits.
 func TestDefaultModelIsDistilledFromDefaultPolicy(t *testing.T) {
 	pj := rlcc.DefaultPolicyJSON()
@@ -91,7 +91,7 @@ func TestDefaultModelIsDistilledFromDefaultPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(b, rlcc.DefaultModelJSON()) {
-		t.Fatal("cc/rlcc/default_model.json differs from smartt rlcc distill of cc/rlcc/default_policy.json: run smartt rlcc distill -policy cc/rlcc/default_policy.json -o cc/rlcc/default_model.json")
+		t.Fatal("cc/rlcc/default_model.json differs from smartt-lab rlcc distill of cc/rlcc/default_policy.json: run smartt-lab rlcc distill -policy cc/rlcc/default_policy.json -o cc/rlcc/default_model.json")
 	}
 	if err := m.Validate(rlcc.DefaultLimits); err != nil {
 		t.Fatal(err)

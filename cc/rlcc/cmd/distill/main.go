@@ -1,7 +1,7 @@
 // Command distill builds RL-CC's reference teacher model: it fits gradient-boosted
 // oblivious trees (rlcc.DefaultFit) to the rule-based teacher policy rlcc.Teacher (written
 // down from the paper's Table VI) and writes the model in smartt's JSON format. The
-// embedded default is learned instead (smartt rlcc train/distill, docs/rlcc.md);
+// embedded default is learned instead (smartt-lab rlcc train/distill, docs/rlcc.md);
 // cc/rlcc/testdata/teacher_model.json is this command's output:
 //
 //	go run ./cc/rlcc/cmd/distill -o cc/rlcc/testdata/teacher_model.json

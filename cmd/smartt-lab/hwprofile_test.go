@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/transport"
 )
 
@@ -38,8 +39,8 @@ func TestHWProfileReport(t *testing.T) {
 			t.Errorf("-md lacks %q:\n%s", name, md)
 		}
 	}
-	if err := runHWProfile(nil, &out); err == nil {
-		t.Error("no subcommand accepted")
+	if err := runHWProfile([]string{"nosuch"}, &out); err == nil || !cli.IsUsageError(err) {
+		t.Errorf("unknown subcommand: %v", err)
 	}
 	if err := runHWProfile([]string{"report", "-n", "0"}, &out); err == nil || !strings.Contains(err.Error(), "-n") {
 		t.Errorf("bad -n: %v", err)

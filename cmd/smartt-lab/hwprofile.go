@@ -1,16 +1,18 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"math/rand/v2"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/cc/eqds"
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/hwprofile"
 	"github.com/smartt-transport/smartt/hwprofile/timing"
 	"github.com/smartt-transport/smartt/reps"
@@ -18,86 +20,78 @@ import (
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-const hwprofileUsage = `usage: smartt hwprofile report [-n decisions] [-md]
-
-Prints every registered congestion controller and load balancer against every hardware
+const hwprofileUsage = `Prints every registered congestion controller and load balancer against every hardware
 profile: packed per-flow state, global memory, operations per decision, integer-only,
 the measured time per decision on this host, and whether it fits each profile. -md
 prints the static columns only (no timing, so the same on every host) as a markdown table.`
 
-// runHWProfile is the hwprofile subcommand.
-func runHWProfile(args []string, w io.Writer) error {
-	if len(args) == 0 || args[0] != "report" {
-		return fmt.Errorf("%s", hwprofileUsage)
-	}
-	fs := flag.NewFlagSet("hwprofile report", flag.ContinueOnError)
-	fs.SetOutput(w)
-	n := fs.Int("n", 200_000, "decisions timed per algorithm")
+// bindHWProfile declares the flags of "smartt-lab hwprofile report" on fs.
+func bindHWProfile(fs *pflag.FlagSet) cli.RunFunc {
+	n := fs.IntP("n", "n", 200_000, "decisions timed per algorithm")
 	md := fs.Bool("md", false, "a markdown table of the static columns: state, memory, ops, integer-only, fits (no timing)")
-	if err := parseArgs(fs, args[1:]); err != nil {
-		return err
-	}
-	if *md {
-		return hwprofileMarkdown(w)
-	}
-	if *n < 1 || *n > 100_000_000 {
-		return fmt.Errorf("-n = %d: must be in 1..100000000", *n)
-	}
-	cfg := transport.DefaultConfig()
-	profiles := hwprofile.Sorted()
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "kind\tname\tstate B\tglobal B\tops\tint-only\tns/decision")
-	for _, p := range profiles {
-		fmt.Fprintf(tw, "\t%s", p.Name)
-	}
-	fmt.Fprintln(tw)
-	row := func(kind, name string, x any, ns float64) {
-		cost, err := hwprofile.CostOf(kind, name, x)
-		if err != nil {
-			fmt.Fprintf(tw, "%s\t%s\t?\t?\t?\t?\t%.0f", kind, name, ns)
-			for range profiles {
-				fmt.Fprint(tw, "\tno: reports no cost")
-			}
-			fmt.Fprintln(tw)
-			return
+	return func(_ []string, w io.Writer) error {
+		if *md {
+			return hwprofileMarkdown(w)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%v\t%.1f", kind, name, cost.StateBytes, cost.GlobalBytes, cost.Ops, cost.IntegerOnly, ns)
+		if *n < 1 || *n > 100_000_000 {
+			return fmt.Errorf("-n = %d: must be in 1..100000000", *n)
+		}
+		cfg := transport.DefaultConfig()
+		profiles := hwprofile.Sorted()
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprint(tw, "kind\tname\tstate B\tglobal B\tops\tint-only\tns/decision")
 		for _, p := range profiles {
-			if ok, why := p.Fits(cost, ns); ok {
-				fmt.Fprint(tw, "\tfits")
-			} else {
-				fmt.Fprintf(tw, "\tno: %s", why)
-			}
+			fmt.Fprintf(tw, "\t%s", p.Name)
 		}
 		fmt.Fprintln(tw)
-	}
-	for _, name := range transport.CCNames() {
-		cfg := cfg
-		if r, _ := transport.LookupCC(name); r.Needs.INT {
-			cfg.INT = true // measured as on INT switches
+		row := func(kind, name string, x any, ns float64) {
+			cost, err := hwprofile.CostOf(kind, name, x)
+			if err != nil {
+				fmt.Fprintf(tw, "%s\t%s\t?\t?\t?\t?\t%.0f", kind, name, ns)
+				for range profiles {
+					fmt.Fprint(tw, "\tno: reports no cost")
+				}
+				fmt.Fprintln(tw)
+				return
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%v\t%.1f", kind, name, cost.StateBytes, cost.GlobalBytes, cost.Ops, cost.IntegerOnly, ns)
+			for _, p := range profiles {
+				if ok, why := p.Fits(cost, ns); ok {
+					fmt.Fprint(tw, "\tfits")
+				} else {
+					fmt.Fprintf(tw, "\tno: %s", why)
+				}
+			}
+			fmt.Fprintln(tw)
 		}
-		ctl, err := transport.NewCC(name, cfg)
-		if err != nil {
-			return fmt.Errorf("cc %q: %w", name, err)
+		for _, name := range transport.CCNames() {
+			cfg := cfg
+			if r, _ := transport.LookupCC(name); r.Needs.INT {
+				cfg.INT = true // measured as on INT switches
+			}
+			ctl, err := transport.NewCC(name, cfg)
+			if err != nil {
+				return fmt.Errorf("cc %q: %w", name, err)
+			}
+			row("cc", name, ctl, timeCC(ctl, cfg, *n))
 		}
-		row("cc", name, ctl, timeCC(ctl, cfg, *n))
-	}
-	for _, name := range transport.LBNames() {
-		lb, err := transport.NewLB(name, cfg, rand.New(rand.NewPCG(1, 2)))
-		if err != nil {
-			return fmt.Errorf("lb %q: %w", name, err)
+		for _, name := range transport.LBNames() {
+			lb, err := transport.NewLB(name, cfg, rand.New(rand.NewPCG(1, 2)))
+			if err != nil {
+				return fmt.Errorf("lb %q: %w", name, err)
+			}
+			row("lb", name, lb, timeLB(lb, *n))
 		}
-		row("lb", name, lb, timeLB(lb, *n))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nops: worst case per decision as each algorithm reports it; ns/decision: lowest mean of 10 batches of %d decisions on this host (one goroutine, monotonic clock).\n", max(*n/10, 1))
+		for _, p := range profiles {
+			fmt.Fprintf(w, "%s: state %d B/flow, global %d B, %d ops, %d ns, integer-only %v (%s)\n",
+				p.Name, p.StateBytes, p.GlobalBytes, p.Ops, p.DecisionNs, p.IntegerOnly, p.Source)
+		}
+		return nil
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\nops: worst case per decision as each algorithm reports it; ns/decision: lowest mean of 10 batches of %d decisions on this host (one goroutine, monotonic clock).\n", max(*n/10, 1))
-	for _, p := range profiles {
-		fmt.Fprintf(w, "%s: state %d B/flow, global %d B, %d ops, %d ns, integer-only %v (%s)\n",
-			p.Name, p.StateBytes, p.GlobalBytes, p.Ops, p.DecisionNs, p.IntegerOnly, p.Source)
-	}
-	return nil
 }
 
 // hwprofileMarkdown writes the deterministic part of the report: every algorithm's cost
@@ -232,8 +226,9 @@ func timeLB(lb reps.Balancer, n int) float64 {
 	})
 }
 
-// newHWProfileCmd is "smartt hwprofile".
+// newHWProfileCmd is "smartt-lab hwprofile".
 func newHWProfileCmd() *cobra.Command {
-	return group("hwprofile", "NIC hardware profiles (docs/hwprofile.md)", strings.TrimPrefix(hwprofileUsage, "usage: "),
-		sub("report", "report [-n decisions] [-md]", "every CC and LB against every hardware profile (state, ops, decision time)", runHWProfile))
+	return cli.Group("hwprofile", "NIC hardware profiles (docs/hwprofile.md)", "hwprofile report: "+hwprofileUsage,
+		cli.Leaf("report [-n decisions] [--md]", "every CC and LB against every hardware profile (state, ops, decision time)",
+			hwprofileUsage, cobra.NoArgs, bindHWProfile))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,44 +10,51 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/cc/rlcc/train"
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport"
 )
 
-const rlccUsage = `usage: smartt rlcc train|distill|table|fig3|fig4|compare|longshort [flags]
-
-RL-CC's learning pipeline on the simulator (docs/rlcc.md): train the policy network with
+const rlccUsage = `RL-CC's learning pipeline on the simulator (docs/rlcc.md): train the policy network with
 the paper's deterministic on-policy gradient on incasts through one switch port, distill
 it into boosted oblivious trees, and compare them (Table VI, Fig. 3, Fig. 4).
 The embedded default is reproduced by:
-  smartt rlcc train -out /tmp/rl && smartt rlcc distill -policy /tmp/rl/policy.json -o model.json`
+  smartt-lab rlcc train -out /tmp/rl && smartt-lab rlcc distill -policy /tmp/rl/policy.json -o model.json`
 
 // newRLCCCmd is the rlcc command group.
 func newRLCCCmd(stderr io.Writer) *cobra.Command {
-	run := func(args []string, out io.Writer) error { return runRLCC(args, out, stderr) }
-	return group("rlcc", "RL-CC training, distillation and evaluation on the simulator (docs/rlcc.md)",
-		strings.TrimPrefix(rlccUsage, "usage: "),
-		sub("train", "train [flags]", "train the RL-CC policy network in the simulator", run),
-		sub("distill", "distill [flags]", "distill a trained policy into boosted oblivious trees", run),
-		sub("table", "table [flags]", "the policy's action by previous x current state beside the paper's Table VI", run),
-		sub("fig3", "fig3 [flags]", "RTT inflation, goodput and losses vs number of flows: network, trees, Eq. 2", run),
-		sub("fig4", "fig4 [flags]", "the trees' RTT inflation and goodput across target and beta settings", run),
-		sub("compare", "compare [flags]", "RL-CC against the other registered controllers on the same incasts", run),
-		sub("longshort", "longshort [flags]", "the paper's long-short test: long flows joined by a burst of short ones", run))
+	sub := func(name, short string, bind func(io.Writer, *pflag.FlagSet) cli.RunFunc) *cobra.Command {
+		return cli.Leaf(name+" [flags]", short, "", cobra.NoArgs, func(fs *pflag.FlagSet) cli.RunFunc { return bind(stderr, fs) })
+	}
+	return cli.Group("rlcc", "RL-CC training, distillation and evaluation on the simulator (docs/rlcc.md)", rlccUsage,
+		sub("train", "train the RL-CC policy network in the simulator", bindRLCCTrain),
+		sub("distill", "distill a trained policy into boosted oblivious trees", bindRLCCDistill),
+		sub("table", "the policy's action by previous x current state beside the paper's Table VI", bindRLCCTable),
+		sub("fig3", "RTT inflation, goodput and losses vs number of flows: network, trees, Eq. 2", bindRLCCFig3),
+		sub("fig4", "the trees' RTT inflation and goodput across target and beta settings", bindRLCCFig4),
+		sub("compare", "RL-CC against the other registered controllers on the same incasts", bindRLCCCompare),
+		sub("longshort", "the paper's long-short test: long flows joined by a burst of short ones", bindRLCCLongshort))
 }
 
 // durFlag is a duration flag read like the scenario files (5ms, 800us).
 type durFlag struct{ d *int64 }
 
+// String formats the duration.
 func (f durFlag) String() string {
 	if f.d == nil {
 		return ""
 	}
 	return config.Duration(*f.d).String()
 }
+
+// Type names the flag's value in help.
+func (f durFlag) Type() string { return "duration" }
+
+// Set parses a duration.
 func (f durFlag) Set(s string) error {
 	var d config.Duration
 	if err := d.UnmarshalText([]byte(s)); err != nil {
@@ -58,34 +64,23 @@ func (f durFlag) Set(s string) error {
 	return nil
 }
 
-// runRLCC runs one rlcc subcommand: results to out, progress lines to progress.
-func runRLCC(args []string, out, progress io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%s", rlccUsage)
-	}
-	fs := flag.NewFlagSet("rlcc "+args[0], flag.ContinueOnError)
-	fs.SetOutput(out)
-	quiet := fs.Bool("q", false, "no progress lines")
-	policy := fs.String("policy", "", "policy network file (default: the embedded trained policy)")
-	model := fs.String("model", "", "tree model file (default: the embedded model)")
-	switch args[0] {
-	case "train":
-		c := train.DefaultConfig()
-		fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the initial weights and of every episode")
-		fs.IntVar(&c.Iterations, "iterations", c.Iterations, "episodes")
-		fs.IntVar(&c.MinFlows, "min-flows", c.MinFlows, "smallest incast")
-		fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "largest incast")
-		fs.Var(durFlag{&c.EpisodeNs}, "episode", "simulated time per episode")
-		fs.IntVar(&c.Rollout, "rollout", c.Rollout, "transitions per gradient step")
-		fs.Float64Var(&c.LR, "lr", c.LR, "Adam step size")
-		fs.IntVar(&c.Horizon, "horizon", c.Horizon, "decisions whose delta credit an action")
-		fs.Float64Var(&c.WeightClip, "weight-clip", c.WeightClip, "delta/target is clipped to [-weight-clip, 1]")
-		fs.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "episodes between checkpoints")
-		dir := fs.String("out", "rlcc-train", "directory for policy.json, curve.csv, curve.png, checkpoints")
-		resume := fs.String("resume", "", "checkpoint to resume from (same flags)")
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
+// bindRLCCTrain declares the flags of "smartt-lab rlcc train" on fs.
+func bindRLCCTrain(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	c := train.DefaultConfig()
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the initial weights and of every episode")
+	fs.IntVar(&c.Iterations, "iterations", c.Iterations, "episodes")
+	fs.IntVar(&c.MinFlows, "min-flows", c.MinFlows, "smallest incast")
+	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "largest incast")
+	fs.Var(durFlag{&c.EpisodeNs}, "episode", "simulated time per episode")
+	fs.IntVar(&c.Rollout, "rollout", c.Rollout, "transitions per gradient step")
+	fs.Float64Var(&c.LR, "lr", c.LR, "Adam step size")
+	fs.IntVar(&c.Horizon, "horizon", c.Horizon, "decisions whose delta credit an action")
+	fs.Float64Var(&c.WeightClip, "weight-clip", c.WeightClip, "delta/target is clipped to [-weight-clip, 1]")
+	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "episodes between checkpoints")
+	dir := fs.String("out", "rlcc-train", "directory for policy.json, curve.csv, curve.png, checkpoints")
+	resume := fs.String("resume", "", "checkpoint to resume from (same flags)")
+	return func(_ []string, out io.Writer) error {
 		c.Dir = *dir
 		if !*quiet {
 			c.Progress = progress
@@ -126,24 +121,28 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		}
 		fmt.Fprintf(out, "wrote %s, %s, %s\n", filepath.Join(c.Dir, "policy.json"), filepath.Join(c.Dir, "curve.csv"), filepath.Join(c.Dir, "curve.png"))
 		return nil
-	case "distill":
-		dc := train.DefaultDistillConfig()
-		fs.Uint64Var(&dc.Seed, "seed", dc.Seed, "seed of the recording episodes")
-		fs.IntVar(&dc.Episodes, "episodes", dc.Episodes, "recording episodes")
-		fs.IntVar(&dc.MinFlows, "min-flows", dc.MinFlows, "smallest incast")
-		fs.IntVar(&dc.MaxFlows, "max-flows", dc.MaxFlows, "largest incast")
-		fs.Var(durFlag{&dc.EpisodeNs}, "episode", "simulated time per episode")
-		fs.IntVar(&dc.PerEpisode, "per-episode", dc.PerEpisode, "decisions kept per episode")
-		fs.IntVar(&dc.HoldOut, "hold-out", dc.HoldOut, "every n-th episode is held out")
-		fs.IntVar(&dc.Fit.Trees, "trees", dc.Fit.Trees, "boosted trees (<= 10 for the NIC)")
-		fs.IntVar(&dc.Fit.Depth, "depth", dc.Fit.Depth, "tree depth (<= 4 for the NIC)")
-		fs.Float64Var(&dc.Fit.LearningRate, "fit-lr", dc.Fit.LearningRate, "boosting shrinkage")
-		fs.Float64Var(&dc.Fit.L2, "l2", dc.Fit.L2, "L2 regularisation of leaf values")
-		fs.IntVar(&dc.Fit.Borders, "borders", dc.Fit.Borders, "candidate split borders per feature (quantiles)")
-		o := fs.String("o", "", "output model file (default stdout)")
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
+	}
+}
+
+// bindRLCCDistill declares the flags of "smartt-lab rlcc distill" on fs.
+func bindRLCCDistill(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	policy := fs.String("policy", "", "policy network file (default: the embedded trained policy)")
+	dc := train.DefaultDistillConfig()
+	fs.Uint64Var(&dc.Seed, "seed", dc.Seed, "seed of the recording episodes")
+	fs.IntVar(&dc.Episodes, "episodes", dc.Episodes, "recording episodes")
+	fs.IntVar(&dc.MinFlows, "min-flows", dc.MinFlows, "smallest incast")
+	fs.IntVar(&dc.MaxFlows, "max-flows", dc.MaxFlows, "largest incast")
+	fs.Var(durFlag{&dc.EpisodeNs}, "episode", "simulated time per episode")
+	fs.IntVar(&dc.PerEpisode, "per-episode", dc.PerEpisode, "decisions kept per episode")
+	fs.IntVar(&dc.HoldOut, "hold-out", dc.HoldOut, "every n-th episode is held out")
+	fs.IntVar(&dc.Fit.Trees, "trees", dc.Fit.Trees, "boosted trees (<= 10 for the NIC)")
+	fs.IntVar(&dc.Fit.Depth, "depth", dc.Fit.Depth, "tree depth (<= 4 for the NIC)")
+	fs.Float64Var(&dc.Fit.LearningRate, "fit-lr", dc.Fit.LearningRate, "boosting shrinkage")
+	fs.Float64Var(&dc.Fit.L2, "l2", dc.Fit.L2, "L2 regularisation of leaf values")
+	fs.IntVar(&dc.Fit.Borders, "borders", dc.Fit.Borders, "candidate split borders per feature (quantiles)")
+	o := fs.StringP("output", "o", "", "output model file (default stdout)")
+	return func(_ []string, out io.Writer) error {
 		if !*quiet {
 			dc.Progress = progress
 		}
@@ -173,10 +172,14 @@ func runRLCC(args []string, out, progress io.Writer) error {
 			return err
 		}
 		return os.WriteFile(*o, b, 0o644)
-	case "table":
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
+	}
+}
+
+// bindRLCCTable declares the flags of "smartt-lab rlcc table" on fs.
+func bindRLCCTable(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	policy := fs.String("policy", "", "policy network file (default: the embedded trained policy)")
+	model := fs.String("model", "", "tree model file (default: the embedded model)")
+	return func(_ []string, out io.Writer) error {
 		net, _, err := loadPolicy(*policy)
 		if err != nil {
 			return err
@@ -191,20 +194,25 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		printTable(out, "trees", rlcc.ActionTable(train.TreeAction(m, cfg), cfg.Target))
 		printTable(out, "paper (Table VI)", rlcc.TableVI)
 		return nil
-	case "fig3":
-		flows := fs.String("flows", "2,4,8,16,32,64,128,256,512,1024", "incast sizes")
-		seeds := fs.Int("seeds", 3, "seeds per point (the spread is min..max)")
-		warm, measure := int64(10_000_000), int64(10_000_000)
-		fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
-		fs.Var(durFlag{&measure}, "measure", "measured window")
-		dir := fs.String("out", "", "directory for fig3.png (default: none)")
-		env := train.DefaultEnv()
-		fs.Float64Var(&env.RLCC.Target, "target", env.RLCC.Target, "the controllers' target (the policy was trained at 0.064)")
-		fs.Float64Var(&env.RLCC.Beta, "beta", env.RLCC.Beta, "the controllers' beta (the policy was trained at 1.5)")
-		which := fs.String("policies", "network,trees", "policies to run: network, trees or both")
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
+	}
+}
+
+// bindRLCCFig3 declares the flags of "smartt-lab rlcc fig3" on fs.
+func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	policy := fs.String("policy", "", "policy network file (default: the embedded trained policy)")
+	model := fs.String("model", "", "tree model file (default: the embedded model)")
+	flows := fs.String("flows", "2,4,8,16,32,64,128,256,512,1024", "incast sizes")
+	seeds := fs.Int("seeds", 3, "seeds per point (the spread is min..max)")
+	warm, measure := int64(10_000_000), int64(10_000_000)
+	fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
+	fs.Var(durFlag{&measure}, "measure", "measured window")
+	dir := fs.String("out", "", "directory for fig3.png (default: none)")
+	env := train.DefaultEnv()
+	fs.Float64Var(&env.RLCC.Target, "target", env.RLCC.Target, "the controllers' target (the policy was trained at 0.064)")
+	fs.Float64Var(&env.RLCC.Beta, "beta", env.RLCC.Beta, "the controllers' beta (the policy was trained at 1.5)")
+	which := fs.String("policies", "network,trees", "policies to run: network, trees or both")
+	return func(_ []string, out io.Writer) error {
 		if err := env.RLCC.Validate(); err != nil {
 			return err
 		}
@@ -262,16 +270,19 @@ func runRLCC(args []string, out, progress io.Writer) error {
 			return train.PlotFig3(filepath.Join(*dir, "fig3.png"), rows)
 		}
 		return nil
-	case "compare":
-		flows := fs.String("flows", "4,16,64,256,1024", "incast sizes")
-		ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
-		seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
-		warm, measure := int64(10_000_000), int64(10_000_000)
-		fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
-		fs.Var(durFlag{&measure}, "measure", "measured window")
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
+	}
+}
+
+// bindRLCCCompare declares the flags of "smartt-lab rlcc compare" on fs.
+func bindRLCCCompare(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	flows := fs.String("flows", "4,16,64,256,1024", "incast sizes")
+	ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
+	seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
+	warm, measure := int64(10_000_000), int64(10_000_000)
+	fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
+	fs.Var(durFlag{&measure}, "measure", "measured window")
+	return func(_ []string, out io.Writer) error {
 		ns, err := parseList(*flows, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
 		if err != nil {
 			return err
@@ -305,18 +316,21 @@ func runRLCC(args []string, out, progress io.Writer) error {
 				r.Goodput.Mean, r.Goodput.Min, r.Goodput.Max, r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Losses.Mean, r.Trims.Mean)
 		}
 		return nil
-	case "longshort":
-		ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
-		ls := train.LongShort{Long: 1, Short: 50, ShortSize: 64 << 10, Burst: 5_000_000, End: 10_000_000}
-		fs.IntVar(&ls.Long, "long", ls.Long, "long flows")
-		fs.IntVar(&ls.Short, "short", ls.Short, "short flows in the burst")
-		fs.Int64Var(&ls.ShortSize, "short-size", ls.ShortSize, "bytes per short flow")
-		fs.Var(durFlag{&ls.Burst}, "burst", "when the short flows start")
-		fs.Var(durFlag{&ls.End}, "end", "end of the run")
-		seeds := fs.Int("seeds", 3, "seeds per row (the spread is min..max)")
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
+	}
+}
+
+// bindRLCCLongshort declares the flags of "smartt-lab rlcc longshort" on fs.
+func bindRLCCLongshort(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
+	ls := train.LongShort{Long: 1, Short: 50, ShortSize: 64 << 10, Burst: 5_000_000, End: 10_000_000}
+	fs.IntVar(&ls.Long, "long", ls.Long, "long flows")
+	fs.IntVar(&ls.Short, "short", ls.Short, "short flows in the burst")
+	cli.SizeVar(fs, &ls.ShortSize, "short-size", ls.ShortSize, 1, 1<<30, "bytes per short flow, e.g. 64KiB")
+	fs.Var(durFlag{&ls.Burst}, "burst", "when the short flows start")
+	fs.Var(durFlag{&ls.End}, "end", "end of the run")
+	seeds := fs.Int("seeds", 3, "seeds per row (the spread is min..max)")
+	return func(_ []string, out io.Writer) error {
 		if *seeds < 1 || *seeds > 100 {
 			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
 		}
@@ -363,14 +377,18 @@ func runRLCC(args []string, out, progress io.Writer) error {
 				sp(func(r train.LongShortStats) float64 { return float64(r.Losses) }))
 		}
 		return nil
-	case "fig4":
-		flows := fs.String("flows", "4,64,512", "incast sizes")
-		targets := fs.String("targets", "0.032,0.064,0.128", "targets (each at the default beta)")
-		betas := fs.String("betas", "1.1,1.5,2", "betas (each at the default target)")
-		seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
+	}
+}
+
+// bindRLCCFig4 declares the flags of "smartt-lab rlcc fig4" on fs.
+func bindRLCCFig4(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	model := fs.String("model", "", "tree model file (default: the embedded model)")
+	flows := fs.String("flows", "4,64,512", "incast sizes")
+	targets := fs.String("targets", "0.032,0.064,0.128", "targets (each at the default beta)")
+	betas := fs.String("betas", "1.1,1.5,2", "betas (each at the default target)")
+	seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
+	return func(_ []string, out io.Writer) error {
 		ns, err := parseList(*flows, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
 		if err != nil {
 			return err
@@ -426,7 +444,6 @@ func runRLCC(args []string, out, progress io.Writer) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("rlcc %s: unknown subcommand\n%s", args[0], rlccUsage)
 }
 
 // parseList reads comma-separated numbers, each checked by ok.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,16 +11,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/test/bedrun"
 	"github.com/smartt-transport/smartt/test/netbed"
 	"github.com/smartt-transport/smartt/test/sim"
 	"github.com/smartt-transport/smartt/test/sweep"
 )
 
-const sweepUsage = `usage: smartt %[1]s sweep [flags] SCENARIO -set FIELD=V1,V2,... [-set ...] -out DIR
-       smartt %[1]s sweep [same] -print-jobs | -emit FILE    (one command per run, for job arrays)
-       smartt %[1]s sweep [same] -job K                      (run job K only: DIR/runs/job-00000K.json)
-       smartt %[1]s sweep -merge DIR                         (merge DIR/runs into the table)
+const sweepUsage = `smartt-lab %[1]s sweep [flags] SCENARIO -set FIELD=V1,V2,... [-set ...] -out DIR
+smartt-lab %[1]s sweep [same] -print-jobs | -emit FILE    (one command per run, for job arrays)
+smartt-lab %[1]s sweep [same] -job K                      (run job K only: DIR/runs/job-00000K.json)
+smartt-lab %[1]s sweep -merge DIR                         (merge DIR/runs into the table)
 
 Runs SCENARIO (a file, or a shipped scenario's name such as permutation_128) at every
 point of the grid of -set axes (any scenario field by its YAML path: transport.cc,
@@ -33,20 +35,20 @@ metric) and a plot of -metric against the first axis (docs/sim.md, "Research wor
 
 // sweepMode is what a sweep runs on: the simulator or the testbed.
 type sweepMode struct {
-	group    string                                              // "sim" or "testbed"
-	parallel bool                                                // runs may share the cores
-	runner   func(fs *flag.FlagSet) func() (sweep.Runner, error) // registers its flags
+	group    string                                               // "sim" or "testbed"
+	parallel bool                                                 // runs may share the cores
+	runner   func(fs *pflag.FlagSet) func() (sweep.Runner, error) // registers its flags
 }
 
 var simSweep = sweepMode{group: "sim", parallel: true,
-	runner: func(*flag.FlagSet) func() (sweep.Runner, error) {
+	runner: func(*pflag.FlagSet) func() (sweep.Runner, error) {
 		return func() (sweep.Runner, error) { return sweep.SimRunner, nil }
 	}}
 
 // testbedSweep runs each point on a fresh emulated testbed, one at a time: runs in real
 // time would disturb each other's timing if they shared the cores.
 var testbedSweep = sweepMode{group: "testbed",
-	runner: func(fs *flag.FlagSet) func() (sweep.Runner, error) {
+	runner: func(fs *pflag.FlagSet) func() (sweep.Runner, error) {
 		name := fs.String("name", "sweep", "testbed name: namespaces are smartt-<name>-<node> (removed after each run)")
 		timeout := fs.Duration("timeout", 60*time.Second, "wall-time bound of each run's workload")
 		return func() (sweep.Runner, error) {
@@ -66,6 +68,7 @@ var testbedSweep = sweepMode{group: "testbed",
 // setFlags collects repeated -set flags.
 type setFlags []sweep.Axis
 
+// String lists the axes.
 func (s *setFlags) String() string {
 	var parts []string
 	for _, a := range *s {
@@ -74,6 +77,10 @@ func (s *setFlags) String() string {
 	return strings.Join(parts, " ")
 }
 
+// Type names the flag's value in help.
+func (s *setFlags) Type() string { return "FIELD=V1,V2" }
+
+// Set adds an axis.
 func (s *setFlags) Set(v string) error {
 	a, err := sweep.ParseAxis(v)
 	if err != nil {
@@ -83,17 +90,14 @@ func (s *setFlags) Set(v string) error {
 	return nil
 }
 
-// runSweep implements "smartt sim sweep" and "smartt testbed sweep".
-func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet(mode.group+" sweep", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, sweepUsage, mode.group); fs.PrintDefaults() }
+// bindSweep declares the flags of "smartt-lab sim sweep" or "testbed sweep" on fs.
+func bindSweep(mode sweepMode, stderr io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	var axes setFlags
 	fs.Var(&axes, "set", "an axis: FIELD=V1,V2,... (repeat for more axes; the first is the plot's x axis)")
 	seeds := fs.Int("seeds", 1, "runs per point, with seeds s, s+1, ... (s: the point's seed)")
 	jobs := 1
 	if mode.parallel {
-		fs.IntVar(&jobs, "j", runtime.GOMAXPROCS(0), "runs at once")
+		fs.IntVarP(&jobs, "jobs", "j", runtime.GOMAXPROCS(0), "runs at once")
 	}
 	out := fs.String("out", "", "directory for sweep.csv, sweep.json, the plot and runs/ (one file per run)")
 	metric := fs.String("metric", "completion_rel", "metric plotted against the first axis")
@@ -110,46 +114,132 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 	keepRuns := fs.Bool("keep-runs", true, "keep -out/runs after a local sweep merged them")
 	progress := fs.Bool("progress", true, "report each finished run on stderr")
 	makeRunner := mode.runner(fs)
-	if err := parseArgs(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	return func(args []string, stdout io.Writer) error {
+		switch *plots {
+		case "png", "svg", "both", "none":
+		default:
+			return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
+		}
+		showList := strings.Split(*show, ",")
+		showSet := false
+		fs.Visit(func(f *pflag.Flag) { showSet = showSet || f.Name == "show" })
+		md := func(t *sweep.Table, w io.Writer) error {
+			if *pivot == "" {
+				return t.WriteMarkdown(w, showList)
+			}
+			if !showSet {
+				return t.WriteMarkdownPivot(w, showList[0], *pivot)
+			}
+			for i, m := range showList {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				if err := t.WriteMarkdownPivot(w, m, *pivot); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
-		return err
-	}
-	switch *plots {
-	case "png", "svg", "both", "none":
-	default:
-		return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
-	}
-	showList := strings.Split(*show, ",")
-	showSet := false
-	fs.Visit(func(f *flag.Flag) { showSet = showSet || f.Name == "show" })
-	md := func(t *sweep.Table, w io.Writer) error {
-		if *pivot == "" {
-			return t.WriteMarkdown(w, showList)
-		}
-		if !showSet {
-			return t.WriteMarkdownPivot(w, showList[0], *pivot)
-		}
-		for i, m := range showList {
-			if i > 0 {
-				fmt.Fprintln(w)
+		if *merge != "" {
+			if len(args) != 0 || len(axes) > 0 {
+				return errors.New("sweep -merge DIR: the sweep is read from the run files; give no scenario or -set")
 			}
-			if err := t.WriteMarkdownPivot(w, m, *pivot); err != nil {
+			dir := *merge
+			if *out == "" {
+				*out = dir
+			}
+			runs, err := sweep.ReadRuns(dir)
+			if err != nil {
 				return err
 			}
+			t, err := sweep.Merge(runs)
+			if err != nil {
+				return err
+			}
+			return writeSweep(t, *out, *metric, *plots, *cdf, md, stdout, stderr)
 		}
-		return nil
-	}
-	if *merge != "" {
-		if fs.NArg() != 0 || len(axes) > 0 {
-			return errors.New("sweep -merge DIR: the sweep is read from the run files; give no scenario or -set")
+		if len(args) != 1 {
+			return cli.Usagef("%s sweep: want exactly one scenario (a file or a shipped name)", mode.group)
 		}
-		dir := *merge
+		ref := args[0]
+		src, err := sweep.LoadScenario(ref)
+		if err != nil {
+			return err
+		}
+		spec, err := sweep.New(ref, src, axes, *seeds)
+		if err != nil {
+			return err
+		}
+		if *cdf != "" && !slices.ContainsFunc(spec.Axes, func(a sweep.Axis) bool { return a.Field == *cdf }) {
+			return fmt.Errorf("-cdf %s: not an axis of the sweep", *cdf)
+		}
 		if *out == "" {
-			*out = dir
+			return fmt.Errorf("%s sweep: -out DIR is required (the table, plot and run files go there)", mode.group)
 		}
-		runs, err := sweep.ReadRuns(dir)
+		if *printJobs || *emit != "" {
+			return emitJobs(mode, spec, fs, *out, *printJobs, *emit, stdout, stderr)
+		}
+		if *job > spec.Jobs()-1 || (*job < 0 && *job != -1) {
+			return fmt.Errorf("-job %d: the sweep has jobs 0..%d", *job, spec.Jobs()-1)
+		}
+		if *reuse != "" {
+			n, err := adoptRuns(spec, strings.Split(*reuse, ","), *out)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "sweep: %d runs taken from %s\n", n, *reuse)
+		}
+		todo := []int{*job}
+		if *job < 0 {
+			todo = nil
+			for k := range spec.Jobs() {
+				if *resume || *reuse != "" {
+					if _, err := os.Stat(sweep.RunFile(*out, k)); err == nil {
+						continue
+					}
+				}
+				todo = append(todo, k)
+			}
+		}
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return err
+		}
+		run, err := makeRunner()
+		if err != nil {
+			return err
+		}
+		if *progress {
+			fmt.Fprintf(stderr, "sweep %s: %d points x %d seeds = %d runs, %d to run, %d at once\n",
+				spec.ID(), spec.Points(), spec.Seeds, spec.Jobs(), len(todo), min(jobs, max(1, len(todo))))
+		}
+		finished, unfinished := 0, 0
+		t0 := time.Now()
+		err = spec.RunJobs(todo, jobs, run, func(k int, r *sweep.Run, res *sim.Result, err error, wall time.Duration) {
+			if err != nil {
+				return
+			}
+			finished++
+			if werr := sweep.WriteRun(*out, r); werr != nil {
+				fmt.Fprintf(stderr, "job %d: %v\n", k, werr)
+			}
+			if res.Completed+res.Failed < res.Flows {
+				unfinished++
+			}
+			if *progress {
+				fmt.Fprintf(stderr, "[%d/%d] job %d %s seed %d: completion_rel %.3f, %d/%d flows, %.1f s (%.0f s elapsed)\n",
+					finished, len(todo), k, spec.Label(r.Point), r.Seed, res.Ratio, res.Completed, res.Flows, wall.Seconds(), time.Since(t0).Seconds())
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if unfinished > 0 {
+			fmt.Fprintf(stderr, "sweep: %d runs had flows unfinished at the deadline (column unfinished; their completion_rel is 0)\n", unfinished)
+		}
+		if *job >= 0 {
+			return nil
+		}
+		runs, err := sweep.ReadRuns(*out)
 		if err != nil {
 			return err
 		}
@@ -157,105 +247,14 @@ func runSweep(mode sweepMode, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return writeSweep(t, *out, *metric, *plots, *cdf, md, stdout, stderr)
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("%s sweep: want exactly one scenario (a file or a shipped name)", mode.group)
-	}
-	ref := fs.Arg(0)
-	src, err := sweep.LoadScenario(ref)
-	if err != nil {
-		return err
-	}
-	spec, err := sweep.New(ref, src, axes, *seeds)
-	if err != nil {
-		return err
-	}
-	if *cdf != "" && !slices.ContainsFunc(spec.Axes, func(a sweep.Axis) bool { return a.Field == *cdf }) {
-		return fmt.Errorf("-cdf %s: not an axis of the sweep", *cdf)
-	}
-	if *out == "" {
-		return fmt.Errorf("%s sweep: -out DIR is required (the table, plot and run files go there)", mode.group)
-	}
-	if *printJobs || *emit != "" {
-		return emitJobs(mode, spec, fs, *out, *printJobs, *emit, stdout, stderr)
-	}
-	if *job > spec.Jobs()-1 || (*job < 0 && *job != -1) {
-		return fmt.Errorf("-job %d: the sweep has jobs 0..%d", *job, spec.Jobs()-1)
-	}
-	if *reuse != "" {
-		n, err := adoptRuns(spec, strings.Split(*reuse, ","), *out)
-		if err != nil {
+		if err := writeSweep(t, *out, *metric, *plots, *cdf, md, stdout, stderr); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "sweep: %d runs taken from %s\n", n, *reuse)
-	}
-	todo := []int{*job}
-	if *job < 0 {
-		todo = nil
-		for k := range spec.Jobs() {
-			if *resume || *reuse != "" {
-				if _, err := os.Stat(sweep.RunFile(*out, k)); err == nil {
-					continue
-				}
-			}
-			todo = append(todo, k)
+		if !*keepRuns {
+			return os.RemoveAll(filepath.Join(*out, "runs"))
 		}
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	run, err := makeRunner()
-	if err != nil {
-		return err
-	}
-	if *progress {
-		fmt.Fprintf(stderr, "sweep %s: %d points x %d seeds = %d runs, %d to run, %d at once\n",
-			spec.ID(), spec.Points(), spec.Seeds, spec.Jobs(), len(todo), min(jobs, max(1, len(todo))))
-	}
-	finished, unfinished := 0, 0
-	t0 := time.Now()
-	err = spec.RunJobs(todo, jobs, run, func(k int, r *sweep.Run, res *sim.Result, err error, wall time.Duration) {
-		if err != nil {
-			return
-		}
-		finished++
-		if werr := sweep.WriteRun(*out, r); werr != nil {
-			fmt.Fprintf(stderr, "job %d: %v\n", k, werr)
-		}
-		if res.Completed+res.Failed < res.Flows {
-			unfinished++
-		}
-		if *progress {
-			fmt.Fprintf(stderr, "[%d/%d] job %d %s seed %d: completion_rel %.3f, %d/%d flows, %.1f s (%.0f s elapsed)\n",
-				finished, len(todo), k, spec.Label(r.Point), r.Seed, res.Ratio, res.Completed, res.Flows, wall.Seconds(), time.Since(t0).Seconds())
-		}
-	})
-	if err != nil {
-		return err
-	}
-	if unfinished > 0 {
-		fmt.Fprintf(stderr, "sweep: %d runs had flows unfinished at the deadline (column unfinished; their completion_rel is 0)\n", unfinished)
-	}
-	if *job >= 0 {
 		return nil
 	}
-	runs, err := sweep.ReadRuns(*out)
-	if err != nil {
-		return err
-	}
-	t, err := sweep.Merge(runs)
-	if err != nil {
-		return err
-	}
-	if err := writeSweep(t, *out, *metric, *plots, *cdf, md, stdout, stderr); err != nil {
-		return err
-	}
-	if !*keepRuns {
-		return os.RemoveAll(filepath.Join(*out, "runs"))
-	}
-	return nil
 }
 
 // adoptRuns copies into out/runs, renumbered, every run under dirs that is one of spec's
@@ -321,14 +320,14 @@ func writeSweep(t *sweep.Table, dir, metric, plots, cdf string, md func(*sweep.T
 }
 
 // emitJobs prints or writes one command line per job: the same sweep with -job K.
-func emitJobs(mode sweepMode, spec *sweep.Spec, fs *flag.FlagSet, out string, print bool, file string, stdout, stderr io.Writer) error {
-	base := []string{"smartt", mode.group, "sweep", spec.Scenario}
+func emitJobs(mode sweepMode, spec *sweep.Spec, fs *pflag.FlagSet, out string, print bool, file string, stdout, stderr io.Writer) error {
+	base := []string{"smartt-lab", mode.group, "sweep", spec.Scenario}
 	for _, a := range spec.Axes {
 		base = append(base, "-set", a.String())
 	}
 	base = append(base, "-seeds", fmt.Sprint(spec.Seeds), "-out", out)
 	// Flags of the mode (testbed -name, -timeout) travel with every job.
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if slices.Contains([]string{"name", "timeout"}, f.Name) {
 			base = append(base, "-"+f.Name, f.Value.String())
 		}
@@ -349,7 +348,7 @@ func emitJobs(mode sweepMode, spec *sweep.Spec, fs *flag.FlagSet, out string, pr
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "%d jobs (Slurm: --array=0-%d; Kubernetes: an Indexed Job with completions %d); then: smartt %s sweep -merge %s\n",
+	fmt.Fprintf(stderr, "%d jobs (Slurm: --array=0-%d; Kubernetes: an Indexed Job with completions %d); then: smartt-lab %s sweep -merge %s\n",
 		spec.Jobs(), spec.Jobs()-1, spec.Jobs(), mode.group, shellQuote(out))
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/smartt-transport/smartt/test/results"
 )
 
-// smartt results reruns each region's command and rewrites only what changed; -check
+// smartt-lab results reruns each region's command and rewrites only what changed; -check
 // fails while a table is stale.
 func TestResultsCommand(t *testing.T) {
 	root := t.TempDir()
@@ -23,7 +23,7 @@ func TestResultsCommand(t *testing.T) {
 	must(os.MkdirAll(filepath.Join(root, "docs"), 0o755))
 	must(os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o644))
 	must(os.WriteFile(filepath.Join(root, "s.yaml"), []byte(sweepScen), 0o644))
-	doc := "# d\n\n<!-- results:sweep check cmd: smartt sim sweep s.yaml -set transport.lb=ecmp,ops -out out -plots none -progress=false -show completion_rel -->\n| stale |\n<!-- /results -->\n\n" +
+	doc := "# d\n\n<!-- results:sweep check cmd: smartt-lab sim sweep s.yaml -set transport.lb=ecmp,ops -out out -plots none -progress=false -show completion_rel -->\n| stale |\n<!-- /results -->\n\n" +
 		"<!-- results:shell cmd: printf '<!-- results:shell -->\\n| from sh |\\n<!-- /results -->\\n' -->\n<!-- /results -->\n"
 	must(os.WriteFile(filepath.Join(root, "docs", "d.md"), []byte(doc), 0o644))
 	var out, errb bytes.Buffer
@@ -42,7 +42,7 @@ func TestResultsCommand(t *testing.T) {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	b, _ := os.ReadFile(filepath.Join(root, "docs", "d.md"))
-	if !strings.Contains(string(b), "Made by `smartt sim sweep s.yaml") || !strings.Contains(string(b), "| ops | 1 |") ||
+	if !strings.Contains(string(b), "Made by `smartt-lab sim sweep s.yaml") || !strings.Contains(string(b), "| ops | 1 |") ||
 		!strings.Contains(string(b), "\n| from sh |\n<!-- /results -->") || strings.Contains(string(b), "stale") {
 		t.Fatalf("rewritten:\n%s", b)
 	}
@@ -51,7 +51,7 @@ func TestResultsCommand(t *testing.T) {
 		t.Fatalf("after the rewrite: %v %s", err, out.String())
 	}
 	out.Reset()
-	if err := runResults([]string{"-root", root, "-list"}, &out, &errb); err != nil || !strings.Contains(out.String(), "sweep [check]\tdocs/d.md:3\tsmartt sim sweep") {
+	if err := runResults([]string{"-root", root, "-list"}, &out, &errb); err != nil || !strings.Contains(out.String(), "sweep [check]\tdocs/d.md:3\tsmartt-lab sim sweep") {
 		t.Fatalf("list: %v %s", err, out.String())
 	}
 	if err := runResults([]string{"-root", root, "-only", "nosuch"}, &out, &errb); err == nil {
@@ -102,7 +102,7 @@ func TestDocsResults(t *testing.T) {
 			if !found {
 				t.Errorf("%s: no test in %s calls results.Check(t, %q, ...)", r.Name, pkg, r.Name)
 			}
-		case args[0] == "smartt":
+		case args[0] == "smartt-lab" || args[0] == "smartt":
 			// Files the command writes (a sweep's -out) go to a temporary directory, not
 			// into the repository.
 			scratchOut(args, t.TempDir())
@@ -115,10 +115,10 @@ func TestDocsResults(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got != r.Body {
-				t.Errorf("%s:%d: table %s is stale; run smartt results -only %s\n%s", r.File, r.Line, r.Name, r.Name, results.Diff(r.Body, got))
+				t.Errorf("%s:%d: table %s is stale; run smartt-lab results -only %s\n%s", r.File, r.Line, r.Name, r.Name, results.Diff(r.Body, got))
 			}
 		default:
-			t.Errorf("%s: check regions are for go test and smartt commands", r.Name)
+			t.Errorf("%s: check regions are for go test and smartt-lab commands", r.Name)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -20,13 +18,15 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
+
 	"github.com/smartt-transport/smartt/test/sim"
 	"github.com/smartt-transport/smartt/test/sweep"
 )
 
-const ailbUsage = `usage: smartt sim ailb [flags] -scenarios S1,S2 -variants V1,V2 [-x FIELD=X1,X2,...] [-set FIELD=V ...]
-
-The AI-training load-balancing study (docs/results/ai-lb.md): runs every scenario with
+const ailbLong = `The AI-training load-balancing study (docs/results/ai-lb.md): runs every scenario with
 every variant at every value of the -x axis, -seeds times each, and prints per scenario
 two markdown tables, rows the -x values and columns the variants: the collective
 completion time over its ideal (median, min..max over seeds) and the loss rate (trims and
@@ -34,7 +34,7 @@ drops per data packet sent, retransmissions included). With -out it draws each a
 (median with min..max error bars against -x, one line per variant).
 
 A variant is a built-in name or NAME=FIELD=VALUE;FIELD=VALUE... (any scenario field by
-its YAML path, as in "smartt sim sweep -set"). Built in:
+its YAML path, as in "smartt-lab sim sweep -set"). Built in:
   load balancing: ecmp (one path per flow), ops (host spraying, a random EV per packet),
     reps (host spraying, REPS), switch_spray, switch_rr, switch_adaptive (switches
     spray at random, round robin, or to the least-loaded up port; hosts on one EV)
@@ -102,239 +102,229 @@ type ailbCell struct {
 	unfinished        bool
 }
 
-// runAILB implements "smartt sim ailb".
-func runAILB(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sim ailb", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, ailbUsage); fs.PrintDefaults() }
+// bindAILB declares the flags of "smartt-lab sim ailb" on fs.
+func bindAILB(stderr io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	scen := fs.String("scenarios", "ai_permutation_128", "scenarios (files or shipped names), comma-separated")
 	vars := fs.String("variants", "ecmp,ops,reps,switch_spray,switch_adaptive", "variants (columns), comma-separated")
-	xs := fs.String("x", "transport.fixed_rate.coefficient=0.5,0.7,0.8,0.9,1", "the rows: FIELD=X1,X2,... (empty: one row)")
+	xs := fs.StringP("x", "x", "transport.fixed_rate.coefficient=0.5,0.7,0.8,0.9,1", "the rows: FIELD=X1,X2,... (empty: one row)")
 	var sets setFlags
 	fs.Var(&sets, "set", "FIELD=VALUE applied to every run (repeatable)")
 	seeds := fs.Int("seeds", 3, "runs per cell, seeds s, s+1, ...")
-	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "runs at once")
+	jobs := fs.IntP("jobs", "j", runtime.GOMAXPROCS(0), "runs at once")
 	out := fs.String("out", "", "directory for the PNG figures (empty: none)")
 	prefix := fs.String("prefix", "", "file-name prefix of the figures")
 	signal := fs.Bool("signal", false, "also print the mean loss-signal delay (NACK or returned header reaching the sender), us")
 	progress := fs.Bool("progress", true, "report each finished run on stderr")
-	if err := parseArgs(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	return func(_ []string, stdout io.Writer) error {
+		if *seeds < 1 || *seeds > 100 {
+			return fmt.Errorf("-seeds %d: must be in 1..100", *seeds)
 		}
-		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("sim ailb: unexpected arguments %q", fs.Args())
-	}
-	if *seeds < 1 || *seeds > 100 {
-		return fmt.Errorf("-seeds %d: must be in 1..100", *seeds)
-	}
-	var variants []ailbVariant
-	for _, s := range strings.Split(*vars, ",") {
-		v, err := parseAILBVariant(strings.TrimSpace(s))
-		if err != nil {
-			return err
-		}
-		variants = append(variants, v)
-	}
-	var xAxis *sweep.Axis
-	if *xs != "" {
-		a, err := sweep.ParseAxis(*xs)
-		if err != nil {
-			return fmt.Errorf("-x: %w", err)
-		}
-		xAxis = &a
-	}
-	for _, a := range sets {
-		if len(a.Values) != 1 {
-			return fmt.Errorf("-set %s: one value (use -x for the rows)", a)
-		}
-	}
-	scenarios := strings.Split(*scen, ",")
-	// One sweep spec per (scenario, variant): the variant's fields and -set as one-value
-	// axes, then the rows.
-	type job struct {
-		spec       *sweep.Spec
-		k, si, vi  int
-		xi, seedIx int
-	}
-	var todo []job
-	nx := 1
-	if xAxis != nil {
-		nx = len(xAxis.Values)
-	}
-	for si, ref := range scenarios {
-		src, err := sweep.LoadScenario(ref)
-		if err != nil {
-			return err
-		}
-		for vi, v := range variants {
-			axes := append(slices.Clone(v.sets), sets...)
-			if xAxis != nil {
-				axes = append(axes, *xAxis)
-			}
-			spec, err := sweep.New(ref, src, axes, *seeds)
+		var variants []ailbVariant
+		for _, s := range strings.Split(*vars, ",") {
+			v, err := parseAILBVariant(strings.TrimSpace(s))
 			if err != nil {
-				return fmt.Errorf("%s, variant %s: %w", ref, v.name, err)
+				return err
 			}
-			// Check every point before running any (a bad value fails at once).
-			for p := range spec.Points() {
-				if _, _, err := spec.Job(p * *seeds); err != nil {
+			variants = append(variants, v)
+		}
+		var xAxis *sweep.Axis
+		if *xs != "" {
+			a, err := sweep.ParseAxis(*xs)
+			if err != nil {
+				return fmt.Errorf("-x: %w", err)
+			}
+			xAxis = &a
+		}
+		for _, a := range sets {
+			if len(a.Values) != 1 {
+				return fmt.Errorf("-set %s: one value (use -x for the rows)", a)
+			}
+		}
+		scenarios := strings.Split(*scen, ",")
+		// One sweep spec per (scenario, variant): the variant's fields and -set as one-value
+		// axes, then the rows.
+		type job struct {
+			spec       *sweep.Spec
+			k, si, vi  int
+			xi, seedIx int
+		}
+		var todo []job
+		nx := 1
+		if xAxis != nil {
+			nx = len(xAxis.Values)
+		}
+		for si, ref := range scenarios {
+			src, err := sweep.LoadScenario(ref)
+			if err != nil {
+				return err
+			}
+			for vi, v := range variants {
+				axes := append(slices.Clone(v.sets), sets...)
+				if xAxis != nil {
+					axes = append(axes, *xAxis)
+				}
+				spec, err := sweep.New(ref, src, axes, *seeds)
+				if err != nil {
 					return fmt.Errorf("%s, variant %s: %w", ref, v.name, err)
 				}
-			}
-			for k := range spec.Jobs() {
-				p := k / *seeds
-				todo = append(todo, job{spec: spec, k: k, si: si, vi: vi, xi: p % nx, seedIx: k % *seeds})
-			}
-		}
-	}
-	cells := make([][][][]ailbCell, len(scenarios)) // scenario, x, variant, seed
-	for si := range cells {
-		cells[si] = make([][][]ailbCell, nx)
-		for xi := range cells[si] {
-			cells[si][xi] = make([][]ailbCell, len(variants))
-			for vi := range variants {
-				cells[si][xi][vi] = make([]ailbCell, *seeds)
-			}
-		}
-	}
-	if *progress {
-		fmt.Fprintf(stderr, "ailb: %d scenarios x %d variants x %d rows x %d seeds = %d runs, %d at once\n",
-			len(scenarios), len(variants), nx, *seeds, len(todo), *jobs)
-	}
-	var mu sync.Mutex
-	var first error
-	done := 0
-	t0 := time.Now()
-	next := make(chan job)
-	var wg sync.WaitGroup
-	for range max(1, *jobs) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				_, sc, err := j.spec.Job(j.k)
-				var res *sim.Result
-				if err == nil {
-					res, err = sweep.SimRunner(sc)
+				// Check every point before running any (a bad value fails at once).
+				for p := range spec.Points() {
+					if _, _, err := spec.Job(p * *seeds); err != nil {
+						return fmt.Errorf("%s, variant %s: %w", ref, v.name, err)
+					}
 				}
-				mu.Lock()
-				if err != nil {
-					if first == nil {
-						first = fmt.Errorf("%s, %s, job %d: %w", scenarios[j.si], variants[j.vi].name, j.k, err)
+				for k := range spec.Jobs() {
+					p := k / *seeds
+					todo = append(todo, job{spec: spec, k: k, si: si, vi: vi, xi: p % nx, seedIx: k % *seeds})
+				}
+			}
+		}
+		cells := make([][][][]ailbCell, len(scenarios)) // scenario, x, variant, seed
+		for si := range cells {
+			cells[si] = make([][][]ailbCell, nx)
+			for xi := range cells[si] {
+				cells[si][xi] = make([][]ailbCell, len(variants))
+				for vi := range variants {
+					cells[si][xi][vi] = make([]ailbCell, *seeds)
+				}
+			}
+		}
+		if *progress {
+			fmt.Fprintf(stderr, "ailb: %d scenarios x %d variants x %d rows x %d seeds = %d runs, %d at once\n",
+				len(scenarios), len(variants), nx, *seeds, len(todo), *jobs)
+		}
+		var mu sync.Mutex
+		var first error
+		done := 0
+		t0 := time.Now()
+		next := make(chan job)
+		var wg sync.WaitGroup
+		for range max(1, *jobs) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range next {
+					_, sc, err := j.spec.Job(j.k)
+					var res *sim.Result
+					if err == nil {
+						res, err = sweep.SimRunner(sc)
+					}
+					mu.Lock()
+					if err != nil {
+						if first == nil {
+							first = fmt.Errorf("%s, %s, job %d: %w", scenarios[j.si], variants[j.vi].name, j.k, err)
+						}
+						mu.Unlock()
+						continue
+					}
+					c := ailbCell{rel: res.Ratio, unfinished: res.Completed+res.Failed < res.Flows || res.Failed > 0,
+						signal: math.NaN()}
+					if res.LossSignals > 0 {
+						c.signal = res.LossSignalDelay / 1e3
+					}
+					if sent := res.DataSent + res.RetxSack + res.RetxNack + res.RetxTimeout; sent > 0 {
+						c.loss = float64(res.Trims+res.Drops) / float64(sent)
+					}
+					if c.unfinished {
+						c.rel = math.NaN()
+					}
+					cells[j.si][j.xi][j.vi][j.seedIx] = c
+					done++
+					if *progress {
+						fmt.Fprintf(stderr, "[%d/%d] %s %s %s seed %d: completion_rel %.3f, loss %.2f %% (%.0f s)\n", done, len(todo),
+							scenarios[j.si], variants[j.vi].name, xLabel(xAxis, j.xi), sc.Seed, c.rel, 100*c.loss, time.Since(t0).Seconds())
 					}
 					mu.Unlock()
-					continue
 				}
-				c := ailbCell{rel: res.Ratio, unfinished: res.Completed+res.Failed < res.Flows || res.Failed > 0,
-					signal: math.NaN()}
-				if res.LossSignals > 0 {
-					c.signal = res.LossSignalDelay / 1e3
-				}
-				if sent := res.DataSent + res.RetxSack + res.RetxNack + res.RetxTimeout; sent > 0 {
-					c.loss = float64(res.Trims+res.Drops) / float64(sent)
-				}
-				if c.unfinished {
-					c.rel = math.NaN()
-				}
-				cells[j.si][j.xi][j.vi][j.seedIx] = c
-				done++
-				if *progress {
-					fmt.Fprintf(stderr, "[%d/%d] %s %s %s seed %d: completion_rel %.3f, loss %.2f %% (%.0f s)\n", done, len(todo),
-						scenarios[j.si], variants[j.vi].name, xLabel(xAxis, j.xi), sc.Seed, c.rel, 100*c.loss, time.Since(t0).Seconds())
-				}
-				mu.Unlock()
+			}()
+		}
+		for _, j := range todo {
+			mu.Lock()
+			stop := first != nil
+			mu.Unlock()
+			if stop {
+				break
 			}
-		}()
-	}
-	for _, j := range todo {
-		mu.Lock()
-		stop := first != nil
-		mu.Unlock()
-		if stop {
-			break
+			next <- j
 		}
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	var names []string
-	for _, v := range variants {
-		names = append(names, v.name)
-	}
-	rowName := "-"
-	if xAxis != nil {
-		rowName = xAxis.Field
-	}
-	for si, ref := range scenarios {
-		base := strings.TrimSuffix(filepath.Base(ref), ".yaml")
-		metrics := []struct {
-			key, title string
-			get        func(ailbCell) float64
-			fmt        func(float64) string
-		}{
-			{"cct", "collective completion time / ideal", func(c ailbCell) float64 { return c.rel }, func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }},
-			{"loss", "loss rate, % (trims + drops per data packet sent)", func(c ailbCell) float64 { return 100 * c.loss }, func(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }},
+		close(next)
+		wg.Wait()
+		if first != nil {
+			return first
 		}
-		if *signal {
-			metrics = append(metrics, struct {
+		var names []string
+		for _, v := range variants {
+			names = append(names, v.name)
+		}
+		rowName := "-"
+		if xAxis != nil {
+			rowName = xAxis.Field
+		}
+		for si, ref := range scenarios {
+			base := strings.TrimSuffix(filepath.Base(ref), ".yaml")
+			metrics := []struct {
 				key, title string
 				get        func(ailbCell) float64
 				fmt        func(float64) string
-			}{"signal", "mean loss-signal delay, us (lost transmission to NACK or returned header at the sender)", func(c ailbCell) float64 { return c.signal }, func(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }})
-		}
-		for _, m := range metrics {
-			fmt.Fprintf(stdout, "%s: %s, median (min..max) over %d seeds:\n\n", base, m.title, *seeds)
-			fmt.Fprintf(stdout, "| %s | %s |\n|---|%s\n", rowName, strings.Join(names, " | "), strings.Repeat("---|", len(names)))
-			med := make([][]float64, len(variants))
-			lo := make([][]float64, len(variants))
-			hi := make([][]float64, len(variants))
-			for xi := range nx {
-				row := []string{xLabel(xAxis, xi)}
-				for vi := range variants {
-					var v []float64
-					unfinished := 0
-					for _, c := range cells[si][xi][vi] {
-						if c.unfinished {
-							unfinished++
-						}
-						if x := m.get(c); !math.IsNaN(x) {
-							v = append(v, x)
-						}
-					}
-					cell := "-"
-					md, l, h := math.NaN(), math.NaN(), math.NaN()
-					if len(v) > 0 {
-						slices.Sort(v)
-						md, l, h = median(v), v[0], v[len(v)-1]
-						cell = fmt.Sprintf("%s (%s..%s)", m.fmt(md), m.fmt(l), m.fmt(h))
-					}
-					if unfinished > 0 {
-						cell += fmt.Sprintf(" [%d unfinished]", unfinished)
-					}
-					row = append(row, cell)
-					med[vi], lo[vi], hi[vi] = append(med[vi], md), append(lo[vi], l), append(hi[vi], h)
-				}
-				fmt.Fprintf(stdout, "| %s |\n", strings.Join(row, " | "))
+			}{
+				{"cct", "collective completion time / ideal", func(c ailbCell) float64 { return c.rel }, func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }},
+				{"loss", "loss rate, % (trims + drops per data packet sent)", func(c ailbCell) float64 { return 100 * c.loss }, func(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }},
 			}
-			fmt.Fprintln(stdout)
-			if *out != "" && xAxis != nil {
-				if err := os.MkdirAll(*out, 0o755); err != nil {
-					return err
+			if *signal {
+				metrics = append(metrics, struct {
+					key, title string
+					get        func(ailbCell) float64
+					fmt        func(float64) string
+				}{"signal", "mean loss-signal delay, us (lost transmission to NACK or returned header at the sender)", func(c ailbCell) float64 { return c.signal }, func(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }})
+			}
+			for _, m := range metrics {
+				fmt.Fprintf(stdout, "%s: %s, median (min..max) over %d seeds:\n\n", base, m.title, *seeds)
+				fmt.Fprintf(stdout, "| %s | %s |\n|---|%s\n", rowName, strings.Join(names, " | "), strings.Repeat("---|", len(names)))
+				med := make([][]float64, len(variants))
+				lo := make([][]float64, len(variants))
+				hi := make([][]float64, len(variants))
+				for xi := range nx {
+					row := []string{xLabel(xAxis, xi)}
+					for vi := range variants {
+						var v []float64
+						unfinished := 0
+						for _, c := range cells[si][xi][vi] {
+							if c.unfinished {
+								unfinished++
+							}
+							if x := m.get(c); !math.IsNaN(x) {
+								v = append(v, x)
+							}
+						}
+						cell := "-"
+						md, l, h := math.NaN(), math.NaN(), math.NaN()
+						if len(v) > 0 {
+							slices.Sort(v)
+							md, l, h = median(v), v[0], v[len(v)-1]
+							cell = fmt.Sprintf("%s (%s..%s)", m.fmt(md), m.fmt(l), m.fmt(h))
+						}
+						if unfinished > 0 {
+							cell += fmt.Sprintf(" [%d unfinished]", unfinished)
+						}
+						row = append(row, cell)
+						med[vi], lo[vi], hi[vi] = append(med[vi], md), append(lo[vi], l), append(hi[vi], h)
+					}
+					fmt.Fprintf(stdout, "| %s |\n", strings.Join(row, " | "))
 				}
-				path := filepath.Join(*out, *prefix+base+"_"+m.key+".png")
-				if err := plotAILB(path, fmt.Sprintf("%s: %s", base, m.title), xAxis, names, med, lo, hi, *seeds); err != nil {
-					return fmt.Errorf("plot: %w", err)
+				fmt.Fprintln(stdout)
+				if *out != "" && xAxis != nil {
+					if err := os.MkdirAll(*out, 0o755); err != nil {
+						return err
+					}
+					path := filepath.Join(*out, *prefix+base+"_"+m.key+".png")
+					if err := plotAILB(path, fmt.Sprintf("%s: %s", base, m.title), xAxis, names, med, lo, hi, *seeds); err != nil {
+						return fmt.Errorf("plot: %w", err)
+					}
 				}
 			}
 		}
+		return nil
 	}
-	return nil
 }
 
 func xLabel(a *sweep.Axis, i int) string {

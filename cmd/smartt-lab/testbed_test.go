@@ -35,9 +35,9 @@ func TestTestbedRejectsBadInput(t *testing.T) {
 		{[]string{"up", "-spec", spec, "-spines", "2"}, "exclude each other"},
 		{[]string{"up", "-spec", spec}, "spiens"},
 		{[]string{"up", "-name", "Bad_Name", "-topo", "pair"}, "testbed name"},
-		{[]string{"down", "extra"}, "unexpected argument"},
+		{[]string{"down", "extra"}, `unknown command "extra"`},
 		{[]string{"frobnicate"}, "unknown command"},
-		{[]string{"run"}, "usage: smartt testbed run"},
+		{[]string{"run"}, "want exactly one scenario"},
 		{[]string{"run", norate}, "topology.link_rate"},
 		{[]string{"run", fast}, `topology.kind = "fattree3"`},
 		{[]string{"switch", "-kmin", "0.9", "-kmax", "0.5"}, "0 <= kmin < kmax <= 1"},
@@ -45,7 +45,7 @@ func TestTestbedRejectsBadInput(t *testing.T) {
 		{[]string{"fail", "flaky", "h0-sw0"}, "want down|up"},
 		{[]string{"fail", "degrade", "fast", "h0-sw0"}, "not a rate"},
 		{[]string{"fail", "-name", "nosuchrun", "down", "h0-sw0"}, "no testbed run listening"},
-		{[]string{"soak", "a.yaml", "b.yaml"}, "usage: smartt testbed soak"},
+		{[]string{"soak", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
 		{[]string{"soak", soakBad}, "soak.rate = -2"},
 		{[]string{"soak", "-duration", "1s"}, "soak.restart"},
 		{[]string{"soak", filepath.Join(t.TempDir(), "none.yaml")}, "no such file"},
@@ -157,7 +157,7 @@ output: {sample_interval: 1ms}
 }
 
 // TestTestbedDownBesideIproute2: a testbed, then a namespace from `ip netns add`, then
-// `smartt testbed down` removes every namespace and file of the testbed and leaves the
+// `smartt-lab testbed down` removes every namespace and file of the testbed and leaves the
 // other namespace alone, which `ip netns delete` then removes cleanly.
 func TestTestbedDownBesideIproute2(t *testing.T) {
 	name := testbedName(t, "i")
@@ -228,7 +228,7 @@ workload: {kind: incast, size: 256KiB, receiver: 2}
 		t.Fatal(err)
 	}
 	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 ||
-		!strings.HasPrefix(lines[1], "smartt testbed sweep ") || !strings.Contains(lines[1], "-name "+name+" -job 1") {
+		!strings.HasPrefix(lines[1], "smartt-lab testbed sweep ") || !strings.Contains(lines[1], "-name "+name+" -job 1") {
 		t.Fatalf("jobs:\n%s", out.String())
 	}
 	if err := runSweep(testbedSweep, []string{sc, "-out", dir, "-j", "2"}, &out, &errb); err == nil {

@@ -80,7 +80,7 @@ func TestSimSweepLocalAndJobArray(t *testing.T) {
 	}
 	for i, l := range lines {
 		f := strings.Fields(l)
-		if f[0] != "smartt" || f[1] != "sim" || f[2] != "sweep" || f[len(f)-2] != "-job" || f[len(f)-1] != []string{"0", "1", "2", "3", "4", "5", "6", "7"}[i] {
+		if f[0] != "smartt-lab" || f[1] != "sim" || f[2] != "sweep" || f[len(f)-2] != "-job" || f[len(f)-1] != []string{"0", "1", "2", "3", "4", "5", "6", "7"}[i] {
 			t.Fatalf("job line %q", l)
 		}
 		if err := runSweep(simSweep, append(f[3:], "-progress=false"), &out, &errb); err != nil {

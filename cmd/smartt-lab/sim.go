@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,31 +10,23 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/test/sim"
+	"github.com/smartt-transport/smartt/test/sweep"
 )
 
-const simUsage = `usage: smartt sim run [flags] SCENARIO.yaml
-
-Runs a discrete-event fabric simulation whose hosts run the real transport engine
-(see docs/sim.md). Flags override the scenario file:
-`
-
-// runSim implements "smartt sim run".
-func runSim(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "run" {
-		fmt.Fprint(stderr, simUsage)
-		return errors.New(`sim: want "sim run SCENARIO.yaml"`)
-	}
-	fs := flag.NewFlagSet("sim run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
+// bindSim declares the flags of "smartt-lab sim run" on fs.
+func bindSim(stderr io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	seed := fs.Uint64("seed", 0, "random seed (0: the scenario's)")
 	lb := fs.String("lb", "", "load balancer (transport lb): ecmp, ops, reps, plb, flowlet, mptcp")
 	cc := fs.String("cc", "", "congestion controller (transport cc), e.g. fixed")
 	hosts := fs.Int("hosts", 0, "number of hosts (0: the scenario's)")
 	osub := fs.Int("oversubscription", 0, "ToR oversubscription 1..8 (0: the scenario's)")
-	size := fs.String("size", "", "message size, e.g. 2MiB (empty: the scenario's)")
+	size := fs.String("size", "", "message size, e.g. 2MiB or 512k (empty: the scenario's)")
 	out := fs.String("out", "", "directory for result.json, flows.csv, queues.csv and plots (empty: none)")
 	plots := fs.String("plots", "png", "plot formats written to -out: png, svg, both or none")
 	progress := fs.Bool("progress", true, "print a progress line every few seconds")
@@ -45,83 +34,75 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
 	shards := fs.Int("shards", 0, "goroutines (cores) running the fabric's two halves: 1 or 2, same result (0: the scenario's sim.shards)")
 	compare := fs.String("compare", "", "run once per balancer in this comma-separated list (e.g. ecmp,ops,reps) and print a comparison; -out gets one FCT CDF of all")
-	if err := parseArgs(fs, args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	return func(args []string, stdout io.Writer) error {
+		load := func() (*sim.Scenario, error) {
+			sc, err := loadScenario(args[0])
+			if err != nil {
+				return nil, err
+			}
+			if *shards != 0 {
+				sc.Sim.Shards = *shards
+			}
+			return sc, applySimFlags(sc, *seed, *lb, *cc, *hosts, *osub, *size)
 		}
-		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("sim run: want exactly one scenario file")
-	}
-	load := func() (*sim.Scenario, error) {
-		sc, err := sim.LoadScenario(fs.Arg(0))
-		if err != nil {
-			return nil, err
+		switch *plots {
+		case "png", "svg", "both", "none":
+		default:
+			return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
 		}
-		if *shards != 0 {
-			sc.Sim.Shards = *shards
+		if *compare != "" {
+			return runSimCompare(load, strings.Split(*compare, ","), *out, *plots, *progress, stdout, stderr)
 		}
-		return sc, applySimFlags(sc, *seed, *lb, *cc, *hosts, *osub, *size)
-	}
-	switch *plots {
-	case "png", "svg", "both", "none":
-	default:
-		return fmt.Errorf("-plots = %q: must be png, svg, both or none", *plots)
-	}
-	if *compare != "" {
-		return runSimCompare(load, strings.Split(*compare, ","), *out, *plots, *progress, stdout, stderr)
-	}
-	sc, err := load()
-	if err != nil {
-		return err
-	}
-	s, err := sim.New(sc)
-	if err != nil {
-		return err
-	}
-	if *progress {
-		s.SetProgress(stderr)
-	}
-	if *cpuProf != "" {
-		f, err := os.Create(*cpuProf)
+		sc, err := load()
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		s, err := sim.New(sc)
+		if err != nil {
 			return err
 		}
-		defer f.Close()
-	}
-	r := s.Run()
-	if *cpuProf != "" {
-		pprof.StopCPUProfile()
-	}
-	if *jsonOut {
-		if err := r.WriteJSON(stdout); err != nil {
-			return err
+		if *progress {
+			s.SetProgress(stderr)
 		}
-	} else {
-		fmt.Fprint(stdout, r.Summary())
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		// Per CPU second of the process: the garbage collector's share included, and
-		// both cores' with -shards 2.
-		cpu := float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-		fmt.Fprintf(stdout, "peak memory %.0f MiB (max RSS); %.2fM hops per CPU second (%.1f CPU s, %d cores available); output hash %s\n",
-			float64(ru.Maxrss)/1024, float64(r.Hops)/cpu/1e6, cpu, runtime.NumCPU(), r.Hash()[:16])
-		if st := s.ShardStats(); st.Parts > 1 {
-			fmt.Fprintf(stdout, "halves on %d goroutine(s): %d windows of %d ns; thread CPU %.2f s + %.2f s, critical path %.2f s (two idle cores: at most %.2fx this work's single-core time)\n",
-				st.Workers, st.Windows, st.Lookahead, st.CPU[0], st.CPU[1], st.Critical, (st.CPU[0]+st.CPU[1])/max(st.Critical, 1e-9))
+		if *cpuProf != "" {
+			f, err := os.Create(*cpuProf)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer f.Close()
 		}
-	}
-	if *out != "" {
-		if err := writeSimOutputs(*out, *plots, "", r); err != nil {
-			return err
+		r := s.Run()
+		if *cpuProf != "" {
+			pprof.StopCPUProfile()
 		}
+		if *jsonOut {
+			if err := r.WriteJSON(stdout); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprint(stdout, r.Summary())
+			var ru syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			// Per CPU second of the process: the garbage collector's share included, and
+			// both cores' with -shards 2.
+			cpu := float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+			fmt.Fprintf(stdout, "peak memory %.0f MiB (max RSS); %.2fM hops per CPU second (%.1f CPU s, %d cores available); output hash %s\n",
+				float64(ru.Maxrss)/1024, float64(r.Hops)/cpu/1e6, cpu, runtime.NumCPU(), r.Hash()[:16])
+			if st := s.ShardStats(); st.Parts > 1 {
+				fmt.Fprintf(stdout, "halves on %d goroutine(s): %d windows of %d ns; thread CPU %.2f s + %.2f s, critical path %.2f s (two idle cores: at most %.2fx this work's single-core time)\n",
+					st.Workers, st.Windows, st.Lookahead, st.CPU[0], st.CPU[1], st.Critical, (st.CPU[0]+st.CPU[1])/max(st.Critical, 1e-9))
+			}
+		}
+		if *out != "" {
+			if err := writeSimOutputs(*out, *plots, "", r); err != nil {
+				return err
+			}
+		}
+		return unfinished(r)
 	}
-	return unfinished(r)
 }
 
 func unfinished(r *sim.Result) error {
@@ -204,11 +185,11 @@ func applySimFlags(sc *sim.Scenario, seed uint64, lb, cc string, hosts, osub int
 		sc.Topology.Oversubscription = osub
 	}
 	if size != "" {
-		var s sim.Size
-		if err := s.UnmarshalText([]byte(size)); err != nil {
-			return fmt.Errorf("-size: %w", err)
+		n, err := cli.ParseSize(size)
+		if err != nil {
+			return cli.Usagef("--size: %v", err)
 		}
-		sc.Workload.Size = s
+		sc.Workload.Size = sim.Size(n)
 	}
 	return nil
 }
@@ -274,30 +255,43 @@ func writeSimOutputs(dir, plots, suffix string, r *sim.Result) error {
 	return nil
 }
 
-// newSimCmd is "smartt sim".
+// newSimCmd is "smartt-lab sim".
 func newSimCmd(stderr io.Writer) *cobra.Command {
-	return group("sim", "the discrete-event fabric simulator (docs/sim.md)",
-		"smartt sim run SCENARIO.yaml runs a discrete-event fabric simulation whose hosts run the\n"+
-			"real transport engine (docs/sim.md); its flags override the scenario file.",
-		sub("run", "run [flags] SCENARIO.yaml", "run a fabric simulation scenario and print its summary",
-			func(args []string, out io.Writer) error {
-				if len(args) == 2 && args[1] == "-h" {
-					return runSim(args, out, out) // the help goes where the caller reads it
-				}
-				return runSim(args, out, stderr)
-			}),
-		sub("sweep", "sweep [flags] SCENARIO -set FIELD=V1,V2 ... -out DIR", "run a scenario over a grid of field values and seeds; CSV, JSON and a plot of mean and spread",
-			func(args []string, out io.Writer) error {
-				if len(args) == 2 && args[1] == "-h" {
-					return runSweep(simSweep, args[1:], out, out)
-				}
-				return runSweep(simSweep, args[1:], out, stderr)
-			}),
-		sub("ailb", "ailb [flags] -scenarios S1,S2 -variants V1,V2 -x FIELD=X1,X2", "the AI-training load-balancing study: completion and loss per variant against an axis, median and spread over seeds (docs/results/ai-lb.md)",
-			func(args []string, out io.Writer) error {
-				if len(args) == 2 && args[1] == "-h" {
-					return runAILB(args[1:], out, out)
-				}
-				return runAILB(args[1:], out, stderr)
-			}))
+	return cli.Group("sim", "the discrete-event fabric simulator (docs/sim.md)",
+		"smartt-lab sim run SCENARIO runs a discrete-event fabric simulation whose hosts run the\n"+
+			"real transport engine (docs/sim.md); its flags override the scenario file. SCENARIO is a\n"+
+			"file or the name of a shipped scenario (permutation_128, incast_128, ...), in every sim command.",
+		cli.Leaf("run [flags] SCENARIO", "run a fabric simulation scenario and print its summary",
+			"Runs a discrete-event fabric simulation whose hosts run the real transport engine\n"+
+				"(docs/sim.md). SCENARIO is a file or a shipped scenario's name; flags override it.",
+			scenarioArg, func(fs *pflag.FlagSet) cli.RunFunc { return bindSim(stderr, fs) }),
+		cli.Leaf("sweep [flags] SCENARIO -set FIELD=V1,V2 ... -out DIR", "run a scenario over a grid of field values and seeds; CSV, JSON and a plot of mean and spread",
+			fmt.Sprintf(sweepUsage, "sim"), cobra.MaximumNArgs(1), func(fs *pflag.FlagSet) cli.RunFunc { return bindSweep(simSweep, stderr, fs) }),
+		cli.Leaf("ailb [flags] -scenarios S1,S2 -variants V1,V2 -x FIELD=X1,X2", "the AI-training load-balancing study: completion and loss per variant against an axis, median and spread over seeds (docs/results/ai-lb.md)",
+			ailbLong, cobra.NoArgs, func(fs *pflag.FlagSet) cli.RunFunc { return bindAILB(stderr, fs) }))
+}
+
+// loadScenario reads SCENARIO as every lab command does: a file, or else a shipped
+// scenario's name (incast_128 or incast_128.yaml), as sim sweep finds it.
+func loadScenario(ref string) (*sim.Scenario, error) {
+	if _, err := os.Stat(ref); err == nil || strings.ContainsAny(ref, "/\\") {
+		return sim.LoadScenario(ref)
+	}
+	b, err := sweep.LoadScenario(ref)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := sim.ParseScenario(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	return sc, nil
+}
+
+// scenarioArg wants exactly one scenario: a file or a shipped name.
+func scenarioArg(c *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%s: want exactly one scenario (a file or a shipped name such as incast_128), got %d arguments", c.CommandPath(), len(args))
+	}
+	return nil
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"os/exec"
@@ -15,13 +12,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/test/bedrun"
 	"github.com/smartt-transport/smartt/test/netbed"
 	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
-const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run|fail|soak> [flags]   (as root)
+const testbedUsage = `smartt-lab testbed <command> [flags]   (as root)
 
   up      build a testbed of network namespaces (removes leftovers of the same name first)
   down    remove every namespace of the testbed
@@ -30,43 +31,43 @@ const testbedUsage = `usage: smartt testbed <up|down|status|link|switch|run|fail
   switch  run the userspace switches of an emulated testbed until interrupted
   exec    run a command on a node:  exec <node> <command> [args...]
   run     run a simulator scenario (test/sim YAML) on an emulated testbed, a daemon per host
+  sweep   run a scenario on the testbed over a grid of field values and seeds, one run at a time
   fail    change a link of a running "testbed run" (its switches and port models):
           fail down|up|restore|heal LINK, fail degrade RATE LINK, fail flaky GAP BURST LINK
   soak    a mixed workload under flaky links, link flaps and a daemon restart (default 5 min);
           checks every message delivered once or reported failed and memory flat afterwards
 
-every command takes -name (default "tb"); up takes the topology flags (see "smartt testbed up -h")
-or -spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
+every command takes --name (default "tb"); up takes the topology flags (see "smartt-lab testbed up -h")
+or --spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
 oversubscription, link_rate, mtu).
 `
 
-func runTestbed(args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
-		fmt.Fprint(out, testbedUsage)
-		return nil
-	}
-	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("testbed "+cmd, flag.ContinueOnError)
-	var kmin, kmax float64
-	fs.SetOutput(out)
-	name := fs.String("name", "tb", "testbed name: namespaces are smartt-<name>-<node>")
-	switch cmd {
-	case "up":
-		spec, err := parseTestbedUp(fs, args)
+// nameFlag declares --name (default def): the testbed's namespaces are smartt-NAME-NODE.
+func nameFlag(fs *pflag.FlagSet, def string) *string {
+	return fs.String("name", def, "testbed name: namespaces are smartt-<name>-<node>")
+}
+
+func bindTestbedUp(fs *pflag.FlagSet) cli.RunFunc {
+	name := nameFlag(fs, "tb")
+	spec := declareTestbedUp(fs)
+	return func(_ []string, out io.Writer) error {
+		s, err := spec()
 		if err != nil {
 			return err
 		}
-		tb, err := netbed.Up(*name, spec)
+		tb, err := netbed.Up(*name, s)
 		if err != nil {
 			return err
 		}
 		defer tb.Close()
 		fmt.Fprintf(out, "testbed %s up: %s, %d namespaces, %d links\n", *name, describe(tb.Plan.Spec), len(tb.Plan.Nodes), len(tb.Plan.Links))
 		return printStatus(tb, out)
-	case "down":
-		if err := parseNoArgs(fs, args); err != nil {
-			return err
-		}
+	}
+}
+
+func bindTestbedDown(fs *pflag.FlagSet) cli.RunFunc {
+	name := nameFlag(fs, "tb")
+	return func(_ []string, out io.Writer) error {
 		left, err := netbed.Namespaces(*name)
 		if err != nil {
 			return err
@@ -76,132 +77,120 @@ func runTestbed(args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "testbed %s down: %d namespaces removed\n", *name, len(left))
 		return nil
-	case "status":
-		if err := parseNoArgs(fs, args); err != nil {
-			return err
-		}
+	}
+}
+
+func bindTestbedStatus(fs *pflag.FlagSet) cli.RunFunc {
+	name := nameFlag(fs, "tb")
+	return func(_ []string, out io.Writer) error {
 		tb, err := netbed.Open(*name)
 		if err != nil {
 			if left, _ := netbed.Namespaces(*name); len(left) > 0 {
-				return fmt.Errorf("%w; leftover namespaces %v (smartt testbed down -name %s removes them)", err, left, *name)
+				return fmt.Errorf("%w; leftover namespaces %v (smartt-lab testbed down -name %s removes them)", err, left, *name)
 			}
 			return err
 		}
 		defer tb.Close()
 		fmt.Fprintf(out, "testbed %s: %s\n", *name, describe(tb.Plan.Spec))
 		return printStatus(tb, out)
-	case "link":
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		return testbedLink(*name, fs.Args(), out)
-	case "switch":
-		m := netbed.PortModel{Trim: true}
-		fs.IntVar(&m.DataBytes, "queue", 64<<10, "data queue per port, bytes (0: no model, a 1024-frame FIFO)")
-		fs.Float64Var(&kmin, "kmin", 0.2, "RED Kmin as a fraction of the data queue")
-		fs.Float64Var(&kmax, "kmax", 0.8, "RED Kmax as a fraction of the data queue (0: no marking)")
-		fs.BoolVar(&m.Trim, "trim", true, "trim data packets that find the data queue full (false: drop-tail)")
-		dscp := fs.Uint("trim-dscp", 0, "DSCP written into trimmed frames (the daemons' transport.trim_dscp)")
-		delay := fs.Duration("delay", 0, "propagation delay per link")
-		fs.Uint64Var(&m.Seed, "seed", 1, "seed of the per-switch ECMP salts")
-		if err := parseNoArgs(fs, args); err != nil {
-			return err
-		}
+	}
+}
+
+func bindTestbedSwitch(fs *pflag.FlagSet) cli.RunFunc {
+	name := nameFlag(fs, "tb")
+	m := netbed.PortModel{Trim: true}
+	var queue int64
+	var kmin, kmax float64
+	cli.SizeVar(fs, &queue, "queue", 64<<10, 0, 1<<30, "data queue per port, bytes, e.g. 64KiB (0: no model, a 1024-frame FIFO)")
+	fs.Float64Var(&kmin, "kmin", 0.2, "RED Kmin as a fraction of the data queue")
+	fs.Float64Var(&kmax, "kmax", 0.8, "RED Kmax as a fraction of the data queue (0: no marking)")
+	fs.BoolVar(&m.Trim, "trim", true, "trim data packets that find the data queue full (false: drop-tail)")
+	dscp := fs.Uint("trim-dscp", 0, "DSCP written into trimmed frames (the daemons' transport.trim_dscp)")
+	delay := fs.Duration("delay", 0, "propagation delay per link")
+	fs.Uint64Var(&m.Seed, "seed", 1, "seed of the per-switch ECMP salts")
+	return func(_ []string, out io.Writer) error {
 		if *dscp > 63 || kmin < 0 || kmax < 0 || kmax > 1 || (kmax > 0 && kmin >= kmax) {
-			return fmt.Errorf("testbed switch: need -trim-dscp 0..63 (got %d) and 0 <= kmin < kmax <= 1 (got %v, %v)", *dscp, kmin, kmax)
+			return cli.Usagef("testbed switch: need --trim-dscp 0..63 (got %d) and 0 <= kmin < kmax <= 1 (got %v, %v)", *dscp, kmin, kmax)
 		}
-		m.TrimDSCP, m.Delay = uint8(*dscp), int64(*delay)
+		m.DataBytes, m.TrimDSCP, m.Delay = int(queue), uint8(*dscp), int64(*delay)
 		m.KminBytes, m.KmaxBytes = int(kmin*float64(m.DataBytes)), int(kmax*float64(m.DataBytes))
 		return testbedSwitch(*name, m, out)
-	case "fail":
-		if err := fs.Parse(args); err != nil {
+	}
+}
+
+func bindTestbedLink(fs *pflag.FlagSet) cli.RunFunc {
+	name := nameFlag(fs, "tb")
+	return func(args []string, out io.Writer) error { return testbedLink(*name, args, out) }
+}
+
+func bindTestbedFail(fs *pflag.FlagSet) cli.RunFunc {
+	name := nameFlag(fs, "tb")
+	return func(args []string, out io.Writer) error {
+		if err := bedrun.Control(bedrun.ControlPath(netbed.StateDir, *name), args); err != nil {
 			return err
 		}
-		if err := bedrun.Control(bedrun.ControlPath(netbed.StateDir, *name), fs.Args()); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "testbed %s: %s\n", *name, strings.Join(fs.Args(), " "))
+		fmt.Fprintf(out, "testbed %s: %s\n", *name, strings.Join(args, " "))
 		return nil
-	case "exec":
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() < 2 {
-			return errors.New("usage: smartt testbed exec [-name tb] <node> <command> [args...]")
-		}
+	}
+}
+
+func bindTestbedExec(fs *pflag.FlagSet) cli.RunFunc {
+	name := nameFlag(fs, "tb")
+	return func(args []string, out io.Writer) error {
 		tb, err := netbed.Open(*name)
 		if err != nil {
 			return err
 		}
 		defer tb.Close()
-		c := exec.Command(fs.Arg(1), fs.Args()[2:]...)
+		c := exec.Command(args[1], args[2:]...)
 		c.Stdin, c.Stdout, c.Stderr = os.Stdin, out, os.Stderr
-		if err := tb.Start(fs.Arg(0), c); err != nil {
+		if err := tb.Start(args[0], c); err != nil {
 			return err
 		}
 		return c.Wait()
-	case "run":
-		return testbedRun(args, out)
-	case "soak":
-		return testbedSoak(args, out)
-	default:
-		return fmt.Errorf("testbed: unknown command %q\n\n%s", cmd, testbedUsage)
 	}
 }
 
-func parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := parseArgs(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
-// parseTestbedUp reads the topology from flags, or from -spec (flags then not allowed).
-func parseTestbedUp(fs *flag.FlagSet, args []string) (netbed.Spec, error) {
+// declareTestbedUp declares the topology flags; the function it returns reads the
+// topology from them, or from --spec (the topology flags then not allowed).
+func declareTestbedUp(fs *pflag.FlagSet) func() (netbed.Spec, error) {
 	var s netbed.Spec
 	var specFile string
 	rate := config.Rate(0)
 	fs.StringVar(&specFile, "spec", "", "YAML topology file (instead of the flags below)")
 	fs.StringVar(&s.Kind, "topo", netbed.KindLeafSpine, "pair | star | leafspine | fattree")
-	fs.StringVar(&s.Mode, "mode", netbed.ModeKernel, "kernel (Linux routers, ECMP) | emulated (userspace switches: `smartt testbed switch`)")
+	fs.StringVar(&s.Mode, "mode", netbed.ModeKernel, "kernel (Linux routers, ECMP) | emulated (userspace switches: `smartt-lab testbed switch`)")
 	fs.IntVar(&s.Hosts, "hosts", 2, "star: hosts on the switch (2..250)")
 	fs.IntVar(&s.Leaves, "leaves", 2, "leafspine: leaves (1..250)")
 	fs.IntVar(&s.Spines, "spines", 4, "leafspine: spines (1..127)")
 	fs.IntVar(&s.HostsPerLeaf, "hosts-per-leaf", 1, "leafspine: hosts per leaf (1..127)")
-	fs.IntVar(&s.K, "k", 4, "fattree: switch radix, even (k leaves of k/2 hosts, k/2 spines)")
+	fs.IntVarP(&s.K, "k", "k", 4, "fattree: switch radix, even (k leaves of k/2 hosts, k/2 spines)")
 	fs.Float64Var(&s.Oversubscription, "oversub", 1, "leafspine: host to uplink capacity ratio (0.01..100)")
-	fs.TextVar(&rate, "rate", config.Rate(0), "host link rate, e.g. 1Gbit (0: unshaped); uplinks follow from -oversub")
+	fs.TextVar(&rate, "rate", config.Rate(0), "host link rate, e.g. 1Gbit (0: unshaped); uplinks follow from --oversub")
 	fs.IntVar(&s.MTU, "mtu", netbed.DefaultMTU, "MTU of every link (1280..65535)")
-	if err := parseArgs(fs, args); err != nil {
-		return s, err
-	}
-	if fs.NArg() > 0 {
-		return s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	s.LinkRate = rate
-	if specFile != "" {
-		set := 0
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "spec" && f.Name != "name" {
-				set++
+	return func() (netbed.Spec, error) {
+		s.LinkRate = rate
+		if specFile != "" {
+			set := 0
+			fs.Visit(func(f *pflag.Flag) {
+				if f.Name != "spec" && f.Name != "name" {
+					set++
+				}
+			})
+			if set > 0 {
+				return s, cli.Usagef("--spec and topology flags exclude each other")
 			}
-		})
-		if set > 0 {
-			return s, errors.New("-spec and topology flags exclude each other")
+			b, err := os.ReadFile(specFile)
+			if err != nil {
+				return s, err
+			}
+			s = netbed.Spec{}
+			if err := config.DecodeYAML(b, &s); err != nil {
+				return s, fmt.Errorf("%s: %w", specFile, err)
+			}
 		}
-		b, err := os.ReadFile(specFile)
-		if err != nil {
-			return s, err
-		}
-		s = netbed.Spec{}
-		if err := config.DecodeYAML(b, &s); err != nil {
-			return s, fmt.Errorf("%s: %w", specFile, err)
-		}
+		return s.Normalize()
 	}
-	return s.Normalize()
 }
 
 func describe(s netbed.Spec) string {
@@ -252,7 +241,7 @@ func printStatus(tb *netbed.Testbed, out io.Writer) error {
 
 func testbedLink(name string, args []string, out io.Writer) error {
 	if len(args) < 2 {
-		return errors.New("usage: smartt testbed link [-name tb] <link> down|up|rate <rate>|flaky <loss%> <burst>")
+		return cli.Usagef("usage: smartt-lab testbed link [--name tb] <link> down|up|rate <rate>|flaky <loss%%> <burst>")
 	}
 	tb, err := netbed.Open(name)
 	if err != nil {
@@ -343,24 +332,22 @@ func testbedSwitch(name string, m netbed.PortModel, out io.Writer) error {
 	return runErr
 }
 
-// newTestbedCmd is "smartt testbed" with one subcommand per testbed action.
-func newTestbedCmd() *cobra.Command {
-	return group("testbed", "build and drive a network-namespace testbed, as root", testbedUsage,
-		sub("up", "up [-name tb] [topology flags | -spec FILE]", "build a testbed of network namespaces (removes leftovers of the same name first)", runTestbed),
-		sub("down", "down [-name tb]", "remove every namespace of the testbed", runTestbed),
-		sub("status", "status [-name tb]", "list its namespaces, addresses, interfaces and counters", runTestbed),
-		sub("link", "link [-name tb] <name> down|up|rate <rate>|flaky <loss%> <burst>", "fail or change a link", runTestbed),
-		sub("switch", "switch [-name tb] [port-model flags]", "run the userspace switches of an emulated testbed until interrupted", runTestbed),
-		sub("exec", "exec [-name tb] <node> <command> [args...]", "run a command on a node", runTestbed),
-		sub("run", "run [flags] SCENARIO.yaml", "run a simulator scenario on an emulated testbed, a daemon per host", runTestbed),
-		sub("sweep", "sweep [flags] SCENARIO -set FIELD=V1,V2 ... -out DIR", "run a scenario on the testbed over a grid of field values and seeds, one run at a time",
-			func(args []string, out io.Writer) error {
-				if len(args) == 2 && args[1] == "-h" {
-					return runSweep(testbedSweep, args[1:], out, out)
-				}
-				return runSweep(testbedSweep, args[1:], out, os.Stderr)
-			}),
-		sub("fail", "fail [-name tb] down|up|restore|heal LINK | degrade RATE LINK | flaky GAP BURST LINK", "change a link of a running \"testbed run\"", runTestbed),
-		sub("soak", "soak [flags] [SCENARIO.yaml]", "a mixed workload under flaky links, link flaps and a daemon restart", runTestbed),
+// newTestbedCmd is "smartt-lab testbed" with one subcommand per testbed action.
+func newTestbedCmd(stderr io.Writer) *cobra.Command {
+	leaf := func(use, short string, args cobra.PositionalArgs, bind func(*pflag.FlagSet) cli.RunFunc) *cobra.Command {
+		return cli.Leaf(use, short, "", args, bind)
+	}
+	return cli.Group("testbed", "build and drive a network-namespace testbed, as root", testbedUsage,
+		leaf("up [--name tb] [topology flags | --spec FILE]", "build a testbed of network namespaces (removes leftovers of the same name first)", cobra.NoArgs, bindTestbedUp),
+		leaf("down [--name tb]", "remove every namespace of the testbed", cobra.NoArgs, bindTestbedDown),
+		leaf("status [--name tb]", "list its namespaces, addresses, interfaces and counters", cobra.NoArgs, bindTestbedStatus),
+		cli.NoInterspersed(leaf("link [--name tb] <name> down|up|rate <rate>|flaky <loss%> <burst>", "fail or change a link", cobra.MinimumNArgs(2), bindTestbedLink)),
+		leaf("switch [--name tb] [port-model flags]", "run the userspace switches of an emulated testbed until interrupted", cobra.NoArgs, bindTestbedSwitch),
+		cli.NoInterspersed(leaf("exec [--name tb] <node> <command> [args...]", "run a command on a node", cobra.MinimumNArgs(2), bindTestbedExec)),
+		leaf("run [flags] SCENARIO", "run a simulator scenario (a file or a shipped name) on an emulated testbed, a daemon per host", scenarioArg, bindTestbedRun),
+		cli.Leaf("sweep [flags] SCENARIO -set FIELD=V1,V2 ... -out DIR", "run a scenario on the testbed over a grid of field values and seeds, one run at a time",
+			fmt.Sprintf(sweepUsage, "testbed"), cobra.MaximumNArgs(1), func(fs *pflag.FlagSet) cli.RunFunc { return bindSweep(testbedSweep, stderr, fs) }),
+		cli.NoInterspersed(leaf("fail [--name tb] down|up|restore|heal LINK | degrade RATE LINK | flaky GAP BURST LINK", "change a link of a running \"testbed run\"", cobra.MinimumNArgs(1), bindTestbedFail)),
+		leaf("soak [flags] [SOAK.yaml]", "a mixed workload under flaky links, link flaps and a daemon restart", cobra.MaximumNArgs(1), bindTestbedSoak),
 	)
 }
