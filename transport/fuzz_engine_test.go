@@ -22,7 +22,7 @@ package transport
 //	         buffers at capacity, records, tables), and Stats().RecvBuffered stay within
 //	         fed payload + fuzzPerMsgSlack*messages + ... and within RecvBudget plus one
 //	         message's charge (invariant 2)
-//	window   no connection holds more than twice RecvWindow + MaxMessage (its claims)
+//	window   no connection holds more than its claims allow (RecvWindow + MaxMessage, ~2x)
 //	gauge    the ledger: what is charged equals what ledgerHeld counts, to the byte;
 //	         ConnHeld is ConnCharge per connection; the Config.Buffers pool agrees
 //	pool     the engine only Puts buffers it got and still holds
@@ -158,16 +158,19 @@ type fuzzMode struct {
 	coalesce  bool // bit 5: ACK every 4 packets, with clean-EV lists
 	recovery  int  // bits 6-7: recovery mode sack, ec, gobackn, subflows
 	// Byte 1 (which seeds the random sources too): bit 7 runs the daemon's configuration
-	// (DeliverChunks, MTU 4108, hops from TTL; the Placer is on in every mode); under ec,
-	// bits 0-3 are m-1 and byte 2 picks k in 1..256-m (setFuzzShape).
-	daemon bool
-	ecK    int
-	ecM    int
+	// (DeliverChunks, MTU 4108, hops from TTL; the Placer is on in every mode); bit 4 says
+	// the fabric returns trimmed headers (Config.ReturnToSender); under ec, bits 0-3 are
+	// m-1 and byte 2 picks k in 1..256-m (setFuzzShape).
+	daemon  bool
+	returns bool
+	ecK     int
+	ecM     int
 }
 
 // setFuzzShape reads the daemon bit and the EC block shape from the seed bytes.
 func (m *fuzzMode) setFuzzShape(s1, s2 byte) {
 	m.daemon = s1&0x80 != 0
+	m.returns = s1&0x10 != 0
 	m.ecM = 1 + int(s1&15)
 	m.ecK = 1 + int(s2)%(256-m.ecM)
 }
@@ -201,6 +204,9 @@ func (m fuzzMode) String() string {
 	if m.daemon {
 		s += " daemon"
 	}
+	if m.returns {
+		s += " returns"
+	}
 	return s
 }
 
@@ -229,6 +235,7 @@ func fuzzConfig(m fuzzMode) (cfg Config, authOn bool) {
 	if m.recovery == 1 {
 		cfg.Recovery.K, cfg.Recovery.M = m.ecK, m.ecM
 	}
+	cfg.ReturnToSender = m.returns
 	if m.daemon {
 		// transport/smarttd's engine: messages delivered in the chunks they arrived in,
 		// a 4 KiB message (plus the daemon's 12-byte envelope) in one packet.
@@ -1634,12 +1641,12 @@ func (h *fzHarness) checkMem() {
 		}
 		// docs/engine.md, flow control: a connection's open messages claim at most
 		// RecvWindow besides the next one in delivery order (at most MaxMessage), and
-		// what they hold is at most twice their claims (a 1-byte message claims
-		// 1+MsgOverhead bytes of stream and holds its record and a 64-byte buffer).
+		// what they hold is at most their claims times what a 1-byte message holds (its
+		// record and a 64-byte buffer) over what it claims (1+MsgOverhead bytes).
 		h.ci = e.Conns(h.ci[:0])
 		for _, c := range h.ci {
-			if lim := 2*uint64(h.cfg.RecvWindow+h.cfg.MaxMessage) + 64<<10; c.RecvBuffers > lim {
-				h.fail("window", "%s's conn %x (peer %v) holds %d bytes for messages, more than 2 (RecvWindow + MaxMessage) = %d",
+			if lim := uint64(h.cfg.RecvWindow+h.cfg.MaxMessage)*(msgRecBytes+64)/(MsgOverhead+1) + 64<<10; c.RecvBuffers > lim {
+				h.fail("window", "%s's conn %x (peer %v) holds %d bytes for messages, more than its claims allow (%d)",
 					epName[i], uint64(c.ID), c.Peer, c.RecvBuffers, lim)
 			}
 		}
@@ -2030,7 +2037,7 @@ func newFzSeed(mode byte) *fzSeed { return &fzSeed{b: []byte{mode, 0x5e, 0xed}} 
 // newFzSeedShape is newFzSeed in the daemon's configuration (daemon) and, under ec, with
 // blocks of k data and m parity packets (setFuzzShape).
 func newFzSeedShape(mode byte, daemon bool, k, m int) *fzSeed {
-	s1 := byte(m-1) & 15
+	s1 := byte(m-1)&15 | 0x10 // the fabric returns trimmed headers
 	if daemon {
 		s1 |= 0x80
 	}
