@@ -186,6 +186,12 @@ type Stats struct {
 	ParityDropped   uint64 // EC parity packets not kept (block already complete, late, duplicate, trimmed, no EC here)
 	ECRebuilt       uint64 // data packets rebuilt from parity (receiver)
 
+	// Receiver not ready (rnr.go, Config.Gate); all zero without a gate.
+	RNRSent uint64 // first packets of messages refused because their destination could not take them (receiver)
+	RNRRecv uint64 // RNR NACKs acted on: the packet is resent after a back-off (sender)
+	// MsgsDisplaced counts placed messages moved back into the engine's chunks (Displace).
+	MsgsDisplaced uint64
+
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth AuthStats
 }
