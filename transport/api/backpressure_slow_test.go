@@ -1,0 +1,183 @@
+package api_test
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+)
+
+// bpMsg is message i of the back-pressure test, n bytes: its index, then a pattern.
+func bpMsg(i, n int) []byte {
+	b := make([]byte, n)
+	for k := 8; k < n; k++ {
+		b[k] = byte(i + k*13 + k>>9)
+	}
+	binary.BigEndian.PutUint64(b, uint64(i))
+	return b
+}
+
+// bpSizes draws message sizes log-uniformly in 4 KiB..16 MiB until they add up to total.
+func bpSizes(total int64) []int {
+	rng := rand.New(rand.NewPCG(27, 1))
+	var sizes []int
+	for sum := int64(0); sum < total; {
+		n := int(math.Exp(math.Log(4<<10) + rng.Float64()*(math.Log(16<<20)-math.Log(4<<10))))
+		sizes = append(sizes, n)
+		sum += int64(n)
+	}
+	return sizes
+}
+
+// A receiving client that does not read for a long while (an MPI rank computing) while
+// a peer sends to it keeps its session, and every message arrives, in order, once: the
+// daemon holds its session's queue within its bound and refuses the rest at their first
+// packet, so the sender's Sent waits. A second session between the same daemons keeps at
+// least half of its throughput meanwhile. CI: 10 s asleep, 64 MiB; with
+// SMARTT_BACKPRESSURE_FULL=1: 120 s, 1 GiB. Before, the messages beyond
+// api.max_recv_queue were dropped (all reported Sent) and the client was disconnected
+// after write_timeout.
+func TestBackpressureSleepingReceiver(t *testing.T) {
+	sleep, total := 10*time.Second, int64(64<<20)
+	if os.Getenv("SMARTT_BACKPRESSURE_FULL") == "1" {
+		sleep, total = 120*time.Second, 1<<30
+	}
+	const queue, window = 16 << 20, 16 << 20
+	mn := daemon.NewMemNet()
+	dir := shortDir(t)
+	a := startDaemon(t, mn, addrA, dir, nil)
+	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) {
+		c.API.MaxRecvQueue = queue
+		c.Transport.RecvWindow = window
+	})
+	sleeper := rawSession(t, b.Config.API.Socket, 5)
+	defer sleeper.Close()
+	s1 := openBound(t, client.New(a.Config.API.Socket), 1)
+	s2 := openBound(t, client.New(a.Config.API.Socket), 2)
+	r2 := openBound(t, client.New(b.Config.API.Socket), 6)
+
+	// The second session: 256 KiB messages, eight outstanding, counted as they arrive.
+	var got2 atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			m, err := r2.Recv(rctx)
+			cancel()
+			if err == nil {
+				got2.Add(int64(m.Size))
+				m.Release()
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		msg := make([]byte, 256<<10)
+		var pend []*client.Pending
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p, err := s2.SendAsync(addrB, 6, msg)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if pend = append(pend, p); len(pend) == 8 {
+				pend[0].Wait(context.Background())
+				pend = pend[1:]
+			}
+		}
+	}()
+	rate := func(d time.Duration) float64 {
+		from := got2.Load()
+		time.Sleep(d)
+		return float64(got2.Load()-from) / d.Seconds()
+	}
+	alone := rate(2 * time.Second)
+
+	// The flood to the sleeping client: 64 MiB outstanding at most, Sent waited for.
+	sizes := bpSizes(total)
+	sent := make(chan error, 1)
+	go func() {
+		var pend []*client.Pending
+		out := 0
+		for i, n := range sizes {
+			p, err := s1.SendAsync(addrB, 5, bpMsg(i, n))
+			if err != nil {
+				sent <- err
+				return
+			}
+			pend, out = append(pend, p), out+n
+			for out > 64<<20 {
+				if _, err := pend[0].Wait(context.Background()); err != nil {
+					sent <- err
+					return
+				}
+				out -= sizes[i-len(pend)+1]
+				pend = pend[1:]
+			}
+		}
+		for _, p := range pend {
+			if _, err := p.Wait(context.Background()); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	var peak int64
+	during := 0.0
+	for t0 := time.Now(); time.Since(t0) < sleep; {
+		during += rate(500*time.Millisecond) * 0.5
+		for _, si := range sessionsOf(t, b) {
+			if si.Endpoint == 5 {
+				peak = max(peak, si.RecvQueued+si.RecvWriting)
+			}
+		}
+	}
+	during /= sleep.Seconds()
+	close(stop)
+	wg.Wait()
+	st := b.API.Stats()
+	t.Logf("second session: %.1f MB/s alone, %.1f MB/s beside the sleeping receiver (%.2f); sleeper's queue peaked at %d bytes; recv_paused %d",
+		alone/1e6, during/1e6, during/alone, peak, st.RecvPaused)
+	// The session's bound: max_recv_queue, its oldest message and what the engine had
+	// admitted when the queue filled (one connection's window and the message at its head).
+	if bound := int64(queue + window + 2*(16<<20+1<<20)); peak > bound {
+		t.Errorf("the sleeping session held %d bytes, bound %d", peak, bound)
+	}
+	if st.RecvPaused == 0 || st.RecvOverflow+st.RecvOverflowTotal != 0 || st.ClientsStalled != 0 {
+		t.Errorf("counters %+v: want refusals, no drops, no client disconnected", st)
+	}
+	if during < alone/2 {
+		t.Errorf("the second session kept %.0f%% of its throughput, want at least 50%%", 100*during/alone)
+	}
+	readRawMessages(t, sleeper, len(sizes), sleep+120*time.Second, func(i int, body []byte) {
+		if len(body) != sizes[i] || binary.BigEndian.Uint64(body) != uint64(i) || string(body) != string(bpMsg(i, sizes[i])) {
+			t.Fatalf("message %d of %d bytes: got %d bytes, index %d", i, sizes[i], len(body), binary.BigEndian.Uint64(body))
+		}
+	})
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}
