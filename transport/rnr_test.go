@@ -119,3 +119,45 @@ func TestRNRGatesOnlyNewMessages(t *testing.T) {
 		t.Fatalf("no refusal: heads %v", heads)
 	}
 }
+
+// Displace moves a message being received into a Placer's buffer back into the engine's
+// chunks: what arrived is kept, the rest lands in chunks, the Placer's buffer is written
+// no more, the message is delivered in chunks (Placed 0), whole, and Unplace is not called.
+func TestDisplaceMovesPlacedMessage(t *testing.T) {
+	r := newPlaceRig(t, false)
+	if _, err := r.a.Send(r.now, r.conn, []byte("proves the connection")); err != nil {
+		t.Fatal(err)
+	}
+	r.exchange(nil)
+	eventsOf(r.b, MessageReceived)
+	big := message(5*PlaceMin+123, 3)
+	if _, err := r.a.Send(r.now, r.conn, big); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, MaxDatagram(r.a.Config()))
+	for k := 0; k < 3; k++ { // the first three packets arrive, the offset-0 one first
+		tx, ok := r.a.PollTransmit(r.now, buf)
+		if !ok {
+			t.Fatal("nothing to send")
+		}
+		r.b.HandlePacket(r.now, append(append([]byte(nil), buf[:tx.N]...), tx.Payload...), RxMeta{From: r.aAddr})
+	}
+	if r.p.asked != 1 || len(r.p.bufs) != 1 {
+		t.Fatalf("Place asked %d times", r.p.asked)
+	}
+	if !r.b.Displace(1) || r.b.Displace(1) || r.b.Displace(0) {
+		t.Fatal("Displace: want true once for the placement, then false")
+	}
+	clear(r.p.bufs[1]) // the Placer reuses its buffer at once
+	r.exchange(nil)
+	got := eventsOf(r.b, MessageReceived)
+	if len(got) != 1 || got[0].Placed != 0 || !bytes.Equal(bytes.Join(got[0].Chunks, nil), big) {
+		t.Fatalf("%d delivered, placed %d: want the whole message in chunks", len(got), got[0].Placed)
+	}
+	if !bytes.Equal(r.p.bufs[1], make([]byte, len(r.p.bufs[1]))) || len(r.p.unplaced) != 0 {
+		t.Fatalf("the Placer's buffer was written after Displace, or Unplace called (%v)", r.p.unplaced)
+	}
+	if st := r.b.Stats(); st.MsgsDisplaced != 1 || st.RecvBuffered != 0 {
+		t.Fatalf("MsgsDisplaced %d, RecvBuffered %d", st.MsgsDisplaced, st.RecvBuffered)
+	}
+}

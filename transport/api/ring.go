@@ -590,10 +590,15 @@ func (x *session) displaceLocked(tok uint64) {
 		p, ok = s.takePlacement(tok)
 	}
 	x.mu.Lock()
-	if !ok {
-		return // it completed or failed meanwhile: its slot goes the usual way
-	}
-	s.ringDisplaced.Add(1)
+	if ok {
+		x.displacedLocked(p)
+	} // else it completed or failed meanwhile: its slot goes the usual way
+}
+
+// displacedLocked gives back the ring slot of placement p, which the engine no longer
+// writes into (displaceLocked).
+func (x *session) displacedLocked(p placement) {
+	x.srv.ringDisplaced.Add(1)
 	x.placing--
 	x.placedBytes -= p.n
 	if x.ring != nil && x.ring.cancel(p.tag) {
