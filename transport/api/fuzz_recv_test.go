@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/binary"
+	"sync"
 	"testing"
 
 	"github.com/smartt-transport/smartt/transport"
@@ -15,6 +16,22 @@ func fuzzRecvCfg(bp bool) Config {
 	cfg.MaxRecvQueue, cfg.MaxRecvQueueTotal = 64<<10, 96<<10
 	cfg.RecvBackpressure = bp
 	return cfg
+}
+
+// fuzzRecvServers are FuzzRecvQueue's servers, one per back-pressure setting, shared by
+// all inputs (each input has a session of its own, which must give everything back).
+var (
+	fuzzRecvOnce    [2]sync.Once
+	fuzzRecvServers [2]*Server
+)
+
+func fuzzRecvServer(t *testing.T, bp bool) *Server {
+	i := 0
+	if bp {
+		i = 1
+	}
+	fuzzRecvOnce[i].Do(func() { fuzzRecvServers[i] = limitServer(&testing.T{}, fuzzRecvCfg(bp)) })
+	return fuzzRecvServers[i]
 }
 
 // fuzzBody is a received message of n body bytes as the engine delivers it in the
@@ -41,8 +58,17 @@ func FuzzRecvQueue(f *testing.F) {
 	f.Add(true, []byte{5, 3, 0x40, 0, 0x80, 1, 6, 1, 2, 7})
 	f.Add(true, []byte{5, 3, 0x40, 0, 0x10, 1, 1, 4, 1, 2, 2})
 	f.Fuzz(func(t *testing.T, bp bool, ops []byte) {
-		s := limitServer(t, fuzzRecvCfg(bp))
+		s := fuzzRecvServer(t, bp)
 		x := limitSession(t, s)
+		defer func() { // the session ends: every charge and slot is given back
+			for _, tok := range toksOf(s, x) {
+				s.Unplace(tok)
+			}
+			x.kill()
+			if n := s.recvTotal.Load(); n != 0 || x.placing != 0 {
+				t.Fatalf("after the session ended: %d bytes charged, %d placements", n, x.placing)
+			}
+		}()
 		var writing *outFrame
 		var announced []uint32
 		var toks []uint64
@@ -171,4 +197,17 @@ func checkRecvHeld(t *testing.T, s *Server, x *session, writing *outFrame) {
 	if r := x.ring; r != nil && (r.used() > r.size || x.placedBytes > r.size/2 || x.placedBytes < 0) {
 		t.Fatalf("ring of %d: %d used, %d placed", r.size, r.used(), x.placedBytes)
 	}
+}
+
+// toksOf lists the placements of session x.
+func toksOf(s *Server, x *session) []uint64 {
+	s.placeMu.Lock()
+	defer s.placeMu.Unlock()
+	var toks []uint64
+	for tok, p := range s.places {
+		if p.x == x {
+			toks = append(toks, tok)
+		}
+	}
+	return toks
 }
