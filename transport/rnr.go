@@ -97,7 +97,7 @@ func (e *Endpoint) onRNR(now int64, c *conn, nk *wire.Nack) {
 func (c *conn) rnrWait(now int64) bool { return c.rnrAt > now }
 
 // Displace moves the message received into the Placer's buffer under token tok back into
-// the engine's own chunks (charged as they were), so that the Placer may reuse its buffer
+// the engine's own chunks (charged at their capacity), so that the Placer may reuse its buffer
 // at once: the daemon displaces a placement that stalls at the head of a client's receive
 // ring. The message is then delivered in chunks (Event.Placed 0) and Unplace is not
 // called for it. It reports whether the message was found (false: it was delivered or
@@ -118,6 +118,13 @@ func (e *Endpoint) Displace(tok uint64) bool {
 				own := e.getChunk(len(ch))
 				copy(own, ch)
 				r.chunks[i] = own
+				// A placed chunk was charged its length; the engine's holds its class's
+				// capacity. Charged whatever the budget: the Placer's buffer is freed.
+				extra := bufCap(len(ch)) - uint64(len(ch))
+				r.held += extra
+				c.held += extra
+				e.stats.RecvBuffered += extra
+				e.stats.RecvBufferedMax = max(e.stats.RecvBufferedMax, e.stats.RecvBuffered)
 			}
 			r.place, r.placeTok = nil, 0
 			e.stats.MsgsDisplaced++
