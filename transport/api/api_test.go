@@ -398,9 +398,10 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	// The kernel's default socket buffer (api.socket_buffer: 0): the big message must not
 	// fit into the socket, so that it stays queued while the client holds its reader.
 	// Drops are the daemon's rule without back-pressure (api.recv_backpressure: false).
-	// A 1,000-byte message is charged the 16 KiB receive chunk it holds plus a fixed
-	// overhead (about 16.7 KB): one fits in max_recv_queue, two do not.
-	const limit = 17000
+	// A 1,000-byte message is charged the 1 KiB receive buffer it holds (with its
+	// envelope), its 24-byte table and a fixed 256 bytes (1,304); a 1-byte one 344: the
+	// first fits in max_recv_queue, a second does not.
+	const limit = 1400
 	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) {
 		c.API.MaxRecvQueue, c.API.SocketBuffer, c.API.RecvBackpressure = limit, 0, false
 	})
@@ -452,7 +453,7 @@ func TestLimitMaxRecvQueue(t *testing.T) {
 	}
 	_, err := r.Recv(ctx(t))
 	wantCode(t, err, api.CodeRecvOverflow, "dropped 2 messages (1001 bytes)")
-	wantCode(t, err, api.CodeRecvOverflow, "api.max_recv_queue = 17000")
+	wantCode(t, err, api.CodeRecvOverflow, "api.max_recv_queue = 1400")
 	// Nothing waits any more: the next message goes.
 	if _, err := s.Send(ctx(t), addrB, 1, []byte("small")); err != nil {
 		t.Fatal(err)

@@ -70,10 +70,11 @@ func heapInUse() int64 {
 }
 
 // Tiny messages to a client that does not read hold what the daemon charges for them:
-// each holds a 16 KiB receive chunk, and api.max_recv_queue counts that, so the daemon's
-// live heap grows by about the queue's limit. It grew by the chunks of every message
-// (6,000 x 16 KiB = 98 MB here, while recv_queued_bytes said 24 KB). Once the client
-// reads, every message arrives, in order, once.
+// each holds a receive buffer (a 16 KiB chunk on 6a6241a, 64 bytes since the engine's
+// size classes) and its place in the queue, and api.max_recv_queue counts both, so the
+// daemon's live heap grows by about the queue's limit. On 6a6241a it grew by the chunks of
+// every message (93 MB here, while recv_queued_bytes said 22 KB). Once the client reads,
+// every message arrives, in order, once.
 func TestTinyMessagesChargeWhatTheyHold(t *testing.T) {
 	mn := daemon.NewMemNet()
 	dir := shortDir(t)
