@@ -122,6 +122,15 @@ func ringHeadHeld(t *testing.T, modB func(*smarttd.Config)) {
 	if sent != n || st.ClientsStalled != 0 {
 		t.Fatalf("%d of %d Sent, clients_stalled %d", sent, n, st.ClientsStalled)
 	}
+	var counters struct {
+		API map[string]int64 `json:"api"`
+	}
+	if err := client.New(b.Config.API.Socket).Get(ctx(t), "/v1/counters", &counters); err != nil {
+		t.Fatal(err)
+	}
+	if counters.API["ring_displaced"] < 1 {
+		t.Fatalf("ring_displaced %d: the trickled placement was never moved out", counters.API["ring_displaced"])
+	}
 	t.Logf("victim got all %d in %v; ring_placed %d, ring_fallback %d", n, time.Since(start).Round(time.Millisecond), st.RingPlaced, st.RingFallback)
 }
 
