@@ -69,99 +69,126 @@ func FuzzRecvQueue(f *testing.F) {
 				t.Fatalf("after the session ended: %d bytes charged, %d placements", n, x.placing)
 			}
 		}()
-		var writing *outFrame
-		var announced []uint32
-		var toks []uint64
-		arg := func(i int) int {
-			if i < len(ops) {
-				return int(ops[i])
-			}
-			return 0
-		}
+		st := &fuzzRecvState{s: s, x: x, ops: ops}
 		for i := 0; i < len(ops) && i < 512; i++ {
-			switch op := ops[i] % 8; op {
-			case 0, 4: // a message of 1..96 KiB arrives
-				n := 1 + (arg(i+1)<<8|arg(i+2))%int(s.cfg.MaxMessage)
-				i += 2
-				head := make([]byte, envelopeLen)
-				putEnvelope(head, x.endpoint, 7)
-				if !s.Ready(limitFrom.From, n+envelopeLen, head) {
-					continue // refused at its first packet: nothing held
-				}
-				x.enqueueRecv(limitFrom, fuzzBody(n))
-			case 1: // the writer finishes what it wrote and takes the next frame
-				x.mu.Lock()
-				if writing != nil {
-					x.doneLocked(*writing)
-					writing = nil
-				}
-				if len(x.queue) > 0 {
-					fr := x.nextLocked()
-					if fr.typ == FrameRecvAt && fr.placed && x.ring != nil {
-						x.ring.announce(fr.tag)
-						announced = append(announced, fr.tag)
-					} else if fr.typ == FrameRecvAt && !fr.placed {
-						x.ringPend--
-						if off, ok := x.ring.alloc(fr.tag, fr.body.n); ok {
-							fr.ringOff = off
-							x.ring.announce(fr.tag)
-							announced = append(announced, fr.tag)
-						}
-					}
-					writing = &fr
-				}
-				x.mu.Unlock()
-			case 2: // the client releases its oldest ring message
-				if len(announced) > 0 {
-					p := binary.BigEndian.AppendUint32(nil, announced[0])
-					announced = announced[1:]
-					if err := x.handleRelease(p); err != nil {
-						t.Fatal(err)
-					}
-				}
-			case 3, 5: // the client sets up a ring of 16..64 KiB
-				x.mu.Lock()
-				if x.ring == nil {
-					x.ring = newRecvRing(make([]byte, (1+arg(i+1)%4)*16<<10))
-					x.ringMin = int64(arg(i+2)) << 8
-				}
-				x.mu.Unlock()
-				i += 2
-			case 6: // a placement starts
-				n := 1 + (arg(i+1)<<8|arg(i+2))%(64<<10)
-				i += 2
-				head := make([]byte, envelopeLen)
-				putEnvelope(head, x.endpoint, 7)
-				if buf, tok := s.Place(limitFrom.From, n+envelopeLen, head); tok != 0 {
-					if len(buf) != n+envelopeLen {
-						t.Fatalf("placement of %d bytes got %d", n+envelopeLen, len(buf))
-					}
-					toks = append(toks, tok)
-				}
-			case 7: // a placement ends: complete, failed, or displaced at the ring's head
-				if len(toks) == 0 {
-					continue
-				}
-				k := arg(i+1) % len(toks)
-				tok := toks[k]
-				toks = append(toks[:k], toks[k+1:]...)
-				switch arg(i+2) % 3 {
-				case 0:
-					s.deliverPlaced(limitFrom.From, tok)
-				case 1:
-					s.Unplace(tok)
-				case 2:
-					if p, ok := s.takePlacement(tok); ok {
-						x.mu.Lock()
-						x.displacedLocked(p)
-						x.mu.Unlock()
-					}
-				}
-				i += 2
-			}
-			checkRecvHeld(t, s, x, writing)
+			i = st.step(t, i)
+			checkRecvHeld(t, s, x, st.writing)
 		}
 	})
+}
+
+// fuzzRecvState is what FuzzRecvQueue's client and writer hold between steps.
+type fuzzRecvState struct {
+	s         *Server
+	x         *session
+	ops       []byte
+	writing   *outFrame // the frame the writer took
+	announced []uint32  // ring messages the client may release, oldest first
+	toks      []uint64  // placements in progress
+}
+
+// arg is the fuzz input's byte i (0 past its end).
+func (st *fuzzRecvState) arg(i int) int {
+	if i < len(st.ops) {
+		return int(st.ops[i])
+	}
+	return 0
+}
+
+// step applies the operation at ops[i] and returns the index of its last argument.
+func (st *fuzzRecvState) step(t *testing.T, i int) int {
+	s, x := st.s, st.x
+	head := make([]byte, envelopeLen)
+	putEnvelope(head, x.endpoint, 7)
+	switch st.ops[i] % 8 {
+	case 0, 4: // a message of 1..96 KiB arrives, unless the gate refuses its first packet
+		n := 1 + (st.arg(i+1)<<8|st.arg(i+2))%int(s.cfg.MaxMessage)
+		if s.Ready(limitFrom.From, n+envelopeLen, head) {
+			x.enqueueRecv(limitFrom, fuzzBody(n))
+		}
+		return i + 2
+	case 1:
+		st.write()
+	case 2: // the client releases its oldest ring message
+		if len(st.announced) > 0 {
+			p := binary.BigEndian.AppendUint32(nil, st.announced[0])
+			st.announced = st.announced[1:]
+			if err := x.handleRelease(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	case 3, 5: // the client sets up a ring of 16..64 KiB
+		x.mu.Lock()
+		if x.ring == nil {
+			x.ring = newRecvRing(make([]byte, (1+st.arg(i+1)%4)*16<<10))
+			x.ringMin = int64(st.arg(i+2)) << 8
+		}
+		x.mu.Unlock()
+		return i + 2
+	case 6: // a placement starts
+		n := 1 + (st.arg(i+1)<<8|st.arg(i+2))%(64<<10)
+		if buf, tok := s.Place(limitFrom.From, n+envelopeLen, head); tok != 0 {
+			if len(buf) != n+envelopeLen {
+				t.Fatalf("placement of %d bytes got %d", n+envelopeLen, len(buf))
+			}
+			st.toks = append(st.toks, tok)
+		}
+		return i + 2
+	case 7:
+		st.endPlacement(st.arg(i+1), st.arg(i+2))
+		return i + 2
+	}
+	return i
+}
+
+// write has the writer finish the frame it wrote and take the next one.
+func (st *fuzzRecvState) write() {
+	x := st.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if st.writing != nil {
+		x.doneLocked(*st.writing)
+		st.writing = nil
+	}
+	if len(x.queue) == 0 {
+		return
+	}
+	fr := x.nextLocked()
+	switch {
+	case fr.typ == FrameRecvAt && fr.placed && x.ring != nil:
+		x.ring.announce(fr.tag)
+		st.announced = append(st.announced, fr.tag)
+	case fr.typ == FrameRecvAt && !fr.placed:
+		x.ringPend--
+		if off, ok := x.ring.alloc(fr.tag, fr.body.n); ok {
+			fr.ringOff = off
+			x.ring.announce(fr.tag)
+			st.announced = append(st.announced, fr.tag)
+		} // else over the socket
+	}
+	st.writing = &fr
+}
+
+// endPlacement ends placement k (mod their number): complete, failed, or displaced.
+func (st *fuzzRecvState) endPlacement(k, how int) {
+	if len(st.toks) == 0 {
+		return
+	}
+	k %= len(st.toks)
+	tok := st.toks[k]
+	st.toks = append(st.toks[:k], st.toks[k+1:]...)
+	switch how % 3 {
+	case 0:
+		st.s.deliverPlaced(limitFrom.From, tok)
+	case 1:
+		st.s.Unplace(tok)
+	case 2:
+		if p, ok := st.s.takePlacement(tok); ok {
+			st.x.mu.Lock()
+			st.x.displacedLocked(p)
+			st.x.mu.Unlock()
+		}
+	}
 }
 
 // checkRecvHeld checks the session's charges against the buffers its frames hold.

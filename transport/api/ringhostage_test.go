@@ -30,19 +30,7 @@ func TestRingHeadHeldByTricklingPeer(t *testing.T) { ringHeadHeld(t, nil) }
 func ringHeadHeld(t *testing.T, modB func(*smarttd.Config)) {
 	mn := daemon.NewMemNet()
 	const fill = 0xEE // the trickled message's bytes
-	var lastLet atomic.Int64
-	mn.Mark = func(p *daemon.Packet) bool {
-		b := p.Buf[:p.N]
-		if len(b) < wire.DataHdrLen+4 || wire.Type(b[0]&0x0f) != wire.TypeData ||
-			!bytes.Equal(b[wire.DataHdrLen:wire.DataHdrLen+4], []byte{fill, fill, fill, fill}) {
-			return true // not the trickled message, or its first packet (the envelope leads it)
-		}
-		now := time.Now().UnixNano()
-		if last := lastLet.Load(); now-last < int64(500*time.Millisecond) || !lastLet.CompareAndSwap(last, now) {
-			return false
-		}
-		return true
-	}
+	mn.Mark = trickleMark(fill, 500*time.Millisecond)
 	dir := shortDir(t)
 	mod := func(c *smarttd.Config) {
 		c.API.WriteTimeout = config.Duration(time.Second)
@@ -61,29 +49,7 @@ func ringHeadHeld(t *testing.T, modB func(*smarttd.Config)) {
 	hostile := openBound(t, client.New(c.Config.API.Socket), 3)
 
 	const n, size = 200, 1 << 20
-	done := make(chan error, 1)
-	go func() { // the victim takes and releases everything it gets
-		got := 0
-		for got < n {
-			rctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			m, err := victim.Recv(rctx)
-			cancel()
-			if err != nil {
-				done <- err
-				return
-			}
-			if m.Size == size {
-				if i := int(binary.BigEndian.Uint32(m.Data)); i != got || !bytes.Equal(m.Data, ringMsg(i, size)) {
-					m.Release()
-					done <- &msgErr{got, i}
-					return
-				}
-				got++
-			}
-			m.Release()
-		}
-		done <- nil
-	}()
+	done := takeAll(victim, n, size)
 	// The hostile peer proves its address with a small message, then starts a 3 MiB one
 	// that goes into the ring and trickles.
 	if _, err := hostile.Send(ctx(t), addrB, 2, []byte("x")); err != nil {
@@ -138,4 +104,49 @@ type msgErr struct{ want, got int }
 
 func (e *msgErr) Error() string {
 	return fmt.Sprintf("message out of order or corrupted: want %d, got %d", e.want, e.got)
+}
+
+// trickleMark is a MemNet.Mark that lets data packets whose payload starts with four fill
+// bytes through one per interval (a peer trickling that message); the message's first
+// packet, which leads with the envelope, and all other traffic pass.
+func trickleMark(fill byte, interval time.Duration) func(p *daemon.Packet) bool {
+	var lastLet atomic.Int64
+	return func(p *daemon.Packet) bool {
+		b := p.Buf[:p.N]
+		if len(b) < wire.DataHdrLen+4 || wire.Type(b[0]&0x0f) != wire.TypeData ||
+			!bytes.Equal(b[wire.DataHdrLen:wire.DataHdrLen+4], []byte{fill, fill, fill, fill}) {
+			return true
+		}
+		now := time.Now().UnixNano()
+		last := lastLet.Load()
+		return now-last >= int64(interval) && lastLet.CompareAndSwap(last, now)
+	}
+}
+
+// takeAll receives on r, releasing everything, until n messages of size bytes
+// (ringMsg(0..n-1, size), in order) have come; others are released and skipped.
+func takeAll(r *client.Session, n, size int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for got := 0; got < n; {
+			rctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			m, err := r.Recv(rctx)
+			cancel()
+			if err != nil {
+				done <- err
+				return
+			}
+			if m.Size == uint64(size) {
+				if i := int(binary.BigEndian.Uint32(m.Data)); i != got || !bytes.Equal(m.Data, ringMsg(i, size)) {
+					m.Release()
+					done <- &msgErr{got, i}
+					return
+				}
+				got++
+			}
+			m.Release()
+		}
+		done <- nil
+	}()
+	return done
 }
