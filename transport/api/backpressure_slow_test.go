@@ -227,8 +227,12 @@ func TestRingClientHoldingMessagesIsHeldBack(t *testing.T) {
 	if err := r.EnableRecvRing(ctx(t), 64<<10); err != nil {
 		t.Fatal(err)
 	}
+	// 4 fill the ring, the rest wait in the queue or at the sender. The gate sees the
+	// queue as deliveries left it, which may lag a batch of received datagrams behind:
+	// enough messages that later ones must meet a full queue.
+	const msgs = 48
 	var pend []*client.Pending
-	for i := range 16 { // 4 fill the ring, the rest wait in the queue or at the sender
+	for i := range msgs {
 		p, err := s.SendAsync(addrB, 2, ringMsg(i, n))
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +254,7 @@ func TestRingClientHoldingMessagesIsHeldBack(t *testing.T) {
 	for _, m := range held {
 		m.Release()
 	}
-	for i := 4; i < 16; i++ {
+	for i := 4; i < msgs; i++ {
 		m, err := r.Recv(ctx(t))
 		if err != nil || string(m.Data) != string(ringMsg(i, n)) {
 			t.Fatalf("message %d: %v", i, err)
