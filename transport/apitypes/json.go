@@ -38,6 +38,10 @@ type Stats struct {
 	RingPlaced              uint64 `json:"ring_placed"`               // received messages the engine wrote straight into their session's ring (of ring_msgs)
 	RingRefused             uint64 `json:"ring_refused"`              // RecvRing requests refused (Error 12)
 	RingBadReleases         uint64 `json:"ring_bad_releases"`         // sessions closed for an unknown, unannounced or repeated release
+	MsgsLocal               uint64 `json:"msgs_local"`                // messages to an endpoint of this daemon, handed over in memory
+	LocalWaits              uint64 `json:"local_waits"`               // of them: waited for room in the receiving session's queue
+	MsgsCancelled           uint64 `json:"msgs_cancelled"`            // messages cancelled by their client (CancelResult 0)
+	ClientsRefusedUser      uint64 `json:"clients_refused_user"`      // sessions refused at max_clients_per_user (of clients_refused)
 }
 
 // PeerCred is the identity of a client process (SO_PEERCRED).
@@ -64,7 +68,9 @@ type Version struct {
 	Version  string `json:"version"`
 	Go       string `json:"go"`
 	Protocol string `json:"protocol"`
-	Wire     int    `json:"wire_version"`
+	// Protocols lists every messaging protocol version the daemon speaks, highest first.
+	Protocols []string `json:"protocols,omitempty"`
+	Wire      int      `json:"wire_version"`
 }
 
 // Conn is one connection in GET /v1/conns.
@@ -116,6 +122,7 @@ type Limits struct {
 	MaxRecvQueue        int64           `json:"max_recv_queue"`
 	MaxRecvQueueTotal   int64           `json:"max_recv_queue_total"`
 	MaxClients          int             `json:"max_clients"`
+	MaxClientsPerUser   int             `json:"max_clients_per_user"`
 	MaxRecvRing         int64           `json:"max_recv_ring"`
 	DirectWrites        bool            `json:"direct_writes"`
 	DirectReads         bool            `json:"direct_reads"`
