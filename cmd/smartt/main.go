@@ -19,6 +19,9 @@ func main() {
 		if isUsageError(err) {
 			os.Exit(2)
 		}
+		if errors.As(err, new(pendingError)) {
+			os.Exit(exitPending)
+		}
 		os.Exit(1)
 	}
 }
