@@ -3,6 +3,8 @@ package api
 import (
 	"time"
 
+	"github.com/smartt-transport/smartt/transport/daemon"
+
 	"github.com/smartt-transport/smartt/transport/apitypes"
 )
 
@@ -16,6 +18,7 @@ import (
 type tracked struct {
 	m   *sendMsg
 	dst *session
+	h   daemon.MsgHandle // a copied message's in the engine, for Unsend
 }
 
 // track records an outstanding message (version 2 only).
@@ -28,6 +31,20 @@ func (x *session) track(tag uint32, m *sendMsg, dst *session) {
 		x.tags = make(map[uint32]tracked)
 	}
 	x.tags[tag] = tracked{m: m, dst: dst}
+	x.mu.Unlock()
+}
+
+// setHandle records the engine's handle of the outstanding message tag if it is m's and
+// still outstanding.
+func (x *session) setHandle(tag uint32, m *sendMsg, h daemon.MsgHandle) {
+	if x.version < 2 {
+		return
+	}
+	x.mu.Lock()
+	if t, ok := x.tags[tag]; ok && t.m == m {
+		t.h = h
+		x.tags[tag] = t
+	}
 	x.mu.Unlock()
 }
 
@@ -74,16 +91,28 @@ func (x *session) armHeldLocked() {
 	}
 }
 
-// cancel answers a Cancel frame: a local message still waiting for its receiver's queue
-// is cancelled (CancelResult 0, then its Failed frame "cancelled"); a message handed to
-// the engine is in flight (1: its first packets leave when it is handed over); anything
-// else is unknown (2). The result is queued in the same critical section that looks the
+// cancel answers a Cancel frame: a local message still waiting for its receiver's queue,
+// or a copied message the engine has not sent a byte of and that is the newest queued to
+// its peer (daemon.Node.Unsend), is cancelled (CancelResult 0, then its Failed frame
+// "cancelled"); any other outstanding message is in flight (1); anything else is
+// unknown (2). The result is queued in the same critical section that looks the
 // tag up, and a completion forgets its tag in the one that queues its Sent or Failed
 // frame: after 1 the outcome follows, after 2 it came before.
 func (x *session) cancel(tag uint32) {
 	x.mu.Lock()
 	t, ok := x.tags[tag]
 	x.mu.Unlock()
+	if ok && t.dst == nil && t.m != nil && x.srv.node.Unsend(t.h) {
+		// The engine gave the message back: its completion will never come.
+		x.enqueue(outFrame{typ: apitypes.FrameCancelResult, tag: tag, payload: []byte{apitypes.CancelCancelled}})
+		size := int64(len(t.m.buf) - envelopeLen)
+		m := t.m
+		m.put()
+		x.release(size)
+		x.srv.msgsCancelled.Add(1)
+		x.completed(tag, m, daemon.SendResult{Err: errCancelled})
+		return
+	}
 	if ok && t.dst != nil {
 		if l, ok := t.dst.unpark(x, tag); ok {
 			x.enqueue(outFrame{typ: apitypes.FrameCancelResult, tag: tag, payload: []byte{apitypes.CancelCancelled}})

@@ -979,15 +979,17 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		return nil
 	}
 	x.track(tag, m, nil)
-	var err error
-	if x.br.direct && x.frameBuffered() {
-		// More frames came with this one (a batch): the engine sends this message's first
-		// packets with the burst's, at the FlushHeld when the burst is read.
-		err = s.node.SendHeld(sh.To, m.buf, m.done)
+	// More frames came with this one (a batch): the engine sends this message's first
+	// packets with the burst's, at the FlushHeld when the burst is read.
+	held := x.br.direct && x.frameBuffered()
+	h, err := s.node.SendTo(sh.To, m.buf, m.done, !held)
+	if held {
 		x.engineHeld = true
 	} else {
-		err = s.node.Send(sh.To, m.buf, m.done)
 		x.flushHeld()
+	}
+	if err == nil {
+		x.setHandle(tag, m, h)
 	}
 	if err != nil {
 		x.refused(tag, m, size, err)

@@ -172,10 +172,22 @@ func TestAcceptedBeforeSent(t *testing.T) {
 	if _, err := p.Wait(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
+	// A large message goes through one of the session's memfds (SendFD, not sealed
+	// against writes): Accepted comes once the daemon no longer reads its pages.
+	big, err := s.SendAsync(addrB, 2, make([]byte, client.DefaultSendFDThreshold))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := big.Wait(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Recv(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(tags) != 1 || tags[0] != p.Tag() || s.Accepted() != 1 {
-		t.Fatalf("accepted tags %v (count %d), want [%d]", tags, s.Accepted(), p.Tag())
+	if fmt.Sprint(tags) != fmt.Sprint([]uint32{p.Tag(), big.Tag()}) || s.Accepted() != 2 || a.API.Stats().MsgsFD != 1 {
+		t.Fatalf("accepted tags %v (count %d, memfd messages %d), want [%d %d]", tags, s.Accepted(), a.API.Stats().MsgsFD, p.Tag(), big.Tag())
 	}
 }
 
@@ -211,8 +223,20 @@ func TestLocalDelivery(t *testing.T) {
 			t.Fatalf("message %d: %v", i, err)
 		}
 	}
+	// A large message through a memfd (SendFD) is copied to the local receiver.
+	big := make([]byte, client.DefaultSendFDThreshold+5)
+	big[len(big)-1] = 7
+	if _, err := s.Send(ctx(t), addrA, 2, big); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := r.Recv(ctx(t)); err != nil || len(m.Data) != len(big) || m.Data[len(big)-1] != 7 {
+		t.Fatalf("large local message: %v", err)
+	}
 	st := a.API.Stats()
-	if st.MsgsLocal != n || len(a.Node.Conns(nil)) != 0 || a.Node.Stats().PacketsSent != 0 || s.Accepted() != n {
+	if st.MsgsFD != 1 {
+		t.Fatalf("memfd messages %d, want 1", st.MsgsFD)
+	}
+	if st.MsgsLocal != n+1 || len(a.Node.Conns(nil)) != 0 || a.Node.Stats().PacketsSent != 0 || s.Accepted() != n+1 {
 		t.Fatalf("msgs_local %d, conns %d, packets %d, accepted %d", st.MsgsLocal, len(a.Node.Conns(nil)), a.Node.Stats().PacketsSent, s.Accepted())
 	}
 }
@@ -284,5 +308,35 @@ func TestLocalBackPressureAndCancel(t *testing.T) {
 	}
 	if st := a.API.Stats(); st.RecvOverflow != 0 || st.MsgsCancelled != 1 || st.Outstanding != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Cancel of remote messages: one queued behind a message the engine is still sending
+// (nobody answers at the peer address, so the first never finishes) has not started and
+// is cancelled (its Failed frame says so); the one being sent is in flight.
+func TestCancelRemoteQueued(t *testing.T) {
+	mn := daemon.NewMemNet()
+	a := startDaemon(t, mn, addrA, shortDir(t), nil)
+	s := openBound(t, client.New(a.Config.API.Socket), 1)
+	silent := netip.MustParseAddrPort("10.0.0.9:23600")
+	first, err := s.SendAsync(silent, 1, make([]byte, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.SendAsync(silent, 1, []byte("behind it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := second.Cancel(ctx(t)); err != nil || st != client.Cancelled {
+		t.Fatalf("cancel of a queued message: %v %v", st, err)
+	}
+	if _, err := second.Wait(ctx(t)); !errors.Is(err, client.ErrCancelled) {
+		t.Fatalf("cancelled message: %v", err)
+	}
+	if st, err := first.Cancel(ctx(t)); err != nil || st != client.InFlight {
+		t.Fatalf("cancel of a message being sent: %v %v", st, err)
+	}
+	if st := a.API.Stats(); st.MsgsCancelled != 1 || st.Outstanding != 1<<20 {
+		t.Fatalf("cancelled %d, outstanding %d bytes", st.MsgsCancelled, st.Outstanding)
 	}
 }
