@@ -135,3 +135,19 @@ func TestSessionsCredentialsOnlyForOwnerOrRoot(t *testing.T) {
 		}
 	}
 }
+
+// Daemon-chosen endpoints stay in 65536..2^32-1: past the top they wrap to 65536, and
+// bound ones are skipped.
+func TestChosenEndpointRange(t *testing.T) {
+	s := limitServer(t, DefaultConfig())
+	x, _ := admitSession(t, s, 1, true)
+	if x.endpoint != minChosenEP {
+		t.Fatalf("first chosen endpoint %d, want %d", x.endpoint, minChosenEP)
+	}
+	s.nextEP = 1<<32 - 1
+	y, _ := admitSession(t, s, 1, true)
+	z, _ := admitSession(t, s, 1, true)
+	if y.endpoint != 1<<32-1 || z.endpoint != minChosenEP+1 {
+		t.Fatalf("chosen endpoints at the top: %d, %d; want %d, %d", y.endpoint, z.endpoint, uint32(1<<32-1), minChosenEP+1)
+	}
+}

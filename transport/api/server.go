@@ -243,7 +243,7 @@ func NewServer(cfg Config, info Info, log *slog.Logger) (*Server, error) {
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, info: info, log: log, sess: make(map[uint64]*session),
-		eps: make(map[uint32]*session), perUser: make(map[int64]int), nextEP: 1 << 16, stop: stop, cancel: cancel, places: make(map[uint64]placement)}, nil
+		eps: make(map[uint32]*session), perUser: make(map[int64]int), nextEP: minChosenEP, stop: stop, cancel: cancel, places: make(map[uint64]placement)}, nil
 }
 
 // PeerCred is the identity of a client process (apitypes.PeerCred).
@@ -817,6 +817,9 @@ func (s *Server) forgetLocked(x *session) {
 	}
 }
 
+// minChosenEP is the lowest endpoint the daemon picks for a Bind of endpoint 0.
+const minChosenEP = 1 << 16
+
 // bind binds ep (0: pick one) to x.
 func (s *Server) bind(x *session, ep uint32) (uint32, error) {
 	s.mu.Lock()
@@ -825,8 +828,12 @@ func (s *Server) bind(x *session, ep uint32) (uint32, error) {
 		return 0, fmt.Errorf("session already bound to endpoint %d", x.endpoint)
 	}
 	if ep == 0 {
-		for s.eps[s.nextEP] != nil || s.nextEP == 0 {
-			s.nextEP++
+		// Daemon-chosen endpoints are 65536..2^32-1 (wrapping within that range), so they
+		// never collide with the fixed ones applications use below it.
+		for s.eps[s.nextEP] != nil || s.nextEP < minChosenEP {
+			if s.nextEP++; s.nextEP < minChosenEP {
+				s.nextEP = minChosenEP
+			}
 		}
 		ep = s.nextEP
 		s.nextEP++

@@ -1,5 +1,5 @@
 // Package apitypes holds the types of smarttd's local API that clients see: the frames of
-// the messaging protocol "smartt-msg/1" with their encoding, and the JSON bodies of the
+// the messaging protocol ("smartt-msg/1" and "smartt-msg/2") with their encoding, and the JSON bodies of the
 // control endpoints (docs/api.md). It has no engine behind it, so a client that imports
 // it (or transport/client) does not link the transport engine.
 package apitypes
@@ -33,8 +33,9 @@ const MaxVersion = 2
 // (decimal).
 const VersionHeader = "Smartt-Version"
 
-// Frame types. Client to daemon: Bind, Send, Data, SendFD, RecvRing, Release. Daemon to
-// client: Bound, Sent, Failed, Recv, Data, Error, RingOK, RecvAt.
+// Frame types. Client to daemon: Bind, Send, Data, SendFD, RecvRing, Release, WantSent,
+// Cancel (version 2). Daemon to client: Bound, Sent, Failed, Recv, Data, Error, RingOK,
+// RecvAt, Accepted and CancelResult (version 2).
 const (
 	FrameBind   = 0x01 // payload: endpoint u32 (0: the daemon picks one)
 	FrameSend   = 0x02 // payload: SendHeader; then Data frames with the same tag
