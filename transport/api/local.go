@@ -85,6 +85,11 @@ func (l *localMsg) body() msgBody {
 	return msgBody{pieces: l.m.piece[:], skip: envelopeLen, n: int64(l.h.Size), local: l.m}
 }
 
+// maxLocalWaiting bounds the local messages waiting for room, all sessions together:
+// each holds a buffer of at least a few hundred bytes whatever its size, which the
+// outstanding limits (bytes) alone would not bound.
+var maxLocalWaiting int64 = 1 << 16
+
 // errLocalGone fails a local message whose receiving session ended before it took it.
 var errLocalGone = errors.New("the receiving endpoint's session closed before the message reached it")
 
@@ -124,6 +129,7 @@ func (x *session) offerLocal(l localMsg) (bool, error) {
 		return true, nil
 	}
 	x.srv.localWaits.Add(1)
+	x.srv.localWaiting.Add(1)
 	x.localWait = append(x.localWait, l)
 	return false, nil
 }
@@ -164,6 +170,7 @@ func (x *session) admitLocal() {
 	done := x.localDoneBuf[:0]
 	for len(x.localWait) > 0 && !x.dead && x.takeLocalLocked(x.localWait[0]) {
 		done = append(done, x.localWait[0])
+		x.srv.localWaiting.Add(-1)
 		x.localWait[0] = localMsg{}
 		x.localWait = popFront(x.localWait)
 	}
@@ -180,6 +187,7 @@ func (x *session) failLocal() {
 	x.mu.Lock()
 	wait := x.localWait
 	x.localWait = nil
+	x.srv.localWaiting.Add(-int64(len(wait)))
 	x.mu.Unlock()
 	for _, l := range wait {
 		l.m.put()
@@ -194,6 +202,7 @@ func (x *session) unpark(from *session, tag uint32) (localMsg, bool) {
 	defer x.mu.Unlock()
 	for i, l := range x.localWait {
 		if l.from == from && l.tag == tag {
+			x.srv.localWaiting.Add(-1)
 			x.localWait = append(x.localWait[:i], x.localWait[i+1:]...)
 			return l, true
 		}

@@ -362,7 +362,14 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 	}
 	frozen := writeSealed(fd) // the client cannot change its pages: Accepted at once
 	unix.Close(fd)            // the mapping keeps the file
-	if dst := s.localDst(sh); dst != nil {
+	if dst := s.localDst(sh); dst != nil && s.localWaiting.Load() >= maxLocalWaiting {
+		unmap()
+		x.release(size)
+		s.msgsRejected.Add(1)
+		s.outstandingRefusedTotal.Add(1)
+		x.enqueueError(tag, CodeOutstanding, fmt.Sprintf("%d local messages wait for room at their receivers (the daemon's bound); try again later", maxLocalWaiting))
+		return
+	} else if dst != nil {
 		// A local receiver gets a copy: the client's pages are free at once.
 		m := getSendMsg(x, tag, envelopeLen+int(size))
 		copy(m.buf[envelopeLen:], buf[FDHeadroom:])

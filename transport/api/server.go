@@ -226,6 +226,7 @@ type Server struct {
 	ringPlaced                                                               atomic.Uint64
 	msgsLocal, localWaits, msgsCancelled, refusedUser                        atomic.Uint64
 	ringSessions                                                             atomic.Int64
+	localWaiting                                                             atomic.Int64 // local messages waiting for room (local.go)
 
 	placeMu  sync.Mutex
 	placeSeq uint64

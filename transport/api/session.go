@@ -973,8 +973,17 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		}
 		return err
 	}
+	dst := s.localDst(sh)
+	if dst != nil && s.localWaiting.Load() >= maxLocalWaiting {
+		m.put()
+		x.release(size)
+		s.msgsRejected.Add(1)
+		s.outstandingRefusedTotal.Add(1)
+		x.enqueueError(tag, CodeOutstanding, fmt.Sprintf("%d local messages wait for room at their receivers (the daemon's bound); try again later", maxLocalWaiting))
+		return nil
+	}
 	x.accept(tag, false) // in front of its Sent or Failed frame, whoever writes that
-	if dst := s.localDst(sh); dst != nil {
+	if dst != nil {
 		x.sendLocal(m, sh, ep, dst)
 		return nil
 	}

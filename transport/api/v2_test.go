@@ -340,3 +340,41 @@ func TestCancelRemoteQueued(t *testing.T) {
 		t.Fatalf("cancelled %d, outstanding %d bytes", st.MsgsCancelled, st.Outstanding)
 	}
 }
+
+// At most api.maxLocalWaiting local messages wait for room daemon-wide: a Send beyond is
+// refused (Error 5, the message not accepted), and is taken again once one went in.
+func TestLocalWaitingBound(t *testing.T) {
+	defer api.SetMaxLocalWaiting(2)()
+	mn := daemon.NewMemNet()
+	a := startDaemon(t, mn, addrA, shortDir(t), func(c *smarttd.Config) {
+		c.API.MaxRecvQueue, c.API.SocketBuffer = 1000, 4096
+	})
+	recv := rawSession(t, a.Config.API.Socket, 2) // reads nothing for now
+	s := openBound(t, client.New(a.Config.API.Socket), 1)
+	var pend []*client.Pending
+	for i := range 4 { // the first is being written, two wait, the fourth is refused
+		p, err := s.SendAsync(addrA, 2, make([]byte, 1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pend = append(pend, p)
+		if i < 3 {
+			waitFor(t, func() bool { return a.API.Stats().LocalWaits >= uint64(i) })
+		}
+	}
+	_, err := pend[3].Wait(ctx(t))
+	wantCode(t, err, api.CodeOutstanding, "local messages wait")
+	for range 3 { // the receiver reads: the waiting ones go in
+		h, p := readFrame(t, recv)
+		rh, _ := api.ParseRecvHeader(p)
+		for got := uint64(0); h.Type == api.FrameRecv && got < rh.Size; {
+			_, d := readFrame(t, recv)
+			got += uint64(len(d))
+		}
+	}
+	for i := range 3 {
+		if _, err := pend[i].Wait(ctx(t)); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+}
