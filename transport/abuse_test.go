@@ -182,8 +182,8 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 	if resets != 84 {
 		t.Fatalf("%d RESETs sent, want 84", resets)
 	}
-	if got := e.Stats().RecvBuffered; got != 16*2 {
-		t.Fatalf("%d bytes buffered after evictions, want %d (the 16 live half-messages)", got, 16*2)
+	if got, want := e.Stats().RecvBuffered, 16*(msgRecBytes+2); got != want {
+		t.Fatalf("%d bytes buffered after evictions, want %d (the 16 live half-messages)", got, want)
 	}
 	// The application can still dial: it evicts an unproven connection too.
 	if _, err := e.Dial(300, from); err != nil {

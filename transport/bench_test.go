@@ -36,6 +36,11 @@ func (r *recycler) Put(b []byte) { r.free = append(r.free, b) }
 func BenchmarkEngineThroughput(b *testing.B) {
 	b.Run("msg=1MiB", func(b *testing.B) { benchThroughput(b, 1<<20) })
 	b.Run("msg=4KiB", func(b *testing.B) { benchThroughput(b, 4096) })
+	// The daemon's delivery: chunks handed over and given back (DeliverChunks).
+	chunks := DefaultConfig()
+	chunks.DeliverChunks = true
+	b.Run("msg=1MiB/chunks", func(b *testing.B) { benchThroughputCfg(b, 1<<20, chunks) })
+	b.Run("msg=4KiB/chunks", func(b *testing.B) { benchThroughputCfg(b, 4096, chunks) })
 }
 
 func benchThroughput(b *testing.B, msgSize int) {
@@ -148,6 +153,7 @@ func (r *throughputRig) step() {
 		}
 		if ev.Kind == MessageReceived {
 			r.pool.Put(ev.Data)
+			PutChunks(ev.Chunks)
 		}
 	}
 	r.refill()

@@ -1,46 +1,106 @@
 package transport
 
-import "sync"
+import (
+	"math/bits"
+	"sync"
+	"unsafe"
+)
 
-// Receive chunks are recycled through a process-wide pool rather than a per-engine free
+// Receive buffers come in size classes, 64 and 96 bytes times powers of two up to
+// RecvChunk (64, 96, 128, 192, ... 12 KiB, 16 KiB): a chunk of s bytes (a small message,
+// or the last piece of a large one) takes the smallest class that holds it, so what a
+// message holds is at most 1.5 times what arrived of it (rounded up to 64 bytes), and it
+// is charged at the class's size (bufCap). A 2-byte message then holds 64 bytes, not a
+// whole RecvChunk.
+//
+// Buffers are recycled through process-wide pools rather than only a per-engine free
 // list, so that the goroutine that finishes with a delivered message (the daemon's API
-// writer) can give its chunks back without the engine's lock. A chunk is a *[RecvChunk]byte
-// in the pool: putting a pointer in an interface does not allocate.
-var chunkPool = sync.Pool{New: func() any { return new([RecvChunk]byte) }}
+// writer) can give its chunks back without the engine's lock. A pool holds a pointer to a
+// buffer's first byte: putting a pointer in an interface does not allocate.
+const (
+	minClassShift = 6 // 64 bytes
+	numClasses    = 2*(14-minClassShift) + 1
+)
 
-// getChunk returns a buffer of size bytes (at most RecvChunk) for a message chunk: from
-// the engine's own free list first (a sync.Pool is emptied by every garbage collection,
-// and the engine must not allocate per packet in steady state), else the shared pool. It
-// is not cleared: a message is delivered only when its own packets have covered every
-// byte (coverage.go), so bytes of another message can never show through.
+var chunkPools [numClasses]sync.Pool
+
+// bufClass returns the class of a buffer of n bytes (1..RecvChunk).
+func bufClass(n int) int {
+	if n <= 1<<minClassShift {
+		return 0
+	}
+	b := bits.Len(uint(n - 1)) // 2^(b-1) < n <= 2^b
+	if n <= 3<<(b-2) {
+		return 2*(b-minClassShift) - 1
+	}
+	return 2 * (b - minClassShift)
+}
+
+// classSize returns the capacity of class c's buffers.
+func classSize(c int) int {
+	if c&1 == 0 {
+		return 1 << (minClassShift + c/2)
+	}
+	return 3 << (minClassShift + (c+1)/2 - 2)
+}
+
+// bufCap is what a buffer of n bytes (1..RecvChunk) really holds: its class's size.
+func bufCap(n int) uint64 { return uint64(classSize(bufClass(n))) }
+
+// getChunk returns a buffer of size bytes (1..RecvChunk) for a message chunk, with its
+// class's capacity: from the engine's own free list first (a sync.Pool is emptied by
+// every garbage collection, and the engine must not allocate per packet in steady state),
+// else the shared pool. It is not cleared: a message is delivered only when its own
+// packets have covered every byte (coverage.go), so bytes of another message can never
+// show through.
 func (e *Endpoint) getChunk(size int) []byte {
-	if n := len(e.chunkFree); n > 0 {
-		ch := e.chunkFree[n-1]
-		e.chunkFree = e.chunkFree[:n-1]
+	c := bufClass(size)
+	if n := len(e.chunkFree[c]); n > 0 {
+		ch := e.chunkFree[c][n-1]
+		e.chunkFree[c][n-1] = nil
+		e.chunkFree[c] = e.chunkFree[c][:n-1]
+		e.chunkFreeBytes -= uint64(cap(ch))
 		return ch[:size]
 	}
-	return chunkPool.Get().(*[RecvChunk]byte)[:size]
+	if p, ok := chunkPools[c].Get().(unsafe.Pointer); ok {
+		return unsafe.Slice((*byte)(p), classSize(c))[:size]
+	}
+	return make([]byte, size, classSize(c))
 }
 
 // putChunk recycles a chunk the engine is done with: to its free list (at most
-// maxFreeChunks, 4 MiB), the rest to the shared pool.
+// maxFreeChunkBytes over all classes), the rest to the shared pool.
 func (e *Endpoint) putChunk(ch []byte) {
-	if cap(ch) != RecvChunk {
+	c, ok := chunkClass(ch)
+	if !ok {
 		return
 	}
-	if len(e.chunkFree) < maxFreeChunks {
-		e.chunkFree = append(e.chunkFree, ch[:0])
+	if e.chunkFreeBytes+uint64(cap(ch)) <= maxFreeChunkBytes {
+		e.chunkFree[c] = append(e.chunkFree[c], ch[:0])
+		e.chunkFreeBytes += uint64(cap(ch))
 		return
 	}
-	putChunk(ch)
+	chunkPools[c].Put(unsafe.Pointer(unsafe.SliceData(ch[:1])))
 }
 
-const maxFreeChunks = 256
+// maxFreeChunkBytes bounds the chunks an engine keeps for reuse (4 MiB: a 1 MiB message's
+// chunks several times over), so that what it holds beyond its charges is a constant.
+const maxFreeChunkBytes = 4 << 20
+
+// chunkClass returns the class of a buffer getChunk handed out (false for any other).
+func chunkClass(ch []byte) (int, bool) {
+	n := cap(ch)
+	if n < 1<<minClassShift || n > RecvChunk {
+		return 0, false
+	}
+	c := bufClass(n)
+	return c, classSize(c) == n
+}
 
 // putChunk recycles a chunk to the shared pool.
 func putChunk(ch []byte) {
-	if cap(ch) == RecvChunk {
-		chunkPool.Put((*[RecvChunk]byte)(ch[:RecvChunk]))
+	if c, ok := chunkClass(ch); ok {
+		chunkPools[c].Put(unsafe.Pointer(unsafe.SliceData(ch[:1])))
 	}
 }
 

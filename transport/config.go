@@ -34,9 +34,11 @@ type Config struct {
 	// beyond the delivered point may claim at most this many bytes of stream in total,
 	// except that the next message in delivery order may always be received whole.
 	RecvWindow int `yaml:"recv_window"`
-	// RecvBudget caps the bytes of message buffers the endpoint holds for all peers
-	// together. Buffers are allocated as data arrives (RecvChunk at a time), so a peer
-	// holds only what it sent; data that would need memory beyond the budget is dropped
+	// RecvBudget caps the bytes the endpoint holds for all peers' messages together,
+	// each buffer at its capacity and each open message's record included
+	// (Stats.RecvBuffered; one message may finish beyond it). Buffers are allocated as
+	// data arrives (RecvChunk at a time, small ones in size classes), so a peer holds
+	// only what it sent; data that would need memory beyond the budget is dropped
 	// unacknowledged (Stats.RecvBudgetDrops), so that its sender backs off and resends.
 	RecvBudget int64 `yaml:"recv_budget"`
 	// PSNWindow is how many PSNs may be outstanding (sender) or tracked (receiver); a

@@ -171,8 +171,11 @@ type conn struct {
 	deliveredAny bool   // a message was delivered (TIME_WAIT must then protect it)
 	delivered    uint64 // stream offset up to which everything was delivered
 	doneOOO      map[uint32]oooMsg
+	rxPeak       int    // high-water mark of len(rx) since the map was made (shrinkRx)
+	oooPeak      int    // the same of len(doneOOO)
+	oooHeld      uint64 // charged for doneOOO (oooEntryBytes each)
 	claimed      uint64 // stream bytes claimed by open messages (and doneOOO ones)
-	held         uint64 // buffer bytes allocated for undelivered messages
+	held         uint64 // bytes charged for undelivered messages (receiver.go charge)
 	bytesRecv    uint64 // new payload bytes received (ConnInfo: the receiver's progress)
 	bytesAcked   uint64 // payload bytes the peer acknowledged (ConnInfo: the sender's progress)
 	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
@@ -236,6 +239,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
 	e.conns[c.id] = c
+	e.stats.ConnHeld += e.connBytes
 	c.lidx = len(e.list)
 	e.list = append(e.list, c)
 	e.heapPush(c)

@@ -343,7 +343,7 @@ func (e *Endpoint) ecTry(c *conn, r *rxMsg, b *ecBlock) int {
 			if kind != coverNew {
 				continue // held (it was present), or too many ranges: resent later
 			}
-			if !e.reserve(c, r, lo, hi-lo) {
+			if !e.spanRoom(c, r, at, lo, hi-lo) || !e.reserve(c, r, lo, hi-lo) {
 				e.stats.RecvBudgetDrops++
 				continue
 			}

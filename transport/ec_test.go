@@ -342,7 +342,7 @@ func TestECParityUntrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 	inject(psn, 0, cfg.MTU, 4, 2, 1, shards[5])
-	if h := p.b.Stats().RecvBuffered; h != uint64(cfg.MTU) {
+	if h := p.b.Stats().RecvBuffered; h != uint64(cfg.MTU)+msgRecBytes {
 		t.Fatalf("parity of %d bytes held as %d", cfg.MTU, h)
 	}
 	inject(psn, 0, cfg.MTU, 4, 2, 1, nil)   // the same index again

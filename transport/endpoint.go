@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"unsafe"
 
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/wire"
@@ -66,8 +67,12 @@ type Endpoint struct {
 	exempt *rxMsg
 	// unprovenHeld is the buffer bytes held for unproven connections.
 	unprovenHeld uint64
-	wholeBufs    bool     // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
-	chunkFree    [][]byte // receive chunks the engine recycles itself (chunks.go)
+	wholeBufs    bool   // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
+	connBytes    uint64 // cfg.ConnCharge()
+	// chunkFree holds receive chunks the engine recycles itself, by class (chunks.go);
+	// chunkFreeBytes is their capacity in total.
+	chunkFree      [numClasses][][]byte
+	chunkFreeBytes uint64
 
 	heldAcks []*conn // connections whose ACK may wait for outgoing data (receiver.go releaseHeld)
 
@@ -134,6 +139,7 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 		pull:      pull,
 		auth:      auth,
 		wholeBufs: whole,
+		connBytes: cfg.ConnCharge(),
 		cfg:       cfg,
 		rng:       rng,
 		conns:     make(map[uint64]*conn),
@@ -249,6 +255,33 @@ func (e *Endpoint) Send(now int64, id ConnID, msg []byte) (uint32, error) {
 	e.touch(c, now)
 	return m.id, nil
 }
+
+// ConnCharge is what one connection's state costs at most, bytes, before anything is
+// sent on it (Stats.ConnHeld counts it per live connection, so MaxConns x ConnCharge
+// bounds it): the connection's record, controller and balancer, its receive PSN tracker
+// (PSNWindow bits), its entries in the endpoint's tables and an empty message map. The
+// send window (PSNWindow records) is allocated when the application first sends on it
+// and is the application's, not the peer's, to spend. TestLedgerMatchesHeap measures it.
+func (c *Config) ConnCharge() uint64 {
+	n := uint64(connBaseBytes) + uint64(c.PSNWindow)/8
+	if _, _, nsub := c.recoveryParams(); nsub > 1 {
+		n += uint64(nsub) * uint64(unsafe.Sizeof(subflow{}))
+	}
+	return n
+}
+
+// HeldBound is the most an engine with this configuration holds for its peers, bytes:
+// RecvBudget plus one message's charge (Stats.RecvBuffered), MaxConns connections at
+// ConnCharge (Stats.ConnHeld) and its free lists of chunks and message records. Each
+// engine shard of a daemon has its own.
+func (c *Config) HeldBound() uint64 {
+	return uint64(c.RecvBudget) + c.maxMsgCharge(c.MaxMessage) + uint64(c.MaxConns)*c.ConnCharge() +
+		maxFreeChunkBytes + maxFreeRx*msgRecBytes
+}
+
+// connBaseBytes is ConnCharge but for the PSN tracker and subflows: the conn record is
+// 1.2 KiB, the controller, balancer, maps and lists about 1 KiB more.
+const connBaseBytes = 3072
 
 // MsgOverhead is the flow-control charge of a message beyond its bytes: each message
 // occupies len+MsgOverhead bytes of the connection's stream space, so that a peer cannot
@@ -583,6 +616,7 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 		return
 	}
 	c.dead = true
+	e.stats.ConnHeld -= e.connBytes
 	e.unproven.remove(c)
 	delete(e.conns, c.id)
 	e.heapRemove(c)

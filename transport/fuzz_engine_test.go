@@ -18,12 +18,17 @@ package transport
 //
 //	panic    no panic (nor fault: a buffer touched after the engine gave it away)
 //	wire     every datagram the engine emits decodes and matches its Transmit
-//	mem      Stats().RecvBuffered and the bytes held from the BufferPool stay within
-//	         fed payload + fuzzPerMsgSlack*messages + ... and within maxRecvBudget (invariant 2)
-//	window   no connection holds more than max(RecvWindow, MaxMessage) (docs/engine.md)
-//	gauge    Stats().RecvBuffered equals the bytes actually held from Config.Buffers
+//	mem      what the engine holds for messages, counted from its structures (ledgerHeld:
+//	         buffers at capacity, records, tables), and Stats().RecvBuffered stay within
+//	         fed payload + fuzzPerMsgSlack*messages + ... and within RecvBudget plus one
+//	         message's charge (invariant 2)
+//	window   no connection holds more than twice RecvWindow + MaxMessage (its claims)
+//	gauge    the ledger: what is charged equals what ledgerHeld counts, to the byte;
+//	         ConnHeld is ConnCharge per connection; the Config.Buffers pool agrees
 //	pool     the engine only Puts buffers it got and still holds
-//	heap     live Go heap growth over an input stays within fuzzHeapSlack (sampled)
+//	chunks   a message delivered in chunks (DeliverChunks) is in RecvChunk pieces
+//	heap     live Go heap growth over an input stays within fuzzHeapSlack + twice what
+//	         the endpoints charge (sampled)
 //	conns    NumConns() <= MaxConns on both endpoints (invariant 3)
 //	timer    after HandleTimeout(now) and PollTransmit, NextTimeout() is after now
 //	outcome  each honest message gets at most one MessageSent/MessageFailed, only for a
@@ -87,7 +92,7 @@ var (
 	fuzzPerMsgSlack  uint64 = 256 << 10
 	fuzzPerPktSlack  uint64 = RecvChunk // a packet may open a chunk anywhere within reach
 	fuzzPerConnSlack uint64 = 0
-	maxRecvBudget    uint64 = 64 << 20
+	maxRecvBudget    uint64 = 64 << 20 // RecvBudget + MaxMessage (fuzzConfig)
 	// fuzzHeapSlack bounds the growth of the live Go heap over one input beyond what the
 	// harness itself holds; it is sampled (a GC each) every fuzzHeapEvery inputs.
 	fuzzHeapSlack uint64 = 16 << 20
@@ -151,7 +156,20 @@ type fuzzMode struct {
 	smallMTU  bool // bit 3: MTU 1024 (else 4096)
 	zeroClock bool // bit 4: the clock starts at 0 (else 1 s)
 	coalesce  bool // bit 5: ACK every 4 packets, with clean-EV lists
-	recovery  int  // bits 6-7: recovery mode sack, ec (k=4, m=2), gobackn, subflows (issue 17)
+	recovery  int  // bits 6-7: recovery mode sack, ec, gobackn, subflows
+	// Byte 1 (which seeds the random sources too): bit 7 runs the daemon's configuration
+	// (DeliverChunks, MTU 4108, hops from TTL; the Placer is on in every mode); under ec,
+	// bits 0-3 are m-1 and byte 2 picks k in 1..256-m (setFuzzShape).
+	daemon bool
+	ecK    int
+	ecM    int
+}
+
+// setFuzzShape reads the daemon bit and the EC block shape from the seed bytes.
+func (m *fuzzMode) setFuzzShape(s1, s2 byte) {
+	m.daemon = s1&0x80 != 0
+	m.ecM = 1 + int(s1&15)
+	m.ecK = 1 + int(s2)%(256-m.ecM)
 }
 
 var fuzzRecovery = [4]string{RecoverySACK, RecoveryEC, RecoveryGoBackN, RecoverySubflows}
@@ -176,6 +194,12 @@ func (m fuzzMode) String() string {
 	}
 	if m.recovery != 0 {
 		s += " recovery=" + fuzzRecovery[m.recovery]
+	}
+	if m.recovery == 1 {
+		s += fmt.Sprintf(" k=%d m=%d", m.ecK, m.ecM)
+	}
+	if m.daemon {
+		s += " daemon"
 	}
 	return s
 }
@@ -202,6 +226,18 @@ func fuzzConfig(m fuzzMode) (cfg Config, authOn bool) {
 	cfg.Unordered = m.unordered
 	cfg.Recovery.Mode = fuzzRecovery[m.recovery]
 	cfg.Recovery.K, cfg.Recovery.M = 4, 2
+	if m.recovery == 1 {
+		cfg.Recovery.K, cfg.Recovery.M = m.ecK, m.ecM
+	}
+	if m.daemon {
+		// transport/smarttd's engine: messages delivered in the chunks they arrived in,
+		// a 4 KiB message (plus the daemon's 12-byte envelope) in one packet.
+		cfg.DeliverChunks = true
+		cfg.HopsFromTTL = true
+		if !m.smallMTU {
+			cfg.MTU = 4108
+		}
+	}
 	if m.coalesce {
 		cfg.Ack.Every = 4
 		cfg.Ack.CleanEVs = true
@@ -252,6 +288,7 @@ const (
 	opForge
 	opReplay
 	opRun
+	opReturn
 	fzOpCount
 )
 
@@ -260,7 +297,7 @@ const (
 var fzOps = [32]uint8{
 	opSend, opDial, opClose, opAbort, opDeliver, opDrop, opDup, opTrim,
 	opCE, opDeliverAll, opStepSmall, opStepBig, opNextTimer, opBlindData, opBlindFlood, opBlindPacket,
-	opGarbage, opForge, opReplay, opRun, opSend, opDeliver, opDeliver, opDrop,
+	opGarbage, opForge, opReplay, opRun, opSend, opDeliver, opReturn, opDrop,
 	opRun, opStepSmall, opDeliverAll, opForge, opSend, opBlindData, opDeliver, opNextTimer,
 }
 
@@ -483,8 +520,10 @@ func newFzHarness(data []byte, tracing bool) *fzHarness {
 		s2 = data[2]
 	}
 	rest := data[min(len(data), 3):]
+	mode := parseFuzzMode(mb)
+	mode.setFuzzShape(s1, s2)
 	h := &fzHarness{
-		mode: parseFuzzMode(mb), skip: fuzzSkips(), r: fuzzReader{b: rest}, tracing: tracing,
+		mode: mode, skip: fuzzSkips(), r: fuzzReader{b: rest}, tracing: tracing,
 		addr:   [2]netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")},
 		honest: map[fzEP]*fzConn{}, peerOf: map[fzEP]fzEP{}, msgs: map[fzKey]*fzMsg{},
 		bySender: map[fzEP][]*fzMsg{}, pending: map[fzEP][]fzPending{}, nextExp: map[fzEP]uint32{},
@@ -618,7 +657,10 @@ func TestFuzzEngineTrace(t *testing.T) {
 		t.Log(v.report())
 		return
 	}
-	t.Logf("mode %v, no violation; trace:\n  %s", parseFuzzMode(append(data, 0)[0]), strings.Join(trace, "\n  "))
+	d := append(data, 0, 0, 0)
+	mode := parseFuzzMode(d[0])
+	mode.setFuzzShape(d[1], d[2])
+	t.Logf("mode %v, no violation; trace:\n  %s", mode, strings.Join(trace, "\n  "))
 }
 
 // fzEnvError is a failure of the machine the harness runs on (an mmap refused), not of
@@ -764,6 +806,11 @@ func (h *fzHarness) step() {
 		h.feed(to, b, RxMeta{From: from})
 	case opForge:
 		h.forge()
+	case opReturn: // [k][how]
+		k, how := r.u8(), r.u8()
+		if len(h.queue) > 0 {
+			h.returnHeader(int(k)%len(h.queue), how)
+		}
 	case opReplay: // [k]
 		k := r.u8()
 		if !h.mode.informed || h.nsniff == 0 {
@@ -1024,6 +1071,33 @@ func (h *fzHarness) route(from int, t Transmit, b []byte) {
 	h.queueBytes += len(b)
 }
 
+// returnHeader sends the header of queued DATA packet i back to its sender, as a
+// return-to-sender switch does (FlagTrimmed|FlagReturned, addresses swapped). how%4: 0:
+// the switch returns it instead of forwarding it; 1: an on-path injector returns a copy
+// and the original goes on; 2: the copy comes from another address; 3: the copy's TxTime
+// is off by one (a forger's guess).
+func (h *fzHarness) returnHeader(i int, how uint8) {
+	p := &h.queue[i]
+	if len(p.data) < wire.DataHdrLen || p.data[0]&0x0f != byte(wire.TypeData) {
+		return
+	}
+	b := append([]byte(nil), p.data[:wire.TrimmedLen(p.data)]...)
+	b[1] |= byte(wire.FlagTrimmed | wire.FlagReturned)
+	to, from := 1-p.to, h.addr[p.to]
+	switch how % 4 {
+	case 0:
+		h.unqueue(i)
+	case 2:
+		from = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 66, 0, how}), from.Port())
+	case 3:
+		b[wire.DataHdrLen-1]++ // the low byte of TxTime (the header's last 8 bytes)
+	}
+	if h.tracing {
+		h.tracef("return (%d) -> %s from %v: %s", how%4, epName[to], from, fzDescribe(b))
+	}
+	h.ep[to].HandlePacket(h.now, b, RxMeta{From: from})
+}
+
 // ---- time ----
 
 func (h *fzHarness) nextDeadline() (int64, bool) {
@@ -1116,6 +1190,12 @@ func (h *fzHarness) fill(p *wire.Packet, b fzBases) (cut int) {
 		}
 		d.PayloadLen = uint16(plen)
 		p.Flags = wire.Flags(r.u8() & 0x3f)
+		if p.Flags&wire.FlagEC != 0 {
+			// [k][m-1|index<<4]: parity of any block shape, valid on the wire.
+			k, mi := r.u8(), r.u8()
+			m := 1 + mi&15
+			d.EC = wire.EC{K: max(k, 1), M: m, Index: (mi >> 4) % m}
+		}
 		d.StreamStart = r.val64(b.stream)
 		d.TxTime = int64(r.val64(now))
 		c, fill := r.u8(), r.u8()
@@ -1407,6 +1487,9 @@ func (h *fzHarness) onReceived(ep int, ev Event) {
 	if ev.Placed != 0 {
 		release = h.pool[ep].delivered(ev.Placed, ev.Data)
 	}
+	if ev.Chunks != nil {
+		ev.Data, release = h.joinChunks(ep, ev)
+	}
 	if h.tracing {
 		h.tracef("  event: %s received message %d (%d bytes) on conn %x from %v", epName[ep], ev.MsgID, len(ev.Data), uint64(ev.Conn), ev.Peer)
 	}
@@ -1422,6 +1505,23 @@ func (h *fzHarness) onReceived(ep int, ev Event) {
 	}
 	h.checkDelivery(rc, sk, ev)
 	release()
+}
+
+// joinChunks checks a message delivered in chunks (DeliverChunks): every chunk but the
+// last RecvChunk bytes long, each a buffer of a receive class; it returns the message's
+// bytes and the function that gives the chunks back.
+func (h *fzHarness) joinChunks(ep int, ev Event) ([]byte, func()) {
+	var data []byte
+	for i, ch := range ev.Chunks {
+		if _, ok := chunkClass(ch); !ok || len(ch) == 0 || (i < len(ev.Chunks)-1 && len(ch) != RecvChunk) || len(ch) > RecvChunk {
+			h.fail("chunks", "%s delivered message %d in %d chunks, chunk %d of %d bytes (capacity %d)", epName[ep], ev.MsgID, len(ev.Chunks), i, len(ch), cap(ch))
+		}
+		data = append(data, ch...)
+	}
+	if ev.Data != nil || ev.Placed != 0 {
+		h.fail("chunks", "%s delivered message %d in chunks and as Data/Placed", epName[ep], ev.MsgID)
+	}
+	return data, func() { PutChunks(ev.Chunks) }
 }
 
 // resolve checks the deliveries held for rc now that its peer is known.
@@ -1521,30 +1621,51 @@ func (h *fzHarness) checkMem() {
 		st := e.Stats()
 		bound := h.fed[i] + fuzzPerMsgSlack*h.charges[i] + fuzzPerPktSlack*h.dataPkts[i] +
 			fuzzPerConnSlack*(st.ConnsOpened+st.ConnsAccepted)
-		held := h.pool[i].held
-		if v := max(st.RecvBuffered, held); v > bound || v > maxRecvBudget {
-			h.fail("mem", "%s holds %d bytes of receive buffers (Stats().RecvBuffered %d, from the pool %d) after being fed %d payload bytes in %d DATA packets of %d messages: bound %d, budget %d",
-				epName[i], v, st.RecvBuffered, held, h.fed[i], h.dataPkts[i], h.charges[i], min(bound, maxRecvBudget), maxRecvBudget)
+		// What is held, counted from the engine's structures and the pool, not from its
+		// charges: every chunk at its capacity, records, tables, spans, placements.
+		held, _, err := ledgerHeld(e)
+		if err != nil {
+			h.fail("gauge", "%s: %v", epName[i], err)
+		}
+		budget := uint64(h.cfg.RecvBudget) + h.cfg.maxMsgCharge(h.cfg.MaxMessage)
+		if v := max(st.RecvBuffered, held); v > bound || v > budget {
+			h.fail("mem", "%s holds %d bytes for messages (charged %d) after being fed %d payload bytes in %d DATA packets of %d messages: bound %d, budget %d",
+				epName[i], held, st.RecvBuffered, h.fed[i], h.dataPkts[i], h.charges[i], min(bound, budget), budget)
 		}
 		// docs/engine.md, flow control: a connection's open messages claim at most
 		// RecvWindow besides the next one in delivery order (at most MaxMessage), and
-		// buffers never exceed claims (plus the chunk tables' 24 bytes per 16 KiB).
+		// what they hold is at most twice their claims (a 1-byte message claims
+		// 1+MsgOverhead bytes of stream and holds its record and a 64-byte buffer).
 		h.ci = e.Conns(h.ci[:0])
 		for _, c := range h.ci {
-			if lim := uint64(h.cfg.RecvWindow+h.cfg.MaxMessage) * (RecvChunk + chunkSlotBytes) / RecvChunk; c.RecvBuffers > lim {
-				h.fail("window", "%s's conn %x (peer %v) holds %d bytes of receive buffers, more than RecvWindow + MaxMessage = %d",
+			if lim := 2*uint64(h.cfg.RecvWindow+h.cfg.MaxMessage) + 64<<10; c.RecvBuffers > lim {
+				h.fail("window", "%s's conn %x (peer %v) holds %d bytes for messages, more than 2 (RecvWindow + MaxMessage) = %d",
 					epName[i], uint64(c.ID), c.Peer, c.RecvBuffers, lim)
 			}
 		}
-		// Whole buffers come from Config.Buffers, chunks of larger messages from the
-		// engine's own free list: the gauge counts both (and the chunk tables).
-		if held > st.RecvBuffered {
-			h.fail("gauge", "%s: Stats().RecvBuffered = %d but %d bytes are held from Config.Buffers", epName[i], st.RecvBuffered, held)
+		// The ledger: charged equals held, and the pool's own count of whole buffers
+		// handed out agrees with the buffers the messages hold.
+		if err := ledgerCheck(e); err != nil {
+			h.fail("gauge", "%s: %v", epName[i], err)
+		}
+		if whole := fzWholeHeld(e); h.pool[i].held != whole {
+			h.fail("gauge", "%s: %d bytes are held from Config.Buffers, the open messages hold %d of them", epName[i], h.pool[i].held, whole)
 		}
 		if len(h.pool[i].errs) > 0 {
 			h.fail("pool", "%s: %s", epName[i], h.pool[i].errs[0])
 		}
 	}
+}
+
+// fzWholeHeld is the bytes of whole buffers (from Config.Buffers) e's open messages hold.
+func fzWholeHeld(e *Endpoint) uint64 {
+	var n uint64
+	for _, c := range e.list {
+		for _, r := range c.rx {
+			n += uint64(len(r.buf))
+		}
+	}
+	return n
 }
 
 func (h *fzHarness) checkConns() {
@@ -1565,9 +1686,15 @@ func fuzzLiveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
+// checkHeap: the live heap grew over the input by at most twice what the endpoints
+// charged for their peers (chunks come from the heap) plus what the harness holds.
 func (h *fzHarness) checkHeap(heap0 uint64) {
 	live := fuzzLiveHeap()
 	allow := fuzzHeapSlack + uint64(h.sentBytes+h.queueBytes) + h.pool[0].small + h.pool[1].small + fuzzSniffed*70000
+	for _, e := range h.ep {
+		st := e.Stats()
+		allow += 2 * (st.RecvBuffered + st.ConnHeld)
+	}
 	if heap0 != 0 && live > heap0+allow {
 		h.fail("heap", "live heap grew by %d bytes over the input (allowed %d)", live-heap0, allow)
 	}
@@ -1900,8 +2027,22 @@ type fzSeed struct{ b []byte }
 
 func newFzSeed(mode byte) *fzSeed { return &fzSeed{b: []byte{mode, 0x5e, 0xed}} }
 
+// newFzSeedShape is newFzSeed in the daemon's configuration (daemon) and, under ec, with
+// blocks of k data and m parity packets (setFuzzShape).
+func newFzSeedShape(mode byte, daemon bool, k, m int) *fzSeed {
+	s1 := byte(m-1) & 15
+	if daemon {
+		s1 |= 0x80
+	}
+	return &fzSeed{b: []byte{mode, s1, byte(k - 1)}}
+}
+
 func (s *fzSeed) op(o int, args ...[]byte) *fzSeed {
-	s.b = append(s.b, byte(o))
+	slot := 0
+	for fzOps[slot] != uint8(o) {
+		slot++ // the first slot of the operation (opcodes past opRun sit in later slots)
+	}
+	s.b = append(s.b, byte(slot))
 	for _, a := range args {
 		s.b = append(s.b, a...)
 	}
@@ -1948,12 +2089,13 @@ type fzData struct {
 	flags                        uint8
 	stream                       uint64
 	cut, fill                    uint8
+	ec                           []byte // with FlagEC: [k][m-1|index<<4]
 }
 
 func (d fzData) args() []byte {
 	var b []byte
 	for _, p := range [][]byte{fzRaw32(d.floor), fzRaw32(d.psn), fzRaw32(d.msg), fzRaw32(d.msgLen), fzRaw32(d.off),
-		b16(d.plen), b8(d.flags), fzRaw64(d.stream), fzDelta(0), b8(d.cut, d.fill)} {
+		b16(d.plen), b8(d.flags), d.ec, fzRaw64(d.stream), fzDelta(0), b8(d.cut, d.fill)} {
 		b = append(b, p...)
 	}
 	return b
@@ -1992,7 +2134,7 @@ func fuzzEngineSeeds() [][]byte {
 	add(s.run(100).send(A, 0, 0, 1).run(20))
 	// The same lossy network under each loss-recovery mode.
 	for _, rec := range []byte{ec, gobackn, subflows} {
-		s := newFzSeed(rec|coalesce).dial(A, 0).dial(B, 1).send(A, 0, 2, 40000).send(B, 1, 1, 3000)
+		s := newFzSeedShape(rec|coalesce, false, 4, 2).dial(A, 0).dial(B, 1).send(A, 0, 2, 40000).send(B, 1, 1, 3000)
 		s.net(opDeliver, 3).net(opDrop, 1).net(opDup, 2).op(opTrim, b8(0, 0)).op(opTrim, b8(4, 1)).op(opTrim, b8(5, 2))
 		s.net(opCE, 0).net(opDeliver, 0).net(opDeliver, 7).step(500).op(opNextTimer).stepBig(12, 200)
 		add(s.run(100).send(A, 0, 0, 1).run(20))
@@ -2054,6 +2196,27 @@ func fuzzEngineSeeds() [][]byte {
 	// The informed attacker replays a first-contact DATA after the receiver closed.
 	add(newFzSeed(informed).dial(A, 1).send(A, 1, 0, 100).run(10).close(A, 1).run(20).stepBig(23, 50).
 		op(opReplay, b8(30)).run(10))
+
+	// The daemon's configuration (DeliverChunks), honest traffic of every size class over
+	// a lossy network, both ways, under sack and under ec of several block shapes; a
+	// return-to-sender switch and an injector returning copies of data headers.
+	for _, shape := range [][3]int{{0, 0, 0}, {ec, 4, 2}, {ec, 1, 1}, {ec, 16, 4}, {ec, 200, 16}} {
+		s := newFzSeedShape(byte(shape[0]), true, max(shape[1], 1), max(shape[2], 1)).dial(A, 0).dial(B, 1).
+			send(A, 0, 0, 2).send(A, 0, 1, 5000).send(A, 0, 3, 60000).send(B, 1, 2, 30000)
+		s.net(opDeliver, 3).net(opDrop, 1).op(opTrim, b8(0, 0)).op(opReturn, b8(2, 0)).op(opReturn, b8(1, 1)).
+			op(opReturn, b8(0, 2)).op(opReturn, b8(3, 3)).net(opDeliver, 7).step(500).op(opNextTimer)
+		add(s.run(150).close(A, 0).run(30))
+	}
+	// ... a blind flood of tiny messages whose first byte never arrives, 64 on one
+	// connection and one on each of 64, then honest traffic.
+	s = newFzSeedShape(blind, true, 1, 1)
+	s.op(opBlindFlood, b8(B|0x10, 63), b16(9), b64(0xf100d), b8(2), fzDelta(0), fzDelta(0), fzDelta(0))
+	s.op(opBlindFlood, b8(B, 63), b16(10), b64(0xf200d), b8(2), fzDelta(0), fzDelta(0), fzDelta(0))
+	add(s.dial(A, 0).send(A, 0, 0, 9).run(20))
+	// ... forged parity of another block shape from a blind attacker (k=7, m=3, index 2).
+	s = newFzSeedShape(ec, true, 4, 2).dial(A, 0).send(A, 0, 1, 5000).run(2)
+	s.blindData(B, 5, 0xec1, fzData{msgLen: 8000, plen: 1000, flags: uint8(wire.FlagEC), fill: 'p', ec: b8(7, 2|2<<4)})
+	add(s.run(20))
 
 	out := make([][]byte, len(seeds))
 	for i, s := range seeds {

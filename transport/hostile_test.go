@@ -166,11 +166,9 @@ func TestRecvBudget(t *testing.T) {
 	if st.RecvBudgetDrops == 0 {
 		t.Fatal("the budget never refused anything: the test does not exercise it")
 	}
-	if maxBuf > uint64(cfg.RecvBudget)+uint64(cfg.MaxMessage) {
-		t.Fatalf("buffered %d > budget %d + max_message", maxBuf, cfg.RecvBudget)
-	}
-	if st.RecvBufferedMax > uint64(cfg.RecvBudget)+uint64(cfg.MaxMessage) {
-		t.Fatalf("RecvBufferedMax %d beyond budget + max_message", st.RecvBufferedMax)
+	// One message may finish beyond the budget: its buffers, record, table and spans.
+	if lim := uint64(cfg.RecvBudget) + cfg.maxMsgCharge(cfg.MaxMessage); maxBuf > lim || st.RecvBufferedMax > lim {
+		t.Fatalf("buffered %d (RecvBufferedMax %d) > budget %d + one message's charge", maxBuf, st.RecvBufferedMax, cfg.RecvBudget)
 	}
 	if st.RecvBuffered != 0 {
 		t.Fatalf("%d bytes still held after delivery", st.RecvBuffered)

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"net/netip"
+	"unsafe"
 
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/transport/wire"
@@ -152,6 +153,10 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 				return
 			case coverFull:
 				e.stats.BeyondWindow++ // resent later, when holes have closed
+				return
+			}
+			if !e.spanRoom(c, r, at, int(d.Offset), len(p.Payload)) {
+				e.stats.RecvBudgetDrops++
 				return
 			}
 		}
@@ -360,7 +365,9 @@ func (c *conn) isHead(id uint32, streamStart uint64) bool {
 // it must end within the window, and with the other open messages (the head excepted)
 // claim at most the window in total, so that overlapping claims cannot multiply it.
 func (c *conn) fits(start, claim, window uint64) bool {
-	if start+claim > c.delivered+window {
+	// start >= c.delivered (onData checked it); written without sums, which would wrap
+	// for a StreamStart near 2^64 and let such a message pass.
+	if d := start - c.delivered; d > window || claim > window-d {
 		return false
 	}
 	other := c.claimed
@@ -388,42 +395,105 @@ func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
 		return true
 	}
 	last := (off + max(n, 1) - 1) / RecvChunk
+	if last >= len(r.chunks) && !e.growTable(c, r, last+1) {
+		return false
+	}
 	for i := off / RecvChunk; i <= last; i++ {
-		for len(r.chunks) <= i {
-			// The table grows with the data (offsets are bounded by the reach rule in
-			// onData), so a 65-byte packet claiming 1 GiB costs one slot, not 16,384.
-			if !e.charge(c, r, chunkSlotBytes) {
-				return false
-			}
-			r.chunks = append(r.chunks, nil)
-		}
 		if r.chunks[i] != nil {
 			continue
 		}
 		size := min(RecvChunk, r.n-i*RecvChunk)
-		if !e.charge(c, r, uint64(size)) {
-			return false
-		}
 		if r.place != nil {
+			if !e.charge(c, r, uint64(size)) {
+				return false
+			}
 			lo := i * RecvChunk
 			r.chunks[i] = r.place[lo : lo+size : lo+size] // never put back in the pool
 			continue
+		}
+		if !e.charge(c, r, bufCap(size)) { // what the chunk holds: its class's size
+			return false
 		}
 		r.chunks[i] = e.getChunk(size)
 	}
 	return true
 }
 
-// chunkSlotBytes is what one entry of a message's chunk table costs (a slice header).
-const chunkSlotBytes = 24
+// growTable makes r's chunk table n slots long. The table grows with the data (offsets
+// are bounded by the reach rule in onData), so a 65-byte packet claiming 1 GiB costs one
+// slot, not 16,384; it is charged at its capacity beyond the tableKeep slots of the
+// message's record, and at least doubles when it grows, so that growing costs O(1) per slot.
+func (e *Endpoint) growTable(c *conn, r *rxMsg, n int) bool {
+	if n <= cap(r.chunks) {
+		r.chunks = r.chunks[:n]
+		return true
+	}
+	want := max(n, 2*cap(r.chunks))
+	if want > tableKeep && !e.charge(c, r, uint64(want-max(cap(r.chunks), tableKeep))*chunkSlotBytes) {
+		return false
+	}
+	t := make([][]byte, n, want)
+	copy(t, r.chunks)
+	clear(r.chunks)
+	r.chunks = t
+	return true
+}
+
+// spanRoom makes room in r's span list for the range [off, off+n) that cover placed at
+// index i, if it needs a new entry: beyond the spanKeep entries of the message's record
+// the list is charged at its capacity (it doubles, up to maxSpans).
+func (e *Endpoint) spanRoom(c *conn, r *rxMsg, i, off, n int) bool {
+	s := r.spans
+	if len(s) < cap(s) || len(s) < spanKeep ||
+		(i > 0 && int(s[i-1].hi) == off) || (i < len(s) && int(s[i].lo) == off+n) {
+		return true // joins a neighbour, or fits the list's spare room or the record's
+	}
+	want := min(max(2*cap(s), spanKeep), maxSpans)
+	if !e.charge(c, r, uint64(want-max(cap(s), spanKeep))*spanBytes) {
+		return false
+	}
+	t := make([]span, len(s), want)
+	copy(t, s)
+	r.spans = t
+	return true
+}
+
+// The ledger of an open message (charge): its record, its chunk table and span list at
+// capacity, and each buffer at what it holds.
+const (
+	// chunkSlotBytes is what one entry of a message's chunk table costs (a slice header).
+	chunkSlotBytes = 24
+	// spanBytes is what one entry of a message's span list costs.
+	spanBytes = uint64(unsafe.Sizeof(span{}))
+	// tableKeep and spanKeep are the chunk-table slots and span entries a message's record
+	// includes (and that a recycled record keeps).
+	tableKeep = 4
+	spanKeep  = 16
+	// mapEntryBytes is an open message's share of its connection's map, at worst (a
+	// map doubles when it grows: up to 8 slots of 16 bytes plus control bytes per 7
+	// entries, times 2). The map is rebuilt when it shrinks (shrinkRx).
+	mapEntryBytes = 48
+	// msgRecBytes is the fixed charge of an open message: its record (rxMsg, rounded up
+	// to the allocator's 16 bytes), its map entry, tableKeep slots and spanKeep spans.
+	msgRecBytes = (uint64(unsafe.Sizeof(rxMsg{}))+15)&^15 + mapEntryBytes + tableKeep*chunkSlotBytes + spanKeep*spanBytes
+	// oooEntryBytes is the charge of a message delivered out of order (Unordered) whose
+	// stream space stays claimed (conn.doneOOO): its map entry, at worst.
+	oooEntryBytes = 64
+)
 
 // charge accounts n more bytes held for r if the budget allows it. Beyond the budget, one
 // message at a time, the next in its connection's delivery order (any message, unordered),
 // of a proven peer may go on (it is delivered, and frees its memory and that of the
 // complete messages waiting behind it, the moment it is complete), so a full budget cannot
-// deadlock: RecvBuffered <= RecvBudget + MaxMessage. Unproven peers (possibly spoofed)
-// share only RecvBudget/unprovenShare.
+// deadlock: RecvBuffered <= RecvBudget + maxMsgCharge(MaxMessage). Unproven peers
+// (possibly spoofed) share only RecvBudget/unprovenShare.
 func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
+	if r.held == 0 {
+		// A message's first charge pays for its record, which its connection's map is
+		// about to hold (shrinkRx).
+		n += msgRecBytes
+		c.rxPeak = max(c.rxPeak, len(c.rx)+1)
+	}
 	budget := uint64(e.cfg.RecvBudget)
 	over := e.stats.RecvBuffered+n > budget
 	if !c.proven {
@@ -442,6 +512,24 @@ func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
 	e.stats.RecvBuffered += n
 	e.stats.RecvBufferedMax = max(e.stats.RecvBufferedMax, e.stats.RecvBuffered)
 	return true
+}
+
+// maxMsgCharge is the most one message of n bytes can be charged: its buffers at
+// capacity, its record, a chunk table of twice its chunks and a full span list (and under
+// recovery "ec" parity for maxECBlocks blocks). The message charge exempts from the budget
+// is one of at most MaxMessage bytes, so RecvBuffered <= RecvBudget + this for MaxMessage.
+func (c *Config) maxMsgCharge(n int) uint64 {
+	chunks := (n + RecvChunk - 1) / RecvChunk
+	held := uint64(n/RecvChunk) * RecvChunk
+	if r := n % RecvChunk; r > 0 {
+		held += bufCap(r)
+	}
+	held += msgRecBytes + uint64(max(2*chunks-tableKeep, 0))*chunkSlotBytes + (maxSpans-spanKeep)*spanBytes
+	if c.Recovery.mode() == RecoveryEC {
+		_, m := c.ECBlock()
+		held += uint64(maxECBlocks*m) * uint64(c.MTU)
+	}
+	return held
 }
 
 // unprovenShare: connections whose peer has not proven its address hold at most
@@ -496,6 +584,9 @@ func (e *Endpoint) complete(c *conn, r *rxMsg) {
 				c.doneOOO = make(map[uint32]oooMsg)
 			}
 			c.doneOOO[id] = oooMsg{end: end, claim: claim} // still claims its stream space
+			// Charged whatever the budget: delivering the message released more.
+			e.chargeConn(c, oooEntryBytes)
+			c.oooPeak = max(c.oooPeak, len(c.doneOOO))
 			return
 		}
 		c.nextDeliver++
@@ -507,9 +598,11 @@ func (e *Endpoint) complete(c *conn, r *rxMsg) {
 				return
 			}
 			delete(c.doneOOO, c.nextDeliver)
+			e.chargeConn(c, -oooEntryBytes)
 			c.nextDeliver++
 			c.delivered = o.end
 			c.claimed -= o.claim
+			c.shrinkOOO()
 		}
 	}
 	for r != nil && r.id == c.nextDeliver && r.got == r.n {
@@ -531,6 +624,7 @@ type oooMsg struct{ end, claim uint64 }
 // price of holding only what arrived.
 func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	delete(c.rx, r.id)
+	c.shrinkRx()
 	buf := r.buf
 	var chunks [][]byte
 	if r.place != nil {
@@ -554,6 +648,48 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	e.freeRx(r)
 }
 
+// chargeConn adds n (negative: returns) to what c holds outside its messages' records
+// (conn.oooHeld), whatever the budget; the caller bounds it.
+func (e *Endpoint) chargeConn(c *conn, n int64) {
+	u := uint64(n)
+	c.oooHeld += u
+	c.held += u
+	e.stats.RecvBuffered += u
+	if !c.proven {
+		e.unprovenHeld += u
+	}
+	e.stats.RecvBufferedMax = max(e.stats.RecvBufferedMax, e.stats.RecvBuffered)
+}
+
+// shrinkRx rebuilds c's map of open messages once it holds under a quarter of its
+// high-water mark: a map never gives back the memory of entries deleted, and an open
+// message is charged for its entry only while it is open (mapEntryBytes).
+func (c *conn) shrinkRx() {
+	if c.rxPeak <= mapShrinkMin || 4*len(c.rx) >= c.rxPeak {
+		return
+	}
+	m := make(map[uint32]*rxMsg, len(c.rx))
+	for id, r := range c.rx {
+		m[id] = r
+	}
+	c.rx, c.rxPeak = m, len(m)
+}
+
+// shrinkOOO is shrinkRx for the messages delivered out of order.
+func (c *conn) shrinkOOO() {
+	if c.oooPeak <= mapShrinkMin || 4*len(c.doneOOO) >= c.oooPeak {
+		return
+	}
+	m := make(map[uint32]oooMsg, len(c.doneOOO))
+	for id, o := range c.doneOOO {
+		m[id] = o
+	}
+	c.doneOOO, c.oooPeak = m, len(m)
+}
+
+// mapShrinkMin: maps of at most this many entries are not worth rebuilding.
+const mapShrinkMin = 64
+
 func (e *Endpoint) allocRx() *rxMsg {
 	if n := len(e.freeRxs); n > 0 {
 		r := e.freeRxs[n-1]
@@ -563,11 +699,16 @@ func (e *Endpoint) allocRx() *rxMsg {
 	return new(rxMsg)
 }
 
+// freeRx recycles r: at most maxFreeRx records are kept, each with a chunk table and a
+// span list no larger than its charge includes (tableKeep, spanKeep).
 func (e *Endpoint) freeRx(r *rxMsg) {
 	tbl := r.chunks[:0] // keep the chunk table's and span list's arrays for the next message
 	clear(r.chunks)
+	if cap(tbl) > tableKeep {
+		tbl = nil
+	}
 	spans := r.spans[:0]
-	if cap(spans) > 16 {
+	if cap(spans) > spanKeep {
 		spans = nil // a hostile peer's 1,024 ranges are not kept for everyone
 	}
 	var ecb []*ecBlock
@@ -576,8 +717,13 @@ func (e *Endpoint) freeRx(r *rxMsg) {
 		ecb = r.ec[:0]
 	}
 	*r = rxMsg{chunks: tbl, spans: spans, ec: ecb}
-	e.freeRxs = append(e.freeRxs, r)
+	if len(e.freeRxs) < maxFreeRx {
+		e.freeRxs = append(e.freeRxs, r)
+	}
 }
+
+// maxFreeRx bounds the message records an endpoint keeps for reuse (about 450 KiB).
+const maxFreeRx = 1024
 
 // release returns r's buffers to the pool and its bytes to the budget.
 func (e *Endpoint) release(c *conn, r *rxMsg) {
@@ -623,6 +769,7 @@ func (e *Endpoint) place(c *conn, r *rxMsg, head []byte) {
 		lo := i * RecvChunk
 		dst := buf[lo : lo+len(ch) : lo+len(ch)]
 		copy(dst, ch)
+		e.uncharge(c, r, bufCap(len(ch))-uint64(len(ch))) // now charged at its length, as placed chunks are
 		e.putChunk(ch)
 		r.chunks[i] = dst
 	}
@@ -637,6 +784,7 @@ func (c *conn) releaseRx(e *Endpoint) {
 		delete(c.rx, id)
 		e.freeRx(r)
 	}
+	e.chargeConn(c, -int64(c.oooHeld))
 	c.claimed = 0
 	c.lastRx = nil
 }

@@ -166,8 +166,14 @@ type Stats struct {
 	RecvBudgetDrops uint64 // data packets dropped unacknowledged because RecvBudget was reached
 	ConnsEvicted    uint64 // unproven accepted connections evicted to admit another at MaxConns
 	ConnsExpired    uint64 // idle connections forgotten (nothing outstanding either way)
-	RecvBuffered    uint64 // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
+	// RecvBuffered is a gauge: bytes held for peers' messages, each buffer at its
+	// capacity plus each open message's record, chunk table and span list (receiver.go
+	// charge); at most RecvBudget but for one message (see Config.RecvBudget).
+	RecvBuffered    uint64
 	RecvBufferedMax uint64 // high-water mark of RecvBuffered
+	// ConnHeld is a gauge: bytes of connection state held (ConnCharge each), bounded by
+	// MaxConns x ConnCharge; with RecvBuffered, what the engine holds for peers.
+	ConnHeld uint64
 
 	// Receiver-driven credit (cc eqds, algos_eqds.go); all zero under other controllers.
 	PullsSent      uint64 // PULL packets sent (receiver)

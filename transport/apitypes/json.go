@@ -202,6 +202,7 @@ type EngineStats struct {
 	ConnsExpired    uint64   `json:"conns_expired"`     // idle connections forgotten (nothing outstanding either way)
 	RecvBuffered    uint64   `json:"recv_buffered"`     // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
 	RecvBufferedMax uint64   `json:"recv_buffered_max"` // high-water mark of RecvBuffered
+	ConnHeld        uint64   `json:"conn_held"`         // gauge: bytes of connection state (transport.Config.ConnCharge each)
 	PullsSent       uint64   `json:"pulls_sent"`        // PULL packets sent (receiver, cc eqds)
 	PullsRecv       uint64   `json:"pulls_recv"`        // PULL packets received (sender, cc eqds)
 	BadPulls        uint64   `json:"bad_pulls"`         // PULLs dropped: granting more than requested, or unexpected

@@ -175,7 +175,8 @@ var (
 	dMsgs       = desc("smartt_messages_total", "Messages by outcome.", "result")
 	dConnsEv    = desc("smartt_connection_events_total", "Connections opened, accepted, closed, aborted, evicted (unproven, at max_conns) and expired (idle).", "event")
 	dConns      = desc("smartt_connections", "Live connections.")
-	dBuffered   = desc("smartt_recv_buffered_bytes", "Bytes of message buffers held for peers.")
+	dBuffered   = desc("smartt_recv_buffered_bytes", "Bytes held for peers' messages: buffers at capacity, records, chunk tables.")
+	dConnHeld   = desc("smartt_conn_held_bytes", "Bytes of connection state held for peers (transport.Config.ConnCharge per connection).")
 	dBufMax     = desc("smartt_recv_buffered_max_bytes", "High-water mark of smartt_recv_buffered_bytes.")
 	dRTT        = desc("smartt_rtt_seconds", "RTT samples (echoed transmit time minus receiver hold time).")
 	dRxBatch    = desc("smartt_rx_batches_total", "Receive batches read from the socket.")
@@ -299,6 +300,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, dAuthSess, float64(a.Sessions))
 		counter(ch, dAuthRekey, a.Rekeys)
 		gauge(ch, dBuffered, float64(s.RecvBuffered))
+		gauge(ch, dConnHeld, float64(s.ConnHeld))
 		gauge(ch, dBufMax, float64(s.RecvBufferedMax))
 		buckets := make(map[float64]uint64, transport.RTTBuckets)
 		var cum uint64
