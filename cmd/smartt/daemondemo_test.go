@@ -111,7 +111,7 @@ func TestCLIAgainstDaemons(t *testing.T) {
 
 	out.Reset()
 	if err := runStatus([]string{"-socket", sockA}, &out); err != nil || !strings.Contains(out.String(), "messages: 3 sent, 0 failed") ||
-		!strings.Contains(out.String(), "of 64 sessions; 0 of 4294967296 bytes outstanding") {
+		!strings.Contains(out.String(), "of 512 sessions; 0 of 4294967296 bytes outstanding") {
 		t.Fatalf("status: %v\n%s", err, out.String())
 	}
 	out.Reset()
