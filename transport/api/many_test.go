@@ -13,12 +13,12 @@ import (
 	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
-// heapInUse is the process's live heap after a collection.
-func heapInUse() uint64 {
+// heapInUse is the process's live heap and goroutine stacks after a collection.
+func heapInUse() (heap, stacks uint64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
+	return ms.HeapInuse, ms.StackInuse
 }
 
 // 256 sessions of one user on one daemon (the default api.max_clients_per_user: the 257th
@@ -34,15 +34,17 @@ func Test256SessionsAllToAll(t *testing.T) {
 	mn := daemon.NewMemNet()
 	a := startDaemon(t, mn, addrA, shortDir(t), nil)
 	const n, fan = 256, 8
-	g0, h0 := runtime.NumGoroutine(), heapInUse()
+	g0 := runtime.NumGoroutine()
+	h0, st0 := heapInUse()
 	conns := make([]net.Conn, n)
 	for i := range conns {
 		conns[i], _, _ = upgradeRaw(t, a.Config.API.Socket, "smartt-msg/2")
 		bindRaw(t, conns[i], uint32(i+1))
 	}
-	g1, h1 := runtime.NumGoroutine(), heapInUse()
-	t.Logf("daemon cost per bound session: %.2f goroutines, %.1f KiB of live heap (%d sessions)",
-		float64(g1-g0)/n, float64(h1-h0)/n/1024, n)
+	g1 := runtime.NumGoroutine()
+	h1, st1 := heapInUse()
+	t.Logf("daemon cost per bound session: %.2f goroutines, %.1f KiB of live heap, %.1f KiB of stacks (%d sessions)",
+		float64(g1-g0)/n, float64(h1-h0)/n/1024, float64(st1-st0)/n/1024, n)
 	if _, resp, body := upgradeRaw(t, a.Config.API.Socket, "smartt-msg/2"); resp.StatusCode != 503 {
 		t.Fatalf("session %d of one user: %d %s, want 503 at api.max_clients_per_user", n+1, resp.StatusCode, body)
 	}
