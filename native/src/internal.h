@@ -1,0 +1,115 @@
+/* libsmartt internals: the session's state, shared by the source files. */
+#ifndef SMARTT_INTERNAL_H
+#define SMARTT_INTERNAL_H
+
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "smartt.h"
+
+enum {
+    F_BIND = 0x01, F_SEND = 0x02, F_DATA = 0x03, F_SENDFD = 0x04, F_RECVRING = 0x05,
+    F_RELEASE = 0x06, F_WANTSENT = 0x07, F_CANCEL = 0x08,
+    F_BOUND = 0x81, F_SENT = 0x82, F_FAILED = 0x83, F_RECV = 0x84, F_ERROR = 0x85,
+    F_RINGOK = 0x86, F_RECVAT = 0x87, F_ACCEPTED = 0x88, F_CANCELRES = 0x89
+};
+
+#define HDR 12
+#define SEND_HDR 30
+#define RECV_HDR 34
+#define RECVAT_HDR 42
+#define MAX_RELEASE 64
+#define MAX_RECV_SIZE (1ull << 30) /* the daemon's api.max_message bound */
+#define INBUF_MIN (256u << 10)
+
+/* An event queue: a growable ring of events. */
+typedef struct evq {
+    smartt_event *ev;
+    size_t cap, head, n;
+} evq;
+
+/* A descriptor to pass with the queued byte at stream offset off. */
+typedef struct outfd {
+    uint64_t off;
+    int fd;
+} outfd;
+
+struct smartt_session {
+    int fd;
+    int err;      /* first fatal error; sticky */
+    int version;  /* 1 or 2 */
+    unsigned caps;
+    uint64_t max_ring;
+    uint32_t next_tag;
+    uint32_t endpoint;
+    int received; /* a message was received (lazy Sent: WantSent pays) */
+    int last_words; /* the status of the last tag-0 Error: the session's error at EOF */
+    char *socket_path;
+    long long fd_threshold; /* smartt_send's memfd threshold; < 0: never */
+    smartt_memfd big;       /* smartt_send's memfd (fd -1 until needed) */
+
+    /* Output: bytes queued for the socket; out_base is the stream offset of out[0]. */
+    unsigned char *out;
+    size_t out_len, out_cap, out_head;
+    uint64_t out_base;
+    outfd *fds;
+    size_t nfds, fds_cap;
+    uint32_t rel[MAX_RELEASE];
+    size_t nrel;
+
+    /* Input. */
+    unsigned char *in;
+    size_t in_len, in_cap;
+    /* The message being received over the socket. */
+    int cur_active;
+    uint32_t cur_tag;
+    unsigned char *cur_buf;
+    uint64_t cur_got, cur_size;
+    size_t direct_left; /* bytes of the current Data payload still to read into cur_buf */
+    smartt_event cur_ev;
+
+    /* Receive ring. */
+    unsigned char *ring;
+    uint64_t ring_size;
+    uint32_t ring_tag; /* the pending RecvRing request */
+
+    evq done; /* replies and outcomes */
+    evq recv; /* received messages and tag-0 errors */
+};
+
+int evq_push(evq *q, const smartt_event *e);
+int evq_pop(evq *q, smartt_event *e);
+int evq_take(evq *q, uint32_t tag, unsigned mask, smartt_event *e);
+void evq_free(evq *q);
+
+uint32_t sm_tag(smartt_session *s);
+int sm_fail(smartt_session *s, int err);
+void put_hdr(unsigned char *p, int type, uint32_t tag, uint32_t len);
+void put_u16(unsigned char *p, uint16_t v);
+void put_u32(unsigned char *p, uint32_t v);
+void put_u64(unsigned char *p, uint64_t v);
+uint16_t get_u16(const unsigned char *p);
+uint32_t get_u32(const unsigned char *p);
+uint64_t get_u64(const unsigned char *p);
+
+/* Output. */
+int out_append(smartt_session *s, const void *p, size_t n);
+int out_add_fd(smartt_session *s, int fd); /* dup'd; passed with the next appended byte */
+int out_flush(smartt_session *s);          /* non-blocking */
+int out_frame(smartt_session *s, int type, uint32_t tag, const void *payload, size_t n);
+int out_releases(smartt_session *s);       /* queues the pending Release frame */
+int write_iov(smartt_session *s, struct iovec *iov, int n, int blocking, int timeout_ms);
+
+/* Input. */
+int in_read(smartt_session *s);
+int in_parse(smartt_session *s);           /* frames that came with the Upgrade response */            /* non-blocking read and parse */
+int wait_io(smartt_session *s, int timeout_ms, int want_write);
+long long now_ms(void);
+
+int http_upgrade(smartt_session *s, const char *proto, int timeout_ms, int lazy,
+                 char *errbuf, size_t errlen);
+int sock_connect(const char *path, int timeout_ms);
+
+#endif
