@@ -99,6 +99,10 @@ type Config struct {
 	Trimming bool `yaml:"trimming"`
 	// TrimDSCP is the DSCP code point switches put on trimmed packets (0: none configured).
 	TrimDSCP uint8 `yaml:"trim_dscp"`
+	// ReturnToSender: the network's switches send a trimmed packet's header back to its
+	// sender (rts.go). Off, returned headers are dropped unread (Stats.ReturnedIgnored):
+	// anyone can send one. Needs Trimming.
+	ReturnToSender bool `yaml:"return_to_sender"`
 	// ListenPort is written into every packet as the port replies go to (0: the source port).
 	ListenPort uint16 `yaml:"listen_port"`
 	// EVS is the number of usable entropy values (1..65536).
@@ -367,6 +371,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CloseRetries < 1 {
 		bad("close_retries = %d: must be >= 1", c.CloseRetries)
+	}
+	if c.ReturnToSender && !c.Trimming {
+		bad("return_to_sender = true needs trimming = true: switches return the headers of packets they trim")
 	}
 	if c.TrimDSCP > 63 {
 		bad("trim_dscp = %d: must be in 0..63", c.TrimDSCP)

@@ -33,6 +33,7 @@ type sentPkt struct {
 	cause  cc.LossCause
 	ev     uint16
 	sseq   uint32 // recovery "subflows": its latest transmission's number in its subflow (EV mod subflows)
+	ret    uint8  // a returned header named it: retActed or retIgnored (rts.go)
 }
 
 // lossGoBack is the sentPkt.cause of a packet resent by a go-back-N NACK (recovery
@@ -71,6 +72,7 @@ type rxMsg struct {
 	chunks      [][]byte   // large messages: chunk i holds bytes [i, i+1) x RecvChunk, nil until data arrives
 	held        uint64     // buffer bytes allocated for it (counted in Stats.RecvBuffered)
 	ec          []*ecBlock // recovery "ec": blocks holding parity (ec.go)
+	anchor      ecAnchor   // recovery "ec": its PSN numbering, from its data (ec.go)
 	place       []byte     // the Placer's buffer for the whole message; chunks are slices of it
 	placeTok    uint64     // its token (Placer.Unplace, Event.Placed)
 	placeTried  bool       // the Placer was asked (once, at the offset-0 packet)
@@ -143,6 +145,7 @@ type conn struct {
 	maxAckedSeq    uint64
 	timeq          ring[timeEntry]
 	retxq          ring[uint32]
+	rtsSpent       int32        // returned headers proven false, weighted (rts.go): returns are acted on below rtsCredit
 	msgs           ring[*txMsg] // unfinished messages, oldest first
 	cur            int          // index in msgs of the first message with unsent bytes
 	nextMsgID      uint32
@@ -952,6 +955,9 @@ func (e *Endpoint) ackPkt(c *conn, psn uint32, a *wire.Ack) int {
 	case pktLost:
 	default:
 		return 0
+	}
+	if sp.ret != 0 {
+		e.rtsJudge(c, sp, psn, a) // was the return that named it true? (rts.go)
 	}
 	sp.state = pktAcked
 	// Which transmission arrived matters for SACK-gap detection: crediting a late

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"hash/crc32"
 	"math/bits"
 
 	"github.com/klauspost/reedsolomon"
@@ -20,14 +21,20 @@ import (
 // received, so the sender sees them acknowledged without resending them. Beyond the
 // parity's reach the ordinary detectors resend what is missing.
 
-// ecCodec is an endpoint's coding state: encoders by block shape and a buffer pool.
+// ecCodec is an endpoint's coding state: its one encoder and a buffer pool.
+//
+// The code is the endpoint's own (recovery.k, recovery.m): a block shorter than K (a
+// message's last) is coded as a K-shard block whose missing shards are zero, so one
+// encoder serves every block, and parity of any other shape is refused. The encoder keeps
+// no inversion cache: each erasure pattern a peer can choose would otherwise cache a
+// matrix forever; a reconstruction inverts its K x K matrix afresh (microseconds).
 type ecCodec struct {
 	k, m    int
-	encs    map[uint16]reedsolomon.Encoder // by k<<8 | m-1 (m <= 16)
-	free    [][]byte                       // spare shard buffers
-	shards  [][]byte                       // reconstruction scratch (K+M entries)
-	scratch [][]byte                       // buffers lent to shards during one reconstruction
-	blocks  []*ecBlock                     // spare receive blocks
+	rs      reedsolomon.Encoder
+	free    [][]byte // spare shard buffers
+	shards  [][]byte // reconstruction scratch (K+M entries)
+	scratch [][]byte // buffers lent to shards during one reconstruction
+	blocks  []*ecBlock
 }
 
 // maxECFree bounds the spare shard buffers an endpoint keeps.
@@ -37,24 +44,16 @@ const maxECFree = 256
 // sender's blocks with data still missing lie within its PSN window.
 const maxECBlocks = 256
 
+// castagnoli is the CRC-32C table of the block checksum a parity packet carries.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 func newECCodec(cfg *Config) *ecCodec {
 	k, m := cfg.ECBlock()
-	return &ecCodec{k: k, m: m, encs: make(map[uint16]reedsolomon.Encoder),
-		shards: make([][]byte, 0, MaxECData+MaxECParity)}
-}
-
-// enc returns the encoder for blocks of k data and m parity shards.
-func (x *ecCodec) enc(k, m int) reedsolomon.Encoder {
-	key := uint16(k)<<8 | uint16(m-1)
-	if r, ok := x.encs[key]; ok {
-		return r
-	}
-	r, err := reedsolomon.New(k, m, reedsolomon.WithMaxGoroutines(1))
+	rs, err := reedsolomon.New(k, m, reedsolomon.WithMaxGoroutines(1), reedsolomon.WithInversionCache(false))
 	if err != nil {
 		panic("transport: reedsolomon.New: " + err.Error()) // k, m are validated
 	}
-	x.encs[key] = r
-	return r
+	return &ecCodec{k: k, m: m, rs: rs, shards: make([][]byte, 0, k+m)}
 }
 
 // get returns a buffer of n bytes (contents undefined).
@@ -84,6 +83,7 @@ type ecSender struct {
 	first       uint32 // PSN of its first data packet
 	next        int    // next parity packet to send
 	pending     bool   // every data packet sent: parity next
+	crc         uint32 // CRC-32C of the block's data bytes so far
 	parity      [][]byte
 	pad         []byte
 }
@@ -119,9 +119,10 @@ func (e *Endpoint) ecOnData(c *conn, m *txMsg, psn uint32, off, size int) {
 		clear(p[copy(p, data):])
 		data = p
 	}
-	if err := cd.enc(x.k, cd.m).EncodeIdx(data, x.sent, x.parity); err != nil {
+	if err := cd.rs.EncodeIdx(data, x.sent, x.parity); err != nil {
 		panic("transport: EncodeIdx: " + err.Error())
 	}
+	x.crc = crc32.Update(x.crc, castagnoli, m.data[off:off+size])
 	x.sent++
 	if x.sent == x.k {
 		x.pending, x.next = true, 0
@@ -150,7 +151,7 @@ func (e *Endpoint) ecParity(now int64, c *conn, buf []byte) (t Transmit, ok, blo
 	p.Type, p.Flags, p.EV, p.ReplyPort = wire.TypeData, wire.FlagEC, ev, e.cfg.ListenPort
 	p.DstConn, p.SrcConn = c.peerID, c.id
 	p.Data = wire.Data{
-		PSN: x.first, AckFloor: c.sndUna, MsgID: x.id, MsgLen: uint32(x.n),
+		PSN: x.first, AckFloor: x.crc, MsgID: x.id, MsgLen: uint32(x.n),
 		Offset: uint32(x.off), PayloadLen: uint16(size), StreamStart: x.streamStart, TxTime: now,
 		EC: wire.EC{K: uint8(x.k), M: uint8(e.ec.m), Index: uint8(x.next)},
 	}
@@ -176,10 +177,53 @@ func (e *Endpoint) ecParity(now int64, c *conn, buf []byte) (t Transmit, ok, blo
 type ecBlock struct {
 	off, shard uint32
 	first      uint32 // PSN of its first data packet
+	crc        uint32 // CRC-32C of its data bytes, as its parity claims
 	k, m       uint8
 	have       uint16 // parity packets held (bit i: index i)
 	seen       uint16 // parity packets that arrived, held or trimmed
 	parity     [wire.MaxECParity][]byte
+}
+
+// ecAnchor ties a message's bytes to its PSNs: an honest sender numbers a message's
+// packets consecutively, seg bytes each (its MTU), so one data packet's PSN and offset
+// give every other's. Parity must agree with it: a parity block can only name PSNs of the
+// message whose data already arrived.
+type ecAnchor struct {
+	set      bool
+	psn, off uint32
+	seg      uint32 // a full packet's payload length (0: only the message's last seen)
+}
+
+// note records data packet d of a message in a.
+func (a *ecAnchor) note(d *wire.Data) {
+	if !a.set {
+		*a = ecAnchor{set: true, psn: d.PSN, off: d.Offset}
+	}
+	if a.seg == 0 && d.Offset+uint32(d.PayloadLen) < d.MsgLen {
+		a.seg = uint32(d.PayloadLen)
+	}
+}
+
+// agrees reports whether a block of k shards of shard bytes at offset off, first PSN
+// first, in a message of n bytes, numbers its packets as the message's data did.
+func (a *ecAnchor) agrees(first, off uint32, shard, k, n int) bool {
+	if !a.set {
+		return false
+	}
+	seg := uint32(shard)
+	if k == 1 && int(off)+shard >= n {
+		seg = a.seg // the message's last packet: a short shard says nothing of seg
+	} else if a.seg != 0 && a.seg != seg {
+		return false
+	}
+	if seg == 0 {
+		return off == a.off && first == a.psn
+	}
+	d := int64(off) - int64(a.off)
+	if d%int64(seg) != 0 {
+		return false
+	}
+	return first == a.psn+uint32(d/int64(seg))
 }
 
 // shardRange returns the byte range of data shard i of b in a message of n bytes.
@@ -188,11 +232,28 @@ func (b *ecBlock) shardRange(i, n int) (lo, hi int) {
 	return lo, min(lo+int(b.shard), n)
 }
 
+// ecShape reports whether a parity packet's block is one this endpoint's code makes: M
+// the configured m, K the configured k or, for a message's last block, fewer shards that
+// reach its end, every data shard non-empty and within the message.
+func (x *ecCodec) ecShape(d *wire.Data, payload int) bool {
+	k, m, off, shard, n := int(d.EC.K), int(d.EC.M), int(d.Offset), int(d.PayloadLen), int(d.MsgLen)
+	if m != x.m || k > x.k || int(d.EC.Index) >= m || payload != shard || shard == 0 {
+		return false
+	}
+	if off+(k-1)*shard >= n {
+		return false // an empty data shard
+	}
+	return k == x.k || off+k*shard >= n
+}
+
 // onParity handles a parity packet (DATA with FlagEC) for message r (nil: not yet open;
 // done: already delivered). The caller has applied the checks every data packet gets.
-// A parity packet is untrusted like any: its block must lie inside the message, its data
-// packets' PSNs inside the receive window, and what it holds counts against the budget.
-func (e *Endpoint) onParity(now int64, c *conn, p *wire.Packet, meta *RxMeta, r *rxMsg, done bool, claim uint64, ce bool) {
+// A parity packet is untrusted like any, and only what the endpoint's own code would send
+// is kept: from a proven peer, of the configured shape, for a message whose data already
+// arrived and whose PSNs it agrees with (ecAnchor), inside the message and the receive
+// window, charged to the budget. What it rebuilds is checked against the block checksum
+// it carries (ecTry); parity can never open, complete or acknowledge anything else.
+func (e *Endpoint) onParity(now int64, c *conn, p *wire.Packet, meta *RxMeta, r *rxMsg, done bool, _ uint64, ce bool) {
 	d := &p.Data
 	e.stats.ParityRecv++
 	// EQDS: the parity packet spent the sender's credit like data; its arrival asks for
@@ -204,33 +265,23 @@ func (e *Endpoint) onParity(now int64, c *conn, p *wire.Packet, meta *RxMeta, r 
 	}
 	k, m, idx := int(d.EC.K), int(d.EC.M), int(d.EC.Index)
 	off, shard, n := int(d.Offset), int(d.PayloadLen), int(d.MsgLen)
-	if k+m > 256 || off+(k-1)*shard >= n || len(p.Payload) != shard {
-		e.stats.ProtoViolations++ // an empty data shard, or not a Reed-Solomon shape
+	if !c.proven || r == nil || !e.ec.ecShape(d, len(p.Payload)) || !r.anchor.agrees(d.PSN, d.Offset, shard, k, n) {
+		e.stats.ParityRefused++
 		return
 	}
-	if c.tracker.Check(d.PSN+uint32(k-1)) == ackpath.Beyond {
-		e.stats.BeyondWindow++
-		return
-	}
-	got := 0
-	if r != nil {
-		got = r.got
-	}
-	if uint64(off) >= uint64(got)+e.reach(shard) {
+	if c.tracker.Check(d.PSN+uint32(k-1)) == ackpath.Beyond || uint64(off) >= uint64(r.got)+e.reach(shard) {
 		e.stats.BeyondWindow++
 		return
 	}
 	var b *ecBlock
-	if r != nil {
-		for _, x := range r.ec {
-			if x.off == uint32(off) {
-				b = x
-				break
-			}
+	for _, x := range r.ec {
+		if x.off == uint32(off) {
+			b = x
+			break
 		}
 	}
 	if b != nil {
-		if int(b.shard) != shard || int(b.k) != k || int(b.m) != m || b.first != d.PSN {
+		if int(b.shard) != shard || int(b.k) != k || int(b.m) != m || b.first != d.PSN || b.crc != d.AckFloor {
 			e.stats.ProtoViolations++
 			return
 		}
@@ -238,30 +289,17 @@ func (e *Endpoint) onParity(now int64, c *conn, p *wire.Packet, meta *RxMeta, r 
 			e.stats.ParityDropped++
 			return
 		}
-	} else if r != nil && (len(r.ec) >= maxECBlocks || e.ecComplete(r, uint32(off), uint32(shard), k, n)) {
+	} else if len(r.ec) >= maxECBlocks || e.ecComplete(r, uint32(off), uint32(shard), k, n) {
 		e.stats.ParityDropped++ // nothing missing, or more blocks open than a sender can have
 		return
 	}
-	fresh := r == nil
-	if fresh {
-		r = e.allocRx()
-		spans, ecb := r.spans, r.ec
-		*r = rxMsg{id: d.MsgID, n: n, streamStart: d.StreamStart, spans: spans, ec: ecb}
-	}
 	if !e.charge(c, r, uint64(shard)) {
 		e.stats.RecvBudgetDrops++
-		if fresh {
-			e.freeRx(r)
-		}
 		return
-	}
-	if fresh {
-		c.rx[d.MsgID] = r
-		c.claimed += claim
 	}
 	if b == nil {
 		b = e.ec.newBlock()
-		*b = ecBlock{off: uint32(off), shard: uint32(shard), first: d.PSN, k: uint8(k), m: uint8(m)}
+		*b = ecBlock{off: uint32(off), shard: uint32(shard), first: d.PSN, crc: d.AckFloor, k: uint8(k), m: uint8(m)}
 		r.ec = append(r.ec, b)
 	}
 	buf := e.ec.get(shard)
@@ -299,9 +337,11 @@ func (e *Endpoint) ecComplete(r *rxMsg, off, shard uint32, k, n int) bool {
 }
 
 // ecTry rebuilds b's missing data shards if enough of the block is in, and drops b once
-// nothing of it is missing. It returns the data packets rebuilt.
+// nothing of it is missing. It returns the data packets rebuilt. The rebuilt block must
+// match the checksum its parity carries; if it does not (forged or corrupted parity), no
+// byte of it is kept, and the ordinary detectors resend what is missing.
 func (e *Endpoint) ecTry(c *conn, r *rxMsg, b *ecBlock) int {
-	k, m := int(b.k), int(b.m)
+	k := int(b.k)
 	present := 0
 	for i := 0; i < k; i++ {
 		lo, hi := b.shardRange(i, r.n)
@@ -319,51 +359,89 @@ func (e *Endpoint) ecTry(c *conn, r *rxMsg, b *ecBlock) int {
 	if present+bits.OnesCount16(b.have) < k {
 		return 0
 	}
-	x := e.ec
-	shard := int(b.shard)
-	shards := x.shards[:k+m]
-	for i := 0; i < k; i++ {
-		lo, hi := b.shardRange(i, r.n)
-		if _, kind := r.cover(lo, hi-lo); kind == coverDup {
-			shards[i] = e.ecView(r, lo, hi, shard)
-		} else {
-			s := x.get(shard)
-			x.scratch = append(x.scratch, s)
-			shards[i] = s[:0]
-		}
-	}
-	for j := 0; j < m; j++ {
-		shards[k+j] = b.parity[j] // nil when not held
-	}
 	rebuilt := 0
-	if err := x.enc(k, m).ReconstructData(shards); err == nil {
-		for i := 0; i < k; i++ {
-			lo, hi := b.shardRange(i, r.n)
-			at, kind := r.cover(lo, hi-lo)
-			if kind != coverNew {
-				continue // held (it was present), or too many ranges: resent later
-			}
-			if !e.spanRoom(c, r, at, lo, hi-lo) || !e.reserve(c, r, lo, hi-lo) {
-				e.stats.RecvBudgetDrops++
-				continue
-			}
-			r.write(lo, shards[i][:hi-lo])
-			r.addSpan(at, lo, hi-lo)
-			c.bytesRecv += uint64(hi - lo)
-			if c.tracker.Check(b.first+uint32(i)) == ackpath.New {
-				c.tracker.Mark(b.first + uint32(i))
-			}
-			rebuilt++
-		}
+	if shards := e.ecReconstruct(r, b); shards != nil {
+		rebuilt = e.ecPlace(c, r, b, shards)
 	}
-	e.stats.ECRebuilt += uint64(rebuilt)
+	x := e.ec
 	for i, s := range x.scratch {
 		x.put(s)
 		x.scratch[i] = nil
 	}
 	x.scratch = x.scratch[:0]
-	clear(shards)
+	clear(x.shards[:cap(x.shards)])
 	e.ecDropBlock(c, r, b)
+	return rebuilt
+}
+
+// ecReconstruct rebuilds b's data shards into the codec's scratch and returns them (the
+// first b.k), or nil when they cannot be rebuilt or fail the block's checksum.
+func (e *Endpoint) ecReconstruct(r *rxMsg, b *ecBlock) [][]byte {
+	x := e.ec
+	k, shard := int(b.k), int(b.shard)
+	shards := x.shards[:x.k+x.m]
+	for i := 0; i < x.k; i++ {
+		lo, hi := b.shardRange(i, r.n)
+		switch {
+		case i >= k: // beyond a short block: zero, as the sender coded it
+			s := x.get(shard)
+			clear(s)
+			x.scratch = append(x.scratch, s)
+			shards[i] = s
+		case coverKind(r, lo, hi) == coverDup:
+			shards[i] = e.ecView(r, lo, hi, shard)
+		default:
+			s := x.get(shard)
+			x.scratch = append(x.scratch, s)
+			shards[i] = s[:0]
+		}
+	}
+	for j := 0; j < x.m; j++ {
+		shards[x.k+j] = b.parity[j] // nil when not held
+	}
+	if x.rs.ReconstructData(shards) != nil {
+		return nil
+	}
+	sum := uint32(0)
+	for i := 0; i < k; i++ {
+		lo, hi := b.shardRange(i, r.n)
+		sum = crc32.Update(sum, castagnoli, shards[i][:hi-lo])
+	}
+	if sum != b.crc {
+		e.stats.ECBad++
+		return nil
+	}
+	return shards[:k]
+}
+
+// coverKind is r.cover's verdict on bytes [lo, hi).
+func coverKind(r *rxMsg, lo, hi int) int {
+	_, kind := r.cover(lo, hi-lo)
+	return kind
+}
+
+// ecPlace writes the rebuilt data shards of b that r lacks and marks their PSNs.
+func (e *Endpoint) ecPlace(c *conn, r *rxMsg, b *ecBlock, shards [][]byte) int {
+	rebuilt := 0
+	for i := range shards {
+		lo, hi := b.shardRange(i, r.n)
+		at, kind := r.cover(lo, hi-lo)
+		if kind != coverNew {
+			continue // held (it was present), or too many ranges: resent later
+		}
+		if !e.spanRoom(c, r, at, lo, hi-lo) || !e.reserve(c, r, lo, hi-lo) {
+			e.stats.RecvBudgetDrops++
+			continue
+		}
+		r.write(lo, shards[i][:hi-lo])
+		r.addSpan(at, lo, hi-lo)
+		c.bytesRecv += uint64(hi - lo)
+		if c.tracker.Check(b.first+uint32(i)) == ackpath.New {
+			c.tracker.Mark(b.first + uint32(i))
+		}
+		rebuilt++
+	}
+	e.stats.ECRebuilt += uint64(rebuilt)
 	return rebuilt
 }
 
@@ -556,7 +634,7 @@ func (e *Endpoint) ecTrimmedParity(c *conn, d *wire.Data) {
 		return
 	}
 	k, m, shard := int(d.EC.K), int(d.EC.M), int(d.PayloadLen)
-	if k+m > 256 || r.n != int(d.MsgLen) || int(d.Offset)+(k-1)*shard >= r.n {
+	if r.n != int(d.MsgLen) || !e.ec.ecShape(d, shard) || !r.anchor.agrees(d.PSN, d.Offset, shard, k, r.n) {
 		return
 	}
 	var b *ecBlock
@@ -567,11 +645,11 @@ func (e *Endpoint) ecTrimmedParity(c *conn, d *wire.Data) {
 		}
 	}
 	switch {
-	case b != nil && (int(b.shard) != shard || int(b.k) != k || int(b.m) != m || b.first != d.PSN):
+	case b != nil && (int(b.shard) != shard || int(b.k) != k || int(b.m) != m || b.first != d.PSN || b.crc != d.AckFloor):
 		return // contradicts the block: ignore
 	case b == nil && len(r.ec) < maxECBlocks && !e.ecComplete(r, d.Offset, uint32(shard), k, r.n):
 		b = e.ec.newBlock()
-		*b = ecBlock{off: d.Offset, shard: uint32(shard), first: d.PSN, k: uint8(k), m: uint8(m)}
+		*b = ecBlock{off: d.Offset, shard: uint32(shard), first: d.PSN, crc: d.AckFloor, k: uint8(k), m: uint8(m)}
 		r.ec = append(r.ec, b)
 	}
 	lost := 1

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 
@@ -11,6 +12,12 @@ import (
 
 // ecKey names a packet's block: message and block's first byte.
 type ecKey struct{ msg, off uint32 }
+
+// isFirstData reports whether b is a message's first data packet (offset 0, not parity).
+func isFirstData(b []byte) bool {
+	var p wire.Packet
+	return p.Decode(b) == nil && p.Type == wire.TypeData && p.Flags&wire.FlagEC == 0 && p.Data.Offset == 0
+}
 
 // ecBlockOf returns the block a DATA datagram belongs to (data or parity) and whether
 // it is a first transmission.
@@ -26,6 +33,13 @@ func ecBlockOf(cfg *Config, b []byte) (ecKey, bool, bool) {
 	k, _ := cfg.ECBlock()
 	span := uint32(k * cfg.MTU)
 	return ecKey{d.MsgID, d.Offset / span * span}, p.Flags&wire.FlagRetx == 0, true
+}
+
+// ecWarm opens p's connection with one small message, delivered before it returns: the
+// receiver keeps parity only from a peer that proved its address.
+func ecWarm(t *testing.T, p *pair) {
+	t.Helper()
+	recoveryRun(t, p, [][]byte{patterned(100, 77)})
 }
 
 // TestECPropertyExactOnce: random messages, random loss. Within the parity's reach (at
@@ -78,6 +92,7 @@ func TestECPropertyExactOnce(t *testing.T) {
 					p = newPair(t, cfg, 5000)
 					p.extra = pathsDelay(p, 8, 3000)
 				}
+				ecWarm(t, p)
 				p.drop = func(from *Endpoint, b []byte) bool {
 					if from != p.a {
 						return false
@@ -85,6 +100,9 @@ func TestECPropertyExactOnce(t *testing.T) {
 					key, first, ok := ecBlockOf(&cfg, b)
 					if !ok || rng.IntN(100) >= c.lossPct {
 						return false
+					}
+					if c.capped && isFirstData(b) {
+						return false // parity never opens a message: its first packet arrives
 					}
 					if c.capped && (!first || lost[key] >= c.m) {
 						return false
@@ -100,7 +118,7 @@ func TestECPropertyExactOnce(t *testing.T) {
 				recoveryRun(t, p, msgs)
 				s, r := p.a.Stats(), p.b.Stats()
 				retx := s.RetxSack + s.RetxNack + s.RetxTimeout
-				if r.MsgsDelivered != uint64(len(msgs)) {
+				if r.MsgsDelivered != uint64(len(msgs))+1 {
 					t.Fatalf("%d messages delivered, want %d", r.MsgsDelivered, len(msgs))
 				}
 				if r.RecvBuffered != 0 {
@@ -133,6 +151,7 @@ func TestECRebuildsMLossesPerBlock(t *testing.T) {
 		msg := patterned(10*10*cfg.MTU, 7) // 10 blocks
 		var ser serializer
 		p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
+		ecWarm(t, p)
 		p.drop = func(from *Endpoint, b []byte) bool {
 			var q wire.Packet
 			if from != p.a || q.Decode(b) != nil || q.Type != wire.TypeData || q.Flags&(wire.FlagEC|wire.FlagRetx) != 0 {
@@ -151,8 +170,8 @@ func TestECRebuildsMLossesPerBlock(t *testing.T) {
 		case extra == 1 && (retx == 0 || retx > 30):
 			t.Errorf("3 losses per block: resent %d, want some, at most the 30 lost", retx)
 		}
-		if s.ParitySent != 20 {
-			t.Errorf("%d parity packets sent, want 20", s.ParitySent)
+		if s.ParitySent != 22 {
+			t.Errorf("%d parity packets sent, want 22 (2 of the warm-up message)", s.ParitySent)
 		}
 	}
 }
@@ -276,111 +295,75 @@ func BenchmarkECOverhead(b *testing.B) {
 	}
 }
 
-// TestECParityUntrusted: parity packets that do not fit their message (an empty data
-// shard), reach beyond the receive window, contradict a block's shape or repeat an index
-// are refused and hold nothing; a parity packet that opens a message is charged to the
-// receive budget, and every byte is returned once the message is delivered (exactly: the
-// real data completes it, the parity rebuilds nothing).
+// TestECParityUntrusted: parity is kept only as the endpoint's own code would send it:
+// never for a message none of whose data arrived, never of another block shape (K or M),
+// never beyond the message or the receive window, never contradicting a block already
+// held; what is kept is charged to the receive budget and returned once the message is
+// delivered, and the real parity rebuilds a lost packet.
 func TestECParityUntrusted(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 4, 2
 	cfg.CC = "fixed"
-	p := newPair(t, cfg, 5000)
-	var hdr wire.Packet // the latest DATA from a, and b's ID from its ACKs
-	var bID uint64
-	p.drop = func(from *Endpoint, b []byte) bool {
-		var q wire.Packet
-		if q.Decode(b) == nil {
-			if from == p.a && q.Type == wire.TypeData && q.Flags&wire.FlagEC == 0 {
-				hdr = q
-			}
-			if from == p.b && q.Type == wire.TypeAck {
-				bID = q.SrcConn
-			}
-		}
-		return false
-	}
-	first := patterned(10000, 1)
-	recoveryRun(t, p, [][]byte{first})
-	next := patterned(6*cfg.MTU+100, 2) // 2 blocks: 4 + 3 data packets
-	inject := func(psn, off uint32, shard int, k, m, idx uint8, payload []byte) {
-		q := wire.Packet{}
-		q.Type, q.Flags, q.SrcConn, q.DstConn, q.ReplyPort = wire.TypeData, wire.FlagEC, hdr.SrcConn, bID, hdr.ReplyPort
-		q.Data = wire.Data{PSN: psn, AckFloor: hdr.Data.PSN + 1, MsgID: hdr.Data.MsgID + 1, MsgLen: uint32(len(next)),
-			Offset: off, PayloadLen: uint16(shard), StreamStart: hdr.Data.StreamStart + uint64(len(first)) + MsgOverhead,
-			TxTime: p.now, EC: wire.EC{K: k, M: m, Index: idx}}
-		q.Payload = payload
+	r := newForgeRig(t, cfg)
+	mtu := cfg.MTU
+	next := patterned(6*mtu+100, 2) // 2 blocks: 4 + 3 data packets
+	psn := r.last.PSN + 1
+	d := wire.Data{PSN: psn, AckFloor: r.last.AckFloor, MsgID: r.next, MsgLen: uint32(len(next)),
+		PayloadLen: uint16(mtu), StreamStart: r.stream, TxTime: r.p.now}
+	parity := func(first uint32, off, shard int, k, m, idx uint8, crc uint32, payload []byte) {
+		q := d
+		q.PSN, q.Offset, q.PayloadLen, q.AckFloor, q.EC = first, uint32(off), uint16(shard), crc, wire.EC{K: k, M: m, Index: idx}
 		if payload == nil {
-			q.Payload = make([]byte, shard)
+			payload = make([]byte, shard)
 		}
-		buf := make([]byte, 9000)
-		n, err := q.Encode(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.b.HandlePacket(p.now, buf[:n], RxMeta{From: p.aAddr})
+		r.inject(wire.FlagEC, q, payload)
 	}
-	psn := hdr.Data.PSN + 1
-	mtu := uint32(cfg.MTU)
-	s0 := p.b.Stats()
-	inject(psn, 0, cfg.MTU, 8, 2, 0, nil)       // 8 shards of 4096 from 0: the 8th would start beyond the message
-	inject(psn+1<<20, 0, cfg.MTU, 4, 2, 0, nil) // its data PSNs far beyond the window
-	s1 := p.b.Stats()
-	if s1.ProtoViolations-s0.ProtoViolations != 1 || s1.BeyondWindow-s0.BeyondWindow != 1 || s1.RecvBuffered != 0 {
-		t.Fatalf("bad geometry / beyond window: violations +%d, beyond +%d, held %d", s1.ProtoViolations-s0.ProtoViolations, s1.BeyondWindow-s0.BeyondWindow, s1.RecvBuffered)
+	s0 := r.p.b.Stats()
+	parity(psn, 0, mtu, 4, 2, 0, 0, nil) // the message is not open: parity never opens one
+	r.inject(0, d, next[:mtu])           // its first packet: open
+	held := r.p.b.Stats().RecvBuffered
+	parity(psn, 0, mtu, 8, 2, 0, 0, nil) // K is not the configured 4
+	parity(psn, 0, mtu, 4, 3, 0, 0, nil) // M is not the configured 2
+	parity(psn, 0, mtu, 2, 2, 0, 0, nil) // a short block that does not reach the end
+	parity(psn+1, 0, mtu, 4, 2, 0, 0, nil)
+	parity(psn+4, 4*mtu, 100, 3, 2, 0, 0, nil) // the second block with a wrong shard size
+	s1 := r.p.b.Stats()
+	if got := s1.ParityRefused - s0.ParityRefused; got != 6 || s1.RecvBuffered != held {
+		t.Fatalf("refused %d of 6 forged parity packets; %d bytes held, %d before them", got, s1.RecvBuffered, held)
 	}
-	// A well-formed parity (the real one) opens the message.
+	parity(psn+1<<20, 4*mtu, mtu, 3, 2, 0, 0, nil) // its data PSNs far beyond the window: refused too
+	// The real parity of the first block is kept and charged.
 	enc, _ := reedsolomon.New(4, 2)
 	shards := make([][]byte, 6)
 	for i := range shards {
-		shards[i] = make([]byte, cfg.MTU)
+		shards[i] = make([]byte, mtu)
 		if i < 4 {
-			copy(shards[i], next[i*cfg.MTU:])
+			copy(shards[i], next[i*mtu:])
 		}
 	}
 	if err := enc.Encode(shards); err != nil {
 		t.Fatal(err)
 	}
-	inject(psn, 0, cfg.MTU, 4, 2, 1, shards[5])
-	if h := p.b.Stats().RecvBuffered; h != uint64(cfg.MTU)+msgRecBytes {
-		t.Fatalf("parity of %d bytes held as %d", cfg.MTU, h)
+	crc := crc32.Checksum(next[:4*mtu], castagnoli)
+	parity(psn, 0, mtu, 4, 2, 1, crc, shards[5])
+	s2 := r.p.b.Stats()
+	if h := s2.RecvBuffered - s1.RecvBuffered; h != uint64(mtu) {
+		t.Fatalf("parity of %d bytes held as %d", mtu, h)
 	}
-	inject(psn, 0, cfg.MTU, 4, 2, 1, nil)   // the same index again
-	inject(psn, 0, cfg.MTU-1, 4, 2, 0, nil) // the same block, another shard size
-	inject(psn+4, 4*mtu, 100, 3, 2, 0, nil) // a second block of another shape: held, never completes by itself
-	s2 := p.b.Stats()
-	if s2.ParityDropped-s1.ParityDropped != 1 || s2.ProtoViolations-s1.ProtoViolations != 1 {
-		t.Fatalf("duplicate / contradicting parity: dropped +%d, violations +%d", s2.ParityDropped-s1.ParityDropped, s2.ProtoViolations-s1.ProtoViolations)
+	parity(psn, 0, mtu, 4, 2, 1, crc, nil)   // the same index again
+	parity(psn, 0, mtu, 4, 2, 0, crc+1, nil) // the same block, another checksum
+	s3 := r.p.b.Stats()
+	if s3.ParityDropped-s2.ParityDropped != 1 || s3.ProtoViolations-s2.ProtoViolations != 1 || s3.RecvBuffered != s2.RecvBuffered {
+		t.Fatalf("duplicate / contradicting parity: dropped +%d, violations +%d", s3.ParityDropped-s2.ParityDropped, s3.ProtoViolations-s2.ProtoViolations)
 	}
-	// The real message: its first three packets and the parity rebuild the fourth (which
-	// then arrives as a duplicate); the forged second block is dropped once its bytes are
-	// all in.
-	p.drop = nil
-	id := ConnID(0)
-	for _, c := range p.a.Conns(nil) {
-		id = c.ID
+	// The rest of the block but its fourth packet: the parity rebuilds it.
+	for i := 1; i < 3; i++ {
+		q := d
+		q.PSN, q.Offset = psn+uint32(i), uint32(i*mtu)
+		r.inject(0, q, next[i*mtu:(i+1)*mtu])
 	}
-	if _, err := p.a.Send(p.now, id, next); err != nil {
-		t.Fatal(err)
-	}
-	var got []byte
-	p.runUntil(t, p.now+1e10, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
-			if ev.Kind == MessageReceived {
-				got = ev.Data
-			}
-		}
-		return got != nil
-	})
-	if string(got) != string(next) {
-		t.Fatal("message differs")
-	}
-	if s := p.b.Stats(); s.RecvBuffered != 0 || s.ECRebuilt != 1 {
-		t.Fatalf("after delivery: %d bytes held, %d rebuilt (want 0 and 1)", s.RecvBuffered, s.ECRebuilt)
+	if s := r.p.b.Stats(); s.ECRebuilt != 1 || s.ECBad != 0 {
+		t.Fatalf("rebuilt %d (want 1), %d failed the checksum", s.ECRebuilt, s.ECBad)
 	}
 }
 
@@ -408,6 +391,7 @@ func TestECNacksTrimsBeyondParity(t *testing.T) {
 		msg := patterned(10*10*cfg.MTU, 5) // 10 blocks
 		var ser serializer
 		p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
+		ecWarm(t, p)
 		p.drop = func(from *Endpoint, b []byte) bool {
 			var q wire.Packet
 			if from != p.a || q.Decode(b) != nil || q.Type != wire.TypeData || q.Flags&wire.FlagRetx != 0 {

@@ -25,10 +25,13 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if ce {
 		e.stats.CERecv++
 	}
-	if !c.rxInit {
+	if p.Flags&wire.FlagEC != 0 && !c.rxInit {
+		e.stats.ParityRefused++ // its AckFloor is its block's checksum (ec.go); no data yet
+		return
+	} else if !c.rxInit {
 		c.tracker = ackpath.NewTracker(e.cfg.PSNWindow, d.AckFloor)
 		c.rxInit = true
-	} else if wire.SeqLess(c.tracker.Cum(), d.AckFloor) {
+	} else if p.Flags&wire.FlagEC == 0 && wire.SeqLess(c.tracker.Cum(), d.AckFloor) {
 		// Every PSN below an honest sender's floor was acknowledged by us, so the floor
 		// can never pass our cumulative point: obeying it would skip PSNs we never got.
 		e.stats.ProtoViolations++
@@ -191,6 +194,9 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		r.write(int(d.Offset), p.Payload)
 		r.addSpan(at, int(d.Offset), len(p.Payload))
 		c.bytesRecv += uint64(len(p.Payload))
+		if e.ec != nil {
+			r.anchor.note(d) // parity must agree with it (ec.go)
+		}
 	}
 	oldCum := c.tracker.Cum()
 	c.tracker.Mark(d.PSN)

@@ -71,18 +71,23 @@ func dataPSN(b []byte) (psn uint32, ev uint16, retx bool, ok bool) {
 // and byte-exact, in order, and is reported sent.
 func recoveryRun(t *testing.T, p *pair, msgs [][]byte) {
 	t.Helper()
-	id, err := p.a.Dial(0, p.bAddr)
-	if err != nil {
-		t.Fatal(err)
+	var id ConnID
+	if cs := p.a.Conns(nil); len(cs) > 0 {
+		id = cs[0].ID // warmed up (ecWarm): its peer is proven
+	} else {
+		var err error
+		if id, err = p.a.Dial(0, p.bAddr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, m := range msgs {
-		if _, err := p.a.Send(0, id, m); err != nil {
+		if _, err := p.a.Send(p.now, id, m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var got [][]byte
 	sent := 0
-	p.runUntil(t, 5e10, func() bool {
+	p.runUntil(t, p.now+5e10, func() bool {
 		for {
 			ev, ok := p.b.PollEvent()
 			if !ok {
@@ -369,6 +374,9 @@ func TestRecoveryModesWithAuth(t *testing.T) {
 			}
 			i := int(q.Data.Offset) / cfg.MTU % 10
 			return i == 2 || i == 6
+		}
+		if mode == RecoveryEC {
+			ecWarm(t, p) // parity is kept from proven peers only
 		}
 		recoveryRun(t, p, [][]byte{patterned(10*10*cfg.MTU, 9)})
 		s, r := p.a.Stats(), p.b.Stats()

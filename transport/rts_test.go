@@ -25,7 +25,7 @@ func returnHeader(b []byte) []byte {
 // another TxTime, naming an unknown connection, or once the packet has been resent.
 func TestReturnToSender(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Trimming = true
+	cfg.Trimming, cfg.ReturnToSender = true, true
 	p := newPair(t, cfg, 3000)
 	var kept [][]byte
 	nData, returned := 0, 0

@@ -136,6 +136,8 @@ type Stats struct {
 	NacksRecv       uint64
 	ReturnedRecv    uint64 // trimmed headers of our own packets returned by a switch (return-to-sender), acted on as NACKs
 	ReturnedBad     uint64 // returned headers dropped: no live connection of ours, wrong peer, or not a PSN in flight
+	ReturnedIgnored uint64 // returned headers not acted on: return_to_sender off, or the connection's trust in returns spent
+	ReturnedFalse   uint64 // returns acted on whose packet's original transmission was acknowledged after all
 	ProbesSent      uint64
 	DataRecv        uint64 // data packets received (including duplicates and trimmed)
 	DupData         uint64 // duplicate data packets (already received)
@@ -191,6 +193,8 @@ type Stats struct {
 	ParityRecv      uint64 // EC parity packets received
 	ParityDropped   uint64 // EC parity packets not kept (block already complete, late, duplicate, trimmed, no EC here)
 	ECRebuilt       uint64 // data packets rebuilt from parity (receiver)
+	ParityRefused   uint64 // EC parity not of the configured code, from an unproven peer, or naming PSNs its message's data contradicts
+	ECBad           uint64 // EC blocks whose rebuild failed the checksum their parity carries (nothing of them kept)
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth AuthStats

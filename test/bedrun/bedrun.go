@@ -128,6 +128,7 @@ func Map(sc *sim.Scenario) (*Mapped, error) {
 	m.Model.INT = t.INT
 	t.LinkRate = rate
 	t.Trimming = m.Model.Trim
+	t.ReturnToSender = m.Model.ReturnToSender && m.Model.Trim // the daemons read what the switches return
 	if t.TrimDSCP == 0 {
 		t.TrimDSCP = DefaultTrimDSCP
 	}

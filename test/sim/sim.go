@@ -330,6 +330,8 @@ func New(sc *Scenario) (*Sim, error) {
 		// The engine must read losses the way the fabric produces them.
 		tcfg.Trimming = *sc.Topology.Queue.trim()
 	}
+	// Returned headers are read only when the fabric is said to return them.
+	tcfg.ReturnToSender = sc.Topology.Queue.ReturnToSender && tcfg.Trimming
 	if reg, ok := transport.LookupCC(tcfg.CC); ok && tcfg.NewCC == nil && reg.Needs.ECN && sc.Topology.Queue.NoECN {
 		// The controller's registration declares what the fabric must provide.
 		return nil, fmt.Errorf("topology.queue.no_ecn = true: transport.cc = %q needs ECN marking", tcfg.CC)

@@ -218,9 +218,15 @@ type EngineStats struct {
 	ParityRecv      uint64 `json:"parity_recv"`        // EC parity packets received
 	ParityDropped   uint64 `json:"parity_dropped"`     // EC parity packets not kept
 	ECRebuilt       uint64 `json:"ec_rebuilt"`         // data packets rebuilt from parity (receiver)
+	ParityRefused   uint64 `json:"parity_refused"`     // EC parity not of the configured code, unproven peer, or contradicting its message
+	ECBad           uint64 `json:"ec_bad"`             // EC rebuilds that failed their parity's checksum
 	// Return-to-sender trimming: headers of our own packets a switch sent back.
 	ReturnedRecv uint64 `json:"returned_recv"` // acted on as NACKs
 	ReturnedBad  uint64 `json:"returned_bad"`  // dropped: no live connection, wrong peer, or not in flight
+	// ReturnedIgnored: not acted on (return_to_sender off, or the connection's trust spent).
+	ReturnedIgnored uint64 `json:"returned_ignored"`
+	// ReturnedFalse: returns acted on whose original was acknowledged after all.
+	ReturnedFalse uint64 `json:"returned_false"`
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth map[string]uint64 `json:"auth"`

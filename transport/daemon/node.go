@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,9 +130,13 @@ type Options struct {
 	// (NewShards), a datagram a shard's socket receives for another shard is handed to
 	// that shard's queue, not fed to the wrong engine.
 	Steer func(b []byte, n int) int
-	// ShardQueue bounds each shard's queue of datagrams handed over by other shards
-	// (default 4,096); beyond it they are dropped and counted (ShardStats.HandoffDrops),
-	// as a full socket buffer would drop them.
+	// ShardQueue bounds each shard's queue of datagrams handed over by other shards for
+	// its live connections (default 4,096); beyond it they are dropped and counted
+	// (ShardStats.HandoffDrops), as a full socket buffer would drop them. Datagrams that
+	// name no live connection of the shard (first contacts, forgeries) go through a
+	// queue of their own, a quarter of the size, served after the first
+	// (ShardStats.HandoffDropsUnknown): a flood naming one shard cannot crowd out its
+	// connections' datagrams.
 	ShardQueue int
 }
 
@@ -191,10 +196,14 @@ type shard struct {
 	held      atomic.Bool // SendHeld queued messages that FlushHeld has not written yet
 	decisions DecisionStats
 
-	inbox        chan *handoff // datagrams other shards received for this one
+	inbox        chan *handoff // datagrams other shards received for this one's connections
+	inboxUnknown chan *handoff // the rest other shards received for this one: served after inbox
 	handedOut    atomic.Uint64 // datagrams this shard's socket received for another shard
 	adopted      atomic.Uint64 // datagrams other shards handed to this one
-	handoffDrops atomic.Uint64 // datagrams for this shard dropped: its queue was full
+	handoffDrops atomic.Uint64 // datagrams for this shard's connections dropped: inbox was full
+	dropsUnknown atomic.Uint64 // other datagrams for this shard dropped: inboxUnknown was full
+	knownMu      sync.RWMutex
+	known        map[uint64]struct{} // this shard's live connection IDs (other shards read it)
 }
 
 // handoff is a datagram on its way to the shard that owns it.
@@ -278,6 +287,8 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 		s.timer.Stop()
 		if len(socks) > 1 {
 			s.inbox = make(chan *handoff, o.ShardQueue)
+			s.inboxUnknown = make(chan *handoff, max(o.ShardQueue/4, 1))
+			s.known = make(map[uint64]struct{})
 		}
 		n.shards = append(n.shards, s)
 	}
@@ -393,12 +404,49 @@ func (s *shard) handOff(owner *shard, p *Packet) {
 	h.pkt.Buf = h.buf[:p.N]
 	copy(h.pkt.Buf, p.Buf[:p.N])
 	s.handedOut.Add(1)
+	q, drops := owner.inbox, &owner.handoffDrops
+	if !owner.owns(h.pkt.Buf) {
+		q, drops = owner.inboxUnknown, &owner.dropsUnknown
+	}
 	select {
-	case owner.inbox <- h:
+	case q <- h:
 	default:
-		owner.handoffDrops.Add(1)
+		drops.Add(1)
 		handoffPool.Put(h)
 	}
+}
+
+// owns reports whether datagram b names a live connection of s: its DstConn (a returned
+// header's SrcConn, our own ID) is one of s's.
+func (s *shard) owns(b []byte) bool {
+	if len(b) < wire.CommonLen {
+		return false
+	}
+	id := binary.BigEndian.Uint64(b[8:])
+	if wire.Returned(b) {
+		id = binary.BigEndian.Uint64(b[16:])
+	}
+	if id == 0 {
+		return false
+	}
+	s.knownMu.RLock()
+	_, ok := s.known[id]
+	s.knownMu.RUnlock()
+	return ok
+}
+
+// setKnown records (or forgets) a live connection of s for owns.
+func (s *shard) setKnown(id transport.ConnID, live bool) {
+	if s.known == nil {
+		return // one shard: nothing is handed over
+	}
+	s.knownMu.Lock()
+	if live {
+		s.known[uint64(id)] = struct{}{}
+	} else {
+		delete(s.known, uint64(id))
+	}
+	s.knownMu.Unlock()
 }
 
 // adopt feeds datagrams handed over by other shards (h first, then what else is queued,
@@ -425,6 +473,11 @@ func (s *shard) adopt(h *handoff) {
 			continue
 		default:
 		}
+		select {
+		case h = <-s.inboxUnknown:
+			continue
+		default:
+		}
 		break
 	}
 	s.flushLocked(now)
@@ -437,6 +490,9 @@ func (s *shard) timerLoop() {
 		case <-s.n.done:
 			return
 		case h := <-s.inbox: // nil channel with one shard: never ready
+			s.adopt(h)
+			continue
+		case h := <-s.inboxUnknown:
 			s.adopt(h)
 			continue
 		case <-s.timer.C:
@@ -600,6 +656,7 @@ func (s *shard) dispatchLocked(now int64, ev transport.Event) {
 			s.free = append(s.free, p)
 		}
 	case transport.ConnClosed:
+		s.setKnown(ev.Conn, false)
 		if id, ok := s.dialed[ev.Peer]; ok && id == ev.Conn {
 			delete(s.dialed, ev.Peer)
 		}
@@ -607,6 +664,7 @@ func (s *shard) dispatchLocked(now int64, ev transport.Event) {
 			s.n.log.Info("connection aborted", "peer", ev.Peer, "shard", s.idx, "err", ev.Err)
 		}
 	case transport.ConnAccepted:
+		s.setKnown(ev.Conn, true)
 		s.n.log.Debug("connection accepted", "peer", ev.Peer, "shard", s.idx)
 	}
 }
@@ -713,6 +771,7 @@ func (s *shard) sendLocked(now int64, peer netip.AddrPort, msg []byte) (transpor
 			return 0, 0, err
 		}
 		s.dialed[peer] = id
+		s.setKnown(id, true)
 	}
 	mid, err := s.ep.Send(now, id, msg)
 	if errors.Is(err, transport.ErrClosed) || errors.Is(err, transport.ErrUnknownConn) {
@@ -722,6 +781,7 @@ func (s *shard) sendLocked(now int64, peer netip.AddrPort, msg []byte) (transpor
 			return 0, 0, err
 		}
 		s.dialed[peer] = id
+		s.setKnown(id, true)
 		mid, err = s.ep.Send(now, id, msg)
 	}
 	return id, mid, err
@@ -746,8 +806,10 @@ type ShardStats struct {
 	Conns  int // live connections
 	// HandedOut counts datagrams this shard's socket received for another shard and
 	// handed to it; Adopted those other shards handed to this one; HandoffDrops those
-	// for this shard dropped because its queue (Options.ShardQueue) was full.
-	HandedOut, Adopted, HandoffDrops uint64
+	// for this shard's connections dropped because its queue (Options.ShardQueue) was
+	// full; HandoffDropsUnknown those naming none of its connections dropped because
+	// their queue was.
+	HandedOut, Adopted, HandoffDrops, HandoffDropsUnknown uint64
 }
 
 // Shards returns every shard's counters, in shard order.
@@ -758,6 +820,7 @@ func (n *Node) Shards() []ShardStats {
 		out[i] = ShardStats{Engine: s.ep.Stats(), Conns: s.ep.NumConns()}
 		s.mu.Unlock()
 		out[i].HandedOut, out[i].Adopted, out[i].HandoffDrops = s.handedOut.Load(), s.adopted.Load(), s.handoffDrops.Load()
+		out[i].HandoffDropsUnknown = s.dropsUnknown.Load()
 	}
 	return out
 }
@@ -848,6 +911,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	for _, s := range n.shards { // datagrams handed over too late
 		for s.inbox != nil && len(s.inbox) > 0 {
 			handoffPool.Put(<-s.inbox)
+		}
+		for s.inboxUnknown != nil && len(s.inboxUnknown) > 0 {
+			handoffPool.Put(<-s.inboxUnknown)
 		}
 	}
 	if failed > 0 {

@@ -118,7 +118,8 @@ type UDPConfig struct {
 
 	// BusyPoll keeps the engine's socket read polling this long after the socket runs dry
 	// before it sleeps (udp.Config.BusyPoll): a datagram arriving meanwhile costs no
-	// wake-up, at the price of a core kept busy. 0 (off, the default) to 1ms; for hosts
+	// wake-up, at the price of a core kept busy (only while polling pays: at most one
+	// wake-up's cost per datagram plus one busy_poll). 0 (off, the default) to 1ms; for hosts
 	// with cores to spare: on the 2-core test host it doubled the round trip
 	// (docs/datapath.md, "The round trip").
 	BusyPoll config.Duration `yaml:"busy_poll" json:"busy_poll"`

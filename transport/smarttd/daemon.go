@@ -217,6 +217,7 @@ func socketAndShardMetrics(socket func(chan<- prometheus.Metric), node *daemon.N
 			c(dShardHand, s.HandedOut, "out")
 			c(dShardHand, s.Adopted, "in")
 			c(dShardHand, s.HandoffDrops, "dropped")
+			c(dShardHand, s.HandoffDropsUnknown, "dropped_unknown")
 			ch <- prometheus.MustNewConstMetric(dShardConns, prometheus.GaugeValue, float64(s.Conns), id)
 		}
 	}

@@ -137,9 +137,11 @@ func (c *Conn) openXDP() error {
 	if link.Type() == "veth" {
 		mode = xsk.ModeGeneric
 	}
-	x.prog, err = xsk.AttachMode(ifindex, c.local.Port(), c.local.Port(), 1, mode)
+	// Only datagrams to our address and port: the interface may hold other addresses, and
+	// a datagram to the subnet broadcast is not ours either.
+	x.prog, err = xsk.AttachTo(ifindex, la, c.local.Port(), c.local.Port(), 1, mode)
 	if err != nil && mode != xsk.ModeAuto {
-		x.prog, err = xsk.Attach(ifindex, c.local.Port(), c.local.Port(), 1)
+		x.prog, err = xsk.AttachTo(ifindex, la, c.local.Port(), c.local.Port(), 1, xsk.ModeAuto)
 	}
 	if err != nil {
 		return err
@@ -151,6 +153,7 @@ func (c *Conn) openXDP() error {
 		return err
 	}
 	x.rd = xsk.NewRxReader(x.sock, c.cfg.BatchSize)
+	x.rd.SetDst(netip.AddrPortFrom(la, c.local.Port())) // as the program, in case another put it there
 	if x.evfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return fmt.Errorf("eventfd: %w", err)
 	}
@@ -243,6 +246,7 @@ func (c *Conn) xdpRead(pkts []Packet, inPlace bool) (int, error) {
 		}
 		if after := x.rd.Stats(); after.Packets-before.Packets != uint64(k) {
 			c.st.rxTrunc.Add(after.Truncated - before.Truncated)
+			c.st.rxWrongDst.Add(after.WrongDst - before.WrongDst)
 			var bad uint64
 			for i := range after.Malformed {
 				bad += after.Malformed[i] - before.Malformed[i]

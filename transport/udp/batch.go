@@ -55,11 +55,13 @@ type batch struct {
 	single        bool // use recvmsg/sendmsg (batching off)
 	rawFn         func(fd uintptr) bool
 
-	// Busy polling (reads, Config.BusyPoll): spin ns after the socket runs dry, until
-	// spinUntil (0: not polling); spinHits counts polls that found datagrams.
-	spin, spinUntil int64
-	spinHits        *atomic.Uint64
-	closed          *atomic.Bool
+	// Busy polling (reads, Config.BusyPoll): spin > 0 turns it on; a poll started at
+	// spinFrom lasts until spinUntil (0: not polling) as busy allows; dryAt is when a read
+	// went to sleep (0: not asleep); spinHits counts polls that found datagrams.
+	spin, spinFrom, spinUntil, dryAt int64
+	busy                             busyPolicy
+	spinHits                         *atomic.Uint64
+	closed                           *atomic.Bool
 }
 
 func (b *batch) init(size int, write bool) {
@@ -100,9 +102,8 @@ func (b *batch) call(fd uintptr, mmsg, msg uintptr) bool {
 		switch e {
 		case 0:
 			b.got, b.errno = int(r), 0
-			if b.spinUntil != 0 {
-				b.spinUntil = 0
-				b.spinHits.Add(1)
+			if b.spinUntil != 0 || b.dryAt != 0 {
+				b.busyDone()
 			}
 			return true
 		case unix.EINTR:
@@ -124,15 +125,35 @@ func (b *batch) call(fd uintptr, mmsg, msg uintptr) bool {
 // reads the fd under its read lock, so polling here cannot miss a readiness event.
 func (b *batch) busyPoll() bool {
 	now := time.Now().UnixNano()
-	if b.spinUntil == 0 {
-		b.spinUntil = now + b.spin
+	if b.spinUntil == 0 && b.dryAt == 0 {
+		d := b.busy.budget()
+		if d <= 0 {
+			b.dryAt = now // not worth polling: sleep, and see how long the wait was
+			return false
+		}
+		b.spinFrom, b.spinUntil = now, now+d
 	}
-	if now < b.spinUntil && !b.closed.Load() {
+	if b.spinUntil != 0 && now < b.spinUntil && !b.closed.Load() {
 		runtime.Gosched()
 		return true
 	}
-	b.spinUntil = 0
+	if b.spinUntil != 0 {
+		b.busy.polled(now-b.spinFrom, false)
+		b.spinUntil, b.dryAt = 0, now
+	}
 	return false
+}
+
+// busyDone records a read that found datagrams after polling or sleeping.
+func (b *batch) busyDone() {
+	now := time.Now().UnixNano()
+	if b.spinUntil != 0 {
+		b.busy.polled(now-b.spinFrom, true)
+		b.spinHits.Add(1)
+	} else {
+		b.busy.slept(now - b.dryAt)
+	}
+	b.spinUntil, b.dryAt = 0, 0
 }
 
 func (c *Conn) rxRecv(fd uintptr) bool { return c.rb.call(fd, unix.SYS_RECVMMSG, unix.SYS_RECVMSG) }

@@ -40,19 +40,27 @@ func SteerShard(b []byte, n int) int { return wire.Shard(b, n) }
 // kernel for a SO_REUSEPORT group of n listen sockets. It runs with the UDP payload at
 // offset 0 and returns the socket's index in the group (the order they were bound).
 func SteeringProgram(n int) []bpf.Instruction {
+	returned := uint32(wire.FlagTrimmed | wire.FlagReturned)
 	return []bpf.Instruction{
 		bpf.LoadExtension{Num: bpf.ExtLen},                                         // 0: A = payload length
 		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: wire.CommonLen, SkipTrue: 1}, // 1
 		bpf.RetConstant{Val: 0},                                                    // 2: short: shard 0
-		bpf.LoadAbsolute{Off: offDstConn, Size: 4},                                 // 3: DstConn high half
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0, SkipTrue: 4},                    // 4: -> 9
-		bpf.LoadAbsolute{Off: offDstConn + 4, Size: 4},                             // 5: DstConn low half
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0, SkipTrue: 2},                    // 6: -> 9
-		bpf.LoadAbsolute{Off: offSrcConn, Size: 1},                                 // 7: DstConn 0: SrcConn high byte
-		bpf.Jump{Skip: 1}, // 8: -> 10
-		bpf.LoadAbsolute{Off: offDstConn + 7, Size: 1},      // 9: DstConn low byte
-		bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(n)}, // 10
-		bpf.RetA{}, // 11
+		bpf.LoadAbsolute{Off: 0, Size: 1},                                          // 3: version and type
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: wire.Version<<4 | uint32(wire.TypeData), SkipTrue: 5}, // 4: -> 10
+		bpf.LoadAbsolute{Off: 1, Size: 1},                              // 5: flags
+		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: returned},             // 6
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: returned, SkipTrue: 2}, // 7: -> 10
+		bpf.LoadAbsolute{Off: offSrcConn + 7, Size: 1},                 // 8: returned: our ID's low byte
+		bpf.Jump{Skip: 7},                                       // 9: -> 17
+		bpf.LoadAbsolute{Off: offDstConn, Size: 4},              // 10: DstConn high half
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0, SkipTrue: 4}, // 11: -> 16
+		bpf.LoadAbsolute{Off: offDstConn + 4, Size: 4},          // 12: DstConn low half
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0, SkipTrue: 2}, // 13: -> 16
+		bpf.LoadAbsolute{Off: offSrcConn, Size: 1},              // 14: DstConn 0: SrcConn high byte
+		bpf.Jump{Skip: 1},                                       // 15: -> 17
+		bpf.LoadAbsolute{Off: offDstConn + 7, Size: 1},          // 16: DstConn low byte
+		bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(n)},     // 17
+		bpf.RetA{}, // 18
 	}
 }
 

@@ -39,6 +39,15 @@ func forged() [][]byte {
 		out = append(out, hdr(uint64(v)<<32, rng.Uint64(), 32))                       // DstConn high half only
 		out = append(out, hdr(uint64(v), 0, 24))                                      // DstConn low byte only, SrcConn 0
 		out = append(out, hdr(0, 0, v%wire.CommonLen+1))                              // short
+		// Returned headers (ours: SrcConn low byte v), and near misses of one.
+		for _, f := range []wire.Flags{wire.FlagTrimmed | wire.FlagReturned, wire.FlagTrimmed, wire.FlagReturned | wire.FlagRetx | wire.FlagTrimmed} {
+			b := hdr(rng.Uint64(), rng.Uint64()&^0xff|uint64(v), 64)
+			b[0], b[1] = wire.Version<<4|byte(wire.TypeData), byte(f)
+			out = append(out, b)
+			c := append([]byte(nil), b...)
+			c[0] = wire.Version<<4 | byte(wire.TypeAck)
+			out = append(out, c)
+		}
 	}
 	return out
 }

@@ -86,9 +86,10 @@ type Config struct {
 	// BusyPoll makes a read that finds the socket empty poll it again, yielding the
 	// processor between polls (runtime.Gosched), for up to this long before the goroutine
 	// sleeps in the netpoller: a datagram that arrives meanwhile costs no wake-up. 0 (the
-	// default) is off; at most MaxBusyPoll. It burns a core while it polls: for hosts with
-	// cores to spare (docs/datapath.md, "Busy polling"). A read deadline may pass by up to
-	// BusyPoll before the read returns.
+	// default) is off; at most MaxBusyPoll. It burns a core while it polls, so it polls
+	// only while polling pays (busyPolicy: at most a wake-up's cost per datagram plus one
+	// BusyPoll): for hosts with cores to spare (docs/datapath.md, "Busy polling"). A read
+	// deadline may pass by up to BusyPoll before the read returns.
 	BusyPoll time.Duration
 
 	// ReusePort sets SO_REUSEPORT on the listen socket and the EV sockets, so that several
@@ -156,6 +157,7 @@ type Stats struct {
 	TxTooBig             uint64 // datagrams the kernel refused as larger than the path MTU (EMSGSIZE; DF set)
 	RxMalformed          uint64 // afxdp: frames refused as malformed (lengths, IP checksum, fragments)
 	RxXDPDropped         uint64 // afxdp: packets the kernel dropped for a full RX ring or an empty fill ring, as of the last look (every 256 read batches)
+	RxWrongDst           uint64 // afxdp: datagrams to another address or port than ours, dropped
 	RxBusyPollHits       uint64 // reads that found datagrams while busy-polling (Config.BusyPoll): wake-ups saved
 }
 
@@ -220,6 +222,7 @@ type counters struct {
 	rxDSCP                                                         [64]atomic.Uint64
 	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs  atomic.Uint64
 	txTooBig, rxMalformed, rxXDPDropped, rxBusyHits                atomic.Uint64
+	rxWrongDst                                                     atomic.Uint64
 }
 
 type txPending struct {
@@ -271,6 +274,7 @@ func Open(cfg Config) (*Conn, error) {
 	c.wb.init(cfg.BatchSize, true)
 	c.rb.rawFn = c.rxRecv
 	c.rb.spin, c.rb.spinHits, c.rb.closed = int64(min(max(cfg.BusyPoll, 0), MaxBusyPoll)), &c.st.rxBusyHits, &c.closed
+	c.rb.busy = newBusyPolicy(c.rb.spin)
 	c.wb.rawFn = c.txSend
 	if c.caps.TxTimestamps {
 		c.txRing = make([]txPending, txRingSize)
@@ -448,7 +452,7 @@ func (c *Conn) Stats() Stats {
 		RxNoKernelStamp: c.st.rxNoStamp.Load(),
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
 		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(), RxBusyPollHits: c.st.rxBusyHits.Load(),
-		TxTooBig: c.st.txTooBig.Load(), RxMalformed: c.st.rxMalformed.Load(), RxXDPDropped: c.st.rxXDPDropped.Load(),
+		TxTooBig: c.st.txTooBig.Load(), RxMalformed: c.st.rxMalformed.Load(), RxXDPDropped: c.st.rxXDPDropped.Load(), RxWrongDst: c.st.rxWrongDst.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()

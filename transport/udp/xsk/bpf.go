@@ -1,8 +1,10 @@
 package xsk
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"unsafe"
 
@@ -32,6 +34,7 @@ const (
 	jgtK   = 0x25
 	jltK   = 0xa5
 	jneK   = 0x55
+	jneX   = 0x5d // BPF_JMP|BPF_JNE|BPF_X
 	ldDW   = 0x18 // BPF_LD|BPF_IMM|BPF_DW: a 64-bit immediate in two instructions
 	call   = 0x85
 	exit   = 0x95
@@ -43,44 +46,58 @@ const (
 func r(dst, src uint8) uint8 { return dst | src<<4 }
 
 // program is the XDP program: UDP over IPv4 (no IP options, not a fragment) to a
-// destination port in [lo, hi] goes to the AF_XDP socket of its RX queue in the XSKMAP
-// (or on to the kernel if that queue has none); everything else (ARP, ICMP, IPv6, other
-// ports) goes on to the kernel. R1 is the xdp_md context: data at 0, data_end at 4,
-// rx_queue_index at 16.
-func program(lo, hi uint16, mapfd int) []insn {
-	const pass = 25 // index of the "pass" instructions
-	j := func(code, reg uint8, imm int32, at int) insn {
-		return insn{code: code, regs: r(reg, 0), off: int16(pass - at - 1), imm: imm}
+// destination port in [lo, hi] (and, when dst is valid, to the IPv4 address dst) goes to
+// the AF_XDP socket of its RX queue in the XSKMAP (or on to the kernel if that queue has
+// none); everything else (ARP, ICMP, IPv6, other ports, other addresses such as another
+// of the interface's or the subnet broadcast) goes on to the kernel. R1 is the xdp_md
+// context: data at 0, data_end at 4, rx_queue_index at 16.
+func program(lo, hi uint16, dst netip.Addr, mapfd int) []insn {
+	var p []insn
+	var toPass []int // instructions that jump to "pass"
+	j := func(code, reg uint8, imm int32) {
+		toPass = append(toPass, len(p))
+		p = append(p, insn{code: code, regs: r(reg, 0), imm: imm})
 	}
-	return []insn{
-		0:  {code: movX, regs: r(6, 1)},                        // r6 = ctx
-		1:  {code: ldxW, regs: r(2, 1), off: 0},                // r2 = data
-		2:  {code: ldxW, regs: r(3, 1), off: 4},                // r3 = data_end
-		3:  {code: movX, regs: r(4, 2)},                        // r4 = data
-		4:  {code: addK, regs: r(4, 0), imm: 42},               // r4 += Ethernet+IPv4+UDP
-		5:  {code: jgtX, regs: r(4, 3), off: 19},               // shorter: pass (verifier: bounds r2+42)
-		6:  {code: ldxH, regs: r(5, 2), off: 12},               // r5 = EtherType (network order)
-		7:  j(jneK, 5, 0x0008, 7),                              // not 0x0800: pass
-		8:  {code: ldxB, regs: r(5, 2), off: 14},               // r5 = version/IHL
-		9:  j(jneK, 5, 0x45, 9),                                // not IPv4 without options: pass
-		10: {code: ldxB, regs: r(5, 2), off: 23},               // r5 = protocol
-		11: j(jneK, 5, 17, 11),                                 // not UDP: pass
-		12: {code: ldxH, regs: r(5, 2), off: 20},               // r5 = flags/fragment offset
-		13: {code: andK, regs: r(5, 0), imm: 0xff3f},           // MF | offset (byte-swapped 0x3fff)
-		14: j(jneK, 5, 0, 14),                                  // a fragment: pass
-		15: {code: ldxH, regs: r(5, 2), off: 36},               // r5 = UDP destination port
-		16: {code: toBE, regs: r(5, 0), imm: 16},               // to host order
-		17: j(jltK, 5, int32(lo), 17),                          // below the range: pass
-		18: j(jgtK, 5, int32(hi), 18),                          // above: pass
-		19: {code: ldxW, regs: r(2, 6), off: 16},               // r2 = key = rx_queue_index
-		20: {code: ldDW, regs: r(1, mapFD), imm: int32(mapfd)}, // r1 = &xskmap
-		21: {},
-		22: {code: movK, regs: r(3, 0), imm: xdpAct}, // r3 = action if the queue has no socket: pass
-		23: {code: call, imm: redir},                 // r0 = bpf_redirect_map(r1, r2, r3)
-		24: {code: exit},
-		25: {code: movK, regs: r(0, 0), imm: xdpAct}, // pass: r0 = XDP_PASS
-		26: {code: exit},
+	p = append(p,
+		insn{code: movX, regs: r(6, 1)},          // r6 = ctx
+		insn{code: ldxW, regs: r(2, 1), off: 0},  // r2 = data
+		insn{code: ldxW, regs: r(3, 1), off: 4},  // r3 = data_end
+		insn{code: movX, regs: r(4, 2)},          // r4 = data
+		insn{code: addK, regs: r(4, 0), imm: 42}) // r4 += Ethernet+IPv4+UDP
+	toPass = append(toPass, len(p))
+	p = append(p, insn{code: jgtX, regs: r(4, 3)}, // shorter: pass (verifier: bounds r2+42)
+		insn{code: ldxH, regs: r(5, 2), off: 12}) // r5 = EtherType (network order)
+	j(jneK, 5, 0x0008)                                      // not 0x0800: pass
+	p = append(p, insn{code: ldxB, regs: r(5, 2), off: 14}) // r5 = version/IHL
+	j(jneK, 5, 0x45)                                        // not IPv4 without options: pass
+	p = append(p, insn{code: ldxB, regs: r(5, 2), off: 23}) // r5 = protocol
+	j(jneK, 5, 17)                                          // not UDP: pass
+	p = append(p, insn{code: ldxH, regs: r(5, 2), off: 20}, // r5 = flags/fragment offset
+		insn{code: andK, regs: r(5, 0), imm: 0xff3f}) // MF | offset (byte-swapped 0x3fff)
+	j(jneK, 5, 0) // a fragment: pass
+	if dst.Is4() {
+		a := dst.As4()
+		p = append(p, insn{code: ldxW, regs: r(5, 2), off: 30}, // r5 = IPv4 destination (memory order)
+			insn{code: ldDW, regs: r(7, 0), imm: int32(binary.NativeEndian.Uint32(a[:]))}, insn{}) // r7 = ours
+		toPass = append(toPass, len(p))
+		p = append(p, insn{code: jneX, regs: r(5, 7)}) // another address: pass
 	}
+	p = append(p, insn{code: ldxH, regs: r(5, 2), off: 36}, // r5 = UDP destination port
+		insn{code: toBE, regs: r(5, 0), imm: 16}) // to host order
+	j(jltK, 5, int32(lo))                                   // below the range: pass
+	j(jgtK, 5, int32(hi))                                   // above: pass
+	p = append(p, insn{code: ldxW, regs: r(2, 6), off: 16}, // r2 = key = rx_queue_index
+		insn{code: ldDW, regs: r(1, mapFD), imm: int32(mapfd)}, insn{}, // r1 = &xskmap
+		insn{code: movK, regs: r(3, 0), imm: xdpAct}, // r3 = action if the queue has no socket: pass
+		insn{code: call, imm: redir},                 // r0 = bpf_redirect_map(r1, r2, r3)
+		insn{code: exit})
+	pass := len(p)
+	p = append(p, insn{code: movK, regs: r(0, 0), imm: xdpAct}, // pass: r0 = XDP_PASS
+		insn{code: exit})
+	for _, i := range toPass {
+		p[i].off = int16(pass - i - 1)
+	}
+	return p
 }
 
 // Program is the loaded XDP program with its XSKMAP, attached to one interface.
@@ -109,6 +126,12 @@ func Attach(ifindex int, lo, hi uint16, queues int) (*Program, error) {
 
 // AttachMode is Attach in one mode (ModeNative, ModeGeneric) or ModeAuto.
 func AttachMode(ifindex int, lo, hi uint16, queues int, mode string) (*Program, error) {
+	return AttachTo(ifindex, netip.Addr{}, lo, hi, queues, mode)
+}
+
+// AttachTo is AttachMode for datagrams to the IPv4 address dst only (if valid): those to
+// another address (another of the interface's, the subnet broadcast) go on to the kernel.
+func AttachTo(ifindex int, dst netip.Addr, lo, hi uint16, queues int, mode string) (*Program, error) {
 	if mode != ModeAuto && mode != ModeNative && mode != ModeGeneric {
 		return nil, fmt.Errorf("xsk: attach mode %q: allowed %q, %q or %q (auto)", mode, ModeNative, ModeGeneric, ModeAuto)
 	}
@@ -131,7 +154,7 @@ func AttachMode(ifindex int, lo, hi uint16, queues int, mode string) (*Program, 
 	if p.xsks, err = mapCreate(queues); err != nil {
 		return nil, explain("bpf", err)
 	}
-	if p.prog, err = progLoad(program(lo, hi, p.xsks)); err != nil {
+	if p.prog, err = progLoad(program(lo, hi, dst, p.xsks)); err != nil {
 		return nil, err
 	}
 	var errs []error

@@ -18,6 +18,7 @@ type RxStats struct {
 	Packets, Bytes uint64
 	Malformed      [BadUDPLen + 1]uint64 // by Malformed reason (index OK unused)
 	Truncated      uint64                // payload larger than the buffer offered
+	WrongDst       uint64                // to another address or port than SetDst's
 	InPlace        uint64                // of Packets, delivered in place (ReadUDP4InPlace)
 }
 
@@ -27,7 +28,13 @@ type RxReader struct {
 	s      *Socket
 	frames []Frame
 	st     RxStats
+	dst    netip.AddrPort // if valid: the only destination delivered
 }
+
+// SetDst makes the reader deliver only datagrams to dst (address and port); the others
+// (to another address of the interface, the subnet broadcast) are counted in
+// RxStats.WrongDst and dropped.
+func (r *RxReader) SetDst(dst netip.AddrPort) { r.dst = dst }
 
 // NewRxReader reads up to batch frames per call (at least 17, the most one packet spans).
 func NewRxReader(s *Socket, batch int) *RxReader {
@@ -99,6 +106,10 @@ func (r *RxReader) deliver(p *RxPacket, fs []Frame, inPlace bool) bool {
 	d, why := parseUDP4(fs[0].Data, total)
 	if why != OK {
 		r.st.Malformed[why]++
+		return false
+	}
+	if r.dst.IsValid() && d.Dst != r.dst {
+		r.st.WrongDst++
 		return false
 	}
 	if inPlace {
