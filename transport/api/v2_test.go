@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/apitypes"
@@ -186,8 +189,11 @@ func TestAcceptedBeforeSent(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if fmt.Sprint(tags) != fmt.Sprint([]uint32{p.Tag(), big.Tag()}) || s.Accepted() != 2 || a.API.Stats().MsgsFD != 1 {
-		t.Fatalf("accepted tags %v (count %d, memfd messages %d), want [%d %d]", tags, s.Accepted(), a.API.Stats().MsgsFD, p.Tag(), big.Tag())
+	if fmt.Sprint(tags) != fmt.Sprint([]uint32{p.Tag(), big.Tag()}) || s.Accepted() != 2 {
+		t.Fatalf("accepted tags %v (count %d), want [%d %d]", tags, s.Accepted(), p.Tag(), big.Tag())
+	}
+	if a.API.Stats().MsgsFD != 1 { // the client streams when it cannot get a memfd (a loaded host)
+		t.Logf("the large message was streamed, not passed in a memfd")
 	}
 }
 
@@ -223,20 +229,31 @@ func TestLocalDelivery(t *testing.T) {
 			t.Fatalf("message %d: %v", i, err)
 		}
 	}
-	// A large message through a memfd (SendFD) is copied to the local receiver.
-	big := make([]byte, client.DefaultSendFDThreshold+5)
-	big[len(big)-1] = 7
-	if _, err := s.Send(ctx(t), addrA, 2, big); err != nil {
+	// A message passed in a memfd (SendFD, not sealed against writes) is copied to the
+	// local receiver: Accepted, then Sent, and the receiver has it whole.
+	raw, _, _ := upgradeRaw(t, a.Config.API.Socket, "smartt-msg/2")
+	bindRaw(t, raw, 3)
+	body := patterned(5, 70000)
+	fd := memfdOf(t, api.FDHeadroom+int64(len(body)), body, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
+	sh := api.SendHeader{To: addrA, Endpoint: 2, Size: uint64(len(body))}.Append(nil)
+	frame := append(api.AppendHeader(nil, api.Header{Type: api.FrameSendFD, Tag: 4, Len: uint32(len(sh))}), sh...)
+	if _, _, err := raw.(*net.UnixConn).WriteMsgUnix(frame, unix.UnixRights(fd), nil); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := r.Recv(ctx(t)); err != nil || len(m.Data) != len(big) || m.Data[len(big)-1] != 7 {
-		t.Fatalf("large local message: %v", err)
+	unix.Close(fd)
+	for _, want := range []uint8{apitypes.FrameAccepted, api.FrameSent} {
+		if h, p := readFrame(t, raw); h.Type != want || h.Tag != 4 {
+			t.Fatalf("memfd message: frame 0x%02x tag %d %q, want 0x%02x", h.Type, h.Tag, p, want)
+		}
+	}
+	if m, err := r.Recv(ctx(t)); err != nil || !bytes.Equal(m.Data, body) || m.FromEndpoint != 3 {
+		t.Fatalf("local memfd message: %v", err)
 	}
 	st := a.API.Stats()
 	if st.MsgsFD != 1 {
 		t.Fatalf("memfd messages %d, want 1", st.MsgsFD)
 	}
-	if st.MsgsLocal != n+1 || len(a.Node.Conns(nil)) != 0 || a.Node.Stats().PacketsSent != 0 || s.Accepted() != n+1 {
+	if st.MsgsLocal != n+1 || len(a.Node.Conns(nil)) != 0 || a.Node.Stats().PacketsSent != 0 || s.Accepted() != n {
 		t.Fatalf("msgs_local %d, conns %d, packets %d, accepted %d", st.MsgsLocal, len(a.Node.Conns(nil)), a.Node.Stats().PacketsSent, s.Accepted())
 	}
 }
