@@ -6,6 +6,9 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/klauspost/reedsolomon v1.14.2
+	github.com/smartt-transport/smartt/transport/apitypes v0.0.0
+	github.com/smartt-transport/smartt/transport/bufpool v0.0.0
+	github.com/smartt-transport/smartt/transport/client v0.0.0
 	github.com/spf13/cobra v1.10.2
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
@@ -41,4 +44,13 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+// The Go client and the packages it needs are their own modules at go 1.24 (importable
+// from Go 1.24 without raising the importer's go line); this module uses them from the
+// checkout.
+replace (
+	github.com/smartt-transport/smartt/transport/apitypes => ./transport/apitypes
+	github.com/smartt-transport/smartt/transport/bufpool => ./transport/bufpool
+	github.com/smartt-transport/smartt/transport/client => ./transport/client
 )

@@ -1,10 +1,7 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -166,67 +163,4 @@ func (r *Rate) UnmarshalText(b []byte) error {
 // value it refuses.
 func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
 	return unmarshalScalar(n, "a rate such as 100Gbit", r.UnmarshalText)
-}
-
-// DecodeYAML decodes data into out strictly: an unknown field is an error naming it and
-// its line, so a typo in a config file never passes silently. A duration or rate it
-// refuses is named by its key path, e.g. "transport.min_rto: 5 has no unit; write 5us
-// (or 5ms) (line 3)".
-func DecodeYAML(data []byte, out any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(out); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil // an empty file keeps the defaults
-		}
-		var ve *valueError
-		if errors.As(err, &ve) {
-			var root yaml.Node
-			if yaml.Unmarshal(data, &root) == nil {
-				if path, ok := keyPath(&root, "", ve.line, ve.column); ok {
-					return fmt.Errorf("%s: %v (line %d)", path, ve.err, ve.line)
-				}
-			}
-		}
-		return err
-	}
-	return nil
-}
-
-// keyPath finds the value node at line:column under n and returns its dotted key path
-// ("transport.min_rto", "hops[2]").
-func keyPath(n *yaml.Node, prefix string, line, column int) (string, bool) {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			if p, ok := keyPath(c, prefix, line, column); ok {
-				return p, true
-			}
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			p := n.Content[i].Value
-			if prefix != "" {
-				p = prefix + "." + p
-			}
-			v := n.Content[i+1]
-			if v.Line == line && v.Column == column {
-				return p, true
-			}
-			if p, ok := keyPath(v, p, line, column); ok {
-				return p, true
-			}
-		}
-	case yaml.SequenceNode:
-		for i, v := range n.Content {
-			p := fmt.Sprintf("%s[%d]", prefix, i)
-			if v.Line == line && v.Column == column {
-				return p, true
-			}
-			if p, ok := keyPath(v, p, line, column); ok {
-				return p, true
-			}
-		}
-	}
-	return "", false
 }

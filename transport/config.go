@@ -27,20 +27,20 @@ import (
 // Config configures an Endpoint. Start from DefaultConfig and change what you need.
 type Config struct {
 	// MTU is the payload carried by one data packet, in bytes (header excluded).
-	MTU int `yaml:"mtu"`
+	MTU int `yaml:"mtu" unit:"bytes"`
 	// MaxMessage is the largest message accepted from the application or a peer.
-	MaxMessage int `yaml:"max_message"`
+	MaxMessage int `yaml:"max_message" unit:"bytes"`
 	// RecvWindow is the flow-control window in bytes: the messages a peer has open here
 	// beyond the delivered point may claim at most this many bytes of stream in total,
 	// except that the next message in delivery order may always be received whole.
-	RecvWindow int `yaml:"recv_window"`
+	RecvWindow int `yaml:"recv_window" unit:"bytes"`
 	// RecvBudget caps the bytes the endpoint holds for all peers' messages together,
 	// each buffer at its capacity and each open message's record included
 	// (Stats.RecvBuffered; one message may finish beyond it). Buffers are allocated as
 	// data arrives (RecvChunk at a time, small ones in size classes), so a peer holds
 	// only what it sent; data that would need memory beyond the budget is dropped
 	// unacknowledged (Stats.RecvBudgetDrops), so that its sender backs off and resends.
-	RecvBudget int64 `yaml:"recv_budget"`
+	RecvBudget int64 `yaml:"recv_budget" unit:"bytes"`
 	// PSNWindow is how many PSNs may be outstanding (sender) or tracked (receiver); a
 	// power of two >= 256.
 	PSNWindow int `yaml:"psn_window"`
@@ -124,14 +124,14 @@ type Config struct {
 	// REPS configures the load balancers (REPS and the baselines).
 	REPS reps.Config `yaml:"reps"`
 	// InitialWindow is the congestion window of the fixed-window controller, bytes.
-	InitialWindow int `yaml:"initial_window"`
+	InitialWindow int `yaml:"initial_window" unit:"bytes"`
 	// RLCC configures the rlcc controller (cc/rlcc).
 	RLCC rlcc.Config `yaml:"rlcc"`
 	// PacingBurst is the pacer's token-bucket depth in bytes (pacing.Pacer.Burst): a
 	// connection the driver serves late may send this much ahead of strict spacing to
 	// keep its average rate. 0 (default, the simulator's choice) is strict EDT; the
 	// daemon should use a few MTUs (docs/pacing.md).
-	PacingBurst int `yaml:"pacing_burst"`
+	PacingBurst int `yaml:"pacing_burst" unit:"bytes"`
 	// Profile names a hardware profile (hwprofile.Names) the configured CC and LB must fit:
 	// NewEndpoint refuses them if they exceed its memory budgets or need floating point.
 	Profile string `yaml:"profile"`

@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/client"
 )
@@ -95,6 +96,13 @@ func runStatus(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "smarttd %s (pid %d) listening on %s, up %.0f s%s\n", st.Version, st.PID, st.Listen, st.UptimeS,
 		map[bool]string{true: ", SHUTTING DOWN"}[st.ShuttingDown])
 	fmt.Fprintf(out, "connections %d, API sessions %d, messages in flight %d\n", st.Connections, st.Sessions, st.Pending)
+	if st.MemoryBound > 0 {
+		limit := "none"
+		if st.MemoryLimit > 0 {
+			limit = config.HumanSize(st.MemoryLimit)
+		}
+		fmt.Fprintf(out, "worst-case memory %s, limit %s\n", config.HumanSize(st.MemoryBound), limit)
+	}
 	a, l := cnt.API, caps.Limits
 	fmt.Fprintf(out, "api: %d of %d sessions; %d of %d bytes outstanding, %d of %d bytes queued for clients; "+
 		"%d received messages dropped, %d sends refused, %d sessions evicted idle, %d timed out mid-frame, %d stalled\n",

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -222,8 +223,41 @@ func runDaemonDemo(args []string, out io.Writer) error {
 		ea.DataSent, ea.RetxSack, ea.RetxNack, ea.RetxTimeout, ea.AcksRecv)
 	fmt.Fprintf(out, "receiver: %d data packets, %d duplicates, %d CE-marked; %d ACKs sent; %d messages delivered to its client\n",
 		eb.DataRecv, eb.DupData, eb.CERecv, eb.AcksSent, ctb.API.MsgsDelivered)
+	if note := retxNote(ea.RetxTimeout, ea.RetxSack+ea.RetxNack, eb.DupData, a.Config.Transport.MinRTO.String(), loadAvg()); note != "" {
+		fmt.Fprintln(out, note)
+	}
 	fmt.Fprintln(out, "both daemons stopped")
 	return nil
+}
+
+// retxNote explains timeout retransmissions on loopback, which loses nothing: when the
+// receiver got as many duplicates, the originals had arrived and the ACKs came later than
+// the RTO floor, because a busy host ran the daemons' goroutines late.
+func retxNote(timeouts, other, dups uint64, floor, load string) string {
+	if timeouts == 0 {
+		return ""
+	}
+	if dups >= timeouts+other {
+		return fmt.Sprintf("note:     the %d timeout retransmissions were spurious (the receiver got each packet twice: loopback lost "+
+			"nothing); their ACKs came later than the %s RTO floor because the host was busy (load average %s): expected on a "+
+			"loaded machine, not on an idle one", timeouts, floor, load)
+	}
+	return fmt.Sprintf("note:     %d of the %d timeout retransmissions replaced packets that never arrived (the receiver's socket "+
+		"buffer overflowed: loopback drops only there); the rest were spurious (ACKs later than the %s RTO floor; load average %s)",
+		timeouts+other-min(dups, timeouts+other), timeouts, floor, load)
+}
+
+// loadAvg is the 1-minute load average and the CPU count ("25.4 on 2 CPUs").
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s on %d CPUs", f[0], runtime.NumCPU())
 }
 
 // newDemoCmd is "smartt demo".

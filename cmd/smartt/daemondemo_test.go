@@ -111,7 +111,8 @@ func TestCLIAgainstDaemons(t *testing.T) {
 
 	out.Reset()
 	if err := runStatus([]string{"-socket", sockA}, &out); err != nil || !strings.Contains(out.String(), "messages: 3 sent, 0 failed") ||
-		!strings.Contains(out.String(), "of 512 sessions; 0 of 4294967296 bytes outstanding") {
+		!strings.Contains(out.String(), "of 512 sessions; 0 of 4294967296 bytes outstanding") ||
+		!strings.Contains(out.String(), "worst-case memory 15.9 GiB") {
 		t.Fatalf("status: %v\n%s", err, out.String())
 	}
 	out.Reset()
@@ -165,5 +166,22 @@ func TestVersionWithoutDaemon(t *testing.T) {
 	}
 	if err := runVersion([]string{"stray"}, &out); err == nil {
 		t.Fatal("stray argument accepted")
+	}
+}
+
+// Timeout retransmissions on loopback are explained: spurious when the receiver got as
+// many duplicates (a busy host answered later than the RTO floor), else socket drops.
+func TestDemoRetxNote(t *testing.T) {
+	if n := retxNote(0, 0, 0, "5ms", "0.1 on 2 CPUs"); n != "" {
+		t.Errorf("no retransmissions: %q", n)
+	}
+	n := retxNote(54, 0, 54, "5ms", "25.4 on 2 CPUs")
+	for _, w := range []string{"54 timeout retransmissions were spurious", "5ms RTO floor", "load average 25.4 on 2 CPUs", "loopback lost nothing"} {
+		if !strings.Contains(n, w) {
+			t.Errorf("note lacks %q: %s", w, n)
+		}
+	}
+	if n := retxNote(10, 2, 4, "5ms", "1"); !strings.Contains(n, "8 of the 10 timeout retransmissions replaced packets that never arrived") {
+		t.Errorf("drops: %s", n)
 	}
 }

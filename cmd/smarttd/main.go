@@ -2,7 +2,13 @@
 // address and serves applications through a Unix-socket API (docs/api.md).
 //
 //	smarttd -config /etc/smartt/smarttd.yaml [-listen ADDR:PORT] [-socket PATH] [-metrics HOST:PORT]
+//	smarttd -check-config FILE
 //	smarttd -version
+//
+// -check-config reads and validates FILE and prints the effective config and its
+// worst-case memory, or every error (exit status 1). SIGHUP re-reads the config file:
+// log_level takes effect, other changed keys are logged as needing a restart, and a
+// config that does not load is logged while the daemon runs on.
 //
 // SIGTERM or SIGINT shuts it down gracefully: no new clients or messages, outstanding
 // messages get shutdown_timeout to finish, the rest fail with a notification to their clients.
@@ -19,14 +25,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
+	"go.yaml.in/yaml/v3"
 
+	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/version"
 )
@@ -43,12 +55,14 @@ func main() {
 func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	fs := flag.NewFlagSet("smarttd", flag.ContinueOnError)
 	fs.SetOutput(out)
-	file := fs.String("config", "", "YAML config file (default: the built-in defaults; see -print-config)")
-	listen := fs.String("listen", "", "UDP ADDR:PORT peers send to (overrides listen:)")
-	socket := fs.String("socket", "", "API Unix socket path (overrides api.socket)")
-	metrics := fs.String("metrics", "", "HOST:PORT of /metrics (overrides metrics:)")
-	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level:)")
-	printCfg := fs.Bool("print-config", false, "print the default config (commented YAML) and exit")
+	var o overrides
+	fs.StringVar(&o.file, "config", "", "YAML config file (default: the built-in defaults; see -print-config)")
+	fs.StringVar(&o.listen, "listen", "", "UDP ADDR:PORT peers send to (overrides listen:)")
+	fs.StringVar(&o.socket, "socket", "", "API Unix socket path (overrides api.socket)")
+	fs.StringVar(&o.metrics, "metrics", "", "HOST:PORT of /metrics (overrides metrics:)")
+	fs.StringVar(&o.level, "log-level", "", "debug, info, warn or error (overrides log_level:)")
+	check := fs.String("check-config", "", "read and validate this config file, print the effective config and its worst-case memory, or every error (exit status 1), and exit")
+	printCfg := fs.Bool("print-config", false, "print the default config (commented YAML) and exit; with -config, check that file as -check-config does")
 	showVersion := fs.Bool("version", false, "print the version, VCS revision and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -60,45 +74,34 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 		_, err := fmt.Fprintln(out, version.Long("smarttd"))
 		return err
 	}
+	if *printCfg && o.file != "" && *check == "" {
+		*check = o.file
+	}
+	if *check != "" {
+		o.file = *check
+		return checkConfig(o, out, smarttd.HostCgroup)
+	}
 	if *printCfg {
 		_, err := out.Write(smarttd.DefaultYAML)
 		return err
 	}
-	var data []byte
-	if *file != "" {
-		var err error
-		if data, err = os.ReadFile(*file); err != nil {
-			return err
-		}
-	}
-	cfg, err := smarttd.Load(data)
-	if err != nil && *file != "" {
-		return fmt.Errorf("%s: %w", *file, err)
-	}
-	if *listen != "" {
-		if cfg.Listen, err = netip.ParseAddrPort(*listen); err != nil {
-			return fmt.Errorf("-listen %q: want ADDR:PORT: %v", *listen, err)
-		}
-	}
-	if *socket != "" {
-		cfg.API.Socket = *socket
-	}
-	if *metrics != "" {
-		cfg.Metrics = *metrics
-	}
-	if *level != "" {
-		cfg.LogLevel = *level
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	d, err := smarttd.Start(cfg, smarttd.Options{})
+	cfg, err := o.load()
 	if err != nil {
 		return err
 	}
+	level := new(slog.LevelVar)
+	l, _ := smarttd.ParseLevel(cfg.LogLevel)
+	level.Set(l)
+	log := newLogger(cfg.LogFormat, level)
+	// Signals are ours before the start line: a SIGHUP right after it must not kill us.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
+	d, err := smarttd.Start(cfg, smarttd.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	setGoMemoryLimit(d, log)
 	// Without NOTIFY_SOCKET (not under systemd) these do nothing.
 	sd.SdNotify(false, fmt.Sprintf("%s\nSTATUS=listening on %v, API %s", sd.SdNotifyReady, cfg.Listen, cfg.API.Socket))
 	done := make(chan struct{})
@@ -106,12 +109,122 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	if wd, err := sd.SdWatchdogEnabled(false); err == nil && wd > 0 {
 		go watchdog(d, wd/2, done)
 	}
-	select {
-	case <-sig:
-	case <-stop:
+	for running := true; running; {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				reload(o, cfg, level, log)
+				continue
+			}
+			running = false
+		case <-stop:
+			running = false
+		}
 	}
 	sd.SdNotify(false, sd.SdNotifyStopping+"\nSTATUS=shutting down")
 	return d.Shutdown(context.Background())
+}
+
+// overrides are the config file and the flags that override its keys.
+type overrides struct{ file, listen, socket, metrics, level string }
+
+// load reads the config file (or the defaults), applies the flags and validates.
+func (o overrides) load() (smarttd.Config, error) {
+	var data []byte
+	if o.file != "" {
+		var err error
+		if data, err = os.ReadFile(o.file); err != nil {
+			return smarttd.Config{}, err
+		}
+	}
+	cfg, err := smarttd.Load(data)
+	if err != nil {
+		if o.file != "" {
+			return cfg, fmt.Errorf("%s: %w", o.file, err)
+		}
+		return cfg, err
+	}
+	if o.listen != "" {
+		if cfg.Listen, err = netip.ParseAddrPort(o.listen); err != nil {
+			return cfg, fmt.Errorf("-listen %q: want ADDR:PORT: %v", o.listen, err)
+		}
+	}
+	if o.socket != "" {
+		cfg.API.Socket = o.socket
+	}
+	if o.metrics != "" {
+		cfg.Metrics = o.metrics
+	}
+	if o.level != "" {
+		cfg.LogLevel = o.level
+	}
+	return cfg, cfg.Validate()
+}
+
+// checkConfig prints the effective config of o.file and its worst-case memory against the
+// memory limit it would run under (cg), or returns every error.
+func checkConfig(o overrides, out io.Writer, cg smarttd.CgroupFS) error {
+	cfg, err := o.load()
+	if err != nil {
+		return err
+	}
+	b, err := smarttd.CheckMemory(&cfg, cg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.file, err)
+	}
+	y, err := yaml.Marshal(&cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# %s: valid; the effective config (defaults filled in):\n%s", o.file, y)
+	fmt.Fprintf(out, "# worst-case memory %s:\n", config.HumanSize(b.Total))
+	for _, it := range b.Items {
+		fmt.Fprintf(out, "#   %-28s %10s  %s\n", it.Name, config.HumanSize(it.Bytes), it.How)
+	}
+	return nil
+}
+
+// setGoMemoryLimit makes the Go collector keep the heap within what the memory limit
+// leaves after the kernel's socket memory (which the cgroup charges too), so that garbage
+// does not take the process past a limit its live memory fits. GOMEMLIMIT, if set, wins.
+func setGoMemoryLimit(d *smarttd.Daemon, log *slog.Logger) {
+	if d.MemoryLimit <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	heap := d.MemoryLimit
+	for _, it := range d.Memory.Items {
+		if it.Name == "udp.socket_buffers" || it.Name == "api.socket_buffer" {
+			heap -= it.Bytes
+		}
+	}
+	if heap > 0 {
+		debug.SetMemoryLimit(heap)
+		log.Info("Go memory limit set", "bytes", heap)
+	}
+}
+
+// newLogger is the daemon's logger at a level SIGHUP can change.
+func newLogger(format string, level *slog.LevelVar) *slog.Logger {
+	o := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, o))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, o))
+}
+
+// reload re-reads the config on SIGHUP: log_level takes effect; other changes are logged
+// as needing a restart; a config that does not load is logged and the daemon runs on.
+func reload(o overrides, running smarttd.Config, level *slog.LevelVar, log *slog.Logger) {
+	cfg, err := o.load()
+	if err != nil {
+		log.Error("SIGHUP: config not reloaded, running on with the old one", "err", err)
+		return
+	}
+	l, _ := smarttd.ParseLevel(cfg.LogLevel)
+	level.Set(l)
+	changed := smarttd.ChangedKeys(&running, &cfg)
+	changed = slices.DeleteFunc(changed, func(k string) bool { return k == "log_level" })
+	log.Info("SIGHUP: config reloaded", "log_level", cfg.LogLevel, "need_restart", strings.Join(changed, ","))
 }
 
 // watchdog tells systemd every interval that the daemon is alive: that the engine's lock

@@ -2,7 +2,8 @@
 // with a per-run unique prefix, veth links between them (MTU 9000 by default), an optional
 // router namespace with forwarding on, and Do to run code inside a namespace. Everything
 // is built over netlink (no shelling out to ip) and removed by t.Cleanup, also when the
-// test fails. It needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).
+// test fails. It needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); without it the tests that
+// use it are skipped, saying why.
 package nstest
 
 import (
@@ -88,10 +89,22 @@ type NS struct {
 	nl   *netlink.Handle
 }
 
+// RequireRoot skips the test unless it runs as root: creating network namespaces needs
+// CAP_SYS_ADMIN and CAP_NET_ADMIN. New calls it, so a non-root `go test ./...` skips the
+// namespace tests with this reason instead of failing them.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("nstest: needs root to create network namespaces (CAP_SYS_ADMIN, CAP_NET_ADMIN); " +
+			"run as root, e.g. sudo ./scripts/test (README, \"Tests\")")
+	}
+}
+
 // New creates a namespace named after name (plus a unique prefix) with loopback up; it is
-// deleted when the test ends.
+// deleted when the test ends. Without root the test is skipped (RequireRoot).
 func New(t testing.TB, name string) *NS {
 	t.Helper()
+	RequireRoot(t)
 	sweepOnce.Do(func() {
 		if gone, err := SweepStale(); err != nil {
 			t.Logf("nstest: removing stale namespaces: %v", err)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,4 +216,41 @@ func pathTx(t *testing.T, tp *Topo) []uint64 {
 		tx = append(tx, ll.Attrs().Statistics.TxPackets)
 	}
 	return tx
+}
+
+// TestSkipHelper is run by TestNonRootSkips as another user: New must skip, not fail.
+func TestSkipHelper(t *testing.T) {
+	if os.Getenv("NSTEST_SKIP_HELPER") != "1" {
+		t.Skip("helper of TestNonRootSkips")
+	}
+	New(t, "nonroot")
+	t.Fatal("New returned without root")
+}
+
+// A non-root run of a namespace test skips with the reason (it failed with EPERM).
+func TestNonRootSkips(t *testing.T) {
+	RequireRoot(t) // to run the helper as another user
+	dir, err := os.MkdirTemp("", "nstest-nonroot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755) // the other user executes the copy of this test binary in it
+	bin := dir + "/nstest.test"
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^TestSkipHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), "NSTEST_SKIP_HELPER=1")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- SKIP: TestSkipHelper") ||
+		!strings.Contains(string(out), "nstest: needs root to create network namespaces") {
+		t.Fatalf("as uid 65534: %v\n%s", err, out)
+	}
 }

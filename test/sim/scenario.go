@@ -179,27 +179,20 @@ func (fc *FailureConfig) Check(linkRate config.Rate, hostLink bool) error {
 	return nil
 }
 
-// Size is a byte count that reads as "2MiB", "4KiB", "1MB", "1500" or "1e6".
+// Size is a byte count that reads with config.ParseSize's units: "2MiB", "4KiB", "4k"
+// (binary), "1MB" (decimal), "1500" or "1e6"; at most 4 GiB.
 type Size int64
 
-// UnmarshalText reads a size with an optional unit (KiB, MiB, GiB, KB, MB, GB, B).
+// UnmarshalText reads a size with config.ParseSize.
 func (s *Size) UnmarshalText(b []byte) error {
-	t := strings.TrimSpace(string(b))
-	mult := 1.0
-	for _, u := range []struct {
-		suf string
-		m   float64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"b", 1}} {
-		if strings.HasSuffix(strings.ToLower(t), u.suf) {
-			t, mult = strings.TrimSpace(t[:len(t)-len(u.suf)]), u.m
-			break
-		}
+	n, err := config.ParseSize(string(b))
+	if err != nil {
+		return err
 	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v*mult > math.MaxInt32*2 {
-		return fmt.Errorf("%q is not a size (want e.g. 2MiB, 4KiB, 1500)", string(b))
+	if n > math.MaxInt32*2 {
+		return fmt.Errorf("%q: must be at most %d bytes", string(b), int64(math.MaxInt32*2))
 	}
-	*s = Size(math.Round(v * mult))
+	*s = Size(n)
 	return nil
 }
 

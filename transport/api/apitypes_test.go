@@ -60,7 +60,7 @@ func TestAPITypesMatchServer(t *testing.T) {
 	if err := json.Unmarshal(b, &caps); err != nil {
 		t.Fatal(err)
 	}
-	if caps.Limits.MaxMessage != cfg.MaxMessage || caps.Limits.ReadTimeout != cfg.ReadTimeout || caps.Limits.Socket != cfg.Socket {
+	if caps.Limits.MaxMessage != cfg.MaxMessage || int64(caps.Limits.ReadTimeout) != int64(cfg.ReadTimeout) || caps.Limits.Socket != cfg.Socket {
 		t.Errorf("limits %+v, want %+v", caps.Limits, cfg)
 	}
 	// Every key of every body is snake_case.

@@ -38,22 +38,22 @@ type Config struct {
 	// Group, if set, owns the socket (mode 0660), so its members may use the daemon.
 	Group string `yaml:"group" json:"group"`
 	// MaxMessage is the largest message a client may send, bytes (1..1 GiB).
-	MaxMessage int64 `yaml:"max_message" json:"max_message"`
+	MaxMessage int64 `yaml:"max_message" json:"max_message" unit:"bytes"`
 	// MaxOutstanding bounds the bytes of a client's messages accepted and not yet
 	// delivered or failed (max_message..1 TiB); a Send beyond it is refused (code 5).
-	MaxOutstanding int64 `yaml:"max_outstanding" json:"max_outstanding"`
+	MaxOutstanding int64 `yaml:"max_outstanding" json:"max_outstanding" unit:"bytes"`
 	// MaxOutstandingTotal bounds the same bytes over all clients together
 	// (max_outstanding..1 TiB); a Send beyond it is refused (code 5).
-	MaxOutstandingTotal int64 `yaml:"max_outstanding_total" json:"max_outstanding_total"`
+	MaxOutstandingTotal int64 `yaml:"max_outstanding_total" json:"max_outstanding_total" unit:"bytes"`
 	// MaxRecvQueue bounds the bytes of received messages queued for one client besides
 	// its oldest (the one being written, or next to be) (1..1 TiB); beyond it messages
 	// are dropped and the client is told (code 7). So a message of any size passes when
 	// nothing else is queued, and a client that never reads pins one message and this.
-	MaxRecvQueue int64 `yaml:"max_recv_queue" json:"max_recv_queue"`
+	MaxRecvQueue int64 `yaml:"max_recv_queue" json:"max_recv_queue" unit:"bytes"`
 	// MaxRecvQueueTotal bounds the bytes of received messages queued or being written
 	// over all clients together (max(max_recv_queue, max_message)..1 TiB); beyond it
 	// messages are dropped and their clients told (code 7).
-	MaxRecvQueueTotal int64 `yaml:"max_recv_queue_total" json:"max_recv_queue_total"`
+	MaxRecvQueueTotal int64 `yaml:"max_recv_queue_total" json:"max_recv_queue_total" unit:"bytes"`
 	// MaxClients bounds concurrent messaging sessions (1..65536).
 	MaxClients int `yaml:"max_clients" json:"max_clients"`
 	// MaxClientsPerUser bounds the sessions of one user (the uid of the client's peer
@@ -64,7 +64,7 @@ type Config struct {
 	// MaxRecvRing bounds the shared-memory receive ring a session may map (RecvRing
 	// frame), bytes (0: rings refused; else 4 KiB..1 GiB). All rings together map at most
 	// max_clients times this.
-	MaxRecvRing int64 `yaml:"max_recv_ring" json:"max_recv_ring"`
+	MaxRecvRing int64 `yaml:"max_recv_ring" json:"max_recv_ring" unit:"bytes"`
 	// DirectWrites lets the goroutine that completes or delivers a message write a small
 	// frame (a received message up to 16 KiB, its RecvAt descriptor, a Sent frame) to an
 	// idle client itself instead of waking the session's writer: fewer hand-offs on the
@@ -83,7 +83,7 @@ type Config struct {
 	// Set with SO_SNDBUFFORCE where the daemon may (CAP_NET_ADMIN), else SO_SNDBUF,
 	// which the kernel caps at net.core.wmem_max. Bounds the kernel memory a client that
 	// stops reading pins until api.write_timeout: max_clients times this in all.
-	SocketBuffer int64 `yaml:"socket_buffer" json:"socket_buffer"`
+	SocketBuffer int64 `yaml:"socket_buffer" json:"socket_buffer" unit:"bytes"`
 	// HeaderTimeout bounds reading an HTTP request, the Upgrade included (10ms..10m).
 	HeaderTimeout config.Duration `yaml:"header_timeout" json:"header_timeout"`
 	// ReadTimeout bounds every frame of a session once its first byte arrived, and the
@@ -188,6 +188,9 @@ type Info struct {
 	Config   any        // served at /v1/config
 	Caps     func() any // socket capabilities, served in /v1/capabilities
 	Counters func() any // socket counters, served in /v1/counters
+	// MemoryBound is the daemon's worst-case memory, MemoryLimit what it must fit (0:
+	// none), served in /v1/status.
+	MemoryBound, MemoryLimit int64
 }
 
 // Stats are the API server's counters (apitypes.Stats).
@@ -536,7 +539,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, Status{Version: s.info.Version, PID: os.Getpid(), Listen: s.info.Listen.String(),
 		UptimeS:     time.Since(s.node.Started()).Seconds(),
 		Connections: len(s.node.Conns(nil)), Sessions: s.Stats().Sessions, Pending: s.node.Pending(),
-		ShuttingDown: s.closing.Load()})
+		ShuttingDown: s.closing.Load(), MemoryBound: s.info.MemoryBound, MemoryLimit: s.info.MemoryLimit})
 }
 
 // Version is the body of GET /v1/version (apitypes.Version).

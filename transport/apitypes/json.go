@@ -2,8 +2,6 @@ package apitypes
 
 import (
 	"time"
-
-	"github.com/smartt-transport/smartt/config"
 )
 
 // Stats are the API server's counters.
@@ -61,6 +59,10 @@ type Status struct {
 	Sessions     int64   `json:"sessions"`
 	Pending      int     `json:"pending_messages"`
 	ShuttingDown bool    `json:"shutting_down"`
+	// MemoryBound is the daemon's worst-case memory in bytes (the sum of its bounds),
+	// MemoryLimit the limit it fits (its cgroup's or memory_limit; 0: none).
+	MemoryBound int64 `json:"memory_bound"`
+	MemoryLimit int64 `json:"memory_limit"`
 }
 
 // Version is the body of GET /v1/version.
@@ -114,23 +116,23 @@ type SessionInfo struct {
 // Limits is the daemon's API configuration as served in GET /v1/capabilities ("limits"):
 // the `api:` section of smarttd's config.
 type Limits struct {
-	Socket              string          `json:"socket"`
-	Group               string          `json:"group"`
-	MaxMessage          int64           `json:"max_message"`
-	MaxOutstanding      int64           `json:"max_outstanding"`
-	MaxOutstandingTotal int64           `json:"max_outstanding_total"`
-	MaxRecvQueue        int64           `json:"max_recv_queue"`
-	MaxRecvQueueTotal   int64           `json:"max_recv_queue_total"`
-	MaxClients          int             `json:"max_clients"`
-	MaxClientsPerUser   int             `json:"max_clients_per_user"`
-	MaxRecvRing         int64           `json:"max_recv_ring"`
-	DirectWrites        bool            `json:"direct_writes"`
-	DirectReads         bool            `json:"direct_reads"`
-	SocketBuffer        int64           `json:"socket_buffer"`
-	HeaderTimeout       config.Duration `json:"header_timeout"`
-	ReadTimeout         config.Duration `json:"read_timeout"`
-	WriteTimeout        config.Duration `json:"write_timeout"`
-	IdleTimeout         config.Duration `json:"idle_timeout"`
+	Socket              string   `json:"socket"`
+	Group               string   `json:"group"`
+	MaxMessage          int64    `json:"max_message"`
+	MaxOutstanding      int64    `json:"max_outstanding"`
+	MaxOutstandingTotal int64    `json:"max_outstanding_total"`
+	MaxRecvQueue        int64    `json:"max_recv_queue"`
+	MaxRecvQueueTotal   int64    `json:"max_recv_queue_total"`
+	MaxClients          int      `json:"max_clients"`
+	MaxClientsPerUser   int      `json:"max_clients_per_user"`
+	MaxRecvRing         int64    `json:"max_recv_ring"`
+	DirectWrites        bool     `json:"direct_writes"`
+	DirectReads         bool     `json:"direct_reads"`
+	SocketBuffer        int64    `json:"socket_buffer"`
+	HeaderTimeout       Duration `json:"header_timeout"`
+	ReadTimeout         Duration `json:"read_timeout"`
+	WriteTimeout        Duration `json:"write_timeout"`
+	IdleTimeout         Duration `json:"idle_timeout"`
 }
 
 // Capabilities is the body of GET /v1/capabilities.

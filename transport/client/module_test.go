@@ -40,20 +40,23 @@ func TestClientDoesNotImportEngine(t *testing.T) {
 	}
 }
 
-// A module outside this repository imports the client (as `go get` users do, here through
-// a replace directive to this checkout) and builds a program with it.
+// A module outside this repository at go 1.24 imports the client (as `go get` users do,
+// here through replace directives to this checkout) and builds a program with it; its go
+// line stays 1.24 (the client is its own module at go 1.24: it used to need 1.26).
 func TestGoGettable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module: not in -short")
 	}
-	repo, err := filepath.Abs("../..")
+	here, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	gomod := "module example.com/smarttuser\n\ngo 1.26.0\n\n" +
-		"require github.com/smartt-transport/smartt v0.0.0\n\n" +
-		"replace github.com/smartt-transport/smartt => " + repo + "\n"
+	gomod := "module example.com/smarttuser\n\ngo 1.24.0\n\n" +
+		"require github.com/smartt-transport/smartt/transport/client v0.0.0\n\n" +
+		"replace github.com/smartt-transport/smartt/transport/client => " + here + "\n" +
+		"replace github.com/smartt-transport/smartt/transport/apitypes => " + filepath.Join(here, "../apitypes") + "\n" +
+		"replace github.com/smartt-transport/smartt/transport/bufpool => " + filepath.Join(here, "../bufpool") + "\n"
 	prog := `package main
 
 import (
@@ -72,7 +75,7 @@ func main() {
 	os.Exit(0)
 }
 `
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	sum, err := os.ReadFile("go.sum")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +93,32 @@ func main() {
 	out, err := exec.Command(bin).CombinedOutput()
 	if err != nil || string(out) != "true\n0s\n" {
 		t.Fatalf("program said %q, %v", out, err)
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil || !strings.Contains(string(after), "\ngo 1.24.0\n") {
+		t.Fatalf("the importer's go line changed:\n%s", after)
+	}
+}
+
+// The client's module and the modules it requires stay at go 1.24: nothing they need may
+// raise an importer's go line.
+func TestGoLine(t *testing.T) {
+	for _, f := range []string{"go.mod", "../apitypes/go.mod", "../bufpool/go.mod"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "\ngo 1.24.0\n") {
+			t.Errorf("%s: go line is not 1.24.0:\n%s", f, b)
+		}
+	}
+	out, err := exec.Command(goTool(t), "list", "-m", "-f", "{{.Path}} {{.GoVersion}}", "all").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -m all: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[1] > "1.24.0" && len(f[1]) >= len("1.24.0") {
+			t.Errorf("module %s needs go %s", f[0], f[1])
+		}
 	}
 }

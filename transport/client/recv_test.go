@@ -151,7 +151,9 @@ func TestConcurrentRecvGetsEachMessageOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make([][]int, 2)
 	for g := range 2 {
-		wg.Go(func() {
+		wg.Add(1) // not wg.Go: the client module builds with Go 1.24
+		go func() {
+			defer wg.Done()
 			for {
 				m, err := s.Recv(tctx(t))
 				if err != nil {
@@ -168,10 +170,12 @@ func TestConcurrentRecvGetsEachMessageOnce(t *testing.T) {
 				}
 				got[g] = append(got[g], i)
 			}
-		})
+		}()
 	}
 	// The replies' waiter.
-	wg.Go(func() {
+	wg.Add(1) // not wg.Go: the client module builds with Go 1.24
+	go func() {
+		defer wg.Done()
 		for range 50 {
 			p, err := s.SendAsync(fakePeer, 7, []byte("x"))
 			if err != nil {
@@ -183,7 +187,7 @@ func TestConcurrentRecvGetsEachMessageOnce(t *testing.T) {
 				return
 			}
 		}
-	})
+	}()
 	go func() {
 		for range 50 {
 			d.write(sentFrame(d.readSend()))

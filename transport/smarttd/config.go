@@ -8,7 +8,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/hwprofile"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/seal"
@@ -89,8 +92,8 @@ type UDPConfig struct {
 	// TxTimestampEvery samples a kernel TX timestamp on 1 in N packets (0: off).
 	TxTimestampEvery int `yaml:"tx_timestamp_every" json:"tx_timestamp_every"`
 	// RecvBuffer and SendBuffer are socket buffer sizes, bytes (0: kernel default).
-	RecvBuffer int `yaml:"recv_buffer" json:"recv_buffer"`
-	SendBuffer int `yaml:"send_buffer" json:"send_buffer"`
+	RecvBuffer int `yaml:"recv_buffer" json:"recv_buffer" unit:"bytes"`
+	SendBuffer int `yaml:"send_buffer" json:"send_buffer" unit:"bytes"`
 	// BatchSize is the recvmmsg/sendmmsg batch (1..1024).
 	BatchSize int `yaml:"batch_size" json:"batch_size"`
 
@@ -136,6 +139,8 @@ type Config struct {
 	MetricsPerConnection bool `yaml:"metrics_per_connection" json:"metrics_per_connection"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level" json:"log_level"`
+	// LogFormat is text (logfmt key=value lines) or json (one JSON object per line).
+	LogFormat string `yaml:"log_format" json:"log_format"`
 	// DecisionTiming measures every congestion-control decision's wall time (metric
 	// smartt_cc_decision_seconds; two monotonic clock reads per ACK).
 	DecisionTiming bool `yaml:"decision_timing" json:"decision_timing"`
@@ -146,6 +151,12 @@ type Config struct {
 	// Each shard is an engine with its own sockets and goroutines; connections are
 	// partitioned among them (docs/datapath.md, "Engine shards").
 	Shards Shards `yaml:"shards" json:"shards"`
+	// MemoryLimit is what the daemon's worst-case memory (WorstCaseMemory) must fit: auto
+	// (the cgroup v2 memory.max of the daemon, if any), none, or a size.
+	MemoryLimit MemoryLimitSetting `yaml:"memory_limit" json:"memory_limit"`
+	// MemoryFit is what happens when the worst case exceeds MemoryLimit: refuse (to start)
+	// or scale (recv_budget and the API totals down to fit). docs/deploy.md, "Memory".
+	MemoryFit string `yaml:"memory_fit" json:"memory_fit"`
 	// UDP configures the socket layer.
 	UDP UDPConfig `yaml:"udp" json:"udp"`
 	// API configures the Unix-socket API.
@@ -170,7 +181,7 @@ func DefaultConfig() Config {
 func Load(data []byte) (Config, error) {
 	c := DefaultConfig()
 	if err := config.DecodeYAML(data, &c); err != nil {
-		return c, fmt.Errorf("config: %w", err)
+		return c, err
 	}
 	if err := LoadKeyFiles(&c.Transport.Auth); err != nil {
 		return c, err
@@ -243,6 +254,15 @@ func (c *Config) Validate() error {
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MemoryFit != FitRefuse && c.MemoryFit != FitScale {
+		bad("memory_fit = %q: must be refuse or scale", c.MemoryFit)
+	}
+	if c.MemoryLimit < MemoryLimitAuto {
+		bad("memory_limit = %d: must be auto, none or a size", int64(c.MemoryLimit))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log_format = %q: must be text or json", c.LogFormat)
 	}
 	if c.ShutdownTimeout != 0 && (c.ShutdownTimeout < 1_000_000 || c.ShutdownTimeout > 600_000_000_000) {
 		bad("shutdown_timeout = %v: must be 0 (fail outstanding messages at once) or in 1ms..10m", c.ShutdownTimeout)
@@ -320,24 +340,97 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if !slices.Contains(transport.CCNames(), c.Transport.CC) {
-		bad("transport.cc = %q: must be one of %v", c.Transport.CC, transport.CCNames())
+		bad("transport.cc = %q: must be one of %s", c.Transport.CC, strings.Join(transport.CCNames(), ", "))
 	}
 	if !slices.Contains(transport.LBNames(), c.Transport.LB) {
-		bad("transport.lb = %q: must be one of %v", c.Transport.LB, transport.LBNames())
+		bad("transport.lb = %q: must be one of %s", c.Transport.LB, strings.Join(transport.LBNames(), ", "))
 	}
 	t := c.Transport
 	t.ListenPort = c.Listen.Port()
 	if err := t.Validate(); err != nil {
-		errs = append(errs, prefixLines("transport.", err))
+		// The checks above name cc and the datagram's mtu limit: one error each.
+		var drop []string
+		if !slices.Contains(transport.CCNames(), c.Transport.CC) {
+			drop = append(drop, "cc = ")
+		}
+		if c.MaxDatagram() > maxUDPPayload {
+			drop = append(drop, "mtu = ")
+		}
+		errs = append(errs, prefixLines("transport.", err, drop...))
+	} else if len(errs) == 0 {
+		if err := c.checkProfile(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// prefixLines prefixes every line of err's text.
-func prefixLines(p string, err error) error {
-	lines := strings.Split(err.Error(), "\n")
-	for i := range lines {
-		lines[i] = p + lines[i]
+// checkProfile checks the controller and balancer against transport.profile as the engine
+// does when it starts, but before any socket opens, and names the controllers that fit.
+func (c *Config) checkProfile() error {
+	t := c.Transport
+	if t.Profile == "" {
+		return nil
+	}
+	p, err := hwprofile.Lookup(t.Profile)
+	if err != nil {
+		return fmt.Errorf("transport.%w", err)
+	}
+	fits := func(ccName string) error {
+		ctl, err := transport.NewCC(ccName, t)
+		if err != nil {
+			return err
+		}
+		bal, err := transport.NewLB(t.LB, t, rand.New(rand.NewPCG(0, 0)))
+		if err != nil {
+			return err
+		}
+		return p.CheckPair(ccName, ctl, t.LB, bal)
+	}
+	err = fits(t.CC)
+	if err == nil {
+		return nil
+	}
+	var ok []string
+	names := transport.CCNames()
+	// Variants of the configured controller first ("smartt" -> "smartt-fixed").
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmpBool(!strings.HasPrefix(a, t.CC), !strings.HasPrefix(b, t.CC))
+	})
+	for _, name := range names {
+		if name != t.CC && fits(name) == nil {
+			ok = append(ok, "cc: "+name)
+		}
+	}
+	hint := "no compiled-in controller fits it with lb " + t.LB
+	if len(ok) > 0 {
+		hint = "with lb " + t.LB + " these fit: " + strings.Join(ok, ", ")
+	}
+	return fmt.Errorf("transport.profile = %q with transport.cc = %q: %v; %s", t.Profile, t.CC, err, hint)
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// prefixLines prefixes every line of err's text, leaving out lines that begin with one of
+// drop when another check already reported that key.
+func prefixLines(p string, err error, drop ...string) error {
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if !slices.ContainsFunc(drop, func(d string) bool { return strings.HasPrefix(l, d) }) {
+			lines = append(lines, p+l)
+		}
+	}
+	if len(lines) == 0 {
+		return nil
 	}
 	return errors.New(strings.Join(lines, "\n"))
 }
@@ -349,6 +442,16 @@ func ParseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("log_level = %q: must be debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+// NewLogger returns the logger c asks for (log_level, log_format), writing to w.
+func (c *Config) NewLogger(w io.Writer) *slog.Logger {
+	level, _ := ParseLevel(c.LogLevel)
+	o := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
 }
 
 // View returns the configuration as generic maps under its YAML keys (for JSON output:
@@ -396,7 +499,7 @@ func (s *Shards) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := strconv.Atoi(n.Value)
 	if n.Kind != yaml.ScalarNode || err != nil || v < 1 || v > MaxShards {
-		return fmt.Errorf("shards = %q: must be in 1..%d or auto (line %d)", n.Value, MaxShards, n.Line)
+		return fmt.Errorf("must be in 1..%d or auto", MaxShards)
 	}
 	*s = Shards(v)
 	return nil
@@ -442,4 +545,31 @@ func (c *Config) ResolveDatapath() (dp, why string) {
 		return udp.DatapathSockets, fmt.Sprintf("auto: reps.run %d (GSO runs on sockets cost less)", t.REPS.Run)
 	}
 	return udp.DatapathAuto, fmt.Sprintf("auto: lb %s sprays a new EV per packet", t.LB)
+}
+
+// ChangedKeys lists the YAML key paths whose values differ between a and b, sorted.
+func ChangedKeys(a, b *Config) []string {
+	var keys []string
+	var walk func(p string, x, y any)
+	walk = func(p string, x, y any) {
+		mx, okx := x.(map[string]any)
+		my, oky := y.(map[string]any)
+		if !okx || !oky {
+			if fmt.Sprint(x) != fmt.Sprint(y) {
+				keys = append(keys, p)
+			}
+			return
+		}
+		for k := range mx {
+			walk(strings.TrimPrefix(p+"."+k, "."), mx[k], my[k])
+		}
+		for k := range my {
+			if _, ok := mx[k]; !ok {
+				keys = append(keys, strings.TrimPrefix(p+"."+k, "."))
+			}
+		}
+	}
+	walk("", a.View(), b.View())
+	slices.Sort(keys)
+	return keys
 }

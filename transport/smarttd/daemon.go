@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/hwprofile"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/api"
@@ -52,6 +53,16 @@ type Options struct {
 	// the calling goroutine, so a test can start a daemon inside a network namespace.
 	OpenSocket func(cfg *Config, log *slog.Logger) (*SocketLayer, error)
 	Seed       uint64 // engine random seed (0: from the clock)
+	// Cgroup is where memory_limit: auto reads the cgroup's limit (nil: HostCgroup).
+	Cgroup *CgroupFS
+}
+
+// limitText describes a memory limit for the start line.
+func limitText(limit int64, where string) string {
+	if limit <= 0 {
+		return "none"
+	}
+	return config.HumanSize(limit) + " (" + where + ")"
 }
 
 // Daemon is a running smarttd.
@@ -62,6 +73,10 @@ type Daemon struct {
 	Metrics     *metrics.Metrics
 	MetricsAddr net.Addr // bound /metrics address, nil when off
 	Socket      *SocketLayer
+	// Memory is the worst-case memory of the config as it runs (after memory_fit: scale),
+	// MemoryLimit what it had to fit (0: none).
+	Memory      MemoryBound
+	MemoryLimit int64
 	log         *slog.Logger
 	stopMetrics context.CancelFunc
 }
@@ -73,8 +88,22 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	}
 	log := o.Logger
 	if log == nil {
-		level, _ := ParseLevel(cfg.LogLevel)
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+		log = cfg.NewLogger(os.Stderr)
+	}
+	cg := HostCgroup
+	if o.Cgroup != nil {
+		cg = *o.Cgroup
+	}
+	limit, where, err := resolveMemoryLimit(&cfg, cg)
+	if err != nil {
+		return nil, err
+	}
+	bound, scaled, err := fitMemory(&cfg, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if scaled != "" {
+		log.Warn("memory_fit: scale: budgets "+scaled, "limit_from", where)
 	}
 	open := o.OpenSocket
 	if open == nil {
@@ -88,8 +117,9 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		sl.close()
 		return nil, fmt.Errorf("sockets on %v: the socket layer opened %d shards, shards = %v asks for %d", cfg.Listen, k, cfg.Shards, cfg.Shards.N())
 	}
-	d := &Daemon{Config: cfg, Socket: sl, log: log}
-	info := api.Info{Version: version.String(), Listen: cfg.Listen, Config: cfg.View(), Caps: sl.Caps, Counters: sl.Counters}
+	d := &Daemon{Config: cfg, Socket: sl, log: log, Memory: bound, MemoryLimit: limit}
+	info := api.Info{Version: version.String(), Listen: cfg.Listen, Config: cfg.View(), Caps: sl.Caps, Counters: sl.Counters,
+		MemoryBound: bound.Total, MemoryLimit: limit}
 	d.API, err = api.NewServer(cfg.API, info, log)
 	if err != nil {
 		sl.close()
@@ -167,7 +197,9 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		metrics = d.MetricsAddr.String()
 	}
 	log.Info("smarttd started", "version", version.String(), "revision", version.Get().Revision, "listen", cfg.Listen, "api", cfg.API.Socket,
-		"metrics", metrics, "cc", tcfg.CC, "lb", tcfg.LB, "shards", node.NumShards())
+		"metrics", metrics, "cc", tcfg.CC, "lb", tcfg.LB, "shards", node.NumShards(),
+		"memory_bound", config.HumanSize(bound.Total), "memory_limit", limitText(limit, where))
+	log.Info("worst-case memory "+bound.String(), "bytes", bound.Total)
 	return d, nil
 }
 

@@ -2,6 +2,7 @@ package smarttd
 
 import (
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,22 @@ func UDPConfigFor(c *Config, log *slog.Logger) udp.Config {
 		RecvBuffer: u.RecvBuffer, SendBuffer: u.SendBuffer, BatchSize: u.BatchSize, Logger: log}
 }
 
+// udpKeys names the socket layer's Go fields in its errors by the YAML keys they come from.
+var udpKeys = strings.NewReplacer("Config.Listen", "listen", "Config.EVPortBase", "udp.ev_port_base",
+	"Config.Carrier", "udp.carrier", "Config.Datapath", "udp.datapath", "Config.EVS", "transport.evs",
+	"Config.RecvBuffer", "udp.recv_buffer", "Config.SendBuffer", "udp.send_buffer",
+	"Config.BatchSize", "udp.batch_size", "Config.BusyPoll", "udp.busy_poll", "EVPortBase", "udp.ev_port_base", "EVS", "transport.evs")
+
+// yamlKeyError is a socket layer's error worded with YAML keys; errors.As still finds
+// what it wraps (udp.MTUError).
+type yamlKeyError struct{ err error }
+
+// Error implements error.
+func (e yamlKeyError) Error() string { return udpKeys.Replace(e.err.Error()) }
+
+// Unwrap returns the socket layer's error.
+func (e yamlKeyError) Unwrap() error { return e.err }
+
 // OpenUDP opens the transport/udp socket layer on cfg.Listen (in the network namespace of
 // the calling thread): one set of sockets per engine shard (cfg.Shards), sharing the
 // listen and EV ports, steered by cfg.UDP.ShardSteering.
@@ -31,7 +48,7 @@ func OpenUDP(cfg *Config, log *slog.Logger) (*SocketLayer, error) {
 	}
 	conns, err := udp.OpenShards(UDPConfigFor(cfg, log), cfg.Shards.N(), cfg.UDP.ShardSteering)
 	if err != nil {
-		return nil, err
+		return nil, yamlKeyError{err}
 	}
 	if len(conns) == 1 {
 		return UDPLayer(conns[0]), nil

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"log/slog"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,11 +49,10 @@ func TestProbeLogLine(t *testing.T) {
 	}
 }
 
-// Without CAP_NET_ADMIN the sysctl caps the buffer: Open still works, reports the size it
-// got and warns naming the sysctl to raise.
-func TestBufferWarningWithoutCapNetAdmin(t *testing.T) {
-	var log syncBuf
-	want := 64 << 20
+// openWithoutNetAdmin opens cfg on a thread without CAP_NET_ADMIN (so the sysctls cap
+// the socket buffers) and returns what it reported.
+func openWithoutNetAdmin(t *testing.T, cfg Config) Caps {
+	t.Helper()
 	done := make(chan Caps, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: this thread loses a capability and dies with the goroutine
@@ -68,8 +69,7 @@ func TestBufferWarningWithoutCapNetAdmin(t *testing.T) {
 			done <- Caps{}
 			return
 		}
-		c, err := Open(Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 2, RecvBuffer: want, SendBuffer: want,
-			Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		c, err := Open(cfg)
 		if err != nil {
 			t.Error(err)
 			done <- Caps{}
@@ -78,12 +78,21 @@ func TestBufferWarningWithoutCapNetAdmin(t *testing.T) {
 		c.Close()
 		done <- c.Caps()
 	}()
-	caps := <-done
+	return <-done
+}
+
+// Without CAP_NET_ADMIN the sysctl caps the buffer: Open still works, reports the size it
+// got and warns naming the sysctl to raise.
+func TestBufferWarningWithoutCapNetAdmin(t *testing.T) {
+	var log syncBuf
+	want := 64 << 20
+	caps := openWithoutNetAdmin(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 2, RecvBuffer: want, SendBuffer: want,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if caps.RecvBuffer >= want || caps.RecvBuffer == 0 {
 		t.Fatalf("RecvBuffer %d without CAP_NET_ADMIN; want capped below %d", caps.RecvBuffer, want)
 	}
 	out := log.String()
-	for _, w := range []string{"sysctl -w net.core.rmem_max=67108864", "sysctl -w net.core.wmem_max=67108864", "field=Config.RecvBuffer"} {
+	for _, w := range []string{"sysctl -w net.core.rmem_max=67108864", "sysctl -w net.core.wmem_max=67108864", "field=udp.recv_buffer"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("log lacks %q:\n%s", w, out)
 		}
@@ -91,6 +100,53 @@ func TestBufferWarningWithoutCapNetAdmin(t *testing.T) {
 	if n := strings.Count(out, "wmem_max"); n != 1 {
 		t.Errorf("send-buffer warning logged %d times, want once for the whole EV pool", n)
 	}
+}
+
+// A request between the sysctl cap and twice it is capped too, though getsockopt then
+// reports more than was asked (Linux doubles what it sets): the warning compares what the
+// kernel granted, and Caps reports that, not the doubled figure.
+func TestBufferWarningHalfCap(t *testing.T) {
+	rmax := readSysctlInt(t, "/proc/sys/net/core/rmem_max")
+	want := rmax + rmax/2
+	var log syncBuf
+	caps := openWithoutNetAdmin(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1, RecvBuffer: want,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if caps.RecvBuffer != rmax {
+		t.Errorf("RecvBuffer %d with rmem_max %d and %d asked: want %d (what the kernel granted)", caps.RecvBuffer, rmax, want, rmax)
+	}
+	if out := log.String(); !strings.Contains(out, "field=udp.recv_buffer") || !strings.Contains(out, "got="+strconv.Itoa(rmax)) {
+		t.Errorf("no warning that %d of %d was granted:\n%s", rmax, want, out)
+	}
+}
+
+// With CAP_NET_ADMIN the buffer is what was asked, and Caps says so (not twice it).
+func TestBufferGrantedWithCapNetAdmin(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs CAP_NET_ADMIN (root) for SO_RCVBUFFORCE")
+	}
+	want := 8 << 20
+	var log syncBuf
+	c := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1, RecvBuffer: want,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if got := c.Caps().RecvBuffer; got != want {
+		t.Errorf("RecvBuffer %d, want %d", got, want)
+	}
+	if strings.Contains(log.String(), "smaller than configured") {
+		t.Errorf("warned although the buffer was granted:\n%s", log.String())
+	}
+}
+
+func readSysctlInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Skip(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // Datagrams the kernel drops for a full receive buffer show up in Stats.RxDropped.

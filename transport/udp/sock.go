@@ -128,7 +128,7 @@ func (c *Conn) openSockets() error {
 		return fmt.Errorf("udp: listen socket %v (Config.Listen): %w", listen, err)
 	}
 	c.rx, c.local = rx, local
-	c.caps.RecvBuffer = c.sizeBuffer(rxFD(rx), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, cfg.RecvBuffer, "net.core.rmem_max", "Config.RecvBuffer", true)
+	c.caps.RecvBuffer = c.sizeBuffer(rxFD(rx), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, cfg.RecvBuffer, "net.core.rmem_max", "udp.recv_buffer", true)
 	c.caps.SendBuffer = -1
 	nsocks := cfg.EVS
 	switch cfg.Carrier {
@@ -142,7 +142,7 @@ func (c *Conn) openSockets() error {
 			return fmt.Errorf("udp: raw carrier (Config.Carrier %q): %w", CarrierRaw, err)
 		}
 		c.socks = append(c.socks, s)
-		c.caps.SendBuffer = c.sizeBuffer(rxFD(s), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.SendBuffer, "net.core.wmem_max", "Config.SendBuffer", true)
+		c.caps.SendBuffer = c.sizeBuffer(rxFD(s), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.SendBuffer, "net.core.wmem_max", "udp.send_buffer", true)
 	}
 	for i := 0; i < nsocks; i++ {
 		port := uint16(0)
@@ -156,7 +156,7 @@ func (c *Conn) openSockets() error {
 		s.ev = uint16(i)
 		c.socks = append(c.socks, s)
 		// Buffer sizing warns once, not once per EV socket.
-		sb := c.sizeBuffer(rxFD(s), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.SendBuffer, "net.core.wmem_max", "Config.SendBuffer", i == 0)
+		sb := c.sizeBuffer(rxFD(s), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, cfg.SendBuffer, "net.core.wmem_max", "udp.send_buffer", i == 0)
 		if c.caps.SendBuffer < 0 || sb < c.caps.SendBuffer {
 			c.caps.SendBuffer = sb
 		}
@@ -271,6 +271,9 @@ func (c *Conn) sizeBuffer(fd, opt, force, want int, sysctl, field string, warn b
 	if err != nil {
 		return 0
 	}
+	// Linux doubles the value set (the other half is its bookkeeping) and getsockopt
+	// reports the doubled value: halve it to compare with what was asked.
+	got /= 2
 	if warn && want > 0 && got < want {
 		c.cfg.Logger.Warn("udp: socket buffer smaller than configured; raise the sysctl or run with CAP_NET_ADMIN",
 			"field", field, "want", want, "got", got, "sysctl", fmt.Sprintf("sysctl -w %s=%d", sysctl, want))

@@ -129,7 +129,7 @@ type Caps struct {
 	GSO                                    bool   // UDP_SEGMENT on send (switched off for good if the kernel refuses a GSO send)
 	GRO                                    bool   // UDP_GRO on receive
 	TimestampSource                        string // "kernel" or "user"
-	RecvBuffer, SendBuffer                 int    // effective sizes (as getsockopt reports them)
+	RecvBuffer, SendBuffer                 int    // effective sizes: what the kernel granted (half what getsockopt reports)
 	DF                                     bool   // datagrams leave with Don't Fragment (IP_PMTUDISC_DO / IPV6_DONTFRAG, or the raw carrier's header)
 	LinkMTU                                int    // smallest MTU of the interfaces the MTU check looked at (0: not checked)
 	TTL                                    bool   // received packets carry their IP TTL / hop limit (IP_RECVTTL / IPV6_RECVHOPLIMIT)

@@ -1,4 +1,4 @@
-package client_test
+package clientexample_test
 
 import (
 	"context"
@@ -69,7 +69,7 @@ func Example() {
 }
 
 // Query a daemon's status and connections, as `curl --unix-socket` or `smartt status` do.
-func ExampleClient_Status() {
+func Example_status() {
 	a, _, stop := startTwo()
 	defer stop()
 	ctx := context.Background()
@@ -89,7 +89,7 @@ func ExampleClient_Status() {
 }
 
 // Pipeline several messages and collect their completions.
-func ExampleSession_SendAsync() {
+func Example_sendAsync() {
 	a, _, stop := startTwo()
 	defer stop()
 	ctx := context.Background()
@@ -115,7 +115,7 @@ func ExampleSession_SendAsync() {
 }
 
 // Pass a large message as a sealed memfd: the daemon sends it from these pages, no copy.
-func ExampleSession_SendFD() {
+func Example_sendFD() {
 	a, b, stop := startTwo()
 	defer stop()
 	ctx := context.Background()
@@ -148,7 +148,7 @@ func ExampleSession_SendFD() {
 
 // Send a message and wait for its completion separately (what docs/api.md calls a Send
 // frame and its Sent reply), then receive it at the peer.
-func ExamplePending_Wait() {
+func Example_pendingWait() {
 	a, b, stop := startTwo() // two daemons; normally: smarttd on each host
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,0 +1,3 @@
+module github.com/smartt-transport/smartt/transport/apitypes
+
+go 1.24.0
