@@ -319,6 +319,10 @@ func (n *Node) Start() {
 		n.wg.Add(2)
 		go s.readLoop()
 		go s.timerLoop()
+		if src, ok := s.sock.(UnreachableSource); ok {
+			n.wg.Add(1)
+			go s.unreachableLoop(src)
+		}
 	}
 }
 

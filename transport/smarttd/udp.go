@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/transport/udp"
 )
@@ -98,6 +99,7 @@ func newUDPSocket(c *udp.Conn, txDelay prometheus.Histogram) *udpSocket {
 type udpSocket struct {
 	c      *udp.Conn
 	rp, wp []udp.Packet
+	up     []udp.Unreachable // WaitUnreachable's
 	stop   chan struct{}
 	once   sync.Once
 	// send-path delay (kernel TX timestamp minus user send time) of sampled packets
@@ -181,6 +183,21 @@ func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
 	n, err := s.c.WriteBatch(wp)
 	for i := range wp {
 		wp[i].Payload = nil // keep no message buffer reachable
+	}
+	return n, err
+}
+
+// WaitUnreachable implements daemon.UnreachableSource (udp.Conn.WaitUnreachable).
+func (s *udpSocket) WaitUnreachable(dst []daemon.Unreachable) (int, error) {
+	if len(s.up) < len(dst) {
+		s.up = make([]udp.Unreachable, len(dst))
+	}
+	n, err := s.c.WaitUnreachable(s.up[:len(dst)])
+	for i, u := range s.up[:n] {
+		dst[i] = daemon.Unreachable{Peer: u.Dst, Cause: transport.UnreachableHost}
+		if u.Port {
+			dst[i].Cause = transport.UnreachablePort
+		}
 	}
 	return n, err
 }
