@@ -40,15 +40,24 @@ func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachab
 
 // peerError is an engine error with the peer it concerns, so a failure names it.
 type peerError struct {
-	err  error
-	peer netip.AddrPort
+	err    error
+	peer   netip.AddrPort
+	silent bool // a dial the peer never answered: likely a wrong address or port
 }
 
-func (e *peerError) Error() string { return e.err.Error() + " (peer " + e.peer.String() + ")" }
+func (e *peerError) Error() string {
+	if e.silent {
+		return e.err.Error() + " (peer " + e.peer.String() + " never answered: is a smartt daemon listening there, on its listen port rather than an EV port?)"
+	}
+	return e.err.Error() + " (peer " + e.peer.String() + ")"
+}
+
 func (e *peerError) Unwrap() error { return e.err }
 
 // withPeer returns err naming c's peer; errors.Is(result, err) holds.
-func withPeer(c *conn, err error) error { return &peerError{err: err, peer: c.peer} }
+func withPeer(c *conn, err error) error {
+	return &peerError{err: err, peer: c.peer, silent: c.initiator && c.peerID == 0}
+}
 
 // Unreachable tells the engine that the network reported peer (the destination address
 // and port of a datagram we sent) unreachable, e.g. an ICMP error the socket layer read.

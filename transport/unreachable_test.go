@@ -64,7 +64,7 @@ func TestUnreachableFailsOnlyUnprovenDial(t *testing.T) {
 	})
 }
 
-// A connection failed by retransmissions names its peer.
+// A connection failed by retransmissions names its peer, and that it never answered.
 func TestRetransmitFailureNamesPeer(t *testing.T) {
 	p := newPair(t, DefaultConfig(), 3000)
 	p.drop = func(*Endpoint, []byte) bool { return true }
@@ -81,8 +81,35 @@ func TestRetransmitFailureNamesPeer(t *testing.T) {
 		}
 		return got != nil
 	})
-	if !strings.Contains(got.Error(), "(peer "+p.bAddr.String()+")") ||
+	if !strings.Contains(got.Error(), "(peer "+p.bAddr.String()+" never answered") ||
 		!(errors.Is(got, ErrRetransmits) || errors.Is(got, ErrIdle)) {
 		t.Fatalf("failure %q does not name the peer %v or lost its sentinel", got, p.bAddr)
+	}
+}
+
+// A connection the peer answered on, then failed by retransmissions, names the peer
+// without the never-answered hint.
+func TestRetransmitFailureAfterAnswerNamesPeer(t *testing.T) {
+	p := newPair(t, DefaultConfig(), 3000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	if _, err := p.a.Send(0, id, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	p.runUntil(t, 1e9, func() bool { return p.a.conns[uint64(id)].peerID != 0 })
+	p.drop = func(*Endpoint, []byte) bool { return true }
+	if _, err := p.a.Send(p.now, id, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	var got error
+	p.runUntil(t, 1e11, func() bool {
+		for _, ev := range events(p.a) {
+			if ev.Kind == MessageFailed {
+				got = ev.Err
+			}
+		}
+		return got != nil
+	})
+	if want := "(peer " + p.bAddr.String() + ")"; !strings.Contains(got.Error(), want) {
+		t.Fatalf("failure %q, want it to contain %q", got, want)
 	}
 }

@@ -53,5 +53,49 @@ func TestE2EUnreachablePeerFailsFast(t *testing.T) {
 	if took > 2*time.Second {
 		t.Fatalf("failed after %v", took)
 	}
+	if st := d.Node.Stats(); st.UnreachableActed != 1 {
+		t.Errorf("engine acted on %d ICMP reports, want 1", st.UnreachableActed)
+	}
 	t.Logf("failed after %v: %v", took, err)
+}
+
+// A message to a daemon's EV port (a bound socket that reads nothing, so no ICMP comes
+// back) still fails by retransmissions, but the failure names the peer and the likely
+// mistake; the same daemon's listen port delivers.
+func TestE2EEVPortFailureNamesPeer(t *testing.T) {
+	dir := tempDir(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func(listen string) *smarttd.Daemon {
+		cfg := smarttd.DefaultConfig()
+		cfg.Listen = netip.MustParseAddrPort(listen)
+		cfg.API.Socket = filepath.Join(dir, listen+".sock")
+		d, err := smarttd.Start(cfg, smarttd.Options{Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			d.Shutdown(ctx)
+		})
+		return d
+	}
+	a, b := start("127.0.0.94:23600"), start("127.0.0.95:23600")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 2)
+	if _, err := sa.Send(ctx, b.Config.Listen, 2, []byte("to the listen port")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := netip.AddrPortFrom(b.Config.Listen.Addr(), b.Config.Listen.Port()+1)
+	_, err := sa.Send(ctx, ev, 2, []byte("to an EV port"))
+	if err == nil {
+		t.Fatal("send to an EV port succeeded")
+	}
+	if want := "(peer " + ev.String() + " never answered"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("failure %q, want it to contain %q", err, want)
+	}
 }

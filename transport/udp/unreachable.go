@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,6 +20,11 @@ type Unreachable struct {
 	Dst  netip.AddrPort // destination of the datagram that drew it (the peer)
 	Port bool           // port unreachable (nothing listening there); else host, network or administratively unreachable
 }
+
+// idleWake is the pause after a wake-up that found no ICMP report, which bounds the
+// wake-ups TX timestamp reports cause to 1/idleWake a second (and delays an ICMP
+// report by at most that).
+const idleWake = 5 * time.Millisecond
 
 // maxStash bounds the TX timestamps WaitUnreachable keeps for TxStamps.
 const maxStash = 1024
@@ -132,6 +138,11 @@ func (c *Conn) WaitUnreachable(dst []Unreachable) (int, error) {
 		}
 		if n > 0 {
 			return n, nil
+		}
+		if k > 0 {
+			// Only TX timestamp reports (one per sampled packet): let them gather rather
+			// than wake per packet; events meanwhile wait in the epoll set.
+			time.Sleep(idleWake)
 		}
 	}
 }

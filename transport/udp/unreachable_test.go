@@ -82,3 +82,41 @@ func TestWaitUnreachableReadsErrorQueue(t *testing.T) {
 		t.Fatal("Close did not wake WaitUnreachable")
 	}
 }
+
+// TX timestamp reports that WaitUnreachable reads from the shared error queues while
+// waiting for ICMP errors still reach TxStamps.
+func TestWaitUnreachableKeepsTxStamps(t *testing.T) {
+	c := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 2, TxTimestampEvery: 1})
+	if !c.Caps().TxTimestamps {
+		t.Skip("no TX timestamps here")
+	}
+	sink := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1})
+	go func() {
+		var u [4]Unreachable
+		for {
+			if _, err := c.WaitUnreachable(u[:]); err != nil {
+				return
+			}
+		}
+	}()
+	const n = 200
+	pk := make([]Packet, 20)
+	for sent := 0; sent < n; sent += len(pk) {
+		for i := range pk {
+			pk[i] = Packet{Buf: []byte("stamp me"), N: 8, Addr: sink.LocalAddr(), EV: uint16(i)}
+		}
+		if _, err := c.WriteBatch(pk); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // let the waiter read some of them
+	}
+	buf := make([]TxStamp, 64)
+	got := 0
+	for deadline := time.Now().Add(10 * time.Second); got < n && time.Now().Before(deadline); {
+		got += c.TxStamps(buf)
+		time.Sleep(time.Millisecond)
+	}
+	if got != n {
+		t.Fatalf("TxStamps returned %d of %d sampled packets' timestamps", got, n)
+	}
+}
