@@ -225,6 +225,7 @@ var (
 	dSockGSO  = prometheus.NewDesc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", []string{"kind"}, nil)
 	dSockBuf  = prometheus.NewDesc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", []string{"dir"}, nil)
 	dSockBig  = prometheus.NewDesc("smartt_socket_tx_oversize_total", "Datagrams the kernel refused as larger than the path MTU (EMSGSIZE; Don't Fragment set).", nil, nil)
+	dSockICMP = prometheus.NewDesc("smartt_socket_rx_icmp_unreachable_total", "ICMP destination-unreachable reports read from the send sockets' error queues: handed to the engines (read), dropped for a full batch, or read by the TX-timestamp poll first (lost).", []string{"state"}, nil)
 	dLinkMTU  = prometheus.NewDesc("smartt_socket_link_mtu_bytes", "Smallest MTU of the interfaces the listen address uses (checked at start).", nil, nil)
 )
 
@@ -272,6 +273,9 @@ func collectUDP(ch chan<- prometheus.Metric, caps udp.Caps, st udp.Stats, txDela
 	c(dSockGRO, st.RxGROBuffers)
 	c(dSockBusy, st.RxBusyPollHits)
 	c(dSockBig, st.TxTooBig)
+	c(dSockICMP, st.RxICMPUnreachable, "read")
+	c(dSockICMP, st.RxICMPDropped, "dropped")
+	c(dSockICMP, st.RxICMPLost, "lost")
 	c(dSockGSO, st.TxGSOMessages, "messages")
 	c(dSockGSO, st.TxGSOSegments, "segments")
 	txDelay.Collect(ch)

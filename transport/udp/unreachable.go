@@ -153,11 +153,10 @@ func (c *Conn) drainErrQueue(s *sock, dst []Unreachable) int {
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	n := 0
-	fd := uintptr(rxFD(s))
 	for {
 		c.eres = errResult{}
-		c.readErrQueue(fd)
-		if !c.eres.ok {
+		// Control holds the descriptor for the call, so a concurrent Close cannot free it.
+		if s.rc.Control(c.errFn) != nil || !c.eres.ok {
 			return n
 		}
 		switch {
