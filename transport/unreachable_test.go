@@ -113,3 +113,19 @@ func TestRetransmitFailureAfterAnswerNamesPeer(t *testing.T) {
 		t.Fatalf("failure %q, want it to contain %q", got, want)
 	}
 }
+
+// BenchmarkUnreachableScan is the cost of one ICMP report (forged, for a peer with no
+// connection) at 4,096 connections: the engine scans them all.
+func BenchmarkUnreachableScan(b *testing.B) {
+	p := newPair(b, DefaultConfig(), 3000)
+	for i := range 4096 {
+		if _, err := p.a.Dial(0, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 23600)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	other := netip.MustParseAddrPort("10.9.9.9:1")
+	b.ReportAllocs()
+	for b.Loop() {
+		p.a.Unreachable(0, other, UnreachablePort)
+	}
+}

@@ -180,6 +180,8 @@ type Node struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 	started time.Time
+
+	unreachDropped atomic.Uint64 // ICMP reports over the rate bound (unreachable.go)
 }
 
 // shard is one engine with its socket, lock and goroutines.
