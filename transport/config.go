@@ -183,6 +183,9 @@ type Config struct {
 	Buffers BufferPool `yaml:"-"`
 	// Placer, if set, may take large incoming messages into buffers of its own (Placer).
 	Placer Placer `yaml:"-"`
+	// Gate, if set, may refuse a new message at its first packet while its destination
+	// cannot take it (receiver not ready, rnr.go): the sender backs off and resends.
+	Gate RecvGate `yaml:"-"`
 	// DeliverChunks delivers every message in the chunks it was received into
 	// (Event.Chunks), recycled through PutChunks, instead of one buffer: no assembly copy
 	// and no zeroed allocation per message (the daemon writes them to its clients with

@@ -81,6 +81,7 @@ type rxMsg struct {
 // nackEntry is a NACK waiting to leave.
 type nackEntry struct {
 	goBack bool // recovery "gobackn": resend everything from psn on
+	rnr    bool // receiver not ready (rnr.go): resend psn after a back-off
 	psn    uint32
 	ev     uint16
 	ce     bool
@@ -161,6 +162,8 @@ type conn struct {
 	sub            []subflow // recovery "subflows": per-subflow dupACK state
 	subDirty       uint64    // subflows whose highest acknowledged transmission moved
 	ecTx           *ecSender // recovery "ec": the block being coded
+	rnrAt          int64     // >0: no data before then (the peer refused a message, rnr.go)
+	rnrN           uint8     // refusals since the last acknowledged byte (the back-off's exponent)
 
 	// Receiver.
 	rxInit       bool
@@ -315,6 +318,9 @@ func (e *Endpoint) touch(c *conn, now int64) {
 	if c.probeAt > 0 && c.probeAt < d {
 		d = c.probeAt
 	}
+	if c.rnrAt > 0 && c.rnrAt < d {
+		d = c.rnrAt
+	}
 	if c.closeSentAt > 0 {
 		if t := c.closeSentAt + c.rto(cfg); t < d {
 			d = t
@@ -370,6 +376,10 @@ func (e *Endpoint) onTimer(now int64, c *conn) {
 	}
 	if c.probeAt > 0 && c.probeAt <= now {
 		e.markReady(c) // transmit sends the probe
+	}
+	if c.rnrAt > 0 && c.rnrAt <= now {
+		c.rnrAt = 0 // the back-off is over: resend the refused packet
+		e.markReady(c)
 	}
 	if c.coal.Due(now) {
 		e.markReady(c)
@@ -461,6 +471,9 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 		}
 		if nk.goBack {
 			p.Flags |= wire.FlagGoBack
+		}
+		if nk.rnr {
+			p.Flags |= wire.FlagRNR
 		}
 		p.Nack = wire.Nack{PSN: nk.psn, CumPSN: c.tracker.Cum(), EchoEV: nk.ev,
 			HoldTime: holdTime(now, nk.rxTime), EchoTxTime: nk.txTime}
@@ -597,6 +610,9 @@ func (c *conn) canSendMsg(m *txMsg) bool {
 
 func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool) {
 	cfg := &e.cfg
+	if c.rnrWait(now) {
+		return Transmit{}, false
+	}
 	// Retransmissions first; skip entries acknowledged since they were queued.
 	for c.retxq.len() > 0 {
 		psn := *c.retxq.peek()
@@ -631,6 +647,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			e.stats.RetxNack++
 		case cc.LossSack:
 			e.stats.RetxSack++
+		case lossRNR: // refused, not lost (RNRRecv counts them)
 		default:
 			e.stats.RetxTimeout++
 		}
@@ -862,6 +879,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 		c.bytesAcked += uint64(bytes)
 		c.lastProgress = now
 		c.backoff = 0
+		c.rnrN = 0
 		ack := cc.Ack{Now: now, Bytes: bytes, Packets: pkts, RTT: rtt, CE: ce,
 			CECount: int(a.CECount), EV: a.EchoEV, InFlight: c.inflight}
 		if p.Flags&wire.FlagINT != 0 {
@@ -1022,6 +1040,10 @@ func (e *Endpoint) completeMsgs(c *conn) {
 func (e *Endpoint) onNack(now int64, c *conn, p *wire.Packet) {
 	e.stats.NacksRecv++
 	nk := &p.Nack
+	if p.Flags&wire.FlagRNR != 0 {
+		e.onRNR(now, c, nk)
+		return
+	}
 	if p.Flags&wire.FlagGoBack != 0 {
 		e.onGoBackNack(now, c, nk)
 		return

@@ -163,6 +163,9 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 				return
 			}
 		}
+		if d.Offset == 0 && e.cfg.Gate != nil && e.gateRefuses(c, p, m, ce) {
+			return // receiver not ready: the sender resends it after a back-off
+		}
 		if fresh {
 			r = e.allocRx()
 			spans, ecb := r.spans, r.ec

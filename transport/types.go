@@ -202,6 +202,12 @@ type Stats struct {
 	ParityRefused   uint64 // EC parity not of the configured code, from an unproven peer, or naming PSNs its message's data contradicts
 	ECBad           uint64 // EC blocks whose rebuild failed the checksum their parity carries (nothing of them kept)
 
+	// Receiver not ready (rnr.go, Config.Gate); all zero without a gate.
+	RNRSent uint64 // first packets of messages refused because their destination could not take them (receiver)
+	RNRRecv uint64 // RNR NACKs acted on: the packet is resent after a back-off (sender)
+	// MsgsDisplaced counts placed messages moved back into the engine's chunks (Displace).
+	MsgsDisplaced uint64
+
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth AuthStats
 }

@@ -60,7 +60,9 @@ var limitFrom = RecvHeader{From: netip.MustParseAddrPort("10.0.0.2:23600"), From
 func TestRecvQueueLimitsExactly(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxMessage, cfg.MaxOutstanding, cfg.MaxOutstandingTotal = 1000, 1000, 1000
-	cfg.MaxRecvQueue, cfg.MaxRecvQueueTotal = 1000, 6600
+	// Each message is charged its buffer's capacity plus recvOverhead (256): 600 bytes
+	// are 856, 1000 are 1256, 5000 are 5256 and 4600 are 4856.
+	cfg.MaxRecvQueue, cfg.MaxRecvQueueTotal, cfg.RecvBackpressure = 1256, 7368, false
 	s := limitServer(t, cfg)
 	x, y, z := limitSession(t, s), limitSession(t, s), limitSession(t, s)
 	step := func(name string, x *session, n, want int) {
@@ -75,44 +77,44 @@ func TestRecvQueueLimitsExactly(t *testing.T) {
 	step("beyond max_recv_queue", x, 1000, recvOverflow)
 	step("larger than max_recv_queue, nothing else queued; the total at 6600", y, 5000, recvQueued)
 	step("beyond max_recv_queue_total", z, 1, recvTotal)
-	if st := s.Stats(); st.RecvQueued != 6600 || x.info().RecvQueued != 1600 || y.info().RecvQueued != 5000 {
-		t.Fatalf("queued %d (x %d, y %d), want 6600 (1600, 5000)", st.RecvQueued, x.info().RecvQueued, y.info().RecvQueued)
+	if st := s.Stats(); st.RecvQueued != 7368 || x.info().RecvQueued != 2112 || y.info().RecvQueued != 5256 {
+		t.Fatalf("queued %d (x %d, y %d), want 7368 (2112, 5256)", st.RecvQueued, x.info().RecvQueued, y.info().RecvQueued)
 	}
 	// x's two drops share one notice, written when the writer gets to it.
 	if len(x.queue) != 3 || !x.queue[2].drops || x.dropped.n != 2 {
 		t.Fatalf("x queue %d frames, %d drops", len(x.queue), x.dropped.n)
 	}
 	code, text, _ := ParseError(x.dropNoticeLocked())
-	if code != CodeRecvOverflow || !strings.Contains(text, "dropped 2 messages (1001 bytes)") || !strings.Contains(text, "api.max_recv_queue = 1000") {
+	if code != CodeRecvOverflow || !strings.Contains(text, "dropped 2 messages (1001 bytes)") || !strings.Contains(text, "api.max_recv_queue = 1256") {
 		t.Fatalf("notice %d %q", code, text)
 	}
 	_, text, _ = ParseError(z.dropNoticeLocked())
-	if !strings.Contains(text, "dropped a message of 1 bytes") || !strings.Contains(text, "api.max_recv_queue_total = 6600") {
+	if !strings.Contains(text, "dropped a message of 1 bytes") || !strings.Contains(text, "api.max_recv_queue_total = 7368") {
 		t.Fatalf("notice %q", text)
 	}
 	// A session that ends returns its bytes; the others' stay counted.
 	y.kill()
-	if got := s.Stats().RecvQueued; got != 1600 {
-		t.Fatalf("after y ended: %d bytes queued, want 1600", got)
+	if got := s.Stats().RecvQueued; got != 2112 {
+		t.Fatalf("after y ended: %d bytes queued, want 2112", got)
 	}
 	x.mu.Lock()
 	f := x.nextLocked() // the writer takes x's oldest, 600 bytes
 	x.mu.Unlock()
-	if i := x.info(); i.RecvQueued != 1000 || i.RecvWriting != 600 {
+	if i := x.info(); i.RecvQueued != 1256 || i.RecvWriting != 856 {
 		t.Fatalf("x while writing: %+v", i)
 	}
 	step("behind the one being written, beyond max_recv_queue", x, 1, recvOverflow)
 	x.mu.Lock()
 	x.doneLocked(f) // written: its bytes are released; the 1000 bytes are x's oldest now
 	x.mu.Unlock()
-	if got, i := s.Stats().RecvQueued, x.info(); got != 1000 || i.RecvQueued != 1000 || i.RecvWriting != 0 {
+	if got, i := s.Stats().RecvQueued, x.info(); got != 1256 || i.RecvQueued != 1256 || i.RecvWriting != 0 {
 		t.Fatalf("after a write: %d bytes queued, x %+v", got, i)
 	}
 	step("behind the oldest, at max_recv_queue", x, 1000, recvQueued)
 	step("beyond max_recv_queue", x, 1, recvOverflow)
 	step("at max_recv_queue_total", z, 4600, recvQueued)
-	if got := s.Stats().RecvQueued; got != 6600 {
-		t.Fatalf("%d bytes queued, want 6600", got)
+	if got := s.Stats().RecvQueued; got != 7368 {
+		t.Fatalf("%d bytes queued, want 7368", got)
 	}
 }
 

@@ -39,7 +39,8 @@ type ringSlot struct {
 	start, end int64
 	announced  bool
 	released   bool
-	queued     bool // a placed message whose RecvAt waits in the session's queue
+	queued     bool   // a placed message whose RecvAt waits in the session's queue
+	tok        uint64 // a placement the engine is receiving into (Server.Place), until it ends
 }
 
 // recvRing is a session's receive ring: a FIFO of messages over a byte ring. Space is
@@ -152,6 +153,26 @@ func (r *recvRing) markQueued(tag uint32) {
 	if i := r.find(tag); i >= 0 {
 		r.slots[(r.first+i)%len(r.slots)].queued = true
 	}
+}
+
+// setTok records that the slot tagged tag is the placement tok.
+func (r *recvRing) setTok(tag uint32, tok uint64) {
+	if i := r.find(tag); i >= 0 {
+		r.slots[(r.first+i)%len(r.slots)].tok = tok
+	}
+}
+
+// frontPlacing returns the token of the oldest message in the ring when the engine is
+// still receiving it (a placement neither complete nor given back), else 0.
+func (r *recvRing) frontPlacing() uint64 {
+	if r.count == 0 {
+		return 0
+	}
+	s := &r.slots[r.first]
+	if s.queued || s.announced || s.released {
+		return 0
+	}
+	return s.tok
 }
 
 // frontQueued reports whether the oldest message in the ring is a placed one whose
@@ -394,9 +415,21 @@ func (x *session) toRingLocked(f *outFrame, flush func() error) error {
 			}
 			continue
 		}
-		wait := time.Duration(max(start, x.ringProgress) + int64(x.srv.cfg.WriteTimeout) - time.Now().UnixNano())
-		if wait <= 0 {
+		now := time.Now().UnixNano()
+		since := max(start, x.ringProgress)
+		if tok := x.ring.frontPlacing(); tok != 0 && now-since >= int64(ringDisplaceAfter) {
+			x.displaceLocked(tok)
+			start = now // the wait for the client starts afresh
+			continue
+		}
+		wait := time.Duration(since + int64(x.srv.cfg.WriteTimeout) - now)
+		if x.srv.cfg.RecvBackpressure {
+			wait = time.Hour // the client is held back, not disconnected: wait for releases
+		} else if wait <= 0 {
 			return errRingStalled
+		}
+		if x.ring.frontPlacing() != 0 {
+			wait = min(wait, time.Duration(since+int64(ringDisplaceAfter)-now))
 		}
 		if t == nil {
 			t = time.AfterFunc(wait, func() {
@@ -470,6 +503,7 @@ func (s *Server) Place(peer netip.AddrPort, n int, head []byte) ([]byte, uint64)
 	tok := s.placeSeq
 	s.places[tok] = placement{x: x, tag: tag, off: off, n: size, dst: dst, src: src}
 	s.placeMu.Unlock()
+	r.setTok(tag, tok)
 	s.ringPlaced.Add(1)
 	return r.mem[off : off+size : off+size], tok
 }
@@ -535,4 +569,40 @@ func (s *Server) deliverPlaced(from netip.AddrPort, tok uint64) {
 	s.ringBytes.Add(h.Size)
 	s.msgsDelivered.Add(1)
 	s.bytesDelivered.Add(h.Size)
+}
+
+// ringDisplaceAfter bounds how long a placement the engine is still receiving may keep a
+// message that waits for ring room from being written: then it is displaced.
+const ringDisplaceAfter = 100 * time.Millisecond
+
+// displaceLocked moves the placement tok, the oldest message in the ring and still being
+// received, out of the ring: the engine copies what arrived into its own buffers (charged
+// to its receive budget as before) and delivers the message in them later, like any
+// other; the slot is given back, so the released messages behind it are reclaimed. A
+// peer that trickles a large message thus holds none of a client's ring that the client
+// needs. x.mu is held on entry and exit (released around the engine's call).
+func (x *session) displaceLocked(tok uint64) {
+	s := x.srv
+	x.mu.Unlock()
+	ok := s.node != nil && s.node.Displace(tok)
+	var p placement
+	if ok {
+		p, ok = s.takePlacement(tok)
+	}
+	x.mu.Lock()
+	if ok {
+		x.displacedLocked(p)
+	} // else it completed or failed meanwhile: its slot goes the usual way
+}
+
+// displacedLocked gives back the ring slot of placement p, which the engine no longer
+// writes into (displaceLocked).
+func (x *session) displacedLocked(p placement) {
+	x.srv.ringDisplaced.Add(1)
+	x.placing--
+	x.placedBytes -= p.n
+	if x.ring != nil && x.ring.cancel(p.tag) {
+		x.cond.Broadcast()
+	}
+	x.unmapOrphanLocked()
 }

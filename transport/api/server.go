@@ -53,6 +53,13 @@ type Config struct {
 	// over all clients together (max(max_recv_queue, max_message)..1 TiB); beyond it
 	// messages are dropped and their clients told (code 7).
 	MaxRecvQueueTotal int64 `yaml:"max_recv_queue_total" json:"max_recv_queue_total" unit:"bytes"`
+	// RecvBackpressure (default true) never drops a received message: a session whose
+	// queue is full has new messages for it refused at their first packet (the engine's
+	// receiver-not-ready, backpressure.go) until its client catches up, and a client that
+	// is slow to read or release is never disconnected for it while its socket is open.
+	// False: beyond the queue limits messages are dropped (code 7), and a client that
+	// takes nothing for write_timeout is disconnected.
+	RecvBackpressure bool `yaml:"recv_backpressure" json:"recv_backpressure"`
 	// MaxClients bounds concurrent messaging sessions (1..65536).
 	MaxClients int `yaml:"max_clients" json:"max_clients"`
 	// MaxRecvRing bounds the shared-memory receive ring a session may map (RecvRing
@@ -98,7 +105,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30,
 		MaxOutstanding: 2 << 30, MaxOutstandingTotal: 4 << 30,
-		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, MaxClients: 64, MaxRecvRing: 256 << 20, DirectWrites: true, DirectReads: true,
+		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, RecvBackpressure: true, MaxClients: 64, MaxRecvRing: 256 << 20, DirectWrites: true, DirectReads: true,
 		SocketBuffer:  DefaultSocketBuffer,
 		HeaderTimeout: config.Duration(10 * time.Second), ReadTimeout: config.Duration(10 * time.Second),
 		WriteTimeout: config.Duration(30 * time.Second), IdleTimeout: config.Duration(30 * time.Second)}
@@ -206,7 +213,7 @@ type Server struct {
 	evicted, badDestination, outstandingRefused, outstandingRefusedTotal     atomic.Uint64
 	recvOverflowTotal, readTimeouts                                          atomic.Uint64
 	ringMsgs, ringBytes, ringFallback, ringRefused, ringBadReleases          atomic.Uint64
-	ringPlaced                                                               atomic.Uint64
+	ringPlaced, recvPaused, ringDisplaced                                    atomic.Uint64
 	ringSessions                                                             atomic.Int64
 
 	placeMu  sync.Mutex
@@ -380,7 +387,7 @@ func (s *Server) Stats() Stats {
 		ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load(),
 		RingSessions: s.ringSessions.Load(), RingMsgs: s.ringMsgs.Load(), RingBytes: s.ringBytes.Load(),
 		RingFallback: s.ringFallback.Load(), RingRefused: s.ringRefused.Load(), RingBadReleases: s.ringBadReleases.Load(),
-		RingPlaced: s.ringPlaced.Load()}
+		RingPlaced: s.ringPlaced.Load(), RecvPaused: s.recvPaused.Load(), RingDisplaced: s.ringDisplaced.Load()}
 }
 
 // reserveRecv adds n bytes to the daemon-wide receive queue unless that would exceed

@@ -28,6 +28,7 @@ type outFrame struct {
 	tag     uint32
 	payload []byte
 	body    msgBody
+	held    int64      // a received message's charge to the receive queue (heldSize)
 	drops   bool       // the drop notice: its payload is made from session.dropped when it is written
 	raw     []byte     // bytes to write as they are (the rest of a direct write)
 	ringOff int64      // FrameRecvAt: where the writer put the body in the ring
@@ -86,7 +87,7 @@ type session struct {
 	cond      *sync.Cond
 	queue     []outFrame
 	writing   bool     // the writer holds a frame taken off the queue
-	recvSizes []int64  // sizes of the received messages waiting in the queue, in order
+	recvSizes []int64  // charges (heldSize) of the received messages waiting in the queue, in order
 	iov       [][]byte // the writer's scratch list of pieces for one Data frame
 	bufs      net.Buffers
 	raw       syscall.RawConn
@@ -104,7 +105,7 @@ type session struct {
 	rawErr       error
 	directWrites uint64
 	recvQueued   int64 // their sum (in srv.recvTotal too)
-	recvWriting  int64 // bytes of the received message being written (in srv.recvTotal too)
+	recvWriting  int64 // the charge of the received message being written (in srv.recvTotal too)
 	dropped      drops // since the last drop notice; a notice is queued while dropped.n > 0
 	dead         bool  // the client is gone: drop everything
 	draining     bool  // write what is queued, then close
@@ -251,21 +252,27 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 		return recvGone
 	}
 	x.recvSeq++
-	if len(x.queue) >= maxQueuedFrames {
+	cfg := &x.srv.cfg
+	if len(x.queue) >= maxQueuedFrames && !cfg.RecvBackpressure {
 		x.stallLocked()
 		go x.kill()
 		return recvGone
 	}
-	cfg := &x.srv.cfg
-	n := body.n
-	if behind := x.behindLocked(); (x.recvWriting > 0 || x.recvQueued > 0) && behind+n > cfg.MaxRecvQueue {
-		x.dropLocked(h, n, fmt.Sprintf("%d bytes already queued for this session behind the message being written, api.max_recv_queue = %d",
-			behind, cfg.MaxRecvQueue))
-		return recvOverflow
-	}
-	if total, ok := x.srv.reserveRecv(n); !ok {
-		x.dropLocked(h, n, fmt.Sprintf("%d bytes queued for all sessions, api.max_recv_queue_total = %d", total, cfg.MaxRecvQueueTotal))
-		return recvTotal
+	n, held := body.n, heldSize(body)
+	if cfg.RecvBackpressure {
+		// Never dropped: the gate (Server.Ready) stops new messages for a full queue at
+		// their first packet, so what is admitted is held until written.
+		x.srv.recvTotal.Add(held)
+	} else {
+		if behind := x.behindLocked(); (x.recvWriting > 0 || x.recvQueued > 0) && behind+held > cfg.MaxRecvQueue {
+			x.dropLocked(h, n, fmt.Sprintf("%d bytes already queued for this session behind the message being written, api.max_recv_queue = %d",
+				behind, cfg.MaxRecvQueue))
+			return recvOverflow
+		}
+		if total, ok := x.srv.reserveRecv(held); !ok {
+			x.dropLocked(h, n, fmt.Sprintf("%d bytes queued for all sessions, api.max_recv_queue_total = %d", total, cfg.MaxRecvQueueTotal))
+			return recvTotal
+		}
 	}
 	typ := uint8(FrameRecv)
 	if x.ring != nil && n >= x.ringMin {
@@ -283,17 +290,17 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 			ok = x.writeDirectLocked(h, body)
 		}
 		if ok {
-			x.srv.recvTotal.Add(-n)
+			x.srv.recvTotal.Add(-held)
 			return recvQueued
 		}
 	}
 	x.flushHeldLocked()
-	x.recvSizes = append(x.recvSizes, n)
-	x.recvQueued += n
+	x.recvSizes = append(x.recvSizes, held)
+	x.recvQueued += held
 	if typ == FrameRecvAt {
 		x.ringPend++ // its slot is allocated by the writer (toRingLocked)
 	}
-	x.queue = append(x.queue, outFrame{typ: typ, tag: x.recvSeq, recv: h, body: body})
+	x.queue = append(x.queue, outFrame{typ: typ, tag: x.recvSeq, recv: h, body: body, held: held})
 	x.cond.Signal()
 	return recvQueued
 }
@@ -400,7 +407,7 @@ func (x *session) writeRawLocked(b []byte) {
 	}
 }
 
-// behindLocked is the bytes of received messages queued for the session besides its
+// behindLocked is the charge of the received messages queued for the session besides its
 // oldest (being written, or next to be): what max_recv_queue bounds.
 func (x *session) behindLocked() int64 {
 	if x.recvWriting == 0 && len(x.recvSizes) > 0 {
@@ -444,7 +451,7 @@ func (x *session) nextLocked() outFrame {
 	if f.drops {
 		f.payload = x.dropNoticeLocked()
 	}
-	if n := f.body.n; n > 0 {
+	if n := f.held; n > 0 {
 		x.recvSizes = popFront(x.recvSizes)
 		x.recvQueued -= n
 		x.recvWriting += n
@@ -457,7 +464,7 @@ func (x *session) nextLocked() outFrame {
 func (x *session) doneLocked(f outFrame) {
 	x.writing = false
 	f.body.release()
-	if n := f.body.n; n > 0 && !x.dead {
+	if n := f.held; n > 0 && !x.dead {
 		x.recvWriting -= n
 		x.srv.recvTotal.Add(-n)
 	}
@@ -501,7 +508,7 @@ func (x *session) writeLoop() {
 		x.writerGone = true // no ring may be set up any more: nobody would unmap it
 		x.mu.Unlock()
 	}()
-	bw := bufio.NewWriterSize(deadlineWriter{x.conn, time.Duration(x.srv.cfg.WriteTimeout)}, 64<<10)
+	bw := bufio.NewWriterSize(deadlineWriter{x}, 64<<10)
 	hdr := make([]byte, 0, HeaderLen)
 	x.scratch = make([]byte, 0, 128)
 	for {
@@ -560,16 +567,14 @@ func (x *session) writeLoop() {
 	}
 }
 
-// deadlineWriter gives every write to the client write_timeout to make progress.
-type deadlineWriter struct {
-	c net.Conn
-	d time.Duration
-}
+// deadlineWriter gives every write to the client write_timeout to make progress (none
+// under back-pressure: session.writeDeadline).
+type deadlineWriter struct{ x *session }
 
 // Write implements io.Writer.
 func (w deadlineWriter) Write(p []byte) (int, error) {
-	w.c.SetWriteDeadline(time.Now().Add(w.d))
-	return w.c.Write(p)
+	w.x.conn.SetWriteDeadline(w.x.writeDeadline())
+	return w.x.conn.Write(p)
 }
 
 func (x *session) queueEmpty() bool {
@@ -641,7 +646,7 @@ func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
 			}
 			continue
 		}
-		x.conn.SetWriteDeadline(time.Now().Add(time.Duration(x.srv.cfg.WriteTimeout)))
+		x.conn.SetWriteDeadline(x.writeDeadline())
 		x.bufs = iov // a field, not a local: WriteTo's receiver would escape per frame
 		_, err := x.bufs.WriteTo(x.conn)
 		x.bufs = nil

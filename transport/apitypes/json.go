@@ -36,6 +36,8 @@ type Stats struct {
 	RingPlaced              uint64 `json:"ring_placed"`               // received messages the engine wrote straight into their session's ring (of ring_msgs)
 	RingRefused             uint64 `json:"ring_refused"`              // RecvRing requests refused (Error 12)
 	RingBadReleases         uint64 `json:"ring_bad_releases"`         // sessions closed for an unknown, unannounced or repeated release
+	RecvPaused              uint64 `json:"recv_paused"`               // messages refused at their first packet because their session's queue was full (back-pressure)
+	RingDisplaced           uint64 `json:"ring_displaced"`            // placements that blocked a ring's reclamation, moved out into the daemon's buffers
 }
 
 // PeerCred is the identity of a client process (SO_PEERCRED).
@@ -117,6 +119,7 @@ type Limits struct {
 	MaxOutstandingTotal int64    `json:"max_outstanding_total"`
 	MaxRecvQueue        int64    `json:"max_recv_queue"`
 	MaxRecvQueueTotal   int64    `json:"max_recv_queue_total"`
+	RecvBackpressure    bool     `json:"recv_backpressure"`
 	MaxClients          int      `json:"max_clients"`
 	MaxRecvRing         int64    `json:"max_recv_ring"`
 	DirectWrites        bool     `json:"direct_writes"`
@@ -218,6 +221,10 @@ type EngineStats struct {
 	ECRebuilt       uint64 `json:"ec_rebuilt"`         // data packets rebuilt from parity (receiver)
 	ParityRefused   uint64 `json:"parity_refused"`     // EC parity not of the configured code, unproven peer, or contradicting its message
 	ECBad           uint64 `json:"ec_bad"`             // EC rebuilds that failed their parity's checksum
+	// Receiver not ready (flow control to the sending application).
+	RNRSent       uint64 `json:"rnr_sent"`       // first packets of messages refused: their session's queue was full (receiver)
+	RNRRecv       uint64 `json:"rnr_recv"`       // refusals acted on: the packet is resent after a back-off (sender)
+	MsgsDisplaced uint64 `json:"msgs_displaced"` // placed messages moved out of a stalled receive ring into the daemon's buffers
 	// Return-to-sender trimming: headers of our own packets a switch sent back.
 	ReturnedRecv uint64 `json:"returned_recv"` // acted on as NACKs
 	ReturnedBad  uint64 `json:"returned_bad"`  // dropped: no live connection, wrong peer, or not in flight

@@ -138,6 +138,17 @@ type Options struct {
 	// (ShardStats.HandoffDropsUnknown): a flood naming one shard cannot crowd out its
 	// connections' datagrams.
 	ShardQueue int
+	// Lane, if set, names the lane of an outgoing message: messages to one peer go on one
+	// connection per lane (each in order), so that a receiver that refuses one lane's
+	// messages for a while (transport.RecvGate) stalls no other lane. The daemon's lane
+	// is the message's destination endpoint. Nil: one connection per peer.
+	Lane func(msg []byte) uint32
+}
+
+// laneKey names the connection a message goes on: its peer and its lane (Options.Lane).
+type laneKey struct {
+	peer netip.AddrPort
+	lane uint32
 }
 
 type pending struct {
@@ -180,7 +191,8 @@ type shard struct {
 	mu       sync.Mutex
 	resends  uint64 // messages moved to a new connection after ErrResetUnsent (guarded by mu)
 	ep       *transport.Endpoint
-	dialed   map[netip.AddrPort]transport.ConnID
+	dialed   map[laneKey]transport.ConnID
+	laneOf   map[transport.ConnID]laneKey // dialed, reversed
 	pending  map[msgKey]*pending
 	free     []*pending // completed, for the next messages (at most maxFreePending)
 	closing  bool
@@ -271,7 +283,8 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 		if g, ok := socks[i].(PayloadGatherer); ok && g.GathersPayload() && !o.CopyPayload {
 			ep.SetPayloadAlias(true) // flushLocked sends before the next engine call
 		}
-		s.dialed = make(map[netip.AddrPort]transport.ConnID)
+		s.dialed = make(map[laneKey]transport.ConnID)
+		s.laneOf = make(map[transport.ConnID]laneKey)
 		s.pending = make(map[msgKey]*pending)
 		s.kick = make(chan struct{}, 1)
 		bufLen := datagramBuf(c)
@@ -657,8 +670,11 @@ func (s *shard) dispatchLocked(now int64, ev transport.Event) {
 		}
 	case transport.ConnClosed:
 		s.setKnown(ev.Conn, false)
-		if id, ok := s.dialed[ev.Peer]; ok && id == ev.Conn {
-			delete(s.dialed, ev.Peer)
+		if k, ok := s.laneOf[ev.Conn]; ok {
+			delete(s.laneOf, ev.Conn)
+			if s.dialed[k] == ev.Conn {
+				delete(s.dialed, k)
+			}
 		}
 		if ev.Err != nil {
 			s.n.log.Info("connection aborted", "peer", ev.Peer, "shard", s.idx, "err", ev.Err)
@@ -762,27 +778,41 @@ func (n *Node) send(peer netip.AddrPort, msg []byte, done func(SendResult), flus
 // sendLocked queues msg on the connection to peer, dialling one if there is none or the
 // one there is closing or gone.
 func (s *shard) sendLocked(now int64, peer netip.AddrPort, msg []byte) (transport.ConnID, uint32, error) {
-	id, ok := s.dialed[peer]
+	k := laneKey{peer: peer}
+	if s.n.opts.Lane != nil {
+		k.lane = s.n.opts.Lane(msg)
+	}
+	id, ok := s.dialed[k]
 	if !ok {
 		var err error
-		if id, err = s.ep.Dial(now, peer); err != nil {
+		if id, err = s.dial(now, k); err != nil {
 			return 0, 0, err
 		}
-		s.dialed[peer] = id
-		s.setKnown(id, true)
 	}
 	mid, err := s.ep.Send(now, id, msg)
 	if errors.Is(err, transport.ErrClosed) || errors.Is(err, transport.ErrUnknownConn) {
 		// The old connection is closing or gone: open a new one.
-		delete(s.dialed, peer)
-		if id, err = s.ep.Dial(now, peer); err != nil {
+		if id, err = s.dial(now, k); err != nil {
 			return 0, 0, err
 		}
-		s.dialed[peer] = id
-		s.setKnown(id, true)
 		mid, err = s.ep.Send(now, id, msg)
 	}
 	return id, mid, err
+}
+
+// dial opens the connection of lane k, replacing any it had.
+func (s *shard) dial(now int64, k laneKey) (transport.ConnID, error) {
+	if old, ok := s.dialed[k]; ok {
+		delete(s.laneOf, old)
+		delete(s.dialed, k)
+	}
+	id, err := s.ep.Dial(now, k.peer)
+	if err != nil {
+		return 0, err
+	}
+	s.dialed[k], s.laneOf[id] = id, k
+	s.setKnown(id, true)
+	return id, nil
 }
 
 // Stats returns the engine's counters, summed over the shards (RecvBufferedMax is the sum
@@ -950,4 +980,19 @@ func (n *Node) String() string {
 		return fmt.Sprintf("node(listen port %d, %d shards)", n.Config().ListenPort, len(n.shards))
 	}
 	return fmt.Sprintf("node(listen port %d)", n.Config().ListenPort)
+}
+
+// Displace moves the message received into a Placer's buffer under token tok back into
+// its engine's own buffers (transport.Endpoint.Displace), in whichever shard receives it;
+// false when none holds it any more.
+func (n *Node) Displace(tok uint64) bool {
+	for _, s := range n.shards {
+		s.mu.Lock()
+		ok := !s.stopped && s.ep.Displace(tok)
+		s.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
 }

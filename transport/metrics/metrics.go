@@ -386,6 +386,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dAPI, a.RingFallback, "ring_fallback")
 		counter(ch, dAPI, a.RingRefused, "ring_refused")
 		counter(ch, dAPI, a.RingBadReleases, "ring_bad_release")
+		counter(ch, dAPI, a.RecvPaused, "recv_paused")
+		counter(ch, dAPI, a.RingDisplaced, "ring_displaced")
 		counter(ch, dAPIBytes, a.BytesAccepted, "accepted")
 		counter(ch, dAPIBytes, a.BytesDelivered, "delivered")
 	}

@@ -132,6 +132,14 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	tcfg.DeliverChunks = true
 	// Large messages for a session with a receive ring go straight into its ring.
 	tcfg.Placer = d.API
+	// A session whose queue is full has new messages for it refused at their first packet
+	// (receiver not ready), and every destination endpoint of a peer gets a connection of
+	// its own (Lane), so that refusals stall the traffic to that endpoint alone.
+	tcfg.Gate = d.API
+	var lane func([]byte) uint32
+	if cfg.API.RecvBackpressure {
+		lane = api.Lane
+	}
 	var budget int64
 	if tcfg.Profile != "" {
 		p, err := hwprofile.Lookup(tcfg.Profile)
@@ -145,8 +153,8 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	d.Node, err = daemon.NewShards(tcfg, sl.sockets(), daemon.Options{
 		TimeDecisions: cfg.DecisionTiming, DecisionBudget: budget,
 		BatchSize: cfg.UDP.BatchSize, Logger: log, Seed: o.Seed, GatherBatch: cfg.UDP.GatherBatch, CopyPayload: cfg.UDP.CopyPayload,
-		OnReceive: d.API.Deliver,
-		OnBatch:   func(n, stamped int) { m.ObserveBatch(n, stamped) },
+		OnReceive: d.API.Deliver, Lane: lane,
+		OnBatch: func(n, stamped int) { m.ObserveBatch(n, stamped) },
 		OnComplete: func(r daemon.SendResult, size int) {
 			if r.Err == nil {
 				m.ObserveMessage(r.Elapsed, size)

@@ -81,6 +81,12 @@ const (
 	flagsKnown = FlagRetx | FlagLast | FlagAckReq | FlagTrimmed | FlagCE | FlagCleanEV | FlagSealed | FlagINT
 )
 
+// FlagRNR (NACK): receiver not ready. The receiver refused the first packet of a new
+// message (Nack.PSN) because the message's destination cannot take it now; the sender
+// resends that packet after a back-off, and the refusal counts neither as a loss nor
+// towards max_retransmits (transport/rnr.go). Same bit as FlagLast, which only DATA uses.
+const FlagRNR = FlagLast
+
 // FlagReturned (DATA, with FlagTrimmed; the bit of FlagCE, which DATA does not use): a
 // return-to-sender trimming switch sent the cut header back to its sender, addresses
 // swapped. The sender reads it as a NACK of that PSN (transport/rts.go).
