@@ -107,7 +107,8 @@ func msgHeld(r *rxMsg) uint64 {
 }
 
 // ledgerCheck: what e charged (Stats.RecvBuffered, the unproven share, Stats.ConnHeld)
-// equals what it holds (ledgerHeld), to the byte.
+// equals what it holds (ledgerHeld), to the byte, and so do the TIME_WAIT gauges, within
+// their caps (timeWaitCheck).
 func ledgerCheck(e *Endpoint) error {
 	held, unproven, err := ledgerHeld(e)
 	if err != nil {
@@ -120,7 +121,7 @@ func ledgerCheck(e *Endpoint) error {
 	if want := uint64(e.NumConns()) * e.cfg.ConnCharge(); st.ConnHeld != want {
 		return fmt.Errorf("ConnHeld %d for %d connections, want %d", st.ConnHeld, e.NumConns(), want)
 	}
-	return nil
+	return timeWaitCheck(e)
 }
 
 func checkLedger(t *testing.T, e *Endpoint) {
