@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -373,7 +374,22 @@ func runSend(o *sendOpts, file string, stdin io.Reader, out io.Writer) error {
 		acked0 = ackedTo(ctx, cl, peer)
 	}
 	start := time.Now()
+	intr := make(chan os.Signal, 1)
+	signal.Notify(intr, os.Interrupt)
+	defer signal.Stop(intr)
+	sending := make(chan struct{})
+	go func() { // Ctrl-C while the message is streamed: end the progress line, then exit
+		select {
+		case <-intr:
+			if showProgress {
+				fmt.Fprintln(os.Stderr)
+			}
+			os.Exit(130)
+		case <-sending:
+		}
+	}()
 	p, err := s.SendFrom(peer, uint32(*ep), src, size, progress)
+	close(sending)
 	if err != nil {
 		return err
 	}
@@ -384,8 +400,7 @@ func runSend(o *sendOpts, file string, stdin io.Reader, out io.Writer) error {
 		stop = pollProgress(os.Stderr, "send: acknowledged by "+peer.String(), size,
 			func() int64 { return int64(ackedTo(ctx, cl, peer) - acked0) })
 	}
-	info, err := p.Wait(ctx)
-	stop(err == nil)
+	info, err := waitOrCancel(ctx, p, intr, stop, peer)
 	if err != nil {
 		return err
 	}
@@ -645,4 +660,52 @@ func sendArgs(_ *cobra.Command, args []string) error {
 		return fmt.Errorf("send needs exactly one FILE (or - for stdin), got %d arguments", len(args))
 	}
 	return nil
+}
+
+// pendingError is a send that timed out (or was interrupted) after smarttd had the
+// message and could not cancel it: its outcome is not known to the command (exit status 3).
+type pendingError struct{ error }
+
+// ExitCode makes cli.Main exit with exitPending.
+func (pendingError) ExitCode() int { return exitPending }
+
+// exitPending is the exit status of a pendingError: neither success (0) nor failure (1).
+const exitPending = 3
+
+// waitOrCancel waits for p's outcome until ctx ends or the user interrupts; then it
+// cancels the message if it has not started, or reports it handed over with its outcome
+// pending (pendingError). stop ends the progress line.
+func waitOrCancel(ctx context.Context, p *client.Pending, intr <-chan os.Signal, stop func(bool), peer netip.AddrPort) (client.SentInfo, error) {
+	type outcome struct {
+		info client.SentInfo
+		err  error
+	}
+	res := make(chan outcome, 1)
+	go func() {
+		info, err := p.Wait(context.Background())
+		res <- outcome{info, err}
+	}()
+	why := "timed out (-timeout)"
+	select {
+	case r := <-res:
+		stop(r.err == nil)
+		return r.info, r.err
+	case <-ctx.Done():
+	case <-intr:
+		why = "interrupted"
+	}
+	stop(false)
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := p.Cancel(cctx)
+	switch {
+	case err == nil && st == client.Cancelled:
+		return client.SentInfo{}, fmt.Errorf("%s: message cancelled before any byte of it was sent", why)
+	case err == nil && st == client.Unknown: // it completed meanwhile: its outcome is here
+		r := <-res
+		return r.info, r.err
+	}
+	return client.SentInfo{}, pendingError{fmt.Errorf("%s: handed to smarttd, outcome pending: the daemon keeps sending it after this command exits; "+
+		"watch bytes_acked to %v in `smartt conns` (the message is delivered when the connection's queued_msgs drops to 0), "+
+		"or check for it at the receiver (`smartt recv`)", why, peer)}
 }

@@ -115,7 +115,7 @@ func TestControlOverUnixSocketHTTP(t *testing.T) {
 	}}}
 	for path, want := range map[string]string{
 		"/v1/status":       `"listen": "10.0.0.1:23600"`,
-		"/v1/version":      `"protocol": "smartt-msg/1"`,
+		"/v1/version":      `"protocol": "smartt-msg/2"`,
 		"/v1/capabilities": `"cc": [`,
 		"/v1/conns":        `"peer": "10.0.0.2:23600"`,
 		"/v1/config":       `"socket": "` + a.Config.API.Socket,

@@ -1,8 +1,8 @@
 // Package api is smarttd's local API over a Unix socket: HTTP/JSON for control (status,
 // version, capabilities, connections, config, counters) and, after an HTTP Upgrade to
-// "smartt-msg/1", a framed binary protocol for messaging (docs/api.md). The types a
-// client sees live in transport/apitypes (no engine behind them); this package re-exports
-// them for the server's code.
+// "smartt-msg/2" (or "smartt-msg/1"), a framed binary protocol for messaging
+// (docs/api.md). The types a client sees live in transport/apitypes (no engine behind
+// them); this package re-exports them for the server's code.
 package api
 
 import (

@@ -360,18 +360,52 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 		reject(CodeFD, err.Error())
 		return
 	}
-	unix.Close(fd) // the mapping keeps the file
+	frozen := writeSealed(fd) // the client cannot change its pages: Accepted at once
+	unix.Close(fd)            // the mapping keeps the file
+	if dst := s.localDst(sh); dst != nil && s.localWaiting.Load() >= maxLocalWaiting {
+		unmap()
+		x.release(size)
+		s.msgsRejected.Add(1)
+		s.outstandingRefusedTotal.Add(1)
+		x.enqueueError(tag, CodeOutstanding, fmt.Sprintf("%d local messages wait for room at their receivers (the daemon's bound); try again later", maxLocalWaiting))
+		return
+	} else if dst != nil {
+		// A local receiver gets a copy: the client's pages are free at once.
+		m := getSendMsg(x, tag, envelopeLen+int(size))
+		copy(m.buf[envelopeLen:], buf[FDHeadroom:])
+		unmap()
+		putEnvelope(m.buf, sh.Endpoint, ep)
+		x.accept(tag, false)
+		x.sendLocal(m, sh, ep, dst)
+		s.fdMsgs.Add(1)
+		return
+	}
 	release := func() {
 		unmap()
 		x.release(size)
 	}
 	putEnvelope(buf, sh.Endpoint, ep)
+	if frozen {
+		x.accept(tag, false)
+	}
+	x.track(tag, nil, nil)
 	err = s.node.Send(sh.To, buf, func(r daemon.SendResult) {
 		release()
-		x.completed(tag, r)
+		if !frozen {
+			x.accept(tag, true) // the daemon is done with the client's pages
+		}
+		x.completed(tag, nil, r)
 	})
 	if err != nil {
-		release()
+		unmap()
+		if frozen {
+			x.refused(tag, nil, size, err)
+			return
+		}
+		x.mu.Lock()
+		x.untrackLocked(tag, nil)
+		x.mu.Unlock()
+		x.release(size)
 		s.msgsRejected.Add(1)
 		x.enqueueError(tag, sendErrCode(err), err.Error())
 		return
@@ -379,4 +413,11 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 	s.msgsAccepted.Add(1)
 	s.bytesAccepted.Add(uint64(size))
 	s.fdMsgs.Add(1)
+}
+
+// writeSealed reports whether memfd fd is sealed against writes (F_SEAL_WRITE or
+// F_SEAL_FUTURE_WRITE): its pages cannot change while the daemon sends from them.
+func writeSealed(fd int) bool {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	return err == nil && seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0
 }

@@ -254,17 +254,28 @@ func mapRing(fd int, size uint64, limit int64) ([]byte, error) {
 	if uint64(st.Size) != size {
 		return nil, fmt.Errorf("receive ring memfd holds %d bytes, announced %d", st.Size, size)
 	}
+	if err := ringAllocated(&st); err != nil {
+		return nil, err
+	}
 	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("receive ring: mmap: %w", err)
 	}
-	// Fault the pages in now (the client's library allocated them with fallocate): an
-	// error here rather than at a copy. Kernels before 5.14 lack the advice: then lazily.
-	if err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE); err != nil && !errors.Is(err, unix.EINVAL) {
-		unix.Munmap(mem)
-		return nil, fmt.Errorf("receive ring: populate: %w", err)
-	}
+	// The client allocates the ring's pages (fallocate, or writing them): the daemon
+	// never does, or a sparse memfd would make it allocate (and be charged for) memory
+	// the client never paid for. Nothing is faulted in here.
 	return mem, nil
+}
+
+// ringAllocated checks that every page of the ring's memfd is allocated (st_blocks
+// covers its size: fallocate or writes by the client). mincore would not do: shmem pages
+// that fallocate allocated are not "resident" to it until written.
+func ringAllocated(st *unix.Stat_t) error {
+	if have := st.Blocks * 512; have < st.Size {
+		return fmt.Errorf("receive ring memfd: %d of its %d bytes are not allocated: allocate them (fallocate or write) before RecvRing; the daemon does not",
+			st.Size-have, st.Size)
+	}
+	return nil
 }
 
 // handleRecvRing sets up the session's receive ring from the memfd fd (always closed

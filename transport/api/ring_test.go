@@ -121,6 +121,9 @@ func TestRecvRingDeliversEveryMessageOnce(t *testing.T) {
 }
 
 // ringMemfd makes a memfd of size bytes with the given seals, for raw sessions.
+// sparse, among ringMemfd's seals, leaves the memfd's pages unallocated.
+const sparse = 1 << 30
+
 func ringMemfd(t *testing.T, size int64, seals int) int {
 	t.Helper()
 	fd, err := unix.MemfdCreate("test-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
@@ -131,7 +134,12 @@ func ringMemfd(t *testing.T, size int64, seals int) int {
 	if err := unix.Ftruncate(fd, size); err != nil {
 		t.Fatal(err)
 	}
-	if seals != 0 {
+	if seals&sparse == 0 && size > 0 {
+		if err := unix.Fallocate(fd, 0, 0, size); err != nil { // the client allocates its ring
+			t.Fatal(err)
+		}
+	}
+	if seals &^= sparse; seals != 0 {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
 			t.Fatal(err)
 		}
@@ -213,6 +221,7 @@ func TestRecvRingValidation(t *testing.T) {
 		{"not sealed", 64 << 10, ringMemfd(t, 64<<10, 0), "not sealed", nil},
 		{"sealed against writes", 64 << 10, ringMemfd(t, 64<<10, sealed|unix.F_SEAL_WRITE), "against writes", nil},
 		{"size differs", 128 << 10, ringMemfd(t, 64<<10, sealed), "holds 65536 bytes", nil},
+		{"pages not allocated", 64 << 10, ringMemfd(t, 64<<10, sealed|sparse), "65536 bytes are not allocated", nil},
 	}
 	for i, tc := range refusals {
 		conn := rawSession(t, b.Config.API.Socket, uint32(10+i))

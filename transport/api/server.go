@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,6 +63,11 @@ type Config struct {
 	RecvBackpressure bool `yaml:"recv_backpressure" json:"recv_backpressure"`
 	// MaxClients bounds concurrent messaging sessions (1..65536).
 	MaxClients int `yaml:"max_clients" json:"max_clients"`
+	// MaxClientsPerUser bounds the sessions of one user (the uid of the client's peer
+	// credentials; root included) (0: half of max_clients, at least 1; else
+	// 1..max_clients), so that one user cannot take every slot. Sessions whose peer has
+	// no credentials count as one user.
+	MaxClientsPerUser int `yaml:"max_clients_per_user" json:"max_clients_per_user"`
 	// MaxRecvRing bounds the shared-memory receive ring a session may map (RecvRing
 	// frame), bytes (0: rings refused; else 4 KiB..1 GiB). All rings together map at most
 	// max_clients times this.
@@ -94,18 +100,27 @@ type Config struct {
 	// WriteTimeout disconnects a client that takes no bytes of a frame written to it for
 	// this long (it stopped reading), and bounds control responses (10ms..1h).
 	WriteTimeout config.Duration `yaml:"write_timeout" json:"write_timeout"`
-	// IdleTimeout: when max_clients sessions are open and a new client arrives, the
-	// session idle longest (nothing outstanding, nothing queued, no frame in progress)
-	// for at least this long is closed to make room; also closes idle control
-	// connections (10ms..24h).
+	// IdleTimeout: when max_clients (or the user's max_clients_per_user) sessions are
+	// open and a new client arrives, the session that never bound an endpoint and has
+	// been idle longest (nothing outstanding, nothing queued, no frame in progress) for at
+	// least this long is closed to make room; a bound session is never evicted. Also
+	// closes idle control connections (10ms..24h).
 	IdleTimeout config.Duration `yaml:"idle_timeout" json:"idle_timeout"`
+}
+
+// PerUser is the effective max_clients_per_user.
+func (c *Config) PerUser() int {
+	if c.MaxClientsPerUser > 0 {
+		return c.MaxClientsPerUser
+	}
+	return max(c.MaxClients/2, 1)
 }
 
 // DefaultConfig returns the API defaults.
 func DefaultConfig() Config {
 	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30,
 		MaxOutstanding: 2 << 30, MaxOutstandingTotal: 4 << 30,
-		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, RecvBackpressure: true, MaxClients: 64, MaxRecvRing: 256 << 20, DirectWrites: true, DirectReads: true,
+		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, RecvBackpressure: true, MaxClients: 512, MaxRecvRing: 256 << 20, DirectWrites: true, DirectReads: true,
 		SocketBuffer:  DefaultSocketBuffer,
 		HeaderTimeout: config.Duration(10 * time.Second), ReadTimeout: config.Duration(10 * time.Second),
 		WriteTimeout: config.Duration(30 * time.Second), IdleTimeout: config.Duration(30 * time.Second)}
@@ -136,6 +151,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxClients < 1 || c.MaxClients > 1<<16 {
 		bad("api.max_clients = %d: must be in 1..65536", c.MaxClients)
+	}
+	if c.MaxClientsPerUser < 0 || c.MaxClientsPerUser > c.MaxClients {
+		bad("api.max_clients_per_user = %d: must be 0 (half of max_clients) or in 1..max_clients (%d)", c.MaxClientsPerUser, c.MaxClients)
 	}
 	if c.MaxRecvRing != 0 && (c.MaxRecvRing < minRing || c.MaxRecvRing > maxRing) {
 		bad("api.max_recv_ring = %d: must be 0 (rings off) or in %d..%d bytes", c.MaxRecvRing, minRing, maxRing)
@@ -198,6 +216,8 @@ type Server struct {
 	mu      sync.Mutex
 	sess    map[uint64]*session
 	eps     map[uint32]*session
+	perUser map[int64]int // open sessions by user (userKey)
+	own     ownAddrs      // this daemon's own addresses: Sends to them go to local endpoints (local.go)
 	next    uint64
 	nextEP  uint32
 	closing atomic.Bool
@@ -214,7 +234,9 @@ type Server struct {
 	recvOverflowTotal, readTimeouts                                          atomic.Uint64
 	ringMsgs, ringBytes, ringFallback, ringRefused, ringBadReleases          atomic.Uint64
 	ringPlaced, recvPaused, ringDisplaced                                    atomic.Uint64
+	msgsLocal, localWaits, msgsCancelled, refusedUser                        atomic.Uint64
 	ringSessions                                                             atomic.Int64
+	localWaiting                                                             atomic.Int64 // local messages waiting for room (local.go)
 
 	placeMu  sync.Mutex
 	placeSeq uint64
@@ -232,7 +254,7 @@ func NewServer(cfg Config, info Info, log *slog.Logger) (*Server, error) {
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, info: info, log: log, sess: make(map[uint64]*session),
-		eps: make(map[uint32]*session), nextEP: 1 << 16, stop: stop, cancel: cancel, places: make(map[uint64]placement)}, nil
+		eps: make(map[uint32]*session), perUser: make(map[int64]int), nextEP: minChosenEP, stop: stop, cancel: cancel, places: make(map[uint64]placement)}, nil
 }
 
 // PeerCred is the identity of a client process (apitypes.PeerCred).
@@ -315,6 +337,7 @@ func (s *Server) Start(node *daemon.Node) error {
 // Serve serves node on ln (already listening) in the background.
 func (s *Server) Serve(ln net.Listener, node *daemon.Node) {
 	s.node, s.ln = node, ln
+	s.own = newOwnAddrs(s.info.Listen)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
 	mux.HandleFunc("GET /v1/version", s.handleVersion)
@@ -387,7 +410,9 @@ func (s *Server) Stats() Stats {
 		ClientsVanishd: s.vanished.Load(), MsgsFD: s.fdMsgs.Load(), ClientsStalled: s.stalled.Load(),
 		RingSessions: s.ringSessions.Load(), RingMsgs: s.ringMsgs.Load(), RingBytes: s.ringBytes.Load(),
 		RingFallback: s.ringFallback.Load(), RingRefused: s.ringRefused.Load(), RingBadReleases: s.ringBadReleases.Load(),
-		RingPlaced: s.ringPlaced.Load(), RecvPaused: s.recvPaused.Load(), RingDisplaced: s.ringDisplaced.Load()}
+		RingPlaced: s.ringPlaced.Load(), RecvPaused: s.recvPaused.Load(), RingDisplaced: s.ringDisplaced.Load(),
+		MsgsLocal: s.msgsLocal.Load(), LocalWaits: s.localWaits.Load(),
+		MsgsCancelled: s.msgsCancelled.Load(), ClientsRefusedUser: s.refusedUser.Load()}
 }
 
 // reserveRecv adds n bytes to the daemon-wide receive queue unless that would exceed
@@ -529,7 +554,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 type Version = apitypes.Version
 
 func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, Version{Version: s.info.Version, Go: runtime.Version(), Protocol: Protocol, Wire: 1})
+	writeJSON(w, 200, Version{Version: s.info.Version, Go: runtime.Version(), Protocol: apitypes.ProtocolV2,
+		Protocols: []string{apitypes.ProtocolV2, Protocol}, Wire: 1})
 }
 
 // Capabilities is the body of GET /v1/capabilities.
@@ -609,31 +635,58 @@ func (s *Server) handleCounters(w http.ResponseWriter, r *http.Request) {
 type SessionInfo = apitypes.SessionInfo
 
 func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
+	asker, hasCred := r.Context().Value(credKey{}).(PeerCred)
 	s.mu.Lock()
 	out := make([]SessionInfo, 0, len(s.sess))
 	for _, x := range s.sess {
-		out = append(out, x.info())
+		si := x.info()
+		if si.Cred != nil && !(hasCred && (asker.UID == 0 || asker.UID == si.Cred.UID)) {
+			si.Cred = nil // another user's process: its pid, uid and gid are not the asker's to see
+		}
+		out = append(out, si)
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	writeJSON(w, 200, out)
 }
 
+// versionsSpoken is the Upgrade header of a 426 answer: every version, highest first.
+var versionsSpoken = apitypes.ProtocolV2 + ", " + Protocol
+
+// negotiate picks the highest protocol version the Upgrade header lists and this daemon
+// speaks; 0 when none.
+func negotiate(upgrade string) int {
+	best := 0
+	for _, v := range apitypes.ParseVersions(upgrade) {
+		if v <= apitypes.MaxVersion && v > best {
+			best = v
+		}
+	}
+	return best
+}
+
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Upgrade") != Protocol {
-		httpError(w, http.StatusUpgradeRequired, "messaging needs Upgrade: %s", Protocol)
+	up := r.Header.Get("Upgrade")
+	version := negotiate(up)
+	if version == 0 {
+		w.Header().Set("Upgrade", versionsSpoken)
+		if up == "" {
+			up = "(none)"
+		}
+		httpError(w, http.StatusUpgradeRequired, "unsupported protocol %s; this daemon speaks %s, %s", up, Protocol, apitypes.ProtocolV2)
 		return
 	}
 	if s.closing.Load() {
 		httpError(w, http.StatusServiceUnavailable, "daemon is shutting down")
 		return
 	}
+	cred, hasCred := r.Context().Value(credKey{}).(PeerCred)
+	user := userKey(cred, hasCred)
 	s.mu.Lock()
-	if len(s.sess) >= s.cfg.MaxClients && !s.evictLocked() {
+	if why := s.admitLocked(user); why != "" {
 		s.mu.Unlock()
 		s.clientsRefused.Add(1)
-		httpError(w, http.StatusServiceUnavailable, "api.max_clients (%d) sessions open, none idle for api.idle_timeout (%v); try again later",
-			s.cfg.MaxClients, s.cfg.IdleTimeout)
+		httpError(w, http.StatusServiceUnavailable, "%s; try again later", why)
 		return
 	}
 	s.next++
@@ -654,11 +707,12 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	x := newSession(s, id, conn, brw.Reader)
 	x.lazySent = r.Header.Get(LazySentHeader) == "1"
-	if cred, ok := r.Context().Value(credKey{}).(PeerCred); ok {
+	x.version, x.user = version, user
+	if hasCred {
 		x.cred = &cred
 	}
 	s.mu.Lock()
-	if len(s.sess) >= s.cfg.MaxClients && !s.evictLocked() { // raced with another upgrade
+	if why := s.admitLocked(user); why != "" { // raced with another upgrade
 		s.mu.Unlock()
 		s.clientsRefused.Add(1)
 		conn.SetWriteDeadline(time.Now().Add(time.Duration(s.cfg.WriteTimeout)))
@@ -667,41 +721,77 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sess[id] = x
+	s.perUser[user]++
 	s.mu.Unlock()
 	s.sessionsTotal.Add(1)
+	s.upgrade(x, conn, brw)
+}
+
+// upgrade writes the 101 response and starts the session's reader and writer.
+func (s *Server) upgrade(x *session, conn net.Conn, brw *bufio.ReadWriter) {
 	conn.SetWriteDeadline(time.Now().Add(time.Duration(s.cfg.WriteTimeout)))
-	lazy := ""
+	hdr := "Upgrade: " + apitypes.VersionToken(x.version) + "\r\n" + apitypes.VersionHeader + ": " + strconv.Itoa(x.version) + "\r\n"
 	if x.lazySent {
-		lazy = LazySentHeader + ": 1\r\n"
+		hdr += LazySentHeader + ": 1\r\n"
 	}
 	if x.fdr != nil {
-		lazy += apitypes.SendFDHeader + ": 1\r\n" // descriptors can be passed: SendFD is taken
+		hdr += apitypes.SendFDHeader + ": 1\r\n" // descriptors can be passed: SendFD is taken
 		if s.cfg.MaxRecvRing > 0 {
-			lazy += apitypes.RecvRingHeader + ": " + strconv.FormatInt(s.cfg.MaxRecvRing, 10) + "\r\n"
+			hdr += apitypes.RecvRingHeader + ": " + strconv.FormatInt(s.cfg.MaxRecvRing, 10) + "\r\n"
 		}
 	}
-	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + Protocol + "\r\nConnection: Upgrade\r\n" + lazy + "\r\n"); err == nil {
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" + hdr + "\r\n"); err == nil {
 		err = brw.Flush()
 	}
 	conn.SetWriteDeadline(time.Time{})
-	s.log.Debug("api session", "id", id, "cred", x.cred)
+	s.log.Debug("api session", "id", x.id, "cred", x.cred, "version", x.version)
 	s.wg.Add(2)
 	go x.writeLoop()
 	go x.readLoop()
 }
 
-// evictLocked makes room for a new client when max_clients sessions are open: the
-// session idle longest (its client between requests, nothing outstanding, nothing queued)
-// is closed if it has been idle for at least idle_timeout. A client waiting to receive is
-// idle too, so it may be closed, but only when the table is full and only after
-// idle_timeout. It reports whether a session was evicted. s.mu is held.
-func (s *Server) evictLocked() bool {
+// userKey is the key of a client's user in Server.perUser: its uid, or -1 without peer
+// credentials.
+func userKey(c PeerCred, ok bool) int64 {
+	if !ok {
+		return -1
+	}
+	return int64(c.UID)
+}
+
+// admitLocked makes room for a new session of user: at max_clients_per_user one of the
+// user's own sessions may be evicted, at max_clients anyone's (evictLocked). It returns
+// why the client is refused, or "". s.mu is held.
+func (s *Server) admitLocked(user int64) string {
+	if len(s.sess) >= s.cfg.MaxClients && !s.evictLocked(user, false) {
+		return fmt.Sprintf("api.max_clients (%d) sessions open, none evictable (unbound and idle for api.idle_timeout, %v)",
+			s.cfg.MaxClients, s.cfg.IdleTimeout)
+	}
+	if s.perUser[user] >= s.cfg.PerUser() && !s.evictLocked(user, true) {
+		s.refusedUser.Add(1)
+		return fmt.Sprintf("api.max_clients_per_user (%d) sessions of this user (uid %d) open, none evictable "+
+			"(unbound and idle for api.idle_timeout, %v)", s.cfg.PerUser(), user, s.cfg.IdleTimeout)
+	}
+	return ""
+}
+
+// evictLocked makes room for a new client: of the sessions (only user's when sameUser)
+// that never bound an endpoint, the one idle longest (its client between requests,
+// nothing outstanding, nothing queued) is closed if it has been idle for at least
+// idle_timeout. A bound session is never evicted: a rank that waits to receive keeps its
+// endpoint however long it waits, and a client's keep-alive frames cannot make it hold a
+// slot that per-user limits do not bound already. It reports whether a session was
+// evicted. s.mu is held.
+func (s *Server) evictLocked(user int64, sameUser bool) bool {
 	type cand struct {
 		x    *session
 		idle time.Duration
 	}
 	var cands []cand
 	for _, x := range s.sess {
+		if x.endpoint != 0 || (sameUser && x.user != user) {
+			continue
+		}
 		if d := x.idleFor(); d >= time.Duration(s.cfg.IdleTimeout) && x.state.Load() == stateWaiting {
 			cands = append(cands, cand{x, d})
 		}
@@ -715,18 +805,32 @@ func (s *Server) evictLocked() bool {
 		if !ok {
 			continue // turned busy meanwhile, or holds messages
 		}
-		delete(s.sess, x.id)
-		if x.endpoint != 0 && s.eps[x.endpoint] == x {
-			delete(s.eps, x.endpoint)
-		}
+		s.forgetLocked(x)
 		s.evicted.Add(1)
-		s.log.Info("api: closing the session idle longest to make room for a new client", "session", x.id,
+		s.log.Info("api: closing an unbound session idle long to make room for a new client", "session", x.id,
 			"idle", c.idle.Round(time.Millisecond), "max_clients", s.cfg.MaxClients)
 		go x.evict(c.idle)
 		return true
 	}
 	return false
 }
+
+// forgetLocked takes x out of the server's tables. s.mu is held.
+func (s *Server) forgetLocked(x *session) {
+	if _, ok := s.sess[x.id]; !ok {
+		return
+	}
+	delete(s.sess, x.id)
+	if s.perUser[x.user]--; s.perUser[x.user] <= 0 {
+		delete(s.perUser, x.user)
+	}
+	if x.endpoint != 0 && s.eps[x.endpoint] == x {
+		delete(s.eps, x.endpoint)
+	}
+}
+
+// minChosenEP is the lowest endpoint the daemon picks for a Bind of endpoint 0.
+const minChosenEP = 1 << 16
 
 // bind binds ep (0: pick one) to x.
 func (s *Server) bind(x *session, ep uint32) (uint32, error) {
@@ -736,8 +840,12 @@ func (s *Server) bind(x *session, ep uint32) (uint32, error) {
 		return 0, fmt.Errorf("session already bound to endpoint %d", x.endpoint)
 	}
 	if ep == 0 {
-		for s.eps[s.nextEP] != nil || s.nextEP == 0 {
-			s.nextEP++
+		// Daemon-chosen endpoints are 65536..2^32-1 (wrapping within that range), so they
+		// never collide with the fixed ones applications use below it.
+		for s.eps[s.nextEP] != nil || s.nextEP < minChosenEP {
+			if s.nextEP++; s.nextEP < minChosenEP {
+				s.nextEP = minChosenEP
+			}
 		}
 		ep = s.nextEP
 		s.nextEP++
@@ -753,8 +861,5 @@ func (s *Server) bind(x *session, ep uint32) (uint32, error) {
 func (s *Server) removeSession(x *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.sess, x.id)
-	if x.endpoint != 0 && s.eps[x.endpoint] == x {
-		delete(s.eps, x.endpoint)
-	}
+	s.forgetLocked(x)
 }

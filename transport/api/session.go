@@ -42,14 +42,18 @@ type outFrame struct {
 type msgBody struct {
 	pieces [][]byte
 	skip   int
-	n      int64 // body bytes
-	chunks bool  // pieces are engine chunks: give them back once written
+	n      int64    // body bytes
+	chunks bool     // pieces are engine chunks: give them back once written
+	local  *sendMsg // a local sender's buffer (local.go): given back once written
 }
 
-// release gives the engine's chunks back.
+// release gives the engine's chunks (or a local sender's buffer) back.
 func (b msgBody) release() {
 	if b.chunks {
 		transport.PutChunks(b.pieces)
+	}
+	if b.local != nil {
+		b.local.put()
 	}
 }
 
@@ -111,20 +115,27 @@ type session struct {
 	draining     bool  // write what is queued, then close
 	writerDone   chan struct{}
 	recvSeq      uint32
-	fdr          *fdReader // descriptors passed by the client (nil when not a Unix socket)
-	fdMaps       fdMaps    // the client's memfds mapped for their next messages (memfd.go)
-	ring         *recvRing // the shared-memory receive ring, if the client set one up (ring.go)
-	ringMin      int64     // smaller messages come over the socket though there is a ring (RecvRing's second field)
-	ringPend     int       // received messages queued for the ring whose slot is not allocated yet
-	placing      int       // placements (Server.Place) in the ring not delivered or given back yet
-	placedBytes  int64     // their bytes
-	ringOrphan   []byte    // a closed session's ring mapping, kept while placing > 0
-	ringProgress int64     // unix ns of the last release that freed ring space
-	writerGone   bool      // the writer exited
-	scratch      []byte    // the writer's scratch for frame headers and payloads
+	fdr          *fdReader          // descriptors passed by the client (nil when not a Unix socket)
+	fdMaps       fdMaps             // the client's memfds mapped for their next messages (memfd.go)
+	ring         *recvRing          // the shared-memory receive ring, if the client set one up (ring.go)
+	ringMin      int64              // smaller messages come over the socket though there is a ring (RecvRing's second field)
+	ringPend     int                // received messages queued for the ring whose slot is not allocated yet
+	placing      int                // placements (Server.Place) in the ring not delivered or given back yet
+	placedBytes  int64              // their bytes
+	ringOrphan   []byte             // a closed session's ring mapping, kept while placing > 0
+	version      int                // the negotiated protocol version (1, 2), set before the session starts
+	user         int64              // its user (userKey), set before the session starts
+	tags         map[uint32]tracked // version 2: outstanding messages by tag (cancel.go)
+	localWait    []localMsg         // local messages waiting for room in this session's queue (local.go)
+	localDoneBuf []localMsg         // admitLocal's scratch
+	localRetry   bool               // an admitLocal retry is armed
+	ringProgress int64              // unix ns of the last release that freed ring space
+	writerGone   bool               // the writer exited
+	scratch      []byte             // the writer's scratch for frame headers and payloads
 
 	// The reader's alone.
 	engineHeld bool            // messages handed to the engine with SendHeld, not flushed yet
+	accHeld    bool            // Accepted frames held until the burst of frames being read ends
 	bodyHdr    [HeaderLen]byte // readBody's Data frame header (a field: a local would escape through readv)
 }
 
@@ -189,23 +200,29 @@ var maxQueuedFrames = 1 << 16
 // enqueue queues f unless the client is gone.
 func (x *session) enqueue(f outFrame) {
 	x.mu.Lock()
-	stalled := false
-	if !x.dead {
-		if len(x.queue) >= maxQueuedFrames {
-			stalled = x.stallLocked()
-		} else {
-			if f.typ == FrameError || f.typ == FrameFailed {
-				delete(x.wanted, f.tag)
-			}
-			x.flushHeldLocked()
-			x.queue = append(x.queue, f)
-			x.cond.Signal()
-		}
-	}
+	stalled := x.enqueueLocked(f)
 	x.mu.Unlock()
 	if stalled {
 		go x.kill() // not here: callers may hold locks kill takes
 	}
+}
+
+// enqueueLocked queues f unless the client is gone; true when the client stalled (the
+// caller kills the session once x.mu is released). x.mu is held.
+func (x *session) enqueueLocked(f outFrame) bool {
+	if x.dead {
+		return false
+	}
+	if len(x.queue) >= maxQueuedFrames {
+		return x.stallLocked()
+	}
+	if f.typ == FrameError || f.typ == FrameFailed {
+		delete(x.wanted, f.tag)
+	}
+	x.flushHeldLocked()
+	x.queue = append(x.queue, f)
+	x.cond.Signal()
+	return false
 }
 
 // stallLocked marks a client that does not read its frames as gone.
@@ -248,7 +265,21 @@ const (
 func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.enqueueRecvLocked(h, body, false)
+}
+
+// recvFullLocked reports whether a message of n bytes would pass max_recv_queue.
+func (x *session) recvFullLocked(n int64) bool {
+	return (x.recvWriting > 0 || x.recvQueued > 0) && x.behindLocked()+n > x.srv.cfg.MaxRecvQueue
+}
+
+// enqueueRecvLocked is enqueueRecv with x.mu held; reserved: the caller took the bytes
+// from max_recv_queue_total and checked max_recv_queue (a local message, local.go).
+func (x *session) enqueueRecvLocked(h RecvHeader, body msgBody, reserved bool) int {
 	if x.dead {
+		if reserved {
+			x.srv.recvTotal.Add(-heldSize(body))
+		}
 		return recvGone
 	}
 	x.recvSeq++
@@ -256,15 +287,21 @@ func (x *session) enqueueRecv(h RecvHeader, body msgBody) int {
 	if len(x.queue) >= maxQueuedFrames && !cfg.RecvBackpressure {
 		x.stallLocked()
 		go x.kill()
+		if reserved {
+			x.srv.recvTotal.Add(-heldSize(body))
+		}
 		return recvGone
 	}
 	n, held := body.n, heldSize(body)
-	if cfg.RecvBackpressure {
+	switch {
+	case reserved:
+		// local.go checked max_recv_queue and took held from max_recv_queue_total.
+	case cfg.RecvBackpressure:
 		// Never dropped: the gate (Server.Ready) stops new messages for a full queue at
 		// their first packet, so what is admitted is held until written.
 		x.srv.recvTotal.Add(held)
-	} else {
-		if behind := x.behindLocked(); (x.recvWriting > 0 || x.recvQueued > 0) && behind+held > cfg.MaxRecvQueue {
+	default:
+		if behind := x.behindLocked(); x.recvFullLocked(held) {
 			x.dropLocked(h, n, fmt.Sprintf("%d bytes already queued for this session behind the message being written, api.max_recv_queue = %d",
 				behind, cfg.MaxRecvQueue))
 			return recvOverflow
@@ -479,6 +516,7 @@ func (x *session) kill() {
 	x.mu.Unlock()
 	x.conn.Close()
 	x.srv.removeSession(x)
+	x.failLocal()
 	if x.fdr != nil {
 		x.fdr.closeAll()
 	}
@@ -549,6 +587,7 @@ func (x *session) writeLoop() {
 		x.mu.Lock()
 		x.doneLocked(f)
 		x.mu.Unlock()
+		x.admitLocal() // room for local messages waiting for this session (local.go)
 		x.touch()
 		if err != nil {
 			if errors.Is(err, errRingStalled) {
@@ -733,11 +772,18 @@ func readErr(err error) error {
 	return err
 }
 
-// flushHeld has the engine write the messages handed to it with SendHeld.
+// flushHeld has the engine write the messages handed to it with SendHeld, then writes
+// the Accepted frames held for them.
 func (x *session) flushHeld() {
 	if x.engineHeld {
 		x.engineHeld = false
 		x.srv.node.FlushHeld()
+	}
+	if x.accHeld {
+		x.accHeld = false
+		x.mu.Lock()
+		x.flushHeldLocked()
+		x.mu.Unlock()
 	}
 }
 
@@ -777,7 +823,7 @@ func (x *session) serve() error {
 	var hb [HeaderLen]byte
 	var pl [4 * apitypes.MaxReleaseTags]byte
 	for {
-		if x.engineHeld && !x.frameBuffered() {
+		if (x.engineHeld || x.accHeld) && !x.frameBuffered() {
 			x.flushHeld() // the burst is read: its messages go out now
 		}
 		if err := x.waitRequest(); err != nil {
@@ -791,7 +837,8 @@ func (x *session) serve() error {
 			return errProtocol{err}
 		}
 		if int(h.Len) > len(pl) || (h.Type != FrameBind && h.Type != FrameSend && h.Type != FrameSendFD &&
-			h.Type != FrameRecvRing && h.Type != FrameRelease && h.Type != FrameWantSent) {
+			h.Type != FrameRecvRing && h.Type != FrameRelease && h.Type != FrameWantSent &&
+			(h.Type != apitypes.FrameCancel || x.version < 2 || h.Len != 0)) {
 			return errProtocol{fmt.Errorf("unexpected frame type 0x%02x (length %d) from a client", h.Type, h.Len)}
 		}
 		p := pl[:h.Len]
@@ -850,6 +897,8 @@ func (x *session) serve() error {
 			}
 		case FrameWantSent:
 			x.wantSent(h.Tag)
+		case apitypes.FrameCancel:
+			x.cancel(h.Tag)
 		}
 	}
 }
@@ -930,21 +979,36 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		}
 		return err
 	}
-	var err error
-	if x.br.direct && x.frameBuffered() {
-		// More frames came with this one (a batch): the engine sends this message's first
-		// packets with the burst's, at the FlushHeld when the burst is read.
-		err = s.node.SendHeld(sh.To, m.buf, m.done)
-		x.engineHeld = true
-	} else {
-		err = s.node.Send(sh.To, m.buf, m.done)
-		x.flushHeld()
-	}
-	if err != nil {
+	dst := s.localDst(sh)
+	if dst != nil && s.localWaiting.Load() >= maxLocalWaiting {
 		m.put()
 		x.release(size)
 		s.msgsRejected.Add(1)
-		x.enqueueError(tag, sendErrCode(err), err.Error())
+		s.outstandingRefusedTotal.Add(1)
+		x.enqueueError(tag, CodeOutstanding, fmt.Sprintf("%d local messages wait for room at their receivers (the daemon's bound); try again later", maxLocalWaiting))
+		return nil
+	}
+	x.accept(tag, false) // in front of its Sent or Failed frame, whoever writes that
+	if dst != nil {
+		x.sendLocal(m, sh, ep, dst)
+		return nil
+	}
+	x.track(tag, m, nil)
+	// More frames came with this one (a batch): the engine sends this message's first
+	// packets with the burst's, at the FlushHeld when the burst is read.
+	held := x.br.direct && x.frameBuffered()
+	h, err := s.node.SendTo(sh.To, m.buf, m.done, !held)
+	if held {
+		x.engineHeld = true
+	} else {
+		x.flushHeld()
+	}
+	if err == nil {
+		x.setHandle(tag, m, h)
+	}
+	if err != nil {
+		x.refused(tag, m, size, err)
+		m.put()
 		return nil
 	}
 	s.msgsAccepted.Add(1)
@@ -960,11 +1024,12 @@ const smallMsg = 64 << 10
 // needs. sendMsgs recycles them (and the buffers of small messages with them), so that
 // handing a message to the engine allocates nothing in the API.
 type sendMsg struct {
-	x    *session
-	tag  uint32
-	buf  []byte                  // envelope and body, what the engine sends
-	own  []byte                  // the buffer kept for small messages
-	done func(daemon.SendResult) // m.complete, made once
+	x     *session
+	tag   uint32
+	buf   []byte                  // envelope and body, what the engine sends
+	own   []byte                  // the buffer kept for small messages
+	piece [1][]byte               // buf as the pieces of a local message's body (local.go)
+	done  func(daemon.SendResult) // m.complete, made once
 }
 
 var sendMsgs sync.Pool
@@ -993,7 +1058,7 @@ func (m *sendMsg) put() {
 	if len(m.buf) > smallMsg {
 		bufpool.Put(m.buf)
 	}
-	m.x, m.buf = nil, nil
+	m.x, m.buf, m.piece[0] = nil, nil, nil
 	sendMsgs.Put(m)
 }
 
@@ -1002,17 +1067,38 @@ func (m *sendMsg) complete(r daemon.SendResult) {
 	x, tag, size := m.x, m.tag, int64(len(m.buf)-envelopeLen)
 	m.put()
 	x.release(size)
-	x.completed(tag, r)
+	x.completed(tag, m, r)
 }
 
-// completed queues a message's Sent or Failed frame.
-func (x *session) completed(tag uint32, r daemon.SendResult) {
+// refused answers a message the engine refused after it was read: an Error frame
+// (version 1), or, in version 2, where its Accepted frame went out already, its Failed
+// frame. The caller gives m back.
+func (x *session) refused(tag uint32, m *sendMsg, size int64, err error) {
+	x.release(size)
+	x.srv.msgsRejected.Add(1)
+	if x.version >= 2 {
+		x.completed(tag, m, daemon.SendResult{Err: err})
+		return
+	}
+	x.enqueueError(tag, sendErrCode(err), err.Error())
+}
+
+// completed queues a message's Sent or Failed frame; m (its buffer, possibly recycled
+// already: only compared) identifies it among the session's outstanding messages.
+func (x *session) completed(tag uint32, m *sendMsg, r daemon.SendResult) {
+	x.mu.Lock()
+	if x.tags != nil {
+		x.untrackLocked(tag, m) // with the frame: a Cancel sees either both or neither
+	}
 	if r.Err != nil {
-		x.enqueue(outFrame{typ: FrameFailed, tag: tag, payload: []byte(r.Err.Error())})
+		stalled := x.enqueueLocked(outFrame{typ: FrameFailed, tag: tag, payload: []byte(r.Err.Error())})
+		x.mu.Unlock()
+		if stalled {
+			go x.kill()
+		}
 		return
 	}
 	info := SentInfo{Elapsed: time.Duration(r.Elapsed), SRTT: time.Duration(r.SRTT), Window: int64(r.Window), Retransmit: r.Retransmit}
-	x.mu.Lock()
 	if !x.dead && x.lazySent {
 		var f [HeaderLen + SentInfoLen]byte
 		if x.holdSentLocked(tag, info.Append(AppendHeader(f[:0], Header{Type: FrameSent, Tag: tag, Len: SentInfoLen}))) {

@@ -1,5 +1,5 @@
 // Package apitypes holds the types of smarttd's local API that clients see: the frames of
-// the messaging protocol "smartt-msg/1" with their encoding, and the JSON bodies of the
+// the messaging protocol ("smartt-msg/1" and "smartt-msg/2") with their encoding, and the JSON bodies of the
 // control endpoints (docs/api.md). It has no engine behind it, so a client that imports
 // it (or transport/client) does not link the transport engine.
 package apitypes
@@ -10,14 +10,32 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// Protocol is the HTTP Upgrade token of the messaging protocol.
+// Protocol is the HTTP Upgrade token of the messaging protocol's first version.
 const Protocol = "smartt-msg/1"
 
-// Frame types. Client to daemon: Bind, Send, Data, SendFD, RecvRing, Release. Daemon to
-// client: Bound, Sent, Failed, Recv, Data, Error, RingOK, RecvAt.
+// ProtocolV2 is the Upgrade token of version 2: version 1 plus Cancel, CancelResult and
+// Accepted frames.
+const ProtocolV2 = "smartt-msg/2"
+
+// ProtocolPrefix starts every Upgrade token of the messaging protocol; the version
+// number follows it.
+const ProtocolPrefix = "smartt-msg/"
+
+// MaxVersion is the highest protocol version this package speaks.
+const MaxVersion = 2
+
+// VersionHeader, in the daemon's 101 response, names the negotiated protocol version
+// (decimal).
+const VersionHeader = "Smartt-Version"
+
+// Frame types. Client to daemon: Bind, Send, Data, SendFD, RecvRing, Release, WantSent,
+// Cancel (version 2). Daemon to client: Bound, Sent, Failed, Recv, Data, Error, RingOK,
+// RecvAt, Accepted and CancelResult (version 2).
 const (
 	FrameBind   = 0x01 // payload: endpoint u32 (0: the daemon picks one)
 	FrameSend   = 0x02 // payload: SendHeader; then Data frames with the same tag
@@ -35,14 +53,33 @@ const (
 	// Sent frames (LazySentHeader) the daemon writes the Sent frames it holds at once, and
 	// that message's when it completes. No payload.
 	FrameWantSent = 0x07
-	FrameBound    = 0x81 // payload: endpoint u32
-	FrameSent     = 0x82 // payload: SentInfo
-	FrameFailed   = 0x83 // payload: UTF-8 reason
-	FrameRecv     = 0x84 // payload: RecvHeader; then Data frames with the same tag
-	FrameError    = 0x85 // payload: code u16, UTF-8 text; tag names the request
-	FrameRingOK   = 0x86 // payload: ring size u64; the reply to RecvRing
-	FrameRecvAt   = 0x87 // payload: RecvAt; the message is in the receive ring (no Data frames)
+	// FrameCancel (version 2) asks the daemon to cancel the message named by tag; empty
+	// payload. The daemon answers with FrameCancelResult.
+	FrameCancel = 0x08
+	FrameBound  = 0x81 // payload: endpoint u32
+	FrameSent   = 0x82 // payload: SentInfo
+	FrameFailed = 0x83 // payload: UTF-8 reason
+	FrameRecv   = 0x84 // payload: RecvHeader; then Data frames with the same tag
+	FrameError  = 0x85 // payload: code u16, UTF-8 text; tag names the request
+	FrameRingOK = 0x86 // payload: ring size u64; the reply to RecvRing
+	FrameRecvAt = 0x87 // payload: RecvAt; the message is in the receive ring (no Data frames)
+	// FrameAccepted (version 2): the daemon holds the bytes of the message named by tag;
+	// the client may reuse its buffer. Empty payload; Sent or Failed follows.
+	FrameAccepted = 0x88
+	// FrameCancelResult (version 2) answers FrameCancel: payload one status byte
+	// (CancelCancelled, CancelInFlight, CancelUnknown).
+	FrameCancelResult = 0x89
 )
+
+// Statuses of a CancelResult frame.
+const (
+	CancelCancelled = 0 // the message had not started; its Failed frame ("cancelled") follows
+	CancelInFlight  = 1 // too late: its Sent or Failed follows as usual
+	CancelUnknown   = 2 // no message with that tag is outstanding (unknown or already completed)
+)
+
+// CancelledReason is the text of the Failed frame of a cancelled message.
+const CancelledReason = "cancelled"
 
 // LazySentHeader, with the value "1" in the session's Upgrade request, asks the daemon to
 // hold Sent frames until it writes something else to the client, the client waits for
@@ -107,8 +144,8 @@ func ParseHeader(b []byte) (Header, error) {
 	}
 	h := Header{Type: b[0], Tag: binary.BigEndian.Uint32(b[4:]), Len: binary.BigEndian.Uint32(b[8:])}
 	switch h.Type {
-	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameRecvRing, FrameRelease, FrameWantSent,
-		FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError, FrameRingOK, FrameRecvAt:
+	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameRecvRing, FrameRelease, FrameWantSent, FrameCancel,
+		FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError, FrameRingOK, FrameRecvAt, FrameAccepted, FrameCancelResult:
 	default:
 		return h, fmt.Errorf("%w 0x%02x", ErrFrameType, h.Type)
 	}
@@ -379,3 +416,25 @@ func ParseError(b []byte) (uint16, string, error) {
 	}
 	return binary.BigEndian.Uint16(b), string(b[2:]), nil
 }
+
+// ParseVersions reads the Upgrade header of a session request: the messaging protocol
+// versions it lists (comma-separated tokens "smartt-msg/N"), in the order given. Other
+// tokens are skipped.
+func ParseVersions(upgrade string) []int {
+	var vs []int
+	for _, tok := range strings.Split(upgrade, ",") {
+		tok = strings.TrimSpace(tok)
+		if !strings.HasPrefix(tok, ProtocolPrefix) {
+			continue
+		}
+		v, err := strconv.Atoi(tok[len(ProtocolPrefix):])
+		if err != nil || v < 1 || v > 1<<16 {
+			continue
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// VersionToken is the Upgrade token of protocol version v.
+func VersionToken(v int) string { return ProtocolPrefix + strconv.Itoa(v) }

@@ -38,6 +38,10 @@ type Stats struct {
 	RingBadReleases         uint64 `json:"ring_bad_releases"`         // sessions closed for an unknown, unannounced or repeated release
 	RecvPaused              uint64 `json:"recv_paused"`               // messages refused at their first packet because their session's queue was full (back-pressure)
 	RingDisplaced           uint64 `json:"ring_displaced"`            // placements that blocked a ring's reclamation, moved out into the daemon's buffers
+	MsgsLocal               uint64 `json:"msgs_local"`                // messages to an endpoint of this daemon, handed over in memory
+	LocalWaits              uint64 `json:"local_waits"`               // of them: waited for room in the receiving session's queue
+	MsgsCancelled           uint64 `json:"msgs_cancelled"`            // messages cancelled by their client (CancelResult 0)
+	ClientsRefusedUser      uint64 `json:"clients_refused_user"`      // sessions refused at max_clients_per_user (of clients_refused)
 }
 
 // PeerCred is the identity of a client process (SO_PEERCRED).
@@ -68,7 +72,9 @@ type Version struct {
 	Version  string `json:"version"`
 	Go       string `json:"go"`
 	Protocol string `json:"protocol"`
-	Wire     int    `json:"wire_version"`
+	// Protocols lists every messaging protocol version the daemon speaks, highest first.
+	Protocols []string `json:"protocols,omitempty"`
+	Wire      int      `json:"wire_version"`
 }
 
 // Conn is one connection in GET /v1/conns.
@@ -121,6 +127,7 @@ type Limits struct {
 	MaxRecvQueueTotal   int64    `json:"max_recv_queue_total"`
 	RecvBackpressure    bool     `json:"recv_backpressure"`
 	MaxClients          int      `json:"max_clients"`
+	MaxClientsPerUser   int      `json:"max_clients_per_user"`
 	MaxRecvRing         int64    `json:"max_recv_ring"`
 	DirectWrites        bool     `json:"direct_writes"`
 	DirectReads         bool     `json:"direct_reads"`

@@ -155,6 +155,11 @@ type Session struct {
 	tags atomic.Uint32
 	snd  sendState // the send path's scratch (send.go), guarded by wmu
 
+	version    int                   // the negotiated protocol version (v2.go)
+	accepted   atomic.Uint64         // Accepted frames received
+	onAccepted func(tag uint32)      // guarded by mu
+	cancels    map[uint32]chan reply // Cancel's waiters for CancelResult frames, guarded by mu
+
 	mu      sync.Mutex
 	waiters map[uint32]chan reply
 	err     error // set when the session broke
@@ -207,8 +212,20 @@ func (s *Session) SetRecvWriter(w func(m *Message) io.Writer) {
 // other way.
 const SocketBuffer = 4 << 20
 
-// Open starts a messaging session.
+// Open starts a messaging session. It offers protocol versions 2 and 1 and takes the
+// daemon's choice; a daemon that knows only version 1 (it answers 426 to the list) is
+// asked again for version 1 alone.
 func (c *Client) Open(ctx context.Context) (*Session, error) {
+	s, err := c.open(ctx, apitypes.ProtocolV2+", "+apitypes.Protocol)
+	var e *Error
+	if errors.As(err, &e) && e.HTTP == http.StatusUpgradeRequired {
+		s, err = c.open(ctx, apitypes.Protocol)
+	}
+	return s, err
+}
+
+// open starts a session offering the protocol versions of upgrade.
+func (c *Client) open(ctx context.Context, upgrade string) (*Session, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.socket)
 	if err != nil {
@@ -222,7 +239,7 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 	}
 	req, _ := http.NewRequest("POST", "http://smarttd/v1/session", nil)
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", apitypes.Protocol)
+	req.Header.Set("Upgrade", upgrade)
 	req.Header.Set(apitypes.LazySentHeader, "1") // recv.go: Pending.Wait asks for its Sent
 	if err := req.Write(conn); err != nil {
 		conn.Close()
@@ -240,10 +257,15 @@ func (c *Client) Open(ctx context.Context) (*Session, error) {
 		conn.Close()
 		return nil, &Error{HTTP: resp.StatusCode, Text: e.Error}
 	}
+	version := 1 // a daemon before version 2 names none
+	if v := apitypes.ParseVersions(resp.Header.Get("Upgrade")); len(v) == 1 && v[0] <= apitypes.MaxVersion {
+		version = v[0]
+	}
 	conn.SetDeadline(time.Time{})
 	s := &Session{conn: conn, br: br, bw: bufio.NewWriterSize(conn, 256<<10),
 		waiters: make(map[uint32]chan reply), recv: make(chan recvItem, 4096), done: make(chan struct{})}
 	s.lazySent = resp.Header.Get(apitypes.LazySentHeader) == "1"
+	s.version = version
 	_, unix := conn.(*net.UnixConn)
 	s.fdOK = unix && resp.Header.Get(apitypes.SendFDHeader) == "1"
 	s.snd.fdThreshold.Store(DefaultSendFDThreshold)

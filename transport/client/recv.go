@@ -547,6 +547,8 @@ func (s *Session) handle(h apitypes.Header, payload []byte) (it recvItem, have b
 		return it, true, nil
 	case apitypes.FrameBound, apitypes.FrameSent, apitypes.FrameFailed, apitypes.FrameRingOK:
 		s.deliver(h.Tag, reply{typ: h.Type, payload: slices.Clone(payload)})
+	case apitypes.FrameAccepted, apitypes.FrameCancelResult:
+		return it, false, s.handleV2(h, payload)
 	default:
 		return it, false, fmt.Errorf("unexpected frame type 0x%02x from the daemon", h.Type)
 	}

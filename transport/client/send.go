@@ -235,6 +235,8 @@ func (p *Pending) Wait(ctx context.Context) (SentInfo, error) {
 	switch {
 	case r.err != nil:
 		p.err = r.err
+	case r.typ == apitypes.FrameFailed && p.s.version >= 2 && string(r.payload) == apitypes.CancelledReason:
+		p.err = fmt.Errorf("%w: %w", ErrFailed, ErrCancelled)
 	case r.typ == apitypes.FrameFailed:
 		p.err = fmt.Errorf("%w: %s", ErrFailed, r.payload)
 	default:

@@ -718,7 +718,8 @@ func ShardOfPeer(peer netip.AddrPort, n int) int {
 // outcome, with the lock of the peer's shard held (done must not block or call back into
 // the node). The engine keeps msg until then: do not modify it.
 func (n *Node) Send(peer netip.AddrPort, msg []byte, done func(SendResult)) error {
-	return n.send(peer, msg, done, true)
+	_, err := n.send(peer, msg, done, true)
+	return err
 }
 
 // SendHeld is Send without a socket write of its own: the message's first packets go out
@@ -726,7 +727,8 @@ func (n *Node) Send(peer netip.AddrPort, msg []byte, done func(SendResult)) erro
 // with a burst of messages (a session reading a batch of Send frames) thus pays one
 // batched socket write for the burst instead of one per message. FlushHeld must follow.
 func (n *Node) SendHeld(peer netip.AddrPort, msg []byte, done func(SendResult)) error {
-	return n.send(peer, msg, done, false)
+	_, err := n.send(peer, msg, done, false)
+	return err
 }
 
 // FlushHeld writes what SendHeld queued, in every shard that has some.
@@ -742,20 +744,20 @@ func (n *Node) FlushHeld() {
 	}
 }
 
-func (n *Node) send(peer netip.AddrPort, msg []byte, done func(SendResult), flush bool) error {
+func (n *Node) send(peer netip.AddrPort, msg []byte, done func(SendResult), flush bool) (MsgHandle, error) {
 	s := n.shardFor(peer)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		return ErrStopped
+		return MsgHandle{}, ErrStopped
 	}
 	if s.closing {
-		return ErrShuttingDown
+		return MsgHandle{}, ErrShuttingDown
 	}
 	now := Now()
 	id, mid, err := s.sendLocked(now, peer, msg)
 	if err != nil {
-		return err
+		return MsgHandle{}, err
 	}
 	st := s.ep.Stats()
 	var p *pending
@@ -772,7 +774,7 @@ func (n *Node) send(peer netip.AddrPort, msg []byte, done func(SendResult), flus
 	} else {
 		s.held.Store(true)
 	}
-	return nil
+	return MsgHandle{peer: peer, key: msgKey{id, mid}}, nil
 }
 
 // sendLocked queues msg on the connection to peer, dialling one if there is none or the

@@ -102,8 +102,9 @@ const (
 )
 
 // fitMemory checks c's worst case against limit (0: none) and, with memory_fit: scale,
-// scales recv_budget, api.max_outstanding_total and api.max_recv_queue_total down (each
-// no lower than what max_message needs; api.max_outstanding no higher than its total)
+// scales recv_budget, api.max_outstanding_total, api.max_recv_queue_total (each no lower
+// than what max_message needs; api.max_outstanding no higher than its total) and
+// api.socket_buffer (no lower than 256 KiB: max_clients sessions' kernel buffers) down
 // until it fits. It returns the bound of the
 // config as it will run and what was scaled.
 func fitMemory(c *Config, limit int64) (MemoryBound, string, error) {
@@ -113,14 +114,17 @@ func fitMemory(c *Config, limit int64) (MemoryBound, string, error) {
 	}
 	if c.MemoryFit == FitScale {
 		t, a := &c.Transport, &c.API
-		old := fmt.Sprintf("recv_budget %s, api.max_outstanding_total %s, api.max_recv_queue_total %s",
-			config.HumanSize(t.RecvBudget), config.HumanSize(a.MaxOutstandingTotal), config.HumanSize(a.MaxRecvQueueTotal))
+		old := fmt.Sprintf("recv_budget %s, api.max_outstanding_total %s, api.max_recv_queue_total %s, api.socket_buffer %s",
+			config.HumanSize(t.RecvBudget), config.HumanSize(a.MaxOutstandingTotal), config.HumanSize(a.MaxRecvQueueTotal), config.HumanSize(a.SocketBuffer))
 		orig := *c
 		scale := func(f float64) {
 			t.RecvBudget = max(int64(float64(orig.Transport.RecvBudget)*f), int64(t.MaxMessage))
 			a.MaxOutstanding = min(orig.API.MaxOutstanding, max(int64(float64(orig.API.MaxOutstandingTotal)*f), a.MaxMessage))
 			a.MaxOutstandingTotal = max(int64(float64(orig.API.MaxOutstandingTotal)*f), a.MaxOutstanding)
 			a.MaxRecvQueueTotal = max(int64(float64(orig.API.MaxRecvQueueTotal)*f), a.MaxRecvQueue, a.MaxMessage)
+			if sb := orig.API.SocketBuffer; sb > 0 {
+				a.SocketBuffer = max(int64(float64(sb)*f), min(sb, 256<<10))
+			}
 		}
 		// The largest factor that fits (the floors make the sum not linear in it).
 		lo, hi := 0.0, 1.0
@@ -135,13 +139,14 @@ func fitMemory(c *Config, limit int64) (MemoryBound, string, error) {
 		}
 		scale(lo)
 		if b = WorstCaseMemory(c); b.Total <= limit {
-			return b, fmt.Sprintf("scaled by %.3f to fit memory_limit %s: %s -> recv_budget %s, api.max_outstanding_total %s, api.max_recv_queue_total %s",
-				lo, config.HumanSize(limit), old, config.HumanSize(t.RecvBudget), config.HumanSize(a.MaxOutstandingTotal), config.HumanSize(a.MaxRecvQueueTotal)), nil
+			return b, fmt.Sprintf("scaled by %.3f to fit memory_limit %s: %s -> recv_budget %s, api.max_outstanding_total %s, api.max_recv_queue_total %s, api.socket_buffer %s",
+				lo, config.HumanSize(limit), old, config.HumanSize(t.RecvBudget), config.HumanSize(a.MaxOutstandingTotal), config.HumanSize(a.MaxRecvQueueTotal),
+				config.HumanSize(a.SocketBuffer)), nil
 		}
 		*c = orig
-		return b, "", fmt.Errorf("memory_fit = scale: worst-case memory %s exceeds memory_limit %s even with the budgets at their floors; lower api.max_message and transport.max_message, api.max_outstanding, transport.max_conns or udp.send_buffer", config.HumanSize(b.Total), config.HumanSize(limit))
+		return b, "", fmt.Errorf("memory_fit = scale: worst-case memory %s exceeds memory_limit %s even with the budgets at their floors; lower api.max_message and transport.max_message, api.max_outstanding, api.max_clients, transport.max_conns or udp.send_buffer", config.HumanSize(b.Total), config.HumanSize(limit))
 	}
-	return b, "", fmt.Errorf("worst-case memory %s exceeds memory_limit %s: set memory_fit: scale (scales recv_budget and the api totals down), lower the largest terms, or raise the limit; terms: %s",
+	return b, "", fmt.Errorf("worst-case memory %s exceeds memory_limit %s: set memory_fit: scale (scales recv_budget, the api totals and api.socket_buffer down), lower the largest terms, or raise the limit; terms: %s",
 		config.HumanSize(b.Total), config.HumanSize(limit), b)
 }
 

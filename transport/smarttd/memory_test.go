@@ -33,7 +33,7 @@ func TestWorstCaseMemory(t *testing.T) {
 		"transport.max_conns":       4096 * 4096 * 48,
 		"api.max_outstanding_total": 4 << 30,
 		"api.max_recv_queue_total":  2 << 30,
-		"api.socket_buffer":         64 * 4 << 20 * 2,
+		"api.socket_buffer":         512 * 4 << 20 * 2,
 		"udp.socket_buffers":        2 * (8<<20 + 256*4<<20),
 		"runtime":                   64 << 20,
 	}

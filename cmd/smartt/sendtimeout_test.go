@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/smarttd"
+)
+
+// smartt send -timeout: a message smarttd has started sending is reported handed over
+// with its outcome pending (pendingError: exit status 3, not the failure's 1); one that
+// had not started (waiting for room at a local receiver that does not read) is cancelled
+// and reported as such (a failure).
+func TestSendTimeoutPendingOrCancelled(t *testing.T) {
+	dir := t.TempDir()
+	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) {
+		c.LogLevel = "error"
+		c.API.MaxRecvQueue, c.API.SocketBuffer = 1000, 4096
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smarttd.StopAll(ds[:], 2*time.Second)
+	a := ds[0]
+	file := filepath.Join(dir, "msg")
+	os.WriteFile(file, make([]byte, 2<<20), 0o644)
+	// Nobody listens at port 1: the message is in flight until the engine gives up.
+	_, err = execute("send", file, "-socket", a.Config.API.Socket, "-to", "127.0.0.1:1", "-timeout", "500ms", "-progress", "off")
+	if !errors.As(err, new(pendingError)) || !strings.Contains(err.Error(), "handed to smarttd, outcome pending") {
+		t.Fatalf("send to a silent peer: %v, want outcome pending", err)
+	}
+	// A local receiver that does not read, its queue full with one message being written.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := client.New(a.Config.API.Socket)
+	r, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetRecvWriter(func(*client.Message) io.Writer { return blockWriter{ctx} })
+	if _, err := r.Bind(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Bind(ctx, 0)
+	if _, err := s.Send(ctx, a.Config.Listen, 9, make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = execute("send", file, "-socket", a.Config.API.Socket, "-to", a.Config.Listen.String(), "-endpoint", "9",
+		"-timeout", "500ms", "-progress", "off")
+	if err == nil || errors.As(err, new(pendingError)) || !strings.Contains(err.Error(), "cancelled before any byte") {
+		t.Fatalf("send to a full local receiver: %v, want cancelled", err)
+	}
+	cancel() // free the receiver's reader before its Close
+}
+
+// blockWriter holds the receiving client's reader until ctx ends.
+type blockWriter struct{ ctx context.Context }
+
+// Write implements io.Writer.
+func (b blockWriter) Write(p []byte) (int, error) {
+	<-b.ctx.Done()
+	return 0, b.ctx.Err()
+}

@@ -1,0 +1,9 @@
+package api
+
+// SetMaxLocalWaiting sets the bound of waiting local messages for a test and returns a
+// function that restores it.
+func SetMaxLocalWaiting(n int64) (restore func()) {
+	old := maxLocalWaiting
+	maxLocalWaiting = n
+	return func() { maxLocalWaiting = old }
+}
