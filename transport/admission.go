@@ -13,13 +13,17 @@ import "math"
 // vanished peer left behind stays.
 
 // connList is an intrusive doubly linked list of connections (O(1) insert and remove).
-type connList struct{ head, tail *conn }
+type connList struct {
+	head, tail *conn
+	n          int // connections listed
+}
 
 func (l *connList) pushBack(c *conn) {
 	if c.listed {
 		return
 	}
 	c.listed = true
+	l.n++
 	c.lprev, c.lnext = l.tail, nil
 	if l.tail != nil {
 		l.tail.lnext = c
@@ -34,6 +38,7 @@ func (l *connList) remove(c *conn) {
 		return
 	}
 	c.listed = false
+	l.n--
 	if c.lprev != nil {
 		c.lprev.lnext = c.lnext
 	} else {

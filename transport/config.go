@@ -86,6 +86,11 @@ type Config struct {
 	CloseRetries int `yaml:"close_retries"`
 	// MaxConns bounds the live connections of the endpoint; peers beyond it get a RESET.
 	MaxConns int `yaml:"max_conns"`
+	// MaxTimeWait bounds the TIME_WAIT entries of the endpoint beyond MaxConns: live
+	// connections plus entries stay within MaxConns+MaxTimeWait (new connections are
+	// refused, never entries evicted), and those of unproven peers within
+	// MaxConns+MaxTimeWait/8 (docs/engine.md, "TIME_WAIT").
+	MaxTimeWait int `yaml:"max_time_wait"`
 	// Unordered delivers each message as soon as it is complete instead of in send order.
 	Unordered bool `yaml:"unordered"`
 	// HopsFromTTL learns each connection's path length from the IP TTL (hop limit) of its
@@ -292,6 +297,7 @@ func DefaultConfig() Config {
 		TimeWait:         2_000_000_000,
 		CloseRetries:     8,
 		MaxConns:         4096,
+		MaxTimeWait:      65536,
 		EVS:              256,
 		Trimming:         true,
 		Ack:              ackpath.DefaultConfig(),
@@ -371,6 +377,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
 		bad("max_conns = %d: must be in 1..%d", c.MaxConns, 1<<20)
+	}
+	if c.MaxTimeWait < unprovenShare || c.MaxTimeWait > 1<<24 {
+		bad("max_time_wait = %d: must be in %d..%d", c.MaxTimeWait, unprovenShare, 1<<24)
 	}
 	if c.CloseRetries < 1 {
 		bad("close_retries = %d: must be >= 1", c.CloseRetries)

@@ -35,10 +35,17 @@ type ctrlPkt struct {
 }
 
 type twEntry struct {
-	expiry int64
-	local  uint64
-	peer   peerKey
+	expiry   int64
+	local    uint64
+	peer     peerKey
+	unproven bool // its connection was removed unproven (counted in twUnproven)
 }
+
+// TimeWaitCharge is what one TIME_WAIT entry costs at most, bytes: its queue record
+// (twEntry, 64 B, in a ring up to twice the size it needs) and its slots in twLocal and
+// twPeer (8 and 40 B keys, maps up to twice their load). Measured: 175 to 258 B by where
+// the tables are in their growth (TestTimeWaitChargeMatchesHeap).
+const TimeWaitCharge = 256
 
 const maxCtrlQueue = 256
 
@@ -59,6 +66,8 @@ type Endpoint struct {
 	twLocal map[uint64]struct{}  // local IDs of recently closed connections
 	twPeer  map[peerKey]struct{} // peers' IDs of recently closed connections
 	twQueue ring[twEntry]
+	// twUnproven counts the entries of connections removed unproven (twRoom).
+	twUnproven int
 
 	// unproven lists accepted connections whose peer has not proven its address, oldest
 	// first: under MaxConns pressure they are evicted in that order.
@@ -212,6 +221,9 @@ func (e *Endpoint) Dial(now int64, peer netip.AddrPort) (ConnID, error) {
 	if err := e.authDial(now, peer); err != nil {
 		return 0, err
 	}
+	if !e.twRoom(now, false) {
+		return 0, fmt.Errorf("transport: dial %v: %w", peer, ErrTimeWaitFull)
+	}
 	if len(e.list) >= e.cfg.MaxConns && !e.evictUnproven(now) {
 		return 0, fmt.Errorf("transport: dial %v: max_conns (%d) connections open", peer, e.cfg.MaxConns)
 	}
@@ -272,11 +284,12 @@ func (c *Config) ConnCharge() uint64 {
 
 // HeldBound is the most an engine with this configuration holds for its peers, bytes:
 // RecvBudget plus one message's charge (Stats.RecvBuffered), MaxConns connections at
-// ConnCharge (Stats.ConnHeld) and its free lists of chunks and message records. Each
-// engine shard of a daemon has its own.
+// ConnCharge (Stats.ConnHeld), MaxConns+MaxTimeWait TIME_WAIT entries at TimeWaitCharge
+// (Stats.TimeWaitHeld) and its free lists of chunks and message records. Each engine
+// shard of a daemon has its own.
 func (c *Config) HeldBound() uint64 {
 	return uint64(c.RecvBudget) + c.maxMsgCharge(c.MaxMessage) + uint64(c.MaxConns)*c.ConnCharge() +
-		maxFreeChunkBytes + maxFreeRx*msgRecBytes
+		uint64(c.MaxConns+c.MaxTimeWait)*TimeWaitCharge + maxFreeChunkBytes + maxFreeRx*msgRecBytes
 }
 
 // connBaseBytes is ConnCharge but for the PSN tracker and subflows: the conn record is
@@ -346,15 +359,7 @@ func (e *Endpoint) NextTimeout() (int64, bool) {
 // HandleTimeout runs every timer that expired at or before now.
 func (e *Endpoint) HandleTimeout(now int64) {
 	e.lastNow = max(e.lastNow, now)
-	for e.twQueue.len() > 0 && e.twQueue.peek().expiry <= now {
-		t := e.twQueue.pop()
-		if t.local != 0 {
-			delete(e.twLocal, t.local)
-		}
-		if t.peer.id != 0 {
-			delete(e.twPeer, t.peer)
-		}
-	}
+	e.expireTimeWait(now)
 	e.due = e.expired(e.due[:0], now)
 	for i, c := range e.due {
 		if !c.dead {
@@ -507,6 +512,12 @@ func (e *Endpoint) handle(now int64, b []byte, m RxMeta) {
 				e.stats.UnknownConn++ // a late packet of a closed connection
 				return
 			}
+			if !e.twRoom(now, true) {
+				// Unacknowledged, so an honest sender resends and gets in once
+				// entries expire; evicting an entry could deliver a message twice.
+				e.stats.TimeWaitRefused++
+				return
+			}
 			if len(e.list) >= e.cfg.MaxConns && !e.evictUnproven(now) {
 				e.stats.UnknownConn++
 				e.queueCtrl(reply, wire.TypeReset, p.SrcConn, e.newID())
@@ -610,6 +621,49 @@ func (e *Endpoint) timeWait() int64 {
 	return tw
 }
 
+// TIME_WAIT is bounded by admission, never by eviction (an evicted identity would let a
+// late duplicate of a delivered message open a new connection and be delivered again).
+// Each live connection may become one entry, so a new connection is admitted only while
+// live connections plus entries are below MaxConns+MaxTimeWait, and a first contact (an
+// unproven peer, possibly spoofed) only while unproven connections plus their entries are
+// below MaxConns+MaxTimeWait/unprovenShare: a spoofer fills at most that share and cannot
+// keep proven peers from dialling or being dialled.
+
+// twRoom reports whether a new connection (unproven: a first contact) may be admitted,
+// after forgetting the entries expired at now.
+func (e *Endpoint) twRoom(now int64, unproven bool) bool {
+	if !e.twFree(unproven) {
+		e.expireTimeWait(now)
+		return e.twFree(unproven)
+	}
+	return true
+}
+
+func (e *Endpoint) twFree(unproven bool) bool {
+	if len(e.list)+e.twQueue.len() >= e.cfg.MaxConns+e.cfg.MaxTimeWait {
+		return false
+	}
+	return !unproven || e.unproven.n+e.twUnproven < e.cfg.MaxConns+e.cfg.MaxTimeWait/unprovenShare
+}
+
+// expireTimeWait forgets the TIME_WAIT entries expired at now.
+func (e *Endpoint) expireTimeWait(now int64) {
+	for e.twQueue.len() > 0 && e.twQueue.peek().expiry <= now {
+		t := e.twQueue.pop()
+		if t.local != 0 {
+			delete(e.twLocal, t.local)
+		}
+		if t.peer.id != 0 {
+			delete(e.twPeer, t.peer)
+		}
+		if t.unproven {
+			e.twUnproven--
+		}
+		e.stats.TimeWait--
+		e.stats.TimeWaitHeld -= TimeWaitCharge
+	}
+}
+
 // remove releases c and remembers its identity for TimeWait.
 func (e *Endpoint) remove(now int64, c *conn, err error) {
 	if c.dead {
@@ -617,6 +671,7 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 	}
 	c.dead = true
 	e.stats.ConnHeld -= e.connBytes
+	unproven := c.listed
 	e.unproven.remove(c)
 	delete(e.conns, c.id)
 	e.heapRemove(c)
@@ -639,7 +694,12 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 		if k.id != 0 {
 			e.twPeer[k] = struct{}{}
 		}
-		e.twQueue.push(twEntry{expiry: now + e.timeWait(), local: c.id, peer: k})
+		e.twQueue.push(twEntry{expiry: now + e.timeWait(), local: c.id, peer: k, unproven: unproven})
+		if unproven {
+			e.twUnproven++
+		}
+		e.stats.TimeWait++
+		e.stats.TimeWaitHeld += TimeWaitCharge
 	}
 	c.releaseRx(e)
 	if err == nil {

@@ -24,7 +24,8 @@ package transport
 //	         message's charge (invariant 2)
 //	window   no connection holds more than its claims allow (RecvWindow + MaxMessage, ~2x)
 //	gauge    the ledger: what is charged equals what ledgerHeld counts, to the byte;
-//	         ConnHeld is ConnCharge per connection; the Config.Buffers pool agrees
+//	         ConnHeld is ConnCharge per connection; TimeWait and TimeWaitHeld match the
+//	         TIME_WAIT tables, within their caps; the Config.Buffers pool agrees
 //	pool     the engine only Puts buffers it got and still holds
 //	chunks   a message delivered in chunks (DeliverChunks) is in RecvChunk pieces
 //	heap     live Go heap growth over an input stays within fuzzHeapSlack + twice what
@@ -1700,7 +1701,7 @@ func (h *fzHarness) checkHeap(heap0 uint64) {
 	allow := fuzzHeapSlack + uint64(h.sentBytes+h.queueBytes) + h.pool[0].small + h.pool[1].small + fuzzSniffed*70000
 	for _, e := range h.ep {
 		st := e.Stats()
-		allow += 2 * (st.RecvBuffered + st.ConnHeld)
+		allow += 2 * (st.RecvBuffered + st.ConnHeld + st.TimeWaitHeld)
 	}
 	if heap0 != 0 && live > heap0+allow {
 		h.fail("heap", "live heap grew by %d bytes over the input (allowed %d)", live-heap0, allow)

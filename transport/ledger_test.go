@@ -107,7 +107,8 @@ func msgHeld(r *rxMsg) uint64 {
 }
 
 // ledgerCheck: what e charged (Stats.RecvBuffered, the unproven share, Stats.ConnHeld)
-// equals what it holds (ledgerHeld), to the byte.
+// equals what it holds (ledgerHeld), to the byte, and so do the TIME_WAIT gauges, within
+// their caps (timeWaitCheck).
 func ledgerCheck(e *Endpoint) error {
 	held, unproven, err := ledgerHeld(e)
 	if err != nil {
@@ -120,7 +121,7 @@ func ledgerCheck(e *Endpoint) error {
 	if want := uint64(e.NumConns()) * e.cfg.ConnCharge(); st.ConnHeld != want {
 		return fmt.Errorf("ConnHeld %d for %d connections, want %d", st.ConnHeld, e.NumConns(), want)
 	}
-	return nil
+	return timeWaitCheck(e)
 }
 
 func checkLedger(t *testing.T, e *Endpoint) {
@@ -376,14 +377,15 @@ func TestUnprovenShareBoundsTinyFlood(t *testing.T) {
 }
 
 // TestHeldBound: the daemon's default engine holds at most 2 GiB (recv_budget) plus one
-// 1 GiB message's charge, 14 MiB of connections and 4.4 MiB of free lists.
+// 1 GiB message's charge, 14 MiB of connections, 17 MiB of TIME_WAIT entries and 4.4 MiB
+// of free lists.
 func TestHeldBound(t *testing.T) {
 	cfg := daemonEngineConfig(nil)
 	if cfg.ConnCharge() != 3072+4096/8 {
 		t.Fatalf("ConnCharge %d", cfg.ConnCharge())
 	}
 	got := cfg.HeldBound()
-	lo := uint64(cfg.RecvBudget) + uint64(cfg.MaxMessage) + 4096*3584
+	lo := uint64(cfg.RecvBudget) + uint64(cfg.MaxMessage) + 4096*3584 + (4096+65536)*TimeWaitCharge
 	if got < lo || got > lo+8<<20 {
 		t.Fatalf("HeldBound %d, want %d .. %d", got, lo, lo+8<<20)
 	}

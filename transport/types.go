@@ -111,9 +111,10 @@ var (
 	// ErrResetUnsent is ErrPeerReset for a message of which no byte was ever sent: the
 	// peer cannot have delivered any of it, so resending it on a new connection is safe.
 	// errors.Is(err, ErrPeerReset) holds for it too.
-	ErrResetUnsent = fmt.Errorf("%w before any byte of the message was sent (safe to resend)", ErrPeerReset)
-	ErrAborted     = errors.New("transport: connection aborted")
-	ErrEvicted     = errors.New("transport: unproven connection evicted to admit another (max_conns reached)")
+	ErrResetUnsent  = fmt.Errorf("%w before any byte of the message was sent (safe to resend)", ErrPeerReset)
+	ErrAborted      = errors.New("transport: connection aborted")
+	ErrTimeWaitFull = errors.New("transport: too many closed connections remembered (max_time_wait reached)")
+	ErrEvicted      = errors.New("transport: unproven connection evicted to admit another (max_conns reached)")
 )
 
 // Stats are the endpoint's counters. All are cumulative.
@@ -176,6 +177,11 @@ type Stats struct {
 	// ConnHeld is a gauge: bytes of connection state held (ConnCharge each), bounded by
 	// MaxConns x ConnCharge; with RecvBuffered, what the engine holds for peers.
 	ConnHeld uint64
+	// TimeWait is a gauge: identities of closed connections remembered (TIME_WAIT), at
+	// most MaxConns+MaxTimeWait; TimeWaitHeld is their bytes (TimeWaitCharge each).
+	TimeWait        uint64
+	TimeWaitHeld    uint64
+	TimeWaitRefused uint64 // first-contact packets dropped unacknowledged: TIME_WAIT cap reached
 
 	// Receiver-driven credit (cc eqds, algos_eqds.go); all zero under other controllers.
 	PullsSent      uint64 // PULL packets sent (receiver)

@@ -208,6 +208,9 @@ type EngineStats struct {
 	RecvBuffered    uint64   `json:"recv_buffered"`     // gauge: bytes of message buffers currently held for peers (at most RecvBudget)
 	RecvBufferedMax uint64   `json:"recv_buffered_max"` // high-water mark of RecvBuffered
 	ConnHeld        uint64   `json:"conn_held"`         // gauge: bytes of connection state (transport.Config.ConnCharge each)
+	TimeWait        uint64   `json:"time_wait"`         // gauge: closed connections' identities remembered (TIME_WAIT entries)
+	TimeWaitHeld    uint64   `json:"time_wait_held"`    // gauge: their bytes (transport.TimeWaitCharge each)
+	TimeWaitRefused uint64   `json:"time_wait_refused"` // first-contact packets dropped unacknowledged: the TIME_WAIT cap was reached
 	PullsSent       uint64   `json:"pulls_sent"`        // PULL packets sent (receiver, cc eqds)
 	PullsRecv       uint64   `json:"pulls_recv"`        // PULL packets received (sender, cc eqds)
 	BadPulls        uint64   `json:"bad_pulls"`         // PULLs dropped: granting more than requested, or unexpected

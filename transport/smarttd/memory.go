@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // Per-item charges of the worst case that no config key states directly (docs/deploy.md,
@@ -67,8 +68,8 @@ func WorstCaseMemory(c *Config) MemoryBound {
 		b.Total += n
 	}
 	add("transport.recv_budget", shards*int64(t.HeldBound()),
-		"shards %d x the engine's ledger bound (transport.Config.HeldBound: recv_budget %d, the unproven share within it, + one message's charge + max_conns %d x %d B per connection + free lists)",
-		shards, t.RecvBudget, t.MaxConns, t.ConnCharge())
+		"shards %d x the engine's ledger bound (transport.Config.HeldBound: recv_budget %d, the unproven share within it, + one message's charge + max_conns %d x %d B per connection + (max_conns + max_time_wait %d) x %d B per TIME_WAIT entry + free lists)",
+		shards, t.RecvBudget, t.MaxConns, t.ConnCharge(), t.MaxTimeWait, transport.TimeWaitCharge)
 	add("transport.max_conns", int64(t.MaxConns)*int64(t.PSNWindow)*sentPktBytes,
 		"send windows: max_conns %d x psn_window %d x %d B send records (allocated when a client sends on the connection)", t.MaxConns, t.PSNWindow, sentPktBytes)
 	if t.Auth.Enabled() {

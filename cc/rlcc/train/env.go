@@ -225,7 +225,10 @@ func (e Env) simulate(pol Policy, name string, hosts int, wl sim.WorkloadConfig,
 	tc.RLCC = e.RLCC
 	tc.MaxRetransmits = 255 // a 1,024-flow start trims the same packet many times
 	tc.MaxMessage = max(tc.MaxMessage, int(maxMsg))
-	tc.RecvBudget = max(tc.RecvBudget, recvBudget)
+	// The receiver is a sink: its receive budget must not shape the controllers' data
+	// (at 2 GiB, the unproven share bound a 72-flow episode, and the engine's charges
+	// then decided what the policy saw), so the largest budget the engine takes.
+	tc.RecvBudget = max(recvBudget, 1<<40)
 	var probes []*probe
 	var nerr error
 	var netw config.Network
