@@ -83,7 +83,7 @@ func (c *conn) idleDeadline(cfg *Config) int64 {
 // received (the peer is told), else forget it quietly.
 func (e *Endpoint) expire(now int64, c *conn) {
 	if c.partial() {
-		e.abort(now, c, ErrIdle)
+		e.abort(now, c, withPeer(c, ErrIdle))
 		return
 	}
 	e.stats.ConnsExpired++

@@ -342,7 +342,7 @@ func (e *Endpoint) touch(c *conn, now int64) {
 func (e *Endpoint) onTimer(now int64, c *conn) {
 	cfg := &e.cfg
 	if c.outstanding() && now-c.lastProgress >= int64(cfg.IdleTimeout) {
-		e.abort(now, c, ErrIdle)
+		e.abort(now, c, withPeer(c, ErrIdle))
 		return
 	}
 	if now >= c.idleDeadline(cfg) {
@@ -634,11 +634,11 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			sp.trims++ // a NACK answered it: the peer is alive (go-back-N too)
 		}
 		if int(sp.tx-sp.trims) > cfg.MaxRetransmits {
-			e.abort(now, c, ErrRetransmits)
+			e.abort(now, c, withPeer(c, ErrRetransmits))
 			return Transmit{}, false
 		}
 		if int(sp.trims) > cfg.MaxTrims {
-			e.abort(now, c, ErrTrims)
+			e.abort(now, c, withPeer(c, ErrTrims))
 			return Transmit{}, false
 		}
 		c.retxq.pop()

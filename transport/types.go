@@ -169,6 +169,10 @@ type Stats struct {
 	RecvBudgetDrops uint64 // data packets dropped unacknowledged because RecvBudget was reached
 	ConnsEvicted    uint64 // unproven accepted connections evicted to admit another at MaxConns
 	ConnsExpired    uint64 // idle connections forgotten (nothing outstanding either way)
+	// ICMP unreachable reports (Endpoint.Unreachable): connections failed by one (their
+	// peer had never answered), connections that ignored one (the peer had answered: a
+	// forged or stale report), and reports for a peer we hold no connection to.
+	UnreachableActed, UnreachableIgnored, UnreachableNoConn uint64
 	// RecvBuffered is a gauge: bytes held for peers' messages, each buffer at its
 	// capacity plus each open message's record, chunk table and span list (receiver.go
 	// charge); at most RecvBudget but for one message (see Config.RecvBudget).

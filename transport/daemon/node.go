@@ -180,6 +180,8 @@ type Node struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 	started time.Time
+
+	unreachDropped atomic.Uint64 // ICMP reports over the rate bound (unreachable.go)
 }
 
 // shard is one engine with its socket, lock and goroutines.
@@ -319,6 +321,10 @@ func (n *Node) Start() {
 		n.wg.Add(2)
 		go s.readLoop()
 		go s.timerLoop()
+		if src, ok := s.sock.(UnreachableSource); ok {
+			n.wg.Add(1)
+			go s.unreachableLoop(src)
+		}
 	}
 }
 

@@ -174,6 +174,7 @@ var (
 	dRecovery   = desc("smartt_recovery_events_total", "Loss-recovery events (transport.recovery modes and return-to-sender trimming): go_back, go_back_nack_sent, out_of_order_drop, parity_sent, parity_recv, parity_dropped, ec_rebuilt, returned_recv, returned_bad.", "event")
 	dMsgs       = desc("smartt_messages_total", "Messages by outcome.", "result")
 	dConnsEv    = desc("smartt_connection_events_total", "Connections opened, accepted, closed, aborted, evicted (unproven, at max_conns) and expired (idle).", "event")
+	dICMP       = desc("smartt_icmp_unreachable_total", "ICMP destination-unreachable reports for our datagrams: acted on (a dial the peer never answered failed), ignored (the peer had answered: forged or stale), no_conn (no connection to that peer).", "action")
 	dConns      = desc("smartt_connections", "Live connections.")
 	dBuffered   = desc("smartt_recv_buffered_bytes", "Bytes held for peers' messages: buffers at capacity, records, chunk tables.")
 	dConnHeld   = desc("smartt_conn_held_bytes", "Bytes of connection state held for peers (transport.Config.ConnCharge per connection).")
@@ -295,6 +296,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dConnsEv, s.ConnsAborted, "aborted")
 		counter(ch, dConnsEv, s.ConnsEvicted, "evicted")
 		counter(ch, dConnsEv, s.ConnsExpired, "expired")
+		counter(ch, dICMP, s.UnreachableActed, "acted")
+		counter(ch, dICMP, s.UnreachableIgnored, "ignored")
+		counter(ch, dICMP, s.UnreachableNoConn, "no_conn")
 		a := &s.Auth
 		counter(ch, dAuth, a.Failed, "failed")
 		counter(ch, dAuth, a.Replayed, "replayed")

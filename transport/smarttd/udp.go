@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/transport/udp"
 )
@@ -98,6 +99,7 @@ func newUDPSocket(c *udp.Conn, txDelay prometheus.Histogram) *udpSocket {
 type udpSocket struct {
 	c      *udp.Conn
 	rp, wp []udp.Packet
+	up     []udp.Unreachable // WaitUnreachable's
 	stop   chan struct{}
 	once   sync.Once
 	// send-path delay (kernel TX timestamp minus user send time) of sampled packets
@@ -185,6 +187,21 @@ func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
 	return n, err
 }
 
+// WaitUnreachable implements daemon.UnreachableSource (udp.Conn.WaitUnreachable).
+func (s *udpSocket) WaitUnreachable(dst []daemon.Unreachable) (int, error) {
+	if len(s.up) < len(dst) {
+		s.up = make([]udp.Unreachable, len(dst))
+	}
+	n, err := s.c.WaitUnreachable(s.up[:len(dst)])
+	for i, u := range s.up[:n] {
+		dst[i] = daemon.Unreachable{Peer: u.Dst, Cause: transport.UnreachableHost}
+		if u.Port {
+			dst[i].Cause = transport.UnreachablePort
+		}
+	}
+	return n, err
+}
+
 // GathersPayload implements daemon.PayloadGatherer (udp.Conn.GathersPayload: the socket
 // datapath's port and flow-label carriers).
 func (s *udpSocket) GathersPayload() bool { return s.c.GathersPayload() }
@@ -208,6 +225,7 @@ var (
 	dSockGSO  = prometheus.NewDesc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", []string{"kind"}, nil)
 	dSockBuf  = prometheus.NewDesc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", []string{"dir"}, nil)
 	dSockBig  = prometheus.NewDesc("smartt_socket_tx_oversize_total", "Datagrams the kernel refused as larger than the path MTU (EMSGSIZE; Don't Fragment set).", nil, nil)
+	dSockICMP = prometheus.NewDesc("smartt_socket_rx_icmp_unreachable_total", "ICMP destination-unreachable reports read from the send sockets' error queues: handed to the engines (read), dropped for a full batch, or read by the TX-timestamp poll first (lost).", []string{"state"}, nil)
 	dLinkMTU  = prometheus.NewDesc("smartt_socket_link_mtu_bytes", "Smallest MTU of the interfaces the listen address uses (checked at start).", nil, nil)
 )
 
@@ -255,6 +273,9 @@ func collectUDP(ch chan<- prometheus.Metric, caps udp.Caps, st udp.Stats, txDela
 	c(dSockGRO, st.RxGROBuffers)
 	c(dSockBusy, st.RxBusyPollHits)
 	c(dSockBig, st.TxTooBig)
+	c(dSockICMP, st.RxICMPUnreachable, "read")
+	c(dSockICMP, st.RxICMPDropped, "dropped")
+	c(dSockICMP, st.RxICMPLost, "lost")
 	c(dSockGSO, st.TxGSOMessages, "messages")
 	c(dSockGSO, st.TxGSOSegments, "segments")
 	txDelay.Collect(ch)

@@ -412,6 +412,7 @@ var errGSORefused = errors.New("udp: GSO refused")
 func (c *Conn) sendRun(s *sock, m int) (int, error) {
 	b := &c.wb
 	done := 0
+	retried := false
 	for off := 0; off < m; {
 		b.start, b.n = off, m-off
 		if b.single {
@@ -422,6 +423,10 @@ func (c *Conn) sendRun(s *sock, m int) (int, error) {
 				return done, net.ErrClosed
 			}
 			return done, err
+		}
+		if b.errno != 0 && pendingICMP(b.errno) && !retried {
+			retried = true // the pending error was another datagram's, and is now consumed
+			continue
 		}
 		if b.errno != 0 {
 			if (b.errno == unix.EINVAL || b.errno == unix.EMSGSIZE || b.errno == unix.EIO) && b.msgPkts[off] > 1 {

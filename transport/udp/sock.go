@@ -248,6 +248,9 @@ func (c *Conn) setupTx(fd int) error {
 	if c.caps.DF && !c.raw && !c.setDF(fd) {
 		c.caps.DF = false
 	}
+	if !c.raw {
+		c.setRecvErr(fd)
+	}
 	if c.caps.TxTimestamps {
 		flags := unix.SOF_TIMESTAMPING_SOFTWARE | unix.SOF_TIMESTAMPING_OPT_TSONLY | unix.SOF_TIMESTAMPING_OPT_ID
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, flags); err != nil {

@@ -20,6 +20,9 @@ type errResult struct {
 	id   uint32
 	kern int64
 	is   bool // it was a TX timestamp report
+	// unreach: an ICMP destination-unreachable report (unreachPort, unreachHost), for the
+	// destination in Conn.icmp.name
+	unreach uint8
 }
 
 // sampleTx allocates a sample number for a packet about to be sent on s.
@@ -61,7 +64,8 @@ func (c *Conn) TxStamps(dst []TxStamp) int {
 	}
 	c.smu.Lock()
 	defer c.smu.Unlock()
-	n := 0
+	n := copy(dst, c.icmp.stash) // read by WaitUnreachable
+	c.icmp.stash = c.icmp.stash[:copy(c.icmp.stash, c.icmp.stash[n:])]
 	for _, s := range c.socks {
 		pend := s.pending.Load()
 		if pend <= 0 {
@@ -76,6 +80,10 @@ func (c *Conn) TxStamps(dst []TxStamp) int {
 			}
 			s.pending.Add(-1)
 			if !c.eres.is {
+				if c.eres.unreach != 0 {
+					s.pending.Add(1)       // not a timestamp
+					c.st.rxICMPLost.Add(1) // read here, so WaitUnreachable will not see it
+				}
 				continue
 			}
 			c.ringMu.Lock()
@@ -99,7 +107,9 @@ func (c *Conn) TxStamps(dst []TxStamp) int {
 func (c *Conn) readErrQueue(fd uintptr) {
 	c.eiov.Base = &c.errBuf[0]
 	c.eiov.SetLen(len(c.errBuf))
-	c.emsg = unix.Msghdr{Iov: &c.eiov, Iovlen: 1, Control: &c.errOOB[0]}
+	c.icmp.name = unix.RawSockaddrInet6{}
+	c.emsg = unix.Msghdr{Iov: &c.eiov, Iovlen: 1, Control: &c.errOOB[0],
+		Name: (*byte)(unsafe.Pointer(&c.icmp.name)), Namelen: uint32(unsafe.Sizeof(c.icmp.name))}
 	c.emsg.SetControllen(len(c.errOOB))
 	_, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.emsg)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
 	if e != 0 {
@@ -126,5 +136,7 @@ func (c *Conn) readErrQueue(fd uintptr) {
 	}
 	if ee != nil && ee.Origin == unix.SO_EE_ORIGIN_TIMESTAMPING && ee.Info == unix.SCM_TSTAMP_SND && kern != 0 {
 		c.eres.is, c.eres.id, c.eres.kern = true, ee.Data, kern
+	} else if ee != nil {
+		c.eres.unreach = icmpUnreach(ee)
 	}
 }

@@ -159,6 +159,9 @@ type Stats struct {
 	RxXDPDropped         uint64 // afxdp: packets the kernel dropped for a full RX ring or an empty fill ring, as of the last look (every 256 read batches)
 	RxWrongDst           uint64 // afxdp: datagrams to another address or port than ours, dropped
 	RxBusyPollHits       uint64 // reads that found datagrams while busy-polling (Config.BusyPoll): wake-ups saved
+	// ICMP destination-unreachable reports for our datagrams (IP_RECVERR): handed to
+	// WaitUnreachable, dropped for a full dst, and read by TxStamps first (not reported).
+	RxICMPUnreachable, RxICMPDropped, RxICMPLost uint64
 }
 
 // TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
@@ -205,6 +208,7 @@ type Conn struct {
 	errOOB [512]byte
 	eres   errResult
 	errFn  func(fd uintptr)
+	icmp   icmpState // WaitUnreachable
 
 	nl         *netlink.Handle         // netlink in the sockets' namespace (MTU check, EMSGSIZE diagnosis); nil if unavailable
 	tooBigSeen map[netip.Addr]struct{} // destinations whose EMSGSIZE was logged (under wmu)
@@ -223,6 +227,7 @@ type counters struct {
 	txSampled, txMatched, txLost, txGSOMsgs, txGSOSegs, rxGROBufs  atomic.Uint64
 	txTooBig, rxMalformed, rxXDPDropped, rxBusyHits                atomic.Uint64
 	rxWrongDst                                                     atomic.Uint64
+	rxICMP, rxICMPDropped, rxICMPLost                              atomic.Uint64
 }
 
 type txPending struct {
@@ -453,6 +458,7 @@ func (c *Conn) Stats() Stats {
 		TxStampsSampled: c.st.txSampled.Load(), TxStampsMatched: c.st.txMatched.Load(),
 		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(), RxBusyPollHits: c.st.rxBusyHits.Load(),
 		TxTooBig: c.st.txTooBig.Load(), RxMalformed: c.st.rxMalformed.Load(), RxXDPDropped: c.st.rxXDPDropped.Load(), RxWrongDst: c.st.rxWrongDst.Load(),
+		RxICMPUnreachable: c.st.rxICMP.Load(), RxICMPDropped: c.st.rxICMPDropped.Load(), RxICMPLost: c.st.rxICMPLost.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()
@@ -465,6 +471,7 @@ func (c *Conn) Close() error {
 	if c.closed.Swap(true) {
 		return net.ErrClosed
 	}
+	c.closeICMP()
 	return c.closeSockets()
 }
 
