@@ -397,10 +397,6 @@ func TestTeacherModelReproducesTableVI(t *testing.T) {
 	}
 }
 
-// distillTol is the held-out RMSE of the default trees against the network they were
-// distilled from (0.033, cc/rlcc/default_model.json's distillation), rounded.
-const distillTol = 0.03
-
 // TestDefaultModelTableVIOrdering: the learned default trees (distilled from the trained
 // network, docs/rlcc.md) react as the paper's Table VI in order: every column increases
 // from "previously under-utilised" to "previously congested", under-utilisation raises
@@ -412,13 +408,10 @@ func TestDefaultModelTableVIOrdering(t *testing.T) {
 	}
 	cell := treeTable(t, m)
 	t.Logf("learned trees: %.3f", cell)
-	// Each column rises from "previously under-utilised" to "previously congested"; a
-	// step may dip by less than distillTol, the distilled trees' fit error, which they
-	// cannot be asked to order finer than (a redistillation moved one step by -0.010).
-	for j := range 3 {
-		if cell[2][j] <= cell[0][j] || cell[1][j]-cell[0][j] <= -distillTol || cell[2][j]-cell[1][j] <= -distillTol {
-			t.Errorf("column %d not increasing with the previous state: %.3f", j, cell)
-		}
+	// Each column rises; a step may dip by less than the trees' fit error (DistillTol):
+	// a redistillation moved one step by -0.010.
+	if ok := ColumnOrderWithin(cell, DistillTol); ok != [3]bool{true, true, true} {
+		t.Errorf("columns not increasing with the previous state within %.2f (%v): %.3f", DistillTol, ok, cell)
 	}
 	for i := range 3 {
 		if cell[i][0] <= cell[i][1] || cell[i][1] <= cell[i][2] {

@@ -190,9 +190,9 @@ func bindRLCCTable(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 		if err != nil {
 			return err
 		}
-		printTable(out, "network", rlcc.ActionTable(train.NetAction(net, cfg), cfg.Target))
-		printTable(out, "trees", rlcc.ActionTable(train.TreeAction(m, cfg), cfg.Target))
-		printTable(out, "paper (Table VI)", rlcc.TableVI)
+		printTable(out, "network", rlcc.ActionTable(train.NetAction(net, cfg), cfg.Target), 0)
+		printTable(out, "trees", rlcc.ActionTable(train.TreeAction(m, cfg), cfg.Target), rlcc.DistillTol)
+		printTable(out, "paper (Table VI)", rlcc.TableVI, 0)
 		return nil
 	}
 }
@@ -480,11 +480,17 @@ func loadPolicy(path string) (*rlcc.MLP, []byte, error) {
 	return m, b, err
 }
 
-func printTable(w io.Writer, name string, t [3][3]float64) {
+// printTable prints t and whether its columns are ordered as Table VI's, within tol (the
+// fit error of an approximation; 0: strictly).
+func printTable(w io.Writer, name string, t [3][3]float64, tol float64) {
 	fmt.Fprintf(w, "%s:\n| previous \\ current | under-utilised | on target | congested |\n|---|---|---|---|\n", name)
 	for i, row := range []string{"under-utilised", "on target", "congested"} {
 		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f |\n", row, t[i][0], t[i][1], t[i][2])
 	}
-	ok := rlcc.ColumnOrder(t)
-	fmt.Fprintf(w, "increasing down the columns (as Table VI): %v %v %v\n\n", ok[0], ok[1], ok[2])
+	ok := rlcc.ColumnOrderWithin(t, tol)
+	within := ""
+	if tol > 0 {
+		within = fmt.Sprintf(", steps within the fit error %.2f", tol)
+	}
+	fmt.Fprintf(w, "increasing down the columns (as Table VI%s): %v %v %v\n\n", within, ok[0], ok[1], ok[2])
 }
