@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,8 +32,14 @@ func TestSendTimeoutPendingOrCancelled(t *testing.T) {
 	a := ds[0]
 	file := filepath.Join(dir, "msg")
 	os.WriteFile(file, make([]byte, 2<<20), 0o644)
-	// Nobody listens at port 1: the message is in flight until the engine gives up.
-	_, err = execute("send", file, "-socket", a.Config.API.Socket, "-to", "127.0.0.1:1", "-timeout", "500ms", "-progress", "off")
+	// A bound UDP socket that never reads: no ICMP comes back (which would fail the
+	// message at once), so the message is in flight until the engine gives up.
+	silent, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	_, err = execute("send", file, "-socket", a.Config.API.Socket, "-to", silent.LocalAddr().String(), "-timeout", "500ms", "-progress", "off")
 	if !errors.As(err, new(pendingError)) || !strings.Contains(err.Error(), "handed to smarttd, outcome pending") {
 		t.Fatalf("send to a silent peer: %v, want outcome pending", err)
 	}

@@ -239,6 +239,11 @@ type EngineStats struct {
 	ReturnedIgnored uint64 `json:"returned_ignored"`
 	// ReturnedFalse: returns acted on whose original was acknowledged after all.
 	ReturnedFalse uint64 `json:"returned_false"`
+	// ICMP unreachable reports: connections failed by one (the peer never answered),
+	// connections that ignored one (the peer had answered), reports for no connection.
+	UnreachableActed   uint64 `json:"unreachable_acted"`
+	UnreachableIgnored uint64 `json:"unreachable_ignored"`
+	UnreachableNoConn  uint64 `json:"unreachable_no_conn"`
 
 	// Auth counts packet authentication (auth.go); all zero when it is off.
 	Auth map[string]uint64 `json:"auth"`

@@ -84,7 +84,9 @@ func TestShardsReturnedHeaders(t *testing.T) {
 	}
 	s := hub.Stats()
 	t.Logf("%d returned; acted on %d, refused %d, ignored %d", returned, s.ReturnedRecv, s.ReturnedBad, s.ReturnedIgnored)
-	if returned == 0 || s.ReturnedRecv == 0 || s.ReturnedBad*10 > uint64(returned) {
-		t.Fatalf("%d headers returned: %d acted on, %d refused (want at most a tenth: none at the wrong shard)", returned, s.ReturnedRecv, s.ReturnedBad)
+	// A return may come after its packet was acknowledged (refused as not in flight): on a
+	// loaded machine up to 11 % did; at the wrong shard all of them are refused.
+	if returned == 0 || s.ReturnedRecv == 0 || s.ReturnedBad*4 > uint64(returned) {
+		t.Fatalf("%d headers returned: %d acted on, %d refused (want at most a quarter: none at the wrong shard)", returned, s.ReturnedRecv, s.ReturnedBad)
 	}
 }
