@@ -818,6 +818,18 @@ func (x *session) waitRequest() error {
 	return nil
 }
 
+// clientFrame reports whether h is a frame a client may send in this session's protocol
+// version (Cancel, empty, only in version 2).
+func (x *session) clientFrame(h Header) bool {
+	switch h.Type {
+	case FrameBind, FrameSend, FrameSendFD, FrameRecvRing, FrameRelease, FrameWantSent:
+		return true
+	case apitypes.FrameCancel:
+		return x.version >= 2 && h.Len == 0
+	}
+	return false
+}
+
 func (x *session) serve() error {
 	defer x.flushHeld()
 	var hb [HeaderLen]byte
@@ -836,9 +848,7 @@ func (x *session) serve() error {
 		if err != nil {
 			return errProtocol{err}
 		}
-		if int(h.Len) > len(pl) || (h.Type != FrameBind && h.Type != FrameSend && h.Type != FrameSendFD &&
-			h.Type != FrameRecvRing && h.Type != FrameRelease && h.Type != FrameWantSent &&
-			(h.Type != apitypes.FrameCancel || x.version < 2 || h.Len != 0)) {
+		if int(h.Len) > len(pl) || !x.clientFrame(h) {
 			return errProtocol{fmt.Errorf("unexpected frame type 0x%02x (length %d) from a client", h.Type, h.Len)}
 		}
 		p := pl[:h.Len]
