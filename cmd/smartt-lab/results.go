@@ -21,114 +21,199 @@ const resultsUsage = `Regenerates every results table in docs/: each sits betwee
 "<!-- results:NAME [check] cmd: COMMAND -->" and "<!-- /results -->" and is what COMMAND
 prints (smartt-lab commands run in-process, others with sh -c in the repository root; a
 command may print several tables as "<!-- results:NAME -->" ... "<!-- /results -->"
-blocks). Regions marked check are deterministic and fast: the tests compare them.
+blocks). Regions marked check are deterministic and fast: the tests compare them. Every
+other region gets a stamp line, digests of its body, of its command line and the files it
+reads, and of the Go code that computes it (docs/results/README.md); the tests recompute
+them, so a table edited by hand, or whose inputs changed since its command last ran,
+fails them until "smartt-lab results -only NAME" reruns it.
 `
 
 // bindResults declares the flags of "smartt-lab results" on fs.
 func bindResults(stderr io.Writer, fs *pflag.FlagSet) cli.RunFunc {
-	check := fs.Bool("check", false, "rewrite nothing: list the stale tables and fail if there are any")
-	only := fs.String("only", "", "regenerate only these regions (comma-separated names)")
-	list := fs.Bool("list", false, "list the regions and their commands")
-	root := fs.String("root", "", "repository root (default: the nearest directory with a go.mod)")
-	return func(_ []string, stdout io.Writer) error {
-		if *root == "" {
-			r, err := results.Root(".")
-			if err != nil {
-				return err
-			}
-			*root = r
+	var o resultsOpts
+	fs.BoolVar(&o.check, "check", false, "rewrite nothing: rerun the commands, list the stale tables and fail if there are any")
+	fs.StringVar(&o.only, "only", "", "regenerate only these regions (comma-separated names)")
+	fs.BoolVar(&o.list, "list", false, "list the regions and their commands")
+	fs.BoolVar(&o.stale, "stale", false, "rerun nothing: list the regions whose stamps no longer match their body, files or code (as the tests do) and fail if there are any")
+	fs.BoolVar(&o.adopt, "adopt", false, "rerun nothing: stamp the regions as they stand; the page then says the table was not rerun (measured regions: records the measurement)")
+	fs.StringVar(&o.root, "root", "", "repository root (default: the nearest directory with a go.mod)")
+	return func(_ []string, stdout io.Writer) error { return o.run(stdout, stderr) }
+}
+
+type resultsOpts struct {
+	check, list, stale, adopt bool
+	only, root                string
+}
+
+// regions returns the regions of the docs, only those named by -only if set.
+func (o *resultsOpts) regions() ([]results.Region, error) {
+	if o.root == "" {
+		r, err := results.Root(".")
+		if err != nil {
+			return nil, err
 		}
-		regions, err := results.Scan(*root)
+		o.root = r
+	}
+	regions, err := results.Scan(o.root)
+	if err != nil || o.only == "" {
+		return regions, err
+	}
+	names := strings.Split(o.only, ",")
+	for _, n := range names {
+		if !slices.ContainsFunc(regions, func(r results.Region) bool { return r.Name == n }) {
+			return nil, fmt.Errorf("-only: no region %q (see smartt-lab results -list)", n)
+		}
+	}
+	return slices.DeleteFunc(regions, func(r results.Region) bool { return !slices.Contains(names, r.Name) }), nil
+}
+
+func (o *resultsOpts) run(stdout, stderr io.Writer) error {
+	regions, err := o.regions()
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.list:
+		for _, r := range regions {
+			rel, _ := filepath.Rel(o.root, r.File)
+			attr := ""
+			switch {
+			case r.Check:
+				attr = " [check]"
+			case r.Measured:
+				attr = " [measured]"
+			case r.Stamp != nil && r.Stamp.Adopted:
+				attr = " [adopted]"
+			}
+			fmt.Fprintf(stdout, "%s%s\t%s:%d\t%s\n", r.Name, attr, rel, r.Line, r.Cmd)
+		}
+		return nil
+	case o.stale:
+		return o.listStale(regions, stdout)
+	}
+	updates, err := o.updates(regions, stderr)
+	if err != nil {
+		return err
+	}
+	return o.write(regions, updates, stdout)
+}
+
+// listStale prints the regions whose stamps do not verify.
+func (o *resultsOpts) listStale(regions []results.Region, stdout io.Writer) error {
+	n := 0
+	for _, r := range regions {
+		if err := results.Verify(o.root, r); err != nil {
+			rel, _ := filepath.Rel(o.root, r.File)
+			fmt.Fprintf(stdout, "%s\t%s:%d\t%v\n", r.Name, rel, r.Line, err)
+			n++
+		}
+	}
+	fmt.Fprintf(stdout, "%d tables, %d whose stamps do not match\n", len(regions), n)
+	if n > 0 {
+		return fmt.Errorf("results: %d tables are stale", n)
+	}
+	return nil
+}
+
+// updates reruns each region's command (each command once, however many tables it
+// prints) or, with -adopt, takes the region as it stands; it returns file -> name ->
+// update.
+func (o *resultsOpts) updates(regions []results.Region, stderr io.Writer) (map[string]map[string]results.Update, error) {
+	outputs := map[string]string{}
+	updates := map[string]map[string]results.Update{}
+	for _, r := range regions {
+		u, err := o.update(r, outputs, stderr)
+		if err != nil {
+			return nil, fmt.Errorf("%s (region %s): %w", r.Cmd, r.Name, err)
+		}
+		if updates[r.File] == nil {
+			updates[r.File] = map[string]results.Update{}
+		}
+		updates[r.File][r.Name] = u
+	}
+	return updates, nil
+}
+
+func (o *resultsOpts) update(r results.Region, outputs map[string]string, stderr io.Writer) (results.Update, error) {
+	body := r.Body
+	if o.adopt && r.Check {
+		return results.Update{Body: body}, nil // a test compares it; nothing to record
+	}
+	if !o.adopt {
+		out, ok := outputs[r.Cmd]
+		if !ok {
+			fmt.Fprintf(stderr, "results: running %s\n", r.Cmd)
+			scratch := ""
+			if o.check { // files the commands write (a sweep's -out) go elsewhere too
+				var err error
+				if scratch, err = os.MkdirTemp("", "smartt-results-"); err != nil {
+					return results.Update{}, err
+				}
+				defer os.RemoveAll(scratch)
+			}
+			var err error
+			if out, err = runResultsCmd(o.root, r.Cmd, scratch, stderr); err != nil {
+				return results.Update{}, err
+			}
+			outputs[r.Cmd] = out
+		}
+		var err error
+		if body, err = results.Extract(out, r.Name); err != nil {
+			return results.Update{}, err
+		}
+	}
+	u := results.Update{Body: body}
+	if r.Check {
+		return u, nil
+	}
+	st, _, err := results.Compute(o.root, r, body)
+	if err != nil {
+		return u, err
+	}
+	st.Adopted = o.adopt && !r.Measured
+	u.Stamp = &st
+	return u, nil
+}
+
+// write rewrites the files (not with -check) and reports what changed.
+func (o *resultsOpts) write(regions []results.Region, updates map[string]map[string]results.Update, stdout io.Writer) error {
+	var stale []string
+	files := make([]string, 0, len(updates))
+	for f := range updates {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
 		}
-		if *only != "" {
-			names := strings.Split(*only, ",")
-			for _, n := range names {
-				if !slices.ContainsFunc(regions, func(r results.Region) bool { return r.Name == n }) {
-					return fmt.Errorf("-only: no region %q (see smartt-lab results -list)", n)
-				}
-			}
-			regions = slices.DeleteFunc(regions, func(r results.Region) bool { return !slices.Contains(names, r.Name) })
+		text, changed, err := results.Rewrite(f, string(b), updates[f])
+		if err != nil {
+			return err
 		}
-		if *list {
-			for _, r := range regions {
-				rel, _ := filepath.Rel(*root, r.File)
-				attr := ""
-				if r.Check {
-					attr = " [check]"
-				}
-				fmt.Fprintf(stdout, "%s%s\t%s:%d\t%s\n", r.Name, attr, rel, r.Line, r.Cmd)
-			}
-			return nil
+		rel, _ := filepath.Rel(o.root, f)
+		for _, n := range changed {
+			stale = append(stale, rel+": "+n)
 		}
-		// Each command runs once, however many tables it prints.
-		outputs := map[string]string{}
-		bodies := map[string]map[string]string{} // file -> name -> body
-		for _, r := range regions {
-			out, ok := outputs[r.Cmd]
-			if !ok {
-				fmt.Fprintf(stderr, "results: running %s\n", r.Cmd)
-				scratch := ""
-				if *check { // files the commands write (a sweep's -out) go elsewhere too
-					if scratch, err = os.MkdirTemp("", "smartt-results-"); err != nil {
-						return err
-					}
-					defer os.RemoveAll(scratch)
-				}
-				out, err = runResultsCmd(*root, r.Cmd, scratch, stderr)
-				if err != nil {
-					return fmt.Errorf("%s (region %s): %w", r.Cmd, r.Name, err)
-				}
-				outputs[r.Cmd] = out
-			}
-			body, err := results.Extract(out, r.Name)
-			if err != nil {
-				return fmt.Errorf("%s (region %s): %w", r.Cmd, r.Name, err)
-			}
-			if bodies[r.File] == nil {
-				bodies[r.File] = map[string]string{}
-			}
-			bodies[r.File][r.Name] = body
-		}
-		var stale []string
-		files := make([]string, 0, len(bodies))
-		for f := range bodies {
-			files = append(files, f)
-		}
-		slices.Sort(files)
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
+		if len(changed) > 0 && !o.check {
+			if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
 				return err
 			}
-			text, changed, err := results.Rewrite(f, string(b), bodies[f])
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(*root, f)
-			for _, n := range changed {
-				stale = append(stale, rel+": "+n)
-			}
-			if len(changed) > 0 && !*check {
-				if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
-					return err
-				}
-			}
 		}
-		verb := "rewritten"
-		if *check {
-			verb = "stale"
-		}
-		for _, s := range stale {
-			fmt.Fprintf(stdout, "%s %s\n", verb, s)
-		}
-		fmt.Fprintf(stdout, "%d tables, %d %s\n", len(regions), len(stale), verb)
-		if *check && len(stale) > 0 {
-			return fmt.Errorf("results: %d tables differ from what their commands print now", len(stale))
-		}
-		return nil
 	}
+	verb := "rewritten"
+	if o.check {
+		verb = "stale"
+	}
+	for _, s := range stale {
+		fmt.Fprintf(stdout, "%s %s\n", verb, s)
+	}
+	fmt.Fprintf(stdout, "%d tables, %d %s\n", len(regions), len(stale), verb)
+	if o.check && len(stale) > 0 {
+		return fmt.Errorf("results: %d tables differ from what their commands print now", len(stale))
+	}
+	return nil
 }
 
 // runResultsCmd runs a region's command in root and returns its standard output:
@@ -220,6 +305,6 @@ func tail(s string, n int) string {
 
 // newResultsCmd is "smartt-lab results".
 func newResultsCmd(stderr io.Writer) *cobra.Command {
-	return cli.Leaf("results [--check] [--only NAME,...] [--list]", "regenerate the results tables in docs/ from their commands",
+	return cli.Leaf("results [--check] [--stale] [--adopt] [--only NAME,...] [--list]", "regenerate the results tables in docs/ from their commands",
 		resultsUsage, cobra.NoArgs, func(fs *pflag.FlagSet) cli.RunFunc { return bindResults(stderr, fs) })
 }

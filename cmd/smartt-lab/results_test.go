@@ -54,6 +54,7 @@ func TestResultsCommand(t *testing.T) {
 	if err := runResults([]string{"-root", root, "-list"}, &out, &errb); err != nil || !strings.Contains(out.String(), "sweep [check]\tdocs/d.md:3\tsmartt-lab sim sweep") {
 		t.Fatalf("list: %v %s", err, out.String())
 	}
+	testResultsStamps(t, root)
 	if err := runResults([]string{"-root", root, "-only", "nosuch"}, &out, &errb); err == nil {
 		t.Fatal("-only nosuch accepted")
 	}
@@ -120,5 +121,44 @@ func TestDocsResults(t *testing.T) {
 		default:
 			t.Errorf("%s: check regions are for go test and smartt-lab commands", r.Name)
 		}
+	}
+}
+
+// The region no test reruns got a stamp: -stale passes until its table is edited by hand;
+// -adopt then records it as it stands and says so on the page.
+func testResultsStamps(t *testing.T, root string) {
+	t.Helper()
+	page := filepath.Join(root, "docs", "d.md")
+	b, _ := os.ReadFile(page)
+	if !strings.Contains(string(b), "-->\n<!-- stamp body:") || strings.Count(string(b), "<!-- stamp ") != 1 {
+		t.Fatalf("want one stamp, on the shell region:\n%s", b)
+	}
+	var out, errb bytes.Buffer
+	if err := runResults([]string{"-root", root, "-stale"}, &out, &errb); err != nil || !strings.Contains(out.String(), "2 tables, 0 whose") {
+		t.Fatalf("-stale after a rewrite: %v %s", err, out.String())
+	}
+	edited := strings.Replace(string(b), "\n| from sh |\n<!-- /results -->", "\n| typed |\n<!-- /results -->", 1)
+	if err := os.WriteFile(page, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := runResults([]string{"-root", root, "-stale"}, &out, &errb); err == nil || !strings.Contains(out.String(), "its table was edited after its command wrote it: run") {
+		t.Fatalf("-stale after a hand edit: %v %s", err, out.String())
+	}
+	out.Reset()
+	if err := runResults([]string{"-root", root, "-adopt"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(page)
+	if !strings.Contains(string(b), " adopted -->") || !strings.Contains(string(b), "**Not rerun") || !strings.Contains(string(b), "| typed |") {
+		t.Fatalf("adopted:\n%s", b)
+	}
+	out.Reset()
+	if err := runResults([]string{"-root", root, "-stale"}, &out, &errb); err != nil {
+		t.Fatalf("-stale after -adopt: %v %s", err, out.String())
+	}
+	out.Reset()
+	if err := runResults([]string{"-root", root, "-list"}, &out, &errb); err != nil || !strings.Contains(out.String(), "shell [adopted]") {
+		t.Fatalf("list: %v %s", err, out.String())
 	}
 }

@@ -1,13 +1,15 @@
 // Package results keeps the results tables in docs/ generated: a table sits between
 //
-//	<!-- results:NAME cmd: COMMAND -->
+//	<!-- results:NAME [check|measured] cmd: COMMAND -->
+//	<!-- stamp body:... files:... code:... -->   (regions not marked check)
 //	...
 //	<!-- /results -->
 //
 // and is what COMMAND prints (the block COMMAND prints between "<!-- results:NAME -->"
 // and "<!-- /results -->", or all of its output if it prints no such block). "smartt-lab
-// results" reruns the commands and rewrites the regions; the test that prints a table
-// calls Check, so "go test" fails when the docs no longer show what it prints.
+// results" reruns the commands and rewrites the regions; the test that prints a check
+// table calls Check, so "go test" fails when the docs no longer show what it prints. A
+// region too slow for the tests carries a Stamp instead, which TestDocsStamps verifies.
 package results
 
 import (
@@ -32,10 +34,14 @@ type Region struct {
 	Name  string // unique over the docs
 	Cmd   string // the command whose output the region holds
 	Check bool   // the "check" attribute: deterministic and fast; a test compares it
-	Line  int    // of the opening marker, 1-based
-	Body  string // what is between the markers, less the command line written above the table
-	start int    // byte offsets of the content between the markers
-	end   int
+	// Measured: the "measured" attribute: a measurement of the machine it ran on, whose
+	// stamp covers its body, command and files but not the code.
+	Measured bool
+	Stamp    *Stamp // the stamp line, if any
+	Line     int    // of the opening marker, 1-based
+	Body     string // what is between the markers, less the command line written above the table
+	start    int    // byte offsets of the content between the markers
+	end      int
 }
 
 var (
@@ -70,17 +76,30 @@ func Parse(file, text string) ([]Region, error) {
 			}
 			attrs := strings.Fields(m[2])
 			for _, a := range attrs {
-				if a != "check" {
-					return nil, fmt.Errorf("%s:%d: unknown attribute %q (check is the only one)", file, i+1, a)
+				if a != "check" && a != "measured" {
+					return nil, fmt.Errorf("%s:%d: unknown attribute %q (check or measured)", file, i+1, a)
 				}
 			}
-			cur = &Region{File: file, Name: m[1], Cmd: m[3], Check: slices.Contains(attrs, "check"), Line: i + 1, start: off + len(line)}
+			if len(attrs) > 1 {
+				return nil, fmt.Errorf("%s:%d: check and measured exclude each other", file, i+1)
+			}
+			cur = &Region{File: file, Name: m[1], Cmd: m[3], Check: slices.Contains(attrs, "check"),
+				Measured: slices.Contains(attrs, "measured"), Line: i + 1, start: off + len(line)}
 		case t == close_:
 			if cur == nil {
 				return nil, fmt.Errorf("%s:%d: %s without an opening marker", file, i+1, close_)
 			}
 			cur.end = off
-			cur.Body = strings.TrimPrefix(text[cur.start:cur.end], header(cur.Cmd))
+			cur.Body = text[cur.start:cur.end]
+			if first, rest, ok := strings.Cut(cur.Body, "\n"); ok && strings.HasPrefix(first, "<!-- stamp ") {
+				st, ok := parseStamp(first)
+				if !ok {
+					return nil, fmt.Errorf("%s:%d: want <!-- stamp body:HEX files:HEX code:HEX|- [adopted] -->", file, cur.Line+1)
+				}
+				cur.Stamp, cur.Body = st, rest
+			}
+			cur.Body = strings.TrimPrefix(cur.Body, header(cur.Cmd))
+			cur.Body = strings.TrimPrefix(cur.Body, adoptedNote(cur.Name))
 			out = append(out, *cur)
 			cur = nil
 		}
@@ -185,9 +204,28 @@ func Emit(w io.Writer, name, body string) {
 	fmt.Fprintf(w, "<!-- results:%s -->\n%s%s\n", name, normalise(body), close_)
 }
 
-// Rewrite replaces the regions of text whose names are in bodies; it returns the new
+// An Update is what Rewrite puts into a region: its body and, for a region not marked
+// check, its stamp.
+type Update struct {
+	Body  string
+	Stamp *Stamp
+}
+
+// Content is what a region holds between its markers.
+func (u Update) Content(r Region) string {
+	if u.Stamp == nil {
+		return header(r.Cmd) + normalise(u.Body)
+	}
+	note := ""
+	if u.Stamp.Adopted {
+		note = adoptedNote(r.Name)
+	}
+	return u.Stamp.String() + "\n" + header(r.Cmd) + note + normalise(u.Body)
+}
+
+// Rewrite replaces the regions of text whose names are in updates; it returns the new
 // text and the names that changed.
-func Rewrite(file, text string, bodies map[string]string) (string, []string, error) {
+func Rewrite(file, text string, updates map[string]Update) (string, []string, error) {
 	rs, err := Parse(file, text)
 	if err != nil {
 		return "", nil, err
@@ -196,11 +234,11 @@ func Rewrite(file, text string, bodies map[string]string) (string, []string, err
 	var changed []string
 	off := 0
 	for _, r := range rs {
-		body, ok := bodies[r.Name]
+		u, ok := updates[r.Name]
 		if !ok {
 			continue
 		}
-		content := header(r.Cmd) + normalise(body)
+		content := u.Content(r)
 		if content != text[r.start:r.end] {
 			changed = append(changed, r.Name)
 		}

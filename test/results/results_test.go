@@ -33,7 +33,7 @@ func TestParseRewrite(t *testing.T) {
 	if rs[1].Check || rs[1].Body != "| b |\n" { // the command line above the table is not body
 		t.Fatalf("%+v", rs[1])
 	}
-	out, changed, err := Rewrite("d.md", doc, map[string]string{"a": "\nnew a  \n\n", "b": "| b |"})
+	out, changed, err := Rewrite("d.md", doc, map[string]Update{"a": {Body: "\nnew a  \n\n"}, "b": {Body: "| b |"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestParseRewrite(t *testing.T) {
 		t.Fatalf("rewritten:\n%s", out)
 	}
 	// Rewriting again changes nothing.
-	if again, changed, _ := Rewrite("d.md", out, map[string]string{"a": "new a", "b": "| b |"}); again != out || len(changed) != 0 {
+	if again, changed, _ := Rewrite("d.md", out, map[string]Update{"a": {Body: "new a"}, "b": {Body: "| b |"}}); again != out || len(changed) != 0 {
 		t.Fatalf("not idempotent: %v", changed)
 	}
 	for _, bad := range []string{
@@ -53,6 +53,8 @@ func TestParseRewrite(t *testing.T) {
 		"<!-- results:x cmd: a -->\n<!-- results:y cmd: b -->\n", // nested
 		"<!-- results:x fast cmd: a -->\n<!-- /results -->\n",    // unknown attribute
 		"<!-- results:x -->\n<!-- /results -->\n",                // no command
+		"<!-- results:x check measured cmd: a -->\n<!-- /results -->\n",
+		"<!-- results:x cmd: a -->\n<!-- stamp body:12 -->\n<!-- /results -->\n", // a malformed stamp
 	} {
 		if _, err := Parse("d.md", bad); err == nil {
 			t.Errorf("%q accepted", bad)
