@@ -136,8 +136,14 @@ func (o *resultsOpts) updates(regions []results.Region, stderr io.Writer) (map[s
 
 func (o *resultsOpts) update(r results.Region, outputs map[string]string, stderr io.Writer) (results.Update, error) {
 	body := r.Body
-	if o.adopt && r.Check {
+	if r.Check && o.adopt {
 		return results.Update{Body: body}, nil // a test compares it; nothing to record
+	}
+	// The inputs as the command is about to read them (the code: as this binary was
+	// built, if nobody edits between the build and the run).
+	st, _, err := results.Compute(o.root, r, "")
+	if err != nil {
+		return results.Update{}, err
 	}
 	if !o.adopt {
 		out, ok := outputs[r.Cmd]
@@ -145,19 +151,16 @@ func (o *resultsOpts) update(r results.Region, outputs map[string]string, stderr
 			fmt.Fprintf(stderr, "results: running %s\n", r.Cmd)
 			scratch := ""
 			if o.check { // files the commands write (a sweep's -out) go elsewhere too
-				var err error
 				if scratch, err = os.MkdirTemp("", "smartt-results-"); err != nil {
 					return results.Update{}, err
 				}
 				defer os.RemoveAll(scratch)
 			}
-			var err error
 			if out, err = runResultsCmd(o.root, r.Cmd, scratch, stderr); err != nil {
 				return results.Update{}, err
 			}
 			outputs[r.Cmd] = out
 		}
-		var err error
 		if body, err = results.Extract(out, r.Name); err != nil {
 			return results.Update{}, err
 		}
@@ -166,10 +169,7 @@ func (o *resultsOpts) update(r results.Region, outputs map[string]string, stderr
 	if r.Check {
 		return u, nil
 	}
-	st, _, err := results.Compute(o.root, r, body)
-	if err != nil {
-		return u, err
-	}
+	st.Body = results.BodyDigest(body)
 	st.Adopted = o.adopt && !r.Measured
 	u.Stamp = &st
 	return u, nil

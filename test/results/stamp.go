@@ -73,10 +73,15 @@ type Inputs struct {
 // Module is this repository's Go module path.
 const Module = "github.com/smartt-transport/smartt"
 
-// labRoots are the packages behind smartt-lab's table-printing commands: the simulator
-// and its sweeps (which import the engine, the controllers, the balancers, the switch
-// model) and RL-CC training. The lab's testbed and the daemon are not among them.
-var labRoots = []string{"test/sweep", "cc/rlcc/train", "hwprofile/timing"}
+// labRoots are the packages behind smartt-lab's table-printing commands, by subcommand:
+// the simulator and its sweeps (which import the engine, the controllers, the balancers,
+// the switch model), RL-CC training, the hardware profiles. The lab's testbed and the
+// daemon are not among them.
+var labRoots = map[string][]string{
+	"sim":       {"test/sweep"},
+	"rlcc":      {"cc/rlcc/train"},
+	"hwprofile": {"hwprofile/timing", "hwprofile"},
+}
 
 var (
 	wordRe   = regexp.MustCompile(`[A-Za-z0-9_./-]+`)
@@ -88,18 +93,26 @@ var (
 // FindInputs works out a region's inputs from its command line: every word (and every
 // comma- or equals-separated part of one) that names a file of the repository outside
 // docs/, a shipped scenario ("incast_128", "reps_128.yaml") or a Go package directory
-// ("./transport/smarttd"); a script
-// among them is read for the same, one level deep; "smartt-lab" (or a build of
-// ./cmd/smartt-lab) brings in the lab's code. Measured regions have no code inputs: they
-// are measurements of a machine, redone by decision, not functions of the code.
+// ("./transport/smarttd"); a script among them is read for the same, one level deep.
+// "smartt-lab" brings in the files of cmd/smartt-lab and the labRoots of the subcommands
+// named (sim, rlcc, hwprofile; all of them if none is). Measured regions have no code
+// inputs: they are measurements of a machine, redone by decision, not functions of the
+// code.
 func FindInputs(root string, r Region) (Inputs, error) {
 	files := map[string]bool{}
 	code := map[string]bool{}
 	tests := map[string]bool{}
 	var scan func(text string, depth int)
+	lab := map[string]bool{} // smartt-lab subcommands named
 	scan = func(text string, depth int) {
 		if strings.Contains(text, "smartt-lab") && hasGo(filepath.Join(root, "cmd/smartt-lab")) {
 			code["cmd/smartt-lab"] = true
+			for sub := range labRoots {
+				// The command's own subcommand; a script's: any it names.
+				if strings.HasPrefix(text, "smartt-lab "+sub+" ") || (depth > 0 && slices.Contains(wordRe.FindAllString(text, -1), sub)) {
+					lab[sub] = true
+				}
+			}
 		}
 		isGoTest := strings.Contains(text, "go test")
 		for _, w := range wordRe.FindAllString(text, -1) {
@@ -122,9 +135,9 @@ func FindInputs(root string, r Region) (Inputs, error) {
 						}
 					}
 				case isFile(root, filepath.Join(scenDir, p+".yaml")):
-					files[scenDir+"/"+p+".yaml"] = true
+					files[filepath.ToSlash(filepath.Join(scenDir, p+".yaml"))] = true
 				case strings.HasSuffix(p, ".yaml") && isFile(root, filepath.Join(scenDir, p)):
-					files[scenDir+"/"+p] = true
+					files[filepath.ToSlash(filepath.Join(scenDir, p))] = true
 				}
 			}
 		}
@@ -146,9 +159,20 @@ func FindInputs(root string, r Region) (Inputs, error) {
 		}
 	}
 	if code["cmd/smartt-lab"] {
-		for _, p := range labRoots {
-			if hasGo(filepath.Join(root, p)) {
-				code[p] = true
+		delete(code, "cmd/smartt-lab")
+		for sub, roots := range labRoots {
+			if !lab[sub] && len(lab) > 0 {
+				continue
+			}
+			for _, f := range labFiles[sub] {
+				if isFile(root, "cmd/smartt-lab/"+f) {
+					code["cmd/smartt-lab/"+f] = true
+				}
+			}
+			for _, p := range roots {
+				if hasGo(filepath.Join(root, p)) {
+					code[p] = true
+				}
 			}
 		}
 	}
@@ -205,12 +229,16 @@ func FilesDigest(root, cmd string, files []string) (string, error) {
 	return digest(parts...), nil
 }
 
-// ownOnly are packages whose own files count but whose imports do not: smartt-lab's
-// command files print the tables, and its imports beyond labRoots are the testbed's.
-var ownOnly = map[string]bool{"cmd/smartt-lab": true}
+// labFiles are the files of cmd/smartt-lab that implement each subcommand of labRoots
+// (main.go: the flags' parsing). Their own imports are not followed: labRoots are.
+var labFiles = map[string][]string{
+	"sim":       {"main.go", "sim.go", "sweep.go", "ailb.go"},
+	"rlcc":      {"main.go", "rlcc.go"},
+	"hwprofile": {"main.go", "hwprofile.go"},
+}
 
-// CodeDigest is the digest of the Go code of in.Code and every package of this
-// repository they import, directly or not: each file's tokens with comments and layout
+// CodeDigest is the digest of the Go code of in.Code (package directories, or single
+// files) and every package of this repository the packages import, directly or not: each file's tokens with comments and layout
 // dropped (so a comment or gofmt does not make a table stale), every file whatever its
 // build constraints (so the digest is the same on every machine), _test.go files only of
 // in.Tests. It returns "-" for no code.
@@ -228,6 +256,18 @@ func CodeDigest(root string, in Inputs) (string, error) {
 			continue
 		}
 		seen[dir] = true
+		if strings.HasSuffix(dir, ".go") { // one file of a package (labFiles)
+			src, err := os.ReadFile(filepath.Join(root, dir))
+			if err != nil {
+				return "", err
+			}
+			toks, _, err := goTokens(dir, src)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, dir, toks)
+			continue
+		}
 		withTests := slices.Contains(in.Tests, dir)
 		names, err := goFiles(filepath.Join(root, dir), withTests)
 		if err != nil {
@@ -244,9 +284,6 @@ func CodeDigest(root string, in Inputs) (string, error) {
 				return "", err
 			}
 			parts = append(parts, rel, toks)
-			if ownOnly[dir] {
-				continue
-			}
 			for _, imp := range imports {
 				if d, ok := strings.CutPrefix(imp, Module+"/"); ok {
 					queue = append(queue, d)

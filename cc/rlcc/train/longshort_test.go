@@ -25,3 +25,23 @@ func TestLongShortReaction(t *testing.T) {
 		t.Fatalf("dcqcn recovered after %v us; its long flow stays starved in the full run", st.RecoverUs)
 	}
 }
+
+// The seed moves the burst's start times, so seeds are different runs for a controller
+// that draws no random numbers (RL-CC, Swift), not one run repeated.
+func TestLongShortSeedsDiffer(t *testing.T) {
+	env := DefaultEnv()
+	ls := LongShort{Long: 1, Short: 8, ShortSize: 64 << 10, Burst: 1_000_000, End: 1_500_000}
+	for _, name := range []string{"rlcc", "swift"} {
+		a, err := env.RunLongShort(&CCPolicy{CC: name}, ls, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := env.RunLongShort(&CCPolicy{CC: name}, ls, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a == b {
+			t.Errorf("%s: seeds 1 and 2 gave the same run: %+v", name, a)
+		}
+	}
+}
