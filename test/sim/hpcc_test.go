@@ -2,9 +2,12 @@ package sim
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/smartt-transport/smartt/test/results"
 )
 
 // incastQueue runs an n:1 incast of size bytes under controller name on a 32-host 2-tier
@@ -98,6 +101,9 @@ func midQueue(r *Result) (p50, p90 int32) {
 //
 //	go test ./test/sim -run XXX -bench INTIncast -benchtime 1x
 func BenchmarkINTIncast(b *testing.B) {
+	// The table of docs/cc.md ("Near-zero queue at high utilisation"), for smartt-lab results.
+	table := "| cc | completion / ideal | queue p50, kB | queue p90, kB |\n|---|---|---|---|\n"
+	defer func() { results.Emit(os.Stdout, "hpcc-int-incast", table) }()
 	for _, name := range []string{"hpcc", "smartt", "dctcp", "swift", "dcqcn"} {
 		b.Run(name, func(b *testing.B) {
 			var ratio, q50, q90 []float64
@@ -126,7 +132,9 @@ func BenchmarkINTIncast(b *testing.B) {
 			}
 			b.ReportMetric(slices.Max(ratio), "x-ideal-max")
 			b.ReportMetric(slices.Max(q50), "q50-kB-max")
-			b.Logf("| %s | %s | %s | %s |", name, span(ratio, "%.3f"), span(q50, "%.0f"), span(q90, "%.0f"))
+			row := fmt.Sprintf("| %s | %s | %s | %s |", name, span(ratio, "%.3f"), span(q50, "%.0f"), span(q90, "%.0f"))
+			b.Log(row)
+			table += row + "\n"
 		})
 	}
 }
