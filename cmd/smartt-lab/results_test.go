@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/test/results"
+	"github.com/smartt-transport/smartt/test/sim"
+	"github.com/smartt-transport/smartt/test/sweep"
 )
 
 // smartt-lab results reruns each region's command and rewrites only what changed; -check
@@ -162,3 +166,81 @@ func testResultsStamps(t *testing.T, root string) {
 		t.Fatalf("list: %v %s", err, out.String())
 	}
 }
+
+// Every sweep.json and sweep.csv under docs/results has the columns the current
+// simulator writes, unless every region whose command writes it is adopted (not rerun
+// since its stamp was recorded; its page says so): files from an older binary are
+// rewritten with their table.
+func TestDocsSweepColumns(t *testing.T) {
+	root, err := results.Root(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := (&sim.Result{}).WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	current, _, err := sweep.Metrics(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	regions, err := results.Scan(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "docs/results/*/sweep.json"))
+	more, _ := filepath.Glob(filepath.Join(root, "docs/results/*/*/sweep.json"))
+	for _, f := range append(files, more...) {
+		dir, _ := filepath.Rel(root, filepath.Dir(f))
+		owners, adopted := sweepOwners(root, dir, regions)
+		if owners == 0 {
+			t.Errorf("%s: no results region's command writes it", dir)
+			continue
+		}
+		var tab sweep.Table
+		raw, _ := os.ReadFile(f)
+		if err := json.Unmarshal(raw, &tab); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var missing []string
+		for _, m := range current {
+			if !slices.Contains(tab.Metrics, m) {
+				missing = append(missing, m)
+			}
+		}
+		csvHead, _, _ := strings.Cut(string(must(os.ReadFile(filepath.Join(root, dir, "sweep.csv")))), "\n")
+		var want bytes.Buffer
+		_ = (&sweep.Table{Sweep: tab.Sweep, Metrics: tab.Metrics}).WriteCSV(&want)
+		if strings.TrimSpace(want.String()) != strings.TrimSpace(csvHead) {
+			t.Errorf("%s: sweep.csv's header is not sweep.json's columns", dir)
+		}
+		switch {
+		case len(missing) > 0 && owners == adopted:
+			t.Logf("%s: from an older binary (lacks %s); its regions are adopted", dir, strings.Join(missing, ", "))
+		case len(missing) > 0:
+			t.Errorf("%s: lacks the current columns %s; rerun the region that writes it", dir, strings.Join(missing, ", "))
+		}
+	}
+}
+
+// sweepOwners counts the regions whose command (or the script it runs) writes dir, and
+// how many of them are adopted.
+func sweepOwners(root, dir string, regions []results.Region) (owners, adopted int) {
+	for _, r := range regions {
+		text := r.Cmd
+		if args, err := results.Fields(r.Cmd); err == nil && len(args) > 0 && strings.HasPrefix(args[0], "scripts/") {
+			b, _ := os.ReadFile(filepath.Join(root, args[0]))
+			text += "\n" + string(b)
+		}
+		if !strings.Contains(text, dir) && !strings.Contains(text, `"`+filepath.Dir(dir)+`"`) {
+			continue
+		}
+		owners++
+		if r.Stamp != nil && r.Stamp.Adopted {
+			adopted++
+		}
+	}
+	return owners, adopted
+}
+
+func must[T any](v T, _ error) T { return v }
