@@ -117,6 +117,8 @@ func TestDocsClaims(t *testing.T) {
 			t.Errorf("no-trimming penalty %.3f (20 us), %.3f (50 us) x ideal; the page says 0.19 and 0.37", p20, p50)
 		}
 	})
+	t.Run("rlcc-table6", func(t *testing.T) { rlccTable6Claims(t, regions) })
+	t.Run("ailb-butterfly-recovery", func(t *testing.T) { ailbRecoveryClaims(t, regions) })
 	t.Run("reps-forced-freezing", func(t *testing.T) {
 		m := regionTable(t, regions, "reps-appa", "") // its first table: min / median / max
 		med := func(col, row string) float64 {
@@ -173,6 +175,77 @@ func smartt32Claims(t *testing.T, regions []results.Region) {
 			if s, o := get(tr, "smartt"), get(tr, cc); s < o {
 				t.Errorf("%s:1: SMaRTT %.3f is ahead of %s %.3f; the page says it is not", tr, s, cc, o)
 			}
+		}
+	}
+}
+
+// span is the "median (min..max)" of a cell.
+func (m mdTable) span(t *testing.T, col string, key ...string) (lo, hi float64) {
+	t.Helper()
+	c := -1
+	for i, h := range m.head {
+		if h == col {
+			c = i
+		}
+	}
+	for _, r := range m.rows {
+		if c >= 0 && len(r) > c && r[0] == key[0] {
+			_, rng, _ := strings.Cut(r[c], "(")
+			a, b, _ := strings.Cut(strings.TrimSuffix(rng, ")"), "..")
+			lo, err1 := strconv.ParseFloat(a, 64)
+			hi, err2 := strconv.ParseFloat(b, 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%q: cell %q", m.title, r[c])
+			}
+			return lo, hi
+		}
+	}
+	t.Fatalf("%q: no cell %s of row %v", m.title, col, key)
+	return 0, 0
+}
+
+// ailbRecoveryClaims: on the butterfly with 32 KiB buffers dupACK's range lies below
+// drop's (SACK gap) without overlap and subflows' reaches above both; with 400 KB the
+// three ranges overlap.
+func ailbRecoveryClaims(t *testing.T, regions []results.Region) {
+	m := regionTable(t, regions, "ai-lb-recovery", "ai_butterfly_allreduce_128: collective completion")
+	dLo, dHi := m.span(t, "dupack", "32768")
+	gLo, gHi := m.span(t, "drop", "32768")
+	_, sHi := m.span(t, "subflows", "32768")
+	if dHi >= gLo || sHi <= max(dHi, gHi) {
+		t.Errorf("32 KiB: dupack %.3f..%.3f, drop %.3f..%.3f, subflows up to %.3f: not as the page says", dLo, dHi, gLo, gHi, sHi)
+	}
+	lo, hi := 0.0, 1e9
+	for _, v := range []string{"dupack", "drop", "subflows"} {
+		a, b := m.span(t, v, "409600")
+		lo, hi = max(lo, a), min(hi, b)
+	}
+	if lo > hi {
+		t.Errorf("400 KB: the ranges of dupack, drop and subflows do not overlap")
+	}
+}
+
+// rlccTable6Claims: docs/rlcc.md's sentences on the embedded network and trees (seed 1):
+// rows fall, the first-order reactions hold in every row, the network's fixed point is
+// 0.994 and the trees' 1.090, the network's second-order reactions.
+func rlccTable6Claims(t *testing.T, regions []results.Region) {
+	for _, name := range []string{"network:", "trees:"} {
+		m := regionTable(t, regions, "rlcc-table6", name)
+		var c [3][3]float64
+		for i, row := range []string{"under-utilised", "on target", "congested"} {
+			for j, col := range []string{"under-utilised", "on target", "congested"} {
+				c[i][j] = m.num(t, col, row)
+			}
+			if c[i][0] <= c[i][1] || c[i][1] <= c[i][2] || c[i][0] <= 1 || c[i][2] >= 1 {
+				t.Errorf("%s row %s: %.3f", name, row, c[i])
+			}
+		}
+		fixed := map[string]float64{"network:": 0.994, "trees:": 1.090}[name]
+		if c[1][1] != fixed {
+			t.Errorf("%s on target after on target %.3f; the page says %.3f", name, c[1][1], fixed)
+		}
+		if name == "network:" && (c[2][0] <= c[1][0] || c[2][2] <= c[1][2] || c[0][1] != 0.851) {
+			t.Errorf("network's second-order reactions are not as the page says: %.3f", c)
 		}
 	}
 }
