@@ -35,7 +35,7 @@ func bindResults(stderr io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	fs.StringVar(&o.only, "only", "", "regenerate only these regions (comma-separated names)")
 	fs.BoolVar(&o.list, "list", false, "list the regions and their commands")
 	fs.BoolVar(&o.stale, "stale", false, "rerun nothing: list the regions whose stamps no longer match their body, files or code (as the tests do) and fail if there are any")
-	fs.BoolVar(&o.adopt, "adopt", false, "rerun nothing: stamp the regions as they stand; the page then says the table was not rerun (measured regions: records the measurement)")
+	fs.BoolVar(&o.adopt, "adopt", false, "rerun nothing: stamp the regions whose stamps no longer match, as they stand; the page then says the table was not rerun (measured regions: records the measurement)")
 	fs.StringVar(&o.root, "root", "", "repository root (default: the nearest directory with a go.mod)")
 	return func(_ []string, stdout io.Writer) error { return o.run(stdout, stderr) }
 }
@@ -138,6 +138,9 @@ func (o *resultsOpts) update(r results.Region, outputs map[string]string, stderr
 	body := r.Body
 	if r.Check && o.adopt {
 		return results.Update{Body: body}, nil // a test compares it; nothing to record
+	}
+	if o.adopt && results.Verify(o.root, r) == nil {
+		return results.Update{Body: body, Stamp: r.Stamp}, nil // still fresh: keep its stamp
 	}
 	// The inputs as the command is about to read them (the code: as this binary was
 	// built, if nobody edits between the build and the run).

@@ -141,6 +141,11 @@ func testResultsStamps(t *testing.T, root string) {
 	if err := runResults([]string{"-root", root, "-stale"}, &out, &errb); err != nil || !strings.Contains(out.String(), "2 tables, 0 whose") {
 		t.Fatalf("-stale after a rewrite: %v %s", err, out.String())
 	}
+	// -adopt leaves a region whose stamp matches as it is: still verified, not adopted.
+	out.Reset()
+	if err := runResults([]string{"-root", root, "-adopt"}, &out, &errb); err != nil || !strings.Contains(out.String(), "2 tables, 0 rewritten") {
+		t.Fatalf("-adopt of fresh tables: %v %s", err, out.String())
+	}
 	edited := strings.Replace(string(b), "\n| from sh |\n<!-- /results -->", "\n| typed |\n<!-- /results -->", 1)
 	if err := os.WriteFile(page, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // A Stamp is what a region that no test reruns records about how it was made: digests of
@@ -275,11 +276,7 @@ func CodeDigest(root string, in Inputs) (string, error) {
 		}
 		for _, n := range names {
 			rel := dir + "/" + n
-			src, err := os.ReadFile(filepath.Join(root, rel))
-			if err != nil {
-				return "", err
-			}
-			toks, imports, err := goTokens(rel, src)
+			toks, imports, err := cachedTokens(filepath.Join(root, rel), rel)
 			if err != nil {
 				return "", err
 			}
@@ -302,6 +299,41 @@ func CodeDigest(root string, in Inputs) (string, error) {
 		flat = append(flat, p[0], p[1])
 	}
 	return digest(flat...), nil
+}
+
+// tokCache holds goTokens' results by file, size and modification time: a test verifies
+// dozens of regions over the same packages.
+var tokCache sync.Map
+
+type tokKey struct {
+	path  string
+	size  int64
+	mtime int64
+}
+
+type tokVal struct {
+	toks    string
+	imports []string
+}
+
+func cachedTokens(path, rel string) (string, []string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", nil, err
+	}
+	k := tokKey{path, st.Size(), st.ModTime().UnixNano()}
+	if v, ok := tokCache.Load(k); ok {
+		return v.(tokVal).toks, v.(tokVal).imports, nil
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	toks, imports, err := goTokens(rel, src)
+	if err == nil {
+		tokCache.Store(k, tokVal{toks, imports})
+	}
+	return toks, imports, err
 }
 
 // goFiles lists a directory's .go files, sorted; _test.go files only withTests.
