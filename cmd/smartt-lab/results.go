@@ -91,11 +91,34 @@ func (o *resultsOpts) run(stdout, stderr io.Writer) error {
 	case o.stale:
 		return o.listStale(regions, stdout)
 	}
-	updates, err := o.updates(regions, stderr)
-	if err != nil {
-		return err
+	outputs := map[string]string{}
+	var stale []string
+	for _, r := range regions {
+		u, err := o.update(r, outputs, stderr)
+		if err != nil {
+			return fmt.Errorf("%s (region %s): %w", r.Cmd, r.Name, err)
+		}
+		changed, err := o.apply(r, u)
+		if err != nil {
+			return err
+		}
+		if changed {
+			rel, _ := filepath.Rel(o.root, r.File)
+			stale = append(stale, rel+": "+r.Name)
+		}
 	}
-	return o.write(regions, updates, stdout)
+	verb := "rewritten"
+	if o.check {
+		verb = "stale"
+	}
+	for _, s := range stale {
+		fmt.Fprintf(stdout, "%s %s\n", verb, s)
+	}
+	fmt.Fprintf(stdout, "%d tables, %d %s\n", len(regions), len(stale), verb)
+	if o.check && len(stale) > 0 {
+		return fmt.Errorf("results: %d tables differ from what their commands print now", len(stale))
+	}
+	return nil
 }
 
 // listStale prints the regions whose stamps do not verify.
@@ -115,25 +138,8 @@ func (o *resultsOpts) listStale(regions []results.Region, stdout io.Writer) erro
 	return nil
 }
 
-// updates reruns each region's command (each command once, however many tables it
-// prints) or, with -adopt, takes the region as it stands; it returns file -> name ->
-// update.
-func (o *resultsOpts) updates(regions []results.Region, stderr io.Writer) (map[string]map[string]results.Update, error) {
-	outputs := map[string]string{}
-	updates := map[string]map[string]results.Update{}
-	for _, r := range regions {
-		u, err := o.update(r, outputs, stderr)
-		if err != nil {
-			return nil, fmt.Errorf("%s (region %s): %w", r.Cmd, r.Name, err)
-		}
-		if updates[r.File] == nil {
-			updates[r.File] = map[string]results.Update{}
-		}
-		updates[r.File][r.Name] = u
-	}
-	return updates, nil
-}
-
+// update reruns a region's command (each command once, however many tables it prints:
+// outputs) or, with -adopt, takes the region as it stands.
 func (o *resultsOpts) update(r results.Region, outputs map[string]string, stderr io.Writer) (results.Update, error) {
 	body := r.Body
 	if r.Check && o.adopt {
@@ -178,45 +184,19 @@ func (o *resultsOpts) update(r results.Region, outputs map[string]string, stderr
 	return u, nil
 }
 
-// write rewrites the files (not with -check) and reports what changed.
-func (o *resultsOpts) write(regions []results.Region, updates map[string]map[string]results.Update, stdout io.Writer) error {
-	var stale []string
-	files := make([]string, 0, len(updates))
-	for f := range updates {
-		files = append(files, f)
+// apply puts u into region r's file (not with -check: then it only compares) and says
+// whether the region changed. Each region is written as soon as its command has run, so
+// an interrupted regeneration keeps the tables it finished.
+func (o *resultsOpts) apply(r results.Region, u results.Update) (bool, error) {
+	b, err := os.ReadFile(r.File)
+	if err != nil {
+		return false, err
 	}
-	slices.Sort(files)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		text, changed, err := results.Rewrite(f, string(b), updates[f])
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(o.root, f)
-		for _, n := range changed {
-			stale = append(stale, rel+": "+n)
-		}
-		if len(changed) > 0 && !o.check {
-			if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
-				return err
-			}
-		}
+	text, changed, err := results.Rewrite(r.File, string(b), map[string]results.Update{r.Name: u})
+	if err != nil || len(changed) == 0 || o.check {
+		return len(changed) > 0, err
 	}
-	verb := "rewritten"
-	if o.check {
-		verb = "stale"
-	}
-	for _, s := range stale {
-		fmt.Fprintf(stdout, "%s %s\n", verb, s)
-	}
-	fmt.Fprintf(stdout, "%d tables, %d %s\n", len(regions), len(stale), verb)
-	if o.check && len(stale) > 0 {
-		return fmt.Errorf("results: %d tables differ from what their commands print now", len(stale))
-	}
-	return nil
+	return true, os.WriteFile(r.File, []byte(text), 0o644)
 }
 
 // runResultsCmd runs a region's command in root and returns its standard output:
