@@ -143,6 +143,7 @@ static void fill_info(struct fi_info *fi, uint32_t version, const struct fi_info
     fi->ep_attr->type = FI_EP_RDM;
     fi->ep_attr->protocol = FI_PROTO_UNSPEC;
     fi->ep_attr->max_msg_size = SFI_MAX_MSG;
+    fi->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaull; /* 64 tag bits, as tcp;rxm says */
     fi->ep_attr->tx_ctx_cnt = 1;
     fi->ep_attr->rx_ctx_cnt = 1;
     struct fi_domain_attr *d = fi->domain_attr;
