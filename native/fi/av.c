@@ -68,7 +68,7 @@ int sfi_local_name(unsigned char name[SFI_ADDRLEN], uint32_t ep)
     return 0;
 }
 
-/* sfi_parse_name: node "HOST[:PORT]" (no port: the local daemon's), service the
+/* sfi_parse_name: node "HOST[:PORT]" (no port: the local daemon's, else 23600), service the
  * endpoint (default 0); no node: the local daemon. */
 int sfi_parse_name(unsigned char name[SFI_ADDRLEN], const char *node, const char *service)
 {
@@ -88,7 +88,7 @@ int sfi_parse_name(unsigned char name[SFI_ADDRLEN], const char *node, const char
     }
     char hp[160], loc[128];
     if (local_listen(loc, sizeof loc))
-        return -FI_ENODATA;
+        snprintf(loc, sizeof loc, "0.0.0.0:23600"); /* no daemon to ask: smarttd's default port */
     const char *port = strrchr(loc, ':');
     if (!port || strlen(node) > 100)
         return -FI_EINVAL;
