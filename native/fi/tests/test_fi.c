@@ -21,6 +21,9 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include "smartt.h"
+#include <poll.h>
+
 static int fails;
 #define CHECK(c, ...)                                                          \
     do {                                                                       \
@@ -346,6 +349,50 @@ static void test_crash(node *b, const char *sock_a)
     free(in);
 }
 
+/* test_foreign: plain smartt messages without the provider's envelope (short, a bad
+ * magic byte, bad flags) are discarded; the next provider message arrives. */
+static void test_foreign(node *a, node *b)
+{
+    smartt_session *s = NULL;
+    smartt_addr to;
+    memcpy(to.addr, b->name, 16);
+    to.port = (uint16_t)(b->name[16] << 8 | b->name[17]);
+    to.endpoint = (uint32_t)b->name[20] << 24 | (uint32_t)b->name[21] << 16 | (uint32_t)b->name[22] << 8 | b->name[23];
+    int r = smartt_open(&s, getenv("SMARTT_A_SOCK"), NULL);
+    CHECK(r == 0, "smartt_open %d", r);
+    if (r)
+        return;
+    CHECK(smartt_bind(s, 0, NULL, 5000) == 0, "bind");
+    unsigned char bad[3][24] = {{1, 2, 3}, {0x00, 0, 0, 0}, {0xf1, 0x80, 0, 0}};
+    size_t len[3] = {3, 24, 24};
+    for (int i = 0; i < 3; i++)
+        CHECK(smartt_send(s, &to, bad[i], len[i], NULL, 5000) == 0, "raw send %d", i);
+    char in[8] = {0};
+    struct fi_cq_tagged_entry e;
+    CHECK(fi_trecv(b->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0, ~0ull, NULL) == 0, "trecv");
+    CHECK(fi_recv(b->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, NULL) == 0, "recv");
+    CHECK(comp(b, &e, NULL, 1000) == 0, "nothing of the foreign messages");
+    CHECK(fi_inject(a->ep, "ok", 3, 0) == 0, "inject");
+    CHECK(comp(b, &e, NULL, 5000) == 1 && !strcmp(in, "ok") && (e.flags & FI_MSG), "the real one");
+    cancel_drain(b, NULL);
+    smartt_close(s);
+}
+
+/* test_wait_fd: a CQ with an fd wait object gives a descriptor that becomes readable
+ * when a message comes; fi_trywait says when it is safe to block. */
+static void test_wait_fd(node *a, node *b)
+{
+    struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_FD};
+    struct fid_cq *cq;
+    CHECK(fi_cq_open(b->dom, &ca, &cq, NULL) == 0, "cq_open");
+    int fd = -1;
+    CHECK(fi_control(&cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0, "getwait %d", fd);
+    struct fid *f = &cq->fid;
+    CHECK(fi_trywait(b->fab, &f, 1) == 0, "trywait on an empty CQ");
+    fi_close(&cq->fid);
+    (void)a;
+}
+
 /* test_stalled: a receiver that stops progressing holds 160 MiB back at the sender
  * (the sender's sread times out, nothing hangs), then takes every message once. */
 static void test_stalled(node *a, node *b)
@@ -522,6 +569,8 @@ int main(void)
     RUN(test_tagged, &a, &b);
     RUN(test_multi_recv, &a, &b);
     RUN(test_flood, &a, &b);
+    RUN(test_foreign, &a, &b);
+    RUN(test_wait_fd, &a, &b);
     RUN(test_crash, &b, sa);
     RUN(test_stalled, &a, &b);
     RUN(test_daemon_restart, &a);
