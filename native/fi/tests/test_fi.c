@@ -268,6 +268,41 @@ static void test_multi_recv(node *a, node *b)
     CHECK(got == 3 && last, "three parts, the buffer released after the third");
 }
 
+/* test_av: a sender is found among 3000 addresses (readfrom gives the newest entry
+ * of its name); removing that entry falls back to the older one; lookup and straddr. */
+static void test_av(node *a, node *b)
+{
+    unsigned char fake[24];
+    static fi_addr_t idx[3000];
+    for (int i = 0; i < 3000; i++) {
+        memcpy(fake, b->name, 24);
+        fake[20] = 0x7f, fake[21] = (unsigned char)(i >> 8), fake[22] = (unsigned char)i;
+        CHECK(fi_av_insert(a->av, fake, 1, &idx[i], 0, NULL) == 1, "insert %d", i);
+    }
+    fi_addr_t again = FI_ADDR_NOTAVAIL, src = FI_ADDR_NOTAVAIL;
+    CHECK(fi_av_insert(a->av, b->name, 1, &again, 0, NULL) == 1 && again != 0, "b again");
+    char in[8];
+    struct fi_cq_tagged_entry e;
+    fi_addr_t ba = 0;
+    CHECK(fi_trecv(a->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x9000, 0, NULL) == 0, "trecv");
+    CHECK(fi_tinject(b->ep, "hi", 3, ba, 0x9000) == 0, "tinject");
+    CHECK(comp(a, &e, &src, 5000) == 1 && src == again, "src %llu want %llu", (unsigned long long)src,
+          (unsigned long long)again);
+    CHECK(fi_av_remove(a->av, &again, 1, 0) == 0, "remove");
+    CHECK(fi_trecv(a->ep, in, sizeof in, NULL, again, 0x9000, 0, NULL) == -FI_EINVAL, "recv from a removed address");
+    CHECK(fi_trecv(a->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x9000, 0, NULL) == 0, "trecv");
+    CHECK(fi_tinject(b->ep, "hi", 3, ba, 0x9000) == 0, "tinject");
+    CHECK(comp(a, &e, &src, 5000) == 1 && src == 0, "src %llu after remove", (unsigned long long)src);
+    unsigned char got[64];
+    size_t len = sizeof got;
+    CHECK(fi_av_lookup(a->av, idx[77], got, &len) == 0 && len == 24 && got[22] == 77, "lookup");
+    char str[80];
+    len = sizeof str;
+    fi_av_straddr(a->av, b->name, str, &len);
+    CHECK(!strncmp(str, "smartt://127.0.0.2:", 19), "straddr %s", str);
+    CHECK(fi_av_remove(a->av, idx, 3000, 0) == 0, "remove the rest");
+}
+
 /* test_flood: 300 unexpected messages behind a queue limit of 8 arrive in order, once. */
 static void test_flood(node *a, node *b)
 {
@@ -569,6 +604,7 @@ int main(void)
     RUN(test_tagged, &a, &b);
     RUN(test_multi_recv, &a, &b);
     RUN(test_flood, &a, &b);
+    RUN(test_av, &a, &b);
     RUN(test_foreign, &a, &b);
     RUN(test_wait_fd, &a, &b);
     RUN(test_crash, &b, sa);
