@@ -241,6 +241,14 @@ static void test_tagged(node *a, node *b)
     CHECK(fi_trecv(b->ep, in, 4, NULL, FI_ADDR_UNSPEC, 0x77, 0, &cx[6]) == 0, "short trecv");
     CHECK(fi_tinject(a->ep, "0123456789", 10, ab, 0x77) == 0, "tinject 10");
     CHECK(comp(b, &e, NULL, 5000) == -FI_ETRUNC && last_err.olen == 6 && last_err.len == 4, "truncated");
+    /* fi_tsendmsg with FI_INJECT still completes (only fi_tinject calls do not) */
+    struct fi_msg_tagged sm = {0};
+    struct iovec siov = {"inj", 4};
+    sm.msg_iov = &siov, sm.iov_count = 1, sm.addr = ab, sm.tag = 0x78, sm.context = &cx[7];
+    CHECK(fi_trecv(b->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x78, 0, &cx[6]) == 0, "trecv");
+    CHECK(fi_tsendmsg(a->ep, &sm, FI_INJECT | FI_COMPLETION) == 0, "tsendmsg inject");
+    CHECK(comp(a, &e, NULL, 5000) == 1 && e.op_context == &cx[7], "sendmsg inject completes");
+    CHECK(comp(b, &e, NULL, 5000) == 1 && !strcmp(in, "inj"), "inject delivered");
     CHECK(fi_cntr_readerr(b->rc) >= 1 && fi_cntr_read(b->rc) >= 4, "counters %llu %llu",
           (unsigned long long)fi_cntr_read(b->rc), (unsigned long long)fi_cntr_readerr(b->rc));
 }
