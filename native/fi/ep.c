@@ -219,14 +219,22 @@ static void on_outcome(sfi_ep *ep, const smartt_event *ev)
         return;
     switch (ev->type) {
     case SMARTT_EV_ACCEPTED:
-        if (!tx->delivery && !tx->reported)
+        tx->accepted = 1;
+        if (!tx->delivery && !tx->reported && !tx->cancelling)
+            tx_report(ep, tx, 0, 0, NULL);
+        return;
+    case SMARTT_EV_CANCEL_RESULT:
+        /* cancelled: Failed "cancelled" follows; else the message goes on */
+        tx->cancelling = 0;
+        if (ev->cancel != SMARTT_CANCELLED && tx->accepted && !tx->delivery && !tx->reported)
             tx_report(ep, tx, 0, 0, NULL);
         return;
     case SMARTT_EV_SENT:
         if (!tx->reported)
             tx_report(ep, tx, 0, 0, NULL);
         break;
-    default: { /* FAILED, ERROR */
+    case SMARTT_EV_FAILED:
+    case SMARTT_EV_ERROR: {
         int err = strcmp(ev->text, "cancelled") ? FI_EIO : FI_ECANCELED;
         if (ev->type == SMARTT_EV_ERROR && ev->status == SMARTT_EDAEMON(4))
             err = FI_EMSGSIZE;
@@ -236,7 +244,10 @@ static void on_outcome(sfi_ep *ep, const smartt_event *ev)
             ep->late_failures++;
             FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "a send completed at transmit failed later: %s\n", ev->text);
         }
+        break;
     }
+    default:
+        return;
     }
     tx_free(ep, tx);
 }
@@ -632,6 +643,7 @@ static ssize_t ep_cancel(fid_t fid, void *ctx)
             continue;
         int c = smartt_cancel(ep->s, tx->stag); /* a Failed "cancelled" may follow */
         r = c == SMARTT_ENOTSUP ? -FI_ENOENT : sfi_err(c);
+        tx->cancelling = !c;
     }
     pthread_mutex_unlock(&ep->dom->lock);
     return r;

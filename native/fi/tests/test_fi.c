@@ -490,6 +490,44 @@ static void test_threads(node *a, node *b)
     CHECK(t[0].comps + t[1].comps == 0, "no completions for injects: %d", t[0].comps + t[1].comps);
 }
 
+/* test_cancel_send: a small send queued behind a 64 MiB one and cancelled at once
+ * either completes (in flight) or ends in FI_ECANCELED, never FI_EIO; the receiver
+ * gets it exactly when it completed; the big one completes. */
+static void test_cancel_send(node *a, node *b)
+{
+    fi_addr_t ab = 0;
+    size_t n = 64u << 20;
+    char *big = calloc(1, n), *bin = malloc(n), small[8] = "small", in[8] = {0};
+    struct fi_context cb, cs;
+    struct fi_cq_tagged_entry e;
+    CHECK(send_wait(a, big, n, ab, 0xc000, &cb) == 0, "big");
+    CHECK(send_wait(a, small, 6, ab, 0xc001, &cs) == 0, "small");
+    ssize_t c = fi_cancel(&a->ep->fid, &cs);
+    CHECK(c == 0 || c == -FI_ENOENT, "cancel %zd", c);
+    int big_ok = 0, small_ok = 0, small_cancelled = 0;
+    for (int i = 0; i < 2; i++) {
+        int r = comp(a, &e, NULL, 30000);
+        void *ctx = r == 1 ? e.op_context : last_err.op_context;
+        if (ctx == &cb)
+            big_ok += r == 1;
+        else if (ctx == &cs)
+            small_ok += r == 1, small_cancelled += r == -FI_ECANCELED;
+        CHECK(r == 1 || r == -FI_ECANCELED, "completion %d", r);
+    }
+    CHECK(big_ok == 1 && small_ok + small_cancelled == 1, "big %d small %d cancelled %d", big_ok, small_ok,
+          small_cancelled);
+    CHECK(fi_trecv(b->ep, bin, n, NULL, FI_ADDR_UNSPEC, 0xc000, 0, NULL) == 0, "trecv big");
+    CHECK(comp(b, &e, NULL, 30000) == 1 && e.len == n, "big arrives");
+    CHECK(fi_trecv(b->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0xc001, 0, NULL) == 0, "trecv small");
+    int r = comp(b, &e, NULL, small_ok ? 10000 : 1000);
+    CHECK(small_ok ? r == 1 && !strcmp(in, "small") : r == 0, "small arrived %d, completed %d", r, small_ok);
+    if (!small_ok)
+        cancel_drain(b, NULL);
+    printf("  send cancel: %s\n", small_cancelled ? "cancelled" : "was in flight");
+    free(big);
+    free(bin);
+}
+
 /* test_stalled: a receiver that stops progressing holds 160 MiB back at the sender
  * (the sender's sread times out, nothing hangs), then takes every message once. */
 static void test_stalled(node *a, node *b)
@@ -671,6 +709,7 @@ int main(void)
     RUN(test_foreign, &a, &b);
     RUN(test_wait_fd, &a, &b);
     RUN(test_threads, &a, &b);
+    RUN(test_cancel_send, &a, &b);
     RUN(test_crash, &b, sa);
     RUN(test_stalled, &a, &b);
     RUN(test_daemon_restart, &a);
