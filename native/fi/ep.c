@@ -293,6 +293,26 @@ void sfi_ep_progress(sfi_ep *ep)
 
 /* ---- sending ---- */
 
+/* pack writes the envelope and the message at h; it returns the length. */
+static size_t pack(unsigned char *h, const struct iovec *iov, size_t niov, uint64_t flags,
+                   uint64_t tag, uint64_t data)
+{
+    h[0] = SFI_MAGIC;
+    h[1] = (unsigned char)(((flags & FI_TAGGED) ? SFI_F_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? SFI_F_DATA : 0));
+    h[2] = h[3] = 0;
+    for (int i = 0; i < 4; i++)
+        h[4 + i] = (unsigned char)(data >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        h[8 + i] = (unsigned char)(tag >> (56 - 8 * i));
+    size_t off = SFI_HDR;
+    for (size_t i = 0; i < niov; i++) {
+        if (iov[i].iov_len)
+            memcpy(h + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    return off;
+}
+
 /* ep_send sends one message; nocomp: an fi_inject call (no completion, ever). */
 static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr_t dest,
                        uint64_t tag, uint64_t data, uint64_t flags, void *ctx, int nocomp)
@@ -336,19 +356,7 @@ static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
         ep->scratch = p, ep->scratch_cap = nc;
     }
     unsigned char *h = ep->scratch;
-    h[0] = SFI_MAGIC;
-    h[1] = (unsigned char)(((flags & FI_TAGGED) ? SFI_F_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? SFI_F_DATA : 0));
-    h[2] = h[3] = 0;
-    for (int i = 0; i < 4; i++)
-        h[4 + i] = (unsigned char)(data >> (24 - 8 * i));
-    for (int i = 0; i < 8; i++)
-        h[8 + i] = (unsigned char)(tag >> (56 - 8 * i));
-    size_t off = SFI_HDR;
-    for (size_t i = 0; i < niov; i++) {
-        if (iov[i].iov_len)
-            memcpy(h + off, iov[i].iov_base, iov[i].iov_len);
-        off += iov[i].iov_len;
-    }
+    size_t off = pack(h, iov, niov, flags, tag, data);
     sfi_tx *tx = calloc(1, sizeof *tx);
     smartt_addr to;
     sfi_name_to(&to, name);
