@@ -579,14 +579,14 @@ static void test_stalled(node *a, node *b)
 
 /* ---- a daemon of the test's own, to kill ---- */
 
-static pid_t start_daemon(const char *dir, const char *sock, int port)
+static pid_t start_daemon(const char *dir, const char *sock, int port, const char *extra)
 {
     char cfg[512];
     snprintf(cfg, sizeof cfg, "%s/own.yaml", dir);
     FILE *f = fopen(cfg, "w");
     if (!f)
         return -1;
-    fprintf(f, "listen: 127.0.0.3:%d\nlog_level: warn\nmetrics: \"\"\napi:\n  socket: %s\n", port, sock);
+    fprintf(f, "listen: 127.0.0.3:%d\nlog_level: warn\nmetrics: \"\"\napi:\n  socket: %s\n%s", port, sock, extra);
     fclose(f);
     pid_t pid = fork();
     if (pid == 0) {
@@ -630,7 +630,7 @@ static void test_daemon_restart(node *a)
     }
     snprintf(sock, sizeof sock, "%s/own.sock", dir);
     int port = 30000 + getpid() % 20000;
-    pid_t d = start_daemon(dir, sock, port);
+    pid_t d = start_daemon(dir, sock, port, "");
     CHECK(d > 0, "own daemon");
     if (d <= 0)
         return;
@@ -660,7 +660,7 @@ static void test_daemon_restart(node *a)
     r = comp(a, &e, NULL, 15000);
     printf("  peer daemon down: send error after %lld ms\n", now_ms() - t0);
     CHECK(r < 0 && last_err.op_context == &sc, "the peer's send fails: %d", r);
-    d = start_daemon(dir, sock, port);
+    d = start_daemon(dir, sock, port, "");
     CHECK(d > 0, "restarted");
     r = node_open(&o, sock);
     CHECK(r == 0, "open after restart %d", r);
@@ -676,6 +676,42 @@ static void test_daemon_restart(node *a)
     node_close(&o);
     kill(d, SIGTERM);
     waitpid(d, NULL, 0);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* test_unordered: a daemon that delivers out of order offers no FI_ORDER_SAS, and a
+ * request for it finds no provider. */
+static void test_unordered(void)
+{
+    char dir[] = "/tmp/sfi-test-XXXXXX", sock[300];
+    if (!mkdtemp(dir) || !getenv("SMARTTD")) {
+        CHECK(0, "no SMARTTD or temporary directory");
+        return;
+    }
+    snprintf(sock, sizeof sock, "%s/own.sock", dir);
+    pid_t d = start_daemon(dir, sock, 30000 + (getpid() + 7) % 20000, "transport:\n  unordered: true\n");
+    CHECK(d > 0, "unordered daemon");
+    if (d > 0) {
+        char *old = getenv("SMARTT_SOCKET") ? strdup(getenv("SMARTT_SOCKET")) : NULL;
+        setenv("SMARTT_SOCKET", sock, 1);
+        struct fi_info *h = hints(), *out = NULL;
+        CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &out) == -FI_ENODATA, "FI_ORDER_SAS refused");
+        h->tx_attr->msg_order = 0;
+        CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &out) == 0 && out->tx_attr->msg_order == 0,
+              "offered without ordering");
+        if (out)
+            fi_freeinfo(out);
+        fi_freeinfo(h);
+        if (old) {
+            setenv("SMARTT_SOCKET", old, 1);
+            free(old);
+        }
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+    }
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
@@ -713,6 +749,7 @@ int main(void)
     RUN(test_crash, &b, sa);
     RUN(test_stalled, &a, &b);
     RUN(test_daemon_restart, &a);
+    RUN(test_unordered);
     node_close(&a);
     node_close(&b);
     printf("test_fi: %d failures\n", fails);
