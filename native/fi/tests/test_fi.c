@@ -350,6 +350,9 @@ static void test_flood(node *a, node *b)
  * its next incarnation's message arrives once. */
 static void test_crash(node *b, const char *sock_a)
 {
+    int go[2];
+    CHECK(pipe(go) == 0, "pipe");
+    fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         node c;
@@ -359,11 +362,17 @@ static void test_crash(node *b, const char *sock_a)
         size_t n = 256u << 20;
         char *p = malloc(n);
         memset(p, 'z', n);
+        if (write(go[1], "g", 1) != 1)
+            _exit(4);
         send_wait(&c, p, n, cb, 0x6000, NULL); /* killed while it is written */
         for (;;)
             fi_cq_read(c.cq, NULL, 0);
     }
-    usleep(300000);
+    char g;
+    CHECK(read(go[0], &g, 1) == 1, "the child started");
+    close(go[0]);
+    close(go[1]);
+    usleep(150000); /* 256 MiB cannot cross the socket, daemons and engine this fast */
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     char *in = malloc(256u << 20);
