@@ -148,3 +148,68 @@ func TestAckClaimsAtAndBeyond(t *testing.T) {
 		}
 	}
 }
+
+// TestECBlocksPerMessageAtAndBeyond: a message holds parity for at most maxECBlocks
+// blocks with data missing: a proven peer's parity for the first maxECBlocks blocks of a
+// message whose data did not arrive (none but the first packet's) is kept (charged a record and a buffer each), the
+// next block's is dropped (ParityDropped) and charges nothing.
+func TestECBlocksPerMessageAtAndBeyond(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 2, 1
+	cfg.CC = "fixed"
+	r := newForgeRig(t, cfg)
+	mtu := cfg.MTU
+	n := (2*maxECBlocks + 4) * mtu
+	psn := r.last.PSN + 1
+	d := wire.Data{PSN: psn, AckFloor: psn, MsgID: r.next, MsgLen: uint32(n), PayloadLen: uint16(mtu),
+		StreamStart: r.stream, TxTime: r.p.now}
+	r.inject(0, d, make([]byte, mtu)) // data packet 0 opens the message; blocks 1.. miss all their data
+	s0 := r.p.b.Stats()
+	parity := func(b int) {
+		q := d
+		q.PSN, q.Offset, q.EC = psn+uint32(2*b), uint32(2*b*mtu), wire.EC{K: 2, M: 1}
+		r.inject(wire.FlagEC, q, make([]byte, mtu))
+	}
+	for b := 1; b <= maxECBlocks; b++ {
+		parity(b)
+	}
+	s1 := r.p.b.Stats()
+	perBlock := uint64(max(mtu, 4096)) + ecBlockBytes
+	if kept := s1.ParityRecv - s1.ParityDropped - s1.ParityRefused - (s0.ParityRecv - s0.ParityDropped - s0.ParityRefused); kept != maxECBlocks ||
+		s1.RecvBuffered-s0.RecvBuffered != maxECBlocks*perBlock {
+		t.Fatalf("at the bound: %d parity blocks kept, %d bytes charged (want %d, %d)", kept, s1.RecvBuffered-s0.RecvBuffered, maxECBlocks, maxECBlocks*perBlock)
+	}
+	parity(maxECBlocks + 1)
+	s2 := r.p.b.Stats()
+	if s2.ParityDropped-s1.ParityDropped != 1 || s2.RecvBuffered != s1.RecvBuffered {
+		t.Fatalf("beyond the bound: dropped +%d, charged %+d bytes (want +1, 0)", s2.ParityDropped-s1.ParityDropped, int64(s2.RecvBuffered)-int64(s1.RecvBuffered))
+	}
+}
+
+// TestIdleTimeoutAtAndBeyond: a proven peer that goes silent half-way through a message
+// keeps its state until idle_timeout after its last packet and not after: 1 ms before,
+// the connection and its buffers are there; by idle_timeout + max_rto all is freed.
+func TestIdleTimeoutAtAndBeyond(t *testing.T) {
+	cfg := DefaultConfig()
+	p := newPair(t, cfg, 5000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	if _, err := p.a.Send(0, id, make([]byte, 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	p.runUntil(t, 1e9, func() bool { return p.b.Stats().RecvBuffered >= 4<<20 })
+	// The sender vanishes: from now on only b runs.
+	c := p.b.list[0]
+	if !c.proven {
+		t.Fatal("the sender's connection is not proven")
+	}
+	last := c.lastRecv
+	drainTransmits(p.b, p.now)
+	runTimers(p.b, last+int64(cfg.IdleTimeout)-1e6)
+	if p.b.NumConns() != 1 || p.b.Stats().RecvBuffered < 4<<20 {
+		t.Fatalf("1 ms before idle_timeout: %d connections, %d bytes held", p.b.NumConns(), p.b.Stats().RecvBuffered)
+	}
+	runTimers(p.b, last+int64(cfg.IdleTimeout)+int64(cfg.MaxRTO))
+	if st := p.b.Stats(); p.b.NumConns() != 0 || st.RecvBuffered != 0 || st.ConnHeld != 0 {
+		t.Fatalf("after idle_timeout + max_rto: %d connections, %d bytes held, ConnHeld %d", p.b.NumConns(), st.RecvBuffered, st.ConnHeld)
+	}
+}
