@@ -431,7 +431,8 @@ func coverKind(r *rxMsg, lo, hi int) int {
 	return kind
 }
 
-// ecPlace writes the rebuilt data shards of b that r lacks and marks their PSNs.
+// ecPlace writes the rebuilt data shards of b that r lacks and marks their PSNs; a
+// message's first packet only if the receive gate (Config.Gate) takes the message.
 func (e *Endpoint) ecPlace(c *conn, r *rxMsg, b *ecBlock, shards [][]byte) int {
 	rebuilt := 0
 	for i := range shards {
@@ -439,6 +440,11 @@ func (e *Endpoint) ecPlace(c *conn, r *rxMsg, b *ecBlock, shards [][]byte) int {
 		at, kind := r.cover(lo, hi-lo)
 		if kind != coverNew {
 			continue // held (it was present), or too many ranges: resent later
+		}
+		if lo == 0 && e.cfg.Gate != nil && !e.cfg.Gate.Ready(c.peer, r.n, shards[i][:hi-lo]) {
+			// A rebuilt first packet passes the gate as an arriving one would; refused, it
+			// waits for the sender's resend (which an RNR NACK or a loss detector causes).
+			continue
 		}
 		if !e.spanRoom(c, r, at, lo, hi-lo) || !e.reserve(c, r, lo, hi-lo) {
 			e.stats.RecvBudgetDrops++
