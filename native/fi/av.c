@@ -68,7 +68,7 @@ int sfi_local_name(unsigned char name[SFI_ADDRLEN], uint32_t ep)
     return 0;
 }
 
-/* sfi_parse_name: node "HOST[:PORT]" (no port: the local daemon's), service the
+/* sfi_parse_name: node "HOST[:PORT]" (no port: the local daemon's, else 23600), service the
  * endpoint (default 0); no node: the local daemon. */
 int sfi_parse_name(unsigned char name[SFI_ADDRLEN], const char *node, const char *service)
 {
@@ -88,7 +88,7 @@ int sfi_parse_name(unsigned char name[SFI_ADDRLEN], const char *node, const char
     }
     char hp[160], loc[128];
     if (local_listen(loc, sizeof loc))
-        return -FI_ENODATA;
+        snprintf(loc, sizeof loc, "0.0.0.0:23600"); /* no daemon to ask: smarttd's default port */
     const char *port = strrchr(loc, ':');
     if (!port || strlen(node) > 100)
         return -FI_EINVAL;
@@ -106,14 +106,56 @@ const unsigned char *sfi_av_get(sfi_av *av, fi_addr_t a)
     return av->tab[a];
 }
 
+static size_t name_hash(const unsigned char n[SFI_ADDRLEN])
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (int i = 0; i < SFI_ADDRLEN; i++)
+        h = (h ^ n[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+/* sfi_av_find maps a sender's name back to its address (FI_ADDR_NOTAVAIL if absent);
+ * removed entries stay in the hash and are skipped. */
 fi_addr_t sfi_av_find(sfi_av *av, const unsigned char name[SFI_ADDRLEN])
 {
-    if (!av)
+    if (!av || !av->hcap)
         return FI_ADDR_NOTAVAIL;
-    for (size_t i = av->n; i-- > 0;)
-        if (av->valid[i] && !memcmp(av->tab[i], name, SFI_ADDRLEN))
-            return i;
-    return FI_ADDR_NOTAVAIL;
+    fi_addr_t found = FI_ADDR_NOTAVAIL;
+    for (size_t i = name_hash(name) & (av->hcap - 1);; i = (i + 1) & (av->hcap - 1)) {
+        uint32_t x = av->hash[i];
+        if (!x)
+            return found;
+        if (av->valid[x - 1] && !memcmp(av->tab[x - 1], name, SFI_ADDRLEN))
+            found = x - 1; /* the newest insertion of a name wins */
+    }
+}
+
+static void hash_put(sfi_av *av, size_t idx)
+{
+    size_t i = name_hash(av->tab[idx]) & (av->hcap - 1);
+    while (av->hash[i])
+        i = (i + 1) & (av->hcap - 1);
+    av->hash[i] = (uint32_t)(idx + 1);
+}
+
+/* hash_fit keeps the hash at most half full for want entries. */
+static int hash_fit(sfi_av *av, size_t want)
+{
+    if (want * 2 <= av->hcap)
+        return 0;
+    if (want > 0x7fffffff)
+        return -FI_ENOMEM;
+    size_t nc = av->hcap ? av->hcap : 128;
+    while (nc < want * 2)
+        nc *= 2;
+    uint32_t *h = calloc(nc, sizeof *h);
+    if (!h)
+        return -FI_ENOMEM;
+    free(av->hash);
+    av->hash = h, av->hcap = nc;
+    for (size_t i = 0; i < av->n; i++)
+        hash_put(av, i);
+    return 0;
 }
 
 static int av_grow(sfi_av *av, size_t want)
@@ -146,11 +188,14 @@ static int av_insert(struct fid_av *f, const void *addr, size_t count, fi_addr_t
         return -FI_EINVAL;
     pthread_mutex_lock(&av->dom->lock);
     int r = av_grow(av, av->n + count);
+    if (!r)
+        r = hash_fit(av, av->n + count);
     int done = 0;
     for (size_t i = 0; !r && i < count; i++) {
         const unsigned char *n = (const unsigned char *)addr + i * SFI_ADDRLEN;
         memcpy(av->tab[av->n], n, SFI_ADDRLEN);
         av->valid[av->n] = 1;
+        hash_put(av, av->n);
         if (fi_addr)
             fi_addr[i] = av->n;
         av->n++;
@@ -250,6 +295,7 @@ static int av_close(struct fid *fid)
     av->dom->refs--;
     free(av->tab);
     free(av->valid);
+    free(av->hash);
     free(av);
     return 0;
 }
@@ -281,8 +327,9 @@ int sfi_av_open(struct fid_domain *d, struct fi_av_attr *attr, struct fid_av **o
         return -FI_ENOMEM;
     av->dom = dom;
     av->type = attr->type == FI_AV_UNSPEC ? FI_AV_TABLE : attr->type;
-    if (av_grow(av, attr->count ? attr->count : 64)) {
+    if (av_grow(av, attr->count && attr->count < 65536 ? attr->count : 64)) {
         free(av->tab);
+        free(av->valid);
         free(av);
         return -FI_ENOMEM;
     }

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define UX_LIMIT_N 4096
-#define UX_LIMIT_BYTES (256ull << 20)
+#define UX_LIMIT_N 65536
+#define UX_LIMIT_BYTES (512ull << 20)
 
 static size_t env_size(const char *name, size_t def)
 {
@@ -282,8 +282,9 @@ void sfi_ep_progress(sfi_ep *ep)
 
 /* ---- sending ---- */
 
+/* ep_send sends one message; nocomp: an fi_inject call (no completion, ever). */
 static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr_t dest,
-                       uint64_t tag, uint64_t data, uint64_t flags, void *ctx)
+                       uint64_t tag, uint64_t data, uint64_t flags, void *ctx, int nocomp)
 {
     size_t total = 0;
     if (niov > SFI_IOV_MAX)
@@ -354,7 +355,7 @@ static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
     tx->tag = tag;
     tx->len = total;
     tx->flags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
-    tx->comp = !(flags & FI_INJECT) && (!ep->tx_sel || (flags & FI_COMPLETION));
+    tx->comp = !nocomp && (!ep->tx_sel || (flags & FI_COMPLETION));
     tx->delivery = ep->delivery_all || (flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE));
     sfi_list_push(&ep->tx, &tx->node);
     if (smartt_version(ep->s) < 2 && !tx->delivery)
@@ -374,35 +375,35 @@ static ssize_t m_send(struct fid_ep *f, const void *buf, size_t len, void *desc,
 {
     (void)desc;
     struct iovec v = {(void *)buf, len};
-    return ep_send(EP(f), &v, 1, d, 0, 0, tx_flags(EP(f), 0), ctx);
+    return ep_send(EP(f), &v, 1, d, 0, 0, tx_flags(EP(f), 0), ctx, 0);
 }
 static ssize_t m_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t n, fi_addr_t d, void *ctx)
 {
     (void)desc;
-    return ep_send(EP(f), iov, n, d, 0, 0, tx_flags(EP(f), 0), ctx);
+    return ep_send(EP(f), iov, n, d, 0, 0, tx_flags(EP(f), 0), ctx, 0);
 }
 static ssize_t m_sendmsg(struct fid_ep *f, const struct fi_msg *m, uint64_t flags)
 {
     if (!m)
         return -FI_EINVAL;
-    return ep_send(EP(f), m->msg_iov, m->iov_count, m->addr, 0, m->data, flags & ~FI_TAGGED, m->context);
+    return ep_send(EP(f), m->msg_iov, m->iov_count, m->addr, 0, m->data, flags & ~FI_TAGGED, m->context, 0);
 }
 static ssize_t m_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t d)
 {
     struct iovec v = {(void *)buf, len};
-    return ep_send(EP(f), &v, 1, d, 0, 0, FI_INJECT, NULL);
+    return ep_send(EP(f), &v, 1, d, 0, 0, FI_INJECT, NULL, 1);
 }
 static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data,
                           fi_addr_t d, void *ctx)
 {
     (void)desc;
     struct iovec v = {(void *)buf, len};
-    return ep_send(EP(f), &v, 1, d, 0, data, tx_flags(EP(f), FI_REMOTE_CQ_DATA), ctx);
+    return ep_send(EP(f), &v, 1, d, 0, data, tx_flags(EP(f), FI_REMOTE_CQ_DATA), ctx, 0);
 }
 static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t d)
 {
     struct iovec v = {(void *)buf, len};
-    return ep_send(EP(f), &v, 1, d, 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, NULL);
+    return ep_send(EP(f), &v, 1, d, 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, NULL, 1);
 }
 
 static ssize_t t_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t d,
@@ -410,37 +411,37 @@ static ssize_t t_send(struct fid_ep *f, const void *buf, size_t len, void *desc,
 {
     (void)desc;
     struct iovec v = {(void *)buf, len};
-    return ep_send(EP(f), &v, 1, d, tag, 0, tx_flags(EP(f), FI_TAGGED), ctx);
+    return ep_send(EP(f), &v, 1, d, tag, 0, tx_flags(EP(f), FI_TAGGED), ctx, 0);
 }
 static ssize_t t_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t n, fi_addr_t d,
                        uint64_t tag, void *ctx)
 {
     (void)desc;
-    return ep_send(EP(f), iov, n, d, tag, 0, tx_flags(EP(f), FI_TAGGED), ctx);
+    return ep_send(EP(f), iov, n, d, tag, 0, tx_flags(EP(f), FI_TAGGED), ctx, 0);
 }
 static ssize_t t_sendmsg(struct fid_ep *f, const struct fi_msg_tagged *m, uint64_t flags)
 {
     if (!m)
         return -FI_EINVAL;
-    return ep_send(EP(f), m->msg_iov, m->iov_count, m->addr, m->tag, m->data, flags | FI_TAGGED, m->context);
+    return ep_send(EP(f), m->msg_iov, m->iov_count, m->addr, m->tag, m->data, flags | FI_TAGGED, m->context, 0);
 }
 static ssize_t t_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t d, uint64_t tag)
 {
     struct iovec v = {(void *)buf, len};
-    return ep_send(EP(f), &v, 1, d, tag, 0, FI_INJECT | FI_TAGGED, NULL);
+    return ep_send(EP(f), &v, 1, d, tag, 0, FI_INJECT | FI_TAGGED, NULL, 1);
 }
 static ssize_t t_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data,
                           fi_addr_t d, uint64_t tag, void *ctx)
 {
     (void)desc;
     struct iovec v = {(void *)buf, len};
-    return ep_send(EP(f), &v, 1, d, tag, data, tx_flags(EP(f), FI_TAGGED | FI_REMOTE_CQ_DATA), ctx);
+    return ep_send(EP(f), &v, 1, d, tag, data, tx_flags(EP(f), FI_TAGGED | FI_REMOTE_CQ_DATA), ctx, 0);
 }
 static ssize_t t_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data,
                             fi_addr_t d, uint64_t tag)
 {
     struct iovec v = {(void *)buf, len};
-    return ep_send(EP(f), &v, 1, d, tag, data, FI_INJECT | FI_TAGGED | FI_REMOTE_CQ_DATA, NULL);
+    return ep_send(EP(f), &v, 1, d, tag, data, FI_INJECT | FI_TAGGED | FI_REMOTE_CQ_DATA, NULL, 1);
 }
 
 /* ---- receiving ---- */

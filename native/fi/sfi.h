@@ -79,6 +79,8 @@ typedef struct sfi_av {
     unsigned char (*tab)[SFI_ADDRLEN];
     unsigned char *valid;
     size_t n, cap;
+    uint32_t *hash; /* open addressing: index + 1 of each entry ever inserted; 0 empty */
+    size_t hcap;    /* a power of two, at least twice n */
 } sfi_av;
 
 /* A completion as every format needs it. */
