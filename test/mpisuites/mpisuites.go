@@ -34,6 +34,7 @@ const (
 type Run struct {
 	Wall  float64            // seconds, the whole suite
 	Date  string             // when it ran (UTC)
+	Limit string             // "all", or N: only the testlist's first N entries ran
 	Tests map[string]Outcome // by test name
 }
 
@@ -67,6 +68,8 @@ func ReadRun(path string) (*Run, error) {
 					}
 				case "date":
 					r.Date = f[i+1]
+				case "limit":
+					r.Limit = f[i+1]
 				}
 			}
 			continue

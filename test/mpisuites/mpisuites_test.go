@@ -38,7 +38,7 @@ func write(t *testing.T, path, text string) {
 // "not diagnosed"; a tcp failure is not; the wall ratio is judged against 1.5x.
 func TestRenderExceptionsAndRatio(t *testing.T) {
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "tcp", "mpich-pt2pt.tsv"), "# provider tcp suite mpich-pt2pt wall_s 100.0 date D1\n"+
+	write(t, filepath.Join(dir, "tcp", "mpich-pt2pt.tsv"), "# provider tcp suite mpich-pt2pt wall_s 100.0 date D1 limit all\n"+
 		"a 2\tpass\t1.0\nb 2\tpass\t1.0\nc 4\tpass\t1.0\nd 2\tfail\t1.0\n")
 	write(t, filepath.Join(dir, "smartt", "mpich-pt2pt.tsv"), "# provider smartt suite mpich-pt2pt wall_s 160.0 date D2\n"+
 		"a 2\tpass\t1.0\nb 2\tfail\t1.0\nd 2\tpass\t1.0\n")
@@ -58,13 +58,13 @@ func TestRenderExceptionsAndRatio(t *testing.T) {
 			t.Errorf("missing %q in\n%s", want, out)
 		}
 	}
-	write(t, filepath.Join(dir, "smartt", "mpich-pt2pt.tsv"), "# provider smartt suite mpich-pt2pt wall_s 150.0 date D2\n"+
+	write(t, filepath.Join(dir, "smartt", "mpich-pt2pt.tsv"), "# provider smartt suite mpich-pt2pt wall_s 150.0 date D2 limit 60\n"+
 		"a 2\tpass\t1.0\nb 2\tpass\t1.0\nc 4\tpass\t1.0\n")
 	out, err = Render(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "| 4 | 3 | 3 | 0 | 100 | 150 | 1.50x (met) |") || !strings.Contains(out, "Every test that passes over tcp passes over smartt") {
+	if !strings.Contains(out, "(Open MPI, <= 4 ranks) (first 60 testlist entries only) | 4 | 3 | 3 | 0 | 100 | 150 | 1.50x (met) |") || !strings.Contains(out, "Every test that passes over tcp passes over smartt") {
 		t.Errorf("1.5x exactly and no exceptions should be met:\n%s", out)
 	}
 }

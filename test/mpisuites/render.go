@@ -45,7 +45,11 @@ func Render(dir string, causes Causes) (string, error) {
 			missing = strconv.Itoa(len(e))
 			ratio = verdict(m.Wall/t.Wall, m.Wall <= WallGoal*t.Wall)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", s.Title, len(tests.Tests),
+		title := s.Title
+		if lim := limits(t, m); lim != "" {
+			title += " (" + lim + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", title, len(tests.Tests),
 			cell(t, npass), cell(m, npass), missing, cell(t, wall), cell(m, wall), ratio)
 	}
 	b.WriteString("\n")
@@ -56,6 +60,20 @@ func Render(dir string, causes Causes) (string, error) {
 	}
 	writeDates(&b, runs)
 	return b.String(), nil
+}
+
+// limits says when a run covered only part of its testlist (MPICH_LIMIT).
+func limits(runs ...*Run) string {
+	var out []string
+	for _, r := range runs {
+		if r != nil && r.Limit != "" && r.Limit != "all" && !slices.Contains(out, r.Limit) {
+			out = append(out, r.Limit)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "first " + strings.Join(out, "/") + " testlist entries only"
 }
 
 func verdict(ratio float64, met bool) string {
