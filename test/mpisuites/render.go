@@ -99,6 +99,7 @@ func writeExceptions(b *strings.Builder, exc []Exception) {
 // failures (MPI-4 calls Open MPI 4.1 lacks, hydra-only options, ...), and smartt passes
 // beyond tcp's.
 func writeReferenceFailures(b *strings.Builder, runs map[string]map[string]*Run) {
+	listed := false
 	for _, s := range Suites {
 		t, m := runs["tcp"][s.Name], runs["smartt"][s.Name]
 		if t == nil {
@@ -118,13 +119,16 @@ func writeReferenceFailures(b *strings.Builder, runs map[string]map[string]*Run)
 		}
 		slices.Sort(fail)
 		slices.Sort(extra)
+		listed = true
 		fmt.Fprintf(b, "- %s, failing over tcp (%d): %s", s.Name, len(fail), strings.Join(fail, ", "))
 		if len(extra) > 0 {
 			fmt.Fprintf(b, "; of these, passing over smartt: %s", strings.Join(extra, ", "))
 		}
 		b.WriteString(".\n")
 	}
-	b.WriteString("\n")
+	if listed {
+		b.WriteString("\n")
+	}
 }
 
 // np is one NetPIPE measurement.
