@@ -219,14 +219,22 @@ static void on_outcome(sfi_ep *ep, const smartt_event *ev)
         return;
     switch (ev->type) {
     case SMARTT_EV_ACCEPTED:
-        if (!tx->delivery && !tx->reported)
+        tx->accepted = 1;
+        if (!tx->delivery && !tx->reported && !tx->cancelling)
+            tx_report(ep, tx, 0, 0, NULL);
+        return;
+    case SMARTT_EV_CANCEL_RESULT:
+        /* cancelled: Failed "cancelled" follows; else the message goes on */
+        tx->cancelling = 0;
+        if (ev->cancel != SMARTT_CANCELLED && tx->accepted && !tx->delivery && !tx->reported)
             tx_report(ep, tx, 0, 0, NULL);
         return;
     case SMARTT_EV_SENT:
         if (!tx->reported)
             tx_report(ep, tx, 0, 0, NULL);
         break;
-    default: { /* FAILED, ERROR */
+    case SMARTT_EV_FAILED:
+    case SMARTT_EV_ERROR: {
         int err = strcmp(ev->text, "cancelled") ? FI_EIO : FI_ECANCELED;
         if (ev->type == SMARTT_EV_ERROR && ev->status == SMARTT_EDAEMON(4))
             err = FI_EMSGSIZE;
@@ -236,7 +244,10 @@ static void on_outcome(sfi_ep *ep, const smartt_event *ev)
             ep->late_failures++;
             FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "a send completed at transmit failed later: %s\n", ev->text);
         }
+        break;
     }
+    default:
+        return;
     }
     tx_free(ep, tx);
 }
@@ -282,6 +293,26 @@ void sfi_ep_progress(sfi_ep *ep)
 
 /* ---- sending ---- */
 
+/* pack writes the envelope and the message at h; it returns the length. */
+static size_t pack(unsigned char *h, const struct iovec *iov, size_t niov, uint64_t flags,
+                   uint64_t tag, uint64_t data)
+{
+    h[0] = SFI_MAGIC;
+    h[1] = (unsigned char)(((flags & FI_TAGGED) ? SFI_F_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? SFI_F_DATA : 0));
+    h[2] = h[3] = 0;
+    for (int i = 0; i < 4; i++)
+        h[4 + i] = (unsigned char)(data >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        h[8 + i] = (unsigned char)(tag >> (56 - 8 * i));
+    size_t off = SFI_HDR;
+    for (size_t i = 0; i < niov; i++) {
+        if (iov[i].iov_len)
+            memcpy(h + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    return off;
+}
+
 /* ep_send sends one message; nocomp: an fi_inject call (no completion, ever). */
 static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr_t dest,
                        uint64_t tag, uint64_t data, uint64_t flags, void *ctx, int nocomp)
@@ -325,19 +356,7 @@ static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
         ep->scratch = p, ep->scratch_cap = nc;
     }
     unsigned char *h = ep->scratch;
-    h[0] = SFI_MAGIC;
-    h[1] = (unsigned char)(((flags & FI_TAGGED) ? SFI_F_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? SFI_F_DATA : 0));
-    h[2] = h[3] = 0;
-    for (int i = 0; i < 4; i++)
-        h[4 + i] = (unsigned char)(data >> (24 - 8 * i));
-    for (int i = 0; i < 8; i++)
-        h[8 + i] = (unsigned char)(tag >> (56 - 8 * i));
-    size_t off = SFI_HDR;
-    for (size_t i = 0; i < niov; i++) {
-        if (iov[i].iov_len)
-            memcpy(h + off, iov[i].iov_base, iov[i].iov_len);
-        off += iov[i].iov_len;
-    }
+    size_t off = pack(h, iov, niov, flags, tag, data);
     sfi_tx *tx = calloc(1, sizeof *tx);
     smartt_addr to;
     sfi_name_to(&to, name);
@@ -632,6 +651,7 @@ static ssize_t ep_cancel(fid_t fid, void *ctx)
             continue;
         int c = smartt_cancel(ep->s, tx->stag); /* a Failed "cancelled" may follow */
         r = c == SMARTT_ENOTSUP ? -FI_ENOENT : sfi_err(c);
+        tx->cancelling = !c;
     }
     pthread_mutex_unlock(&ep->dom->lock);
     return r;

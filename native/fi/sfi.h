@@ -170,6 +170,7 @@ typedef struct sfi_tx {
     uint64_t tag;
     size_t len;
     int comp, delivery, reported;
+    int cancelling, accepted; /* a Cancel is out: an Accepted waits for its answer */
 } sfi_tx;
 
 typedef struct sfi_ep {

@@ -350,6 +350,9 @@ static void test_flood(node *a, node *b)
  * its next incarnation's message arrives once. */
 static void test_crash(node *b, const char *sock_a)
 {
+    int go[2];
+    CHECK(pipe(go) == 0, "pipe");
+    fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         node c;
@@ -359,11 +362,17 @@ static void test_crash(node *b, const char *sock_a)
         size_t n = 256u << 20;
         char *p = malloc(n);
         memset(p, 'z', n);
+        if (write(go[1], "g", 1) != 1)
+            _exit(4);
         send_wait(&c, p, n, cb, 0x6000, NULL); /* killed while it is written */
         for (;;)
             fi_cq_read(c.cq, NULL, 0);
     }
-    usleep(300000);
+    char g;
+    CHECK(read(go[0], &g, 1) == 1, "the child started");
+    close(go[0]);
+    close(go[1]);
+    usleep(150000); /* 256 MiB cannot cross the socket, daemons and engine this fast */
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     char *in = malloc(256u << 20);
@@ -490,6 +499,44 @@ static void test_threads(node *a, node *b)
     CHECK(t[0].comps + t[1].comps == 0, "no completions for injects: %d", t[0].comps + t[1].comps);
 }
 
+/* test_cancel_send: a small send queued behind a 64 MiB one and cancelled at once
+ * either completes (in flight) or ends in FI_ECANCELED, never FI_EIO; the receiver
+ * gets it exactly when it completed; the big one completes. */
+static void test_cancel_send(node *a, node *b)
+{
+    fi_addr_t ab = 0;
+    size_t n = 64u << 20;
+    char *big = calloc(1, n), *bin = malloc(n), small[8] = "small", in[8] = {0};
+    struct fi_context cb, cs;
+    struct fi_cq_tagged_entry e;
+    CHECK(send_wait(a, big, n, ab, 0xc000, &cb) == 0, "big");
+    CHECK(send_wait(a, small, 6, ab, 0xc001, &cs) == 0, "small");
+    ssize_t c = fi_cancel(&a->ep->fid, &cs);
+    CHECK(c == 0 || c == -FI_ENOENT, "cancel %zd", c);
+    int big_ok = 0, small_ok = 0, small_cancelled = 0;
+    for (int i = 0; i < 2; i++) {
+        int r = comp(a, &e, NULL, 30000);
+        void *ctx = r == 1 ? e.op_context : last_err.op_context;
+        if (ctx == &cb)
+            big_ok += r == 1;
+        else if (ctx == &cs)
+            small_ok += r == 1, small_cancelled += r == -FI_ECANCELED;
+        CHECK(r == 1 || r == -FI_ECANCELED, "completion %d", r);
+    }
+    CHECK(big_ok == 1 && small_ok + small_cancelled == 1, "big %d small %d cancelled %d", big_ok, small_ok,
+          small_cancelled);
+    CHECK(fi_trecv(b->ep, bin, n, NULL, FI_ADDR_UNSPEC, 0xc000, 0, NULL) == 0, "trecv big");
+    CHECK(comp(b, &e, NULL, 30000) == 1 && e.len == n, "big arrives");
+    CHECK(fi_trecv(b->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0xc001, 0, NULL) == 0, "trecv small");
+    int r = comp(b, &e, NULL, small_ok ? 10000 : 1000);
+    CHECK(small_ok ? r == 1 && !strcmp(in, "small") : r == 0, "small arrived %d, completed %d", r, small_ok);
+    if (!small_ok)
+        cancel_drain(b, NULL);
+    printf("  send cancel: %s\n", small_cancelled ? "cancelled" : "was in flight");
+    free(big);
+    free(bin);
+}
+
 /* test_stalled: a receiver that stops progressing holds 160 MiB back at the sender
  * (the sender's sread times out, nothing hangs), then takes every message once. */
 static void test_stalled(node *a, node *b)
@@ -541,14 +588,14 @@ static void test_stalled(node *a, node *b)
 
 /* ---- a daemon of the test's own, to kill ---- */
 
-static pid_t start_daemon(const char *dir, const char *sock, int port)
+static pid_t start_daemon(const char *dir, const char *sock, int port, const char *extra)
 {
     char cfg[512];
     snprintf(cfg, sizeof cfg, "%s/own.yaml", dir);
     FILE *f = fopen(cfg, "w");
     if (!f)
         return -1;
-    fprintf(f, "listen: 127.0.0.3:%d\nlog_level: warn\nmetrics: \"\"\napi:\n  socket: %s\n", port, sock);
+    fprintf(f, "listen: 127.0.0.3:%d\nlog_level: warn\nmetrics: \"\"\napi:\n  socket: %s\n%s", port, sock, extra);
     fclose(f);
     pid_t pid = fork();
     if (pid == 0) {
@@ -592,7 +639,7 @@ static void test_daemon_restart(node *a)
     }
     snprintf(sock, sizeof sock, "%s/own.sock", dir);
     int port = 30000 + getpid() % 20000;
-    pid_t d = start_daemon(dir, sock, port);
+    pid_t d = start_daemon(dir, sock, port, "");
     CHECK(d > 0, "own daemon");
     if (d <= 0)
         return;
@@ -622,7 +669,7 @@ static void test_daemon_restart(node *a)
     r = comp(a, &e, NULL, 15000);
     printf("  peer daemon down: send error after %lld ms\n", now_ms() - t0);
     CHECK(r < 0 && last_err.op_context == &sc, "the peer's send fails: %d", r);
-    d = start_daemon(dir, sock, port);
+    d = start_daemon(dir, sock, port, "");
     CHECK(d > 0, "restarted");
     r = node_open(&o, sock);
     CHECK(r == 0, "open after restart %d", r);
@@ -638,6 +685,42 @@ static void test_daemon_restart(node *a)
     node_close(&o);
     kill(d, SIGTERM);
     waitpid(d, NULL, 0);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* test_unordered: a daemon that delivers out of order offers no FI_ORDER_SAS, and a
+ * request for it finds no provider. */
+static void test_unordered(void)
+{
+    char dir[] = "/tmp/sfi-test-XXXXXX", sock[300];
+    if (!mkdtemp(dir) || !getenv("SMARTTD")) {
+        CHECK(0, "no SMARTTD or temporary directory");
+        return;
+    }
+    snprintf(sock, sizeof sock, "%s/own.sock", dir);
+    pid_t d = start_daemon(dir, sock, 30000 + (getpid() + 7) % 20000, "transport:\n  unordered: true\n");
+    CHECK(d > 0, "unordered daemon");
+    if (d > 0) {
+        char *old = getenv("SMARTT_SOCKET") ? strdup(getenv("SMARTT_SOCKET")) : NULL;
+        setenv("SMARTT_SOCKET", sock, 1);
+        struct fi_info *h = hints(), *out = NULL;
+        CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &out) == -FI_ENODATA, "FI_ORDER_SAS refused");
+        h->tx_attr->msg_order = 0;
+        CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &out) == 0 && out->tx_attr->msg_order == 0,
+              "offered without ordering");
+        if (out)
+            fi_freeinfo(out);
+        fi_freeinfo(h);
+        if (old) {
+            setenv("SMARTT_SOCKET", old, 1);
+            free(old);
+        }
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+    }
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
@@ -671,9 +754,11 @@ int main(void)
     RUN(test_foreign, &a, &b);
     RUN(test_wait_fd, &a, &b);
     RUN(test_threads, &a, &b);
+    RUN(test_cancel_send, &a, &b);
     RUN(test_crash, &b, sa);
     RUN(test_stalled, &a, &b);
     RUN(test_daemon_restart, &a);
+    RUN(test_unordered);
     node_close(&a);
     node_close(&b);
     printf("test_fi: %d failures\n", fails);
