@@ -170,11 +170,8 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	c.run = max(cfg.REPS.Run, 1)
 	c.ccStats = statsReporter(c.cc)
 	c.credit = creditGateOf(c.cc)
-	if e.nsub > 1 {
-		c.sub = make([]subflow, e.nsub)
-	}
-	if e.ec != nil {
-		c.ecTx = &ecSender{}
+	if e.rec != nil {
+		e.rec.newConn(c)
 	}
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
@@ -246,9 +243,8 @@ func (e *Endpoint) onTimer(now int64, c *conn) {
 		// left, as a trimmed burst would be NACKed, instead of one per doubled RTO.
 		fired = fired || sp.tx > 1
 		e.declareLost(now, c, t.psn, cc.LossTimeout)
-		if e.rmode == recGoBackN {
-			// RoCE-like: the receiver dropped whatever followed the lost packet.
-			e.goBack(now, c, t.psn+1, cc.LossTimeout, lossGoBack)
+		if e.rec != nil {
+			e.rec.timedOut(now, c, t.psn)
 		}
 	}
 	if fired && c.backoff < 16 {
@@ -651,11 +647,8 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	c.evPicked = false
 	c.inflight += int(sp.size)
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
-	if c.sub != nil {
-		f := &c.sub[int(sp.ev)%len(c.sub)]
-		f.seq++
-		sp.sseq = f.seq
-		f.timeq.push(timeEntry{psn: psn, seq: sp.seq})
+	if e.rec != nil {
+		e.rec.sent(c, psn, sp)
 	}
 	c.pacer.OnSend(now, int(sp.size), c.paceRate(int(sp.size)))
 	if c.credit != nil {
@@ -790,10 +783,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	// ReorderThreshold transmissions after it has been acknowledged (the dupACK
 	// threshold under recovery "dupack", counted per subflow under "subflows"; none
 	// under "gobackn", whose receiver never holds a gap).
-	switch {
-	case c.sub != nil:
-		e.subflowLoss(now, c)
-	case e.rmode != recGoBackN:
+	if e.rec == nil || !e.rec.detectLoss(now, c) {
 		thr := uint64(e.rthr)
 		for {
 			t, sp := c.headEntry()

@@ -96,11 +96,11 @@ type Endpoint struct {
 
 	aliasPayload bool // SetPayloadAlias
 
-	// Loss recovery (recovery.go): the mode, its SACK-gap threshold and subflow count.
-	rmode uint8
-	rthr  int
-	nsub  int
-	ec    *ecCodec // erasure coding (ec.go); nil unless rmode is recEC
+	// Loss recovery (recovery.go): the mode's recoverer (nil: the SACK-gap rule alone)
+	// and its SACK-gap threshold.
+	rec  recoverer
+	rthr int
+	ec   *ecCodec // erasure coding (ec.go); nil unless the mode is "ec"
 }
 
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
@@ -135,16 +135,9 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	cfg.Ack.CompleteDelay = cfg.completeDelay()
-	rmode, rthr, nsub := cfg.recoveryParams()
-	var ec *ecCodec
-	if rmode == recEC {
-		ec = newECCodec(&cfg)
-	}
-	return &Endpoint{
-		rmode:     rmode,
+	rmode, rthr, _ := cfg.recoveryParams()
+	e := &Endpoint{
 		rthr:      rthr,
-		nsub:      nsub,
-		ec:        ec,
 		pull:      pull,
 		auth:      auth,
 		wholeBufs: whole,
@@ -155,7 +148,12 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 		byPeer:    make(map[peerKey]*conn),
 		twLocal:   make(map[uint64]struct{}),
 		twPeer:    make(map[peerKey]struct{}),
-	}, nil
+	}
+	e.rec = rmode.newRecoverer(e)
+	if r, ok := e.rec.(*ecRecovery); ok {
+		e.ec = r.ecCodec
+	}
+	return e, nil
 }
 
 // Config returns the endpoint's configuration (with defaults filled in).
