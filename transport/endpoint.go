@@ -407,7 +407,9 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 			continue
 		}
 		t, ok := e.transmit(now, c, buf)
-		t, ok = e.sealTx(now, t, ok, buf)
+		if e.auth != nil { // (checked here: the call copies Transmit twice)
+			t, ok = e.sealTx(now, t, ok, buf)
+		}
 		if ok && !c.dead {
 			c.lastActive = now
 			c.echoed = c.echoed || c.peerID != 0
@@ -431,11 +433,13 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 		e.onReturned(now, b, &m) // a trimmed header of ours a switch sent back (rts.go)
 		return
 	}
-	if b = e.openIn(now, b, &m); b == nil {
-		return // not authentic (counted in Stats.Auth), or a trimmed packet's hint
+	if e.auth != nil {
+		if b = e.openIn(now, b, &m); b == nil {
+			return // not authentic (counted in Stats.Auth), or a trimmed packet's hint
+		}
 	}
 	lead, rest := wire.BundleSplit(b)
-	e.handle(now, lead, m)
+	e.handle(now, lead, &m)
 	if rest != nil {
 		// A held ACK that rode in its answer's datagram: the DATA behind it, like a
 		// datagram of its own from the same address.
@@ -444,7 +448,7 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 			e.malformed(wire.ErrBundle)
 			return
 		}
-		e.handle(now, rest, m)
+		e.handle(now, rest, &m)
 	}
 }
 
@@ -457,7 +461,7 @@ func (e *Endpoint) malformed(err error) {
 }
 
 // handle processes one packet of a received datagram (all of it unless a bundle).
-func (e *Endpoint) handle(now int64, b []byte, m RxMeta) {
+func (e *Endpoint) handle(now int64, b []byte, m *RxMeta) {
 	p := &e.pkt
 	if err := p.Decode(b); err != nil {
 		e.malformed(err)
@@ -534,13 +538,13 @@ func (e *Endpoint) handle(now int64, b []byte, m RxMeta) {
 	}
 	switch p.Type {
 	case wire.TypeData:
-		e.onData(now, c, p, &m)
+		e.onData(now, c, p, m)
 	case wire.TypeAck:
 		e.onAck(now, c, p)
 	case wire.TypeNack:
 		e.onNack(now, c, p)
 	case wire.TypeProbe:
-		e.onProbe(now, c, p, &m)
+		e.onProbe(now, c, p, m)
 	case wire.TypeClose:
 		if p.Reason != 0 {
 			e.abort(now, c, ErrPeerReset) // the peer aborted before it learnt our ID

@@ -178,8 +178,8 @@ func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *r
 	}
 	if fresh {
 		r = e.allocRx()
-		spans, ecb := r.spans, r.ec
-		*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart, spans: spans, ec: ecb}
+		// A recycled record keeps its chunk table, span list and block list (freeRx).
+		*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart, chunks: r.chunks, spans: r.spans, ec: r.ec}
 	}
 	if !e.reserve(c, r, int(d.Offset), len(p.Payload)) {
 		e.stats.RecvBudgetDrops++
