@@ -177,9 +177,8 @@ func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *r
 		return r, false // receiver not ready: the sender resends it after a back-off
 	}
 	if fresh {
-		r = e.allocRx()
-		// A recycled record keeps its chunk table, span list and block list (freeRx).
-		*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart, chunks: r.chunks, spans: r.spans, ec: r.ec}
+		r = e.allocRx() // zero but for the arrays it keeps (freeRx)
+		r.id, r.n, r.streamStart = d.MsgID, int(d.MsgLen), d.StreamStart
 	}
 	if !e.reserve(c, r, int(d.Offset), len(p.Payload)) {
 		e.stats.RecvBudgetDrops++
@@ -747,6 +746,8 @@ func (c *conn) shrinkOOO() {
 // mapShrinkMin: maps of at most this many entries are not worth rebuilding.
 const mapShrinkMin = 64
 
+// allocRx returns a message record: recycled ones are zero but for the chunk table, span
+// list and block list arrays freeRx keeps, so a caller sets the rest field by field.
 func (e *Endpoint) allocRx() *rxMsg {
 	if n := len(e.freeRxs); n > 0 {
 		r := e.freeRxs[n-1]
