@@ -207,6 +207,7 @@ func TestLocalDelivery(t *testing.T) {
 	mn := daemon.NewMemNet()
 	a := startDaemon(t, mn, addrA, shortDir(t), nil)
 	c := client.New(a.Config.API.Socket)
+	c.SetDirect(false) // through the daemon (direct_test.go has the direct path)
 	s, r := openBound(t, c, 1), openBound(t, c, 2)
 	const n = 200
 	pend := make([]*client.Pending, n)
