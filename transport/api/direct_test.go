@@ -272,3 +272,48 @@ func TestDirectPathFrames(t *testing.T) {
 		t.Fatalf("protocol_errors %d, direct_pairs %d, direct_grants %d", st.ProtocolErrors, st.DirectPairs, st.DirectGrants)
 	}
 }
+
+// A peer that breaks the framing of a pair ends that pair only: a raw client granted a
+// pair to a Go client's session writes one good message (it arrives, labelled with the
+// sender the daemon named), then a header announcing 2^32+1 bytes (beyond
+// apitypes.MaxDirectMsg): the Go client closes its end (the raw client reads EOF), takes
+// no byte more from it, and its session goes on (another sender's message arrives).
+func TestDirectPathHostilePeer(t *testing.T) {
+	mn := daemon.NewMemNet()
+	a := startDaemon(t, mn, addrA, shortDir(t), nil)
+	r := openBound(t, client.New(a.Config.API.Socket), 2)
+	x, _, _ := upgradeRaw(t, a.Config.API.Socket, "smartt-msg/2\r\n"+apitypes.DirectHeader+": 1")
+	bindRaw(t, x, 30)
+	writeFrame(x, apitypes.FrameDirect, 5, apitypes.AppendDirectReq(nil, addrA, 2))
+	_, p, fd := readFrameFD(t, x, apitypes.DirectOKLen)
+	if st, _, err := apitypes.ParseDirectOK(p); err != nil || st != apitypes.DirectNew || fd < 0 {
+		t.Fatalf("grant: status %d fd %d %v", st, fd, err)
+	}
+	defer unix.Close(fd)
+	good := append(apitypes.AppendDirectMsg(nil, 5), "hello"...)
+	if _, err := unix.Write(fd, good); err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Recv(ctx(t))
+	if err != nil || string(m.Data) != "hello" || m.From != addrA || m.FromEndpoint != 30 || m.Endpoint != 2 {
+		t.Fatalf("good message: %v %+v", err, m)
+	}
+	bad := append(apitypes.AppendDirectMsg(nil, apitypes.MaxDirectMsg), "x"...)
+	bad[15]++ // 2^32 + 1 bytes
+	if _, err := unix.Write(fd, bad); err != nil {
+		t.Fatal(err)
+	}
+	unix.SetNonblock(fd, false)
+	tv := unix.NsecToTimeval(int64(5 * time.Second))
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	if n, err := unix.Read(fd, make([]byte, 1)); n != 0 || err != nil {
+		t.Fatalf("the receiver kept the broken pair: read %d %v", n, err)
+	}
+	s := openBound(t, client.New(a.Config.API.Socket), 3)
+	if _, err := s.Send(ctx(t), addrA, 2, []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := r.Recv(ctx(t)); err != nil || string(m.Data) != "still here" {
+		t.Fatalf("after the broken pair: %v", err)
+	}
+}
