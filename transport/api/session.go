@@ -239,6 +239,11 @@ func (x *session) stallLocked() bool {
 // dropAllLocked marks the session dead and forgets what is queued for it.
 func (x *session) dropAllLocked() {
 	x.dead = true
+	for _, f := range x.queue {
+		if f.fd != nil { // a direct pair's end never handed over: its peer's writes fail
+			f.fd.Close()
+		}
+	}
 	x.queue = nil
 	x.srv.recvTotal.Add(-x.recvQueued - x.recvWriting)
 	x.recvSizes, x.recvQueued, x.recvWriting = nil, 0, 0
