@@ -23,6 +23,10 @@ import (
 // at once; the first grant between two sessions creates the pair and passes one end with
 // each frame. The daemon keeps no descriptor of a pair once it wrote them.
 
+// maxDirectPairs bounds the pairs a session takes part in: each costs its client a
+// descriptor and a reader; beyond it, messages to new local peers go through the daemon.
+var maxDirectPairs = 1024
+
 // handleDirect answers a FrameDirect from this session for endpoint ep at to.
 func (x *session) handleDirect(tag uint32, to netip.AddrPort, ep uint32) {
 	st, pair, mine := x.grantDirect(to, ep)
@@ -54,6 +58,10 @@ func (x *session) grantDirect(to netip.AddrPort, ep uint32) (st uint8, pair uint
 		return apitypes.DirectRelay, 0, nil
 	}
 	pair, known := x.pairs[dst]
+	if !known && (len(x.pairs) >= maxDirectPairs || len(dst.pairs) >= maxDirectPairs) {
+		s.mu.Unlock()
+		return apitypes.DirectRelay, 0, nil
+	}
 	if !known {
 		var err error
 		if mine, theirs, err = socketPair(); err != nil {

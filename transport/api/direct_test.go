@@ -317,3 +317,27 @@ func TestDirectPathHostilePeer(t *testing.T) {
 		t.Fatalf("after the broken pair: %v", err)
 	}
 }
+
+// A session takes part in at most maxDirectPairs pairs (here 1): s1 gets one with s2;
+// s1 to s3 (s1 at the bound) and s3 to s2 (s2 at it) go through the daemon, and their
+// messages still arrive; s2 to s1 reuses the pair.
+func TestDirectPairsBound(t *testing.T) {
+	defer api.SetMaxDirectPairs(1)()
+	mn := daemon.NewMemNet()
+	a := startDaemon(t, mn, addrA, shortDir(t), nil)
+	c := client.New(a.Config.API.Socket)
+	s1, s2, s3 := openBound(t, c, 1), openBound(t, c, 2), openBound(t, c, 3)
+	for _, m := range []struct {
+		from *client.Session
+		to   *client.Session
+		ep   uint32
+	}{{s1, s2, 2}, {s1, s3, 3}, {s3, s2, 2}, {s2, s1, 1}} {
+		if _, err := m.from.Send(ctx(t), addrA, m.ep, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		recvOne(t, m.to)
+	}
+	if st := a.API.Stats(); st.DirectPairs != 1 || st.DirectGrants != 2 || st.MsgsLocal != 2 {
+		t.Fatalf("direct_pairs %d, direct_grants %d, msgs_local %d", st.DirectPairs, st.DirectGrants, st.MsgsLocal)
+	}
+}
