@@ -563,8 +563,9 @@ func (x *session) writeLoop() {
 			x.cond.Wait()
 		}
 		if x.dead || len(x.queue) == 0 {
+			dead := x.dead // read under x.mu: kill sets it from the reader
 			x.mu.Unlock()
-			if !x.dead {
+			if !dead {
 				bw.Flush()
 			}
 			x.conn.Close()
