@@ -1,0 +1,120 @@
+package mpisuites
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/smartt-transport/smartt/test/results"
+)
+
+// The page shows what the stored suite runs say (docs/results/mpi/): a rerun of
+// scripts/mpi-suites that changes them, or an edit of causes.tsv, fails here until
+// `smartt-lab results -only mpi-suites` rewrites the page.
+func TestResultsTable(t *testing.T) {
+	causes, err := ReadCauses("causes.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := Render(filepath.Join("..", "..", "docs", "results", "mpi"), causes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results.Check(t, "mpi-suites", body)
+}
+
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A tcp pass that fails (or is missing) over smartt is an exception with its cause, or
+// "not diagnosed"; a tcp failure is not; the wall ratio is judged against 1.5x.
+func TestRenderExceptionsAndRatio(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "tcp", "mpich-pt2pt.tsv"), "# provider tcp suite mpich-pt2pt wall_s 100.0 date D1 limit all\n"+
+		"a 2\tpass\t1.0\nb 2\tpass\t1.0\nc 4\tpass\t1.0\nd 2\tfail\t1.0\n")
+	write(t, filepath.Join(dir, "smartt", "mpich-pt2pt.tsv"), "# provider smartt suite mpich-pt2pt wall_s 160.0 date D2\n"+
+		"a 2\tpass\t1.0\nb 2\tfail\t1.0\nd 2\tpass\t1.0\n")
+	out, err := Render(dir, Causes{"mpich-pt2pt/b 2": "cancel of a sent message"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| MPICH test/mpi pt2pt (Open MPI, <= 4 ranks) | 4 | 3 | 2 | 2 | 100 | 160 | 1.60x (**not met**) |",
+		"| mpich-pt2pt | b 2 | cancel of a sent message |",
+		"| mpich-pt2pt | c 4 | not diagnosed |",
+		"failing over tcp (1): d 2; of these, passing over smartt: d 2.",
+		"| fi_pingpong (RDM, msg and tagged, every size, data checks) | not run |",
+		"NetPIPE: not run",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	write(t, filepath.Join(dir, "smartt", "mpich-pt2pt.tsv"), "# provider smartt suite mpich-pt2pt wall_s 150.0 date D2 limit 60\n"+
+		"a 2\tpass\t1.0\nb 2\tpass\t1.0\nc 4\tpass\t1.0\n")
+	out, err = Render(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "(Open MPI, <= 4 ranks) (first 60 testlist entries only) | 4 | 3 | 3 | 0 | 100 | 150 | 1.50x (met) |") || !strings.Contains(out, "Every test that passes over tcp passes over smartt") {
+		t.Errorf("1.5x exactly and no exceptions should be met:\n%s", out)
+	}
+}
+
+// NetPIPE: min / median / max per provider, the latency goal is at most 1.5x, the
+// bandwidth goal at least 1x; a failed point (0) counts in the spread.
+func TestRenderNetPIPE(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "netpipe.tsv"), "# round\tprovider\tbytes\tMbps\tusec\tdate D\n"+
+		"1\ttcp\t8\t0.1\t10\n1\tsmartt\t8\t0.1\t14\n2\ttcp\t8\t0.1\t12\n2\tsmartt\t8\t0.1\t20\n3\ttcp\t8\t0.1\t11\n3\tsmartt\t8\t0.1\t16\n"+
+		"1\ttcp\t1048576\t1000\t1\n1\tsmartt\t1048576\t900\t1\n"+
+		"1\ttcp\t16777216\t1000\t1\n1\tsmartt\t16777216\t0\t0\n2\tsmartt\t16777216\t1200\t1\n3\tsmartt\t16777216\t1300\t1\n")
+	out, err := Render(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"3 rounds, D;",
+		"| latency at 8 B (us) | 10.0 / 11.0 / 12.0 | 14.0 / 16.0 / 20.0 | 1.45x (met) | <= 1.5x tcp |",
+		"| bandwidth at 1 MiB (Mbit/s) | 1000.0 / 1000.0 / 1000.0 | 900.0 / 900.0 / 900.0 | 0.90x (**not met**) | >= tcp |",
+		"| bandwidth at 16 MiB (Mbit/s) | 1000.0 / 1000.0 / 1000.0 | 0.0 / 1200.0 / 1300.0 | 1.20x (met) | >= tcp |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+}
+
+// Malformed stored data is an error naming the file and line, never a silently short table.
+func TestReadRunRejects(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"status":  "a\tok\t1\n",
+		"fields":  "a\tpass\n",
+		"seconds": "a\tpass\tx\n",
+		"dup":     "a\tpass\t1\na\tfail\t1\n",
+		"wall":    "# wall_s nan? date D\n",
+	} {
+		p := filepath.Join(dir, name+".tsv")
+		write(t, p, text)
+		if _, err := ReadRun(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: err = %v, want an error naming %s", name, err, p)
+		}
+	}
+	if r, err := ReadRun(filepath.Join(dir, "absent.tsv")); r != nil || err != nil {
+		t.Errorf("absent file: %v, %v; want not run", r, err)
+	}
+	p := filepath.Join(dir, "causes.tsv")
+	write(t, p, "# c\npt2pt\tx\n")
+	if _, err := ReadCauses(p); err == nil {
+		t.Error("a cause line without a cause was accepted")
+	}
+}
