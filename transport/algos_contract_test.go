@@ -96,18 +96,22 @@ func TestEveryControllerOverPair(t *testing.T) {
 	}
 }
 
-// TestRegisterCCRefusesDuplicatesAndMissingFields pins registerCC's panics.
-func TestRegisterCCRefusesDuplicatesAndMissingFields(t *testing.T) {
+// TestRegistriesRefuseDuplicatesAndMissingFields pins registerCC's and registerLB's
+// panics: the two registries share one shape.
+func TestRegistriesRefuseDuplicatesAndMissingFields(t *testing.T) {
 	fixed, _ := LookupCC("fixed")
+	ecmp, _ := LookupLB("ecmp")
 	for _, tc := range []struct {
 		name string
-		r    CCRegistration
+		reg  func()
 		want string
 	}{
-		{"duplicate", fixed, "registered twice"},
-		{"no prepare", CCRegistration{Name: "x-test", Cost: fixed.Cost}, "no Prepare"},
-		{"no cost", CCRegistration{Name: "x-test", Prepare: fixed.Prepare}, "no Cost"},
-		{"no name", CCRegistration{Prepare: fixed.Prepare, Cost: fixed.Cost}, "empty name"},
+		{"cc duplicate", func() { registerCC(fixed) }, "registered twice"},
+		{"cc no prepare", func() { registerCC(CCRegistration{Name: "x-test"}) }, "no Prepare"},
+		{"cc no name", func() { registerCC(CCRegistration{Prepare: fixed.Prepare}) }, "empty name"},
+		{"lb duplicate", func() { registerLB(ecmp) }, "registered twice"},
+		{"lb no prepare", func() { registerLB(LBRegistration{Name: "x-test"}) }, "no Prepare"},
+		{"lb no name", func() { registerLB(LBRegistration{Prepare: ecmp.Prepare}) }, "empty name"},
 	} {
 		func() {
 			defer func() {
@@ -116,18 +120,21 @@ func TestRegisterCCRefusesDuplicatesAndMissingFields(t *testing.T) {
 					t.Errorf("%s: panic %v, want %q", tc.name, r, tc.want)
 				}
 			}()
-			registerCC(tc.r)
+			tc.reg()
 		}()
 	}
 	if _, ok := LookupCC("x-test"); ok {
-		t.Fatal("a refused registration was kept")
+		t.Fatal("a refused controller was kept")
+	}
+	if _, ok := LookupLB("x-test"); ok {
+		t.Fatal("a refused balancer was kept")
 	}
 }
 
 // reporting is a fixed window that reports counters (cc.StatsReporter).
 type reporting struct{ cc.Fixed }
 
-func (r *reporting) CCStats() cc.Stats { return cc.Stats{QuickAdapts: 7} }
+func (r *reporting) CCStats() cc.Stats { return cc.Stats{QuickAdapts: 7, Cuts: 3} }
 
 // wrapping hides a controller behind a wrapper that exposes it (the daemon's timer).
 type wrapping struct{ cc.Controller }
@@ -145,7 +152,7 @@ func TestStatsReporterFoundOncePerConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	ci, ok := p.a.ConnInfo(id)
-	if !ok || ci.QuickAdapts != 7 {
-		t.Fatalf("QuickAdapts %d (%v), want 7", ci.QuickAdapts, ok)
+	if !ok || ci.QuickAdapts != 7 || ci.CCCuts != 3 {
+		t.Fatalf("QuickAdapts %d, CCCuts %d (%v), want 7 and 3", ci.QuickAdapts, ci.CCCuts, ok)
 	}
 }
