@@ -2,10 +2,13 @@ package transport
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
@@ -154,5 +157,50 @@ func TestStatsReporterFoundOncePerConnection(t *testing.T) {
 	ci, ok := p.a.ConnInfo(id)
 	if !ok || ci.QuickAdapts != 7 || ci.CCCuts != 3 {
 		t.Fatalf("QuickAdapts %d, CCCuts %d (%v), want 7 and 3", ci.QuickAdapts, ci.CCCuts, ok)
+	}
+}
+
+// TestEveryBalancerHonoursContract checks what every registered load balancer owes the
+// engine, built as an endpoint builds it: its cost under its own name, integer-only; EVs
+// within [0, EVS) at the smallest and largest EVS; the same EVs from the same seed and
+// feedback (determinism); and no allocation per packet, ACK or loss.
+func TestEveryBalancerHonoursContract(t *testing.T) {
+	for _, name := range LBNames() {
+		t.Run(name, func(t *testing.T) {
+			for _, evs := range []int{1, 65536} {
+				cfg := DefaultConfig()
+				cfg.LB, cfg.EVS = name, evs
+				r, _ := LookupLB(name)
+				mk, err := r.Prepare(&cfg)
+				if err != nil {
+					t.Fatalf("evs %d: %v", evs, err)
+				}
+				a, b := mk(rand.New(rand.NewPCG(1, 2))), mk(rand.New(rand.NewPCG(1, 2)))
+				co, ok := a.(hwprofile.Coster)
+				if !ok || co.Cost().Name != name || !co.Cost().IntegerOnly {
+					t.Fatalf("cost of %T: %v", a, ok)
+				}
+				i := int64(0)
+				step := func(bal reps.Balancer) uint16 {
+					now := 1_000_000 + i*3_000
+					ev := bal.NextEV(now, 4096, i%50 == 0)
+					bal.OnAck(now+1_000, ev, i%5 == 0, 12_000)
+					if i%300 == 0 {
+						bal.OnLoss(now, ev, cc.LossCause(1+i/300%3))
+					}
+					return ev
+				}
+				allocs := testing.AllocsPerRun(2000, func() {
+					ea, eb := step(a), step(b)
+					if int(ea) >= evs || ea != eb {
+						t.Fatalf("evs %d, step %d: EVs %d and %d from one seed", evs, i, ea, eb)
+					}
+					i++
+				})
+				if allocs != 0 {
+					t.Errorf("evs %d: %.1f allocations per packet", evs, allocs)
+				}
+			}
+		})
 	}
 }
