@@ -145,7 +145,7 @@ type Config struct {
 	// Auth configures packet authentication and encryption (transport/seal, docs/security.md).
 	Auth seal.Config `yaml:"auth"`
 
-	// Baseline congestion controllers (issue 18, docs/cc.md): one block each.
+	// Baseline congestion controllers (docs/cc.md): one block each.
 
 	// DCTCP holds the parameters of the "dctcp" controller (cc/dctcp).
 	DCTCP dctcp.Config `yaml:"dctcp"`

@@ -94,7 +94,7 @@ type Options struct {
 	// so the socket layer's GSO can join packets of a group (see Gather).
 	GatherBatch bool
 	// CopyPayload makes the engine copy each data packet's payload into the packet's
-	// buffer behind its header, as before issue 15, even on a socket that sends the
+	// buffer behind its header, as formerly, even on a socket that sends the
 	// payload from the message's buffer (PayloadGatherer): for comparisons.
 	CopyPayload bool
 	Logger      *slog.Logger // default slog.Default()
