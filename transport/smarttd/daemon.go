@@ -79,6 +79,7 @@ type Daemon struct {
 	MemoryLimit int64
 	log         *slog.Logger
 	stopMetrics context.CancelFunc
+	stopRelease context.CancelFunc
 }
 
 // Start opens the sockets, starts the engine, the API and the metrics endpoint.
@@ -180,6 +181,9 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	node.Start()
+	rctx, stopRelease := context.WithCancel(context.Background())
+	d.stopRelease = stopRelease
+	go d.runReleaser(rctx)
 	if cfg.Metrics != "" {
 		ctx, cancel := context.WithCancel(context.Background())
 		d.stopMetrics = cancel
@@ -227,6 +231,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if d.stopMetrics != nil {
 		d.stopMetrics()
 	}
+	d.stopRelease()
 	d.log.Info("smarttd stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
 }
