@@ -198,22 +198,9 @@ func (e *Endpoint) trimHint(now int64, h []byte, m *RxMeta) {
 		rx = now
 	}
 	nk := nackEntry{psn: psn, ev: p.EV, ce: ce, txTime: p.Data.TxTime, rxTime: rx}
-	switch {
-	case e.rmode == recEC && p.Flags&wire.FlagRetx == 0:
-		// As in onData: the NACK waits for the block's parity (ec.go).
-		e.ecDeferNack(c, nk)
-		if r := c.rx[p.Data.MsgID]; r != nil {
-			e.ecTrimmedIn(c, r, int(p.Data.Offset))
-		}
-	case e.rmode == recGoBackN:
-		// As goBackDrop: a go-back NACK for the expected PSN, once.
-		if cum := c.tracker.Cum(); !(c.gbnNacked && c.gbnPSN == cum) && c.nacks.len() < maxNacks {
-			nk.goBack, nk.psn = true, cum
-			c.nacks.push(nk)
-			c.gbnNacked, c.gbnPSN = true, cum
-			e.stats.GoBackNacksSent++
-		}
-	case c.nacks.len() < maxNacks:
+	// As in onData, the recovery mode may take the NACK (ec: it waits for the block's
+	// parity; gobackn: a go-back NACK for the expected PSN, once).
+	if (e.rec == nil || !e.rec.trimNack(c, &p.Data, p.Flags&wire.FlagRetx != 0, nk)) && c.nacks.len() < maxNacks {
 		c.nacks.push(nk)
 	}
 	e.markReady(c)

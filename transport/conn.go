@@ -7,7 +7,6 @@ import (
 
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/cc/eqds"
 	"github.com/smartt-transport/smartt/pacing"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/wire"
@@ -98,12 +97,11 @@ type trigger struct {
 	rxTime int64
 }
 
-// conn is one connection: a sender half and a receiver half.
+// conn is one connection: its identity, its place in the endpoint's tables and
+// timers, the controller, balancer and pacer it was wired to, and its halves: the
+// sender (sendState), the receiver (recvState) and the held ACK (ackHold).
 type conn struct {
 	id, peerID uint64
-	ttlHops    uint8 // fewest hops the peer's packets showed (HopsFromTTL), valid if hopsSeen
-	hopsSeen   bool
-	rxINT      wire.INT // INT block of the last data packet with one (Cap 0: none yet)
 	peer       netip.AddrPort
 	initiator  bool
 	// proven: the peer has shown it receives at its address (it echoed our ID, or we
@@ -124,123 +122,56 @@ type conn struct {
 	// ctrlEV is the EV of the connection's next control packet (ACK, NACK, probe, CLOSE,
 	// CLOSE_ACK); it advances by one with each, from a random start, so control traffic
 	// spreads over the reverse paths whatever the balancer does with data.
-	ctrlEV uint16
-
-	cc    cc.Controller
-	lb    reps.Balancer
-	pacer pacing.Pacer
-
+	ctrlEV  uint16
+	cc      cc.Controller
+	lb      reps.Balancer
+	pacer   pacing.Pacer
 	lbAcks  reps.CoalescedAcker // lb if it takes coalesced ACKs whole, else nil
-	run     int                 // EV run length (reps.run)
-	runEV   uint16              // the current run's EV
-	runLeft int                 // new packets left in the current run
 	ccStats cc.StatsReporter    // cc (or the controller it wraps) if it reports counters, else nil
 	credit  creditGate          // cc if it sends only against PULL credit (EQDS), else nil
-
-	// Sender.
-	sndUna, sndNxt uint32
-	mask           uint32
-	pkts           []sentPkt
-	inflight       int
-	sendSeq        uint64
-	maxAckedSeq    uint64
-	timeq          ring[timeEntry]
-	retxq          ring[uint32]
-	rtsSpent       int32        // returned headers proven false, weighted (rts.go): returns are acted on below rtsCredit
-	msgs           ring[*txMsg] // unfinished messages, oldest first
-	cur            int          // index in msgs of the first message with unsent bytes
-	nextMsgID      uint32
-	streamNext     uint64
-	peerDelivered  uint64
-	peerWindow     uint64
-	srtt, rttvar   int64
-	backoff        uint8
-	lastProgress   int64
-	paceAt         int64 // >0: data waits for the pacer until then
-	probeAt        int64 // >0: flow-control probe due then
-	lastProbeTx    int64
-	sub            []subflow // recovery "subflows": per-subflow dupACK state
-	subDirty       uint64    // subflows whose highest acknowledged transmission moved
-	ecTx           *ecSender // recovery "ec": the block being coded
-	rnrAt          int64     // >0: no data before then (the peer refused a message, rnr.go)
-	rnrN           uint8     // refusals since the last acknowledged byte (the back-off's exponent)
-
-	// Receiver.
-	rxInit       bool
-	tracker      *ackpath.Tracker
-	coal         ackpath.Coalescer
-	trig         trigger
-	nacks        ring[nackEntry]
-	rx           map[uint32]*rxMsg
-	lastRx       *rxMsg
-	nextDeliver  uint32 // lowest message ID not yet delivered
-	deliveredAny bool   // a message was delivered (TIME_WAIT must then protect it)
-	delivered    uint64 // stream offset up to which everything was delivered
-	doneOOO      map[uint32]oooMsg
-	rxPeak       int    // high-water mark of len(rx) since the map was made (shrinkRx)
-	oooPeak      int    // the same of len(doneOOO)
-	oooHeld      uint64 // charged for doneOOO (oooEntryBytes each)
-	claimed      uint64 // stream bytes claimed by open messages (and doneOOO ones)
-	held         uint64 // bytes charged for undelivered messages (receiver.go charge)
-	bytesRecv    uint64 // new payload bytes received (ConnInfo: the receiver's progress)
-	bytesAcked   uint64 // payload bytes the peer acknowledged (ConnInfo: the sender's progress)
-	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
-	probeEV      uint16
-	ackNow       bool   // an ACK must go even without new data (probe, duplicate)
-	ackRide      bool   // the held ACK goes now, ahead of a data packet to the peer (releaseHeld)
-	rideEV       uint16 // with ackRide: that data packet's EV
-	evPicked     bool   // pickedEV is the EV of c's next data packet (rideHeld)
-	pickedRetx   bool   // ... if it is a retransmission (else a first transmission)
-	pickedEV     uint16
-	inHeld       bool            // in the endpoint's list of held ACKs
-	holdSkip     uint16          // completions not to hold: holds went unanswered (holdBackoff)
-	holdBack     uint16          // the current backoff, doubled each time (0: none since the last ride)
-	holdMiss     uint8           // holds in a row that ran out unanswered
-	ecTrims      ring[nackEntry] // recovery "ec": NACKs of trimmed data waiting on their block's parity
-	gbnNacked    bool            // recovery "gobackn": a go-back NACK for gbnPSN was sent
-	gbnPSN       uint32
-	rxPull       eqds.PullState // EQDS: bytes the peer's arrivals asked for, and granted
-	inPull       bool           // in the endpoint's pull queue
-	regrant      bool           // resend the cumulative grant (the peer probed)
-
 	// Close.
 	closeReq    bool // the application asked to close
 	peerClosed  bool // the peer sent CLOSE
 	closeSentAt int64
 	closeTries  int
+
+	sendState
+	recvState
+	ackHold
 }
 
 func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn {
 	cfg := &e.cfg
 	c := &conn{
-		id:           e.newID(),
-		peerID:       peerID,
-		peer:         peer,
-		initiator:    peerID == 0,
-		proven:       peerID == 0,
-		createdAt:    now,
-		lastRecv:     now,
-		lastActive:   now,
-		dl:           math.MaxInt64,
-		ctrlEV:       uint16(e.rng.IntN(cfg.EVS)),
-		cc:           cfg.NewCC(),
-		lb:           cfg.NewBalancer(e.rng),
-		pacer:        pacing.Pacer{Burst: cfg.PacingBurst},
-		mask:         uint32(cfg.PSNWindow - 1),
-		peerWindow:   uint64(cfg.RecvWindow),
-		lastProgress: now,
-		coal:         ackpath.NewCoalescer(cfg.Ack),
-		rx:           make(map[uint32]*rxMsg),
+		id:         e.newID(),
+		peerID:     peerID,
+		peer:       peer,
+		initiator:  peerID == 0,
+		proven:     peerID == 0,
+		createdAt:  now,
+		lastRecv:   now,
+		lastActive: now,
+		dl:         math.MaxInt64,
+		ctrlEV:     uint16(e.rng.IntN(cfg.EVS)),
+		cc:         cfg.NewCC(),
+		lb:         cfg.NewBalancer(e.rng),
+		pacer:      pacing.Pacer{Burst: cfg.PacingBurst},
+		sendState: sendState{
+			mask:         uint32(cfg.PSNWindow - 1),
+			peerWindow:   uint64(cfg.RecvWindow),
+			lastProgress: now,
+		},
+		recvState: recvState{
+			coal: ackpath.NewCoalescer(cfg.Ack),
+			rx:   make(map[uint32]*rxMsg),
+		},
 	}
 	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
 	c.run = max(cfg.REPS.Run, 1)
 	c.ccStats = statsReporter(c.cc)
 	c.credit = creditGateOf(c.cc)
-	if e.nsub > 1 {
-		c.sub = make([]subflow, e.nsub)
-	}
-	if e.ec != nil {
-		c.ecTx = &ecSender{}
+	if e.rec != nil {
+		e.rec.newConn(c)
 	}
 	c.sndUna = e.rng.Uint32()
 	c.sndNxt = c.sndUna
@@ -250,56 +181,6 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	e.list = append(e.list, c)
 	e.heapPush(c)
 	return c
-}
-
-// outstanding reports whether c has outbound data not yet acknowledged.
-func (c *conn) outstanding() bool { return c.msgs.len() > 0 }
-
-// updateRTT folds a sample into the smoothed RTT and its variation (RFC 6298 weights).
-func (c *conn) updateRTT(rtt int64) {
-	if c.srtt == 0 {
-		c.srtt, c.rttvar = rtt, rtt/2
-		return
-	}
-	d := c.srtt - rtt
-	if d < 0 {
-		d = -d
-	}
-	c.rttvar += (d - c.rttvar) / 4
-	c.srtt += (rtt - c.srtt) / 8
-}
-
-// rto is the current retransmission timeout: srtt + max(MinRTO, 4 rttvar). MinRTO floors
-// the variation term, not the sum (as Linux does): on a path whose RTT hardly varies
-// rttvar decays toward zero, and max(MinRTO, srtt + 4 rttvar) then sat just above srtt,
-// so an ACK delayed by less than MinRTO timed its packet out.
-func (c *conn) rto(cfg *Config) int64 {
-	if cfg.FixedRTO > 0 {
-		return int64(cfg.FixedRTO) // the papers' rule: no estimate, no backoff
-	}
-	r := int64(cfg.InitialRTO)
-	if c.srtt > 0 {
-		r = c.srtt + max(int64(cfg.MinRTO), 4*c.rttvar)
-	}
-	r <<= c.backoff
-	if r > int64(cfg.MaxRTO) || r <= 0 {
-		r = int64(cfg.MaxRTO)
-	}
-	return r
-}
-
-// headEntry returns the oldest live transmission, dropping stale entries.
-func (c *conn) headEntry() (*timeEntry, *sentPkt) {
-	for c.timeq.len() > 0 {
-		t := c.timeq.peek()
-		sp := &c.pkts[t.psn&c.mask]
-		if sp.state == pktInflight && sp.seq == t.seq && wire.SeqLess(t.psn, c.sndNxt) &&
-			wire.SeqLEQ(c.sndUna, t.psn) {
-			return t, sp
-		}
-		c.timeq.pop()
-	}
-	return nil, nil
 }
 
 // touch recomputes c's next deadline.
@@ -362,9 +243,8 @@ func (e *Endpoint) onTimer(now int64, c *conn) {
 		// left, as a trimmed burst would be NACKed, instead of one per doubled RTO.
 		fired = fired || sp.tx > 1
 		e.declareLost(now, c, t.psn, cc.LossTimeout)
-		if e.rmode == recGoBackN {
-			// RoCE-like: the receiver dropped whatever followed the lost packet.
-			e.goBack(now, c, t.psn+1, cc.LossTimeout, lossGoBack)
+		if e.rec != nil {
+			e.rec.timedOut(now, c, t.psn)
 		}
 	}
 	if fired && c.backoff < 16 {
@@ -767,11 +647,8 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	c.evPicked = false
 	c.inflight += int(sp.size)
 	c.timeq.push(timeEntry{psn: psn, seq: sp.seq})
-	if c.sub != nil {
-		f := &c.sub[int(sp.ev)%len(c.sub)]
-		f.seq++
-		sp.sseq = f.seq
-		f.timeq.push(timeEntry{psn: psn, seq: sp.seq})
+	if e.rec != nil {
+		e.rec.sent(c, psn, sp)
 	}
 	c.pacer.OnSend(now, int(sp.size), c.paceRate(int(sp.size)))
 	if c.credit != nil {
@@ -906,10 +783,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 	// ReorderThreshold transmissions after it has been acknowledged (the dupACK
 	// threshold under recovery "dupack", counted per subflow under "subflows"; none
 	// under "gobackn", whose receiver never holds a gap).
-	switch {
-	case c.sub != nil:
-		e.subflowLoss(now, c)
-	case e.rmode != recGoBackN:
+	if e.rec == nil || !e.rec.detectLoss(now, c) {
 		thr := uint64(e.rthr)
 		for {
 			t, sp := c.headEntry()

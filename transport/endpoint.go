@@ -96,11 +96,11 @@ type Endpoint struct {
 
 	aliasPayload bool // SetPayloadAlias
 
-	// Loss recovery (recovery.go): the mode, its SACK-gap threshold and subflow count.
-	rmode uint8
-	rthr  int
-	nsub  int
-	ec    *ecCodec // erasure coding (ec.go); nil unless rmode is recEC
+	// Loss recovery (recovery.go): the mode's recoverer (nil: the SACK-gap rule alone)
+	// and its SACK-gap threshold.
+	rec  recoverer
+	rthr int
+	ec   *ecCodec // erasure coding (ec.go); nil unless the mode is "ec"
 }
 
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
@@ -131,16 +131,9 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	cfg.Ack.CompleteDelay = cfg.completeDelay()
-	rmode, rthr, nsub := cfg.recoveryParams()
-	var ec *ecCodec
-	if rmode == recEC {
-		ec = newECCodec(&cfg)
-	}
-	return &Endpoint{
-		rmode:     rmode,
+	rmode, rthr, _ := cfg.recoveryParams()
+	e := &Endpoint{
 		rthr:      rthr,
-		nsub:      nsub,
-		ec:        ec,
 		pull:      pull,
 		auth:      auth,
 		wholeBufs: whole,
@@ -151,7 +144,12 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 		byPeer:    make(map[peerKey]*conn),
 		twLocal:   make(map[uint64]struct{}),
 		twPeer:    make(map[peerKey]struct{}),
-	}, nil
+	}
+	e.rec = rmode.newRecoverer(e)
+	if r, ok := e.rec.(*ecRecovery); ok {
+		e.ec = r.ecCodec
+	}
+	return e, nil
 }
 
 // Config returns the endpoint's configuration (with defaults filled in).
@@ -405,7 +403,9 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 			continue
 		}
 		t, ok := e.transmit(now, c, buf)
-		t, ok = e.sealTx(now, t, ok, buf)
+		if e.auth != nil { // (checked here: the call copies Transmit twice)
+			t, ok = e.sealTx(now, t, ok, buf)
+		}
 		if ok && !c.dead {
 			c.lastActive = now
 			c.echoed = c.echoed || c.peerID != 0
@@ -429,11 +429,13 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 		e.onReturned(now, b, &m) // a trimmed header of ours a switch sent back (rts.go)
 		return
 	}
-	if b = e.openIn(now, b, &m); b == nil {
-		return // not authentic (counted in Stats.Auth), or a trimmed packet's hint
+	if e.auth != nil {
+		if b = e.openIn(now, b, &m); b == nil {
+			return // not authentic (counted in Stats.Auth), or a trimmed packet's hint
+		}
 	}
 	lead, rest := wire.BundleSplit(b)
-	e.handle(now, lead, m)
+	e.handle(now, lead, &m)
 	if rest != nil {
 		// A held ACK that rode in its answer's datagram: the DATA behind it, like a
 		// datagram of its own from the same address.
@@ -442,7 +444,7 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 			e.malformed(wire.ErrBundle)
 			return
 		}
-		e.handle(now, rest, m)
+		e.handle(now, rest, &m)
 	}
 }
 
@@ -455,7 +457,7 @@ func (e *Endpoint) malformed(err error) {
 }
 
 // handle processes one packet of a received datagram (all of it unless a bundle).
-func (e *Endpoint) handle(now int64, b []byte, m RxMeta) {
+func (e *Endpoint) handle(now int64, b []byte, m *RxMeta) {
 	p := &e.pkt
 	if err := p.Decode(b); err != nil {
 		e.malformed(err)
@@ -532,13 +534,13 @@ func (e *Endpoint) handle(now int64, b []byte, m RxMeta) {
 	}
 	switch p.Type {
 	case wire.TypeData:
-		e.onData(now, c, p, &m)
+		e.onData(now, c, p, m)
 	case wire.TypeAck:
 		e.onAck(now, c, p)
 	case wire.TypeNack:
 		e.onNack(now, c, p)
 	case wire.TypeProbe:
-		e.onProbe(now, c, p, &m)
+		e.onProbe(now, c, p, m)
 	case wire.TypeClose:
 		if p.Reason != 0 {
 			e.abort(now, c, ErrPeerReset) // the peer aborted before it learnt our ID

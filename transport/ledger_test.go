@@ -329,7 +329,7 @@ func drainEngine(e *Endpoint, now int64, out []byte) {
 // sum that wraps, so a first contact whose StreamStart lies near 2^64 is refused (before,
 // StreamStart + claim wrapped to a small number and the message was admitted).
 func TestFitsNoWrap(t *testing.T) {
-	c := &conn{rx: map[uint32]*rxMsg{}}
+	c := &conn{recvState: recvState{rx: map[uint32]*rxMsg{}}}
 	const window = 64 << 20
 	for _, tc := range []struct {
 		start, claim uint64

@@ -25,86 +25,24 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if ce {
 		e.stats.CERecv++
 	}
-	if p.Flags&wire.FlagEC != 0 && !c.rxInit {
-		e.stats.ParityRefused++ // its AckFloor is its block's checksum (ec.go); no data yet
-		return
-	} else if !c.rxInit {
-		c.tracker = ackpath.NewTracker(e.cfg.PSNWindow, d.AckFloor)
-		c.rxInit = true
-	} else if p.Flags&wire.FlagEC == 0 && wire.SeqLess(c.tracker.Cum(), d.AckFloor) {
-		// Every PSN below an honest sender's floor was acknowledged by us, so the floor
-		// can never pass our cumulative point: obeying it would skip PSNs we never got.
-		e.stats.ProtoViolations++
+	if !e.rxFloor(c, p) {
 		return
 	}
-	if e.rmode == recGoBackN && e.goBackDrop(now, c, p, m, ce) {
+	trimmed := p.Trimmed() || (e.cfg.TrimDSCP != 0 && m.DSCP == e.cfg.TrimDSCP)
+	if e.rec != nil && e.rec.rxData(now, c, d, p.EV, trimmed, ce, m.RxTime) {
 		return
 	}
-	if p.Trimmed() || (e.cfg.TrimDSCP != 0 && m.DSCP == e.cfg.TrimDSCP) {
-		e.stats.Trimmed++
-		if p.Flags&wire.FlagEC != 0 {
-			// Parity is never resent, but its loss may leave its block beyond repair:
-			// then the block's trimmed data is NACKed now.
-			e.stats.ParityDropped++
-			if e.ec != nil {
-				e.ecTrimmedParity(c, d)
-			}
-			return
-		}
-		if c.tracker.Has(d.PSN) {
-			return // a trimmed copy of a packet we already hold
-		}
-		if e.rmode == recEC && p.Flags&wire.FlagRetx == 0 {
-			// The block's parity may rebuild it: its NACK waits until the block's
-			// parity shows it cannot (ecTrimCheck); parity lost unseen leaves it to the
-			// sender's SACK-gap rule (widened by a block) or its timeout. A trimmed
-			// resend is NACKed at once: its block's parity has had its chance.
-			e.ecDeferNack(c, nackEntry{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime})
-			if r := c.rx[d.MsgID]; r != nil {
-				e.ecTrimmedIn(c, r, int(d.Offset)) // its block's parity may be in already
-			}
-			return
-		}
-		if c.nacks.len() < maxNacks {
-			c.nacks.push(nackEntry{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime})
-		}
-		e.pullRequest(now, c, int(d.PayloadLen), 0, false) // EQDS: the header asks for its resend's credit
-		e.markReady(c)
+	if trimmed {
+		e.onTrimmedData(now, c, p, m, ce)
 		return
 	}
 	if int(d.MsgLen) > e.cfg.MaxMessage || len(p.Payload) > wire.MaxPayload {
 		e.stats.ProtoViolations++
 		return
 	}
-	// Find the message, checking it against what we know before the PSN is recorded,
-	// so that a packet we refuse is not acknowledged.
-	r := c.lastRx
-	if r == nil || r.id != d.MsgID {
-		r = c.rx[d.MsgID]
-	}
-	done := wire.SeqLess(d.MsgID, c.nextDeliver)
-	if !done && c.doneOOO != nil {
-		_, done = c.doneOOO[d.MsgID]
-	}
-	var claim uint64
-	switch {
-	case done:
-		// A message already delivered: only a duplicate can still carry it.
-	case r != nil:
-		if r.n != int(d.MsgLen) || r.streamStart != d.StreamStart {
-			e.stats.ProtoViolations++
-			return
-		}
-	default:
-		if d.StreamStart < c.delivered {
-			e.stats.ProtoViolations++
-			return
-		}
-		claim = streamLen(int(d.MsgLen))
-		if !c.isHead(d.MsgID, d.StreamStart) && !c.fits(d.StreamStart, claim, uint64(e.cfg.RecvWindow)) {
-			e.stats.BeyondWindow++ // the peer ignored our flow control
-			return
-		}
+	r, done, claim, ok := e.rxLookup(c, d)
+	if !ok {
+		return
 	}
 	if p.Flags&wire.FlagEC != 0 {
 		e.onParity(now, c, p, m, r, done, claim, ce)
@@ -124,83 +62,192 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if done {
 		// New PSN for a delivered message: the peer resent data under a fresh PSN.
 		e.stats.DupData++
-	} else {
-		got := 0
-		if r != nil {
-			got = r.got
-		}
-		if uint64(d.Offset) >= uint64(got)+e.reach(int(d.PayloadLen)) {
-			// No honest sender sends this far ahead of what arrived of a message: its
-			// PSN window would not let it. Refusing it bounds a message's chunk table.
-			e.stats.BeyondWindow++
-			return
-		}
-		fresh := r == nil
-		at := 0
-		if !fresh {
-			var kind int
-			switch at, kind = r.cover(int(d.Offset), len(p.Payload)); kind {
-			case coverDup:
-				// Bytes we hold under a fresh PSN (a spurious retransmission whose
-				// original arrived too): acknowledge the PSN, keep the bytes once.
-				e.stats.DupData++
-				oldCum := c.tracker.Cum()
-				c.tracker.Mark(d.PSN)
-				urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, false, e.rthr)
-				c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
-				c.coal.OnData(now, ce, p.EV, urgent)
-				e.markReady(c)
-				return
-			case coverOverlap:
-				e.stats.ProtoViolations++ // an honest sender resends whole packets
-				return
-			case coverFull:
-				e.stats.BeyondWindow++ // resent later, when holes have closed
-				return
-			}
-			if !e.spanRoom(c, r, at, int(d.Offset), len(p.Payload)) {
-				e.stats.RecvBudgetDrops++
-				return
-			}
-		}
-		if d.Offset == 0 && e.cfg.Gate != nil && e.gateRefuses(c, p, m, ce) {
-			return // receiver not ready: the sender resends it after a back-off
-		}
-		if fresh {
-			r = e.allocRx()
-			spans, ecb := r.spans, r.ec
-			*r = rxMsg{id: d.MsgID, n: int(d.MsgLen), streamStart: d.StreamStart, spans: spans, ec: ecb}
-		}
-		if !e.reserve(c, r, int(d.Offset), len(p.Payload)) {
-			e.stats.RecvBudgetDrops++
-			if fresh {
-				e.release(c, r) // what reserve did get before it ran out
-				e.freeRx(r)
-			}
-			if !c.proven {
-				// Acknowledge nothing, but tell the peer our ID: once it echoes it, it
-				// is proven and draws on the whole budget.
-				c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
-				c.ackNow = true
-				e.markReady(c)
-			}
-			return
-		}
-		if fresh {
-			c.rx[d.MsgID] = r
-			c.claimed += claim
-		}
-		c.lastRx = r
-		if d.Offset == 0 && !r.placeTried && e.cfg.Placer != nil {
-			e.place(c, r, p.Payload)
-		}
-		r.write(int(d.Offset), p.Payload)
-		r.addSpan(at, int(d.Offset), len(p.Payload))
-		c.bytesRecv += uint64(len(p.Payload))
+	} else if r, ok = e.placeData(now, c, p, m, r, claim, ce); !ok {
+		return
+	}
+	e.ackData(now, c, p, m, r, done, ce)
+}
+
+// rxFloor sets up c's PSN tracker at its first data packet, or checks p's AckFloor
+// against it; false: p is dropped.
+func (e *Endpoint) rxFloor(c *conn, p *wire.Packet) bool {
+	switch {
+	case p.Flags&wire.FlagEC != 0 && !c.rxInit:
+		e.stats.ParityRefused++ // its AckFloor is its block's checksum (ec.go); no data yet
+		return false
+	case !c.rxInit:
+		c.tracker = ackpath.NewTracker(e.cfg.PSNWindow, p.Data.AckFloor)
+		c.rxInit = true
+	case p.Flags&wire.FlagEC == 0 && wire.SeqLess(c.tracker.Cum(), p.Data.AckFloor):
+		// Every PSN below an honest sender's floor was acknowledged by us, so the floor
+		// can never pass our cumulative point: obeying it would skip PSNs we never got.
+		e.stats.ProtoViolations++
+		return false
+	}
+	return true
+}
+
+// onTrimmedData NACKs a trimmed data packet (its payload was cut on the way), unless we
+// hold it or the recovery mode takes the NACK.
+func (e *Endpoint) onTrimmedData(now int64, c *conn, p *wire.Packet, m *RxMeta, ce bool) {
+	d := &p.Data
+	e.stats.Trimmed++
+	if p.Flags&wire.FlagEC != 0 {
+		// Parity is never resent, but its loss may leave its block beyond repair:
+		// then the block's trimmed data is NACKed now.
+		e.stats.ParityDropped++
 		if e.ec != nil {
-			r.anchor.note(d) // parity must agree with it (ec.go)
+			e.ecTrimmedParity(c, d)
+		}
+		return
+	}
+	if c.tracker.Has(d.PSN) {
+		return // a trimmed copy of a packet we already hold
+	}
+	nk := nackEntry{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
+	if e.rec != nil && e.rec.trimNack(c, d, p.Flags&wire.FlagRetx != 0, nk) {
+		return // the mode holds it (ec: until the block's parity shows it cannot rebuild)
+	}
+	if c.nacks.len() < maxNacks {
+		c.nacks.push(nk)
+	}
+	e.pullRequest(now, c, int(d.PayloadLen), 0, false) // EQDS: the header asks for its resend's credit
+	e.markReady(c)
+}
+
+// rxLookup finds d's message and checks d against what we know of it before the PSN is
+// recorded, so that a packet we refuse is not acknowledged: r is nil for a message not
+// yet open, done is true for one already delivered, claim is the stream a new message
+// claims. ok false: d is refused (counted).
+func (e *Endpoint) rxLookup(c *conn, d *wire.Data) (r *rxMsg, done bool, claim uint64, ok bool) {
+	r = c.lastRx
+	if r == nil || r.id != d.MsgID {
+		r = c.rx[d.MsgID]
+	}
+	done = wire.SeqLess(d.MsgID, c.nextDeliver)
+	if !done && c.doneOOO != nil {
+		_, done = c.doneOOO[d.MsgID]
+	}
+	switch {
+	case done:
+		// A message already delivered: only a duplicate can still carry it.
+	case r != nil:
+		if r.n != int(d.MsgLen) || r.streamStart != d.StreamStart {
+			e.stats.ProtoViolations++
+			return r, done, 0, false
+		}
+	default:
+		if d.StreamStart < c.delivered {
+			e.stats.ProtoViolations++
+			return r, done, 0, false
+		}
+		claim = streamLen(int(d.MsgLen))
+		if !c.isHead(d.MsgID, d.StreamStart) && !c.fits(d.StreamStart, claim, uint64(e.cfg.RecvWindow)) {
+			e.stats.BeyondWindow++ // the peer ignored our flow control
+			return r, done, 0, false
 		}
 	}
+	return r, done, claim, true
+}
+
+// placeData stores the new bytes of p (a PSN not seen before, of message r, nil if not
+// open yet) within the receive budget and returns the message; ok false: p was refused
+// or its bytes were already held (then its ACK is scheduled here).
+func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *rxMsg, claim uint64, ce bool) (*rxMsg, bool) {
+	d := &p.Data
+	got := 0
+	if r != nil {
+		got = r.got
+	}
+	if uint64(d.Offset) >= uint64(got)+e.reach(int(d.PayloadLen)) {
+		// No honest sender sends this far ahead of what arrived of a message: its
+		// PSN window would not let it. Refusing it bounds a message's chunk table.
+		e.stats.BeyondWindow++
+		return r, false
+	}
+	fresh := r == nil
+	at := 0
+	if !fresh {
+		var ok bool
+		if at, ok = e.rxSpan(now, c, p, m, r, ce); !ok {
+			return r, false
+		}
+	}
+	if d.Offset == 0 && e.cfg.Gate != nil && e.gateRefuses(c, p, m, ce) {
+		return r, false // receiver not ready: the sender resends it after a back-off
+	}
+	if fresh {
+		r = e.allocRx() // zero but for the arrays it keeps (freeRx)
+		r.id, r.n, r.streamStart = d.MsgID, int(d.MsgLen), d.StreamStart
+	}
+	if !e.reserve(c, r, int(d.Offset), len(p.Payload)) {
+		e.stats.RecvBudgetDrops++
+		if fresh {
+			e.release(c, r) // what reserve did get before it ran out
+			e.freeRx(r)
+		}
+		if !c.proven {
+			// Acknowledge nothing, but tell the peer our ID: once it echoes it, it
+			// is proven and draws on the whole budget.
+			c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
+			c.ackNow = true
+			e.markReady(c)
+		}
+		return r, false
+	}
+	if fresh {
+		c.rx[d.MsgID] = r
+		c.claimed += claim
+	}
+	c.lastRx = r
+	if d.Offset == 0 && !r.placeTried && e.cfg.Placer != nil {
+		e.place(c, r, p.Payload)
+	}
+	r.write(int(d.Offset), p.Payload)
+	r.addSpan(at, int(d.Offset), len(p.Payload))
+	c.bytesRecv += uint64(len(p.Payload))
+	if e.rec != nil {
+		e.rec.rxPlaced(r, d)
+	}
+	return r, true
+}
+
+// rxSpan checks p's bytes against what open message r holds and returns where its span
+// goes (coverage.go); ok false: refused, or held already (then p's PSN is acknowledged).
+func (e *Endpoint) rxSpan(now int64, c *conn, p *wire.Packet, m *RxMeta, r *rxMsg, ce bool) (int, bool) {
+	d := &p.Data
+	at, kind := r.cover(int(d.Offset), len(p.Payload))
+	switch kind {
+	case coverDup:
+		// Bytes we hold under a fresh PSN (a spurious retransmission whose
+		// original arrived too): acknowledge the PSN, keep the bytes once.
+		e.stats.DupData++
+		oldCum := c.tracker.Cum()
+		c.tracker.Mark(d.PSN)
+		urgent := e.cfg.Ack.Urgent(d.PSN, oldCum, c.tracker.Cum(), ce, p.Flags&wire.FlagAckReq != 0, false, e.rthr)
+		c.trig = trigger{psn: d.PSN, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime}
+		c.coal.OnData(now, ce, p.EV, urgent)
+		e.markReady(c)
+		return at, false
+	case coverOverlap:
+		e.stats.ProtoViolations++ // an honest sender resends whole packets
+		return at, false
+	case coverFull:
+		e.stats.BeyondWindow++ // resent later, when holes have closed
+		return at, false
+	}
+	if !e.spanRoom(c, r, at, int(d.Offset), len(p.Payload)) {
+		e.stats.RecvBudgetDrops++
+		return at, false
+	}
+	return at, true
+}
+
+// ackData records p's PSN, completes its message (r, nil for a delivered one: done) and
+// schedules the ACK: held for outgoing data when it completed a one-packet message
+// (holdable), else through the coalescer.
+func (e *Endpoint) ackData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *rxMsg, done, ce bool) {
+	d := &p.Data
 	oldCum := c.tracker.Cum()
 	c.tracker.Mark(d.PSN)
 	if !done {
@@ -699,6 +746,8 @@ func (c *conn) shrinkOOO() {
 // mapShrinkMin: maps of at most this many entries are not worth rebuilding.
 const mapShrinkMin = 64
 
+// allocRx returns a message record: recycled ones are zero but for the chunk table, span
+// list and block list arrays freeRx keeps, so a caller sets the rest field by field.
 func (e *Endpoint) allocRx() *rxMsg {
 	if n := len(e.freeRxs); n > 0 {
 		r := e.freeRxs[n-1]

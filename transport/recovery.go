@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
+	"strconv"
 
-	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
@@ -16,23 +15,14 @@ const (
 	// RecoverySACK is the default: SACK gap (ReorderThreshold transmissions) + RTO +
 	// trimming NACKs.
 	RecoverySACK = "sack"
-	// RecoveryDupAck is TCP-like: a packet is lost once Recovery.DupThresh packets sent
-	// after it were acknowledged (the SACK-gap rule with the dupACK threshold) + RTO.
-	RecoveryDupAck = "dupack"
-	// RecoverySubflows is dupACK recovery per subflow (reordering-safe): the transmission
-	// on EV e belongs to subflow e mod Subflows, and the dupACK rule counts only later
-	// transmissions of the same subflow.
-	RecoverySubflows = "subflows"
-	// RecoveryGoBackN is RoCE-like: the receiver NACKs the first gap and drops
-	// out-of-order data; the sender resends everything from the NACKed PSN on.
-	RecoveryGoBackN = "gobackn"
 	// RecoveryEC is erasure coding: blocks of K data packets are followed by M parity
 	// packets; the receiver rebuilds up to M lost packets of a block.
 	RecoveryEC = "ec"
 )
 
-// RecoveryModes lists the valid values of Recovery.Mode.
-var RecoveryModes = []string{RecoverySACK, RecoveryDupAck, RecoverySubflows, RecoveryGoBackN, RecoveryEC}
+// RecoveryModes lists the valid values of Recovery.Mode, in registration order
+// (registerRecovery).
+var RecoveryModes []string
 
 // MaxSubflows bounds Recovery.Subflows (per-subflow state is kept per connection).
 const MaxSubflows = 64
@@ -138,14 +128,8 @@ func (c *Config) ECBlock() (k, m int) { return c.Recovery.ecK(), c.Recovery.ecM(
 // reorderThreshold is the SACK-gap threshold in transmissions the mode uses (also the
 // receiver's "hole old enough" immediate-ACK rule).
 func (c *Config) reorderThreshold() int {
-	switch c.Recovery.mode() {
-	case RecoveryDupAck, RecoverySubflows:
-		return c.Recovery.dupThresh()
-	case RecoveryEC:
-		// A data packet may be rebuilt from the block's parity, which leaves after the
-		// block's last data packet: judge it against packets beyond the block.
-		k, m := c.ECBlock()
-		return c.ReorderThreshold + k + m
+	if m := lookupRecovery(c.Recovery.mode()); m != nil && m.threshold != nil {
+		return m.threshold(c)
 	}
 	return c.ReorderThreshold
 }
@@ -154,9 +138,7 @@ func (c *Config) reorderThreshold() int {
 func (r *RecoveryConfig) validate(c *Config) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	switch r.mode() {
-	case RecoverySACK, RecoveryDupAck, RecoverySubflows, RecoveryGoBackN, RecoveryEC:
-	default:
+	if lookupRecovery(r.mode()) == nil {
 		bad("recovery.mode = %q: must be one of %q", r.Mode, RecoveryModes)
 	}
 	if r.DupThresh < 0 || r.DupThresh > 1024 {
@@ -191,135 +173,99 @@ func (r *RecoveryConfig) validate(c *Config) error {
 	return errors.Join(errs...)
 }
 
-// Recovery modes as the engine keeps them.
-const (
-	recSACK uint8 = iota
-	recDupAck
-	recSubflows
-	recGoBackN
-	recEC
-)
+// recoverer is a loss-recovery mode's part in the engine beside the SACK-gap rule and the
+// RTO every mode has. It is resolved once per endpoint (NewEndpoint), as a controller is,
+// and is nil for the modes that are the SACK-gap rule alone ("sack", "dupack"): the hot
+// path pays one nil check. A mode is a file with its recoverer and a registerRecovery call.
+type recoverer interface {
+	// newConn sets up a connection's per-mode state.
+	newConn(c *conn)
+	// rxData sees data packet d (on EV ev, trimmed or not, arrived at rxTime) before
+	// the receiver records it (the PSN tracker is set up); true: the mode consumed it.
+	// Hooks take the packet's fields, not the packet: an interface call's arguments
+	// escape, and a pointer to the datagram would move it to the heap.
+	rxData(now int64, c *conn, d *wire.Data, ev uint16, trimmed, ce bool, rxTime int64) bool
+	// trimNack takes the NACK nk of trimmed data packet d (not yet held; retx: a
+	// retransmission); false: the default, NACK it now.
+	trimNack(c *conn, d *wire.Data, retx bool, nk nackEntry) bool
+	// rxPlaced: data packet d's new bytes were placed in message r.
+	rxPlaced(r *rxMsg, d *wire.Data)
+	// sent: transmission sp of psn is leaving.
+	sent(c *conn, psn uint32, sp *sentPkt)
+	// timedOut: psn timed out and was declared lost.
+	timedOut(now int64, c *conn, psn uint32)
+	// detectLoss runs after an ACK was applied; false: the SACK-gap rule runs.
+	detectLoss(now int64, c *conn) bool
+}
 
-// recoveryParams returns the mode, the SACK-gap threshold and the subflow count.
-func (c *Config) recoveryParams() (mode uint8, thr, nsub int) {
+// baseRecovery is a recoverer that changes nothing, for modes to embed and override.
+type baseRecovery struct{}
+
+func (baseRecovery) newConn(*conn) {}
+func (baseRecovery) rxData(int64, *conn, *wire.Data, uint16, bool, bool, int64) bool {
+	return false
+}
+func (baseRecovery) trimNack(*conn, *wire.Data, bool, nackEntry) bool { return false }
+func (baseRecovery) rxPlaced(*rxMsg, *wire.Data)                      {}
+func (baseRecovery) sent(*conn, uint32, *sentPkt)                     {}
+func (baseRecovery) timedOut(int64, *conn, uint32)                    {}
+func (baseRecovery) detectLoss(int64, *conn) bool                     { return false }
+
+// recoveryMode is one registered loss-recovery mode.
+type recoveryMode struct {
+	name string
+	// threshold is the SACK-gap threshold in transmissions (nil: ReorderThreshold).
+	threshold func(c *Config) int
+	// subflows is the per-connection subflow count (nil: 1); the ledger charges them.
+	subflows func(c *Config) int
+	// new returns the mode's recoverer for endpoint e, whose configuration is final (nil
+	// func or nil result: the SACK-gap rule alone). A recoverer keeps e: hooks that took
+	// it as an argument would make the compiler move whatever e points to, datagrams
+	// decoded into e.pkt included, to the heap.
+	new func(e *Endpoint) recoverer
+}
+
+var recoveryRegistry []recoveryMode
+
+// registerRecovery adds a mode (called from the mode's file's init); a name twice panics.
+func registerRecovery(m recoveryMode) {
+	if m.name == "" || lookupRecovery(m.name) != nil {
+		panic("transport: recovery mode " + strconv.Quote(m.name) + " registered twice or unnamed")
+	}
+	recoveryRegistry = append(recoveryRegistry, m)
+	RecoveryModes = append(RecoveryModes, m.name)
+}
+
+// lookupRecovery returns the registered mode called name, or nil.
+func lookupRecovery(name string) *recoveryMode {
+	for i := range recoveryRegistry {
+		if recoveryRegistry[i].name == name {
+			return &recoveryRegistry[i]
+		}
+	}
+	return nil
+}
+
+// recoveryParams returns the mode, its SACK-gap threshold and subflow count.
+func (c *Config) recoveryParams() (m *recoveryMode, thr, nsub int) {
 	thr, nsub = c.reorderThreshold(), 1
-	switch c.Recovery.mode() {
-	case RecoveryDupAck:
-		mode = recDupAck
-	case RecoverySubflows:
-		mode, nsub = recSubflows, c.SubflowCount()
-	case RecoveryGoBackN:
-		mode = recGoBackN
-	case RecoveryEC:
-		mode = recEC
+	m = lookupRecovery(c.Recovery.mode())
+	if m != nil && m.subflows != nil {
+		nsub = m.subflows(c)
 	}
-	return mode, thr, nsub
+	return m, thr, nsub
 }
 
-// subflow is one subflow's dupACK state (recovery "subflows"): its own numbering of the
-// transmissions on its EVs and the queue of those transmissions in send order.
-type subflow struct {
-	timeq    ring[timeEntry]
-	seq      uint32 // transmissions so far
-	maxAcked uint32 // highest acknowledged transmission number (0: none)
+// newRecoverer returns e's recoverer (nil: the SACK-gap rule alone).
+func (m *recoveryMode) newRecoverer(e *Endpoint) recoverer {
+	if m == nil || m.new == nil {
+		return nil
+	}
+	return m.new(e)
 }
 
-// subflowLoss applies the dupACK rule within each subflow whose highest acknowledged
-// transmission moved: a packet is lost once a transmission of its own subflow sent
-// DupThresh later was acknowledged. Reordering across subflows counts for nothing.
-func (e *Endpoint) subflowLoss(now int64, c *conn) {
-	thr := int32(e.rthr)
-	for c.subDirty != 0 {
-		j := bits.TrailingZeros64(c.subDirty)
-		c.subDirty &= c.subDirty - 1
-		f := &c.sub[j]
-		for f.timeq.len() > 0 {
-			t := *f.timeq.peek() // a copy: pop clears the slot
-			sp := &c.pkts[t.psn&c.mask]
-			if sp.state != pktInflight || sp.seq != t.seq || !wire.SeqLess(t.psn, c.sndNxt) ||
-				!wire.SeqLEQ(c.sndUna, t.psn) {
-				f.timeq.pop() // acknowledged, or resent (then queued in its new subflow)
-				continue
-			}
-			if int32(f.maxAcked-sp.sseq) < thr {
-				break
-			}
-			f.timeq.pop()
-			e.declareLost(now, c, t.psn, cc.LossSack)
-		}
-	}
-}
-
-// goBack declares every packet in flight from psn on lost (recovery "gobackn") and puts
-// the retransmission queue in PSN order: the receiver takes nothing but the next PSN, so
-// a resend that overtook an earlier one would only be dropped (and with a window of one
-// packet, each such resend cost a timeout).
-func (e *Endpoint) goBack(now int64, c *conn, psn uint32, cause, why cc.LossCause) {
-	for q := psn; wire.SeqLess(q, c.sndNxt); q++ {
-		if c.pkts[q&c.mask].state == pktInflight {
-			e.declareLostAs(now, c, q, cause, why)
-		}
-	}
-	c.retxq.reset()
-	for q := c.sndUna; wire.SeqLess(q, c.sndNxt); q++ {
-		if c.pkts[q&c.mask].state == pktLost {
-			c.retxq.push(q)
-		}
-	}
-}
-
-// onGoBackNack handles a go-back-N NACK: the receiver expected nk.PSN and got a later
-// packet, sent at nk.EchoTxTime, which it dropped. Everything from nk.PSN on is resent,
-// unless nk.PSN's latest transmission left after that packet (the NACK belongs to an
-// earlier round, which was already gone back over).
-func (e *Endpoint) onGoBackNack(now int64, c *conn, nk *wire.Nack) {
-	psn := nk.PSN
-	if e.rmode != recGoBackN || psn != nk.CumPSN || !wire.SeqLess(psn, c.sndNxt) ||
-		nk.EchoTxTime > now || nk.EchoTxTime < c.createdAt {
-		e.stats.BadAcks++
-		return
-	}
-	if wire.SeqLess(psn, c.sndUna) {
-		e.stats.StaleAcks++
-		return
-	}
-	if sp := &c.pkts[psn&c.mask]; sp.state != pktInflight || sp.sentAt > nk.EchoTxTime {
-		e.stats.StaleAcks++
-		return
-	}
-	e.stats.GoBacks++
-	e.goBack(now, c, psn, cc.LossSack, lossGoBack)
-}
-
-// goBackDrop is the go-back-N receiver (recovery "gobackn"): a packet beyond the next
-// expected PSN, or a trimmed one, is dropped, and the first such packet for an expected
-// PSN is answered with a go-back NACK naming it (RoCE: one NAK per sequence error; a lost
-// NACK, or a lost resend, is recovered by the sender's timeout; NACKing every trimmed
-// copy of the expected packet instead turned trims into go-back storms in the simulator's
-// incast). It reports whether p was consumed.
-func (e *Endpoint) goBackDrop(now int64, c *conn, p *wire.Packet, m *RxMeta, ce bool) bool {
-	d := &p.Data
-	cum := c.tracker.Cum()
-	trimmed := p.Trimmed() || (e.cfg.TrimDSCP != 0 && m.DSCP == e.cfg.TrimDSCP)
-	if !trimmed && !wire.SeqLess(cum, d.PSN) {
-		return false // the expected packet, or a duplicate
-	}
-	if trimmed {
-		e.stats.Trimmed++
-		if wire.SeqLess(d.PSN, cum) {
-			return true // a trimmed copy of a packet we hold
-		}
-	} else {
-		e.stats.OutOfOrderDrops++
-	}
-	if c.gbnNacked && c.gbnPSN == cum {
-		return true
-	}
-	if c.nacks.len() < maxNacks {
-		c.nacks.push(nackEntry{goBack: true, psn: cum, ev: p.EV, ce: ce, txTime: d.TxTime, rxTime: m.RxTime})
-		c.gbnNacked, c.gbnPSN = true, cum
-		e.stats.GoBackNacksSent++
-	}
-	e.markReady(c)
-	return true
+func init() {
+	// The default: SACK gap (ReorderThreshold transmissions) + RTO + trimming NACKs,
+	// all of it in the core.
+	registerRecovery(recoveryMode{name: RecoverySACK})
 }

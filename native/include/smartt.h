@@ -83,6 +83,11 @@ typedef struct smartt_options {
     long long sendfd_threshold; /* smartt_send passes messages of at least this many
                                  * bytes through a memfd of the session's (0: 4 MiB;
                                  * negative: never) */
+    long long auto_ring; /* the automatic receive ring: set up when a message of at least
+                          * this many bytes first arrives over the socket (0: 1 MiB;
+                          * negative: never); it holds 4 such messages (at most 64 MiB
+                          * and the daemon's max), messages of 64 KiB and more then come
+                          * through it and are copied out (in_ring stays 0) */
 } smartt_options;
 
 /* smartt_open connects to socket_path (NULL: smartt_default_socket()) and opens a
@@ -103,6 +108,7 @@ unsigned smartt_caps(const smartt_session *s);
 int smartt_version(const smartt_session *s);          /* 1 or 2 */
 uint64_t smartt_max_ring(const smartt_session *s);    /* the daemon's Smartt-Recv-Ring */
 uint32_t smartt_endpoint(const smartt_session *s);    /* bound endpoint, 0 if none */
+uint64_t smartt_ring_auto(const smartt_session *s);   /* the automatic ring's size, 0 if none */
 
 /* Non-blocking core. */
 int smartt_fd(const smartt_session *s);         /* poll it for POLLIN */

@@ -23,6 +23,11 @@ enum {
 #define MAX_RELEASE 64
 #define MAX_RECV_SIZE (1ull << 30) /* the daemon's api.max_message bound */
 #define INBUF_MIN (256u << 10)
+#define AUTO_RING (1ll << 20)      /* default smartt_options.auto_ring */
+#define AUTO_RING_MIN (64u << 10)  /* smaller messages keep coming over the socket */
+#define AUTO_RING_MSGS 4
+#define MAX_AUTO_RING (64ull << 20)
+enum { AUTO_IDLE, AUTO_TRYING, AUTO_ON, AUTO_OFF };
 
 /* An event queue: a growable ring of events. */
 typedef struct evq {
@@ -74,6 +79,11 @@ struct smartt_session {
     unsigned char *ring;
     uint64_t ring_size;
     uint32_t ring_tag; /* the pending RecvRing request */
+    /* The automatic ring (smartt_options.auto_ring). */
+    long long auto_min; /* threshold; < 0: never */
+    int auto_state;     /* AUTO_IDLE ... */
+    uint32_t auto_tag;  /* its RecvRing request */
+    uint64_t auto_size; /* its size once the daemon took it */
 
     evq done; /* replies and outcomes */
     evq recv; /* received messages and tag-0 errors */
@@ -107,6 +117,8 @@ int in_read(smartt_session *s);
 int in_parse(smartt_session *s);           /* frames that came with the Upgrade response */            /* non-blocking read and parse */
 int wait_io(smartt_session *s, int timeout_ms, int want_write);
 long long now_ms(void);
+
+void auto_ring_start(smartt_session *s, uint64_t size); /* session.c */
 
 int http_upgrade(smartt_session *s, const char *proto, int timeout_ms, int lazy,
                  char *errbuf, size_t errlen);

@@ -58,6 +58,9 @@ static int on_recv(smartt_session *s, uint32_t tag, const unsigned char *p, uint
         return SMARTT_ENOMEM;
     s->cur_active = 1, s->cur_tag = tag, s->cur_got = 0, s->cur_size = e.size;
     s->cur_ev = e;
+    if (s->auto_state == AUTO_IDLE && s->auto_min > 0 && e.size >= (uint64_t)s->auto_min &&
+        (s->caps & SMARTT_CAP_RING))
+        auto_ring_start(s, e.size);
     return 0;
 }
 
@@ -72,6 +75,19 @@ static int on_recvat(smartt_session *s, uint32_t tag, const unsigned char *p, ui
         return SMARTT_EPROTO;
     e.data = s->ring + off;
     s->received = 1;
+    if (s->auto_state == AUTO_ON) { /* copied out: the caller owns what it receives */
+        unsigned char *b = malloc((size_t)e.size);
+        if (!b)
+            return SMARTT_ENOMEM;
+        memcpy(b, e.data, (size_t)e.size);
+        e.data = b, e.own_ = b, e.in_ring = 0;
+        s->rel[s->nrel++] = tag;
+        if (s->nrel == MAX_RELEASE) {
+            int r = out_releases(s);
+            if (r)
+                return r;
+        }
+    }
     return push(s, &s->recv, &e);
 }
 
@@ -120,11 +136,19 @@ static int on_frame(smartt_session *s, int type, uint32_t tag, const unsigned ch
         if (tag == s->ring_tag) { /* the ring was refused */
             munmap(s->ring, (size_t)s->ring_size);
             s->ring = NULL, s->ring_size = 0, s->ring_tag = 0;
+            if (tag == s->auto_tag) { /* the automatic one: nobody waits for the answer */
+                s->auto_state = AUTO_OFF, s->auto_tag = 0;
+                return 0;
+            }
         }
         break;
     case F_RINGOK:
         if (n != 8 || tag == 0 || tag != s->ring_tag)
             return SMARTT_EPROTO;
+        if (tag == s->auto_tag) {
+            s->auto_state = AUTO_ON, s->auto_size = get_u64(p), s->auto_tag = 0, s->ring_tag = 0;
+            return 0;
+        }
         e.type = SMARTT_EV_RING_OK, e.size = get_u64(p);
         s->ring_tag = 0;
         break;

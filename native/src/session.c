@@ -58,6 +58,7 @@ int smartt_open(smartt_session **out, const char *socket_path, const smartt_opti
     s->fd = -1;
     s->big.fd = -1;
     s->fd_threshold = o && o->sendfd_threshold ? o->sendfd_threshold : 4ll << 20;
+    s->auto_min = o && o->auto_ring ? o->auto_ring : AUTO_RING;
     s->socket_path = strdup(socket_path ? socket_path : smartt_default_socket());
     s->in = malloc(INBUF_MIN);
     s->in_cap = INBUF_MIN;
@@ -286,6 +287,8 @@ int smartt_ring_start(smartt_session *s, uint64_t size, uint64_t min_message, ui
         return SMARTT_ENOTSUP;
     if (s->ring || s->ring_tag)
         return SMARTT_EINVAL;
+    if (s->auto_state == AUTO_IDLE)
+        s->auto_state = AUTO_OFF; /* a ring of the caller's: no automatic one */
     int fd = memfd_create("smartt-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return SMARTT_ESYS;
@@ -425,4 +428,25 @@ int smartt_ring_enable(smartt_session *s, uint64_t size, uint64_t min_message, i
     if (!r && ev.type == SMARTT_EV_ERROR)
         r = ev.status; /* the parser unmapped the ring */
     return r;
+}
+
+uint64_t smartt_ring_auto(const smartt_session *s)
+{
+    return s && s->auto_state == AUTO_ON ? s->auto_size : 0;
+}
+
+/* auto_ring_start sets up the automatic ring for messages of size bytes if it is worth
+ * it (a reader's call, from parse.c); at most once per session. */
+void auto_ring_start(smartt_session *s, uint64_t size)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t cap = s->max_ring < MAX_AUTO_RING ? s->max_ring : MAX_AUTO_RING;
+    uint64_t ring = (size * AUTO_RING_MSGS + page - 1) / page * page;
+    cap = cap / page * page;
+    s->auto_state = AUTO_OFF;
+    if (2 * size > cap || s->ring || s->ring_tag)
+        return;
+    uint32_t tag;
+    if (smartt_ring_start(s, ring < cap ? ring : cap, AUTO_RING_MIN, &tag) == 0)
+        s->auto_state = AUTO_TRYING, s->auto_tag = tag;
 }

@@ -286,6 +286,60 @@ TEST(ring_receive)
     smartt_close(b);
 }
 
+static long long ring_msgs(void)
+{
+    char *body = NULL;
+    long long n = -1;
+    if (smartt_get(bsock, "/v1/counters", &body, 0) == 200 && strstr(body, "\"ring_msgs\":"))
+        n = atoll(strstr(body, "\"ring_msgs\":") + 12);
+    free(body);
+    return n;
+}
+
+/* The automatic ring: the first 2 MiB message over the socket sets up an 8 MiB ring by
+ * itself; later large ones come through it (the daemon's ring_msgs) and are copied out
+ * (in_ring 0, the caller's own buffer), small ones over the socket; all arrive whole
+ * and in order. auto_ring -1 keeps the session on the socket. */
+TEST(auto_ring)
+{
+    static unsigned char buf[2 << 20];
+    for (int off = 0; off < 2; off++) {
+        smartt_session *a, *b;
+        smartt_options o = {.auto_ring = off ? -1 : 0};
+        CHECK_EQ(smartt_open(&a, asock, NULL), 0);
+        CHECK_EQ(smartt_open(&b, bsock, &o), 0);
+        uint32_t eb;
+        CHECK_EQ(smartt_bind(a, 0, NULL, TMO), 0);
+        CHECK_EQ(smartt_bind(b, 0, &eb, TMO), 0);
+        smartt_addr to;
+        smartt_addr_parse(&to, baddr, eb);
+        long long r0 = ring_msgs();
+        for (int i = 0; i < 12; i++) {
+            size_t n = i % 3 ? sizeof buf : 100;
+            fill(buf, n, (unsigned)i);
+            uint32_t tag;
+            CHECK_EQ(smartt_send_async(a, &to, buf, n, &tag), 0);
+            smartt_event ev;
+            CHECK_EQ(smartt_recv(b, &ev, TMO), 0);
+            CHECK_EQ(ev.size, n);
+            CHECK(!ev.in_ring);
+            CHECK(same(ev.data, ev.size, (unsigned)i));
+            CHECK_EQ(smartt_release(b, &ev), 0);
+            CHECK_EQ(smartt_wait(a, tag, 1u << SMARTT_EV_SENT, &ev, TMO), 0);
+        }
+        long long rings = ring_msgs() - r0;
+        if (off) {
+            CHECK_EQ(smartt_ring_auto(b), 0);
+            CHECK_EQ(rings, 0);
+        } else {
+            CHECK_EQ(smartt_ring_auto(b), 8u << 20);
+            CHECK(rings >= 6);
+        }
+        smartt_close(a);
+        smartt_close(b);
+    }
+}
+
 TEST(daemon_refusals)
 {
     smartt_session *a, *b;
@@ -381,6 +435,7 @@ int main(void)
     RUN(nonblocking_progress);
     RUN(memfd_zero_copy);
     RUN(ring_receive);
+    RUN(auto_ring);
     RUN(daemon_refusals);
     RUN(control_gets);
     RUN(cancel);

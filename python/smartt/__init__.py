@@ -10,7 +10,7 @@
 from ._errors import (EAGAIN, EBUSY, ECLOSED, ECONNECT, EDAEMON_BASE, EFAILED, EHTTP, EINVAL,
                       EIO, ENOMEM, ENOTSUP, EPROTO, ESYS, ETIMEDOUT, EVERSION, Error, Timeout,
                       edaemon, strerror)
-from ._session import (ACCEPTED, BOUND, CANCEL_IN_FLIGHT, CANCEL_RESULT, CANCEL_UNKNOWN,
+from ._session import (ACCEPTED, AUTO_RING, BOUND, CANCEL_IN_FLIGHT, CANCEL_RESULT, CANCEL_UNKNOWN,
                        CANCELLED, DEFAULT_SOCKET, ERROR, FAILED, HEADROOM, MAX_PAYLOAD, RECV,
                        RING_OK, SENT, Addr, Event, Memfd, Session, default_socket, get)
 
@@ -22,5 +22,5 @@ __all__ = [
     "CANCEL_RESULT", "CANCELLED", "CANCEL_IN_FLIGHT", "CANCEL_UNKNOWN", "DEFAULT_SOCKET",
     "HEADROOM", "MAX_PAYLOAD", "EINVAL", "ENOMEM", "ECONNECT", "EIO", "ECLOSED", "EPROTO",
     "EVERSION", "EHTTP", "EAGAIN", "ETIMEDOUT", "ENOTSUP", "EFAILED", "EBUSY", "ESYS",
-    "EDAEMON_BASE",
+    "EDAEMON_BASE", "AUTO_RING",
 ]

@@ -19,6 +19,14 @@ MAX_PAYLOAD = 1 << 20
 HEADROOM = 12
 MAX_MESSAGE = 1 << 30
 MAX_RELEASE = 64
+# The automatic receive ring (as the Go client's): set up when a message of at least
+# auto_ring bytes first arrives over the socket, holding AUTO_RING_MSGS of them (at most
+# MAX_AUTO_RING and the daemon's max); messages of AUTO_RING_MIN and more then come
+# through it and are copied out, so received data stays the caller's own bytearray.
+AUTO_RING = 1 << 20
+AUTO_RING_MIN = 64 << 10
+AUTO_RING_MSGS = 4
+MAX_AUTO_RING = 64 << 20
 
 F_BIND, F_SEND, F_DATA, F_SENDFD, F_RECVRING, F_RELEASE, F_WANTSENT, F_CANCEL = range(1, 9)
 F_BOUND, F_SENT, F_FAILED, F_RECV, F_ERROR, F_RINGOK, F_RECVAT, F_ACCEPTED, F_CANCELRES = range(0x81, 0x8a)
@@ -218,11 +226,13 @@ class Session:
     Not thread-safe: serialize calls on one session. Use as a context manager.
 
     Blocking: bind, send, recv, wait, enable_ring (timeout in seconds, None: for ever).
+    auto_ring: the received message size from which the session sets up a receive ring
+    by itself (AUTO_RING; None or 0: never); see ring_auto.
     Non-blocking: *_start/*_async calls, fileno() to poll (POLLOUT too while
     want_write()), progress(), poll_completion()."""
 
     def __init__(self, socket_path=None, timeout=10.0, max_version=2, lazy_sent=True,
-                 sendfd_threshold=4 << 20):
+                 sendfd_threshold=4 << 20, auto_ring=AUTO_RING):
         if max_version not in (1, 2):
             raise Error(EINVAL, "max_version 1 or 2")
         self.socket_path = socket_path or default_socket()
@@ -247,6 +257,10 @@ class Session:
         self._direct = 0  # bytes of the current Data payload to read straight into it
         self._ring = self._ringmap = None
         self._ring_tag = 0
+        self.auto_ring = auto_ring
+        self.ring_auto = 0  # the automatic ring's size once the daemon took it
+        self._auto = "idle"  # idle, trying, on, off
+        self._auto_tag = 0
         self._received = False
         self._done = collections.deque()
         self._recv = collections.deque()
@@ -518,6 +532,8 @@ class Session:
 
     def ring_start(self, size, min_message=0):
         """Sets up a receive ring of size bytes (a page multiple); RING_OK or ERROR answers."""
+        if self._auto == "idle":
+            self._auto = "off"  # a ring of the caller's: no automatic one
         if not self.max_ring:
             raise Error(ENOTSUP, "the daemon offers no receive ring on this session")
         if self._ring is not None or size <= 0 or size % mmap.PAGESIZE or size > MAX_MESSAGE:
@@ -622,6 +638,8 @@ class Session:
 
     def _frame(self, typ, tag, p):
         n = len(p)
+        if tag and tag == self._auto_tag and typ in (F_RINGOK, F_ERROR):
+            return self._auto_reply(typ, p)
         if typ == F_DATA:
             cur = self._cur
             if cur is None or tag != cur.tag or n == 0 or n > cur.size - self._cur_got:
@@ -662,6 +680,27 @@ class Session:
             self._fail(EPROTO, "unexpected frame 0x%02x of %d bytes" % (typ, n))
         self._done.append(e)
 
+    def _auto_start(self, size):
+        """Sets up the automatic ring for messages of size bytes, if it is worth it."""
+        self._auto = "off"  # at most once
+        cap = min(MAX_AUTO_RING, self.max_ring)
+        ring = -(-size * AUTO_RING_MSGS // mmap.PAGESIZE) * mmap.PAGESIZE
+        if 2 * size > cap or self._ring is not None or self._err is not None:
+            return
+        try:
+            self._auto_tag = self.ring_start(min(ring, cap // mmap.PAGESIZE * mmap.PAGESIZE), AUTO_RING_MIN)
+            self._auto = "trying"
+        except (OSError, Error):
+            self._auto_tag = 0
+
+    def _auto_reply(self, typ, p):
+        self._auto_tag = 0
+        if typ == F_RINGOK and len(p) == 8:
+            self._auto, self.ring_auto, self._ring_tag = "on", _U64.unpack(p)[0], 0
+        else:
+            self._auto = "off"
+            self._drop_ring()
+
     def _drop_ring(self):
         self._ring.release()
         self._ringmap.close()
@@ -682,11 +721,16 @@ class Session:
             if size > len(self._ring) or off > len(self._ring) - size:
                 self._fail(EPROTO, "RecvAt beyond the ring")
             e.data, e.in_ring = self._ring[off:off + size], True
+            if self._auto == "on":  # copied out: the caller owns what it receives
+                e.data, e.in_ring = bytearray(e.data), False
+                self._release(tag)
             self._received = True
             self._recv.append(e)
             return
         e.data = bytearray(size)
         self._cur, self._cur_got = e, 0
+        if self.auto_ring and size >= self.auto_ring and self._auto == "idle" and self.max_ring:
+            self._auto_start(size)
 
     def poll_completion(self):
         """The oldest queued event (replies and outcomes before received messages), or

@@ -169,6 +169,36 @@ class Live(unittest.TestCase):
         with self.assertRaises(smartt.Error):
             b.enable_ring(8 << 20)
 
+    def test_auto_ring(self):
+        """The first 2 MiB message over the socket sets up a ring (4 such messages) by
+        itself; later large ones come through it and are copied out (in_ring False, the
+        bytes the caller's own), small ones still over the socket; every message arrives
+        whole and in order. auto_ring=None keeps a session on the socket."""
+        for auto in (smartt.AUTO_RING, None):
+            a = smartt.Session(A)
+            b = smartt.Session(B, auto_ring=auto)
+            self.addCleanup(a.close)
+            self.addCleanup(b.close)
+            a.bind(0, T)
+            to = smartt.Addr.parse(BADDR, b.bind(0, T))
+            ring0 = b.counters()["api"]["ring_msgs"]
+            for i in range(12):
+                data = pattern((2 << 20) if i % 3 else 100, i)
+                tag = a.send_async(to, data)
+                m = b.recv(T)
+                self.assertFalse(m.in_ring)
+                self.assertIsInstance(m.data, bytearray)
+                self.assertTrue(m.data == data, "message %d" % i)
+                m.release()
+                a.wait(tag, {smartt.SENT}, T)
+            rings = b.counters()["api"]["ring_msgs"] - ring0
+            if auto:
+                self.assertEqual(b.ring_auto, 8 << 20)
+                self.assertGreaterEqual(rings, 6)  # the large ones after the first
+            else:
+                self.assertEqual(b.ring_auto, 0)
+                self.assertEqual(rings, 0)
+
     def test_refusals(self):
         with smartt.Session(A) as a, smartt.Session(A) as b:
             to = smartt.Addr.parse(BADDR, 1)

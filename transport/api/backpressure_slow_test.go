@@ -144,14 +144,16 @@ func sendWindowed(s *client.Session, to netip.AddrPort, ep uint32, sizes []int, 
 // a peer sends to it keeps its session, and every message arrives, in order, once: the
 // daemon holds its session's queue within its bound and refuses the rest at their first
 // packet, so the sender's Sent waits. A second session between the same daemons keeps at
-// least half of its throughput meanwhile; api.write_timeout (1 s here) does not end the
+// at least half of its throughput meanwhile (a quarter in the short run); api.write_timeout (1 s here) does not end the
 // sleeper's session. CI: 10 s asleep, 64 MiB; with SMARTT_BACKPRESSURE_FULL=1: 120 s,
 // 1 GiB. Before, the messages beyond api.max_recv_queue were dropped (all reported Sent)
 // and the client was disconnected after write_timeout.
 func TestBackpressureSleepingReceiver(t *testing.T) {
-	sleep, total := 10*time.Second, int64(64<<20)
+	// The short run's share is looser because a shared CI host's load moves it by
+	// tens of percent; head-of-line blocking would leave the second session near 0.
+	sleep, total, share := 10*time.Second, int64(64<<20), 0.25
 	if os.Getenv("SMARTT_BACKPRESSURE_FULL") == "1" {
-		sleep, total = 120*time.Second, 1<<30
+		sleep, total, share = 120*time.Second, 1<<30, 0.5
 	}
 	const queue, window = 16 << 20, 16 << 20
 	mn := daemon.NewMemNet()
@@ -189,8 +191,8 @@ func TestBackpressureSleepingReceiver(t *testing.T) {
 	if st.RecvPaused == 0 || st.RecvOverflow+st.RecvOverflowTotal != 0 || st.ClientsStalled != 0 {
 		t.Errorf("counters %+v: want refusals, no drops, no client disconnected", st)
 	}
-	if during < alone/2 {
-		t.Errorf("the second session kept %.0f%% of its throughput, want at least 50%%", 100*during/alone)
+	if during < alone*share {
+		t.Errorf("the second session kept %.0f%% of its throughput, want at least %.0f%%", 100*during/alone, 100*share)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {

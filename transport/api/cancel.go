@@ -92,8 +92,7 @@ func (x *session) armHeldLocked() {
 }
 
 // cancel answers a Cancel frame: a local message still waiting for its receiver's queue,
-// or a copied message the engine has not sent a byte of and that is the newest queued to
-// its peer (daemon.Node.Unsend), is cancelled (CancelResult 0, then its Failed frame
+// or a copied message the engine has not sent a byte of (daemon.Node.Unsend), is cancelled (CancelResult 0, then its Failed frame
 // "cancelled"); any other outstanding message is in flight (1); anything else is
 // unknown (2). The result is queued in the same critical section that looks the
 // tag up, and a completion forgets its tag in the one that queues its Sent or Failed

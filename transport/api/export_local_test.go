@@ -7,3 +7,11 @@ func SetMaxLocalWaiting(n int64) (restore func()) {
 	maxLocalWaiting = n
 	return func() { maxLocalWaiting = old }
 }
+
+// SetMaxDirectPairs sets the bound of a session's direct pairs for a test and returns a
+// function that restores it.
+func SetMaxDirectPairs(n int) (restore func()) {
+	old := maxDirectPairs
+	maxDirectPairs = n
+	return func() { maxDirectPairs = old }
+}

@@ -71,6 +71,7 @@ func (s *Server) localDst(sh SendHeader) *session {
 
 // localMsg is a message on its way to a session of this daemon.
 type localMsg struct {
+	frame *outFrame // a marker, not a message: a frame queued once what waits before it went in (direct.go)
 	m     *sendMsg
 	from  *session
 	tag   uint32
@@ -138,6 +139,12 @@ func (x *session) offerLocal(l localMsg) (bool, error) {
 // max_recv_queue: any message when nothing is queued) and max_recv_queue_total does.
 // x.mu is held.
 func (x *session) takeLocalLocked(l localMsg) bool {
+	if l.frame != nil {
+		x.flushHeldLocked()
+		x.queue = append(x.queue, *l.frame)
+		x.cond.Signal()
+		return true
+	}
 	body := l.body()
 	n := heldSize(body) // charged as a received message is (enqueueRecvLocked)
 	if x.recvFullLocked(n) {
@@ -178,7 +185,9 @@ func (x *session) admitLocal() {
 	x.localDoneBuf = done[:0]
 	x.mu.Unlock()
 	for _, l := range done {
-		l.from.localDone(l, nil)
+		if l.m != nil {
+			l.from.localDone(l, nil)
+		}
 	}
 	clear(done)
 }
@@ -191,6 +200,12 @@ func (x *session) failLocal() {
 	x.srv.localWaiting.Add(-int64(len(wait)))
 	x.mu.Unlock()
 	for _, l := range wait {
+		if l.frame != nil {
+			if l.frame.fd != nil {
+				l.frame.fd.Close()
+			}
+			continue
+		}
 		l.m.put()
 		l.from.localDone(l, errLocalGone)
 	}
@@ -202,7 +217,7 @@ func (x *session) unpark(from *session, tag uint32) (localMsg, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for i, l := range x.localWait {
-		if l.from == from && l.tag == tag {
+		if l.from == from && l.tag == tag && l.m != nil {
 			x.srv.localWaiting.Add(-1)
 			x.localWait = append(x.localWait[:i], x.localWait[i+1:]...)
 			return l, true

@@ -13,32 +13,38 @@ import (
 )
 
 // BenchmarkLocalRoundTrip compares a 64-byte round trip between two endpoints of one
-// daemon (local delivery: Go client A, the daemon, Go client B echoing, and back) with a
-// kernel Unix stream socket ping-pong between two goroutines of the same process (the
-// floor any local IPC pays), in interleaved rounds of b.N/8 round trips each. Reports
-// the min, median and max over the rounds of each side's round median (microseconds)
-// and of their ratio local/unix.
+// daemon over the direct path (Go client A writes to its pair, Go client B echoes over
+// it) and through the daemon (A, the daemon, B echoing, and back: the direct path off)
+// with a kernel Unix stream socket ping-pong between two goroutines of the same process
+// (the floor any local IPC pays), in interleaved rounds of b.N/8 round trips each.
+// Reports the min, median and max over the rounds of each side's round median
+// (microseconds) and of the ratios direct/unix and relay/unix.
 func BenchmarkLocalRoundTrip(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	mn := daemon.NewMemNet()
 	a := startDaemon(b, mn, addrA, shortDir(b), nil)
-	c := client.New(a.Config.API.Socket)
-	sa, sb := openBound(b, c, 1), openBound(b, c, 2)
-	clienttest.Echo(ctx, sb)
 	msg := make([]byte, 64)
-	local := func() float64 {
-		t0 := time.Now()
-		if _, err := sa.SendAsync(addrA, 2, msg); err != nil {
-			b.Fatal(err)
+	trip := func(c *client.Client, ep uint32) func() float64 {
+		sa, sb := openBound(b, c, ep), openBound(b, c, ep+1)
+		clienttest.Echo(ctx, sb)
+		return func() float64 {
+			t0 := time.Now()
+			if _, err := sa.SendAsync(addrA, ep+1, msg); err != nil {
+				b.Fatal(err)
+			}
+			m, err := sa.Recv(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.Release()
+			return float64(time.Since(t0).Nanoseconds()) / 1e3
 		}
-		m, err := sa.Recv(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m.Release()
-		return float64(time.Since(t0).Nanoseconds()) / 1e3
 	}
+	direct := trip(client.New(a.Config.API.Socket), 1)
+	off := client.New(a.Config.API.Socket)
+	off.SetDirect(false)
+	relay := trip(off, 3)
 	p, q := unixPair(b)
 	go func() { // the Unix socket's echo
 		buf := make([]byte, 64)
@@ -63,29 +69,34 @@ func BenchmarkLocalRoundTrip(b *testing.B) {
 		return float64(time.Since(t0).Nanoseconds()) / 1e3
 	}
 	for range 200 {
-		local()
+		direct()
+		relay()
 		unixTrip()
 	}
 	b.ResetTimer()
 	const rounds = 8
-	var lm, um, ratio []float64
+	var dm, rm, um, dr, rr []float64
 	for range rounds {
 		k := max(b.N/rounds, 1)
-		var l, u []float64
+		var d, r, u []float64
 		for range k {
-			l = append(l, local())
+			d = append(d, direct())
+		}
+		for range k {
+			r = append(r, relay())
 		}
 		for range k {
 			u = append(u, unixTrip())
 		}
-		lm, um = append(lm, quantile(l, 0.5)), append(um, quantile(u, 0.5))
-		ratio = append(ratio, lm[len(lm)-1]/um[len(um)-1])
+		dm, rm, um = append(dm, quantile(d, 0.5)), append(rm, quantile(r, 0.5)), append(um, quantile(u, 0.5))
+		dr = append(dr, dm[len(dm)-1]/um[len(um)-1])
+		rr = append(rr, rm[len(rm)-1]/um[len(um)-1])
 	}
 	b.StopTimer()
 	for _, r := range []struct {
 		name string
 		v    []float64
-	}{{"local_us", lm}, {"unix_us", um}, {"local/unix", ratio}} {
+	}{{"direct_us", dm}, {"relay_us", rm}, {"unix_us", um}, {"direct/unix", dr}, {"relay/unix", rr}} {
 		b.ReportMetric(quantile(r.v, 0), r.name+"_min")
 		b.ReportMetric(quantile(r.v, 0.5), r.name+"_med")
 		b.ReportMetric(quantile(r.v, 1), r.name+"_max")

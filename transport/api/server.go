@@ -235,6 +235,8 @@ type Server struct {
 	ringMsgs, ringBytes, ringFallback, ringRefused, ringBadReleases          atomic.Uint64
 	ringPlaced, recvPaused, ringDisplaced                                    atomic.Uint64
 	msgsLocal, localWaits, msgsCancelled, refusedUser                        atomic.Uint64
+	directPairs, directGrants                                                atomic.Uint64
+	pairSeq                                                                  uint64 // direct pairs made, guarded by mu (direct.go)
 	ringSessions                                                             atomic.Int64
 	localWaiting                                                             atomic.Int64 // local messages waiting for room (local.go)
 
@@ -412,7 +414,8 @@ func (s *Server) Stats() Stats {
 		RingFallback: s.ringFallback.Load(), RingRefused: s.ringRefused.Load(), RingBadReleases: s.ringBadReleases.Load(),
 		RingPlaced: s.ringPlaced.Load(), RecvPaused: s.recvPaused.Load(), RingDisplaced: s.ringDisplaced.Load(),
 		MsgsLocal: s.msgsLocal.Load(), LocalWaits: s.localWaits.Load(),
-		MsgsCancelled: s.msgsCancelled.Load(), ClientsRefusedUser: s.refusedUser.Load()}
+		MsgsCancelled: s.msgsCancelled.Load(), ClientsRefusedUser: s.refusedUser.Load(),
+		DirectPairs: s.directPairs.Load(), DirectGrants: s.directGrants.Load()}
 }
 
 // reserveRecv adds n bytes to the daemon-wide receive queue unless that would exceed
@@ -707,6 +710,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	x := newSession(s, id, conn, brw.Reader)
 	x.lazySent = r.Header.Get(LazySentHeader) == "1"
+	x.directOK = x.fdr != nil && version >= 2 && r.Header.Get(apitypes.DirectHeader) == "1"
 	x.version, x.user = version, user
 	if hasCred {
 		x.cred = &cred
@@ -733,6 +737,9 @@ func (s *Server) upgrade(x *session, conn net.Conn, brw *bufio.ReadWriter) {
 	hdr := "Upgrade: " + apitypes.VersionToken(x.version) + "\r\n" + apitypes.VersionHeader + ": " + strconv.Itoa(x.version) + "\r\n"
 	if x.lazySent {
 		hdr += LazySentHeader + ": 1\r\n"
+	}
+	if x.directOK {
+		hdr += apitypes.DirectHeader + ": 1\r\n"
 	}
 	if x.fdr != nil {
 		hdr += apitypes.SendFDHeader + ": 1\r\n" // descriptors can be passed: SendFD is taken
@@ -827,6 +834,7 @@ func (s *Server) forgetLocked(x *session) {
 	if x.endpoint != 0 && s.eps[x.endpoint] == x {
 		delete(s.eps, x.endpoint)
 	}
+	x.forgetPairsLocked()
 }
 
 // minChosenEP is the lowest endpoint the daemon picks for a Bind of endpoint 0.

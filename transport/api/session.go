@@ -35,6 +35,7 @@ type outFrame struct {
 	placed  bool       // FrameRecvAt of a message the engine received into the ring (Server.Place)
 	recv    RecvHeader // of a received message (FrameRecv, FrameRecvAt): encoded when written
 	sent    SentInfo   // FrameSent: encoded when written
+	fd      *os.File   // passed with the frame (SCM_RIGHTS), then closed (direct.go)
 }
 
 // msgBody is a received message's body: the pieces it came in (one buffer, or the
@@ -115,23 +116,25 @@ type session struct {
 	draining     bool  // write what is queued, then close
 	writerDone   chan struct{}
 	recvSeq      uint32
-	fdr          *fdReader          // descriptors passed by the client (nil when not a Unix socket)
-	fdMaps       fdMaps             // the client's memfds mapped for their next messages (memfd.go)
-	ring         *recvRing          // the shared-memory receive ring, if the client set one up (ring.go)
-	ringMin      int64              // smaller messages come over the socket though there is a ring (RecvRing's second field)
-	ringPend     int                // received messages queued for the ring whose slot is not allocated yet
-	placing      int                // placements (Server.Place) in the ring not delivered or given back yet
-	placedBytes  int64              // their bytes
-	ringOrphan   []byte             // a closed session's ring mapping, kept while placing > 0
-	version      int                // the negotiated protocol version (1, 2), set before the session starts
-	user         int64              // its user (userKey), set before the session starts
-	tags         map[uint32]tracked // version 2: outstanding messages by tag (cancel.go)
-	localWait    []localMsg         // local messages waiting for room in this session's queue (local.go)
-	localDoneBuf []localMsg         // admitLocal's scratch
-	localRetry   bool               // an admitLocal retry is armed
-	ringProgress int64              // unix ns of the last release that freed ring space
-	writerGone   bool               // the writer exited
-	scratch      []byte             // the writer's scratch for frame headers and payloads
+	fdr          *fdReader           // descriptors passed by the client (nil when not a Unix socket)
+	fdMaps       fdMaps              // the client's memfds mapped for their next messages (memfd.go)
+	ring         *recvRing           // the shared-memory receive ring, if the client set one up (ring.go)
+	ringMin      int64               // smaller messages come over the socket though there is a ring (RecvRing's second field)
+	ringPend     int                 // received messages queued for the ring whose slot is not allocated yet
+	placing      int                 // placements (Server.Place) in the ring not delivered or given back yet
+	placedBytes  int64               // their bytes
+	ringOrphan   []byte              // a closed session's ring mapping, kept while placing > 0
+	version      int                 // the negotiated protocol version (1, 2), set before the session starts
+	user         int64               // its user (userKey), set before the session starts
+	tags         map[uint32]tracked  // version 2: outstanding messages by tag (cancel.go)
+	localWait    []localMsg          // local messages waiting for room in this session's queue (local.go)
+	localDoneBuf []localMsg          // admitLocal's scratch
+	localRetry   bool                // an admitLocal retry is armed
+	ringProgress int64               // unix ns of the last release that freed ring space
+	writerGone   bool                // the writer exited
+	scratch      []byte              // the writer's scratch for frame headers and payloads
+	directOK     bool                // the direct path was negotiated, set before the session starts (direct.go)
+	pairs        map[*session]uint64 // direct pairs by peer session, guarded by srv.mu (direct.go)
 
 	// The reader's alone.
 	engineHeld bool            // messages handed to the engine with SendHeld, not flushed yet
@@ -236,6 +239,11 @@ func (x *session) stallLocked() bool {
 // dropAllLocked marks the session dead and forgets what is queued for it.
 func (x *session) dropAllLocked() {
 	x.dead = true
+	for _, f := range x.queue {
+		if f.fd != nil { // a direct pair's end never handed over: its peer's writes fail
+			f.fd.Close()
+		}
+	}
 	x.queue = nil
 	x.srv.recvTotal.Add(-x.recvQueued - x.recvWriting)
 	x.recvSizes, x.recvQueued, x.recvWriting = nil, 0, 0
@@ -555,8 +563,9 @@ func (x *session) writeLoop() {
 			x.cond.Wait()
 		}
 		if x.dead || len(x.queue) == 0 {
+			dead := x.dead // read under x.mu: kill sets it from the reader
 			x.mu.Unlock()
-			if !x.dead {
+			if !dead {
 				bw.Flush()
 			}
 			x.conn.Close()
@@ -641,6 +650,13 @@ func (x *session) writeFrame(bw *bufio.Writer, hdr []byte, f outFrame) error {
 		payload = RecvAt{RecvHeader: f.recv, Offset: uint64(f.ringOff)}.Append(x.scratch[:0])
 	case FrameSent:
 		payload = f.sent.Append(x.scratch[:0])
+	}
+	if f.fd != nil {
+		if err := bw.Flush(); err != nil {
+			f.fd.Close()
+			return err
+		}
+		return x.writeWithFD(append(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(payload))}), payload...), f.fd)
 	}
 	if _, err := bw.Write(AppendHeader(hdr[:0], Header{Type: f.typ, Tag: f.tag, Len: uint32(len(payload))})); err != nil {
 		return err
@@ -826,6 +842,8 @@ func (x *session) clientFrame(h Header) bool {
 		return true
 	case apitypes.FrameCancel:
 		return x.version >= 2 && h.Len == 0
+	case apitypes.FrameDirect:
+		return x.directOK && h.Len == apitypes.DirectReqLen
 	}
 	return false
 }
@@ -909,6 +927,12 @@ func (x *session) serve() error {
 			x.wantSent(h.Tag)
 		case apitypes.FrameCancel:
 			x.cancel(h.Tag)
+		case apitypes.FrameDirect:
+			if to, ep, err := apitypes.ParseDirectReq(p); err == nil {
+				x.handleDirect(h.Tag, to, ep)
+			} else { // a destination nobody is at: its messages are refused one by one
+				x.enqueue(outFrame{typ: apitypes.FrameDirectOK, tag: h.Tag, payload: apitypes.AppendDirectOK(nil, apitypes.DirectRelay, 0)})
+			}
 		}
 	}
 }

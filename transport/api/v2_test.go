@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,6 +207,7 @@ func TestLocalDelivery(t *testing.T) {
 	mn := daemon.NewMemNet()
 	a := startDaemon(t, mn, addrA, shortDir(t), nil)
 	c := client.New(a.Config.API.Socket)
+	c.SetDirect(false) // through the daemon (direct_test.go has the direct path)
 	s, r := openBound(t, c, 1), openBound(t, c, 2)
 	const n = 200
 	pend := make([]*client.Pending, n)
@@ -393,5 +395,67 @@ func TestLocalWaitingBound(t *testing.T) {
 		if _, err := pend[i].Wait(ctx(t)); err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
+	}
+}
+
+// Cancel of any message the engine has not started, not only the newest: with the
+// network cut, a 1 MiB message is being sent and three small ones wait behind it. The
+// second is cancelled (the third is taken back and queued again under a new engine ID),
+// then the third through its handle from before the renumbering; the big one is in
+// flight. A fourth and fifth are queued and the fourth cancelled. With the network back
+// the peer gets the big one, the first and the fifth in order, and no cancelled one.
+func TestCancelRemoteQueuedMiddle(t *testing.T) {
+	mn := daemon.NewMemNet()
+	var cut atomic.Bool
+	cut.Store(true)
+	mn.Mark = func(*daemon.Packet) bool { return !cut.Load() }
+	a := startDaemon(t, mn, addrA, shortDir(t), nil)
+	b := startDaemon(t, mn, addrB, shortDir(t), nil)
+	s := openBound(t, client.New(a.Config.API.Socket), 1)
+	r := openBound(t, client.New(b.Config.API.Socket), 1)
+	send := func(msg string, n int) *client.Pending {
+		p, err := s.SendAsync(addrB, 1, append([]byte(msg), make([]byte, n)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	big := send("big", 1<<20)
+	p1, p2, p3 := send("one", 0), send("two", 0), send("three", 0)
+	for _, c := range []struct {
+		p    *client.Pending
+		want client.CancelStatus
+	}{{p2, client.Cancelled}, {p3, client.Cancelled}, {big, client.InFlight}} {
+		if st, err := c.p.Cancel(ctx(t)); err != nil || st != c.want {
+			t.Fatalf("cancel: %v %v, want %v", st, err, c.want)
+		}
+	}
+	p4, p5 := send("four", 0), send("five", 0)
+	if st, err := p4.Cancel(ctx(t)); err != nil || st != client.Cancelled {
+		t.Fatalf("cancel of four: %v %v", st, err)
+	}
+	for _, p := range []*client.Pending{p2, p3, p4} {
+		if _, err := p.Wait(ctx(t)); !errors.Is(err, client.ErrCancelled) {
+			t.Fatalf("cancelled message: %v", err)
+		}
+	}
+	cut.Store(false)
+	for _, p := range []*client.Pending{big, p1, p5} {
+		if _, err := p.Wait(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"big", "one", "five"} {
+		m, err := r.Recv(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(m.Data[:len(want)]); got != want {
+			t.Fatalf("received %q, want %q", got, want)
+		}
+		m.Release()
+	}
+	if st := a.API.Stats(); st.MsgsCancelled != 3 || st.Outstanding != 0 {
+		t.Fatalf("cancelled %d, outstanding %d bytes", st.MsgsCancelled, st.Outstanding)
 	}
 }

@@ -145,7 +145,8 @@ func ParseHeader(b []byte) (Header, error) {
 	h := Header{Type: b[0], Tag: binary.BigEndian.Uint32(b[4:]), Len: binary.BigEndian.Uint32(b[8:])}
 	switch h.Type {
 	case FrameBind, FrameSend, FrameData, FrameSendFD, FrameRecvRing, FrameRelease, FrameWantSent, FrameCancel,
-		FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError, FrameRingOK, FrameRecvAt, FrameAccepted, FrameCancelResult:
+		FrameBound, FrameSent, FrameFailed, FrameRecv, FrameError, FrameRingOK, FrameRecvAt, FrameAccepted, FrameCancelResult,
+		FrameDirect, FrameDirectOK, FrameDirectPeer:
 	default:
 		return h, fmt.Errorf("%w 0x%02x", ErrFrameType, h.Type)
 	}

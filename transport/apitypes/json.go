@@ -42,6 +42,8 @@ type Stats struct {
 	LocalWaits              uint64 `json:"local_waits"`               // of them: waited for room in the receiving session's queue
 	MsgsCancelled           uint64 `json:"msgs_cancelled"`            // messages cancelled by their client (CancelResult 0)
 	ClientsRefusedUser      uint64 `json:"clients_refused_user"`      // sessions refused at max_clients_per_user (of clients_refused)
+	DirectPairs             uint64 `json:"direct_pairs"`              // socket pairs made for the direct path between two local sessions
+	DirectGrants            uint64 `json:"direct_grants"`             // direct path requests granted (a sender now writes to a receiver over a pair)
 }
 
 // PeerCred is the identity of a client process (SO_PEERCRED).

@@ -28,8 +28,9 @@ type SentInfo = apitypes.SentInfo
 
 // Client talks to one daemon.
 type Client struct {
-	socket string
-	hc     *http.Client
+	socket   string
+	hc       *http.Client
+	noDirect bool // SetDirect(false)
 }
 
 // New returns a client of the daemon listening on the Unix socket path socket.
@@ -186,6 +187,7 @@ type Session struct {
 	lazySent  bool         // the daemon holds Sent frames until asked (recv.go)
 	fdOK      bool         // the daemon takes SendFD frames on this session (autoFD)
 	fds       fdPool       // send memfds (memfd.go)
+	dir       directState  // the direct path to sessions of the same daemon (direct.go)
 }
 
 // SetBusyPoll makes Recv spin for up to d (at most 1 ms; 0, the default, turns it off)
@@ -241,11 +243,21 @@ func (c *Client) open(ctx context.Context, upgrade string) (*Session, error) {
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", upgrade)
 	req.Header.Set(apitypes.LazySentHeader, "1") // recv.go: Pending.Wait asks for its Sent
+	var rd io.Reader = conn
+	var fdr *fdConnReader
+	if uc, ok := conn.(*net.UnixConn); ok && !c.noDirect {
+		req.Header.Set(apitypes.DirectHeader, "1")      // direct.go
+		if fdr, err = newFDConnReader(uc); err != nil { // the pairs' sockets come with frames
+			conn.Close()
+			return nil, err
+		}
+		rd = fdr
+	}
 	if err := req.Write(conn); err != nil {
 		conn.Close()
 		return nil, err
 	}
-	br := bufio.NewReaderSize(conn, 256<<10)
+	br := bufio.NewReaderSize(rd, 256<<10)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		conn.Close()
@@ -265,6 +277,10 @@ func (c *Client) open(ctx context.Context, upgrade string) (*Session, error) {
 	s := &Session{conn: conn, br: br, bw: bufio.NewWriterSize(conn, 256<<10),
 		waiters: make(map[uint32]chan reply), recv: make(chan recvItem, 4096), done: make(chan struct{})}
 	s.lazySent = resp.Header.Get(apitypes.LazySentHeader) == "1"
+	if fdr != nil && version >= 2 && resp.Header.Get(apitypes.DirectHeader) == "1" {
+		s.dir.on, s.dir.fdr = true, fdr
+		s.dir.dests, s.dir.pairs = map[destKey]*destRoute{}, map[uint64]*directPair{}
+	}
 	s.version = version
 	_, unix := conn.(*net.UnixConn)
 	s.fdOK = unix && resp.Header.Get(apitypes.SendFDHeader) == "1"
@@ -292,6 +308,7 @@ func (s *Session) Close() error {
 	s.relMu.Unlock()
 	s.closeRing()
 	s.fds.closeAll()
+	s.closeDirect()
 	return err
 }
 

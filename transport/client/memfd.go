@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -75,6 +76,13 @@ func (m *MessageFD) Close() error {
 func (s *Session) SendFD(to netip.AddrPort, ep uint32, m *MessageFD) (*Pending, error) {
 	if _, ok := s.conn.(*net.UnixConn); !ok {
 		return nil, fmt.Errorf("SendFD needs a Unix socket session")
+	}
+	if s.dir.on {
+		s.dir.route.RLock()
+		defer s.dir.route.RUnlock()
+		if p, _ := s.routeRLocked(destKey{to, ep}, false); p != nil {
+			return s.sendOnPairFrom(p, io.NewSectionReader(m.f, apitypes.FDHeadroom, m.size), m.size, nil)
+		}
 	}
 	tag := s.nextTag()
 	ch, err := s.register(tag)

@@ -122,10 +122,14 @@ func (s *Session) Recv(ctx context.Context) (*Message, error) {
 		g.spin = time.Now().UnixNano() + spin
 	}
 	for {
+		tok := s.rx.tok
+		if s.dir.in.Load() {
+			tok = nil // readDaemon reads the socket: wait on the queue (direct.go)
+		}
 		select {
 		case it := <-s.recv:
 			return it.msg, it.err
-		case <-s.rx.tok:
+		case <-tok:
 			it, ok, err := s.lead(ctx, g)
 			if ok {
 				return it.msg, it.err
@@ -262,6 +266,10 @@ func (s *Session) lead(ctx context.Context, g goal) (it recvItem, ok bool, err e
 		defer context.AfterFunc(ctx, x.interrupt)()
 	}
 	for {
+		if g.recv && s.dir.in.Load() {
+			s.release() // pairs feed the queue too: readDaemon reads from now on (direct.go)
+			return it, false, nil
+		}
 		if s.br.Buffered() == 0 {
 			// About to wait for the daemon, which may wait for ring space: give back
 			// what is released once it is worth a write (the timer does the rest).
@@ -395,6 +403,7 @@ func (s *Session) fail(err error) {
 		}
 	}
 	close(s.done)
+	s.closeDirect()
 }
 
 // step reads and handles one frame, or what is readable of a message's Data frame, and
@@ -547,6 +556,8 @@ func (s *Session) handle(h apitypes.Header, payload []byte) (it recvItem, have b
 		s.deliver(h.Tag, reply{typ: h.Type, payload: slices.Clone(payload)})
 	case apitypes.FrameAccepted, apitypes.FrameCancelResult:
 		return it, false, s.handleV2(h, payload)
+	case apitypes.FrameDirectOK, apitypes.FrameDirectPeer:
+		return it, false, s.handleDirect(h, payload)
 	default:
 		return it, false, fmt.Errorf("unexpected frame type 0x%02x from the daemon", h.Type)
 	}

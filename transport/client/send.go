@@ -190,9 +190,11 @@ type Pending struct {
 	// viaFD: SendAsync passed the message through a send memfd (autoFD); to, ep and
 	// size are what a resend by streaming needs if the daemon refuses the memfd.
 	viaFD bool
-	to    netip.AddrPort
-	ep    uint32
-	size  int64
+	// direct: written to a direct pair (direct.go), complete at once.
+	direct bool
+	to     netip.AddrPort
+	ep     uint32
+	size   int64
 }
 
 // replyChans recycles the channels that carry outcomes to Pendings: a channel whose one
@@ -265,6 +267,14 @@ func (s *Session) SendAsync(to netip.AddrPort, ep uint32, data []byte) (*Pending
 	if len(data) == 0 {
 		return nil, errEmpty()
 	}
+	if s.dir.on {
+		return s.sendRouted(to, ep, data) // direct.go
+	}
+	return s.sendRelay(to, ep, data)
+}
+
+// sendRelay is SendAsync through the daemon.
+func (s *Session) sendRelay(to netip.AddrPort, ep uint32, data []byte) (*Pending, error) {
 	if s.snd.copySends.Load() {
 		return s.sendCopy(to, ep, bytesReader(data), int64(len(data)), nil)
 	}
@@ -332,6 +342,13 @@ func (s *Session) SendBatch(pend []*Pending, msgs []BatchMsg) ([]*Pending, error
 	if len(msgs) > MaxBatch {
 		return pend, fmt.Errorf("a batch of %d messages: at most %d", len(msgs), MaxBatch)
 	}
+	if s.dir.on {
+		s.dir.route.RLock()
+		defer s.dir.route.RUnlock()
+		if s.anyPairRLocked(msgs) {
+			return s.sendEachRLocked(pend, msgs)
+		}
+	}
 	ps := make([]Pending, len(msgs)) // one allocation for the batch's Pendings
 	s.mu.Lock()
 	if s.err != nil {
@@ -395,6 +412,13 @@ func (s *Session) SendBatch(pend []*Pending, msgs []BatchMsg) ([]*Pending, error
 func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64, progress func(int64)) (*Pending, error) {
 	if size <= 0 {
 		return nil, errEmpty()
+	}
+	if s.dir.on {
+		s.dir.route.RLock()
+		defer s.dir.route.RUnlock()
+		if p, _ := s.routeRLocked(destKey{to, ep}, false); p != nil {
+			return s.sendOnPairFrom(p, r, size, progress)
+		}
 	}
 	if s.snd.copySends.Load() {
 		return s.sendCopy(to, ep, r, size, progress)

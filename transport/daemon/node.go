@@ -146,7 +146,9 @@ type pending struct {
 	msgSize int
 	peer    netip.AddrPort
 	msg     []byte
-	resent  bool // already moved once to a new connection after ErrResetUnsent
+	resent  bool   // already moved once to a new connection after ErrResetUnsent
+	key     msgKey // its key in shard.pending (Unsend may renumber it)
+	gen     uint64 // shard.gen when queued: tells a MsgHandle's record from its reuse
 }
 
 // maxFreePending bounds the pending records a shard keeps for reuse.
@@ -184,6 +186,7 @@ type shard struct {
 	laneOf   map[transport.ConnID]laneKey // dialed, reversed
 	pending  map[msgKey]*pending
 	free     []*pending // completed, for the next messages (at most maxFreePending)
+	gen      uint64     // pending records handed out (guarded by mu)
 	closing  bool
 	stopped  bool
 	wbuf     []Packet
@@ -636,8 +639,8 @@ func (s *shard) dispatchLocked(now int64, ev transport.Event) {
 			// connection instead of failing it (once, so a peer that keeps resetting
 			// cannot keep it forever).
 			if id, mid, err := s.sendLocked(now, p.peer, p.msg); err == nil {
-				p.conn, p.resent = id, true
-				s.pending[msgKey{id, mid}] = p
+				p.conn, p.resent, p.key = id, true, msgKey{id, mid}
+				s.pending[p.key] = p
 				s.resends++
 				return
 			}
@@ -759,15 +762,17 @@ func (n *Node) send(peer netip.AddrPort, msg []byte, done func(SendResult), flus
 	} else {
 		p = new(pending)
 	}
+	s.gen++
 	*p = pending{done: done, start: now, conn: id, msgSize: len(msg),
-		retx: st.RetxSack + st.RetxNack + st.RetxTimeout, peer: peer, msg: msg}
-	s.pending[msgKey{id, mid}] = p
+		retx: st.RetxSack + st.RetxNack + st.RetxTimeout, peer: peer, msg: msg,
+		key: msgKey{id, mid}, gen: s.gen}
+	s.pending[p.key] = p
 	if flush {
 		s.flushLocked(now)
 	} else {
 		s.held.Store(true)
 	}
-	return MsgHandle{peer: peer, key: msgKey{id, mid}}, nil
+	return MsgHandle{peer: peer, p: p, gen: p.gen}, nil
 }
 
 // sendLocked queues msg on the connection to peer, dialling one if there is none or the
