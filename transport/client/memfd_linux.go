@@ -30,3 +30,6 @@ func bytesReadable(fd uintptr) int {
 	n, _ := unix.IoctlGetInt(int(fd), unix.TIOCINQ)
 	return n
 }
+
+// msgCmsgCloexec marks descriptors received with recvmsg close-on-exec.
+const msgCmsgCloexec = unix.MSG_CMSG_CLOEXEC

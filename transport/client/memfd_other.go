@@ -23,3 +23,6 @@ func fallocate(int, int64) error { return errNoMemfd }
 
 // bytesReadable reports 1, so a busy poll ends at once and the read blocks instead.
 func bytesReadable(uintptr) int { return 1 }
+
+// msgCmsgCloexec is Linux's recvmsg flag; elsewhere none (descriptors are not passed).
+const msgCmsgCloexec = 0
