@@ -32,12 +32,12 @@ type Config struct {
 	// (docs/engine.md).
 	EchoEV bool `yaml:"echo_ev"`
 
-	// Immediate-ACK triggers besides Every and MaxDelay (issue 15). A trim (NACK), a
+	// Immediate-ACK triggers besides Every and MaxDelay. A trim (NACK), a
 	// duplicate, a message completion, an ACK request and (without OnReorder) a retransmission filling a hole
 	// always ACK at once, and so does a packet arriving ReorderThreshold or more PSNs past
 	// a hole (the sender's loss detector needs that ACK).
 
-	// OnReorder ACKs every out-of-order arrival at once (before issue 15 the only policy;
+	// OnReorder ACKs every out-of-order arrival at once (formerly the only policy;
 	// under per-packet spraying nearly every packet arrives out of order, so it defeats
 	// Every). false leaves reordering shallower than the reorder threshold to Every.
 	OnReorder bool `yaml:"on_reorder"`
@@ -48,7 +48,7 @@ type Config struct {
 	// most holes are reordering, not loss, and htsim's receiver forces no ACK for them.
 	// false (default): a filled hole is ACKed at once.
 	DeferFill bool `yaml:"defer_fill"`
-	// CompleteDelay (issue 15), if > 0, lets the ACK of a packet that completes a message
+	// CompleteDelay, if > 0, lets the ACK of a packet that completes a message
 	// of one packet wait up to this long (ns) for the receiver's next data packet to the
 	// same peer, typically the application's answer, and leave in the same transmit batch
 	// (Coalescer.Hold): a request and reply exchange then costs each side one socket write
@@ -83,7 +83,7 @@ func (c Config) Urgent(psn, cumBefore, cumAfter uint32, ce, ackReq, complete boo
 	case psn == cumBefore:
 		// Filled a hole: the sender is waiting on it. With OnReorder the out-of-order
 		// packets behind the hole were ACKed at once already, and the in-order one is
-		// coalesced as before issue 15 (so a coalesced ACK still carries its clean EVs).
+		// coalesced as formerly (so a coalesced ACK still carries its clean EVs).
 		return !c.OnReorder && !c.DeferFill && cumAfter-cumBefore > 1
 	case c.OnReorder:
 		return true

@@ -282,7 +282,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// The immediate-ACK triggers of issue 15: with OnReorder off, reordering shallower than the
+// The immediate-ACK triggers: with OnReorder off, reordering shallower than the
 // reorder threshold waits for Every; a deep hole, a filled hole, CE (with OnCE), an ACK
 // request and a completion do not.
 func TestUrgent(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package config holds the typed parameters derived from the network a transport runs
-// on: link rate, base RTT and MTU give the bandwidth-delay product, the target RTT and
-// the gamma scaling that congestion control uses.
+// on (link rate, base RTT and MTU give the bandwidth-delay product congestion control
+// scales its constants by), size/duration/rate units and strict YAML decoding.
 package config
 
 import (
@@ -36,12 +36,6 @@ func (n Network) Validate() error {
 
 // BDP returns the bandwidth-delay product in bytes.
 func (n Network) BDP() int64 { return n.LinkRate / 8 * n.BaseRTT / 1_000_000_000 }
-
-// TargetRTT returns SMaRTT's default target RTT, 1.5 times the base RTT.
-func (n Network) TargetRTT() int64 { return n.BaseRTT * 3 / 2 }
-
-// Gamma returns the scaling of SMaRTT's increase constants: BDP / ReferenceBDP.
-func (n Network) Gamma() float64 { return float64(n.BDP()) / ReferenceBDP }
 
 // SerializationTime returns how long bytes take to leave at the link rate, ns.
 func (n Network) SerializationTime(bytes int) int64 {

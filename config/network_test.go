@@ -6,24 +6,18 @@ import (
 )
 
 func TestDerivedValues(t *testing.T) {
-	// The SMaRTT paper's reference point: 100 Gbit/s, 12 us -> 150,000 B, gamma 1.
+	// The SMaRTT paper's reference point: 100 Gbit/s, 12 us -> 150,000 B (ReferenceBDP).
 	n := Network{LinkRate: 100e9, BaseRTT: 12_000, MTU: 4096}
 	if err := n.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := n.BDP(); got != 150_000 {
+	if got := n.BDP(); got != ReferenceBDP {
 		t.Fatalf("BDP = %d", got)
 	}
-	if got := n.Gamma(); got != 1 {
-		t.Fatalf("gamma = %v", got)
-	}
-	if got := n.TargetRTT(); got != 18_000 {
-		t.Fatalf("trtt = %d", got)
-	}
-	// 800 Gbit/s with the same RTT: 8x the BDP, gamma 8.
+	// 800 Gbit/s with the same RTT: 8x the BDP.
 	n.LinkRate = 800e9
-	if got := n.Gamma(); got != 8 {
-		t.Fatalf("gamma = %v", got)
+	if got := n.BDP(); got != 8*ReferenceBDP {
+		t.Fatalf("BDP at 800 Gbit/s = %d", got)
 	}
 	if got := n.SerializationTime(4096); got != 40 {
 		t.Fatalf("serialisation = %d ns", got)

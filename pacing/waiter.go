@@ -3,7 +3,6 @@ package pacing
 import (
 	"fmt"
 	"runtime"
-	"syscall"
 	"time"
 	_ "unsafe" // for go:linkname
 )
@@ -92,8 +91,7 @@ func (w *Waiter) WaitUntil(deadline int64) (late int64) {
 			spin = DefaultNanosleepSpin
 		}
 		if d := deadline - now - int64(spin); d > 0 {
-			ts := syscall.NsecToTimespec(d)
-			syscall.Nanosleep(&ts, nil) // EINTR only shortens the sleep; the spin finishes it
+			nanosleep(d) // EINTR only shortens the sleep; the spin finishes it
 		}
 	}
 	for {

@@ -20,7 +20,7 @@ type Config struct {
 	// (freezing entered by mistake costs little). 0: off. For experiments only.
 	ForceFreezeAt config.Duration `yaml:"force_freeze_at"`
 	// FreezeExtend makes a failure while frozen push the exit a FreezeDuration ahead
-	// (this project's rule before issue 19). Off, as in the REPS paper and htsim, a
+	// (this project's former rule). Off, as in the REPS paper and htsim, a
 	// freeze ends FreezeDuration after it began, however many losses follow: with
 	// failures that come one after another the cached EVs can all lead into dead links,
 	// and only leaving freezing (forget them, explore) gets the connection out.
@@ -48,7 +48,7 @@ type Config struct {
 	Subflows int `yaml:"subflows"`
 
 	// Run is the number of consecutive new data packets that share the EV the balancer
-	// chose for the first of them, 1..MaxRun (issue 15): 1 is per-packet spraying; k > 1
+	// chose for the first of them, 1..MaxRun: 1 is per-packet spraying; k > 1
 	// asks the balancer once per run of k, so the datapath can send a run as one UDP GSO
 	// send on that EV's socket. Every balancer is run this way (the engine applies it);
 	// retransmissions ask the balancer each, and a loss on the run's EV ends the run.

@@ -106,7 +106,7 @@ func TestControlEVs(t *testing.T) {
 	}
 }
 
-// ack.echo_ev (htsim's rule, issue 19): each ACK travels on the EV of the data packet
+// ack.echo_ev (htsim's rule): each ACK travels on the EV of the data packet
 // that triggered it, so the ACK takes a path the sender's balancer chose.
 func TestAckEchoEV(t *testing.T) {
 	for _, echo := range []bool{false, true} {

@@ -13,7 +13,7 @@ import (
 )
 
 // holdRig is two endpoints driven by hand, with ack.complete_delay on at the receiver,
-// for the held-ACK tests (issue 15).
+// for the held-ACK tests.
 type holdRig struct {
 	t     *testing.T
 	a, b  *Endpoint

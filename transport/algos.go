@@ -8,18 +8,17 @@ import (
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
-	"github.com/smartt-transport/smartt/hwprofile"
 	"github.com/smartt-transport/smartt/reps"
 )
 
 // CCNeeds are the network features a congestion controller relies on (Linux's
-// TCP_CONG_NEEDS_ECN): NewEndpoint refuses a controller whose needs the configuration
-// says are absent, and the simulator and the daemon's capability probe read them.
+// TCP_CONG_NEEDS_ECN). NewEndpoint refuses a controller that needs trimming or INT when
+// the configuration says they are absent; whether switches mark ECN only the driver
+// knows, so ECN is checked by the simulator against its queues.
 type CCNeeds struct {
 	ECN      bool // switches mark CE (RED/ECN); the controller reads ECN
 	Trimming bool // switches trim packets instead of dropping them
 	INT      bool // in-band network telemetry in the packets
-	Lossless bool // a lossless (PFC) fabric
 }
 
 // CCRegistration is one congestion controller's row of the registry: every name
@@ -31,8 +30,6 @@ type CCRegistration struct {
 	// Prepare validates the configuration and derives the controller's parameters once
 	// per endpoint; the per-connection constructor it returns cannot fail.
 	Prepare func(cfg *Config) (func() cc.Controller, error)
-	// Cost reports the hardware-profile cost of one connection's controller.
-	Cost func(ctl cc.Controller) hwprofile.Cost
 	// Needs declares the network features the controller relies on.
 	Needs CCNeeds
 	// ReceiverDriven: the receiver schedules the senders (EQDS): an endpoint running
@@ -41,31 +38,70 @@ type CCRegistration struct {
 	ReceiverDriven bool
 }
 
-var ccRegistry = map[string]*CCRegistration{}
-
-// registerCC adds a controller to the registry; it panics on a duplicate name or a
-// missing field (a programming error found at start-up, as Linux's
-// tcp_register_congestion_control refuses them).
-func registerCC(r CCRegistration) {
-	switch {
-	case r.Name == "":
-		panic("transport: registerCC: empty name")
-	case r.Prepare == nil:
-		panic("transport: registerCC " + r.Name + ": no Prepare")
-	case r.Cost == nil:
-		panic("transport: registerCC " + r.Name + ": no Cost")
-	}
-	if _, dup := ccRegistry[r.Name]; dup {
-		panic("transport: registerCC " + r.Name + ": registered twice")
-	}
-	ccRegistry[r.Name] = &r
+// LBRegistration is one load balancer's row of the registry, in the shape of a
+// controller's: Prepare runs once per endpoint and returns the per-connection
+// constructor.
+type LBRegistration struct {
+	// Name is the value of Config.LB that selects the balancer.
+	Name string
+	// Prepare validates the configuration and returns the per-connection constructor.
+	Prepare func(cfg *Config) (func(rng *rand.Rand) reps.Balancer, error)
 }
+
+// registry is the one shape of the engine's pluggable parts: a name registers once,
+// at init, and every reader looks it up by the configuration's name.
+type registry[R any] map[string]*R
+
+// add registers r under name; it panics on an empty or duplicate name or a missing
+// Prepare (a programming error found at start-up, as Linux's
+// tcp_register_congestion_control refuses them).
+func (g registry[R]) add(kind, name string, r R, hasPrepare bool) {
+	switch {
+	case name == "":
+		panic("transport: register " + kind + ": empty name")
+	case !hasPrepare:
+		panic("transport: register " + kind + " " + name + ": no Prepare")
+	}
+	if _, dup := g[name]; dup {
+		panic("transport: register " + kind + " " + name + ": registered twice")
+	}
+	g[name] = &r
+}
+
+// lookup returns the named registration, or an error naming the field and the choices.
+func (g registry[R]) lookup(field, name string) (*R, error) {
+	r, ok := g[name]
+	if !ok {
+		return nil, fmt.Errorf("%s = %q: must be one of %s", field, name, strings.Join(sortedKeys(g), ", "))
+	}
+	return r, nil
+}
+
+var (
+	ccRegistry = registry[CCRegistration]{}
+	lbRegistry = registry[LBRegistration]{}
+)
+
+// registerCC adds a controller to the registry (registry.add's panics).
+func registerCC(r CCRegistration) { ccRegistry.add("cc", r.Name, r, r.Prepare != nil) }
+
+// registerLB adds a load balancer to the registry (registry.add's panics).
+func registerLB(r LBRegistration) { lbRegistry.add("lb", r.Name, r, r.Prepare != nil) }
 
 // LookupCC returns the registration of the named controller.
 func LookupCC(name string) (CCRegistration, bool) {
 	r, ok := ccRegistry[name]
 	if !ok {
 		return CCRegistration{}, false
+	}
+	return *r, true
+}
+
+// LookupLB returns the registration of the named load balancer.
+func LookupLB(name string) (LBRegistration, bool) {
+	r, ok := lbRegistry[name]
+	if !ok {
+		return LBRegistration{}, false
 	}
 	return *r, true
 }
@@ -85,14 +121,6 @@ func statsReporter(ctl cc.Controller) cc.StatsReporter {
 	}
 }
 
-// costOf is the Cost of a registration whose controller implements hwprofile.Coster.
-func costOf(ctl cc.Controller) hwprofile.Cost {
-	if c, ok := ctl.(hwprofile.Coster); ok {
-		return c.Cost()
-	}
-	return hwprofile.Cost{Name: fmt.Sprintf("%T", ctl)}
-}
-
 func init() {
 	registerCC(CCRegistration{
 		Name: "fixed",
@@ -100,20 +128,18 @@ func init() {
 			w := cfg.InitialWindow
 			return func() cc.Controller { return &cc.Fixed{Bytes: w} }, nil
 		},
-		Cost: costOf,
 	})
-}
-
-// lbByName builds a connection's load balancer, by the name in Config.LB.
-var lbByName = map[string]func(cfg *Config, rng *rand.Rand) reps.Balancer{
-	"ecmp": func(cfg *Config, rng *rand.Rand) reps.Balancer { return reps.NewECMP(rng, cfg.EVS) },
+	registerLB(LBRegistration{Name: "ecmp", Prepare: func(cfg *Config) (func(rng *rand.Rand) reps.Balancer, error) {
+		evs := cfg.EVS
+		return func(rng *rand.Rand) reps.Balancer { return reps.NewECMP(rng, evs) }, nil
+	}})
 }
 
 // CCNames lists the congestion controllers Config.CC may name.
 func CCNames() []string { return sortedKeys(ccRegistry) }
 
 // LBNames lists the load balancers Config.LB may name.
-func LBNames() []string { return sortedKeys(lbByName) }
+func LBNames() []string { return sortedKeys(lbRegistry) }
 
 func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
@@ -132,9 +158,9 @@ func (c *Config) Network() config.Network {
 // prepareCC runs the named controller's Prepare and checks its needs against the
 // configuration.
 func (c *Config) prepareCC() (func() cc.Controller, error) {
-	r, ok := ccRegistry[c.CC]
-	if !ok {
-		return nil, fmt.Errorf("cc = %q: must be one of %s", c.CC, strings.Join(CCNames(), ", "))
+	r, err := ccRegistry.lookup("cc", c.CC)
+	if err != nil {
+		return nil, err
 	}
 	if r.Needs.Trimming && !c.Trimming {
 		return nil, fmt.Errorf("cc = %q: needs trimming switches (trimming = false)", c.CC)
@@ -149,23 +175,26 @@ func (c *Config) prepareCC() (func() cc.Controller, error) {
 	return f, nil
 }
 
-// resolveAlgorithms fills NewCC and NewBalancer from the CC and LB names when the caller
-// did not supply constructors.
-func (c *Config) resolveAlgorithms() error {
+// prepareLB runs the named load balancer's Prepare.
+func (c *Config) prepareLB() (func(rng *rand.Rand) reps.Balancer, error) {
+	r, err := lbRegistry.lookup("lb", c.LB)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.Prepare(c)
+	if err != nil {
+		return nil, fmt.Errorf("lb = %q: %w", c.LB, err)
+	}
+	return f, nil
+}
+
+// resolve fills NewCC and NewBalancer with what validate prepared from the CC and LB
+// names, where the caller did not supply constructors.
+func (c *Config) resolve(p prepared) {
 	if c.NewCC == nil {
-		f, err := c.prepareCC()
-		if err != nil {
-			return err
-		}
-		c.NewCC = f
+		c.NewCC = p.newCC
 	}
 	if c.NewBalancer == nil {
-		f, ok := lbByName[c.LB]
-		if !ok {
-			return fmt.Errorf("lb = %q: must be one of %s", c.LB, strings.Join(LBNames(), ", "))
-		}
-		cfg := *c
-		c.NewBalancer = func(rng *rand.Rand) reps.Balancer { return f(&cfg, rng) }
+		c.NewBalancer = p.newLB
 	}
-	return nil
 }

@@ -13,5 +13,5 @@ func init() {
 			return nil, err
 		}
 		return func() cc.Controller { return bbr.New(p) }, nil
-	}, Cost: costOf})
+	}})
 }

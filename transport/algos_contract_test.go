@@ -2,10 +2,13 @@ package transport
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
@@ -96,18 +99,22 @@ func TestEveryControllerOverPair(t *testing.T) {
 	}
 }
 
-// TestRegisterCCRefusesDuplicatesAndMissingFields pins registerCC's panics.
-func TestRegisterCCRefusesDuplicatesAndMissingFields(t *testing.T) {
+// TestRegistriesRefuseDuplicatesAndMissingFields pins registerCC's and registerLB's
+// panics: the two registries share one shape.
+func TestRegistriesRefuseDuplicatesAndMissingFields(t *testing.T) {
 	fixed, _ := LookupCC("fixed")
+	ecmp, _ := LookupLB("ecmp")
 	for _, tc := range []struct {
 		name string
-		r    CCRegistration
+		reg  func()
 		want string
 	}{
-		{"duplicate", fixed, "registered twice"},
-		{"no prepare", CCRegistration{Name: "x-test", Cost: fixed.Cost}, "no Prepare"},
-		{"no cost", CCRegistration{Name: "x-test", Prepare: fixed.Prepare}, "no Cost"},
-		{"no name", CCRegistration{Prepare: fixed.Prepare, Cost: fixed.Cost}, "empty name"},
+		{"cc duplicate", func() { registerCC(fixed) }, "registered twice"},
+		{"cc no prepare", func() { registerCC(CCRegistration{Name: "x-test"}) }, "no Prepare"},
+		{"cc no name", func() { registerCC(CCRegistration{Prepare: fixed.Prepare}) }, "empty name"},
+		{"lb duplicate", func() { registerLB(ecmp) }, "registered twice"},
+		{"lb no prepare", func() { registerLB(LBRegistration{Name: "x-test"}) }, "no Prepare"},
+		{"lb no name", func() { registerLB(LBRegistration{Prepare: ecmp.Prepare}) }, "empty name"},
 	} {
 		func() {
 			defer func() {
@@ -116,18 +123,21 @@ func TestRegisterCCRefusesDuplicatesAndMissingFields(t *testing.T) {
 					t.Errorf("%s: panic %v, want %q", tc.name, r, tc.want)
 				}
 			}()
-			registerCC(tc.r)
+			tc.reg()
 		}()
 	}
 	if _, ok := LookupCC("x-test"); ok {
-		t.Fatal("a refused registration was kept")
+		t.Fatal("a refused controller was kept")
+	}
+	if _, ok := LookupLB("x-test"); ok {
+		t.Fatal("a refused balancer was kept")
 	}
 }
 
 // reporting is a fixed window that reports counters (cc.StatsReporter).
 type reporting struct{ cc.Fixed }
 
-func (r *reporting) CCStats() cc.Stats { return cc.Stats{QuickAdapts: 7} }
+func (r *reporting) CCStats() cc.Stats { return cc.Stats{QuickAdapts: 7, Cuts: 3} }
 
 // wrapping hides a controller behind a wrapper that exposes it (the daemon's timer).
 type wrapping struct{ cc.Controller }
@@ -145,7 +155,52 @@ func TestStatsReporterFoundOncePerConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	ci, ok := p.a.ConnInfo(id)
-	if !ok || ci.QuickAdapts != 7 {
-		t.Fatalf("QuickAdapts %d (%v), want 7", ci.QuickAdapts, ok)
+	if !ok || ci.QuickAdapts != 7 || ci.CCCuts != 3 {
+		t.Fatalf("QuickAdapts %d, CCCuts %d (%v), want 7 and 3", ci.QuickAdapts, ci.CCCuts, ok)
+	}
+}
+
+// TestEveryBalancerHonoursContract checks what every registered load balancer owes the
+// engine, built as an endpoint builds it: its cost under its own name, integer-only; EVs
+// within [0, EVS) at the smallest and largest EVS; the same EVs from the same seed and
+// feedback (determinism); and no allocation per packet, ACK or loss.
+func TestEveryBalancerHonoursContract(t *testing.T) {
+	for _, name := range LBNames() {
+		t.Run(name, func(t *testing.T) {
+			for _, evs := range []int{1, 65536} {
+				cfg := DefaultConfig()
+				cfg.LB, cfg.EVS = name, evs
+				r, _ := LookupLB(name)
+				mk, err := r.Prepare(&cfg)
+				if err != nil {
+					t.Fatalf("evs %d: %v", evs, err)
+				}
+				a, b := mk(rand.New(rand.NewPCG(1, 2))), mk(rand.New(rand.NewPCG(1, 2)))
+				co, ok := a.(hwprofile.Coster)
+				if !ok || co.Cost().Name != name || !co.Cost().IntegerOnly {
+					t.Fatalf("cost of %T: %v", a, ok)
+				}
+				i := int64(0)
+				step := func(bal reps.Balancer) uint16 {
+					now := 1_000_000 + i*3_000
+					ev := bal.NextEV(now, 4096, i%50 == 0)
+					bal.OnAck(now+1_000, ev, i%5 == 0, 12_000)
+					if i%300 == 0 {
+						bal.OnLoss(now, ev, cc.LossCause(1+i/300%3))
+					}
+					return ev
+				}
+				allocs := testing.AllocsPerRun(2000, func() {
+					ea, eb := step(a), step(b)
+					if int(ea) >= evs || ea != eb {
+						t.Fatalf("evs %d, step %d: EVs %d and %d from one seed", evs, i, ea, eb)
+					}
+					i++
+				})
+				if allocs != 0 {
+					t.Errorf("evs %d: %.1f allocations per packet", evs, allocs)
+				}
+			}
+		})
 	}
 }

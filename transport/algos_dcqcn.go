@@ -13,5 +13,5 @@ func init() {
 			return nil, err
 		}
 		return func() cc.Controller { return dcqcn.New(p) }, nil
-	}, Cost: costOf, Needs: CCNeeds{ECN: true}})
+	}, Needs: CCNeeds{ECN: true}})
 }

@@ -13,12 +13,12 @@ func init() {
 			return nil, err
 		}
 		return func() cc.Controller { return dctcp.New(p) }, nil
-	}, Cost: costOf, Needs: CCNeeds{ECN: true}})
+	}, Needs: CCNeeds{ECN: true}})
 	registerCC(CCRegistration{Name: "mprdma", Prepare: func(cfg *Config) (func() cc.Controller, error) {
 		p, err := dctcp.NewParams("mprdma", cfg.MPRDMA, cfg.Network())
 		if err != nil {
 			return nil, err
 		}
 		return func() cc.Controller { return dctcp.NewMPRDMA(p) }, nil
-	}, Cost: costOf, Needs: CCNeeds{ECN: true}})
+	}, Needs: CCNeeds{ECN: true}})
 }

@@ -19,7 +19,7 @@ func init() {
 			return nil, err
 		}
 		return func() cc.Controller { return eqds.New(p) }, nil
-	}, Cost: costOf, ReceiverDriven: true})
+	}, ReceiverDriven: true})
 }
 
 // eqdsParams derives EQDS's constants; a data packet carries the DATA header, and the

@@ -15,12 +15,12 @@ func init() {
 			return nil, err
 		}
 		return func() cc.Controller { return hpcc.New(p) }, nil
-	}, Cost: costOf, Needs: CCNeeds{INT: true}})
+	}, Needs: CCNeeds{INT: true}})
 	registerCC(CCRegistration{Name: "fixed_rate", Prepare: func(cfg *Config) (func() cc.Controller, error) {
 		p, err := fixedrate.NewParams(cfg.FixedRate, cfg.Network())
 		if err != nil {
 			return nil, err
 		}
 		return func() cc.Controller { return fixedrate.New(p) }, nil
-	}, Cost: costOf})
+	}})
 }

@@ -23,6 +23,5 @@ func init() {
 			}
 			return func() cc.Controller { return rlcc.New(p) }, nil
 		},
-		Cost: costOf,
 	})
 }

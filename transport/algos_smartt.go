@@ -10,10 +10,10 @@ import (
 func init() {
 	registerCC(CCRegistration{Name: "smartt", Prepare: func(cfg *Config) (func() cc.Controller, error) {
 		return prepareSMaRTT(cfg, cfg.SMaRTT.FixedPoint)
-	}, Cost: costOf, Needs: CCNeeds{ECN: true}})
+	}, Needs: CCNeeds{ECN: true}})
 	registerCC(CCRegistration{Name: "smartt-fixed", Prepare: func(cfg *Config) (func() cc.Controller, error) {
 		return prepareSMaRTT(cfg, true)
-	}, Cost: costOf, Needs: CCNeeds{ECN: true}})
+	}, Needs: CCNeeds{ECN: true}})
 }
 
 // prepareSMaRTT derives the parameters once per endpoint; every connection shares them.

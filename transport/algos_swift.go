@@ -13,5 +13,5 @@ func init() {
 			return nil, err
 		}
 		return func() cc.Controller { return swift.New(p) }, nil
-	}, Cost: costOf})
+	}})
 }

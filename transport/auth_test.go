@@ -454,7 +454,7 @@ func TestAuthDropsForgedAndReplayedPackets(t *testing.T) {
 }
 
 // TestAuthOffAttacksSucceed is the control: without keys the same attacker completes a
-// message the receiver never delivered, and resets the connection (issue 13 findings
+// message the receiver never delivered, and resets the connection (review findings
 // 2-3). If this starts failing, the engine defends itself without keys: update the
 // threat model in docs/security.md.
 func TestAuthOffAttacksSucceed(t *testing.T) {

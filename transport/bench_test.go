@@ -177,7 +177,7 @@ func benchThroughputCfg(b *testing.B, msgSize int, cfg Config) {
 
 // BenchmarkFirstContactFlood measures what one spoofed first-contact DATA costs an
 // endpoint whose connection table is full of unproven connections (each evicts one):
-// the CPU price of the 60k packets/s flood of issue 13's finding 4.
+// the CPU price of a 60k packets/s flood.
 func BenchmarkFirstContactFlood(b *testing.B) {
 	cfg := DefaultConfig()
 	e, err := NewEndpoint(cfg, nil2())

@@ -145,7 +145,7 @@ type Config struct {
 	// Auth configures packet authentication and encryption (transport/seal, docs/security.md).
 	Auth seal.Config `yaml:"auth"`
 
-	// Baseline congestion controllers (issue 18, docs/cc.md): one block each.
+	// Baseline congestion controllers (docs/cc.md): one block each.
 
 	// DCTCP holds the parameters of the "dctcp" controller (cc/dctcp).
 	DCTCP dctcp.Config `yaml:"dctcp"`
@@ -326,6 +326,20 @@ func DefaultConfig() Config {
 
 // Validate checks every field and names the offending one with its allowed range.
 func (c *Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// prepared are the per-connection constructors Validate derived (nil where the caller
+// gave its own), so NewEndpoint runs each Prepare once.
+type prepared struct {
+	newCC func() cc.Controller
+	newLB func(rng *rand.Rand) reps.Balancer
+}
+
+// validate is Validate returning what it prepared.
+func (c *Config) validate() (prepared, error) {
+	var p prepared
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.MTU < 64 || c.MTU > MaxMTU {
@@ -426,10 +440,16 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.authErrors())
+	var err error
 	if c.NewCC == nil && derivedOK {
-		if _, err := c.prepareCC(); err != nil {
+		if p.newCC, err = c.prepareCC(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if c.NewBalancer == nil && derivedOK {
+		if p.newLB, err = c.prepareLB(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return p, errors.Join(errs...)
 }

@@ -106,7 +106,8 @@ type Endpoint struct {
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
 // and EVs from rng.
 func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
-	if err := cfg.Validate(); err != nil {
+	pre, err := cfg.validate()
+	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	if rng == nil {
@@ -117,12 +118,7 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 	}
 	wp, ok := cfg.Buffers.(WholeBufferPool)
 	whole := ok && wp.Whole()
-	if err := cfg.checkAlgorithms(); err != nil {
-		return nil, fmt.Errorf("transport config: %w", err)
-	}
-	if err := cfg.resolveAlgorithms(); err != nil {
-		return nil, fmt.Errorf("transport config: %w", err)
-	}
+	cfg.resolve(pre)
 	if err := cfg.checkProfile(); err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
@@ -778,6 +774,8 @@ type ConnInfo struct {
 	BytesAcked, BytesReceived uint64
 	// QuickAdapts counts the controller's QuickAdapt firings (SMaRTT; 0 for others).
 	QuickAdapts uint64
+	// CCCuts counts the controller's window or rate decreases (0 for those that report none).
+	CCCuts uint64
 	// PathHops is the path length learnt from the peer's IP TTLs (Config.HopsFromTTL;
 	// HopsFromTTL), -1 while unknown.
 	PathHops int
@@ -815,7 +813,8 @@ func (e *Endpoint) connInfo(c *conn) ConnInfo {
 		ci.Freezing, ci.FreezeEpisodes = f.Freezing(e.lastNow), f.FreezeEpisodes()
 	}
 	if c.ccStats != nil {
-		ci.QuickAdapts = c.ccStats.CCStats().QuickAdapts
+		st := c.ccStats.CCStats()
+		ci.QuickAdapts, ci.CCCuts = st.QuickAdapts, st.Cuts
 	}
 	return ci
 }

@@ -30,7 +30,7 @@ func (l *evLog) OnAck(int64, uint16, bool, int64)   {}
 func (l *evLog) OnLoss(int64, uint16, cc.LossCause) {}
 
 // reps.run = k: the balancer is asked once per k new data packets, which then share its
-// EV (issue 15's EV runs); k = 1 asks it per packet.
+// EV (the EV runs); k = 1 asks it per packet.
 func TestEVRuns(t *testing.T) {
 	for _, k := range []int{1, 4, 16} {
 		t.Run(fmt.Sprintf("run=%d", k), func(t *testing.T) {

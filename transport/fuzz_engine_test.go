@@ -2123,7 +2123,7 @@ func fuzzEngineSeeds() [][]byte {
 		mtu1024   = 8
 		clock0    = 16
 		coalesce  = 32
-		ec        = 64 // recovery modes (issue 17): bits 6-7
+		ec        = 64 // recovery modes: bits 6-7
 		gobackn   = 128
 		subflows  = 192
 		A, B      = 0, 1

@@ -10,7 +10,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-// Regression tests for hostile and broken peers (issue 13): each failed on main 0bffe78.
+// Regression tests for hostile and broken peers: each failed on main 0bffe78.
 
 // firstContact encodes a first-contact DATA packet (DstConn 0) of one payload byte that
 // claims a message of msgLen bytes: 65 bytes on the wire.

@@ -1,29 +1,12 @@
 package transport
 
 import (
-	"fmt"
 	"math/rand/v2"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/hwprofile"
 	"github.com/smartt-transport/smartt/reps"
 )
-
-// lbCheck validates a named load balancer's configuration before any connection is made.
-var lbCheck = map[string]func(cfg *Config) error{}
-
-// checkAlgorithms runs the named load balancer's configuration check (a controller's
-// is its registration's Prepare, run by resolveAlgorithms).
-func (c *Config) checkAlgorithms() error {
-	if c.NewBalancer == nil {
-		if f := lbCheck[c.LB]; f != nil {
-			if err := f(c); err != nil {
-				return fmt.Errorf("lb = %q: %w", c.LB, err)
-			}
-		}
-	}
-	return nil
-}
 
 // checkProfile builds one instance of the configured CC and LB and checks their cost
 // against Config.Profile. The LB gets a throwaway random source so that checking does
@@ -56,11 +39,9 @@ func NewCC(name string, cfg Config) (cc.Controller, error) {
 // NewLB builds one load balancer by name, as NewCC.
 func NewLB(name string, cfg Config, rng *rand.Rand) (reps.Balancer, error) {
 	cfg.LB, cfg.NewBalancer = name, nil
-	if err := cfg.checkAlgorithms(); err != nil {
+	f, err := cfg.prepareLB()
+	if err != nil {
 		return nil, err
 	}
-	if err := cfg.resolveAlgorithms(); err != nil {
-		return nil, err
-	}
-	return cfg.NewBalancer(rng), nil
+	return f(rng), nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/hwprofile"
 )
 
 func TestRLCCAndProfileYAML(t *testing.T) {
@@ -55,7 +56,7 @@ func TestRLCCPolicyMLP(t *testing.T) {
 	if _, ok := ctl.(*rlcc.NetController); !ok {
 		t.Fatalf("policy mlp built %T", ctl)
 	}
-	if c := costOf(ctl); c.IntegerOnly || c.Ops == 0 {
+	if c := ctl.(hwprofile.Coster).Cost(); c.IntegerOnly || c.Ops == 0 {
 		t.Fatalf("network cost %+v: want floating point with its flops", c)
 	}
 	cfg.RLCC.Policy = "lstm"

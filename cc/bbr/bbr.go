@@ -10,6 +10,7 @@ package bbr
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
@@ -109,7 +110,7 @@ type state struct {
 	_             [3]uint8
 }
 
-const stateBytes = 44 // unsafe.Sizeof(state{}), pinned by TestStateBytes
+const stateBytes = int(unsafe.Sizeof(state{})) // pinned by cctest.TestEveryControllerHonoursContract
 
 // BBR is one connection's controller.
 type BBR struct {

@@ -1,12 +1,9 @@
 package bbr
 
 import (
-	"strings"
-	"testing"
-	"unsafe"
-
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
+	"testing"
 )
 
 var refNet = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
@@ -102,43 +99,6 @@ func TestMinRTTFilterAndProbeRTT(t *testing.T) {
 	b.OnAck(cc.Ack{Now: now, Bytes: 4096, RTT: 13_000, InFlight: 1000})
 	if b.Mode() != ProbeBW {
 		t.Fatalf("mode %d after probe_rtt_time", b.Mode())
-	}
-}
-
-func TestStateBytes(t *testing.T) {
-	b := New(params(t))
-	if int(unsafe.Sizeof(state{})) != stateBytes || b.Cost().StateBytes != 44 || !b.Cost().IntegerOnly {
-		t.Fatalf("state %d bytes, cost %+v", unsafe.Sizeof(state{}), b.Cost())
-	}
-}
-
-func TestConfigErrors(t *testing.T) {
-	for _, tc := range []struct {
-		mod  func(*Config)
-		want string
-	}{
-		{func(c *Config) { c.BwWindowRounds = 1 }, "bbr.bw_window_rounds = 1: must be in 2..1000"},
-		{func(c *Config) { c.CwndGain = 0.5 }, "bbr.cwnd_gain = 0.5"},
-		{func(c *Config) { c.ProbeRTTTime = 0 }, "bbr.probe_rtt_time"},
-	} {
-		c := DefaultConfig()
-		tc.mod(&c)
-		if _, err := NewParams(c, refNet); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("err = %v, want %q", err, tc.want)
-		}
-	}
-}
-
-func TestNoAllocsPerAck(t *testing.T) {
-	b := New(params(t))
-	i := int64(0)
-	n := testing.AllocsPerRun(1000, func() {
-		b.OnAck(cc.Ack{Now: i * 330, Bytes: 4096, RTT: 12_000 + i%5000, InFlight: 100_000})
-		b.OnLoss(cc.Loss{Now: i * 330})
-		i++
-	})
-	if n != 0 {
-		t.Fatalf("%.1f allocs", n)
 	}
 }
 

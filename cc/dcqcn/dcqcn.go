@@ -11,6 +11,7 @@ package dcqcn
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
@@ -121,7 +122,7 @@ type state struct {
 	_         uint8
 }
 
-const stateBytes = 32 // unsafe.Sizeof(state{}), pinned by TestStateBytes
+const stateBytes = int(unsafe.Sizeof(state{})) // pinned by cctest.TestEveryControllerHonoursContract
 
 // DCQCN is one connection's controller.
 type DCQCN struct {

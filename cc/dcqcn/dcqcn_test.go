@@ -1,12 +1,9 @@
 package dcqcn
 
 import (
-	"strings"
-	"testing"
-	"unsafe"
-
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
+	"testing"
 )
 
 var refNet = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
@@ -95,44 +92,6 @@ func TestByteCounterDrivesIncrease(t *testing.T) {
 	d.OnAck(cc.Ack{Now: 1, Bytes: 10_000_000})
 	if d.s.bcnt != 1 || d.s.rc <= rc {
 		t.Fatalf("bcnt %d, rc %d -> %d", d.s.bcnt, rc, d.s.rc)
-	}
-}
-
-func TestStateBytes(t *testing.T) {
-	d := New(params(t))
-	if int(unsafe.Sizeof(state{})) != stateBytes || d.Cost().StateBytes != 32 || !d.Cost().IntegerOnly {
-		t.Fatalf("state %d bytes, cost %+v", unsafe.Sizeof(state{}), d.Cost())
-	}
-}
-
-func TestConfigErrors(t *testing.T) {
-	for _, tc := range []struct {
-		mod  func(*Config)
-		want string
-	}{
-		{func(c *Config) { c.GShift = 0 }, "dcqcn.g_shift = 0: must be in 1..12"},
-		{func(c *Config) { c.RateTimer = 10 }, "dcqcn.rate_timer"},
-		{func(c *Config) { c.AIRate = 1 }, "dcqcn.ai_rate"},
-		{func(c *Config) { c.ByteCounter = 1 }, "dcqcn.byte_counter = 1"},
-	} {
-		c := DefaultConfig()
-		tc.mod(&c)
-		if _, err := NewParams(c, refNet); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("err = %v, want %q", err, tc.want)
-		}
-	}
-}
-
-func TestNoAllocsPerAck(t *testing.T) {
-	d := New(params(t))
-	i := int64(0)
-	n := testing.AllocsPerRun(1000, func() {
-		d.OnAck(cc.Ack{Now: i * 3000, Bytes: 4096, CE: i%7 == 0})
-		d.OnLoss(cc.Loss{Now: i * 3000, Bytes: 4096})
-		i++
-	})
-	if n != 0 {
-		t.Fatalf("%.1f allocs", n)
 	}
 }
 

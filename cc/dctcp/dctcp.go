@@ -7,6 +7,7 @@ package dctcp
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
@@ -166,7 +167,7 @@ func (d *DCTCP) Cost() hwprofile.Cost {
 }
 
 const (
-	stateBytes  = 24 // unsafe.Sizeof(state{}), pinned by TestStateBytes
+	stateBytes  = int(unsafe.Sizeof(state{})) // pinned by cctest.TestEveryControllerHonoursContract
 	paramsBytes = 5 * 4
 )
 

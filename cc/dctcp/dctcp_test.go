@@ -1,13 +1,10 @@
 package dctcp
 
 import (
-	"math"
-	"strings"
-	"testing"
-	"unsafe"
-
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
+	"math"
+	"testing"
 )
 
 // refNet: 100 Gbit/s, 12 us, 4 KiB MTU: a BDP of 150,000 bytes.
@@ -128,53 +125,6 @@ func TestMPRDMAPerAck(t *testing.T) {
 	}
 	if m.Window() != 4096 {
 		t.Fatalf("floor: %d", m.Window())
-	}
-}
-
-// TestStateBytes pins the per-flow state: DCTCP six 32-bit words, MP-RDMA one.
-func TestStateBytes(t *testing.T) {
-	p := params(t)
-	if int(unsafe.Sizeof(state{})) != stateBytes || New(p).Cost().StateBytes != 24 {
-		t.Fatalf("dctcp state %d bytes, Cost says %d", unsafe.Sizeof(state{}), New(p).Cost().StateBytes)
-	}
-	m := NewMPRDMA(p)
-	if int(unsafe.Sizeof(m.cwnd)) != m.Cost().StateBytes || !m.Cost().IntegerOnly || !New(p).Cost().IntegerOnly {
-		t.Fatal("mprdma state or integer verdict")
-	}
-}
-
-// TestConfigErrors: each bad field is named with its range.
-func TestConfigErrors(t *testing.T) {
-	for _, tc := range []struct {
-		mod  func(*Config)
-		want string
-	}{
-		{func(c *Config) { c.GShift = 0 }, "dctcp.g_shift = 0: must be in 1..10"},
-		{func(c *Config) { c.MaxWindowBDP = 0 }, "dctcp.max_window_bdp = 0"},
-		{func(c *Config) { c.InitialWindowBDP = 2 }, "dctcp.initial_window_bdp = 2"},
-		{func(c *Config) { c.MinWindowMTUs = 0 }, "dctcp.min_window_mtus = 0"},
-	} {
-		c := DefaultConfig()
-		tc.mod(&c)
-		if _, err := NewParams("dctcp", c, refNet); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("err = %v, want %q", err, tc.want)
-		}
-	}
-}
-
-// TestNoAllocsPerAck pins zero allocations per ACK and loss.
-func TestNoAllocsPerAck(t *testing.T) {
-	p := params(t)
-	for _, c := range []cc.Controller{New(p), NewMPRDMA(p)} {
-		i := 0
-		n := testing.AllocsPerRun(1000, func() {
-			c.OnAck(ack(int64(i), i%3 == 0))
-			c.OnLoss(cc.Loss{Bytes: 4096, Cause: cc.LossTrim})
-			i++
-		})
-		if n != 0 {
-			t.Errorf("%T: %.1f allocs", c, n)
-		}
 	}
 }
 

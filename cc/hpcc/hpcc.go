@@ -18,6 +18,7 @@ package hpcc
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
@@ -113,7 +114,7 @@ type state struct {
 	prev     [wire.MaxINTHops]hopState
 }
 
-const stateBytes = 104 // unsafe.Sizeof(state{}), pinned by TestStateBytes
+const stateBytes = int(unsafe.Sizeof(state{})) // pinned by cctest.TestEveryControllerHonoursContract
 
 // HPCC is one connection's controller.
 type HPCC struct {

@@ -9,6 +9,7 @@ package nscc
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
@@ -139,7 +140,7 @@ type state struct {
 	flags      uint32 // bit 0: fast increase on; bit 1: QuickAdapt triggered by a loss; bit 2: qaEnd set; bit 3: decreased once
 }
 
-const stateBytes = 56 // unsafe.Sizeof(state{}), pinned by TestStateBytes
+const stateBytes = int(unsafe.Sizeof(state{})) // pinned by cctest.TestEveryControllerHonoursContract
 
 // NSCC is one connection's controller.
 type NSCC struct {

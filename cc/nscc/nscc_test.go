@@ -1,13 +1,10 @@
 package nscc
 
 import (
-	"math"
-	"strings"
-	"testing"
-	"unsafe"
-
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
+	"math"
+	"testing"
 )
 
 // refNet is htsim's reference: 100 Gbit/s, 12 us, 4 KiB (a = 1).
@@ -132,46 +129,6 @@ func TestIncreaseQuadrants(t *testing.T) {
 	}
 	if m.Window() != 100_000 {
 		t.Fatalf("marked ACKs below target changed the window: %d", m.Window())
-	}
-}
-
-func TestStateBytes(t *testing.T) {
-	n := New(params(t))
-	if int(unsafe.Sizeof(state{})) != stateBytes || n.Cost().StateBytes != 56 || !n.Cost().IntegerOnly {
-		t.Fatalf("state %d bytes, cost %+v", unsafe.Sizeof(state{}), n.Cost())
-	}
-}
-
-func TestConfigErrors(t *testing.T) {
-	for _, tc := range []struct {
-		mod  func(*Config)
-		want string
-	}{
-		{func(c *Config) { c.Gamma = 2 }, "nscc.gamma = 2: must be in 0.01..1"},
-		{func(c *Config) { c.AdjustMTUs = 0 }, "nscc.adjust_mtus = 0"},
-		{func(c *Config) { c.QAGateShift = 17 }, "nscc.qa_gate_shift = 17"},
-		{func(c *Config) { c.TargetRTTs = 0.01 }, "nscc.target_rtts = 0.01"},
-	} {
-		c := DefaultConfig()
-		tc.mod(&c)
-		if _, err := NewParams(c, refNet, true); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("err = %v, want %q", err, tc.want)
-		}
-	}
-}
-
-func TestNoAllocsPerAck(t *testing.T) {
-	n := New(params(t))
-	i := int64(0)
-	a := testing.AllocsPerRun(1000, func() {
-		n.OnAck(ack(i*330, 12_000+i*7919%30_000, i%3 == 0))
-		if i%64 == 0 {
-			n.OnLoss(cc.Loss{Now: i * 330, Bytes: 4096, Cause: cc.LossTrim, InFlight: 1000})
-		}
-		i++
-	})
-	if a != 0 {
-		t.Fatalf("%.1f allocs", a)
 	}
 }
 

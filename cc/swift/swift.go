@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unsafe"
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
@@ -141,7 +142,7 @@ type state struct {
 	_       uint8
 }
 
-const stateBytes = 16 // unsafe.Sizeof(state{}), pinned by TestStateBytes
+const stateBytes = int(unsafe.Sizeof(state{})) // pinned by cctest.TestEveryControllerHonoursContract
 
 // Swift is one connection's Swift controller.
 type Swift struct {

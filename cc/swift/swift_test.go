@@ -1,13 +1,10 @@
 package swift
 
 import (
-	"math"
-	"strings"
-	"testing"
-	"unsafe"
-
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
+	"math"
+	"testing"
 )
 
 var refNet = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
@@ -133,46 +130,6 @@ func TestTimeoutsResetWindow(t *testing.T) {
 	}
 	if w.PacingRate() == 0 {
 		t.Fatal("not paced at min_cwnd")
-	}
-}
-
-// TestStateBytes pins the per-flow state size.
-func TestStateBytes(t *testing.T) {
-	w := New(params(t))
-	if int(unsafe.Sizeof(state{})) != stateBytes || w.Cost().StateBytes != 16 || !w.Cost().IntegerOnly {
-		t.Fatalf("state %d bytes, cost %+v", unsafe.Sizeof(state{}), w.Cost())
-	}
-}
-
-func TestConfigErrors(t *testing.T) {
-	for _, tc := range []struct {
-		mod  func(*Config)
-		want string
-	}{
-		{func(c *Config) { c.Beta = 0 }, "swift.beta = 0: must be in 0.01..1"},
-		{func(c *Config) { c.MaxMDF = 1 }, "swift.max_mdf = 1"},
-		{func(c *Config) { c.FSMaxCwnd = 0.05 }, "swift.fs_max_cwnd = 0.05"},
-		{func(c *Config) { c.Hops = -1 }, "swift.hops = -1"},
-		{func(c *Config) { c.RetxResetThreshold = 0 }, "swift.retx_reset_threshold = 0"},
-	} {
-		c := DefaultConfig()
-		tc.mod(&c)
-		if _, err := NewParams(c, refNet); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("err = %v, want %q", err, tc.want)
-		}
-	}
-}
-
-func TestNoAllocsPerAck(t *testing.T) {
-	w := New(params(t))
-	i := int64(0)
-	n := testing.AllocsPerRun(1000, func() {
-		w.OnAck(cc.Ack{Now: i * 330, Bytes: 4096, Packets: 1, RTT: 12_000 + i%20_000})
-		w.OnLoss(cc.Loss{Now: i * 330, Cause: cc.LossTrim})
-		i++
-	})
-	if n != 0 {
-		t.Fatalf("%.1f allocs", n)
 	}
 }
 

@@ -89,7 +89,7 @@ workload: {kind: incast, size: 2MiB, senders: 4, receiver: 4}
 // around the dead link by itself, ACKs included (they rotate over the EVs). REPS's freeze
 // lasts 300 ms: about 100 of this testbed's 3 ms RTTs, as the default 1 ms is about 100 of
 // a datacenter fabric's (a freeze shorter than an RTT would end, and explore again, before
-// the first ACK of the EVs it froze on came back; since issue 19 a freeze ends on time).
+// the first ACK of the EVs it froze on came back; now a freeze ends on time).
 func failover(t *testing.T, lb string) *bedrun.Report {
 	sc := scenario(t, `
 name: failover-`+lb+`

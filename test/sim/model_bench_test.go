@@ -83,7 +83,7 @@ func BenchmarkAckPolicy(b *testing.B) {
 	}
 }
 
-// htsimOptions are the htsim model options of issue 19 (docs/sim.md), by name.
+// htsimOptions are the htsim model options (docs/sim.md), by name.
 var htsimOptions = []struct {
 	name string
 	set  func(sc *Scenario)

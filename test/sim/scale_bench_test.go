@@ -15,7 +15,7 @@ import (
 // alternately, one pair per iteration (the order swaps every round; -benchtime 3x gives
 // three pairs, about a minute each), on one shard, and reports the packet-hops per wall
 // second of each size (min, median, max) and the ratio of the two within each pair
-// (1,024 over 8,192: issue 19's goal is at most 2). Only ratios taken side by side mean
+// (1,024 over 8,192: the goal is at most 2). Only ratios taken side by side mean
 // much on a shared machine. The scenarios' balancer is REPS (the daemon default).
 func BenchmarkScale(b *testing.B) {
 	sizes := []string{"1024", "8192"}

@@ -7,7 +7,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/apitypes"
 )
 
-// Lazy Sent frames (issue 15, the round trip). A client that sends the request header
+// Lazy Sent frames (the round trip). A client that sends the request header
 // LazySentHeader when it opens its session (the daemon confirms it in its 101 response)
 // lets the daemon hold the Sent frames of its messages, once a message was delivered to
 // the session (a client that only sends gets every Sent frame at once, as before),

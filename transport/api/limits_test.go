@@ -17,7 +17,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
-// Regression tests of issue 13, finding 6: "local clients can pin gigabytes and sessions
+// Regression tests of a review finding: "local clients can pin gigabytes and sessions
 // never time out".
 
 // sessionsOf returns a daemon's /v1/sessions.

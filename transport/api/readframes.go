@@ -9,7 +9,7 @@ import (
 // with a Send) comes in with one read.
 const readBufSize = 64 << 10
 
-// frameReader is a session's read side (issue 15). Frames that arrive together are taken
+// frameReader is a session's read side. Frames that arrive together are taken
 // with one read into its buffer and parsed from there: a burst of small messages costs one
 // system call. The rest of a Data frame's payload that is not in the buffer yet is read
 // straight into the message's buffer, where the engine sends it from, with one readv that

@@ -29,7 +29,7 @@ func patterned(seed, n int) []byte {
 	return b
 }
 
-// The send path (issue 15): SendAsync writes frames straight from the caller's slice and
+// The send path: SendAsync writes frames straight from the caller's slice and
 // the daemon reads Data payloads straight into the message's buffer. Payloads around the
 // Data frame boundary arrive intact, with the old paths too (SetCopySends, api.direct_reads
 // false), and the caller may overwrite its slice as soon as SendAsync returns.

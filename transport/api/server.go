@@ -81,7 +81,7 @@ type Config struct {
 	// message's buffer with one readv (the next frame header into the read buffer behind
 	// it) instead of through its read buffer, and hand the messages of a burst of frames
 	// (a client's SendBatch) to the engine for one batched socket write (default true;
-	// false, the session's reads before issue 15, for comparison).
+	// false, the former session reads, for comparison).
 	DirectReads bool `yaml:"direct_reads" json:"direct_reads"`
 	// SocketBuffer is the kernel send buffer of each session's socket, bytes (0: the
 	// kernel's default, net.core.wmem_default; else 4 KiB..64 MiB). A received message

@@ -12,7 +12,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/bufpool"
 )
 
-// The automatic receive ring (issue 15). A session whose daemon takes receive rings
+// The automatic receive ring. A session whose daemon takes receive rings
 // (apitypes.RecvRingHeader) sets one up by itself when it first receives a large message
 // over the socket, and copies every message that arrives in it out into a buffer of its
 // own before giving the space back: Recv's callers keep owned buffers (Message.InRing is

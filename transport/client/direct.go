@@ -421,7 +421,7 @@ func newFDConnReader(uc *net.UnixConn) (*fdConnReader, error) {
 	}
 	r := &fdConnReader{rc: rc, oob: make([]byte, unix.CmsgSpace(4*8))}
 	r.rfn = func(fd uintptr) bool {
-		n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), unix.MSG_CMSG_CLOEXEC)
+		n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), msgCmsgCloexec)
 		r.n, r.errn = int(n), e
 		return e != unix.EAGAIN
 	}

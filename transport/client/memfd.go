@@ -29,7 +29,7 @@ func NewMessageFD(size int64) (*MessageFD, error) {
 	if size <= 0 || size > 1<<32 {
 		return nil, fmt.Errorf("message size %d: must be in 1..%d", size, int64(1)<<32)
 	}
-	fd, err := unix.MemfdCreate("smartt-msg", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := memfdCreate("smartt-msg")
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
@@ -56,8 +56,7 @@ func (m *MessageFD) Seal() error {
 		}
 		m.mem, m.Data = nil, nil
 	}
-	_, err := unix.FcntlInt(m.f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL)
-	return err
+	return sealAll(m.f.Fd())
 }
 
 // Size returns the message's length in bytes.
@@ -202,7 +201,7 @@ func (fp *fdPool) get(need int64) (*sendMemfd, error) {
 // newSendMemfd makes a memfd of size bytes, sealed against shrinking and growing, mapped
 // with its pages allocated (MAP_POPULATE: no page faults while messages are copied in).
 func newSendMemfd(size int64) (*sendMemfd, error) {
-	fd, err := unix.MemfdCreate("smartt-send", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := memfdCreate("smartt-send")
 	if err != nil {
 		return nil, err
 	}
@@ -211,11 +210,11 @@ func newSendMemfd(size int64) (*sendMemfd, error) {
 		f.Close()
 		return nil, err
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+	if err := sealSize(uintptr(fd)); err != nil {
 		f.Close()
 		return nil, err
 	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|mapPopulate)
 	if err != nil {
 		f.Close()
 		return nil, err

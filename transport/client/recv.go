@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/smartt-transport/smartt/transport/apitypes"
 	"github.com/smartt-transport/smartt/transport/bufpool"
 )
@@ -374,7 +372,7 @@ func (s *Session) spinRead(until int64) {
 	}
 	for {
 		n := 0
-		s.rx.rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+		s.rx.rc.Control(func(fd uintptr) { n = bytesReadable(fd) })
 		if n > 0 || time.Now().UnixNano() >= until {
 			return
 		}

@@ -104,15 +104,15 @@ func (s *Session) EnableRecvRing(ctx context.Context, size int64) error {
 // process, so the daemon's writes never fault), sealed against shrinking and growing, and
 // mapped read-only.
 func newRingMemfd(size int64) (fd int, mem []byte, err error) {
-	fd, err = unix.MemfdCreate("smartt-recv-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err = memfdCreate("smartt-recv-ring")
 	if err != nil {
 		return -1, nil, fmt.Errorf("memfd_create: %w", err)
 	}
-	if err := unix.Fallocate(fd, 0, 0, size); err != nil {
+	if err := fallocate(fd, size); err != nil {
 		unix.Close(fd)
 		return -1, nil, fmt.Errorf("allocating the receive ring (%d bytes): %w", size, err)
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+	if err := sealSize(uintptr(fd)); err != nil {
 		unix.Close(fd)
 		return -1, nil, fmt.Errorf("sealing the receive ring: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/apitypes"
 )
 
-// The send path (issue 15). A message the caller gives as a []byte goes to the daemon
+// The send path. A message the caller gives as a []byte goes to the daemon
 // straight from the caller's slice: the frame headers are built in a per-session scratch
 // and the headers and payloads go out as one writev, so the only copy of a byte on the
 // client's side is the kernel's into the socket. Several messages can share that write
@@ -469,7 +469,7 @@ func (s *Session) SendFrom(to netip.AddrPort, ep uint32, r io.Reader, size int64
 	return &Pending{s: s, tag: tag, ch: ch}, nil
 }
 
-// sendCopy is the send path before issue 15 (SetCopySends): a chunk allocated per
+// sendCopy is the former send path (SetCopySends): a chunk allocated per
 // message, each Data frame copied into it and then through the session's write buffer.
 func (s *Session) sendCopy(to netip.AddrPort, ep uint32, r io.Reader, size int64, progress func(int64)) (*Pending, error) {
 	tag := s.nextTag()

@@ -192,8 +192,8 @@ func TestSendAllocs(t *testing.T) {
 }
 
 // BenchmarkSendPath is the client's send path alone: 16 MiB messages with SendAsync to a
-// daemon stand-in that reads and discards every byte (1 MiB reads), through the path
-// before issue 15 (SetCopySends: a chunk per message copied into, frames through the
+// daemon stand-in that reads and discards every byte (1 MiB reads), through the former
+// path (SetCopySends: a chunk per message copied into, frames through the
 // write buffer) and today's (writev from the caller's slice), interleaved in rounds
 // (sub-benchmarks). Reports the process's CPU seconds per GB (the stand-in's reads
 // included) and GB/s.

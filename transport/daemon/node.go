@@ -20,26 +20,13 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/transport"
+	"github.com/smartt-transport/smartt/transport/dgram"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-// Packet is one datagram of a batch in a caller-owned buffer (the fields of udp.Packet).
-type Packet struct {
-	Buf     []byte         // storage; on read len(Buf) is the capacity offered; data is Buf[:N]
-	N       int            // bytes of data
-	Addr    netip.AddrPort // read: source; write: destination
-	EV      uint16         // write: entropy value
-	ECN     uint8          // read: ECN bits received; write: codepoint to send
-	DSCP    uint8          // read: DSCP received
-	Control bool           // write: control packet (ACK/NACK/...)
-	RxTime  int64          // read: receive timestamp, Unix ns; 0 if none
-	// RxKernel reports that RxTime came from the kernel (not the user-space clock).
-	RxKernel bool
-	TTL      uint8 // read: IP TTL / IPv6 hop limit; 0 unknown
-	// Payload (write) follows Buf[:N] in the same datagram: a data packet's payload left
-	// in the message's buffer (set only for a Socket that is a PayloadGatherer saying so).
-	Payload []byte
-}
+// Packet is one datagram of a batch in a caller-owned buffer: the socket layer's own
+// type (udp.Packet is the same), so a socket hands its batch through without a copy.
+type Packet = dgram.Packet
 
 // PayloadGatherer is a Socket whose WriteBatch sends Packet.Payload after Buf[:N] in the
 // same datagram, without copying it (iovecs). A Node sends data packets' payloads from
@@ -107,7 +94,7 @@ type Options struct {
 	// so the socket layer's GSO can join packets of a group (see Gather).
 	GatherBatch bool
 	// CopyPayload makes the engine copy each data packet's payload into the packet's
-	// buffer behind its header, as before issue 15, even on a socket that sends the
+	// buffer behind its header, as formerly, even on a socket that sends the
 	// payload from the message's buffer (PayloadGatherer): for comparisons.
 	CopyPayload bool
 	Logger      *slog.Logger // default slog.Default()

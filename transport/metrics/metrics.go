@@ -202,6 +202,7 @@ var (
 	dCFreezing = desc("smartt_conn_lb_freezing", "The connection's load balancer is in freezing mode (1) or not (0).", connLabels...)
 	dCFreezes  = desc("smartt_conn_lb_freeze_episodes_total", "Times the connection's load balancer entered freezing mode.", connLabels...)
 	dCQuick    = desc("smartt_conn_cc_quick_adapt_total", "QuickAdapt firings of a connection's controller (SMaRTT).", connLabels...)
+	dCCuts     = desc("smartt_conn_cc_cuts_total", "Window or rate decreases of a connection's controller.", connLabels...)
 	dQuick     = desc("smartt_cc_quick_adapt_total", "QuickAdapt firings of the congestion controllers of all connections, closed ones included.")
 	dFreezes   = desc("smartt_lb_freeze_episodes_total", "Freezing-mode episodes of the load balancers of all connections, closed ones included.")
 	dDecision  = desc("smartt_cc_decision_seconds", "Wall time of each congestion-control decision on this host.")
@@ -347,6 +348,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			l := []string{strconv.FormatUint(uint64(ci.ID), 16), ci.Peer.String()}
 			counter(ch, dCQuick, ci.QuickAdapts, l...)
+			counter(ch, dCCuts, ci.CCCuts, l...)
 			gauge(ch, dCWindow, float64(ci.Window), l...)
 			gauge(ch, dCRate, float64(ci.PacingRate), l...)
 			gauge(ch, dCSRTT, float64(ci.SRTT)/1e9, l...)

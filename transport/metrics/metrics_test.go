@@ -142,7 +142,7 @@ func TestPromlintClean(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("scrape lacks %s:\n%s", want, grepLines(out, "build_info"))
 		}
-		if perConn && !strings.Contains(out, "smartt_conn_cc_quick_adapt_total{") {
+		if perConn && (!strings.Contains(out, "smartt_conn_cc_quick_adapt_total{") || !strings.Contains(out, "smartt_conn_cc_cuts_total{")) {
 			t.Error("per-connection series missing with PerConn")
 		}
 	}

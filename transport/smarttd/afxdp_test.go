@@ -182,7 +182,7 @@ func BenchmarkVethAFXDP(b *testing.B) {
 	}
 }
 
-// BenchmarkAFXDPGoal is issue 15's goal for the AF_XDP datapath in one run: rounds (env
+// BenchmarkAFXDPGoal is the goal for the AF_XDP datapath in one run: rounds (env
 // AFXDP_ROUNDS, default 5) of iperf3 (one TCP stream, 2 s) and the daemon pair with the
 // default configuration (REPS, a new EV per packet) moving b.N x 4 KiB on sockets, on
 // AF_XDP, and on AF_XDP with the clients on SendFD and a shared-memory receive ring (the

@@ -150,7 +150,7 @@ func BenchmarkVethEVRun(b *testing.B) {
 
 // BenchmarkVethAckPolicy is the daemon's REPS goodput and ACKs per data packet over the
 // veth pair with the legacy ACK policy (default: every 1, on_reorder) and the sprayed one
-// (every 4, no on_reorder, on_ce, clean EVs), interleaved within each round (issue 15).
+// (every 4, no on_reorder, on_ce, clean EVs), interleaved within each round.
 func BenchmarkVethAckPolicy(b *testing.B) {
 	tp := nstest.Pair(b)
 	for round := range 3 {
@@ -253,7 +253,7 @@ type pairOpts struct {
 	lb          string
 	memfd, ring bool
 	socket      bool // the receiver stays on its socket (client.SetAutoRecvRing(0)): the path before the automatic ring
-	copySends   bool // the send path before issue 15: client.SetCopySends and api.direct_reads false
+	copySends   bool // the former send path: client.SetCopySends and api.direct_reads false
 	stream      bool // SendAsync streams every message (client.SetSendFDThreshold(0)), no automatic memfd
 	memfdAuto   bool // SendAsync passes every message through a session memfd (client.SetSendFDThreshold(1))
 	msgSize     int  // bytes per message (0: 16 MiB)
@@ -544,8 +544,8 @@ func runIperf3(b *testing.B, tp *nstest.Topo) float64 {
 
 // BenchmarkVethGather is the goodput of one daemon in A sending to 8 daemons in B (8
 // connections, messages round-robin over them, 4 outstanding per peer) with the send
-// batches as the engine polls them and gathered by (destination, EV) (udp.gather_batch,
-// issue 15), for ECMP (one EV per connection) and REPS with runs of 16 and 1, interleaved within
+// batches as the engine polls them and gathered by (destination, EV) (udp.gather_batch),
+// for ECMP (one EV per connection) and REPS with runs of 16 and 1, interleaved within
 // each round. Use e.g. -benchtime=100000x; rounds are sub-benchmarks.
 func BenchmarkVethGather(b *testing.B) {
 	tp := nstest.Pair(b)

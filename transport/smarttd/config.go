@@ -105,11 +105,11 @@ type UDPConfig struct {
 
 	// GatherBatch reorders each send batch so that packets to one destination on one EV
 	// (and of one kind, data or control) are adjacent, in their order, groups in the order
-	// of their first packet: UDP GSO then joins them across connections (issue 15).
+	// of their first packet: UDP GSO then joins them across connections.
 	GatherBatch bool `yaml:"gather_batch" json:"gather_batch"`
 
 	// CopyPayload copies each data packet's payload into its buffer behind the header, as
-	// before issue 15; by default (false) header and payload leave as two iovecs, the
+	// formerly; by default (false) header and payload leave as two iovecs, the
 	// payload straight from the message's buffer (not on the raw carrier or AF_XDP, nor
 	// with transport.auth on, which copy as before).
 	CopyPayload bool `yaml:"copy_payload" json:"copy_payload"`

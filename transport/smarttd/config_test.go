@@ -138,7 +138,7 @@ func TestAuthKeyFiles(t *testing.T) {
 	}
 }
 
-// Finding 7 of issue 13: a duration without a unit was nanoseconds, so `min_rto: 5`,
+// A review finding: a duration without a unit was nanoseconds, so `min_rto: 5`,
 // `max_rto: 200` and `shutdown_timeout: 10` were accepted as 5 ns, 200 ns and 10 ns. Now
 // each is an error naming the field and the unit to add.
 func TestDurationWithoutUnitIsAnErrorNamingTheField(t *testing.T) {
@@ -250,7 +250,7 @@ func TestResolveDatapath(t *testing.T) {
 	}
 }
 
-// TestConfigCompleteDelay: the daemon holds completion ACKs 500 us by default (issue 15);
+// TestConfigCompleteDelay: the daemon holds completion ACKs 500 us by default;
 // ack.complete_delay takes 0..1ms with a unit, and a value beyond is refused naming it.
 func TestConfigCompleteDelay(t *testing.T) {
 	if d := DefaultConfig().Transport.Ack.CompleteDelay; d != 500_000 {

@@ -97,7 +97,7 @@ func runLatencyRing(b *testing.B, tp *nstest.Topo, n int, mod func(*smarttd.Conf
 	return l
 }
 
-// BenchmarkVethLatencyAckHold compares ack.complete_delay off and on (issue 15) in one
+// BenchmarkVethLatencyAckHold compares ack.complete_delay off and on in one
 // run: two daemon pairs over the veth of BenchmarkVethLatency, one with every completion
 // ACKed at once ("hold0") and one whose completion ACKs wait up to 500 us for the answer
 // and ride in its batch ("hold"), beside the kernel's UDP ping-pong, alternating in
@@ -183,7 +183,7 @@ func BenchmarkVethLatencyAckHold(b *testing.B) {
 }
 
 // BenchmarkVethLatencyBusyPoll compares udp.busy_poll off (the default) with 20 us and
-// 200 us on both daemons (issue 15's optional busy-poll mode): three daemon pairs up at
+// 200 us on both daemons (the optional busy-poll mode): three daemon pairs up at
 // once and the kernel's ping-pong, alternating in chunks of 50 round trips, b.N each per
 // round (LAT_ROUNDS, default 5). Reports each one's p50 over all rounds, the median over
 // rounds of each pair's per-round p50 against the default's and the kernel's, and the

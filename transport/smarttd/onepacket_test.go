@@ -10,7 +10,7 @@ import (
 )
 
 // With the default config a message of 4 KiB (a page, the common RDMA-like size) leaves in
-// one data packet: transport.mtu leaves room for the daemon's 12-byte envelope (issue 15).
+// one data packet: transport.mtu leaves room for the daemon's 12-byte envelope.
 func TestE2EPageMessageIsOnePacket(t *testing.T) {
 	tp := nstest.Pair(t)
 	dir := tempDir(t)

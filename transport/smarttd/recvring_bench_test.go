@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkVethRecvRing compares the API's receive paths in one run with interleaved
-// rounds (issue 15): the daemon pair over the veth of BenchmarkVethDaemonVsBlaster with
+// rounds: the daemon pair over the veth of BenchmarkVethDaemonVsBlaster with
 // lb: ecmp (GSO, where the API's copies are the gap to the blaster), b.N x 4 KiB in 16
 // MiB messages, 4 outstanding, with the receiving client reading from the socket (the
 // path before the automatic ring: SetAutoRecvRing(0)) or from a shared-memory receive

@@ -25,7 +25,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-// BenchmarkDatapathReport is the datapath's side-by-side measurement (issue 15), in one run
+// BenchmarkDatapathReport is the datapath's side-by-side measurement, in one run
 // on one veth pair (MTU 9000) between two namespaces, with the daemon's default
 // configuration: rounds in which, back to back, the daemon pair (default: REPS; with
 // lb: ecmp; the defaults on the AF_XDP datapath; and ECMP with the sender passing sealed

@@ -12,11 +12,11 @@ import (
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
-// BenchmarkVethSendPath compares the API's send paths in one run with interleaved rounds
-// (issue 15), on the veth pair of BenchmarkVethDaemonVsBlaster with lb: ecmp:
+// BenchmarkVethSendPath compares the API's send paths in one run with interleaved rounds,
+// on the veth pair of BenchmarkVethDaemonVsBlaster with lb: ecmp:
 //
 //   - bulk: b.N x 4 KiB in 16 MiB messages, 4 outstanding, sent with SendAsync through the
-//     path before issue 15 ("copy": a chunk allocated per message and copied into, frames
+//     former path ("copy": a chunk allocated per message and copied into, frames
 //     through the session's write buffer, the daemon reading payloads through its read
 //     buffer: client.SetCopySends, api.direct_reads false) and today's ("direct": frames
 //     written from the caller's slice with writev, payloads read straight into the

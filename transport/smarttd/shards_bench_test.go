@@ -13,7 +13,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
-// BenchmarkShardsReport compares engine shards (issue 15) on one veth pair (MTU 9000): one
+// BenchmarkShardsReport compares engine shards on one veth pair (MTU 9000): one
 // daemon in A sending to 8 and to 64 daemons in B (BenchmarkDatapathReport's 8- and
 // 64-connection rows: each peer its own sender of b.N/peers x 4 KiB in 1 MiB messages, 4
 // outstanding), with shards: 1, shards: 2 and shards: 2 with shard_steering: hash (the

@@ -95,13 +95,12 @@ func newUDPSocket(c *udp.Conn, txDelay prometheus.Histogram) *udpSocket {
 	return s
 }
 
-// udpSocket adapts a udp.Conn to daemon.Socket (the same fields; buffers are shared, not copied).
+// udpSocket adapts a udp.Conn to daemon.Socket (the same Packet type: nothing copied).
 type udpSocket struct {
-	c      *udp.Conn
-	rp, wp []udp.Packet
-	up     []udp.Unreachable // WaitUnreachable's
-	stop   chan struct{}
-	once   sync.Once
+	c    *udp.Conn
+	up   []udp.Unreachable // WaitUnreachable's
+	stop chan struct{}
+	once sync.Once
 	// send-path delay (kernel TX timestamp minus user send time) of sampled packets
 	txDelay prometheus.Histogram
 }
@@ -140,52 +139,14 @@ func (s *udpSocket) pollTxStamps() {
 
 // ReadBatch implements daemon.Socket: on the AF_XDP datapath the datagrams stay where
 // they arrived, in the UMEM (udp.Conn.ReadBatchInPlace), which daemon.Socket allows.
-func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) {
-	if len(s.rp) < len(pkts) {
-		s.rp = make([]udp.Packet, len(pkts))
-	}
-	rp := s.rp[:len(pkts)]
-	for i := range pkts {
-		rp[i].Buf = pkts[i].Buf
-	}
-	n, err := s.c.ReadBatchInPlace(rp)
-	for i := 0; i < n; i++ {
-		p, q := &pkts[i], &rp[i]
-		p.Buf, p.N, p.Addr, p.ECN, p.DSCP, p.RxTime, p.RxKernel, p.TTL = q.Buf, q.N, q.Addr, q.ECN, q.DSCP, q.RxTime, q.RxKernel, q.TTL
-		q.Buf = nil // the GRO buffer (GROInPlace), the UMEM or the caller's: not this adapter's to keep
-	}
-	return n, err
-}
+// daemon.Packet is udp.Packet: the batch passes through uncopied.
+func (s *udpSocket) ReadBatch(pkts []daemon.Packet) (int, error) { return s.c.ReadBatchInPlace(pkts) }
 
 // TxBuffers implements daemon.TxBufferer (udp.Conn.TxBuffers).
-func (s *udpSocket) TxBuffers(pkts []daemon.Packet) int {
-	if len(s.wp) < len(pkts) {
-		s.wp = make([]udp.Packet, len(pkts))
-	}
-	wp := s.wp[:len(pkts)]
-	n := s.c.TxBuffers(wp)
-	for i := range n {
-		pkts[i].Buf = wp[i].Buf
-	}
-	return n
-}
+func (s *udpSocket) TxBuffers(pkts []daemon.Packet) int { return s.c.TxBuffers(pkts) }
 
 // WriteBatch implements daemon.Socket.
-func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) {
-	if len(s.wp) < len(pkts) {
-		s.wp = make([]udp.Packet, len(pkts))
-	}
-	wp := s.wp[:len(pkts)]
-	for i := range pkts {
-		p := &pkts[i]
-		wp[i] = udp.Packet{Buf: p.Buf, N: p.N, Addr: p.Addr, EV: p.EV, ECN: p.ECN, Control: p.Control, Payload: p.Payload}
-	}
-	n, err := s.c.WriteBatch(wp)
-	for i := range wp {
-		wp[i].Payload = nil // keep no message buffer reachable
-	}
-	return n, err
-}
+func (s *udpSocket) WriteBatch(pkts []daemon.Packet) (int, error) { return s.c.WriteBatch(pkts) }
 
 // WaitUnreachable implements daemon.UnreachableSource (udp.Conn.WaitUnreachable).
 func (s *udpSocket) WaitUnreachable(dst []daemon.Unreachable) (int, error) {

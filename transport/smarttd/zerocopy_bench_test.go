@@ -11,7 +11,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
-// BenchmarkVethZeroCopy compares the bulk send path's variants of issue 15's zero-copy
+// BenchmarkVethZeroCopy compares the bulk send path's variants of the zero-copy
 // work in one run with interleaved rounds, on the veth pair of BenchmarkVethDaemonVsBlaster
 // with lb: ecmp (b.N x 4 KiB, 4 messages outstanding, a client on the other side reading
 // every byte from its socket): SendAsync streaming each message through the API socket

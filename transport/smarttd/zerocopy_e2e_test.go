@@ -14,7 +14,7 @@ import (
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
-// The zero-copy paths of issue 15 end to end over the veth pair with ECMP (GSO and GRO):
+// The zero-copy paths end to end over the veth pair with ECMP (GSO and GRO):
 // large messages through the session's memfds and smaller ones streamed, data packets as
 // header + payload iovecs (or copied: udp.copy_payload, and with encryption on), received
 // datagrams read in the GRO buffer (udp.gro_in_place) or copied; every message arrives

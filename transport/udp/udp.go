@@ -18,6 +18,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/smartt-transport/smartt/transport/dgram"
 )
 
 // Carrier names accepted in Config.Carrier.
@@ -100,23 +102,9 @@ type Config struct {
 	ephemeralEV bool // OpenShards with Listen port 0: EV ports stay ephemeral for every shard
 }
 
-// Packet is one datagram of a batch, in a caller-owned buffer.
-type Packet struct {
-	Buf      []byte         // storage; on read len(Buf) is the capacity offered; data is Buf[:N]
-	N        int            // read: datagram length; write: bytes of Buf to send
-	Addr     netip.AddrPort // read: source; write: destination
-	EV       uint16         // write: entropy value -> source port EVPortBase + EV mod EVS (flowlabel carrier: label EV mod EVS + 1)
-	ECN      uint8          // read: ECN bits of the IP header; write: codepoint to send (ECT(0)=2 for data, 0 control)
-	DSCP     uint8          // read: DSCP of the IP header
-	Control  bool           // write: use ControlDSCP instead of DataDSCP
-	RxTime   int64          // read: receive time, Unix ns (CLOCK_REALTIME): the kernel's if RxKernel, else the user clock
-	RxKernel bool           // read: RxTime is a kernel software timestamp
-	TTL      uint8          // read: IP TTL or IPv6 hop limit (0: unknown, Caps.TTL false)
-	// Payload (write, when GathersPayload) follows Buf[:N] in the same datagram: the
-	// kernel gathers both (iovecs, also inside a GSO message), so a header built in Buf
-	// can go out in front of bytes that stay where they are. Only read during the call.
-	Payload []byte
-}
+// Packet is one datagram of a batch, in a caller-owned buffer (the type daemon.Packet
+// is too, so the daemon passes its batches through unchanged).
+type Packet = dgram.Packet
 
 // GathersPayload reports whether WriteBatch takes Packet.Payload: on the socket
 // datapath's port and flow-label carriers, not on the raw carrier (whose own header

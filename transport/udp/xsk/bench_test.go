@@ -118,7 +118,7 @@ func (s *series) report(b *testing.B) {
 		s.name, lo, med, hi, med*payload*8/1e9, clo, cmed, chi, 100*float64(s.lost)/max(float64(s.sent), 1))
 }
 
-// BenchmarkTxInterleaved answers issue 15's "does AF_XDP beat GSO EV runs at k = 1" for
+// BenchmarkTxInterleaved answers "does AF_XDP beat GSO EV runs at k = 1" for
 // the send side: over one veth pair (MTU 9000) between two namespaces, 4096-byte
 // datagrams with a different source port (EV) per packet from an AF_XDP socket (copy
 // mode, multi-buffer), against sendmmsg on 256 bound EV sockets (udp.Conn's port
