@@ -130,7 +130,7 @@ func TestResolveAddrPort(t *testing.T) {
 // A flag after the positional argument, and a host name in -to, against two daemons.
 func TestSendHostnameFlagAfterFile(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) { c.LogLevel = "error" })
+	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +175,8 @@ func TestManAndCompletion(t *testing.T) {
 		if err != nil || !bytes.Contains(b, []byte(".TH")) {
 			t.Errorf("man page %s: %v", p, err)
 		}
-		if p == "smartt-send.1" && (!bytes.Contains(b, []byte(`\fB--from-endpoint\fP`)) || !bytes.Contains(b, []byte(`\fB--to\fP`)) ||
-			!bytes.Contains(b, []byte(`\fB--timeout\fP`)) || !bytes.Contains(b, []byte(".SH OPTIONS"))) {
+		if p == "smartt-send.1" && (!bytes.Contains(b, []byte(`\fB\-\-from\-endpoint\fP`)) || !bytes.Contains(b, []byte(`\fB\-\-to\fP`)) ||
+			!bytes.Contains(b, []byte(`\fB\-\-timeout\fP`)) || !bytes.Contains(b, []byte(".SH OPTIONS"))) {
 			t.Errorf("man page %s does not describe the flags:\n%s", p, b)
 		}
 	}
@@ -206,7 +206,7 @@ func TestProgressLine(t *testing.T) {
 // bench -json and -format csv print machine-readable rows, one per size.
 func TestBenchJSONAndCSV(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) { c.LogLevel = "error" })
+	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
 	if err != nil {
 		t.Fatal(err)
 	}

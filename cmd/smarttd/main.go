@@ -39,6 +39,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/metrics"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/version"
 )
@@ -97,7 +98,7 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	d, err := smarttd.Start(cfg, smarttd.Options{Logger: log})
+	d, err := smarttd.Start(cfg, smarttd.Options{Logger: log, Metrics: metrics.ForDaemon})
 	if err != nil {
 		return err
 	}
