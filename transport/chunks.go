@@ -69,13 +69,14 @@ func (e *Endpoint) getChunk(size int) []byte {
 }
 
 // putChunk recycles a chunk the engine is done with: to its free list (at most
-// maxFreeChunkBytes over all classes), the rest to the shared pool.
+// maxFreeChunks of its class and maxFreeChunkBytes over all classes), the rest to the
+// shared pool.
 func (e *Endpoint) putChunk(ch []byte) {
 	c, ok := chunkClass(ch)
 	if !ok {
 		return
 	}
-	if e.chunkFreeBytes+uint64(cap(ch)) <= maxFreeChunkBytes {
+	if len(e.chunkFree[c]) < maxFreeChunks && e.chunkFreeBytes+uint64(cap(ch)) <= maxFreeChunkBytes {
 		e.chunkFree[c] = append(e.chunkFree[c], ch[:0])
 		e.chunkFreeBytes += uint64(cap(ch))
 		return
@@ -86,6 +87,11 @@ func (e *Endpoint) putChunk(ch []byte) {
 // maxFreeChunkBytes bounds the chunks an engine keeps for reuse (4 MiB: a 1 MiB message's
 // chunks several times over), so that what it holds beyond its charges is a constant.
 const maxFreeChunkBytes = 4 << 20
+
+// maxFreeChunks bounds each class's free list by count: the 4 MiB alone would let a flood
+// of expiring tiny messages leave 65,536 64-byte buffers (and 1.5 MiB of slice headers)
+// behind for good. 256 is still 4 MiB of RecvChunk ones.
+const maxFreeChunks = 256
 
 // chunkClass returns the class of a buffer getChunk handed out (false for any other).
 func chunkClass(ch []byte) (int, bool) {
@@ -102,6 +108,24 @@ func putChunk(ch []byte) {
 	if c, ok := chunkClass(ch); ok {
 		chunkPools[c].Put(unsafe.Pointer(unsafe.SliceData(ch[:1])))
 	}
+}
+
+// DrainChunkPools empties the shared chunk pools and returns how many buffers they held.
+// A sync.Pool keeps what it holds through one garbage collection, and an idle process
+// collects none for minutes: a driver returning memory after a mass release drains them
+// first, so that one collection frees the buffers.
+func DrainChunkPools() int {
+	n := 0
+	for c := range chunkPools {
+		// Bounded: buffers put back while this runs need not be drained.
+		for range 1 << 22 {
+			if chunkPools[c].Get() == nil {
+				break
+			}
+			n++
+		}
+	}
+	return n
 }
 
 // PutChunks gives the chunks of a message delivered in Event.Chunks back for reuse; the

@@ -3,6 +3,7 @@ package transport
 import (
 	"hash/crc32"
 	"math/bits"
+	"unsafe"
 
 	"github.com/klauspost/reedsolomon"
 	"github.com/smartt-transport/smartt/ackpath"
@@ -36,6 +37,11 @@ type ecCodec struct {
 	scratch [][]byte // buffers lent to shards during one reconstruction
 	blocks  []*ecBlock
 }
+
+// ecBlockBytes is the charge of a block record of a message at the receiver: the
+// ecBlock (rounded up to the allocator's 16 bytes) and two slots of the message's block
+// list, which grows by doubling. Its parity buffers are charged at their capacity.
+const ecBlockBytes = (uint64(unsafe.Sizeof(ecBlock{}))+15)&^15 + 16
 
 // maxECFree bounds the spare shard buffers an endpoint keeps.
 const maxECFree = 256
@@ -293,7 +299,13 @@ func (e *Endpoint) onParity(now int64, c *conn, p *wire.Packet, meta *RxMeta, r 
 		e.stats.ParityDropped++ // nothing missing, or more blocks open than a sender can have
 		return
 	}
-	if !e.charge(c, r, uint64(shard)) {
+	buf := e.ec.get(shard)
+	need := uint64(cap(buf)) // what the parity buffer holds, not its length
+	if b == nil {
+		need += ecBlockBytes
+	}
+	if !e.charge(c, r, need) {
+		e.ec.put(buf)
 		e.stats.RecvBudgetDrops++
 		return
 	}
@@ -302,7 +314,6 @@ func (e *Endpoint) onParity(now int64, c *conn, p *wire.Packet, meta *RxMeta, r 
 		*b = ecBlock{off: uint32(off), shard: uint32(shard), first: d.PSN, crc: d.AckFloor, k: uint8(k), m: uint8(m)}
 		r.ec = append(r.ec, b)
 	}
-	buf := e.ec.get(shard)
 	copy(buf, p.Payload)
 	b.parity[idx] = buf
 	b.have |= 1 << idx
@@ -420,7 +431,8 @@ func coverKind(r *rxMsg, lo, hi int) int {
 	return kind
 }
 
-// ecPlace writes the rebuilt data shards of b that r lacks and marks their PSNs.
+// ecPlace writes the rebuilt data shards of b that r lacks and marks their PSNs; a
+// message's first packet only if the receive gate (Config.Gate) takes the message.
 func (e *Endpoint) ecPlace(c *conn, r *rxMsg, b *ecBlock, shards [][]byte) int {
 	rebuilt := 0
 	for i := range shards {
@@ -428,6 +440,11 @@ func (e *Endpoint) ecPlace(c *conn, r *rxMsg, b *ecBlock, shards [][]byte) int {
 		at, kind := r.cover(lo, hi-lo)
 		if kind != coverNew {
 			continue // held (it was present), or too many ranges: resent later
+		}
+		if lo == 0 && e.cfg.Gate != nil && !e.cfg.Gate.Ready(c.peer, r.n, shards[i][:hi-lo]) {
+			// A rebuilt first packet passes the gate as an arriving one would; refused, it
+			// waits for the sender's resend (which an RNR NACK or a loss detector causes).
+			continue
 		}
 		if !e.spanRoom(c, r, at, lo, hi-lo) || !e.reserve(c, r, lo, hi-lo) {
 			e.stats.RecvBudgetDrops++
@@ -481,11 +498,12 @@ func (e *Endpoint) ecView(r *rxMsg, lo, hi, shard int) []byte {
 func (e *Endpoint) ecDropBlock(c *conn, r *rxMsg, b *ecBlock) {
 	for j := range b.parity {
 		if b.parity[j] != nil {
-			e.uncharge(c, r, uint64(len(b.parity[j])))
+			e.uncharge(c, r, uint64(cap(b.parity[j])))
 			e.ec.put(b.parity[j])
 			b.parity[j] = nil
 		}
 	}
+	e.uncharge(c, r, ecBlockBytes)
 	for i, x := range r.ec {
 		if x == b {
 			last := len(r.ec) - 1
@@ -647,7 +665,7 @@ func (e *Endpoint) ecTrimmedParity(c *conn, d *wire.Data) {
 	switch {
 	case b != nil && (int(b.shard) != shard || int(b.k) != k || int(b.m) != m || b.first != d.PSN || b.crc != d.AckFloor):
 		return // contradicts the block: ignore
-	case b == nil && len(r.ec) < maxECBlocks && !e.ecComplete(r, d.Offset, uint32(shard), k, r.n):
+	case b == nil && len(r.ec) < maxECBlocks && !e.ecComplete(r, d.Offset, uint32(shard), k, r.n) && e.charge(c, r, ecBlockBytes):
 		b = e.ec.newBlock()
 		*b = ecBlock{off: d.Offset, shard: uint32(shard), first: d.PSN, crc: d.AckFloor, k: uint8(k), m: uint8(m)}
 		r.ec = append(r.ec, b)

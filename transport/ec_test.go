@@ -347,8 +347,8 @@ func TestECParityUntrusted(t *testing.T) {
 	crc := crc32.Checksum(next[:4*mtu], castagnoli)
 	parity(psn, 0, mtu, 4, 2, 1, crc, shards[5])
 	s2 := r.p.b.Stats()
-	if h := s2.RecvBuffered - s1.RecvBuffered; h != uint64(mtu) {
-		t.Fatalf("parity of %d bytes held as %d", mtu, h)
+	if h := s2.RecvBuffered - s1.RecvBuffered; h != uint64(max(mtu, 4096))+ecBlockBytes {
+		t.Fatalf("parity of %d bytes (a new block) charged %d, want its buffer's capacity and the block's record, %d", mtu, h, uint64(max(mtu, 4096))+ecBlockBytes)
 	}
 	parity(psn, 0, mtu, 4, 2, 1, crc, nil)   // the same index again
 	parity(psn, 0, mtu, 4, 2, 0, crc+1, nil) // the same block, another checksum

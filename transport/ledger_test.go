@@ -99,8 +99,9 @@ func msgHeld(r *rxMsg) uint64 {
 	}
 	n += uint64(len(r.buf))
 	for _, b := range r.ec {
+		n += ecBlockBytes
 		for _, p := range b.parity {
-			n += uint64(len(p))
+			n += uint64(cap(p))
 		}
 	}
 	return n
@@ -137,10 +138,17 @@ func checkLedger(t *testing.T, e *Endpoint) {
 // charges equals what it holds after every step (ledgerAudit: every chunk at its
 // capacity, records, tables, spans, placements), and nothing is held once all is done.
 func TestLedgerMatchesAllocations(t *testing.T) {
-	for _, unordered := range []bool{false, true} {
+	for _, tc := range []struct{ unordered, ec bool }{{false, false}, {true, false}, {false, true}} {
+		unordered := tc.unordered
 		pl := &ringPlacer{}
 		cfg := daemonEngineConfig(pl)
 		cfg.Unordered = unordered
+		if tc.ec {
+			// Recovery ec: parity blocks held while their data is missing, charged at
+			// their records and buffers' capacity (ecBlockBytes).
+			cfg.Recovery = RecoveryConfig{Mode: RecoveryEC, K: 4, M: 2}
+		}
+		parityHeld := 0
 		p := newPair(t, cfg, 5000)
 		rng := rand.New(rand.NewPCG(5, 6))
 		p.drop = func(_ *Endpoint, _ []byte) bool { return rng.IntN(100) < 3 }
@@ -163,6 +171,11 @@ func TestLedgerMatchesAllocations(t *testing.T) {
 			}
 			checkLedger(t, p.b)
 			checkLedger(t, p.a)
+			for _, c := range p.b.list {
+				for _, r := range c.rx {
+					parityHeld += len(r.ec)
+				}
+			}
 			for ev, ok := p.b.PollEvent(); ok; ev, ok = p.b.PollEvent() {
 				if ev.Kind == MessageReceived {
 					recv++
@@ -187,7 +200,11 @@ func TestLedgerMatchesAllocations(t *testing.T) {
 		if st := p.b.Stats(); st.RecvBuffered != 0 || len(pl.bufs) != 0 {
 			t.Fatalf("unordered %v: after silence RecvBuffered %d, %d placements outstanding", unordered, st.RecvBuffered, len(pl.bufs))
 		}
-		t.Logf("unordered %v: %d delivered, %d spoofed packets, peak charged %d", unordered, recv, spoofs, p.b.Stats().RecvBufferedMax)
+		if tc.ec && (parityHeld == 0 || p.b.Stats().ParityRecv == 0) {
+			t.Fatalf("ec: parity received %d, parity blocks seen held %d: the walk never met a parity block", p.b.Stats().ParityRecv, parityHeld)
+		}
+		t.Logf("unordered %v, ec %v: %d delivered, %d spoofed packets, peak charged %d, parity blocks seen held %d",
+			unordered, tc.ec, recv, spoofs, p.b.Stats().RecvBufferedMax, parityHeld)
 	}
 }
 

@@ -536,7 +536,7 @@ func (c *Config) maxMsgCharge(n int) uint64 {
 	held += msgRecBytes + uint64(max(2*chunks-tableKeep, 0))*chunkSlotBytes + (maxSpans-spanKeep)*spanBytes
 	if c.Recovery.mode() == RecoveryEC {
 		_, m := c.ECBlock()
-		held += uint64(maxECBlocks*m) * uint64(c.MTU)
+		held += maxECBlocks * (uint64(m)*uint64(max(c.MTU, 4096)) + ecBlockBytes) // ecCodec.get's buffers
 	}
 	return held
 }

@@ -161,3 +161,61 @@ func TestDisplaceMovesPlacedMessage(t *testing.T) {
 		t.Fatalf("MsgsDisplaced %d, RecvBuffered %d", st.MsgsDisplaced, st.RecvBuffered)
 	}
 }
+
+// TestRNRUnderECNoSlip: under recovery ec a refused first packet must not slip in through
+// parity: when a message's other data packets and its block's parity arrive while the
+// gate refuses the first, the rebuilt first packet is offered to the gate too, and the
+// message is delivered only once the gate lets it, intact. (Before, the rebuild filled the
+// refused packet and the message was delivered past the gate.)
+func TestRNRUnderECNoSlip(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 4, 2
+	open := true
+	refusedHeads := 0
+	cfg.Gate = gateFunc(func(_ netip.AddrPort, n int, head []byte) bool {
+		if !open {
+			refusedHeads++
+		}
+		return open
+	})
+	p := newPair(t, cfg, 5000)
+	id, err := p.a.Dial(0, p.bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]byte
+	sent := 0
+	poll := func() {
+		for ev, ok := p.b.PollEvent(); ok; ev, ok = p.b.PollEvent() {
+			if ev.Kind == MessageReceived {
+				got = append(got, ev.Data)
+			}
+		}
+		for ev, ok := p.a.PollEvent(); ok; ev, ok = p.a.PollEvent() {
+			if ev.Kind == MessageSent {
+				sent++
+			}
+		}
+	}
+	if _, err := p.a.Send(0, id, []byte("warm")); err != nil { // b sees a prove its address
+		t.Fatal(err)
+	}
+	p.runUntil(t, 1e9, func() bool { poll(); return len(got) == 1 && sent == 1 })
+	open = false
+	msg := patterned(4*cfg.MTU, 9) // one block: 4 data packets and 2 parity
+	if _, err := p.a.Send(p.now, id, msg); err != nil {
+		t.Fatal(err)
+	}
+	until := p.now + 2e9
+	p.runUntil(t, until+1e9, func() bool { poll(); return p.now >= until })
+	st := p.b.Stats()
+	t.Logf("parity recv %d refused %d dropped %d rebuilt %d bad %d; rnr sent %d", st.ParityRecv, st.ParityRefused, st.ParityDropped, st.ECRebuilt, st.ECBad, st.RNRSent)
+	if len(got) != 1 || st.ParityRecv == 0 || refusedHeads == 0 {
+		t.Fatalf("while refusing: %d messages delivered (want only the first), parity received %d, heads refused %d", len(got), st.ParityRecv, refusedHeads)
+	}
+	open = true
+	p.runUntil(t, p.now+10e9, func() bool { poll(); return len(got) == 2 })
+	if !bytes.Equal(got[1], msg) {
+		t.Fatal("the gated message arrived corrupted")
+	}
+}

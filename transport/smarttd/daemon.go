@@ -90,6 +90,7 @@ type Daemon struct {
 	MemoryLimit int64
 	log         *slog.Logger
 	stopMetrics context.CancelFunc
+	stopRelease context.CancelFunc
 }
 
 // Start opens the sockets, starts the engine, the API and the metrics endpoint.
@@ -189,6 +190,9 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	node.Start()
+	rctx, stopRelease := context.WithCancel(context.Background())
+	d.stopRelease = stopRelease
+	go d.runReleaser(rctx)
 	if cfg.Metrics != "" {
 		if err := d.serveMetrics(); err != nil {
 			d.Shutdown(context.Background())
@@ -222,6 +226,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if d.stopMetrics != nil {
 		d.stopMetrics()
 	}
+	d.stopRelease()
 	d.log.Info("smarttd stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
 }

@@ -1,0 +1,927 @@
+/* The smartt provider's RDM endpoint: one libsmartt session, a 16-byte envelope in
+ * front of every message (flags, 4-byte CQ data, 64-bit tag), receive matching with
+ * an unexpected queue, and completions mapped from the session's events. */
+#include "sfi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UX_LIMIT_N 65536
+#define UX_LIMIT_BYTES (512ull << 20)
+
+static size_t env_size(const char *name, size_t def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    return *end || !x ? def : (size_t)x;
+}
+
+/* ---- completions ---- */
+
+static void tx_report(sfi_ep *ep, sfi_tx *tx, int err, int prov, const char *text)
+{
+    tx->reported = 1;
+    if (err) {
+        if (ep->tx_cq)
+            sfi_cq_push_err(ep->tx_cq, tx->ctx, tx->flags, err, prov, 0, 0, tx->tag, 0, text);
+        if (ep->send_cntr)
+            ep->send_cntr->err++;
+        return;
+    }
+    if (ep->tx_cq && tx->comp)
+        sfi_cq_push(ep->tx_cq, tx->ctx, tx->flags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+    if (ep->send_cntr)
+        ep->send_cntr->val++;
+}
+
+static void tx_free(sfi_ep *ep, sfi_tx *tx)
+{
+    sfi_list_remove(&ep->tx, &tx->node);
+    free(tx);
+}
+
+static sfi_tx *tx_find(sfi_ep *ep, uint32_t stag)
+{
+    for (sfi_node *n = ep->tx.head; n; n = n->next)
+        if (((sfi_tx *)n)->stag == stag)
+            return (sfi_tx *)n;
+    return NULL;
+}
+
+static void rx_report(sfi_ep *ep, sfi_rx *rx, uint64_t flags, size_t len, void *buf,
+                      uint64_t data, uint64_t tag, fi_addr_t src, int always)
+{
+    if (ep->rx_cq && (always || !ep->rx_sel || (rx->flags & FI_COMPLETION)))
+        sfi_cq_push(ep->rx_cq, rx->ctx, flags, len, buf, data, tag, src);
+    if (ep->recv_cntr)
+        ep->recv_cntr->val++;
+}
+
+static void rx_report_err(sfi_ep *ep, void *ctx, uint64_t flags, int err, size_t len, size_t olen,
+                          uint64_t tag, uint64_t data)
+{
+    if (ep->rx_cq)
+        sfi_cq_push_err(ep->rx_cq, ctx, flags, err, 0, len, olen, tag, data, NULL);
+    if (ep->recv_cntr)
+        ep->recv_cntr->err++;
+}
+
+/* ---- matching ---- */
+
+static int ux_from_ok(sfi_ep *ep, const sfi_ux *u, fi_addr_t src)
+{
+    if (src == FI_ADDR_UNSPEC || !(ep->caps & FI_DIRECTED_RECV))
+        return 1;
+    const unsigned char *n = sfi_av_get(ep->av, src);
+    unsigned char from[SFI_ADDRLEN];
+    sfi_name_from(from, &u->ev.from);
+    return n && !memcmp(n, from, SFI_ADDRLEN);
+}
+
+static int tag_ok(uint64_t want, uint64_t ignore, uint64_t tag)
+{
+    return ((want ^ tag) & ~ignore) == 0;
+}
+
+static size_t copy_in(const sfi_rx *rx, size_t off, const unsigned char *p, size_t len)
+{
+    size_t done = 0;
+    for (size_t i = 0; i < rx->niov && done < len; i++) {
+        if (off >= rx->iov[i].iov_len) {
+            off -= rx->iov[i].iov_len;
+            continue;
+        }
+        size_t k = rx->iov[i].iov_len - off;
+        if (k > len - done)
+            k = len - done;
+        memcpy((char *)rx->iov[i].iov_base + off, p + done, k);
+        done += k;
+        off = 0;
+    }
+    return done;
+}
+
+static fi_addr_t src_of(sfi_ep *ep, const smartt_addr *from)
+{
+    unsigned char n[SFI_ADDRLEN];
+    sfi_name_from(n, from);
+    return sfi_av_find(ep->av, n);
+}
+
+/* deliver puts message u into rx and completes rx (multi-receive: a part of it).
+ * It returns 1 if rx is finished. */
+static int deliver(sfi_ep *ep, sfi_rx *rx, const sfi_ux *u)
+{
+    uint64_t fl = FI_RECV | ((u->flags & SFI_F_TAGGED) ? FI_TAGGED : FI_MSG) |
+                  ((u->flags & SFI_F_DATA) ? FI_REMOTE_CQ_DATA : 0);
+    fi_addr_t src = src_of(ep, &u->ev.from);
+    if (rx->flags & FI_MULTI_RECV) {
+        size_t room = rx->cap - rx->used;
+        size_t n = u->len < room ? u->len : room;
+        void *at = (char *)rx->iov[0].iov_base + rx->used;
+        memcpy(at, u->payload, n);
+        rx->used += n;
+        int last = rx->cap - rx->used < ep->min_multi_recv;
+        if (n < u->len)
+            rx_report_err(ep, rx->ctx, fl | (last ? FI_MULTI_RECV : 0), FI_ETRUNC, n, u->len - n, u->tag, u->data);
+        else
+            rx_report(ep, rx, fl | (last ? FI_MULTI_RECV : 0), n, at, u->data, u->tag, src, 0);
+        return last;
+    }
+    size_t n = copy_in(rx, 0, u->payload, u->len);
+    if (n < u->len)
+        rx_report_err(ep, rx->ctx, fl, FI_ETRUNC, n, u->len - n, u->tag, u->data);
+    else
+        rx_report(ep, rx, fl, n, rx->niov ? rx->iov[0].iov_base : NULL, u->data, u->tag, src, 0);
+    return 1;
+}
+
+static void ux_free(sfi_ep *ep, sfi_list *l, sfi_ux *u)
+{
+    sfi_list_remove(l, &u->node);
+    ep->ux_bytes -= u->ev.size;
+    smartt_release(ep->s, &u->ev);
+    free(u);
+}
+
+/* on_message matches a received message against the posted receives, or queues it. */
+static void on_message(sfi_ep *ep, smartt_event *ev)
+{
+    const unsigned char *d = ev->data;
+    if (ev->size < SFI_HDR || d[0] != SFI_MAGIC || (d[1] & ~3u) || d[2] || d[3]) {
+        ep->bad_msgs++;
+        FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "discarding a message without the provider's envelope\n");
+        smartt_release(ep->s, ev);
+        return;
+    }
+    sfi_ux m = {.ev = *ev, .flags = d[1], .payload = d + SFI_HDR, .len = ev->size - SFI_HDR};
+    m.data = (uint32_t)d[4] << 24 | (uint32_t)d[5] << 16 | (uint32_t)d[6] << 8 | d[7];
+    for (int i = 0; i < 8; i++)
+        m.tag = m.tag << 8 | d[8 + i];
+    int tagged = (m.flags & SFI_F_TAGGED) != 0;
+    sfi_list *posted = tagged ? &ep->rx_tag : &ep->rx_msg;
+    for (sfi_node *n = posted->head; n; n = n->next) {
+        sfi_rx *rx = (sfi_rx *)n;
+        if (tagged && !tag_ok(rx->tag, rx->ignore, m.tag))
+            continue;
+        if (!ux_from_ok(ep, &m, rx->src))
+            continue;
+        if (deliver(ep, rx, &m)) {
+            sfi_list_remove(posted, n);
+            free(rx);
+        }
+        smartt_release(ep->s, ev);
+        return;
+    }
+    sfi_ux *u = malloc(sizeof *u);
+    if (!u) { /* cannot hold it: the message is lost, say so */
+        FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "out of memory: an unexpected message is lost\n");
+        smartt_release(ep->s, ev);
+        return;
+    }
+    *u = m;
+    sfi_list_push(tagged ? &ep->ux_tag : &ep->ux_msg, &u->node);
+    ep->ux_bytes += ev->size;
+}
+
+/* ---- progress ---- */
+
+static void ep_break(sfi_ep *ep, int code)
+{
+    if (ep->broken)
+        return;
+    ep->broken = code;
+    FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "smartt session lost: %s\n", smartt_strerror(code));
+    while (ep->tx.head) {
+        sfi_tx *tx = (sfi_tx *)ep->tx.head;
+        if (!tx->reported)
+            tx_report(ep, tx, FI_EIO, -code, smartt_strerror(code));
+        tx_free(ep, tx);
+    }
+    sfi_list *ls[2] = {&ep->rx_msg, &ep->rx_tag};
+    for (int i = 0; i < 2; i++)
+        while (ls[i]->head) {
+            sfi_rx *rx = (sfi_rx *)ls[i]->head;
+            sfi_list_remove(ls[i], &rx->node);
+            rx_report_err(ep, rx->ctx, FI_RECV | (i ? FI_TAGGED : FI_MSG), FI_EIO, 0, 0, rx->tag, 0);
+            free(rx);
+        }
+}
+
+static void on_outcome(sfi_ep *ep, const smartt_event *ev)
+{
+    sfi_tx *tx = tx_find(ep, ev->tag);
+    if (!tx)
+        return;
+    switch (ev->type) {
+    case SMARTT_EV_ACCEPTED:
+        tx->accepted = 1;
+        if (!tx->delivery && !tx->reported && !tx->cancelling)
+            tx_report(ep, tx, 0, 0, NULL);
+        return;
+    case SMARTT_EV_CANCEL_RESULT:
+        /* cancelled: Failed "cancelled" follows; else the message goes on */
+        tx->cancelling = 0;
+        if (ev->cancel != SMARTT_CANCELLED && tx->accepted && !tx->delivery && !tx->reported)
+            tx_report(ep, tx, 0, 0, NULL);
+        return;
+    case SMARTT_EV_SENT:
+        if (!tx->reported)
+            tx_report(ep, tx, 0, 0, NULL);
+        break;
+    case SMARTT_EV_FAILED:
+    case SMARTT_EV_ERROR: {
+        int err = strcmp(ev->text, "cancelled") ? FI_EIO : FI_ECANCELED;
+        if (ev->type == SMARTT_EV_ERROR && ev->status == SMARTT_EDAEMON(4))
+            err = FI_EMSGSIZE;
+        if (!tx->reported) {
+            tx_report(ep, tx, err, -ev->status, ev->text);
+        } else {
+            ep->late_failures++;
+            FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "a send completed at transmit failed later: %s\n", ev->text);
+        }
+        break;
+    }
+    default:
+        return;
+    }
+    tx_free(ep, tx);
+}
+
+/* sfi_ep_progress reads the session and turns its events into completions; with a
+ * full unexpected queue it reads nothing more (the daemon holds messages back). */
+void sfi_ep_progress(sfi_ep *ep)
+{
+    if (!ep->s || ep->broken)
+        return;
+    size_t ux = ep->ux_msg.n + ep->ux_tag.n;
+    int full = ux >= ep->ux_limit_n || ep->ux_bytes >= ep->ux_limit_bytes;
+    if (!full || smartt_want_write(ep->s)) {
+        int r = smartt_progress(ep->s);
+        if (r < 0) {
+            /* deliver what came before the break, then fail the rest */
+            smartt_event ev;
+            while (smartt_poll_completion(ep->s, &ev) == 1) {
+                if (ev.type == SMARTT_EV_RECV)
+                    on_message(ep, &ev);
+                else
+                    on_outcome(ep, &ev);
+            }
+            ep_break(ep, r);
+            return;
+        }
+    }
+    smartt_event ev;
+    for (;;) {
+        ux = ep->ux_msg.n + ep->ux_tag.n;
+        full = ux >= ep->ux_limit_n || ep->ux_bytes >= ep->ux_limit_bytes;
+        int got = full ? smartt_poll_outcome(ep->s, &ev) : smartt_poll_completion(ep->s, &ev);
+        if (got != 1)
+            break;
+        if (ev.type == SMARTT_EV_RECV)
+            on_message(ep, &ev);
+        else if (ev.tag)
+            on_outcome(ep, &ev);
+        else
+            FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "daemon notice: %s\n", ev.text);
+    }
+}
+
+/* ---- sending ---- */
+
+/* pack writes the envelope and the message at h; it returns the length. */
+static size_t pack(unsigned char *h, const struct iovec *iov, size_t niov, uint64_t flags,
+                   uint64_t tag, uint64_t data)
+{
+    h[0] = SFI_MAGIC;
+    h[1] = (unsigned char)(((flags & FI_TAGGED) ? SFI_F_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? SFI_F_DATA : 0));
+    h[2] = h[3] = 0;
+    for (int i = 0; i < 4; i++)
+        h[4 + i] = (unsigned char)(data >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        h[8 + i] = (unsigned char)(tag >> (56 - 8 * i));
+    size_t off = SFI_HDR;
+    for (size_t i = 0; i < niov; i++) {
+        if (iov[i].iov_len)
+            memcpy(h + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    return off;
+}
+
+/* ep_send sends one message; nocomp: an fi_inject call (no completion, ever). */
+static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr_t dest,
+                       uint64_t tag, uint64_t data, uint64_t flags, void *ctx, int nocomp)
+{
+    size_t total = 0;
+    if (niov > SFI_IOV_MAX)
+        return -FI_EINVAL;
+    for (size_t i = 0; i < niov; i++) {
+        if (!iov[i].iov_base && iov[i].iov_len)
+            return -FI_EINVAL;
+        total += iov[i].iov_len;
+    }
+    if (total > SFI_MAX_MSG || ((flags & FI_INJECT) && total > SFI_INJECT))
+        return -FI_EMSGSIZE;
+    sfi_domain *d = ep->dom;
+    pthread_mutex_lock(&d->lock);
+    ssize_t r = 0;
+    const unsigned char *name = sfi_av_get(ep->av, dest);
+    if (!ep->enabled)
+        r = -FI_EOPBADSTATE;
+    else if (ep->broken)
+        r = sfi_err(ep->broken);
+    else if (!name)
+        r = -FI_EINVAL;
+    else if (ep->tx.n >= SFI_QSIZE * 4 || smartt_want_write(ep->s)) {
+        sfi_ep_progress(ep); /* back-pressure: the socket or the daemon is full */
+        if (ep->tx.n >= SFI_QSIZE * 4 || smartt_want_write(ep->s))
+            r = -FI_EAGAIN;
+    }
+    if (r) {
+        pthread_mutex_unlock(&d->lock);
+        return r;
+    }
+    if (ep->scratch_cap < SFI_HDR + total) {
+        size_t nc = SFI_HDR + total < 65536 ? 65536 : SFI_HDR + total;
+        unsigned char *p = realloc(ep->scratch, nc);
+        if (!p) {
+            pthread_mutex_unlock(&d->lock);
+            return -FI_ENOMEM;
+        }
+        ep->scratch = p, ep->scratch_cap = nc;
+    }
+    unsigned char *h = ep->scratch;
+    size_t off = pack(h, iov, niov, flags, tag, data);
+    sfi_tx *tx = calloc(1, sizeof *tx);
+    smartt_addr to;
+    sfi_name_to(&to, name);
+    uint32_t stag = 0;
+    int sr = tx ? smartt_send_async(ep->s, &to, h, off, &stag) : SMARTT_ENOMEM;
+    if (sr) {
+        free(tx);
+        if (sr != SMARTT_ENOMEM && sr != SMARTT_EINVAL)
+            ep_break(ep, sr);
+        pthread_mutex_unlock(&d->lock);
+        return sfi_err(sr);
+    }
+    tx->stag = stag;
+    tx->ctx = ctx;
+    tx->tag = tag;
+    tx->len = total;
+    tx->flags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
+    tx->comp = !nocomp && (!ep->tx_sel || (flags & FI_COMPLETION));
+    tx->delivery = ep->delivery_all || (flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE));
+    sfi_list_push(&ep->tx, &tx->node);
+    if (smartt_version(ep->s) < 2 && !tx->delivery)
+        tx_report(ep, tx, 0, 0, NULL); /* no Accepted on version 1: written is transmitted */
+    pthread_mutex_unlock(&d->lock);
+    return 0;
+}
+
+static uint64_t tx_flags(sfi_ep *ep, uint64_t extra)
+{
+    return ep->tx_op_flags | extra;
+}
+
+#define EP(f) container_of(f, sfi_ep, ep)
+
+static ssize_t m_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t d, void *ctx)
+{
+    (void)desc;
+    struct iovec v = {(void *)buf, len};
+    return ep_send(EP(f), &v, 1, d, 0, 0, tx_flags(EP(f), 0), ctx, 0);
+}
+static ssize_t m_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t n, fi_addr_t d, void *ctx)
+{
+    (void)desc;
+    return ep_send(EP(f), iov, n, d, 0, 0, tx_flags(EP(f), 0), ctx, 0);
+}
+static ssize_t m_sendmsg(struct fid_ep *f, const struct fi_msg *m, uint64_t flags)
+{
+    if (!m)
+        return -FI_EINVAL;
+    return ep_send(EP(f), m->msg_iov, m->iov_count, m->addr, 0, m->data, flags & ~FI_TAGGED, m->context, 0);
+}
+static ssize_t m_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t d)
+{
+    struct iovec v = {(void *)buf, len};
+    return ep_send(EP(f), &v, 1, d, 0, 0, FI_INJECT, NULL, 1);
+}
+static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data,
+                          fi_addr_t d, void *ctx)
+{
+    (void)desc;
+    struct iovec v = {(void *)buf, len};
+    return ep_send(EP(f), &v, 1, d, 0, data, tx_flags(EP(f), FI_REMOTE_CQ_DATA), ctx, 0);
+}
+static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t d)
+{
+    struct iovec v = {(void *)buf, len};
+    return ep_send(EP(f), &v, 1, d, 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, NULL, 1);
+}
+
+static ssize_t t_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t d,
+                      uint64_t tag, void *ctx)
+{
+    (void)desc;
+    struct iovec v = {(void *)buf, len};
+    return ep_send(EP(f), &v, 1, d, tag, 0, tx_flags(EP(f), FI_TAGGED), ctx, 0);
+}
+static ssize_t t_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t n, fi_addr_t d,
+                       uint64_t tag, void *ctx)
+{
+    (void)desc;
+    return ep_send(EP(f), iov, n, d, tag, 0, tx_flags(EP(f), FI_TAGGED), ctx, 0);
+}
+static ssize_t t_sendmsg(struct fid_ep *f, const struct fi_msg_tagged *m, uint64_t flags)
+{
+    if (!m)
+        return -FI_EINVAL;
+    return ep_send(EP(f), m->msg_iov, m->iov_count, m->addr, m->tag, m->data, flags | FI_TAGGED, m->context, 0);
+}
+static ssize_t t_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t d, uint64_t tag)
+{
+    struct iovec v = {(void *)buf, len};
+    return ep_send(EP(f), &v, 1, d, tag, 0, FI_INJECT | FI_TAGGED, NULL, 1);
+}
+static ssize_t t_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data,
+                          fi_addr_t d, uint64_t tag, void *ctx)
+{
+    (void)desc;
+    struct iovec v = {(void *)buf, len};
+    return ep_send(EP(f), &v, 1, d, tag, data, tx_flags(EP(f), FI_TAGGED | FI_REMOTE_CQ_DATA), ctx, 0);
+}
+static ssize_t t_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data,
+                            fi_addr_t d, uint64_t tag)
+{
+    struct iovec v = {(void *)buf, len};
+    return ep_send(EP(f), &v, 1, d, tag, data, FI_INJECT | FI_TAGGED | FI_REMOTE_CQ_DATA, NULL, 1);
+}
+
+/* ---- receiving ---- */
+
+static sfi_ux *ux_match(sfi_ep *ep, sfi_list *l, int tagged, uint64_t tag, uint64_t ignore, fi_addr_t src)
+{
+    for (sfi_node *n = l->head; n; n = n->next) {
+        sfi_ux *u = (sfi_ux *)n;
+        if (u->claimed || (tagged && !tag_ok(tag, ignore, u->tag)) || !ux_from_ok(ep, u, src))
+            continue;
+        return u;
+    }
+    return NULL;
+}
+
+/* peek_claim handles FI_PEEK, FI_CLAIM and FI_DISCARD (tagged receives). */
+static ssize_t peek_claim(sfi_ep *ep, sfi_rx *rx, uint64_t flags)
+{
+    sfi_ux *u = NULL;
+    struct fi_context *fc = rx->ctx;
+    uint64_t fl = FI_RECV | FI_TAGGED;
+    if ((flags & FI_CLAIM) && !(flags & FI_PEEK)) {
+        if (!fc)
+            return -FI_EINVAL;
+        for (sfi_node *n = ep->ux_tag.head; n; n = n->next)
+            if ((void *)n == fc->internal[0] && ((sfi_ux *)n)->claimed)
+                u = (sfi_ux *)n;
+        if (!u)
+            return -FI_EINVAL;
+    } else {
+        sfi_ep_progress(ep);
+        u = ux_match(ep, &ep->ux_tag, 1, rx->tag, rx->ignore, rx->src);
+        if (!u) {
+            rx_report_err(ep, rx->ctx, fl, FI_ENOMSG, 0, 0, rx->tag, 0);
+            return 0;
+        }
+        fl |= (u->flags & SFI_F_DATA) ? FI_REMOTE_CQ_DATA : 0;
+        if (!(flags & (FI_CLAIM | FI_DISCARD))) {
+            rx_report(ep, rx, fl, u->len, NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
+            return 0;
+        }
+        if (flags & FI_CLAIM) {
+            if (!fc)
+                return -FI_EINVAL;
+            u->claimed = 1;
+            fc->internal[0] = u;
+            if (!(flags & FI_DISCARD)) {
+                rx_report(ep, rx, fl, u->len, NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
+                return 0;
+            }
+        }
+    }
+    if (flags & FI_DISCARD) {
+        rx_report(ep, rx, fl, 0, NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
+    } else {
+        rx->flags |= FI_COMPLETION;
+        deliver(ep, rx, u);
+    }
+    ux_free(ep, &ep->ux_tag, u);
+    return 0;
+}
+
+static ssize_t ep_recv(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr_t src, uint64_t tag,
+                       uint64_t ignore, uint64_t flags, void *ctx)
+{
+    if (niov > SFI_IOV_MAX || ((flags & FI_MULTI_RECV) && niov != 1))
+        return -FI_EINVAL;
+    sfi_rx *rx = calloc(1, sizeof *rx);
+    if (!rx)
+        return -FI_ENOMEM;
+    rx->ctx = ctx, rx->flags = flags, rx->tag = tag, rx->ignore = ignore, rx->src = src;
+    rx->niov = niov;
+    for (size_t i = 0; i < niov; i++) {
+        rx->iov[i] = iov[i];
+        rx->cap += iov[i].iov_len;
+    }
+    sfi_domain *d = ep->dom;
+    pthread_mutex_lock(&d->lock);
+    ssize_t r = 0;
+    if (!ep->enabled)
+        r = -FI_EOPBADSTATE;
+    else if (ep->broken)
+        r = sfi_err(ep->broken);
+    else if (src != FI_ADDR_UNSPEC && (ep->caps & FI_DIRECTED_RECV) && !sfi_av_get(ep->av, src))
+        r = -FI_EINVAL;
+    if (r) {
+        pthread_mutex_unlock(&d->lock);
+        free(rx);
+        return r;
+    }
+    int tagged = (flags & FI_TAGGED) != 0;
+    if (tagged && (flags & (FI_PEEK | FI_CLAIM))) {
+        r = peek_claim(ep, rx, flags);
+        pthread_mutex_unlock(&d->lock);
+        free(rx);
+        return r;
+    }
+    sfi_list *ux = tagged ? &ep->ux_tag : &ep->ux_msg;
+    for (;;) { /* unexpected messages first, in arrival order */
+        sfi_ux *u = ux_match(ep, ux, tagged, tag, ignore, src);
+        if (!u)
+            break;
+        int done = deliver(ep, rx, u);
+        ux_free(ep, ux, u);
+        if (done) {
+            pthread_mutex_unlock(&d->lock);
+            free(rx);
+            return 0;
+        }
+    }
+    sfi_list_push(tagged ? &ep->rx_tag : &ep->rx_msg, &rx->node);
+    pthread_mutex_unlock(&d->lock);
+    return 0;
+}
+
+static ssize_t m_recv(struct fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src, void *ctx)
+{
+    (void)desc;
+    struct iovec v = {buf, len};
+    return ep_recv(EP(f), &v, 1, src, 0, 0, EP(f)->rx_op_flags & ~FI_TAGGED, ctx);
+}
+static ssize_t m_recvv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t n, fi_addr_t src, void *ctx)
+{
+    (void)desc;
+    return ep_recv(EP(f), iov, n, src, 0, 0, EP(f)->rx_op_flags & ~FI_TAGGED, ctx);
+}
+static ssize_t m_recvmsg(struct fid_ep *f, const struct fi_msg *m, uint64_t flags)
+{
+    if (!m)
+        return -FI_EINVAL;
+    return ep_recv(EP(f), m->msg_iov, m->iov_count, m->addr, 0, 0, flags & ~FI_TAGGED, m->context);
+}
+static ssize_t t_recv(struct fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src,
+                      uint64_t tag, uint64_t ignore, void *ctx)
+{
+    (void)desc;
+    struct iovec v = {buf, len};
+    return ep_recv(EP(f), &v, 1, src, tag, ignore, (EP(f)->rx_op_flags & ~FI_MULTI_RECV) | FI_TAGGED, ctx);
+}
+static ssize_t t_recvv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t n, fi_addr_t src,
+                       uint64_t tag, uint64_t ignore, void *ctx)
+{
+    (void)desc;
+    return ep_recv(EP(f), iov, n, src, tag, ignore, (EP(f)->rx_op_flags & ~FI_MULTI_RECV) | FI_TAGGED, ctx);
+}
+static ssize_t t_recvmsg(struct fid_ep *f, const struct fi_msg_tagged *m, uint64_t flags)
+{
+    if (!m)
+        return -FI_EINVAL;
+    return ep_recv(EP(f), m->msg_iov, m->iov_count, m->addr, m->tag, m->ignore,
+                   (flags & ~FI_MULTI_RECV) | FI_TAGGED, m->context);
+}
+
+static struct fi_ops_msg msg_ops = {
+    .size = sizeof(struct fi_ops_msg), .recv = m_recv, .recvv = m_recvv, .recvmsg = m_recvmsg,
+    .send = m_send, .sendv = m_sendv, .sendmsg = m_sendmsg, .inject = m_inject,
+    .senddata = m_senddata, .injectdata = m_injectdata,
+};
+
+static struct fi_ops_tagged tagged_ops = {
+    .size = sizeof(struct fi_ops_tagged), .recv = t_recv, .recvv = t_recvv, .recvmsg = t_recvmsg,
+    .send = t_send, .sendv = t_sendv, .sendmsg = t_sendmsg, .inject = t_inject,
+    .senddata = t_senddata, .injectdata = t_injectdata,
+};
+
+/* ---- endpoint control ---- */
+
+static ssize_t ep_cancel(fid_t fid, void *ctx)
+{
+    sfi_ep *ep = container_of(fid, sfi_ep, ep.fid);
+    pthread_mutex_lock(&ep->dom->lock);
+    ssize_t r = -FI_ENOENT;
+    sfi_list *ls[2] = {&ep->rx_msg, &ep->rx_tag};
+    for (int i = 0; i < 2 && r; i++)
+        for (sfi_node *n = ls[i]->head; n; n = n->next) {
+            sfi_rx *rx = (sfi_rx *)n;
+            if (rx->ctx != ctx)
+                continue;
+            sfi_list_remove(ls[i], n);
+            rx_report_err(ep, ctx, FI_RECV | (i ? FI_TAGGED : FI_MSG), FI_ECANCELED, 0, 0, rx->tag, 0);
+            free(rx);
+            r = 0;
+            break;
+        }
+    for (sfi_node *n = ep->tx.head; n && r; n = n->next) {
+        sfi_tx *tx = (sfi_tx *)n;
+        if (tx->ctx != ctx || tx->reported || !ep->s || ep->broken)
+            continue;
+        int c = smartt_cancel(ep->s, tx->stag); /* a Failed "cancelled" may follow */
+        r = c == SMARTT_ENOTSUP ? -FI_ENOENT : sfi_err(c);
+        tx->cancelling = !c;
+    }
+    pthread_mutex_unlock(&ep->dom->lock);
+    return r;
+}
+
+static int ep_getopt(fid_t fid, int level, int name, void *val, size_t *len)
+{
+    sfi_ep *ep = container_of(fid, sfi_ep, ep.fid);
+    if (level != FI_OPT_ENDPOINT)
+        return -FI_ENOPROTOOPT;
+    if (name == FI_OPT_MIN_MULTI_RECV) {
+        if (!val || !len || *len < sizeof(size_t))
+            return -FI_EINVAL;
+        *(size_t *)val = ep->min_multi_recv;
+        *len = sizeof(size_t);
+        return 0;
+    }
+    return -FI_ENOPROTOOPT;
+}
+
+static int ep_setopt(fid_t fid, int level, int name, const void *val, size_t len)
+{
+    sfi_ep *ep = container_of(fid, sfi_ep, ep.fid);
+    if (level != FI_OPT_ENDPOINT)
+        return -FI_ENOPROTOOPT;
+    if (name == FI_OPT_MIN_MULTI_RECV) {
+        if (!val || len != sizeof(size_t))
+            return -FI_EINVAL;
+        ep->min_multi_recv = *(const size_t *)val;
+        return 0;
+    }
+    return -FI_ENOPROTOOPT;
+}
+
+static int ep_ctx(struct fid_ep *sep, int i, struct fi_tx_attr *a, struct fid_ep **e, void *c)
+{
+    (void)sep, (void)i, (void)a, (void)e, (void)c;
+    return -FI_ENOSYS;
+}
+
+static int ep_rctx(struct fid_ep *sep, int i, struct fi_rx_attr *a, struct fid_ep **e, void *c)
+{
+    (void)sep, (void)i, (void)a, (void)e, (void)c;
+    return -FI_ENOSYS;
+}
+
+static ssize_t ep_size_left(struct fid_ep *f)
+{
+    (void)f;
+    return SFI_QSIZE;
+}
+
+static struct fi_ops_ep ep_ops = {
+    .size = sizeof(struct fi_ops_ep), .cancel = ep_cancel, .getopt = ep_getopt,
+    .setopt = ep_setopt, .tx_ctx = ep_ctx, .rx_ctx = ep_rctx, .rx_size_left = ep_size_left,
+    .tx_size_left = ep_size_left,
+};
+
+int sfi_getname(fid_t fid, void *addr, size_t *len)
+{
+    if (!len || fid->fclass != FI_CLASS_EP)
+        return -FI_EINVAL;
+    sfi_ep *ep = container_of(fid, sfi_ep, ep.fid);
+    size_t have = *len;
+    *len = SFI_ADDRLEN;
+    if (have < SFI_ADDRLEN || !addr)
+        return -FI_ETOOSMALL;
+    memcpy(addr, ep->name, SFI_ADDRLEN);
+    return 0;
+}
+
+static int ep_bind(struct fid *fid, struct fid *b, uint64_t flags)
+{
+    sfi_ep *ep = container_of(fid, sfi_ep, ep.fid);
+    if (!b)
+        return -FI_EINVAL;
+    int r = 0;
+    pthread_mutex_lock(&ep->dom->lock);
+    if (ep->enabled && b->fclass != FI_CLASS_MR) {
+        r = -FI_EOPBADSTATE;
+    } else if (b->fclass == FI_CLASS_AV) {
+        sfi_av *av = container_of(b, sfi_av, av.fid);
+        if (ep->av)
+            r = -FI_EINVAL;
+        else
+            ep->av = av, av->refs++;
+    } else if (b->fclass == FI_CLASS_CQ) {
+        sfi_cq *cq = container_of(b, sfi_cq, cq.fid);
+        if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION))
+            r = -FI_EBADFLAGS;
+        else if (((flags & FI_TRANSMIT) && ep->tx_cq) || ((flags & FI_RECV) && ep->rx_cq))
+            r = -FI_EINVAL;
+        else if (!(r = sfi_cq_add_ep(cq, ep))) {
+            if (flags & FI_TRANSMIT)
+                ep->tx_cq = cq, ep->tx_sel = (flags & FI_SELECTIVE_COMPLETION) != 0;
+            if (flags & FI_RECV)
+                ep->rx_cq = cq, ep->rx_sel = (flags & FI_SELECTIVE_COMPLETION) != 0;
+        }
+    } else if (b->fclass == FI_CLASS_CNTR) {
+        sfi_cntr *c = container_of(b, sfi_cntr, c.fid);
+        if (flags & ~(FI_SEND | FI_RECV))
+            r = flags & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) ? -FI_ENOSYS : -FI_EBADFLAGS;
+        else if (((flags & FI_SEND) && ep->send_cntr) || ((flags & FI_RECV) && ep->recv_cntr))
+            r = -FI_EINVAL;
+        else if (!(r = sfi_cntr_add_ep(c, ep))) {
+            if (flags & FI_SEND)
+                ep->send_cntr = c;
+            if (flags & FI_RECV)
+                ep->recv_cntr = c;
+        }
+    } else if (b->fclass == FI_CLASS_EQ || b->fclass == FI_CLASS_MR) {
+        r = 0; /* no asynchronous events; MRs are bookkeeping */
+    } else {
+        r = -FI_EINVAL;
+    }
+    pthread_mutex_unlock(&ep->dom->lock);
+    return r;
+}
+
+static int ep_control(struct fid *fid, int cmd, void *arg)
+{
+    sfi_ep *ep = container_of(fid, sfi_ep, ep.fid);
+    int r = 0;
+    pthread_mutex_lock(&ep->dom->lock);
+    switch (cmd) {
+    case FI_ENABLE:
+        if (!ep->av || (!ep->tx_cq && !ep->send_cntr) || (!ep->rx_cq && !ep->recv_cntr))
+            r = -FI_ENOCQ;
+        if (!ep->av)
+            r = -FI_ENOAV;
+        if (!r)
+            ep->enabled = 1;
+        break;
+    case FI_GETOPSFLAG:
+    case FI_SETOPSFLAG: {
+        uint64_t *f = arg;
+        if (!f || !(*f & (FI_TRANSMIT | FI_RECV)) || ((*f & FI_TRANSMIT) && (*f & FI_RECV))) {
+            r = -FI_EINVAL;
+            break;
+        }
+        uint64_t *p = (*f & FI_TRANSMIT) ? &ep->tx_op_flags : &ep->rx_op_flags;
+        uint64_t dir = *f & (FI_TRANSMIT | FI_RECV);
+        if (cmd == FI_GETOPSFLAG)
+            *f = *p | dir;
+        else
+            *p = *f & ~(FI_TRANSMIT | FI_RECV);
+        break;
+    }
+    default:
+        r = -FI_ENOSYS;
+    }
+    pthread_mutex_unlock(&ep->dom->lock);
+    return r;
+}
+
+static void free_lists(sfi_ep *ep)
+{
+    sfi_list *rl[2] = {&ep->rx_msg, &ep->rx_tag};
+    for (int i = 0; i < 2; i++)
+        while (rl[i]->head) {
+            sfi_node *n = rl[i]->head;
+            sfi_list_remove(rl[i], n);
+            free(n);
+        }
+    sfi_list *ul[2] = {&ep->ux_msg, &ep->ux_tag};
+    for (int i = 0; i < 2; i++)
+        while (ul[i]->head)
+            ux_free(ep, ul[i], (sfi_ux *)ul[i]->head);
+    while (ep->tx.head)
+        tx_free(ep, (sfi_tx *)ep->tx.head);
+}
+
+static int ep_close(struct fid *fid)
+{
+    sfi_ep *ep = container_of(fid, sfi_ep, ep.fid);
+    sfi_domain *d = ep->dom;
+    pthread_mutex_lock(&d->lock);
+    if (ep->tx_cq)
+        sfi_cq_del_ep(ep->tx_cq, ep);
+    if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
+        sfi_cq_del_ep(ep->rx_cq, ep);
+    if (ep->send_cntr)
+        sfi_cntr_del_ep(ep->send_cntr, ep);
+    if (ep->recv_cntr && ep->recv_cntr != ep->send_cntr)
+        sfi_cntr_del_ep(ep->recv_cntr, ep);
+    if (ep->av)
+        ep->av->refs--;
+    free_lists(ep);
+    if (ep->s)
+        smartt_close(ep->s);
+    d->refs--;
+    pthread_mutex_unlock(&d->lock);
+    if (ep->late_failures || ep->bad_msgs)
+        FI_INFO(&sfi_prov, FI_LOG_EP_CTRL, "%llu late send failures, %llu foreign messages\n",
+                (unsigned long long)ep->late_failures, (unsigned long long)ep->bad_msgs);
+    free(ep->scratch);
+    free(ep);
+    return 0;
+}
+
+static struct fi_ops ep_fi_ops = {
+    .size = sizeof(struct fi_ops), .close = ep_close, .bind = ep_bind,
+    .control = ep_control, .ops_open = sfi_no_ops_open,
+};
+
+/* ep_session opens the endpoint's session on $SMARTT_SOCKET (or the default socket)
+ * and binds the endpoint that info's source address names (0: the daemon picks). */
+static int ep_session(sfi_ep *ep, const struct fi_info *info)
+{
+    char err[200] = "";
+    smartt_options o = {.no_lazy_sent = 1, .errbuf = err, .errlen = sizeof err};
+    int r = smartt_open(&ep->s, NULL, &o);
+    if (r) {
+        FI_WARN(&sfi_prov, FI_LOG_EP_CTRL, "cannot open a session on %s: %s %s\n",
+                smartt_default_socket(), smartt_strerror(r), err);
+        return sfi_err(r);
+    }
+    uint32_t want = 0, got = 0;
+    if (info->src_addr && info->src_addrlen == SFI_ADDRLEN) {
+        smartt_addr a;
+        sfi_name_to(&a, info->src_addr);
+        want = a.endpoint;
+    }
+    r = smartt_bind(ep->s, want, &got, 10000);
+    if (r) {
+        FI_WARN(&sfi_prov, FI_LOG_EP_CTRL, "bind: %s\n", smartt_strerror(r));
+        return r == SMARTT_EDAEMON(3) ? -FI_EADDRINUSE : sfi_err(r);
+    }
+    return sfi_local_name(ep->name, got);
+}
+
+int sfi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_ep **out, void *ctx)
+{
+    if (!info || !out)
+        return -FI_EINVAL;
+    if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
+        return -FI_EINVAL;
+    sfi_domain *d = container_of(dom, sfi_domain, d);
+    sfi_ep *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return -FI_ENOMEM;
+    ep->dom = d;
+    ep->caps = info->caps ? info->caps : SFI_CAPS;
+    ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+    ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+    ep->min_multi_recv = 64;
+    const char *dv = getenv("SMARTT_FI_DELIVERY");
+    ep->delivery_all = dv && !strcmp(dv, "1");
+    ep->ux_limit_n = env_size("SMARTT_FI_UX_MAX", UX_LIMIT_N);
+    ep->ux_limit_bytes = env_size("SMARTT_FI_UX_BYTES", UX_LIMIT_BYTES);
+    int r = ep_session(ep, info);
+    if (r) {
+        if (ep->s)
+            smartt_close(ep->s);
+        free(ep);
+        return r;
+    }
+    ep->ep.fid.fclass = FI_CLASS_EP;
+    ep->ep.fid.context = ctx;
+    ep->ep.fid.ops = &ep_fi_ops;
+    ep->ep.ops = &ep_ops;
+    ep->ep.cm = &sfi_cm_ops;
+    ep->ep.msg = &msg_ops;
+    ep->ep.tagged = &tagged_ops;
+    ep->ep.rma = &sfi_rma_ops;
+    ep->ep.atomic = &sfi_atomic_ops;
+    ep->ep.collective = &sfi_coll_ops;
+    pthread_mutex_lock(&d->lock);
+    d->refs++;
+    pthread_mutex_unlock(&d->lock);
+    *out = &ep->ep;
+    return 0;
+}

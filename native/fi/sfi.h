@@ -1,0 +1,234 @@
+/* The smartt libfabric provider's internals: one RDM endpoint is one libsmartt
+ * session; everything a domain owns is serialized by the domain's lock. */
+#ifndef SFI_H
+#define SFI_H
+
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_prov.h>
+#include <rdma/providers/fi_log.h>
+
+#include "smartt.h"
+
+#define SFI_NAME "smartt"
+#define SFI_VERSION FI_VERSION(1, 0)
+#define SFI_API FI_VERSION(1, 17)
+#define SFI_ADDRLEN 24          /* address 16, port 2, zero 2, endpoint 4 (big-endian) */
+#define SFI_HDR 16              /* the envelope in front of every message */
+#define SFI_MAGIC 0xf1
+#define SFI_IOV_MAX 8
+#define SFI_INJECT 4096
+#define SFI_MAX_MSG ((1ull << 30) - SFI_HDR)
+#define SFI_QSIZE 4096
+#define SFI_CQ_DATA 4
+#define SFI_MAX_EPS 64          /* endpoints bound to one CQ or counter */
+
+#define SFI_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | \
+                  FI_MULTI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM)
+
+/* envelope flags */
+#define SFI_F_TAGGED 1u
+#define SFI_F_DATA 2u
+
+extern struct fi_provider sfi_prov;
+
+/* A doubly linked FIFO. */
+typedef struct sfi_node {
+    struct sfi_node *next, *prev;
+} sfi_node;
+typedef struct sfi_list {
+    sfi_node *head, *tail;
+    size_t n;
+} sfi_list;
+void sfi_list_push(sfi_list *l, sfi_node *x);
+void sfi_list_remove(sfi_list *l, sfi_node *x);
+
+typedef struct sfi_fabric {
+    struct fid_fabric f;
+} sfi_fabric;
+
+struct sfi_ep;
+
+typedef struct sfi_domain {
+    struct fid_domain d;
+    pthread_mutex_t lock;
+    int refs;
+    uint64_t next_key;
+    struct fi_info *info;
+} sfi_domain;
+
+typedef struct sfi_av {
+    struct fid_av av;
+    sfi_domain *dom;
+    int refs;
+    int type;
+    unsigned char (*tab)[SFI_ADDRLEN];
+    unsigned char *valid;
+    size_t n, cap;
+    uint32_t *hash; /* open addressing: index + 1 of each entry ever inserted; 0 empty */
+    size_t hcap;    /* a power of two, at least twice n */
+} sfi_av;
+
+/* A completion as every format needs it. */
+typedef struct sfi_comp {
+    struct fi_cq_tagged_entry e;
+    fi_addr_t src;
+} sfi_comp;
+
+typedef struct sfi_cqerr {
+    sfi_node node;
+    struct fi_cq_err_entry e;
+} sfi_cqerr;
+
+typedef struct sfi_cq {
+    struct fid_cq cq;
+    sfi_domain *dom;
+    int refs;
+    int format;
+    int wait_obj;
+    sfi_comp *ring;
+    size_t cap, head, n;
+    sfi_list errs;
+    struct sfi_ep *eps[SFI_MAX_EPS];
+    int neps;
+    int epfd, sigfd;
+    char errtext[200];
+} sfi_cq;
+
+typedef struct sfi_cntr {
+    struct fid_cntr c;
+    sfi_domain *dom;
+    int refs;
+    uint64_t val, err;
+    struct sfi_ep *eps[SFI_MAX_EPS];
+    int neps;
+} sfi_cntr;
+
+typedef struct sfi_eqev {
+    sfi_node node;
+    uint32_t event;
+    int err;
+    size_t len;
+    unsigned char buf[];
+} sfi_eqev;
+
+typedef struct sfi_eq {
+    struct fid_eq eq;
+    pthread_mutex_t lock;
+    sfi_list evs;
+    int sigfd;
+} sfi_eq;
+
+typedef struct sfi_mr {
+    struct fid_mr mr;
+    sfi_domain *dom;
+} sfi_mr;
+
+/* A posted receive. */
+typedef struct sfi_rx {
+    sfi_node node;
+    void *ctx;
+    uint64_t flags; /* FI_TAGGED, FI_MULTI_RECV, FI_COMPLETION */
+    uint64_t tag, ignore;
+    fi_addr_t src;
+    struct iovec iov[SFI_IOV_MAX];
+    size_t niov, cap, used;
+} sfi_rx;
+
+/* An unexpected message: the libsmartt event is held until it is matched. */
+typedef struct sfi_ux {
+    sfi_node node;
+    smartt_event ev;
+    uint64_t tag;
+    uint32_t data;
+    unsigned flags;
+    int claimed;
+    const unsigned char *payload;
+    size_t len;
+} sfi_ux;
+
+/* An outstanding send. */
+typedef struct sfi_tx {
+    sfi_node node;
+    uint32_t stag;
+    void *ctx;
+    uint64_t flags;
+    uint64_t tag;
+    size_t len;
+    int comp, delivery, reported;
+    int cancelling, accepted; /* a Cancel is out: an Accepted waits for its answer */
+} sfi_tx;
+
+typedef struct sfi_ep {
+    struct fid_ep ep;
+    sfi_domain *dom;
+    sfi_av *av;
+    sfi_cq *tx_cq, *rx_cq;
+    int tx_sel, rx_sel;
+    sfi_cntr *send_cntr, *recv_cntr;
+    smartt_session *s;
+    int enabled;
+    int broken; /* a libsmartt error: the session is gone */
+    unsigned char name[SFI_ADDRLEN];
+    uint64_t caps, tx_op_flags, rx_op_flags;
+    size_t min_multi_recv;
+    int delivery_all; /* SMARTT_FI_DELIVERY=1: every send completes at Sent */
+    sfi_list rx_msg, rx_tag;
+    sfi_list ux_msg, ux_tag;
+    size_t ux_bytes, ux_limit_n, ux_limit_bytes;
+    sfi_list tx;
+    unsigned char *scratch;
+    size_t scratch_cap;
+    uint64_t late_failures, bad_msgs;
+} sfi_ep;
+
+/* prov.c */
+int sfi_err(int smartt_code);
+int sfi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fab, void *ctx);
+int sfi_eq_open(struct fid_fabric *fab, struct fi_eq_attr *attr, struct fid_eq **eq, void *ctx);
+/* av.c */
+int sfi_av_open(struct fid_domain *d, struct fi_av_attr *attr, struct fid_av **av, void *ctx);
+const unsigned char *sfi_av_get(sfi_av *av, fi_addr_t a);
+fi_addr_t sfi_av_find(sfi_av *av, const unsigned char name[SFI_ADDRLEN]);
+void sfi_name_from(unsigned char name[SFI_ADDRLEN], const smartt_addr *a);
+void sfi_name_to(smartt_addr *a, const unsigned char name[SFI_ADDRLEN]);
+int sfi_parse_name(unsigned char name[SFI_ADDRLEN], const char *node, const char *service);
+int sfi_local_name(unsigned char name[SFI_ADDRLEN], uint32_t ep);
+/* cq.c */
+int sfi_cq_open(struct fid_domain *d, struct fi_cq_attr *attr, struct fid_cq **cq, void *ctx);
+int sfi_cntr_open(struct fid_domain *d, struct fi_cntr_attr *attr, struct fid_cntr **c, void *ctx);
+void sfi_cq_push(sfi_cq *cq, void *ctx, uint64_t flags, size_t len, void *buf, uint64_t data,
+                 uint64_t tag, fi_addr_t src);
+void sfi_cq_push_err(sfi_cq *cq, void *ctx, uint64_t flags, int err, int prov_errno, size_t len,
+                     size_t olen, uint64_t tag, uint64_t data, const char *text);
+int sfi_cq_add_ep(sfi_cq *cq, sfi_ep *ep);
+void sfi_cq_del_ep(sfi_cq *cq, sfi_ep *ep);
+int sfi_cntr_add_ep(sfi_cntr *c, sfi_ep *ep);
+void sfi_cntr_del_ep(sfi_cntr *c, sfi_ep *ep);
+/* ep.c */
+int sfi_ep_open(struct fid_domain *d, struct fi_info *info, struct fid_ep **ep, void *ctx);
+void sfi_ep_progress(sfi_ep *ep);
+/* stubs.c */
+extern struct fi_ops_rma sfi_rma_ops;
+extern struct fi_ops_atomic sfi_atomic_ops;
+extern struct fi_ops_collective sfi_coll_ops;
+extern struct fi_ops_cm sfi_cm_ops;
+int sfi_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *ctx);
+int sfi_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int sfi_no_control(struct fid *fid, int command, void *arg);
+
+#endif
