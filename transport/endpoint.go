@@ -482,6 +482,12 @@ func (e *Endpoint) handle(now int64, b []byte, m *RxMeta) {
 			e.stats.ProtoViolations++
 			return
 		}
+		if c.initiator && c.peerID == 0 && IsEVPortReset(p) {
+			// A dial to a daemon's EV port: fail now, not after the retransmissions.
+			e.stats.UnreachableActed++
+			e.abort(now, c, &UnreachableError{Peer: c.peer, Cause: UnreachableEVPort})
+			return
+		}
 		if c.peerID != p.SrcConn {
 			if c.peerID != 0 {
 				e.stats.ProtoViolations++

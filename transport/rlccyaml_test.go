@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/hwprofile"
 )
@@ -53,7 +53,7 @@ func TestRLCCPolicyMLP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := ctl.(*rlcc.NetController); !ok {
+	if _, ok := ctl.(*rlccnet.NetController); !ok {
 		t.Fatalf("policy mlp built %T", ctl)
 	}
 	if c := ctl.(hwprofile.Coster).Cost(); c.IntegerOnly || c.Ops == 0 {

@@ -3,6 +3,8 @@ package transport
 import (
 	"errors"
 	"net/netip"
+
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // UnreachableCause is what the network said about a peer it could not deliver to.
@@ -15,7 +17,17 @@ const (
 	// UnreachableHost: a router or the host answered ICMP host, network or
 	// administratively unreachable.
 	UnreachableHost
+	// UnreachableEVPort: the address is a smartt daemon's EV (source) port, whose socket
+	// layer answered the first contact with an EV-port RESET (IsEVPortReset).
+	UnreachableEVPort
 )
+
+// IsEVPortReset reports whether p is the RESET a socket layer sends from an EV port to
+// a first contact that arrived there: its SrcConn repeats the sender's own ID (DstConn),
+// which no engine's RESET does (an engine's names an ID of its own).
+func IsEVPortReset(p *wire.Packet) bool {
+	return p.Type == wire.TypeReset && p.SrcConn == p.DstConn
+}
 
 // ErrUnreachable is what every UnreachableError matches with errors.Is.
 var ErrUnreachable = errors.New("transport: peer unreachable (ICMP)")
@@ -29,8 +41,11 @@ type UnreachableError struct {
 
 // Error names the peer and the likely cause.
 func (e *UnreachableError) Error() string {
-	if e.Cause == UnreachablePort {
+	switch e.Cause {
+	case UnreachablePort:
 		return "transport: nothing listening at " + e.Peer.String() + " (ICMP port unreachable)"
+	case UnreachableEVPort:
+		return "transport: nothing listening at " + e.Peer.String() + ": it is an EV (source) port of a smartt daemon; send to the daemon's listen port"
 	}
 	return "transport: " + e.Peer.String() + " unreachable (ICMP host unreachable)"
 }

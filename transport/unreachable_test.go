@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // An ICMP report fails the messages of a connection whose peer never answered, at once,
@@ -127,5 +129,56 @@ func BenchmarkUnreachableScan(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.a.Unreachable(0, other, UnreachablePort)
+	}
+}
+
+// An EV-port RESET (SrcConn = the dialler's own ID, from the dialled address) fails an
+// unanswered dial at once, naming the address as an EV port; the same RESET on a
+// connection the peer answered on, or from another address, is ignored.
+func TestEVPortResetFailsUnansweredDial(t *testing.T) {
+	p := newPair(t, DefaultConfig(), 3000)
+	ev := netip.MustParseAddrPort("10.0.0.9:23601")
+	dead, _ := p.a.Dial(0, ev)
+	if _, err := p.a.Send(0, dead, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	reset := func(from netip.AddrPort, id ConnID) {
+		pkt := wire.Packet{Header: wire.Header{Type: wire.TypeReset, DstConn: uint64(id), SrcConn: uint64(id)}}
+		b := make([]byte, wire.ResetLen)
+		n, err := pkt.Encode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.a.HandlePacket(p.now, b[:n], RxMeta{From: from})
+	}
+	reset(netip.MustParseAddrPort("10.0.0.8:23601"), dead) // another address: ignored
+	if c := p.a.conns[uint64(dead)]; c == nil || c.dead {
+		t.Fatal("a RESET from another address aborted the dial")
+	}
+	live, _ := p.a.Dial(0, p.bAddr)
+	if _, err := p.a.Send(0, live, bytes.Repeat([]byte{1}, 50000)); err != nil {
+		t.Fatal(err)
+	}
+	p.runUntil(t, 1e9, func() bool { return p.a.conns[uint64(live)].peerID != 0 })
+	reset(p.bAddr, live) // answered: ignored
+	reset(ev, dead)
+	var failed []Event
+	for _, e := range events(p.a) {
+		if e.Kind == MessageFailed {
+			failed = append(failed, e)
+		}
+	}
+	if len(failed) != 1 || failed[0].Conn != dead {
+		t.Fatalf("failed %+v, want the EV-port dial's message only", failed)
+	}
+	want := "nothing listening at 10.0.0.9:23601: it is an EV (source) port of a smartt daemon"
+	if err := failed[0].Err; !strings.Contains(err.Error(), want) || !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("failure %q, want %q", err, want)
+	}
+	if c := p.a.conns[uint64(live)]; c == nil || c.dead {
+		t.Fatal("the answered connection was aborted")
+	}
+	if st := p.a.Stats(); st.UnreachableActed != 1 {
+		t.Errorf("UnreachableActed %d, want 1", st.UnreachableActed)
 	}
 }

@@ -64,6 +64,11 @@ type Config struct {
 	MLP string `yaml:"mlp"`
 }
 
+// NetPolicy makes the controllers of Policy "mlp" (the float64 policy network). Package
+// rlccnet sets it when a program links it (the simulator, training); the daemon does not,
+// and refuses policy: mlp.
+var NetPolicy func(cfg Config, net config.Network) (func() cc.Controller, error)
+
 // DefaultConfig returns the default parameters: target 0.064, beta 1.5, actions
 // within [1/1.2, 1.2] (NVIDIA's training code changes the rate by at most 20 % a step).
 func DefaultConfig() Config {

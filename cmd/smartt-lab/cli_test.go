@@ -111,7 +111,7 @@ func TestGenDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "smartt-lab-sim-run.1"))
-	if err != nil || !bytes.Contains(b, []byte(`\fB--compare\fP`)) || !bytes.Contains(b, []byte(`\fB--seed\fP`)) {
+	if err != nil || !bytes.Contains(b, []byte(`\fB\-\-compare\fP`)) || !bytes.Contains(b, []byte(`\fB\-\-seed\fP`)) {
 		t.Fatalf("sim run man page: %v\n%s", err, b)
 	}
 	for _, f := range []string{"smartt-lab-testbed-exec.1", "completion/smartt-lab.bash", "completion/_smartt-lab", "completion/smartt-lab.fish"} {

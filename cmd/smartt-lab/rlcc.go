@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 	"github.com/smartt-transport/smartt/cc/rlcc/train"
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/config"
@@ -468,15 +469,15 @@ func meanReward(eps []train.Episode) float64 {
 }
 
 // loadPolicy reads a policy network file (empty: the embedded default).
-func loadPolicy(path string) (*rlcc.MLP, []byte, error) {
-	b := rlcc.DefaultPolicyJSON()
+func loadPolicy(path string) (*rlccnet.MLP, []byte, error) {
+	b := rlccnet.DefaultPolicyJSON()
 	if path != "" {
 		var err error
 		if b, err = os.ReadFile(path); err != nil {
 			return nil, nil, err
 		}
 	}
-	m, _, err := rlcc.ParseMLP(b)
+	m, _, err := rlccnet.ParseMLP(b)
 	return m, b, err
 }
 

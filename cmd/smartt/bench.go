@@ -138,7 +138,7 @@ func runBench(o benchOpts, out io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		ds, err := smarttd.LocalPair(dir, log, nil)
+		ds, err := smarttd.LocalPair(dir, smarttd.Options{Logger: log}, nil)
 		if err != nil {
 			return err
 		}

@@ -77,7 +77,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "smartt",
 		Short: "the smartt operator tool: talk to smarttd, send and receive messages, benchmark, run the demo",
-		Long: "smartt talks to a running smarttd (status, conns, send, recv, bench, version) and runs the demo.\n" +
+		Long: "smartt talks to a running smarttd (status, conns, send, recv, bench, version, check), checks config\n" +
+			"files (check --config) and runs the demo.\n" +
 			"Commands that talk to a daemon take --socket (default $SMARTT_SOCKET or /run/smartt/smarttd.sock).\n" +
 			"Flags may follow the positional arguments; a long flag may be given with one dash (-timeout 5s).\n" +
 			"The simulator, testbed, results and RL-CC tools are in smartt-lab (go run ./cmd/smartt-lab -h).",
@@ -88,7 +89,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cli.SetVersion(root, versionString())
 	root.AddCommand(newDemoCmd())
 	root.AddCommand(newClientCmds(stdin)...)
-	root.AddCommand(newBenchCmd(), newVersionCmd(), cli.ManCmd("smartt "+versionString()), cli.GenDocsCmd("smartt "+versionString()))
+	root.AddCommand(newBenchCmd(), newVersionCmd(), newCheckCmd(), cli.ManCmd("smartt "+versionString()), cli.GenDocsCmd("smartt "+versionString()))
 	cli.Prepare(root)
 	return root
 }

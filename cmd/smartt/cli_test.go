@@ -130,7 +130,7 @@ func TestResolveAddrPort(t *testing.T) {
 // A flag after the positional argument, and a host name in -to, against two daemons.
 func TestSendHostnameFlagAfterFile(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) { c.LogLevel = "error" })
+	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +175,8 @@ func TestManAndCompletion(t *testing.T) {
 		if err != nil || !bytes.Contains(b, []byte(".TH")) {
 			t.Errorf("man page %s: %v", p, err)
 		}
-		if p == "smartt-send.1" && (!bytes.Contains(b, []byte(`\fB--from-endpoint\fP`)) || !bytes.Contains(b, []byte(`\fB--to\fP`)) ||
-			!bytes.Contains(b, []byte(`\fB--timeout\fP`)) || !bytes.Contains(b, []byte(".SH OPTIONS"))) {
+		if p == "smartt-send.1" && (!bytes.Contains(b, []byte(`\fB\-\-from\-endpoint\fP`)) || !bytes.Contains(b, []byte(`\fB\-\-to\fP`)) ||
+			!bytes.Contains(b, []byte(`\fB\-\-timeout\fP`)) || !bytes.Contains(b, []byte(".SH OPTIONS"))) {
 			t.Errorf("man page %s does not describe the flags:\n%s", p, b)
 		}
 	}
@@ -206,7 +206,7 @@ func TestProgressLine(t *testing.T) {
 // bench -json and -format csv print machine-readable rows, one per size.
 func TestBenchJSONAndCSV(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) { c.LogLevel = "error" })
+	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,9 @@ func TestBenchSizes(t *testing.T) {
 	}
 }
 
-// The operator binary links no simulator, testbed, training or plotting.
+// The operator binary links no simulator, testbed, training or plotting, and none of what
+// only smarttd or smartt-lab needs: the Prometheus exporter (with protobuf), gopacket,
+// cobra/doc's Markdown renderer.
 func TestOperatorBinaryIsLean(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -361,7 +363,7 @@ func TestOperatorBinaryIsLean(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	bad := regexp.MustCompile(`(?m)^.*(gonum|plot|sim|testbed|netbed|bedrun|/test/sweep|/rlcc/train|codeberg\.org|go-latex|go-pdf|freetype|svgo|golang\.org/x/image).*$`)
+	bad := regexp.MustCompile(`(?m)^.*(gonum|plot|sim|testbed|netbed|bedrun|/test/sweep|/rlcc/train|/rlcc/rlccnet|codeberg\.org|go-latex|go-pdf|freetype|svgo|golang\.org/x/image|prometheus|protobuf|gopacket|/transport/metrics|cobra/doc|blackfriday|md2man).*$`)
 	if m := bad.FindAllString(string(out), -1); len(m) > 0 {
 		t.Fatalf("cmd/smartt links %v", m)
 	}

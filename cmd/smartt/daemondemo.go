@@ -114,7 +114,7 @@ func runDaemonDemo(o daemonDemoOpts, out io.Writer) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ds, err := smarttd.LocalPair(dir, log, func(c *smarttd.Config) {
+	ds, err := smarttd.LocalPair(dir, smarttd.Options{Logger: log}, func(c *smarttd.Config) {
 		if o.cc != "" {
 			c.Transport.CC = o.cc
 		}

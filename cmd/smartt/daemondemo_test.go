@@ -57,7 +57,7 @@ func TestDemoInmemStillReachable(t *testing.T) {
 // TestCLIAgainstDaemons drives status, conns, send, recv and bench against two daemons.
 func TestCLIAgainstDaemons(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) { c.LogLevel = "error" })
+	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
 // Command smartt is the operator's command-line tool on a host: it talks to a running
-// smarttd (status, conns, send, recv, bench, version) and runs the demo (two daemons
+// smarttd (status, conns, send, recv, bench, version, check), checks config files (check
+// --config, smarttd -check-config's code) and runs the demo (two daemons
 // in-process, or the protocol engines over the in-memory test network with -inmem). It
 // links no simulator, testbed, training or plotting: those are smartt-lab's. Run
 // "smartt -h" for its commands.

@@ -21,7 +21,7 @@ import (
 // and reported as such (a failure).
 func TestSendTimeoutPendingOrCancelled(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, nil, func(c *smarttd.Config) {
+	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) {
 		c.LogLevel = "error"
 		c.API.MaxRecvQueue, c.API.SocketBuffer = 1000, 4096
 	})

@@ -39,6 +39,7 @@ var badConfigs = []struct{ doc, want string }{
 	{"memory_limit: 1GiB\n", "exceeds memory_limit 1 GiB: set memory_fit: scale"},
 	{"memory_fit: shrink\n", `memory_fit = "shrink": must be refuse or scale`},
 	{"udp: [1, 2]\n", "udp: want a mapping of keys, not a sequence (line 1)"},
+	{"transport:\n  cc: rlcc\n  rlcc:\n    policy: mlp\n", `rlcc.policy = "mlp": the float policy network is the simulator's and training's (smartt-lab)`},
 }
 
 // -check-config refuses each bad config with an error naming key, value and range, and

@@ -36,9 +36,8 @@ import (
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
-	"go.yaml.in/yaml/v3"
 
-	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/metrics"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/version"
 )
@@ -97,7 +96,7 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	d, err := smarttd.Start(cfg, smarttd.Options{Logger: log})
+	d, err := smarttd.Start(cfg, smarttd.Options{Logger: log, Metrics: metrics.ForDaemon})
 	if err != nil {
 		return err
 	}
@@ -168,20 +167,7 @@ func checkConfig(o overrides, out io.Writer, cg smarttd.CgroupFS) error {
 	if err != nil {
 		return err
 	}
-	b, err := smarttd.CheckMemory(&cfg, cg)
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.file, err)
-	}
-	y, err := yaml.Marshal(&cfg)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "# %s: valid; the effective config (defaults filled in):\n%s", o.file, y)
-	fmt.Fprintf(out, "# worst-case memory %s:\n", config.HumanSize(b.Total))
-	for _, it := range b.Items {
-		fmt.Fprintf(out, "#   %-28s %10s  %s\n", it.Name, config.HumanSize(it.Bytes), it.How)
-	}
-	return nil
+	return smarttd.WriteCheck(out, o.file, &cfg, cg)
 }
 
 // setGoMemoryLimit makes the Go collector keep the heap within what the memory limit

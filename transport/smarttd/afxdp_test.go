@@ -54,7 +54,7 @@ func TestE2EAFXDP(t *testing.T) {
 			t.Fatalf("socket layer caps %+v: want the afxdp datapath", d.Socket.Caps())
 		}
 	}
-	if v := metric(t, a.Metrics.Registry, "smartt_socket_capability", "cap", "afxdp"); v != 1 {
+	if v := metric(t, registry(a), "smartt_socket_capability", "cap", "afxdp"); v != 1 {
 		t.Fatalf("smartt_socket_capability{cap=afxdp} = %v, want 1", v)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -6,17 +6,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/hwprofile"
-	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/daemon"
-	"github.com/smartt-transport/smartt/transport/metrics"
 	"github.com/smartt-transport/smartt/version"
 )
 
@@ -26,9 +21,9 @@ type SocketLayer struct {
 	// Shards holds every engine shard's socket (Shards[0] is Socket) when the daemon runs
 	// more than one shard; nil: one.
 	Shards   []daemon.Socket
-	Caps     func() any                        // capabilities, for /v1/capabilities (may be nil)
-	Counters func() any                        // counters, for /v1/counters (may be nil)
-	Metrics  func(ch chan<- prometheus.Metric) // metrics (may be nil)
+	Caps     func() any // capabilities, for /v1/capabilities and metrics (may be nil)
+	Counters func() any // counters, for /v1/counters and metrics (may be nil)
+	TxDelay  *DelayHist // send-path delay of sampled packets (may be nil)
 }
 
 // sockets returns every shard's socket.
@@ -55,6 +50,22 @@ type Options struct {
 	Seed       uint64 // engine random seed (0: from the clock)
 	// Cgroup is where memory_limit: auto reads the cgroup's limit (nil: HostCgroup).
 	Cgroup *CgroupFS
+	// Metrics makes the daemon's metrics exporter (cmd/smarttd: metrics.ForDaemon, the
+	// Prometheus one). smarttd links no exporter itself, so that a program embedding
+	// daemons without serving metrics (the operator CLI's demo) does not link one. nil:
+	// none, and a config with metrics: set is refused.
+	Metrics func(d *Daemon) Exporter
+}
+
+// Exporter keeps and serves a daemon's metrics.
+type Exporter interface {
+	ObserveBatch(n, stamped int)              // once per receive batch
+	ObserveMessage(elapsedNs int64, size int) // once per message sent
+	// Refresh reads the live connections' counters (every second while serving).
+	Refresh()
+	// Serve serves the metrics on addr ("host:port") until ctx ends and returns the
+	// bound address.
+	Serve(ctx context.Context, addr string) (net.Addr, error)
 }
 
 // limitText describes a memory limit for the start line.
@@ -70,7 +81,7 @@ type Daemon struct {
 	Config      Config
 	Node        *daemon.Node
 	API         *api.Server
-	Metrics     *metrics.Metrics
+	Metrics     Exporter // nil without Options.Metrics
 	MetricsAddr net.Addr // bound /metrics address, nil when off
 	Socket      *SocketLayer
 	// Memory is the worst-case memory of the config as it runs (after memory_fit: scale),
@@ -86,6 +97,9 @@ type Daemon struct {
 func Start(cfg Config, o Options) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Metrics != "" && o.Metrics == nil {
+		return nil, fmt.Errorf("metrics = %q: this program serves no metrics (smarttd does); set metrics: \"\"", cfg.Metrics)
 	}
 	log := o.Logger
 	if log == nil {
@@ -150,7 +164,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		}
 		budget = p.DecisionNs
 	}
-	var m *metrics.Metrics
+	var m Exporter = noExporter{}
 	d.Node, err = daemon.NewShards(tcfg, sl.sockets(), daemon.Options{
 		TimeDecisions: cfg.DecisionTiming, DecisionBudget: budget,
 		BatchSize: cfg.UDP.BatchSize, Logger: log, Seed: o.Seed, GatherBatch: cfg.UDP.GatherBatch, CopyPayload: cfg.UDP.CopyPayload,
@@ -167,15 +181,10 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	node := d.Node
-	m = metrics.New(metrics.Sources{
-		Engine: node.Stats,
-		Conns:  func() []transport.ConnInfo { return node.Conns(nil) },
-		API:    d.API.Stats,
-		Socket: socketAndShardMetrics(sl.Metrics, node),
-		CC:     tcfg.CC, LB: tcfg.LB, PerConn: cfg.MetricsPerConnection,
-		Decisions: node.Decisions,
-	})
-	d.Metrics = m
+	if o.Metrics != nil {
+		d.Metrics = o.Metrics(d)
+		m = d.Metrics
+	}
 	if err := d.API.Start(node); err != nil {
 		sl.close()
 		return nil, err
@@ -185,31 +194,17 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	d.stopRelease = stopRelease
 	go d.runReleaser(rctx)
 	if cfg.Metrics != "" {
-		ctx, cancel := context.WithCancel(context.Background())
-		d.stopMetrics = cancel
-		go func() { // connection counters summed over closed connections (metrics.Refresh)
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					m.Refresh()
-				}
-			}
-		}()
-		if d.MetricsAddr, err = m.Serve(ctx, cfg.Metrics); err != nil {
+		if err := d.serveMetrics(); err != nil {
 			d.Shutdown(context.Background())
-			return nil, fmt.Errorf("metrics = %q: %w", cfg.Metrics, err)
+			return nil, err
 		}
 	}
-	metrics := "off"
+	metricsAt := "off"
 	if d.MetricsAddr != nil {
-		metrics = d.MetricsAddr.String()
+		metricsAt = d.MetricsAddr.String()
 	}
 	log.Info("smarttd started", "version", version.String(), "revision", version.Get().Revision, "listen", cfg.Listen, "api", cfg.API.Socket,
-		"metrics", metrics, "cc", tcfg.CC, "lb", tcfg.LB, "shards", node.NumShards(),
+		"metrics", metricsAt, "cc", tcfg.CC, "lb", tcfg.LB, "shards", node.NumShards(),
 		"memory_bound", config.HumanSize(bound.Total), "memory_limit", limitText(limit, where))
 	log.Info("worst-case memory "+bound.String(), "bytes", bound.Total)
 	return d, nil
@@ -236,34 +231,35 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	return err
 }
 
-var (
-	dShardPkts  = prometheus.NewDesc("smartt_shard_packets_total", "Datagrams each engine shard sent (tx) and fed to its engine (rx).", []string{"shard", "dir"}, nil)
-	dShardConns = prometheus.NewDesc("smartt_shard_connections", "Live connections of each engine shard.", []string{"shard"}, nil)
-	dShardHand  = prometheus.NewDesc("smartt_shard_handoff_total", "Datagrams a shard's socket received for another shard (out), taken from other shards (in), or dropped on a full shard queue (dropped).", []string{"shard", "kind"}, nil)
-)
-
-// socketAndShardMetrics adds per-shard series to the socket layer's metrics when the node
-// runs more than one shard (the engine's own series are summed over shards).
-func socketAndShardMetrics(socket func(chan<- prometheus.Metric), node *daemon.Node) func(chan<- prometheus.Metric) {
-	if node.NumShards() == 1 {
-		return socket
-	}
-	return func(ch chan<- prometheus.Metric) {
-		if socket != nil {
-			socket(ch)
-		}
-		for i, s := range node.Shards() {
-			id := strconv.Itoa(i)
-			c := func(d *prometheus.Desc, v uint64, l ...string) {
-				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{id}, l...)...)
+// serveMetrics serves the exporter on cfg.Metrics and refreshes it every second: the
+// counters of a connection that closes between scrapes still count in the totals.
+func (d *Daemon) serveMetrics() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stopMetrics = cancel
+	m := d.Metrics
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				m.Refresh()
 			}
-			c(dShardPkts, s.Engine.PacketsSent, "tx")
-			c(dShardPkts, s.Engine.PacketsRecv, "rx")
-			c(dShardHand, s.HandedOut, "out")
-			c(dShardHand, s.Adopted, "in")
-			c(dShardHand, s.HandoffDrops, "dropped")
-			c(dShardHand, s.HandoffDropsUnknown, "dropped_unknown")
-			ch <- prometheus.MustNewConstMetric(dShardConns, prometheus.GaugeValue, float64(s.Conns), id)
 		}
+	}()
+	var err error
+	if d.MetricsAddr, err = m.Serve(ctx, d.Config.Metrics); err != nil {
+		return fmt.Errorf("metrics = %q: %w", d.Config.Metrics, err)
 	}
+	return nil
 }
+
+// noExporter is the exporter of a daemon without one: it drops what it is given.
+type noExporter struct{}
+
+func (noExporter) ObserveBatch(int, int)                           {}
+func (noExporter) ObserveMessage(int64, int)                       {}
+func (noExporter) Refresh()                                        {}
+func (noExporter) Serve(context.Context, string) (net.Addr, error) { return nil, nil }

@@ -124,10 +124,10 @@ func TestE2ERouterCEAndTrimDSCP(t *testing.T) {
 	if sA.RetxNack == 0 || sA.RetxNack > sA.NacksRecv {
 		t.Errorf("A retransmitted %d packets after %d NACKs", sA.RetxNack, sA.NacksRecv)
 	}
-	if got := metric(t, b.Metrics.Registry, "smartt_ce_marks_total", "kind", "received"); got != float64(ceMarked) {
+	if got := metric(t, registry(b), "smartt_ce_marks_total", "kind", "received"); got != float64(ceMarked) {
 		t.Errorf("B's metric says %v CE marks, router %d", got, ceMarked)
 	}
-	if got := metric(t, a.Metrics.Registry, "smartt_nacks_total", "dir", "rx"); got != float64(sA.NacksRecv) {
+	if got := metric(t, registry(a), "smartt_nacks_total", "dir", "rx"); got != float64(sA.NacksRecv) {
 		t.Errorf("A's NACK metric %v, engine %d", got, sA.NacksRecv)
 	}
 	// One router between A and B: both learnt the path's length from the IP TTL.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/metrics"
 	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
@@ -44,7 +45,7 @@ func startInSeed(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string,
 	}
 	if err := ns.Do(func() error {
 		var err error
-		d, err = smarttd.Start(cfg, smarttd.Options{Logger: log, Seed: seed})
+		d, err = smarttd.Start(cfg, smarttd.Options{Logger: log, Seed: seed, Metrics: metrics.ForDaemon})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -99,6 +100,9 @@ func tempDir(t testing.TB) string {
 
 // metric returns the value of the series name{labels} in reg (counter, gauge, or a
 // histogram's sample count).
+// registry is d's Prometheus registry (started with metrics.ForDaemon).
+func registry(d *smarttd.Daemon) *prometheus.Registry { return d.Metrics.(*metrics.Metrics).Registry }
+
 func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -230,7 +234,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 
 	// Metrics agree with what was sent.
 	const env = 12 // daemon envelope per message
-	ra, rb := a.Metrics.Registry, b.Metrics.Registry
+	ra, rb := registry(a), registry(b)
 	n := float64(small + 1)
 	for _, c := range []struct {
 		reg  *prometheus.Registry
@@ -306,7 +310,7 @@ func TestE2EIPv6(t *testing.T) {
 	if m.From.Addr() != tp.Addr6A || sha256.Sum256(m.Data) != sha256.Sum256(msg) {
 		t.Fatalf("from %v, %d bytes, SHA-256 equal: %v", m.From, len(m.Data), sha256.Sum256(m.Data) == sha256.Sum256(msg))
 	}
-	if metric(t, b.Metrics.Registry, "smartt_timestamp_source", "source", "kernel") != 1 {
+	if metric(t, registry(b), "smartt_timestamp_source", "source", "kernel") != 1 {
 		t.Error("no kernel timestamps over IPv6")
 	}
 }
@@ -357,7 +361,7 @@ func TestE2EOneGiBMessage(t *testing.T) {
 		t.Fatalf("received %d bytes, SHA-256 equal: %v", got.Size, [32]byte(rh.Sum(nil)) == want)
 	}
 	t.Logf("1 GiB in %v (%.2f Gbit/s)", el.Round(time.Millisecond), float64(size)*8/el.Seconds()/1e9)
-	if got := metric(t, b.Metrics.Registry, "smartt_api_bytes_total", "dir", "delivered"); got != size {
+	if got := metric(t, registry(b), "smartt_api_bytes_total", "dir", "delivered"); got != size {
 		t.Errorf("B delivered %v bytes by its metrics", got)
 	}
 }
@@ -417,7 +421,7 @@ func TestE2EAuth(t *testing.T) {
 	}
 	for _, d := range []*smarttd.Daemon{a, b} {
 		for _, r := range []string{"failed", "unsealed", "stale", "sessions_full", "no_key"} {
-			if v := metric(t, d.Metrics.Registry, "smartt_auth_dropped_total", "reason", r); v != 0 {
+			if v := metric(t, registry(d), "smartt_auth_dropped_total", "reason", r); v != 0 {
 				t.Errorf("%v refused %v honest packets (%s)", d.Config.Listen, v, r)
 			}
 		}
@@ -429,7 +433,7 @@ func TestE2EAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for metric(t, b.Metrics.Registry, "smartt_auth_dropped_total", "reason", "failed") == 0 {
+	for metric(t, registry(b), "smartt_auth_dropped_total", "reason", "failed") == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("packets under another key were not counted as failed")
 		}

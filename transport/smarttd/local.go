@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
@@ -14,7 +13,7 @@ import (
 // LocalPair starts two daemons in this process on 127.0.0.1 and 127.0.0.2 (no root, no
 // setup: all of 127/8 is loopback on Linux) with the embedded default config, API sockets
 // in dir and free UDP ports picked at random. mod, if set, adjusts each config.
-func LocalPair(dir string, log *slog.Logger, mod func(*Config)) ([2]*Daemon, error) {
+func LocalPair(dir string, o Options, mod func(*Config)) ([2]*Daemon, error) {
 	var ds [2]*Daemon
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
@@ -27,7 +26,7 @@ func LocalPair(dir string, log *slog.Logger, mod func(*Config)) ([2]*Daemon, err
 			if mod != nil {
 				mod(&cfg)
 			}
-			ds[i], err = Start(cfg, Options{Logger: log})
+			ds[i], err = Start(cfg, o)
 			if err != nil {
 				break
 			}

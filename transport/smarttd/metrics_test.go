@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/smartt-transport/smartt/transport/client"
+	"github.com/smartt-transport/smartt/transport/metrics"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/version"
 )
@@ -19,7 +20,7 @@ import (
 // with per-connection series, one without) after a message, and runs client_golang's
 // promlint over each scrape: no problems allowed.
 func TestMetricsEndpointPromlintClean(t *testing.T) {
-	ds, err := smarttd.LocalPair(t.TempDir(), nil, func(c *smarttd.Config) {
+	ds, err := smarttd.LocalPair(t.TempDir(), smarttd.Options{Metrics: metrics.ForDaemon}, func(c *smarttd.Config) {
 		c.LogLevel, c.Metrics = "error", "127.0.0.1:0"
 		c.MetricsPerConnection = c.Listen.Addr().As4()[3] == 1 // on for the first daemon only
 	})

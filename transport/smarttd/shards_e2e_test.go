@@ -257,11 +257,11 @@ func testE2EShards(t *testing.T, steering string) {
 	if st := hub.Node.Stats(); st.MsgsDelivered != sumMsgs || sumMsgs != perPeer*uint64(len(peers)) {
 		t.Errorf("Node.Stats delivered %d, shards %d, want %d", st.MsgsDelivered, sumMsgs, perPeer*len(peers))
 	}
-	if got := metric(t, hub.Metrics.Registry, "smartt_messages_total", "result", "delivered"); got != float64(perPeer*len(peers)) {
+	if got := metric(t, registry(hub), "smartt_messages_total", "result", "delivered"); got != float64(perPeer*len(peers)) {
 		t.Errorf("smartt_messages_total{result=delivered} = %v, want %d", got, perPeer*len(peers))
 	}
 	for i := range 2 {
-		if got := metric(t, hub.Metrics.Registry, "smartt_shard_packets_total", "shard", fmt.Sprint(i), "dir", "rx"); got == 0 {
+		if got := metric(t, registry(hub), "smartt_shard_packets_total", "shard", fmt.Sprint(i), "dir", "rx"); got == 0 {
 			t.Errorf("smartt_shard_packets_total{shard=%d,dir=rx} = 0", i)
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/transport/udp"
@@ -60,9 +58,9 @@ func OpenUDP(cfg *Config, log *slog.Logger) (*SocketLayer, error) {
 // UDPShardLayer wraps the socket layers of several engine shards (udp.OpenShards): one
 // daemon socket each, capabilities of shard 0, counters and metrics summed.
 func UDPShardLayer(conns []*udp.Conn) *SocketLayer {
-	txDelay := newTxDelay()
+	txDelay := new(DelayHist)
 	socks := make([]*udpSocket, len(conns))
-	sl := &SocketLayer{}
+	sl := &SocketLayer{TxDelay: txDelay}
 	for i, c := range conns {
 		socks[i] = newUDPSocket(c, txDelay)
 		sl.Shards = append(sl.Shards, socks[i])
@@ -78,18 +76,10 @@ func UDPShardLayer(conns []*udp.Conn) *SocketLayer {
 	}
 	sl.Caps = func() any { return conns[0].Caps() }
 	sl.Counters = func() any { return sum() }
-	sl.Metrics = func(ch chan<- prometheus.Metric) { collectUDP(ch, conns[0].Caps(), sum(), txDelay) }
 	return sl
 }
 
-func newTxDelay() prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "smartt_tx_path_delay_seconds",
-		Help:    "Kernel transmit timestamp minus user-space send time of sampled packets.",
-		Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10)})
-}
-
-func newUDPSocket(c *udp.Conn, txDelay prometheus.Histogram) *udpSocket {
+func newUDPSocket(c *udp.Conn, txDelay *DelayHist) *udpSocket {
 	s := &udpSocket{c: c, stop: make(chan struct{}), txDelay: txDelay}
 	go s.pollTxStamps()
 	return s
@@ -102,15 +92,15 @@ type udpSocket struct {
 	stop chan struct{}
 	once sync.Once
 	// send-path delay (kernel TX timestamp minus user send time) of sampled packets
-	txDelay prometheus.Histogram
+	txDelay *DelayHist
 }
 
 // UDPLayer wraps an open udp.Conn as a daemon socket layer with its capabilities,
 // counters and metrics.
 func UDPLayer(c *udp.Conn) *SocketLayer {
-	s := newUDPSocket(c, newTxDelay())
+	s := newUDPSocket(c, new(DelayHist))
 	return &SocketLayer{Socket: s, Caps: func() any { return c.Caps() }, Counters: func() any { return c.Stats() },
-		Metrics: s.collect}
+		TxDelay: s.txDelay}
 }
 
 func (s *udpSocket) pollTxStamps() {
@@ -127,7 +117,7 @@ func (s *udpSocket) pollTxStamps() {
 			n := s.c.TxStamps(buf)
 			for _, st := range buf[:n] {
 				if st.KernTime >= st.UserTime {
-					s.txDelay.Observe(float64(st.KernTime-st.UserTime) / 1e9)
+					s.txDelay.Observe(st.KernTime - st.UserTime)
 				}
 			}
 			if n < len(buf) {
@@ -171,73 +161,4 @@ func (s *udpSocket) GathersPayload() bool { return s.c.GathersPayload() }
 func (s *udpSocket) Close() error {
 	s.once.Do(func() { close(s.stop) })
 	return s.c.Close()
-}
-
-var (
-	dCap      = prometheus.NewDesc("smartt_socket_capability", "Socket capabilities granted by the kernel (1) or not (0).", []string{"cap"}, nil)
-	dTSSource = prometheus.NewDesc("smartt_timestamp_source", "Receive timestamp source in use (1).", []string{"source"}, nil)
-	dSockB    = prometheus.NewDesc("smartt_socket_bytes_total", "UDP payload bytes through the sockets.", []string{"dir"}, nil)
-	dSockErr  = prometheus.NewDesc("smartt_socket_errors_total", "Socket errors.", []string{"dir"}, nil)
-	dSockECN  = prometheus.NewDesc("smartt_socket_rx_ecn_total", "Datagrams received ECN-capable (ect) and CE-marked (ce).", []string{"codepoint"}, nil)
-	dSockNoTS = prometheus.NewDesc("smartt_socket_rx_user_timestamps_total", "Datagrams received without a kernel timestamp.", nil, nil)
-	dSockTx   = prometheus.NewDesc("smartt_socket_tx_timestamps_total", "Sampled TX timestamps.", []string{"state"}, nil)
-	dSockGRO  = prometheus.NewDesc("smartt_socket_rx_gro_buffers_total", "Receive buffers that held several datagrams (UDP GRO).", nil, nil)
-	dSockBusy = prometheus.NewDesc("smartt_socket_rx_busy_poll_hits_total", "Reads that found datagrams while busy-polling (udp.busy_poll): wake-ups saved.", nil, nil)
-	dSockGSO  = prometheus.NewDesc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", []string{"kind"}, nil)
-	dSockBuf  = prometheus.NewDesc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", []string{"dir"}, nil)
-	dSockBig  = prometheus.NewDesc("smartt_socket_tx_oversize_total", "Datagrams the kernel refused as larger than the path MTU (EMSGSIZE; Don't Fragment set).", nil, nil)
-	dSockICMP = prometheus.NewDesc("smartt_socket_rx_icmp_unreachable_total", "ICMP destination-unreachable reports read from the send sockets' error queues: handed to the engines (read), dropped for a full batch, or read by the TX-timestamp poll first (lost).", []string{"state"}, nil)
-	dLinkMTU  = prometheus.NewDesc("smartt_socket_link_mtu_bytes", "Smallest MTU of the interfaces the listen address uses (checked at start).", nil, nil)
-)
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func (s *udpSocket) collect(ch chan<- prometheus.Metric) {
-	collectUDP(ch, s.c.Caps(), s.c.Stats(), s.txDelay)
-}
-
-// collectUDP writes the socket layer's metrics (capabilities caps, counters st).
-func collectUDP(ch chan<- prometheus.Metric, caps udp.Caps, st udp.Stats, txDelay prometheus.Histogram) {
-	g := func(d *prometheus.Desc, v float64, l ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
-	}
-	c := func(d *prometheus.Desc, v uint64, l ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
-	}
-	g(dCap, b2f(caps.ECN), "ecn")
-	g(dCap, b2f(caps.RxTimestamps), "rx_timestamps")
-	g(dCap, b2f(caps.TxTimestamps), "tx_timestamps")
-	g(dCap, b2f(caps.Batch), "batch")
-	g(dCap, b2f(caps.GSO), "gso")
-	g(dCap, b2f(caps.GRO), "gro")
-	g(dCap, b2f(caps.DF), "df")
-	g(dCap, b2f(caps.Datapath == udp.DatapathAFXDP), "afxdp")
-	g(dLinkMTU, float64(caps.LinkMTU))
-	g(dTSSource, 1, caps.TimestampSource)
-	g(dSockBuf, float64(caps.RecvBuffer), "rx")
-	g(dSockBuf, float64(caps.SendBuffer), "tx")
-	c(dSockB, st.RxBytes, "rx")
-	c(dSockB, st.TxBytes, "tx")
-	c(dSockErr, st.RxErrors, "rx")
-	c(dSockErr, st.TxErrors, "tx")
-	c(dSockECN, st.RxECT, "ect")
-	c(dSockECN, st.RxCE, "ce")
-	c(dSockNoTS, st.RxNoKernelStamp)
-	c(dSockTx, st.TxStampsSampled, "sampled")
-	c(dSockTx, st.TxStampsMatched, "matched")
-	c(dSockTx, st.TxStampsLost, "lost")
-	c(dSockGRO, st.RxGROBuffers)
-	c(dSockBusy, st.RxBusyPollHits)
-	c(dSockBig, st.TxTooBig)
-	c(dSockICMP, st.RxICMPUnreachable, "read")
-	c(dSockICMP, st.RxICMPDropped, "dropped")
-	c(dSockICMP, st.RxICMPLost, "lost")
-	c(dSockGSO, st.TxGSOMessages, "messages")
-	c(dSockGSO, st.TxGSOSegments, "segments")
-	txDelay.Collect(ch)
 }

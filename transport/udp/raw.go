@@ -8,15 +8,13 @@ import (
 	"net/netip"
 	"os"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
 )
 
 // The raw carrier sends every packet through one raw socket with IP_HDRINCL (IPv4) or
 // IPV6_HDRINCL (IPv6), so each packet can carry any UDP source port: EV i leaves from
 // EVPortBase+i for pools far larger than a socket per port allows. The IP+UDP header is
-// a template serialised once with gopacket and patched per packet (destination, ports,
+// a template written once and patched per packet (destination, ports,
 // lengths, TOS, IPv6 UDP checksum), then sent as the first iovec ahead of the caller's
 // payload, so nothing is copied or allocated. Receiving still uses the UDP listen socket.
 // The source ports are not bound: another program may bind one of them meanwhile.
@@ -77,27 +75,37 @@ func (c *Conn) openRaw() (*sock, error) {
 	return s, nil
 }
 
-// rawTemplate serialises an IP+UDP header from src with gopacket (IPv4: with the Don't
-// Fragment flag if df); rawHeader fills in the rest.
+// rawTemplate writes an IP+UDP header from src (IPv4: with the Don't Fragment flag if
+// df; TTL or hop limit 64; destination zero, port 9); rawHeader fills in the rest.
+// TestRawHeaderMatchesGopacket checks the result against gopacket's serialisation.
 func rawTemplate(src netip.Addr, sport uint16, df bool) ([]byte, error) {
-	buf := gopacket.NewSerializeBuffer()
-	udp := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: 9, Length: udpHdr}
-	var ip gopacket.SerializableLayer
-	var flags layers.IPv4Flag
-	if df {
-		flags = layers.IPv4DontFragment
+	if !src.IsValid() {
+		return nil, fmt.Errorf("header template: no source address")
 	}
+	var h []byte
 	if src.Is4() || src.Is4In6() {
-		ip = &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Flags: flags, Protocol: layers.IPProtocolUDP,
-			SrcIP: src.Unmap().AsSlice(), DstIP: net.IPv4zero.To4(), Length: ipv4Hdr + udpHdr}
+		h = make([]byte, ipv4Hdr+udpHdr)
+		h[0] = 4<<4 | ipv4Hdr/4
+		binary.BigEndian.PutUint16(h[2:], ipv4Hdr+udpHdr)
+		if df {
+			h[6] = 0x40
+		}
+		h[8], h[9] = 64, unix.IPPROTO_UDP
+		a := src.Unmap().As4()
+		copy(h[12:16], a[:])
 	} else {
-		ip = &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolUDP, HopLimit: 64,
-			SrcIP: src.AsSlice(), DstIP: net.IPv6zero, Length: udpHdr}
+		h = make([]byte, ipv6Hdr+udpHdr)
+		h[0] = 6 << 4
+		binary.BigEndian.PutUint16(h[4:], udpHdr)
+		h[6], h[7] = unix.IPPROTO_UDP, 64
+		a := src.As16()
+		copy(h[8:24], a[:])
 	}
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{}, ip, udp); err != nil {
-		return nil, fmt.Errorf("header template: %w", err)
-	}
-	return append([]byte(nil), buf.Bytes()...), nil
+	u := h[len(h)-udpHdr:]
+	binary.BigEndian.PutUint16(u[0:], sport)
+	binary.BigEndian.PutUint16(u[2:], 9)
+	binary.BigEndian.PutUint16(u[4:], udpHdr)
+	return h, nil
 }
 
 // rawHeader writes p's IP+UDP header into slot and returns it.

@@ -150,6 +150,9 @@ type Stats struct {
 	// ICMP destination-unreachable reports for our datagrams (IP_RECVERR): handed to
 	// WaitUnreachable, dropped for a full dst, and read by TxStamps first (not reported).
 	RxICMPUnreachable, RxICMPDropped, RxICMPLost uint64
+	// RxStrays: datagrams that arrived on an EV port (sent to the wrong port);
+	// TxStrayResets: the EV-port RESETs that answered smartt first contacts among them.
+	RxStrays, TxStrayResets uint64
 }
 
 // TxStamp pairs a sampled packet's user-space send time with the kernel's transmit time.
@@ -216,6 +219,7 @@ type counters struct {
 	txTooBig, rxMalformed, rxXDPDropped, rxBusyHits                atomic.Uint64
 	rxWrongDst                                                     atomic.Uint64
 	rxICMP, rxICMPDropped, rxICMPLost                              atomic.Uint64
+	rxStrays, txStrayResets                                        atomic.Uint64
 }
 
 type txPending struct {
@@ -447,6 +451,7 @@ func (c *Conn) Stats() Stats {
 		TxStampsLost: c.st.txLost.Load(), TxGSOMessages: c.st.txGSOMsgs.Load(), TxGSOSegments: c.st.txGSOSegs.Load(), RxGROBuffers: c.st.rxGROBufs.Load(), RxBusyPollHits: c.st.rxBusyHits.Load(),
 		TxTooBig: c.st.txTooBig.Load(), RxMalformed: c.st.rxMalformed.Load(), RxXDPDropped: c.st.rxXDPDropped.Load(), RxWrongDst: c.st.rxWrongDst.Load(),
 		RxICMPUnreachable: c.st.rxICMP.Load(), RxICMPDropped: c.st.rxICMPDropped.Load(), RxICMPLost: c.st.rxICMPLost.Load(),
+		RxStrays: c.st.rxStrays.Load(), TxStrayResets: c.st.txStrayResets.Load(),
 	}
 	for i := range s.RxDSCP {
 		s.RxDSCP[i] = c.st.rxDSCP[i].Load()

@@ -38,6 +38,7 @@ type icmpState struct {
 	evs   [16]unix.EpollEvent
 	name  unix.RawSockaddrInet6
 	stash []TxStamp // TX timestamps read while looking for ICMP errors (under Conn.smu)
+	stray strayState
 }
 
 // setRecvErr asks for ICMP errors on the error queue of send socket fd.
@@ -85,6 +86,9 @@ func (c *Conn) openICMP() error {
 			break // the raw carrier's socket does not set IP_RECVERR
 		}
 		ev := unix.EpollEvent{Events: unix.EPOLLERR | unix.EPOLLET, Fd: int32(i)}
+		if c.answersStrays(s) {
+			ev.Events |= unix.EPOLLIN
+		}
 		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, rxFD(s), &ev); err != nil {
 			unix.Close(ep)
 			unix.Close(efd)
@@ -133,6 +137,9 @@ func (c *Conn) WaitUnreachable(dst []Unreachable) (int, error) {
 		n := 0
 		for _, ev := range st.evs[:max(k, 0)] {
 			if ev.Fd >= 0 && int(ev.Fd) < len(c.socks) {
+				if ev.Events&unix.EPOLLIN != 0 {
+					c.answerStrays(c.socks[ev.Fd])
+				}
 				n += c.drainErrQueue(c.socks[ev.Fd], dst[n:])
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 )
 
 // DistillConfig configures the distillation of a trained policy into trees: record the
@@ -49,7 +50,7 @@ type DistillReport struct {
 }
 
 // Distill records the policy network's decisions and fits trees.
-func Distill(net *rlcc.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model, DistillReport, error) {
+func Distill(net *rlccnet.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model, DistillReport, error) {
 	var rep DistillReport
 	if dc.Episodes < 2 || dc.HoldOut < 2 || dc.PerEpisode < 10 || dc.MinFlows < 1 || dc.MaxFlows < dc.MinFlows {
 		return nil, rep, fmt.Errorf("distill: bad config: episodes %d (>= 2), hold_out %d (>= 2), per_episode %d (>= 10), flows %d..%d",
@@ -64,9 +65,9 @@ func Distill(net *rlcc.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model, D
 		n, seed := draw.episodeDraw(k)
 		var xs [][rlcc.NumFeatures]float64
 		var as []float64
-		pol := &NetPolicy{Net: net, Cfg: dc.Env.RLCC, OnDecision: func(_ *rlcc.NetController, d *rlcc.Decision) {
+		pol := &NetPolicy{Net: net, Cfg: dc.Env.RLCC, OnDecision: func(_ *rlccnet.NetController, d *rlccnet.Decision) {
 			xs = append(xs, d.X)
-			as = append(as, min(max(rlcc.Multiplier(d.U), dc.Env.RLCC.MinAction), dc.Env.RLCC.MaxAction))
+			as = append(as, min(max(rlccnet.Multiplier(d.U), dc.Env.RLCC.MinAction), dc.Env.RLCC.MaxAction))
 		}}
 		st, err := dc.Env.Run(pol, n, seed, dc.EpisodeNs/2, dc.EpisodeNs-dc.EpisodeNs/2)
 		if err != nil {
@@ -127,7 +128,7 @@ func Distill(net *rlcc.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model, D
 	m.Meta = map[string]any{
 		"generator": fmt.Sprintf("smartt-lab rlcc distill -seed %d -episodes %d -min-flows %d -max-flows %d -episode %dus -per-episode %d -hold-out %d",
 			dc.Seed, dc.Episodes, dc.MinFlows, dc.MaxFlows, dc.EpisodeNs/1000, dc.PerEpisode, dc.HoldOut),
-		"teacher":         "policy network sha256 " + hex.EncodeToString(sum[:8]) + " (rlcc.MLP), recorded on-policy in test/sim incasts",
+		"teacher":         "policy network sha256 " + hex.EncodeToString(sum[:8]) + " (rlccnet.MLP), recorded on-policy in test/sim incasts",
 		"fit":             fmt.Sprintf("%d oblivious trees of depth %d, RMSE loss, learning rate %g, l2 %g, %d quantile borders", dc.Fit.Trees, dc.Fit.Depth, dc.Fit.LearningRate, dc.Fit.L2, dc.Fit.Borders),
 		"train_samples":   rep.Train,
 		"test_samples":    rep.Test,

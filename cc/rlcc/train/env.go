@@ -1,6 +1,6 @@
 // Package train is RL-CC's training and distillation pipeline on the project's simulator
 // (test/sim running the real engine): the paper's deterministic on-policy gradient for
-// the policy network (rlcc.MLP), recording of on-policy (observation, action) pairs and
+// the policy network (rlccnet.MLP), recording of on-policy (observation, action) pairs and
 // their distillation into boosted oblivious trees (rlcc.Fit), and the evaluations of
 // docs/rlcc.md (Table VI, Fig. 3). Everything is deterministic for a seed.
 package train
@@ -11,6 +11,7 @@ import (
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/test/sim"
 	"github.com/smartt-transport/smartt/transport"
@@ -42,10 +43,10 @@ type Policy interface {
 
 // NetPolicy runs the policy network; OnDecision (optional) sees every decision.
 type NetPolicy struct {
-	Net        *rlcc.MLP
+	Net        *rlccnet.MLP
 	Cfg        rlcc.Config
-	OnDecision func(c *rlcc.NetController, d *rlcc.Decision)
-	params     *rlcc.NetParams
+	OnDecision func(c *rlccnet.NetController, d *rlccnet.Decision)
+	params     *rlccnet.NetParams
 }
 
 // Name implements Policy.
@@ -54,14 +55,14 @@ func (p *NetPolicy) Name() string { return "network" }
 // NewController implements Policy.
 func (p *NetPolicy) NewController(net config.Network, flow int) (cc.Controller, error) {
 	if p.params == nil {
-		np, err := rlcc.NewNetParams(p.Cfg, net, p.Net)
+		np, err := rlccnet.NewNetParams(p.Cfg, net, p.Net)
 		if err != nil {
 			return nil, err
 		}
 		np.OnDecision = p.OnDecision
 		p.params = np
 	}
-	c := rlcc.NewNet(p.params)
+	c := rlccnet.NewNet(p.params)
 	c.Flow = flow
 	return c, nil
 }

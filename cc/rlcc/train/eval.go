@@ -11,14 +11,15 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 )
 
 // NetAction is the multiplier the policy network chooses for observation x (clamped as
 // the controller clamps it).
-func NetAction(m *rlcc.MLP, cfg rlcc.Config) func(x *[rlcc.NumFeatures]float64) float64 {
+func NetAction(m *rlccnet.MLP, cfg rlcc.Config) func(x *[rlcc.NumFeatures]float64) float64 {
 	return func(x *[rlcc.NumFeatures]float64) float64 {
-		in := rlcc.NetInput(x)
-		return min(max(rlcc.Multiplier(m.Forward(&in)), cfg.MinAction), cfg.MaxAction)
+		in := rlccnet.NetInput(x)
+		return min(max(rlccnet.Multiplier(m.Forward(&in)), cfg.MinAction), cfg.MaxAction)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 
-	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 )
 
 // Config configures training. Episode k runs an incast of N flows, N drawn log-uniformly
@@ -106,7 +106,7 @@ type Episode struct {
 // Trainer holds the policy and the optimiser state.
 type Trainer struct {
 	Cfg   Config
-	Net   *rlcc.MLP
+	Net   *rlccnet.MLP
 	Curve []Episode
 	Iter  int // episodes done
 	adam  adam
@@ -115,13 +115,13 @@ type Trainer struct {
 }
 
 type transition struct {
-	in [rlcc.NumNetInputs]float64
+	in [rlccnet.NumNetInputs]float64
 	w  float64
 }
 
 // pending is a decision waiting for the Horizon deltas that credit it.
 type pending struct {
-	in  [rlcc.NumNetInputs]float64
+	in  [rlccnet.NumNetInputs]float64
 	sum float64
 	n   int
 }
@@ -137,7 +137,7 @@ func New(cfg Config) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	net := rlcc.NewMLP(cfg.Hidden, cfg.Seed)
+	net := rlccnet.NewMLP(cfg.Hidden, cfg.Seed)
 	n := len(net.Theta)
 	return &Trainer{Cfg: cfg, Net: net, adam: adam{M: make([]float64, n), V: make([]float64, n)},
 		grad: make([]float64, n), buf: make([]transition, 0, cfg.Rollout)}, nil
@@ -186,7 +186,7 @@ func (t *Trainer) episode(k int) (Episode, error) {
 	var sn int
 	half := c.EpisodeNs / 2
 	flows := make([][]pending, n) // per flow, oldest first
-	pol := &NetPolicy{Net: t.Net, Cfg: c.Env.RLCC, OnDecision: func(nc *rlcc.NetController, d *rlcc.Decision) {
+	pol := &NetPolicy{Net: t.Net, Cfg: c.Env.RLCC, OnDecision: func(nc *rlccnet.NetController, d *rlccnet.Decision) {
 		z := min(max(d.Delta/c.Env.RLCC.Target, -c.WeightClip), 1)
 		rsum -= z * z
 		dsum += z
@@ -270,7 +270,7 @@ type checkpoint struct {
 
 // Checkpoint writes the training state (policy, optimiser, pending rollout, curve).
 func (t *Trainer) Checkpoint(path string) error {
-	pol, err := rlcc.MarshalMLP(t.Net, t.meta())
+	pol, err := rlccnet.MarshalMLP(t.Net, t.meta())
 	if err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func Resume(cfg Config, path string) (*Trainer, error) {
 	if string(want) != string(ck.Config) {
 		return nil, fmt.Errorf("checkpoint %s: trained with %s, not %s", path, ck.Config, want)
 	}
-	net, _, err := rlcc.ParseMLP(ck.Policy)
+	net, _, err := rlccnet.ParseMLP(ck.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
@@ -346,7 +346,7 @@ func (t *Trainer) meta() map[string]any {
 }
 
 // Policy returns the current policy in its file format.
-func (t *Trainer) Policy() ([]byte, error) { return rlcc.MarshalMLP(t.Net, t.meta()) }
+func (t *Trainer) Policy() ([]byte, error) { return rlccnet.MarshalMLP(t.Net, t.meta()) }
 
 // WriteOutputs writes policy.json, curve.csv and curve.png into Cfg.Dir.
 func (t *Trainer) WriteOutputs() error {

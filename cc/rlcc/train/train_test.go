@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 )
 
 func tinyConfig(dir string) Config {
@@ -77,8 +78,8 @@ func TestTrainDeterministicAndResumable(t *testing.T) {
 // `smartt-lab rlcc distill` makes of the embedded trained policy (no hand-edited leaves), its
 // held-out error is what its provenance says, and it fits the NIC's limits.
 func TestDefaultModelIsDistilledFromDefaultPolicy(t *testing.T) {
-	pj := rlcc.DefaultPolicyJSON()
-	net, _, err := rlcc.ParseMLP(pj)
+	pj := rlccnet.DefaultPolicyJSON()
+	net, _, err := rlccnet.ParseMLP(pj)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
 )
 
 // GenDocs writes a man page (section 1) of root and of every command into dir, each
@@ -16,11 +14,10 @@ import (
 func GenDocs(root *cobra.Command, dir, source string, completions bool) error {
 	Prepare(root)
 	root.DisableAutoGenTag = true
-	hdr := &doc.GenManHeader{Title: strings.ToUpper(root.Name()), Section: "1", Source: source}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := doc.GenManTree(root, hdr, dir); err != nil {
+	if err := genManTree(root, dir, source); err != nil {
 		return fmt.Errorf("writing man pages: %w (is %s a writable directory?)", err, dir)
 	}
 	if !completions {

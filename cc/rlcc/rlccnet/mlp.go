@@ -1,4 +1,4 @@
-package rlcc
+package rlccnet
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/smartt-transport/smartt/cc/rlcc"
 )
 
 // FormatMLP is the "format" value of a policy network file.
@@ -50,9 +52,9 @@ func RTTReward(delta float64) float64 { return min(max(-12.5*delta, -0.8), Rewar
 
 // NetInput builds the network input from the observation features (Feat constants, the
 // ones the tree controller computes: delta, delta_prev, action_prev, action_prev2).
-func NetInput(x *[NumFeatures]float64) [NumNetInputs]float64 {
-	return [NumNetInputs]float64{RTTReward(x[FeatDelta]), ActionUnits(x[FeatActionPrev]),
-		RTTReward(x[FeatDeltaPrev]), ActionUnits(x[FeatActionPrev2])}
+func NetInput(x *[rlcc.NumFeatures]float64) [NumNetInputs]float64 {
+	return [NumNetInputs]float64{RTTReward(x[rlcc.FeatDelta]), ActionUnits(x[rlcc.FeatActionPrev]),
+		RTTReward(x[rlcc.FeatDeltaPrev]), ActionUnits(x[rlcc.FeatActionPrev2])}
 }
 
 // MLP is the policy network: inputs -> hidden layers (tanh) -> 1 (tanh). All parameters
@@ -264,3 +266,5 @@ func ParseMLP(b []byte) (*MLP, map[string]any, error) {
 	m.init()
 	return m, f.Meta, nil
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

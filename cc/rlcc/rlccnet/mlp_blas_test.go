@@ -1,4 +1,4 @@
-package rlcc
+package rlccnet
 
 import (
 	"math"

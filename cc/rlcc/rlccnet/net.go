@@ -1,4 +1,8 @@
-package rlcc
+// Package rlccnet is RL-CC driven by the float64 policy network (an MLP) the default tree
+// model was distilled from: the teacher, for the simulator and training. The engine links
+// the integer-only tree controller (package rlcc) only; a program that imports this
+// package (test/sim, smartt-lab) also runs rlcc.policy: mlp (rlcc.NetPolicy).
+package rlccnet
 
 import (
 	_ "embed"
@@ -7,9 +11,20 @@ import (
 	"os"
 
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/hwprofile"
 )
+
+func init() {
+	rlcc.NetPolicy = func(cfg rlcc.Config, net config.Network) (func() cc.Controller, error) {
+		np, err := NewNetParams(cfg, net, nil)
+		if err != nil {
+			return nil, err
+		}
+		return func() cc.Controller { return NewNet(np) }, nil
+	}
+}
 
 //go:embed default_policy.json
 var defaultPolicyJSON []byte
@@ -18,8 +33,8 @@ var defaultPolicyJSON []byte
 // default tree model).
 func DefaultPolicyJSON() []byte { return defaultPolicyJSON }
 
-// LoadMLP reads the configured policy network (cfg.MLP, or the embedded default).
-func (c Config) LoadMLP() (*MLP, error) {
+// LoadMLP reads the configured policy network (c.MLP, or the embedded default).
+func LoadMLP(c rlcc.Config) (*MLP, error) {
 	b := defaultPolicyJSON
 	if c.MLP != "" {
 		var err error
@@ -34,14 +49,14 @@ func (c Config) LoadMLP() (*MLP, error) {
 // Decision is what a NetController saw and did in one decision (training and
 // distillation record it).
 type Decision struct {
-	X       [NumFeatures]float64  // observation features (as the tree controller's)
-	In      [NumNetInputs]float64 // network input
-	U       float64               // network output (tanh units)
-	Delta   float64               // delta_t
-	PrevIn  [NumNetInputs]float64 // the previous decision's input: Delta is its outcome
-	HasPrev bool                  // PrevIn is set (not the flow's first decision)
-	Loss    bool                  // decided on a loss
-	Now     int64                 // ns, when
+	X       [rlcc.NumFeatures]float64 // observation features (as the tree controller's)
+	In      [NumNetInputs]float64     // network input
+	U       float64                   // network output (tanh units)
+	Delta   float64                   // delta_t
+	PrevIn  [NumNetInputs]float64     // the previous decision's input: Delta is its outcome
+	HasPrev bool                      // PrevIn is set (not the flow's first decision)
+	Loss    bool                      // decided on a loss
+	Now     int64                     // ns, when
 }
 
 // NetParams is what all NetControllers of one configuration share: the network and the
@@ -50,7 +65,7 @@ type NetParams struct {
 	Net *MLP
 	// OnDecision, if set, is called after every decision (training, distillation).
 	OnDecision func(c *NetController, d *Decision)
-	cfg        Config
+	cfg        rlcc.Config
 	brtt       float64
 	maxRTT     int64
 	line       float64 // bytes/s
@@ -58,8 +73,8 @@ type NetParams struct {
 	mtu        int
 }
 
-// NewNetParams compiles cfg for a network with the policy net (nil: cfg.LoadMLP()).
-func NewNetParams(cfg Config, net config.Network, m *MLP) (*NetParams, error) {
+// NewNetParams compiles cfg for a network with the policy net (nil: LoadMLP(cfg)).
+func NewNetParams(cfg rlcc.Config, net config.Network, m *MLP) (*NetParams, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -68,7 +83,7 @@ func NewNetParams(cfg Config, net config.Network, m *MLP) (*NetParams, error) {
 	}
 	if m == nil {
 		var err error
-		if m, err = cfg.LoadMLP(); err != nil {
+		if m, err = LoadMLP(cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -131,7 +146,7 @@ func (c *NetController) decide(rtt int64, loss bool) {
 	d := &c.d
 	*d = Decision{}
 	d.Delta = p.cfg.Target - max(infl-p.cfg.Beta, 0)*s
-	d.X = [NumFeatures]float64{FeatDelta: d.Delta, FeatDeltaPrev: c.d1, FeatActionPrev: c.a1, FeatActionPrev2: c.a2, FeatRate: c.rate}
+	d.X = [rlcc.NumFeatures]float64{rlcc.FeatDelta: d.Delta, rlcc.FeatDeltaPrev: c.d1, rlcc.FeatActionPrev: c.a1, rlcc.FeatActionPrev2: c.a2, rlcc.FeatRate: c.rate}
 	d.In = NetInput(&d.X)
 	d.U = p.Net.Forward(&d.In)
 	m := min(max(Multiplier(d.U), p.cfg.MinAction), p.cfg.MaxAction)

@@ -1,4 +1,4 @@
-package rlcc
+package rlccnet
 
 import (
 	"math"
@@ -6,8 +6,11 @@ import (
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/rlcc"
 	"github.com/smartt-transport/smartt/config"
 )
+
+var testNet = config.Network{LinkRate: 100e9, BaseRTT: 10_000, MTU: 4096}
 
 // TestMLPGradientMatchesFiniteDifference checks backprop against central differences on
 // every parameter of a [4, 12, 12, 1] network.
@@ -92,7 +95,7 @@ func TestNetControllerDecisionRule(t *testing.T) {
 		m.Theta[i] *= 5
 	}
 	var ds []Decision
-	p, err := NewNetParams(DefaultConfig(), net, m)
+	p, err := NewNetParams(rlcc.DefaultConfig(), net, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +114,8 @@ func TestNetControllerDecisionRule(t *testing.T) {
 		t.Fatalf("delta %g want %g; prev links %v %v", d.Delta, want, d.HasPrev, ds[1].HasPrev)
 	}
 	mult := Multiplier(d.U)
-	if math.Abs(ds[1].X[FeatActionPrev]-mult) > 1e-12 || math.Abs(ds[1].X[FeatRate]-r0*mult) > 1e-12 {
-		t.Fatalf("action %g not applied: rate %g -> %g", mult, r0, ds[1].X[FeatRate])
+	if math.Abs(ds[1].X[rlcc.FeatActionPrev]-mult) > 1e-12 || math.Abs(ds[1].X[rlcc.FeatRate]-r0*mult) > 1e-12 {
+		t.Fatalf("action %g not applied: rate %g -> %g", mult, r0, ds[1].X[rlcc.FeatRate])
 	}
 	p.OnDecision = nil
 	if a := testing.AllocsPerRun(100, func() { c.decide(20_000, false) }); a != 0 {
@@ -123,7 +126,7 @@ func TestNetControllerDecisionRule(t *testing.T) {
 // BenchmarkNetDecision is one decision of the float policy network (the teacher the
 // trees replace: 4 -> 12 -> 12 -> 1, tanh), for comparison with BenchmarkDecision.
 func BenchmarkNetDecision(b *testing.B) {
-	p, err := NewNetParams(DefaultConfig(), testNet, nil)
+	p, err := NewNetParams(rlcc.DefaultConfig(), testNet, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
