@@ -354,7 +354,11 @@ func runSend(o *sendOpts, file string, stdin io.Reader, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	s, err := client.New(cf.socket).Open(ctx)
+	// Through the daemon, not a direct pair to a local receiver: a one-shot send gains
+	// no latency from a pair, and the daemon's queue limit lets -timeout cancel it.
+	sc := client.New(cf.socket)
+	sc.SetDirect(false)
+	s, err := sc.Open(ctx)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,10 @@ func TestSendTimeoutPendingOrCancelled(t *testing.T) {
 	// A local receiver that does not read, its queue full with one message being written.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Through the daemon, whose queue for the receiver is what is full here (a direct
+	// pair would put the message in the receiving client's own queue).
 	c := client.New(a.Config.API.Socket)
+	c.SetDirect(false)
 	r, err := c.Open(ctx)
 	if err != nil {
 		t.Fatal(err)
