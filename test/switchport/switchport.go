@@ -260,6 +260,17 @@ func (p *Port[T]) SetRate(now int64, rate int64) {
 	p.rem = 0
 }
 
+// SetTrimBytes changes the size later arrivals are trimmed to (> 0), for a caller whose
+// trimmed headers differ per packet (test/testnet keeps a packet's INT block); it does not
+// change packets already queued.
+func (p *Port[T]) SetTrimBytes(n int) {
+	if n <= 0 || n >= 1<<31 {
+		panic("switchport: SetTrimBytes needs a size in (0, 2 GiB)")
+	}
+	p.cfg.TrimBytes = n
+	p.trimSize = int32(n)
+}
+
 // NextStart returns when the next queued packet starts service, if any is queued.
 func (p *Port[T]) NextStart() (int64, bool) {
 	if p.ctrl.len() == 0 && p.data.len() == 0 {

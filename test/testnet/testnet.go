@@ -19,19 +19,17 @@
 //     second copy follows the original); reordering (each copy decided independently,
 //     see below).
 //   - Egress port (HostConfig.Port, one per destination host). With Rate 0 it is a wire
-//     of infinite speed: no queue, no marking. Otherwise it has a strict-priority control
-//     queue (packets sent with Transmit.Control and trimmed headers, ControlBytes) and a
-//     FIFO data queue (BufferBytes), and serialises one packet at a time at Rate,
-//     control first. Queue occupancy counts the packets waiting, not the one being
-//     serialised: a burst of n equal packets into an idle port keeps 1 + BufferBytes/size
-//     of them. RED ECN marking is decided when a packet leaves the data queue, on the
-//     bytes it leaves behind there: probability 0 at or below KminBytes, rising linearly
-//     to 1 at KmaxBytes; only ECT(0)/ECT(1) packets are marked (they become CE). A data
-//     packet (Transmit.Type DATA, or first byte version 1/type DATA, and not Control)
-//     that does not fit the data queue is, with Trim, cut to wire.DataHdrLen bytes (and
-//     its INT block, if it has one and Config.INT is on), gets
-//     wire.FlagTrimmed in byte 1 and DSCP Config.TrimDSCP, and joins the control queue,
-//     ahead of the queued data; if that is full too, or without Trim, it is dropped.
+//     of infinite speed: no queue, no marking. Otherwise it is a test/switchport.Port, the
+//     queue model the simulator (test/sim) uses: a strict-priority control queue
+//     (ControlBytes) and a FIFO data queue (BufferBytes), served one packet at a time at
+//     Rate, control first, with RED ECN marking (KminBytes..KmaxBytes, ECT(0)/ECT(1)
+//     packets become CE) and, with Trim, trimming; see that package for the model. A
+//     packet is data (data queue, trimmable, markable) if it is a DATA packet (Transmit.Type
+//     DATA, or first byte version 1/type DATA) not sent with Transmit.Control; anything
+//     else is control. A trimmed packet is cut to wire.DataHdrLen bytes (and its INT
+//     block, if it has one and Config.INT is on), gets wire.FlagTrimmed in byte 1 and DSCP
+//     Config.TrimDSCP, and joins the control queue. Each port's RED decisions come from
+//     its own generator, seeded from New's seed and the port's place.
 //   - Then the port's Latency (switch traversal) and the one-way propagation Delay.
 //
 // # Parallel paths
@@ -87,7 +85,8 @@
 // early and re-arms itself. HandleTimeout is only called once NextTimeout <= now.
 //
 // Events are kept in a binary heap keyed by (time, sequence number), and all randomness
-// comes from one math/rand/v2 PCG generator seeded by New's seed, so the same seed, the
+// comes from one math/rand/v2 PCG generator seeded by New's seed (the ports' RED
+// generators are seeded from the same seed), so the same seed, the
 // same configuration and the same host behaviour give the same event order, arrivals and
 // counters. Packet buffers (size-classed free lists) and events (a slab of slots named by
 // small pointer-free heap entries) are recycled: forwarding allocates nothing in steady
@@ -121,6 +120,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
+	"github.com/smartt-transport/smartt/test/switchport"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -264,6 +264,7 @@ type QueueSample struct {
 // Network is the simulated network. It is not safe for concurrent use.
 type Network struct {
 	cfg       Config
+	seed      uint64
 	rng       *rand.Rand
 	now       int64
 	seq       uint64
@@ -296,15 +297,15 @@ type host struct {
 	lastDst  int32 // host index of lastTo; -1: none (not cached, may be attached later)
 }
 
+// port is a switch port: a switchport.Port (the simulator's queue model) when it has a
+// rate, else a wire of infinite speed.
 type port struct {
 	cfg        PortConfig
-	ctrl, data fifo
-	ctrlBytes  int
-	dataBytes  int
-	cur        *packet // being serialised
-	rem        int64   // serialisation remainder, bit-ns mod Rate
-	txBytes    uint64  // bytes serialised (INT's byte counter)
-	stats      PortStats
+	q          switchport.Port[*packet] // unused while cfg.Rate is 0
+	intx       switchport.INT
+	trimBytes  int    // the size q trims to now (it varies with a packet's INT block)
+	passed     uint64 // packets that crossed an infinitely fast port
+	seed       uint64 // of q's RED marking
 	samples    []QueueSample
 	sampleNext int64
 }
@@ -343,30 +344,6 @@ type packet struct {
 	next    *packet
 }
 
-type fifo struct{ head, tail *packet }
-
-func (q *fifo) push(p *packet) {
-	p.next = nil
-	if q.tail == nil {
-		q.head = p
-	} else {
-		q.tail.next = p
-	}
-	q.tail = p
-}
-
-func (q *fifo) pop() *packet {
-	p := q.head
-	if p != nil {
-		q.head = p.next
-		if q.head == nil {
-			q.tail = nil
-		}
-		p.next = nil
-	}
-	return p
-}
-
 type evKind uint8
 
 const (
@@ -374,7 +351,7 @@ const (
 	evNIC                        // host idx: NIC finished serialising pkt
 	evArrive                     // pkt reaches its egress port after a reorder delay
 	evHold                       // depth reordering timeout of pkt (gen)
-	evPortDone                   // port of host idx finished serialising
+	evPortDone                   // pkt's last bit left port (idx, path)
 	evDeliver                    // pkt arrives at its destination
 	evPathOut                    // pkt leaves path (idx, path) for the egress port
 )
@@ -393,6 +370,7 @@ func New(cfg Config, seed uint64) *Network {
 	cfg = checkConfig(cfg)
 	return &Network{
 		cfg:     cfg,
+		seed:    seed,
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		byAddr:  make(map[netip.AddrPort]int32),
 		scratch: make([]byte, cfg.MaxDatagram),
@@ -446,7 +424,7 @@ func (n *Network) Attach(addr netip.AddrPort, h Host, hc HostConfig) {
 		panic("testnet: negative HostConfig field")
 	}
 	hs := &host{addr: addr, h: h, cfg: hc, idx: int32(len(n.hosts)), lastDst: -1, hash: addrHash(addr), firedAt: -1}
-	n.initPort(&hs.port, pc)
+	n.initPort(&hs.port, pc, hs.idx, -1)
 	for i, c := range hc.Paths {
 		q := c.Port
 		if q.Rate < 0 || q.BufferBytes < 0 || q.ControlBytes < 0 || q.Latency < 0 || q.SampleInterval < 0 || q.SampleCap < 0 ||
@@ -457,14 +435,24 @@ func (n *Network) Attach(addr netip.AddrPort, h Host, hc HostConfig) {
 	hs.paths = make([]path, len(hc.Paths))
 	for i := range hs.paths {
 		hs.paths[i].pc = hc.Paths[i]
-		n.initPort(&hs.paths[i].port, hc.Paths[i].Port)
+		n.initPort(&hs.paths[i].port, hc.Paths[i].Port, hs.idx, int32(i))
 	}
 	n.hosts = append(n.hosts, hs)
 	n.byAddr[addr] = hs.idx
 }
 
-func (n *Network) initPort(pt *port, pc PortConfig) {
+// initPort sets up the port of host idx (path i, or -1 for its egress port); its RED
+// seed comes from the network's seed and its place, not from the network's generator,
+// so adding a port does not change the impairments' random draws.
+func (n *Network) initPort(pt *port, pc PortConfig, idx, i int32) {
 	pt.cfg = pc
+	pt.seed = pathIndexMix(n.seed ^ uint64(idx)<<32 ^ uint64(uint32(i)))
+	if pc.Rate > 0 {
+		if err := pt.q.Init(pt.swConfig(n.cfg.Overhead), pt.seed); err != nil {
+			panic("testnet: " + err.Error())
+		}
+		pt.trimBytes = pt.q.Config().TrimBytes
+	}
 	if pc.SampleInterval > 0 {
 		c := pc.SampleCap
 		if c == 0 {
@@ -509,7 +497,7 @@ func (n *Network) Step() bool {
 	case evHold:
 		n.onHoldTimeout(ev.pkt, ev.gen)
 	case evPortDone:
-		n.onPortDone(n.hosts[ev.idx], ev.path)
+		n.onPortDone(n.hosts[ev.idx], ev.path, ev.pkt)
 	case evPathOut:
 		n.onPathOut(n.hosts[ev.idx], ev.path, ev.pkt)
 	case evDeliver:
@@ -546,10 +534,7 @@ func (n *Network) Stats() Stats { return n.stats }
 
 // PortStats returns the counters of the switch port toward addr.
 func (n *Network) PortStats(addr netip.AddrPort) PortStats {
-	p := n.portOf(addr)
-	s := p.stats
-	s.DataBytes, s.ControlBytes = p.dataBytes, p.ctrlBytes
-	return s
+	return n.portOf(addr).stats()
 }
 
 // Samples returns the queue samples of the port toward addr taken before Now. The slice
@@ -566,9 +551,7 @@ func (n *Network) NumPaths(addr netip.AddrPort) int { return len(n.hostOf(addr).
 // PathStats returns the counters of path i toward addr.
 func (n *Network) PathStats(addr netip.AddrPort, i int) PathStats {
 	p := &n.hostOf(addr).paths[i]
-	s := PathStats{PortStats: p.stats, Packets: p.packets, Bytes: p.bytes, FailDrops: p.failDrops}
-	s.DataBytes, s.ControlBytes = p.dataBytes, p.ctrlBytes
-	return s
+	return PathStats{PortStats: p.stats(), Packets: p.packets, Bytes: p.bytes, FailDrops: p.failDrops}
 }
 
 // PathSamples returns the queue samples of path i toward addr taken before Now (see Samples).
@@ -610,14 +593,18 @@ func addrHash(a netip.AddrPort) uint64 {
 // pathIndex mixes the source, destination and EV (splitmix64's finaliser) and maps the
 // hash onto n paths.
 func pathIndex(src, dst uint64, ev uint16, n int) int {
-	x := src ^ bits.RotateLeft64(dst, 29) ^ (uint64(ev)+1)*0x9e3779b97f4a7c15
+	x := pathIndexMix(src ^ bits.RotateLeft64(dst, 29) ^ (uint64(ev)+1)*0x9e3779b97f4a7c15)
+	hi, _ := bits.Mul64(x, uint64(n))
+	return int(hi)
+}
+
+// pathIndexMix is splitmix64's finaliser.
+func pathIndexMix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
 	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	hi, _ := bits.Mul64(x, uint64(n))
-	return int(hi)
+	return x ^ x>>31
 }
 
 func (n *Network) portOf(addr netip.AddrPort) *port {
@@ -827,9 +814,27 @@ func (n *Network) toPort(p *packet) {
 		return
 	}
 	if pa.pc.DegradeAt > 0 && n.now >= pa.pc.DegradeAt && pa.cfg.Rate != pa.pc.DegradedRate {
-		pa.cfg.Rate, pa.rem = pa.pc.DegradedRate, 0
+		n.degrade(dst, int32(i), pa)
 	}
 	n.enqueue(dst, int32(i), p)
+}
+
+// degrade gives path (h, i) its DegradedRate; the packet in service keeps its end time.
+func (n *Network) degrade(h *host, i int32, pa *path) {
+	pt := &pa.port
+	if pt.cfg.Rate == 0 {
+		// An infinitely fast path becomes a real port: nothing is queued on it yet.
+		pt.cfg.Rate = pa.pc.DegradedRate
+		if err := pt.q.Init(pt.swConfig(n.cfg.Overhead), pt.seed); err != nil {
+			panic("testnet: " + err.Error())
+		}
+		pt.trimBytes = pt.q.Config().TrimBytes
+		return
+	}
+	pt.cfg.Rate = pa.pc.DegradedRate
+	pt.sample(n.now)
+	pt.q.SetRate(n.now, pt.cfg.Rate)
+	n.drain(h, i, pt)
 }
 
 func (n *Network) failDrop(pa *path, p *packet) {
@@ -863,128 +868,76 @@ func (n *Network) onPathOut(h *host, i int32, p *packet) {
 	n.enqueue(h, -1, p)
 }
 
-// enqueue queues a packet at port (dst, i): the egress port toward dst if i < 0, else its path i.
+// enqueue offers a packet to port (dst, i): the egress port toward dst if i < 0, else
+// its path i. A packet is data (data queue, trimmable, markable) if it is a DATA packet
+// not sent as control and not trimmed; anything else is control, as in the simulator.
 func (n *Network) enqueue(dst *host, i int32, p *packet) {
 	pt := portAt(dst, i)
 	if pt.cfg.Rate == 0 {
-		pt.stats.Enqueued++
-		pt.stats.Dequeued++
+		pt.passed++
 		n.leave(dst, i, pt, p)
 		return
 	}
-	size := p.n + n.cfg.Overhead
-	switch {
-	case p.control:
-		if !n.enqueueControl(pt, p, size) {
-			return
+	data := p.data && !p.control
+	if data && pt.cfg.Trim {
+		// The port cuts to the header and its INT block (wire.TrimmedLen).
+		if tb := max(wire.TrimmedLen(p.buf[:p.n])+n.cfg.Overhead, 1); tb != pt.trimBytes {
+			pt.q.SetTrimBytes(tb)
+			pt.trimBytes = tb
 		}
-	case pt.cfg.BufferBytes == 0 || pt.dataBytes+size <= pt.cfg.BufferBytes:
-		pt.sample(n.now)
-		pt.data.push(p)
-		pt.dataBytes += size
-		pt.stats.Enqueued++
-		if pt.dataBytes > pt.stats.MaxDataBytes {
-			pt.stats.MaxDataBytes = pt.dataBytes
-		}
-	case pt.cfg.Trim && p.data:
-		if hl := wire.TrimmedLen(p.buf[:p.n]); p.n > hl {
-			p.n = hl
-		}
+	}
+	pt.sample(n.now)
+	switch pt.q.Arrive(n.now, p, p.n+n.cfg.Overhead, data, p.ecn == transport.ECT0 || p.ecn == transport.ECT1) {
+	case switchport.Dropped:
+		n.stats.Dropped++
+		n.release(p)
+	case switchport.Trimmed:
+		p.n = wire.TrimmedLen(p.buf[:p.n])
 		if p.n > 1 {
 			p.buf[1] |= byte(wire.FlagTrimmed)
 		}
 		p.dscp = n.cfg.TrimDSCP
 		p.control = true // a trimmed header has priority at later hops too
-		if !n.enqueueControl(pt, p, p.n+n.cfg.Overhead) {
-			return
-		}
-		pt.stats.Trims++
 		n.stats.Trimmed++
-	default:
-		n.drop(pt, p)
-		return
 	}
-	if pt.cur == nil {
-		n.startTx(dst, i)
-	}
+	n.drain(dst, i, pt)
 }
 
-func (n *Network) enqueueControl(pt *port, p *packet, size int) bool {
-	if pt.cfg.ControlBytes != 0 && pt.ctrlBytes+size > pt.cfg.ControlBytes {
-		n.drop(pt, p)
-		return false
-	}
-	pt.sample(n.now)
-	pt.ctrl.push(p)
-	pt.ctrlBytes += size
-	pt.stats.Enqueued++
-	if pt.ctrlBytes > pt.stats.MaxControlBytes {
-		pt.stats.MaxControlBytes = pt.ctrlBytes
-	}
-	return true
-}
-
-func (n *Network) drop(pt *port, p *packet) {
-	pt.stats.Drops++
-	n.stats.Dropped++
-	n.release(p)
-}
-
-// startTx dequeues the next packet of port (h, i) (control first) and serialises it.
-func (n *Network) startTx(h *host, i int32) {
-	pt := portAt(h, i)
-	pt.sample(n.now)
-	p := pt.ctrl.pop()
-	size := 0
-	if p != nil {
-		size = p.n + n.cfg.Overhead
-		pt.ctrlBytes -= size
-	} else {
-		p = pt.data.pop()
-		if p == nil {
+// drain collects the packets port (h, i) has started serialising: it marks them, stamps
+// INT and schedules the end of each one's serialisation.
+func (n *Network) drain(h *host, i int32, pt *port) {
+	for {
+		d, ok := pt.q.Pop()
+		if !ok {
 			return
 		}
-		size = p.n + n.cfg.Overhead
-		pt.dataBytes -= size
-		if (p.ecn == transport.ECT0 || p.ecn == transport.ECT1) && n.redMark(&pt.cfg, pt.dataBytes) {
+		p := d.Item
+		if d.Marked {
 			p.ecn = transport.CE
-			pt.stats.Marks++
 			n.stats.Marked++
 		}
-	}
-	pt.stats.Dequeued++
-	pt.cur = p
-	if n.cfg.INT {
-		if p.data {
-			wire.StampINT(p.buf[:p.n], wire.INTHop{TS: uint32(n.now), TxBytes: uint32(pt.txBytes),
-				QLen: uint32(pt.dataBytes), Rate: uint32(pt.cfg.Rate / 1_000_000)})
+		if n.cfg.INT {
+			if p.data {
+				wire.StampINT(p.buf[:p.n], pt.intx.Record(d.Start, d.Size, d.QLen, pt.q.Rate()))
+			} else {
+				pt.intx.Count(d.Size)
+			}
 		}
-		pt.txBytes += uint64(size)
+		n.push(event{at: d.End, kind: evPortDone, idx: h.idx, path: i, pkt: p})
 	}
-	n.push(event{at: n.now + serialise(size, pt.cfg.Rate, &pt.rem), kind: evPortDone, idx: h.idx, path: i})
 }
 
-// redMark decides RED marking for a packet leaving occ bytes behind in the data queue.
-func (n *Network) redMark(c *PortConfig, occ int) bool {
-	if c.KmaxBytes <= 0 || occ <= c.KminBytes {
-		return false
-	}
-	if occ >= c.KmaxBytes {
-		return true
-	}
-	return n.rng.Float64()*float64(c.KmaxBytes-c.KminBytes) < float64(occ-c.KminBytes)
-}
-
-func (n *Network) onPortDone(h *host, i int32) {
+// onPortDone forwards p, whose last bit left port (h, i), and starts the port's next packet.
+func (n *Network) onPortDone(h *host, i int32, p *packet) {
 	pt := portAt(h, i)
-	p := pt.cur
-	pt.cur = nil
 	if i >= 0 && h.paths[i].failed(n.now) {
 		n.failDrop(&h.paths[i], p)
 	} else {
 		n.leave(h, i, pt, p)
 	}
-	n.startTx(h, i)
+	pt.sample(n.now)
+	pt.q.Advance(n.now)
+	n.drain(h, i, pt)
 }
 
 func (n *Network) deliver(p *packet) {
@@ -1008,15 +961,34 @@ func serialise(size int, rate int64, rem *int64) int64 {
 	return bitNs / rate
 }
 
-// sample records the occupancy for every sample time before now.
+// sample records the occupancy for every sample time before now; call it before
+// anything that changes the queues.
 func (pt *port) sample(now int64) {
 	if pt.cfg.SampleInterval <= 0 {
 		return
 	}
 	for pt.sampleNext < now && len(pt.samples) < cap(pt.samples) {
-		pt.samples = append(pt.samples, QueueSample{Time: pt.sampleNext, Data: pt.dataBytes, Control: pt.ctrlBytes})
+		pt.samples = append(pt.samples, QueueSample{Time: pt.sampleNext, Data: pt.q.DataBytes(), Control: pt.q.ControlBytes()})
 		pt.sampleNext += pt.cfg.SampleInterval
 	}
+}
+
+// swConfig is the switchport configuration of a port with a rate.
+func (pt *port) swConfig(overhead int) switchport.Config {
+	c := pt.cfg
+	return switchport.Config{Rate: c.Rate, DataBytes: c.BufferBytes, ControlBytes: c.ControlBytes,
+		KminBytes: c.KminBytes, KmaxBytes: c.KmaxBytes, Trim: c.Trim, TrimBytes: wire.DataHdrLen + overhead}
+}
+
+// stats returns the port's counters.
+func (pt *port) stats() PortStats {
+	if pt.cfg.Rate == 0 {
+		return PortStats{Enqueued: pt.passed, Dequeued: pt.passed}
+	}
+	s := pt.q.Stats()
+	return PortStats{Enqueued: s.Enqueued + pt.passed, Dequeued: s.Dequeued + pt.passed, Drops: s.Drops, Trims: s.Trims,
+		Marks: s.Marks, DataBytes: pt.q.DataBytes(), ControlBytes: pt.q.ControlBytes(),
+		MaxDataBytes: s.MaxDataBytes, MaxControlBytes: s.MaxControlBytes}
 }
 
 // Packet buffers come in size classes 64, 96, 128, 192, 256, ... (powers of two and
