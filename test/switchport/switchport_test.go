@@ -387,3 +387,41 @@ func TestEvict(t *testing.T) {
 		t.Errorf("evict 1 refused: %v", err)
 	}
 }
+
+// TestSetTrimBytes: later arrivals are trimmed to the new size (a packet shorter than it
+// keeps its own), packets already queued keep theirs, and the size is checked at and
+// beyond its limits.
+func TestSetTrimBytes(t *testing.T) {
+	p := newPort(t, Config{Rate: 8e9, DataBytes: 1000, Trim: true})
+	p.Arrive(0, 0, 1000, true, false) // in service
+	p.Arrive(0, 1, 1000, true, false) // fills the data queue
+	p.Arrive(0, 2, 1000, true, false) // trimmed to the default 64
+	p.SetTrimBytes(100)
+	p.Arrive(0, 3, 1000, true, false) // trimmed to 100
+	p.Arrive(0, 4, 80, true, false)   // does not fit either: keeps its 80 bytes
+	if c := p.Config().TrimBytes; c != 100 {
+		t.Errorf("Config().TrimBytes = %d after SetTrimBytes(100)", c)
+	}
+	ds := runAll(p)
+	want := map[int]int{2: 64, 3: 100, 4: 80}
+	for _, d := range ds {
+		if w, ok := want[d.Item]; ok && (!d.Trimmed || d.Size != w) {
+			t.Errorf("packet %d: trimmed %v, %d bytes, want %d", d.Item, d.Trimmed, d.Size, w)
+		}
+	}
+	if len(ds) != 5 {
+		t.Fatalf("%d departures, want 5", len(ds))
+	}
+	p.SetTrimBytes(1)
+	p.SetTrimBytes(1<<31 - 1)
+	for _, n := range []int{0, -1, 1 << 31} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("SetTrimBytes(%d) did not panic", n)
+				}
+			}()
+			p.SetTrimBytes(n)
+		}()
+	}
+}

@@ -446,7 +446,7 @@ func (n *Network) Attach(addr netip.AddrPort, h Host, hc HostConfig) {
 // so adding a port does not change the impairments' random draws.
 func (n *Network) initPort(pt *port, pc PortConfig, idx, i int32) {
 	pt.cfg = pc
-	pt.seed = pathIndexMix(n.seed ^ uint64(idx)<<32 ^ uint64(uint32(i)))
+	pt.seed = portSeed(n.seed, idx, i)
 	if pc.Rate > 0 {
 		if err := pt.q.Init(pt.swConfig(n.cfg.Overhead), pt.seed); err != nil {
 			panic("testnet: " + err.Error())
@@ -596,6 +596,11 @@ func pathIndex(src, dst uint64, ev uint16, n int) int {
 	x := pathIndexMix(src ^ bits.RotateLeft64(dst, 29) ^ (uint64(ev)+1)*0x9e3779b97f4a7c15)
 	hi, _ := bits.Mul64(x, uint64(n))
 	return int(hi)
+}
+
+// portSeed is the RED seed of the port of host idx (path i, or -1 for its egress port).
+func portSeed(seed uint64, idx, i int32) uint64 {
+	return pathIndexMix(seed ^ uint64(idx)<<32 ^ uint64(uint32(i)))
 }
 
 // pathIndexMix is splitmix64's finaliser.
