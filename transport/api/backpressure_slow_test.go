@@ -149,6 +149,7 @@ func sendWindowed(s *client.Session, to netip.AddrPort, ep uint32, sizes []int, 
 // 1 GiB. Before, the messages beyond api.max_recv_queue were dropped (all reported Sent)
 // and the client was disconnected after write_timeout.
 func TestBackpressureSleepingReceiver(t *testing.T) {
+	skipTimedInShort(t)
 	// The short run's share is looser because a shared CI host's load moves it by
 	// tens of percent; head-of-line blocking would leave the second session near 0.
 	sleep, total, share := 10*time.Second, int64(64<<20), 0.25
@@ -267,5 +268,14 @@ func TestRingClientHoldingMessagesIsHeldBack(t *testing.T) {
 		if _, err := p.Wait(ctx(t)); err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
+	}
+}
+
+// skipTimedInShort skips a test whose verdict rests on timing (a throughput share, a
+// write_timeout) in -short runs: the test command runs it in full without -short, and its
+// -short run is the race detector's, where everything runs 5-10x slower.
+func skipTimedInShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timed: runs without -short (the race detector's -short run slows it 5-10x)")
 	}
 }
