@@ -238,9 +238,9 @@ func fuzzConfig(m fuzzMode) (cfg Config, authOn bool) {
 	}
 	cfg.ReturnToSender = m.returns
 	if m.daemon {
-		// transport/smarttd's engine: messages delivered in the chunks they arrived in,
-		// a 4 KiB message (plus the daemon's 12-byte envelope) in one packet.
-		cfg.DeliverChunks = true
+		// transport/smarttd's engine: a 4 KiB message (plus the daemon's 12-byte
+		// envelope) in one packet; messages delivered in the chunks they arrived in
+		// (Hooks.DeliverChunks, set where the endpoints are made).
 		cfg.HopsFromTTL = true
 		if !m.smallMTU {
 			cfg.MTU = 4108
@@ -542,9 +542,8 @@ func newFzHarness(data []byte, tracing bool) *fzHarness {
 	seed := uint64(s1)<<8 | uint64(s2)
 	for i := range h.ep {
 		h.pool[i] = newFuzzPool()
-		cfg := h.cfg
-		cfg.Buffers, cfg.Placer = h.pool[i], h.pool[i]
-		ep, err := NewEndpoint(cfg, rand.New(rand.NewPCG(seed, uint64(i)+7)))
+		hk := Hooks{Buffers: h.pool[i], Placer: h.pool[i], DeliverChunks: h.mode.daemon}
+		ep, err := NewEndpoint(h.cfg, rand.New(rand.NewPCG(seed, uint64(i)+7)), hk)
 		if err != nil {
 			panic(err)
 		}

@@ -49,7 +49,7 @@ const lossRNR cc.LossCause = 0x81
 // the packet unrecorded).
 func (e *Endpoint) gateRefuses(c *conn, p *wire.Packet, m *RxMeta, ce bool) bool {
 	d := &p.Data
-	if e.cfg.Gate.Ready(c.peer, int(d.MsgLen), p.Payload) {
+	if e.hooks.Gate.Ready(c.peer, int(d.MsgLen), p.Payload) {
 		return false
 	}
 	e.stats.RNRSent++
