@@ -432,7 +432,7 @@ func coverKind(r *rxMsg, lo, hi int) int {
 }
 
 // ecPlace writes the rebuilt data shards of b that r lacks and marks their PSNs; a
-// message's first packet only if the receive gate (Config.Gate) takes the message.
+// message's first packet only if the receive gate (Hooks.Gate) takes the message.
 func (e *Endpoint) ecPlace(c *conn, r *rxMsg, b *ecBlock, shards [][]byte) int {
 	rebuilt := 0
 	for i := range shards {

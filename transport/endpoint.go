@@ -199,7 +199,7 @@ func (e *Endpoint) newID() uint64 {
 
 // withShard returns id with its low byte changed to the nearest value whose remainder
 // modulo n is shard (n in 2..256, shard < n): the ID names its engine shard
-// (Config.IDShards) and keeps 56 random bits plus the low byte's quotient.
+// (Hooks.IDShards) and keeps 56 random bits plus the low byte's quotient.
 func withShard(id, n, shard uint64) uint64 {
 	low := id&0xff - id&0xff%n + shard
 	if low > 0xff {
@@ -208,7 +208,7 @@ func withShard(id, n, shard uint64) uint64 {
 	return id&^0xff | low
 }
 
-// ShardOfID returns the engine shard an ID chosen with Config.IDShards = n names.
+// ShardOfID returns the engine shard an ID chosen with Hooks.IDShards = n names.
 func ShardOfID(id ConnID, n int) int {
 	if n <= 1 {
 		return 0

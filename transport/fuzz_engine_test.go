@@ -25,7 +25,7 @@ package transport
 //	window   no connection holds more than its claims allow (RecvWindow + MaxMessage, ~2x)
 //	gauge    the ledger: what is charged equals what ledgerHeld counts, to the byte;
 //	         ConnHeld is ConnCharge per connection; TimeWait and TimeWaitHeld match the
-//	         TIME_WAIT tables, within their caps; the Config.Buffers pool agrees
+//	         TIME_WAIT tables, within their caps; the Hooks.Buffers pool agrees
 //	pool     the engine only Puts buffers it got and still holds
 //	chunks   a message delivered in chunks (DeliverChunks) is in RecvChunk pieces
 //	heap     live Go heap growth over an input stays within fuzzHeapSlack + twice what
@@ -1656,7 +1656,7 @@ func (h *fzHarness) checkMem() {
 			h.fail("gauge", "%s: %v", epName[i], err)
 		}
 		if whole := fzWholeHeld(e); h.pool[i].held != whole {
-			h.fail("gauge", "%s: %d bytes are held from Config.Buffers, the open messages hold %d of them", epName[i], h.pool[i].held, whole)
+			h.fail("gauge", "%s: %d bytes are held from Hooks.Buffers, the open messages hold %d of them", epName[i], h.pool[i].held, whole)
 		}
 		if len(h.pool[i].errs) > 0 {
 			h.fail("pool", "%s: %s", epName[i], h.pool[i].errs[0])
@@ -1664,7 +1664,7 @@ func (h *fzHarness) checkMem() {
 	}
 }
 
-// fzWholeHeld is the bytes of whole buffers (from Config.Buffers) e's open messages hold.
+// fzWholeHeld is the bytes of whole buffers (from Hooks.Buffers) e's open messages hold.
 func fzWholeHeld(e *Endpoint) uint64 {
 	var n uint64
 	for _, c := range e.list {
@@ -1886,7 +1886,7 @@ func fzDescribe(b []byte) string {
 
 // ---- the receive-buffer pool ----
 
-// fuzzPool is the endpoints' Config.Buffers: it counts the bytes the engine holds,
+// fuzzPool is the endpoints' Hooks.Buffers: it counts the bytes the engine holds,
 // independently of the engine's own gauge, and checks what it gives back.
 type fuzzPool struct {
 	held  uint64 // bytes handed out and neither returned nor delivered
@@ -1894,7 +1894,7 @@ type fuzzPool struct {
 	bufs  map[*byte]fuzzBuf
 	errs  []string
 
-	// The pool is the endpoint's Placer too (Config.Placer): whole buffers for large
+	// The pool is the endpoint's Placer too (Hooks.Placer): whole buffers for large
 	// messages, unmapped the moment they are given back, so that an engine write after
 	// Unplace (or after delivery) faults.
 	placed     map[uint64]fuzzBuf

@@ -802,7 +802,7 @@ func (e *Endpoint) release(c *conn, r *rxMsg) {
 }
 
 // place offers message r, whose offset-0 packet (payload head) is arriving, to the
-// Placer (Config.Placer): if it takes it, what arrived so far moves from the engine's
+// Placer (Hooks.Placer): if it takes it, what arrived so far moves from the engine's
 // chunks into the Placer's buffer and the rest is written there, so that delivery hands
 // over that buffer with nothing to copy. Only for chunked messages of a peer that has
 // proven its address (an unproven one, possibly spoofed, must not reserve the

@@ -80,9 +80,9 @@ type Received struct {
 	Conn transport.ConnID
 	Data []byte
 	// Chunks holds the message instead of Data when the engine delivers chunks
-	// (transport.Config.DeliverChunks): give them back with transport.PutChunks.
+	// (transport.Hooks.DeliverChunks): give them back with transport.PutChunks.
 	Chunks [][]byte
-	// Placed is non-zero when the message is in the buffer transport.Config.Placer gave
+	// Placed is non-zero when the message is in the buffer transport.Hooks.Placer gave
 	// for it (Data; the placement's token).
 	Placed uint64
 }
@@ -228,7 +228,7 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 }
 
 // NewShards builds a node of len(socks) engine shards, shard i on socks[i] (at most 256).
-// Each shard's engine chooses connection IDs that name it (transport.Config.IDShards), so
+// Each shard's engine chooses connection IDs that name it (transport.Hooks.IDShards), so
 // the socket layer can steer datagrams to the socket of the shard that owns them
 // (Options.Steer says which that is); one shard is exactly New. Start it with Start.
 func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
