@@ -9,6 +9,7 @@ import (
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // Balancer chooses the EV of each outgoing data packet and learns from the feedback.
@@ -48,8 +49,8 @@ type Env struct {
 }
 
 func (e Env) evs() int {
-	if e.EVS <= 0 || e.EVS > 1<<16 {
-		return 1 << 16
+	if wire.CheckEVS(e.EVS) != nil {
+		return wire.MaxEVS
 	}
 	return e.EVS
 }

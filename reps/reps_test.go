@@ -8,6 +8,7 @@ import (
 
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 func TestECMPKeepsOneEVInRange(t *testing.T) {
@@ -559,6 +560,15 @@ func TestCosts(t *testing.T) {
 		}
 		if _, ok := c.(Balancer); !ok {
 			t.Errorf("%T is not a Balancer", c)
+		}
+	}
+}
+
+func TestEnvEVSLimit(t *testing.T) {
+	// At the limit the count stands; out of range a balancer falls back to the whole space.
+	for _, c := range [][2]int{{1, 1}, {wire.MaxEVS, wire.MaxEVS}, {wire.MaxEVS + 1, wire.MaxEVS}, {0, wire.MaxEVS}, {-5, wire.MaxEVS}} {
+		if got := (Env{EVS: c[0]}).evs(); got != c[1] {
+			t.Errorf("Env{EVS: %d}.evs() = %d, want %d", c[0], got, c[1])
 		}
 	}
 }

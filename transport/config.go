@@ -378,8 +378,8 @@ func (c *Config) validate(h *Hooks) (prepared, error) {
 	if c.TrimDSCP > 63 {
 		bad("trim_dscp = %d: must be in 0..63", c.TrimDSCP)
 	}
-	if c.EVS < 1 || c.EVS > 1<<16 {
-		bad("evs = %d: must be in 1..65536", c.EVS)
+	if err := wire.CheckEVS(c.EVS); err != nil {
+		bad("%v", err)
 	}
 	if c.PacingBurst < 0 || c.PacingBurst > 1<<30 {
 		bad("pacing_burst = %d: must be in 0..%d bytes", c.PacingBurst, 1<<30)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package netbed
 
 import (
@@ -181,15 +183,6 @@ func (t *Testbed) LinkUp(link string) error {
 		}
 	}
 	return t.awaitCarrier(i, true)
-}
-
-// IfStats are the counters of one interface.
-type IfStats struct {
-	Node, If                     string
-	Up, Carrier                  bool
-	RxPackets, TxPackets         uint64
-	RxBytes, TxBytes             uint64
-	RxDropped, TxDropped, Errors uint64
 }
 
 // Stats reads the counters of every interface (lo excepted) of node, in name order.

@@ -209,7 +209,7 @@ func (t *Testbed) build() error {
 				// switch cannot take (it dropped them as truncated) and a port model would
 				// see as one packet. One segment per skb makes the kernel segment in
 				// software before the veth, as a NIC with segmentation offload would.
-				if err := t.nl[node].LinkSetGSOMaxSegs(lk, 1); err != nil {
+				if err := setGSOMaxSegs(t.nl[node], lk, 1); err != nil {
 					return fmt.Errorf("link %s: gso_max_segs: %w", l.Name, err)
 				}
 			}
@@ -264,8 +264,7 @@ func (t *Testbed) neighbours(node int) error {
 		if err != nil {
 			return err
 		}
-		err = t.nl[n].NeighSet(&netlink.Neigh{LinkIndex: lk.Attrs().Index, Family: netlink.FAMILY_V4,
-			State: netlink.NUD_PERMANENT, IP: ip.AsSlice(), HardwareAddr: hw})
+		err = t.nl[n].NeighSet(permanentNeigh(lk.Attrs().Index, ip, hw))
 		if err != nil {
 			return fmt.Errorf("%s: neighbour %s: %w", p.Nodes[n].Name, ip, err)
 		}

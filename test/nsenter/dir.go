@@ -1,3 +1,5 @@
+//go:build linux
+
 package nsenter
 
 import (
@@ -10,10 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// NsDir is where named network namespaces are bind-mounted: iproute2's NETNS_RUN_DIR
-// (/var/run/netns, a symlink to /run/netns on current systems) and vishvananda/netns's path.
-const NsDir = "/run/netns"
 
 // PrepareDir makes NsDir what `ip netns add` makes it before it mounts a namespace there:
 // a mount point of its own (a bind mount of the directory onto itself) with shared

@@ -72,3 +72,7 @@ func run(fn func() error) error {
 	}()
 	return <-errc
 }
+
+// NsDir is where named network namespaces are bind-mounted: iproute2's NETNS_RUN_DIR
+// (/var/run/netns, a symlink to /run/netns on current systems) and vishvananda/netns's path.
+const NsDir = "/run/netns"

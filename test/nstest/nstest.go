@@ -260,7 +260,7 @@ func setup(t testing.TB, ns *NS, ifname string, p4, p6 netip.Prefix) {
 		if err != nil {
 			t.Fatalf("nstest: address %v: %v", p, err)
 		}
-		addr.Flags = unix.IFA_F_NODAD // usable at once, no duplicate-address detection delay
+		addr.Flags = ifaNoDAD // usable at once, no duplicate-address detection delay
 		if err := ns.nl.AddrAdd(l, addr); err != nil {
 			t.Fatalf("nstest: add %v to %s in %s: %v", p, ifname, ns.Name, err)
 		}
@@ -397,7 +397,7 @@ func Multipath(t testing.TB, n int) *Topo {
 	}
 	for _, p := range []netip.Prefix{netip.PrefixFrom(tp.AddrB, 32), netip.PrefixFrom(tp.Addr6B, 128)} {
 		a, _ := netlink.ParseAddr(p.String())
-		a.Flags = unix.IFA_F_NODAD
+		a.Flags = ifaNoDAD
 		if err := tp.B.nl.AddrAdd(lo, a); err != nil {
 			t.Fatalf("nstest: add %v to lo in %s: %v", p, tp.B.Name, err)
 		}

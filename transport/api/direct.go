@@ -122,7 +122,7 @@ func (x *session) forgetPairsLocked() {
 
 // socketPair makes a connected pair of Unix stream sockets (close-on-exec).
 func socketPair() (*os.File, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|sockCloexec, 0)
 	if err != nil {
 		return nil, nil, err
 	}

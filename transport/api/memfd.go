@@ -62,7 +62,7 @@ func (r *fdReader) readv(a, b []byte) (na, nb int, err error) {
 		}
 		r.rvFn = func(fd uintptr) bool { // made once: a closure per read would allocate
 			for {
-				n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), unix.MSG_CMSG_CLOEXEC)
+				n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), msgCmsgCloexec)
 				switch e {
 				case unix.EINTR:
 					continue
@@ -186,11 +186,11 @@ var _ io.Reader = (*fdReader)(nil)
 // client reuse one memfd for messages of other sizes.
 func checkMemfd(fd int, size uint64) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	seals, err := memfdSeals(fd)
 	if err != nil {
 		return st, fmt.Errorf("not a memfd (F_GET_SEALS: %v)", err)
 	}
-	const need = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	const need = sealShrink | sealGrow
 	if seals&need != need {
 		return st, fmt.Errorf("memfd not sealed: seals 0x%x, need F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
 	}
@@ -198,8 +198,8 @@ func checkMemfd(fd int, size uint64) (unix.Stat_t, error) {
 	if err := unix.Fstatfs(fd, &fs); err != nil {
 		return st, err
 	}
-	if fs.Type != unix.TMPFS_MAGIC {
-		return st, fmt.Errorf("memfd on filesystem 0x%x, want shmem (0x%x): no hugetlb memfds", fs.Type, unix.TMPFS_MAGIC)
+	if fs.Type != tmpfsMagic {
+		return st, fmt.Errorf("memfd on filesystem 0x%x, want shmem (0x%x): no hugetlb memfds", fs.Type, tmpfsMagic)
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		return st, err
@@ -246,7 +246,7 @@ func (c *fdMaps) mapFor(fd int, st *unix.Stat_t, size uint64, limit int64) ([]by
 	c.clock++
 	var m *fdMap
 	for _, x := range c.maps {
-		if x.dev == st.Dev && x.ino == st.Ino {
+		if x.dev == uint64(st.Dev) && x.ino == st.Ino {
 			m = x
 			break
 		}
@@ -263,7 +263,7 @@ func (c *fdMaps) mapFor(fd int, st *unix.Stat_t, size uint64, limit int64) ([]by
 		if err != nil {
 			goto private
 		}
-		m = &fdMap{dev: st.Dev, ino: st.Ino, mem: mem}
+		m = &fdMap{dev: uint64(st.Dev), ino: st.Ino, mem: mem}
 		c.maps = append(c.maps, m)
 	}
 	if m != nil {
@@ -418,6 +418,6 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 // writeSealed reports whether memfd fd is sealed against writes (F_SEAL_WRITE or
 // F_SEAL_FUTURE_WRITE): its pages cannot change while the daemon sends from them.
 func writeSealed(fd int) bool {
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	return err == nil && seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0
+	seals, err := memfdSeals(fd)
+	return err == nil && seals&(sealWrites) != 0
 }

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/smartt-transport/smartt/config"
@@ -273,14 +272,12 @@ func peerCred(c net.Conn) (PeerCred, bool) {
 	if err != nil {
 		return PeerCred{}, false
 	}
-	var cred *syscall.Ucred
+	var cred PeerCred
 	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil || cerr != nil {
+	if err := raw.Control(func(fd uintptr) { cred, cerr = sockPeerCred(fd) }); err != nil || cerr != nil {
 		return PeerCred{}, false
 	}
-	return PeerCred{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, true
+	return cred, true
 }
 
 // Listen prepares the socket path (directory created, a stale socket replaced, mode 0660,

@@ -31,7 +31,7 @@ func SetSendBuffer(conn net.Conn, n int) int {
 	}
 	got := 0
 	rc.Control(func(fd uintptr) {
-		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, n) != nil {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, soSndbufForce, n) != nil {
 			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, n)
 		}
 		got, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)

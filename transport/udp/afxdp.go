@@ -1,3 +1,5 @@
+//go:build linux
+
 package udp
 
 import (
@@ -13,17 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/smartt-transport/smartt/transport/udp/xsk"
-)
-
-// Datapath names accepted in Config.Datapath.
-const (
-	DatapathSockets = "sockets" // UDP sockets only (the default)
-	DatapathAFXDP   = "afxdp"   // AF_XDP socket on the listen interface's queue 0, sockets as fallback
-	// DatapathAuto is afxdp where it can carry all of the listen port's traffic (a
-	// specific IPv4 listen address on an Ethernet interface with one receive queue) and the
-	// probe succeeds, else sockets, with a log line saying why; for traffic that sprays a
-	// new EV per packet (the daemon resolves its udp.datapath auto to sockets otherwise).
-	DatapathAuto = "auto"
 )
 
 // xdpPath is the AF_XDP datapath of a Conn: an XDP program on the listen address's

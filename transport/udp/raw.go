@@ -1,3 +1,5 @@
+//go:build linux
+
 package udp
 
 import (
@@ -19,12 +21,7 @@ import (
 // payload, so nothing is copied or allocated. Receiving still uses the UDP listen socket.
 // The source ports are not bound: another program may bind one of them meanwhile.
 
-const (
-	rawHdrMax = 48 // IPv6 (40) + UDP (8)
-	ipv4Hdr   = 20
-	ipv6Hdr   = 40
-	udpHdr    = 8
-)
+const rawHdrMax = 48 // IPv6 (40) + UDP (8)
 
 // openRaw creates the raw send socket and the header template.
 func (c *Conn) openRaw() (*sock, error) {

@@ -174,8 +174,10 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{Config{}, "Config.Listen"},
-		{Config{Listen: lo, EVS: -1}, "Config.EVS -1: allowed range is 1..65535"},
-		{Config{Listen: lo, EVS: 70000}, "Config.EVS 70000"},
+		{Config{Listen: lo, EVS: -1}, "Config.EVS: evs = -1: must be in 1..65536"},
+		{Config{Listen: lo, EVS: 65536}, "Config.EVS 65536: allowed range is 1..65535 for the port carrier"},
+		{Config{Listen: netip.MustParseAddrPort("127.0.0.1:1"), Carrier: CarrierRaw, EVS: 65536}, "for the raw carrier"},
+		{Config{Listen: lo, EVS: 65537}, "Config.EVS: evs = 65537: must be in 1..65536"},
 		{Config{Listen: lo, EVPortBase: 65500, EVS: 256}, "Config.EVPortBase 65500"},
 		{Config{Listen: netip.MustParseAddrPort("127.0.0.1:5000"), EVPortBase: 4900, EVS: 256}, "inside the EV port range"},
 		{Config{Listen: lo, DataDSCP: 64}, "Config.DataDSCP 64: allowed range is 0..63"},

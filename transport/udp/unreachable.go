@@ -1,8 +1,9 @@
+//go:build linux
+
 package udp
 
 import (
 	"net"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -14,12 +15,6 @@ import (
 // queue, with the datagram's destination. WaitUnreachable waits for such queues with
 // its own epoll set (edge-triggered, EPOLLERR only: the Go poller does not report
 // errors) and reads them; TX timestamp reports met on the way are kept for TxStamps.
-
-// Unreachable is one ICMP destination-unreachable report for a datagram we sent.
-type Unreachable struct {
-	Dst  netip.AddrPort // destination of the datagram that drew it (the peer)
-	Port bool           // port unreachable (nothing listening there); else host, network or administratively unreachable
-}
 
 // idleWake is the pause after a wake-up that found no ICMP report, which bounds the
 // wake-ups TX timestamp reports cause to 1/idleWake a second (and delays an ICMP

@@ -187,10 +187,10 @@ func ForceBuffers(c *net.UDPConn, rcv, snd int) error {
 	var serr error
 	err = rc.Control(func(fd uintptr) {
 		if rcv > 0 {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcv)
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, soRcvbufForce, rcv)
 		}
 		if serr == nil && snd > 0 {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, snd)
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, soSndbufForce, snd)
 		}
 	})
 	if err != nil {

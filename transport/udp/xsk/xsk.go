@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package xsk is an AF_XDP socket on one queue of a network interface, written with
 // golang.org/x/sys/unix only: a UMEM of fixed-size frames, the fill, completion, RX and TX
 // rings mapped into the process, sendto to kick transmission and poll to wait for
