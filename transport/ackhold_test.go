@@ -364,9 +364,8 @@ func TestHeldAckAllocatesNothing(t *testing.T) {
 	pool := &recycler{}
 	cfg := DefaultConfig()
 	cfg.Ack.CompleteDelay = testHold
-	cfg.Buffers = pool
-	a, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
-	b, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	a, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)), Hooks{Buffers: pool})
+	b, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), Hooks{Buffers: pool})
 	aAddr, bAddr := netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")
 	ab, err := a.Dial(0, bAddr)
 	if err != nil {

@@ -187,14 +187,3 @@ func (c *Config) prepareLB() (func(rng *rand.Rand) reps.Balancer, error) {
 	}
 	return f, nil
 }
-
-// resolve fills NewCC and NewBalancer with what validate prepared from the CC and LB
-// names, where the caller did not supply constructors.
-func (c *Config) resolve(p prepared) {
-	if c.NewCC == nil {
-		c.NewCC = p.newCC
-	}
-	if c.NewBalancer == nil {
-		c.NewBalancer = p.newLB
-	}
-}

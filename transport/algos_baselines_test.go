@@ -32,7 +32,7 @@ func TestBaselineConfigBlocks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := reflect.TypeOf(ep.cfg.NewCC()).String(); got != tc.typ {
+			if got := reflect.TypeOf(ep.hooks.NewCC()).String(); got != tc.typ {
 				t.Fatalf("cc %s built %s", tc.name, got)
 			}
 			bad := DefaultConfig()

@@ -148,8 +148,7 @@ func (w wrapping) Unwrap() cc.Controller { return w.Controller }
 // through cc.StatsReporter, also behind a wrapper.
 func TestStatsReporterFoundOncePerConnection(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.NewCC = func() cc.Controller { return wrapping{&reporting{cc.Fixed{Bytes: 1 << 20}}} }
-	p := newPair(t, cfg, 3000)
+	p := newPair(t, cfg, 3000, Hooks{NewCC: func() cc.Controller { return wrapping{&reporting{cc.Fixed{Bytes: 1 << 20}}} }})
 	id, err := p.a.Dial(0, p.bAddr)
 	if err != nil {
 		t.Fatal(err)

@@ -27,13 +27,13 @@ func TestSMaRTTConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := ep.cfg.NewCC().(*smartt.Fixed); !ok {
+	if _, ok := ep.hooks.NewCC().(*smartt.Fixed); !ok {
 		t.Fatal("fixed_point did not select smartt.Fixed")
 	}
 	cfg.CC, cfg.SMaRTT.FixedPoint = "smartt", false
 	if ep, _ = NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2))); ep == nil {
 		t.Fatal("no endpoint")
-	} else if _, ok := ep.cfg.NewCC().(*smartt.Float); !ok {
+	} else if _, ok := ep.hooks.NewCC().(*smartt.Float); !ok {
 		t.Fatal("smartt did not select smartt.Float")
 	}
 	cfg.SMaRTT.ReactEvery = 0

@@ -37,10 +37,9 @@ func BenchmarkEngineThroughput(b *testing.B) {
 	b.Run("msg=1MiB", func(b *testing.B) { benchThroughput(b, 1<<20) })
 	b.Run("msg=4KiB", func(b *testing.B) { benchThroughput(b, 4096) })
 	// The daemon's delivery: chunks handed over and given back (DeliverChunks).
-	chunks := DefaultConfig()
-	chunks.DeliverChunks = true
-	b.Run("msg=1MiB/chunks", func(b *testing.B) { benchThroughputCfg(b, 1<<20, chunks) })
-	b.Run("msg=4KiB/chunks", func(b *testing.B) { benchThroughputCfg(b, 4096, chunks) })
+	chunks := Hooks{DeliverChunks: true}
+	b.Run("msg=1MiB/chunks", func(b *testing.B) { benchThroughputCfg(b, 1<<20, DefaultConfig(), chunks) })
+	b.Run("msg=4KiB/chunks", func(b *testing.B) { benchThroughputCfg(b, 4096, DefaultConfig(), chunks) })
 }
 
 func benchThroughput(b *testing.B, msgSize int) {
@@ -95,14 +94,18 @@ type throughputRig struct {
 	maxQueued int
 }
 
-func newThroughputRig(tb testing.TB, msgSize int, cfg Config) *throughputRig {
+func newThroughputRig(tb testing.TB, msgSize int, cfg Config, hooks ...Hooks) *throughputRig {
 	pool := &recycler{}
-	cfg.Buffers = pool
-	snd, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
+	var h Hooks
+	if len(hooks) > 0 {
+		h = hooks[0]
+	}
+	h.Buffers = pool
+	snd, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)), h)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rcv, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	rcv, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), h)
 	r := &throughputRig{tb: tb, snd: snd, rcv: rcv, pool: pool,
 		sAddr: netip.MustParseAddrPort("10.0.0.1:23600"), rAddr: netip.MustParseAddrPort("10.0.0.2:23600"),
 		msg: make([]byte, msgSize), pkt: make([]byte, cfg.MTU+128), ack: make([]byte, 512),
@@ -159,8 +162,8 @@ func (r *throughputRig) step() {
 	r.refill()
 }
 
-func benchThroughputCfg(b *testing.B, msgSize int, cfg Config) {
-	r := newThroughputRig(b, msgSize, cfg)
+func benchThroughputCfg(b *testing.B, msgSize int, cfg Config, hooks ...Hooks) {
+	r := newThroughputRig(b, msgSize, cfg, hooks...)
 	for i := 0; i < 10000; i++ { // warm up: pools and rings reach their working size
 		r.step()
 	}

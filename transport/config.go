@@ -174,29 +174,6 @@ type Config struct {
 	// INTHops is the number of record slots a data packet reserves (1..5; 0: 5, HPCC's
 	// maximum): switches beyond it on a path are not recorded.
 	INTHops int `yaml:"int_hops"`
-
-	// NewCC, if set, overrides CC with a constructor of the caller's.
-	NewCC func() cc.Controller `yaml:"-"`
-	// NewBalancer, if set, overrides LB with a constructor of the caller's.
-	NewBalancer func(rng *rand.Rand) reps.Balancer `yaml:"-"`
-	// Buffers supplies receive buffers for messages (default: the Go heap).
-	Buffers BufferPool `yaml:"-"`
-	// Placer, if set, may take large incoming messages into buffers of its own (Placer).
-	Placer Placer `yaml:"-"`
-	// Gate, if set, may refuse a new message at its first packet while its destination
-	// cannot take it (receiver not ready, rnr.go): the sender backs off and resends.
-	Gate RecvGate `yaml:"-"`
-	// DeliverChunks delivers every message in the chunks it was received into
-	// (Event.Chunks), recycled through PutChunks, instead of one buffer: no assembly copy
-	// and no zeroed allocation per message (the daemon writes them to its clients with
-	// writev). Buffers is then not used.
-	DeliverChunks bool `yaml:"-"`
-	// IDShards and IDShard make every local connection ID name the engine shard that owns
-	// it: its low byte modulo IDShards is IDShard (the daemon's engine shards steer
-	// packets by it, docs/datapath.md "Engine shards"). IDShards 0 or 1: IDs are fully
-	// random, as without shards.
-	IDShards int `yaml:"-"`
-	IDShard  int `yaml:"-"`
 }
 
 // intLen is the INT block a data packet carries (0 without INT).
@@ -326,7 +303,7 @@ func DefaultConfig() Config {
 
 // Validate checks every field and names the offending one with its allowed range.
 func (c *Config) Validate() error {
-	_, err := c.validate()
+	_, err := c.validate(&Hooks{})
 	return err
 }
 
@@ -338,7 +315,7 @@ type prepared struct {
 }
 
 // validate is Validate returning what it prepared.
-func (c *Config) validate() (prepared, error) {
+func (c *Config) validate(h *Hooks) (prepared, error) {
 	var p prepared
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -385,9 +362,6 @@ func (c *Config) validate() (prepared, error) {
 	}
 	if c.TimeWait < 0 || c.TimeWait > 600_000_000_000 {
 		bad("time_wait = %v: must be in 0..10m", c.TimeWait)
-	}
-	if c.IDShards < 0 || c.IDShards > 256 || c.IDShard < 0 || (c.IDShards > 1 && c.IDShard >= c.IDShards) || (c.IDShards <= 1 && c.IDShard != 0) {
-		bad("id shards = %d, shard = %d: must be 0..256 shards and a shard in 0..shards-1", c.IDShards, c.IDShard)
 	}
 	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
 		bad("max_conns = %d: must be in 1..%d", c.MaxConns, 1<<20)
@@ -441,12 +415,12 @@ func (c *Config) validate() (prepared, error) {
 	}
 	errs = append(errs, c.authErrors())
 	var err error
-	if c.NewCC == nil && derivedOK {
+	if h.NewCC == nil && derivedOK {
 		if p.newCC, err = c.prepareCC(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if c.NewBalancer == nil && derivedOK {
+	if h.NewBalancer == nil && derivedOK {
 		if p.newLB, err = c.prepareLB(); err != nil {
 			errs = append(errs, err)
 		}

@@ -153,8 +153,8 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		lastActive: now,
 		dl:         math.MaxInt64,
 		ctrlEV:     uint16(e.rng.IntN(cfg.EVS)),
-		cc:         cfg.NewCC(),
-		lb:         cfg.NewBalancer(e.rng),
+		cc:         e.hooks.NewCC(),
+		lb:         e.hooks.NewBalancer(e.rng),
 		pacer:      pacing.Pacer{Burst: cfg.PacingBurst},
 		sendState: sendState{
 			mask:         uint32(cfg.PSNWindow - 1),

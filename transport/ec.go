@@ -432,7 +432,7 @@ func coverKind(r *rxMsg, lo, hi int) int {
 }
 
 // ecPlace writes the rebuilt data shards of b that r lacks and marks their PSNs; a
-// message's first packet only if the receive gate (Config.Gate) takes the message.
+// message's first packet only if the receive gate (Hooks.Gate) takes the message.
 func (e *Endpoint) ecPlace(c *conn, r *rxMsg, b *ecBlock, shards [][]byte) int {
 	rebuilt := 0
 	for i := range shards {
@@ -441,7 +441,7 @@ func (e *Endpoint) ecPlace(c *conn, r *rxMsg, b *ecBlock, shards [][]byte) int {
 		if kind != coverNew {
 			continue // held (it was present), or too many ranges: resent later
 		}
-		if lo == 0 && e.cfg.Gate != nil && !e.cfg.Gate.Ready(c.peer, r.n, shards[i][:hi-lo]) {
+		if lo == 0 && e.hooks.Gate != nil && !e.hooks.Gate.Ready(c.peer, r.n, shards[i][:hi-lo]) {
 			// A rebuilt first packet passes the gate as an arriving one would; refused, it
 			// waits for the sender's resend (which an RNR NACK or a loss detector causes).
 			continue

@@ -52,6 +52,7 @@ const maxCtrlQueue = 256
 // Endpoint is one local address's protocol engine: it owns every connection to and from it.
 type Endpoint struct {
 	cfg    Config
+	hooks  Hooks // the driver's, with NewCC, NewBalancer and Buffers resolved
 	rng    *rand.Rand
 	conns  map[uint64]*conn
 	list   []*conn // every live connection
@@ -76,7 +77,7 @@ type Endpoint struct {
 	exempt *rxMsg
 	// unprovenHeld is the buffer bytes held for unproven connections.
 	unprovenHeld uint64
-	wholeBufs    bool   // cfg.Buffers hands out whole buffers for free (WholeBufferPool)
+	wholeBufs    bool   // hooks.Buffers hands out whole buffers for free (WholeBufferPool)
 	connBytes    uint64 // cfg.ConnCharge()
 	// chunkFree holds receive chunks the engine recycles itself, by class (chunks.go);
 	// chunkFreeBytes is their capacity in total.
@@ -104,22 +105,30 @@ type Endpoint struct {
 }
 
 // NewEndpoint returns an engine for cfg, drawing connection IDs, initial sequence numbers
-// and EVs from rng.
-func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
-	pre, err := cfg.validate()
+// and EVs from rng. hooks, at most one, are the driver's extensions (Hooks); none: the
+// engine alone.
+func NewEndpoint(cfg Config, rng *rand.Rand, hooks ...Hooks) (*Endpoint, error) {
+	if len(hooks) > 1 {
+		return nil, fmt.Errorf("transport: NewEndpoint takes at most one Hooks, got %d", len(hooks))
+	}
+	var h Hooks
+	if len(hooks) == 1 {
+		h = hooks[0]
+	}
+	pre, err := cfg.validate(&h)
+	if err == nil {
+		err = h.validate()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	if rng == nil {
 		return nil, fmt.Errorf("transport: NewEndpoint needs a random source")
 	}
-	if cfg.Buffers == nil {
-		cfg.Buffers = heapBuffers{}
-	}
-	wp, ok := cfg.Buffers.(WholeBufferPool)
+	h.resolve(pre)
+	wp, ok := h.Buffers.(WholeBufferPool)
 	whole := ok && wp.Whole()
-	cfg.resolve(pre)
-	if err := cfg.checkProfile(); err != nil {
+	if err := cfg.checkProfile(&h); err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
 	auth, err := newAuth(&cfg)
@@ -139,6 +148,7 @@ func NewEndpoint(cfg Config, rng *rand.Rand) (*Endpoint, error) {
 		wholeBufs: whole,
 		connBytes: cfg.ConnCharge(),
 		cfg:       cfg,
+		hooks:     h,
 		rng:       rng,
 		conns:     make(map[uint64]*conn),
 		byPeer:    make(map[peerKey]*conn),
@@ -171,8 +181,8 @@ func (e *Endpoint) NumConns() int { return len(e.list) }
 func (e *Endpoint) newID() uint64 {
 	for {
 		id := e.rng.Uint64()
-		if n := uint64(e.cfg.IDShards); n > 1 {
-			id = withShard(id, n, uint64(e.cfg.IDShard))
+		if n := uint64(e.hooks.IDShards); n > 1 {
+			id = withShard(id, n, uint64(e.hooks.IDShard))
 		}
 		if id == 0 {
 			continue
@@ -189,7 +199,7 @@ func (e *Endpoint) newID() uint64 {
 
 // withShard returns id with its low byte changed to the nearest value whose remainder
 // modulo n is shard (n in 2..256, shard < n): the ID names its engine shard
-// (Config.IDShards) and keeps 56 random bits plus the low byte's quotient.
+// (Hooks.IDShards) and keeps 56 random bits plus the low byte's quotient.
 func withShard(id, n, shard uint64) uint64 {
 	low := id&0xff - id&0xff%n + shard
 	if low > 0xff {
@@ -198,7 +208,7 @@ func withShard(id, n, shard uint64) uint64 {
 	return id&^0xff | low
 }
 
-// ShardOfID returns the engine shard an ID chosen with Config.IDShards = n names.
+// ShardOfID returns the engine shard an ID chosen with Hooks.IDShards = n names.
 func ShardOfID(id ConnID, n int) int {
 	if n <= 1 {
 		return 0

@@ -28,12 +28,12 @@ func eqdsPair(t *testing.T, delay int64, mod func(*Config)) (*pair, *[]*eqds.Sen
 		t.Fatal(err)
 	}
 	senders := new([]*eqds.Sender)
-	cfg.NewCC = func() cc.Controller {
+	newCC := func() cc.Controller {
 		s := eqds.New(prm)
 		*senders = append(*senders, s)
 		return s
 	}
-	return newPair(t, cfg, delay), senders
+	return newPair(t, cfg, delay, Hooks{NewCC: newCC}), senders
 }
 
 // deliver runs the pair until want messages arrived at b (and were confirmed to a),
@@ -329,12 +329,11 @@ func newEQDSRig(tb testing.TB) *eqdsRig {
 	cfg := DefaultConfig()
 	cfg.CC = "eqds"
 	pool := &recycler{}
-	cfg.Buffers = pool
-	snd, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
+	snd, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)), Hooks{Buffers: pool})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rcv, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	rcv, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), Hooks{Buffers: pool})
 	r := &eqdsRig{tb: tb, snd: snd, rcv: rcv, pool: pool,
 		sAddr: netip.MustParseAddrPort("10.0.0.1:23600"), rAddr: netip.MustParseAddrPort("10.0.0.2:23600"),
 		msg: make([]byte, 1<<20), buf: make([]byte, cfg.MTU+128)}

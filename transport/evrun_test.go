@@ -38,12 +38,12 @@ func TestEVRuns(t *testing.T) {
 			cfg := transport.DefaultConfig()
 			cfg.REPS.Run = k
 			var logs []*evLog
-			cfg.NewBalancer = func(*rand.Rand) reps.Balancer {
+			newLB := func(*rand.Rand) reps.Balancer {
 				l := &evLog{}
 				logs = append(logs, l)
 				return l
 			}
-			ep, ad := twoHosts(t, n, cfg, 1)
+			ep, ad := twoHosts(t, n, cfg, 1, transport.Hooks{NewBalancer: newLB})
 			id, _ := ep[0].Dial(0, ad[1])
 			const msg = 1 << 20
 			ep[0].Send(0, id, make([]byte, msg))

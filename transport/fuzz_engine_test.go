@@ -25,7 +25,7 @@ package transport
 //	window   no connection holds more than its claims allow (RecvWindow + MaxMessage, ~2x)
 //	gauge    the ledger: what is charged equals what ledgerHeld counts, to the byte;
 //	         ConnHeld is ConnCharge per connection; TimeWait and TimeWaitHeld match the
-//	         TIME_WAIT tables, within their caps; the Config.Buffers pool agrees
+//	         TIME_WAIT tables, within their caps; the Hooks.Buffers pool agrees
 //	pool     the engine only Puts buffers it got and still holds
 //	chunks   a message delivered in chunks (DeliverChunks) is in RecvChunk pieces
 //	heap     live Go heap growth over an input stays within fuzzHeapSlack + twice what
@@ -238,9 +238,9 @@ func fuzzConfig(m fuzzMode) (cfg Config, authOn bool) {
 	}
 	cfg.ReturnToSender = m.returns
 	if m.daemon {
-		// transport/smarttd's engine: messages delivered in the chunks they arrived in,
-		// a 4 KiB message (plus the daemon's 12-byte envelope) in one packet.
-		cfg.DeliverChunks = true
+		// transport/smarttd's engine: a 4 KiB message (plus the daemon's 12-byte
+		// envelope) in one packet; messages delivered in the chunks they arrived in
+		// (Hooks.DeliverChunks, set where the endpoints are made).
 		cfg.HopsFromTTL = true
 		if !m.smallMTU {
 			cfg.MTU = 4108
@@ -542,9 +542,8 @@ func newFzHarness(data []byte, tracing bool) *fzHarness {
 	seed := uint64(s1)<<8 | uint64(s2)
 	for i := range h.ep {
 		h.pool[i] = newFuzzPool()
-		cfg := h.cfg
-		cfg.Buffers, cfg.Placer = h.pool[i], h.pool[i]
-		ep, err := NewEndpoint(cfg, rand.New(rand.NewPCG(seed, uint64(i)+7)))
+		hk := Hooks{Buffers: h.pool[i], Placer: h.pool[i], DeliverChunks: h.mode.daemon}
+		ep, err := NewEndpoint(h.cfg, rand.New(rand.NewPCG(seed, uint64(i)+7)), hk)
 		if err != nil {
 			panic(err)
 		}
@@ -1657,7 +1656,7 @@ func (h *fzHarness) checkMem() {
 			h.fail("gauge", "%s: %v", epName[i], err)
 		}
 		if whole := fzWholeHeld(e); h.pool[i].held != whole {
-			h.fail("gauge", "%s: %d bytes are held from Config.Buffers, the open messages hold %d of them", epName[i], h.pool[i].held, whole)
+			h.fail("gauge", "%s: %d bytes are held from Hooks.Buffers, the open messages hold %d of them", epName[i], h.pool[i].held, whole)
 		}
 		if len(h.pool[i].errs) > 0 {
 			h.fail("pool", "%s: %s", epName[i], h.pool[i].errs[0])
@@ -1665,7 +1664,7 @@ func (h *fzHarness) checkMem() {
 	}
 }
 
-// fzWholeHeld is the bytes of whole buffers (from Config.Buffers) e's open messages hold.
+// fzWholeHeld is the bytes of whole buffers (from Hooks.Buffers) e's open messages hold.
 func fzWholeHeld(e *Endpoint) uint64 {
 	var n uint64
 	for _, c := range e.list {
@@ -1887,7 +1886,7 @@ func fzDescribe(b []byte) string {
 
 // ---- the receive-buffer pool ----
 
-// fuzzPool is the endpoints' Config.Buffers: it counts the bytes the engine holds,
+// fuzzPool is the endpoints' Hooks.Buffers: it counts the bytes the engine holds,
 // independently of the engine's own gauge, and checks what it gives back.
 type fuzzPool struct {
 	held  uint64 // bytes handed out and neither returned nor delivered
@@ -1895,7 +1894,7 @@ type fuzzPool struct {
 	bufs  map[*byte]fuzzBuf
 	errs  []string
 
-	// The pool is the endpoint's Placer too (Config.Placer): whole buffers for large
+	// The pool is the endpoint's Placer too (Hooks.Placer): whole buffers for large
 	// messages, unmapped the moment they are given back, so that an engine write after
 	// Unplace (or after delivery) faults.
 	placed     map[uint64]fuzzBuf

@@ -10,14 +10,14 @@ import (
 )
 
 // twoHosts attaches two endpoints with cfg to n at 10.0.0.1 and 10.0.0.2, their random
-// sources seeded from seed.
-func twoHosts(t testing.TB, n *testnet.Network, cfg transport.Config, seed uint64) ([2]*transport.Endpoint, [2]netip.AddrPort) {
+// sources seeded from seed, and hooks (at most one) passed to both.
+func twoHosts(t testing.TB, n *testnet.Network, cfg transport.Config, seed uint64, hooks ...transport.Hooks) ([2]*transport.Endpoint, [2]netip.AddrPort) {
 	t.Helper()
 	var ep [2]*transport.Endpoint
 	var ad [2]netip.AddrPort
 	for i := range 2 {
 		var err error
-		ep[i], err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(seed, uint64(i))))
+		ep[i], err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(seed, uint64(i))), hooks...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package transport
 import (
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -22,8 +23,7 @@ func TestIDShards(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.ListenPort = 23600
-	cfg.IDShards, cfg.IDShard = 3, 2
-	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), Hooks{IDShards: 3, IDShard: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +38,8 @@ func TestIDShards(t *testing.T) {
 		}
 	}
 	for _, bad := range [][2]int{{-1, 0}, {257, 0}, {2, 2}, {1, 1}, {0, 1}} {
-		c := DefaultConfig()
-		c.IDShards, c.IDShard = bad[0], bad[1]
-		if err := c.Validate(); err == nil {
+		h := Hooks{IDShards: bad[0], IDShard: bad[1]}
+		if _, err := NewEndpoint(DefaultConfig(), nil2(), h); err == nil || !strings.Contains(err.Error(), "id shards") {
 			t.Errorf("IDShards %d, IDShard %d: no validation error", bad[0], bad[1])
 		}
 	}

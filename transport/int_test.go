@@ -32,8 +32,7 @@ func TestINTEchoed(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.INT, cfg.INTHops = true, 3
 	probe := &intProbe{Fixed: cc.Fixed{Bytes: 1 << 20}}
-	cfg.NewCC = func() cc.Controller { return probe }
-	p := newPair(t, cfg, 3000)
+	p := newPair(t, cfg, 3000, Hooks{NewCC: func() cc.Controller { return probe }})
 	var pk wire.Packet
 	stamped, acksINT := 0, 0
 	p.drop = func(from *Endpoint, b []byte) bool {

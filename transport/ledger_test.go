@@ -13,17 +13,19 @@ import (
 
 // daemonEngineConfig is the engine configuration transport/smarttd runs with its default
 // file (default.yaml's transport block), received messages delivered in their chunks
-// (DeliverChunks) and large ones offered to a Placer, as daemon.go sets them.
-func daemonEngineConfig(p Placer) Config {
+// (daemonHooks).
+func daemonEngineConfig() Config {
 	cfg := DefaultConfig()
 	cfg.MTU = 4108
 	cfg.MaxMessage = 1<<30 + 12
 	cfg.InitialRTO, cfg.MinRTO = 10_000_000, 5_000_000
 	cfg.HopsFromTTL = true
-	cfg.DeliverChunks = true
-	cfg.Placer = p
 	return cfg
 }
+
+// daemonHooks are the hooks transport/smarttd runs its engine with: received messages
+// delivered in their chunks and large ones offered to p, as daemon.go sets them.
+func daemonHooks(p Placer) Hooks { return Hooks{DeliverChunks: true, Placer: p} }
 
 // ringPlacer stands for the daemon's receive rings: it places every message offered
 // (proven peers, PlaceMin bytes and up) into a buffer of its own.
@@ -141,7 +143,7 @@ func TestLedgerMatchesAllocations(t *testing.T) {
 	for _, tc := range []struct{ unordered, ec bool }{{false, false}, {true, false}, {false, true}} {
 		unordered := tc.unordered
 		pl := &ringPlacer{}
-		cfg := daemonEngineConfig(pl)
+		cfg := daemonEngineConfig()
 		cfg.Unordered = unordered
 		if tc.ec {
 			// Recovery ec: parity blocks held while their data is missing, charged at
@@ -149,7 +151,7 @@ func TestLedgerMatchesAllocations(t *testing.T) {
 			cfg.Recovery = RecoveryConfig{Mode: RecoveryEC, K: 4, M: 2}
 		}
 		parityHeld := 0
-		p := newPair(t, cfg, 5000)
+		p := newPair(t, cfg, 5000, daemonHooks(pl))
 		rng := rand.New(rand.NewPCG(5, 6))
 		p.drop = func(_ *Endpoint, _ []byte) bool { return rng.IntN(100) < 3 }
 		p.extra = func(_ *Endpoint, _ []byte) int64 { return rng.Int64N(40000) }
@@ -264,7 +266,7 @@ func TestSpoofedTinyFloodHeldIsCharged(t *testing.T) {
 	}
 	const total = 50000
 	for _, perConn := range []int{500, 1} {
-		e, err := NewEndpoint(daemonEngineConfig(&ringPlacer{}), nil2())
+		e, err := NewEndpoint(daemonEngineConfig(), nil2(), daemonHooks(&ringPlacer{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +344,7 @@ func TestFitsNoWrap(t *testing.T) {
 			t.Errorf("fits(%d, %d) = %v, want %v", tc.start, tc.claim, got, tc.ok)
 		}
 	}
-	e, err := NewEndpoint(daemonEngineConfig(nil), nil2())
+	e, err := NewEndpoint(daemonEngineConfig(), nil2(), daemonHooks(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,9 +362,9 @@ func TestFitsNoWrap(t *testing.T) {
 // one message's charge and no further: beyond it every packet is refused and counted, and
 // what is held (ledgerHeld, every buffer at its capacity) never exceeds the share.
 func TestUnprovenShareBoundsTinyFlood(t *testing.T) {
-	cfg := daemonEngineConfig(&ringPlacer{})
+	cfg := daemonEngineConfig()
 	cfg.MaxMessage, cfg.RecvBudget = 4<<20, 4<<20
-	e, err := NewEndpoint(cfg, nil2())
+	e, err := NewEndpoint(cfg, nil2(), daemonHooks(&ringPlacer{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +399,7 @@ func TestUnprovenShareBoundsTinyFlood(t *testing.T) {
 // 1 GiB message's charge, 14 MiB of connections, 17 MiB of TIME_WAIT entries and 4.4 MiB
 // of free lists.
 func TestHeldBound(t *testing.T) {
-	cfg := daemonEngineConfig(nil)
+	cfg := daemonEngineConfig()
 	if cfg.ConnCharge() != 3072+4096/8 {
 		t.Fatalf("ConnCharge %d", cfg.ConnCharge())
 	}

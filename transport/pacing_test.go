@@ -14,8 +14,8 @@ func TestSubMTUWindowIsPaced(t *testing.T) {
 	const delay = 10_000 // one way: RTT ~20 us
 	n := testnet.New(testnet.Config{Delay: delay}, 1)
 	cfg := transport.DefaultConfig()
-	cfg.NewCC = func() cc.Controller { return &cc.Fixed{Bytes: cfg.MTU / 4} }
-	ep, ad := twoHosts(t, n, cfg, 3)
+	newCC := func() cc.Controller { return &cc.Fixed{Bytes: cfg.MTU / 4} }
+	ep, ad := twoHosts(t, n, cfg, 3, transport.Hooks{NewCC: newCC})
 	id, err := ep[0].Dial(0, ad[1])
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +62,12 @@ func TestEDTAcrossConnections(t *testing.T) {
 	rates := []int64{125_000_000, 250_000_000, 500_000_000} // 1, 2, 4 Gbit/s
 	const from, span = 200_000, 2_000_000
 	var ctls []*rateCC
-	cfg.NewCC = func() cc.Controller {
+	newCC := func() cc.Controller {
 		c := &rateCC{Fixed: cc.Fixed{Bytes: 1 << 30}, rate: rates[len(ctls)%len(rates)], from: from}
 		ctls = append(ctls, c)
 		return c
 	}
-	ep, ad := twoHosts(t, n, cfg, 5)
+	ep, ad := twoHosts(t, n, cfg, 5, transport.Hooks{NewCC: newCC})
 	for range rates {
 		id, err := ep[0].Dial(0, ad[1])
 		if err != nil {

@@ -31,13 +31,13 @@ type flight struct {
 	data []byte
 }
 
-func newPair(t testing.TB, cfg Config, delay int64) *pair {
+func newPair(t testing.TB, cfg Config, delay int64, hooks ...Hooks) *pair {
 	t.Helper()
-	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
+	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)), hooks...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), hooks...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,8 +52,7 @@ func newPlaceRig(t *testing.T, decline bool) *placeRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DeliverChunks, cfg.Placer = true, r.p
-	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), Hooks{DeliverChunks: true, Placer: r.p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,10 @@ import (
 	"github.com/smartt-transport/smartt/reps"
 )
 
-// checkProfile builds one instance of the configured CC and LB and checks their cost
+// checkProfile builds one instance of the CC and LB h resolved and checks their cost
 // against Config.Profile. The LB gets a throwaway random source so that checking does
 // not change the endpoint's random sequence.
-func (c *Config) checkProfile() error {
+func (c *Config) checkProfile(h *Hooks) error {
 	if c.Profile == "" {
 		return nil
 	}
@@ -20,15 +20,15 @@ func (c *Config) checkProfile() error {
 		return err
 	}
 	ccName, lbName := c.CC, c.LB
-	ctl := c.NewCC()
-	bal := c.NewBalancer(rand.New(rand.NewPCG(0, 0)))
+	ctl := h.NewCC()
+	bal := h.NewBalancer(rand.New(rand.NewPCG(0, 0)))
 	return p.CheckPair(ccName, ctl, lbName, bal)
 }
 
 // NewCC builds one congestion controller by name, as a connection of an endpoint with cfg
 // would get it (for reports and tools).
 func NewCC(name string, cfg Config) (cc.Controller, error) {
-	cfg.CC, cfg.NewCC = name, nil
+	cfg.CC = name
 	f, err := cfg.prepareCC()
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func NewCC(name string, cfg Config) (cc.Controller, error) {
 
 // NewLB builds one load balancer by name, as NewCC.
 func NewLB(name string, cfg Config, rng *rand.Rand) (reps.Balancer, error) {
-	cfg.LB, cfg.NewBalancer = name, nil
+	cfg.LB = name
 	f, err := cfg.prepareLB()
 	if err != nil {
 		return nil, err

@@ -55,16 +55,14 @@ func TestProfileCheckedInNewEndpoint(t *testing.T) {
 		cfg := transport.DefaultConfig()
 		cfg.Profile = c.prof
 		ctl := c.ctl
-		cfg.NewCC = func() cc.Controller { return ctl }
-		_, err := transport.NewEndpoint(cfg, rng())
+		_, err := transport.NewEndpoint(cfg, rng(), transport.Hooks{NewCC: func() cc.Controller { return ctl }})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%T under %s: %v, want %q", c.ctl, c.prof, err, c.want)
 		}
 	}
 	// Without a profile anything goes.
 	cfg := transport.DefaultConfig()
-	cfg.NewCC = func() cc.Controller { return &bareCC{} }
-	if _, err := transport.NewEndpoint(cfg, rng()); err != nil {
+	if _, err := transport.NewEndpoint(cfg, rng(), transport.Hooks{NewCC: func() cc.Controller { return &bareCC{} }}); err != nil {
 		t.Fatal(err)
 	}
 	// A bad rlcc configuration is refused up front, naming the field.

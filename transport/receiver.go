@@ -173,7 +173,7 @@ func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *r
 			return r, false
 		}
 	}
-	if d.Offset == 0 && e.cfg.Gate != nil && e.gateRefuses(c, p, m, ce) {
+	if d.Offset == 0 && e.hooks.Gate != nil && e.gateRefuses(c, p, m, ce) {
 		return r, false // receiver not ready: the sender resends it after a back-off
 	}
 	if fresh {
@@ -200,7 +200,7 @@ func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *r
 		c.claimed += claim
 	}
 	c.lastRx = r
-	if d.Offset == 0 && !r.placeTried && e.cfg.Placer != nil {
+	if d.Offset == 0 && !r.placeTried && e.hooks.Placer != nil {
 		e.place(c, r, p.Payload)
 	}
 	r.write(int(d.Offset), p.Payload)
@@ -435,7 +435,7 @@ func (c *conn) fits(start, claim, window uint64) bool {
 
 // chunked reports whether r's buffer is allocated RecvChunk at a time.
 func (e *Endpoint) chunked(r *rxMsg) bool {
-	return (r.n > RecvChunk || e.cfg.DeliverChunks) && !e.wholeBufs
+	return (r.n > RecvChunk || e.hooks.DeliverChunks) && !e.wholeBufs
 }
 
 // reserve makes sure r has buffer memory for bytes [off, off+n), within RecvBudget.
@@ -447,7 +447,7 @@ func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
 		if !e.charge(c, r, uint64(r.n)) {
 			return false
 		}
-		r.buf = e.cfg.Buffers.Get(r.n)
+		r.buf = e.hooks.Buffers.Get(r.n)
 		return true
 	}
 	last := (off + max(n, 1) - 1) / RecvChunk
@@ -686,10 +686,10 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	if r.place != nil {
 		buf = r.place // the chunks are slices of it: nothing to assemble or give back
 		clear(r.chunks)
-	} else if e.cfg.DeliverChunks && len(r.chunks) > 0 {
+	} else if e.hooks.DeliverChunks && len(r.chunks) > 0 {
 		chunks, r.chunks = r.chunks, nil // the table goes with them
 	} else if len(r.chunks) > 0 {
-		buf = e.cfg.Buffers.Get(r.n)
+		buf = e.hooks.Buffers.Get(r.n)
 		off := 0
 		for _, ch := range r.chunks {
 			off += copy(buf[off:], ch)
@@ -786,11 +786,11 @@ const maxFreeRx = 1024
 // release returns r's buffers to the pool and its bytes to the budget.
 func (e *Endpoint) release(c *conn, r *rxMsg) {
 	if r.buf != nil {
-		e.cfg.Buffers.Put(r.buf)
+		e.hooks.Buffers.Put(r.buf)
 	}
 	if r.place != nil {
 		clear(r.chunks) // slices of the Placer's buffer, which gets it back
-		e.cfg.Placer.Unplace(r.placeTok)
+		e.hooks.Placer.Unplace(r.placeTok)
 		r.place, r.placeTok = nil, 0
 	}
 	for _, ch := range r.chunks {
@@ -802,7 +802,7 @@ func (e *Endpoint) release(c *conn, r *rxMsg) {
 }
 
 // place offers message r, whose offset-0 packet (payload head) is arriving, to the
-// Placer (Config.Placer): if it takes it, what arrived so far moves from the engine's
+// Placer (Hooks.Placer): if it takes it, what arrived so far moves from the engine's
 // chunks into the Placer's buffer and the rest is written there, so that delivery hands
 // over that buffer with nothing to copy. Only for chunked messages of a peer that has
 // proven its address (an unproven one, possibly spoofed, must not reserve the
@@ -812,12 +812,12 @@ func (e *Endpoint) place(c *conn, r *rxMsg, head []byte) {
 	if !c.proven || !e.chunked(r) || r.n < PlaceMin {
 		return
 	}
-	buf, tok := e.cfg.Placer.Place(c.peer, r.n, head)
+	buf, tok := e.hooks.Placer.Place(c.peer, r.n, head)
 	if tok == 0 {
 		return
 	}
 	if len(buf) != r.n {
-		e.cfg.Placer.Unplace(tok) // a Placer's mistake: keep the chunks
+		e.hooks.Placer.Unplace(tok) // a Placer's mistake: keep the chunks
 		return
 	}
 	for i, ch := range r.chunks {

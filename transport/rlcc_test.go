@@ -78,7 +78,7 @@ func runIncast(t testing.TB, n int, warm, measure int64, wrap func(cc.Controller
 	from := warm
 	var probes []*rttProbe
 	var ctls []*rlcc.Controller
-	cfg.NewCC = func() cc.Controller {
+	newCC := func() cc.Controller {
 		c := rlcc.New(p)
 		ctls = append(ctls, c)
 		var inner cc.Controller = c
@@ -91,10 +91,7 @@ func runIncast(t testing.TB, n int, warm, measure int64, wrap func(cc.Controller
 	}
 	net := testnet.New(testnet.Config{Delay: delay}, uint64(n))
 	rcvPool := &pool{}
-	rcfg := cfg
-	rcfg.Buffers = rcvPool
-	rcfg.NewCC = nil
-	rcv, err := transport.NewEndpoint(rcfg, rand.New(rand.NewPCG(99, 0)))
+	rcv, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(99, 0)), transport.Hooks{Buffers: rcvPool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +109,7 @@ func runIncast(t testing.TB, n int, warm, measure int64, wrap func(cc.Controller
 	var addrs []netip.AddrPort
 	var flows []*flow
 	for h := range hosts {
-		ep, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(uint64(h), 7)))
+		ep, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(uint64(h), 7)), transport.Hooks{NewCC: newCC})
 		if err != nil {
 			t.Fatal(err)
 		}

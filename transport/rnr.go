@@ -44,12 +44,12 @@ const (
 // lossRNR is the sentPkt.cause of a packet the receiver refused (RNR NACK).
 const lossRNR cc.LossCause = 0x81
 
-// gateRefuses asks Config.Gate about the new message whose offset-0 packet p is: when it
+// gateRefuses asks Hooks.Gate about the new message whose offset-0 packet p is: when it
 // refuses, an RNR NACK is queued for the packet and true is returned (the caller drops
 // the packet unrecorded).
 func (e *Endpoint) gateRefuses(c *conn, p *wire.Packet, m *RxMeta, ce bool) bool {
 	d := &p.Data
-	if e.cfg.Gate.Ready(c.peer, int(d.MsgLen), p.Payload) {
+	if e.hooks.Gate.Ready(c.peer, int(d.MsgLen), p.Payload) {
 		return false
 	}
 	e.stats.RNRSent++

@@ -19,11 +19,11 @@ func TestRNRWaitsWithoutFailing(t *testing.T) {
 	cfg := DefaultConfig()
 	open := false
 	asked := 0
-	cfg.Gate = gateFunc(func(_ netip.AddrPort, n int, head []byte) bool {
+	gate := gateFunc(func(_ netip.AddrPort, n int, head []byte) bool {
 		asked++
 		return open
 	})
-	p := newPair(t, cfg, 5000)
+	p := newPair(t, cfg, 5000, Hooks{Gate: gate})
 	id, err := p.a.Dial(0, p.bAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -92,11 +92,11 @@ func TestRNRWaitsWithoutFailing(t *testing.T) {
 func TestRNRGatesOnlyNewMessages(t *testing.T) {
 	cfg := DefaultConfig()
 	var heads []string
-	cfg.Gate = gateFunc(func(_ netip.AddrPort, n int, head []byte) bool {
+	gate := gateFunc(func(_ netip.AddrPort, n int, head []byte) bool {
 		heads = append(heads, string(head[:1]))
 		return head[0] != 'B' || len(heads) > 3 // B is refused twice
 	})
-	p := newPair(t, cfg, 5000)
+	p := newPair(t, cfg, 5000, Hooks{Gate: gate})
 	id, _ := p.a.Dial(0, p.bAddr)
 	for _, m := range []string{"A", "B", "C"} {
 		if _, err := p.a.Send(0, id, bytes.Repeat([]byte(m), 100)); err != nil {
@@ -172,13 +172,13 @@ func TestRNRUnderECNoSlip(t *testing.T) {
 	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 4, 2
 	open := true
 	refusedHeads := 0
-	cfg.Gate = gateFunc(func(_ netip.AddrPort, n int, head []byte) bool {
+	gate := gateFunc(func(_ netip.AddrPort, n int, head []byte) bool {
 		if !open {
 			refusedHeads++
 		}
 		return open
 	})
-	p := newPair(t, cfg, 5000)
+	p := newPair(t, cfg, 5000, Hooks{Gate: gate})
 	id, err := p.a.Dial(0, p.bAddr)
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func TestTimeWaitSpoofedFloodChargedAndCapped(t *testing.T) {
 		t.Skip("-short: measures the heap over 50,000 packets")
 	}
 	const total = 50000
-	e, err := NewEndpoint(daemonEngineConfig(&ringPlacer{}), nil2())
+	e, err := NewEndpoint(daemonEngineConfig(), nil2(), daemonHooks(&ringPlacer{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,13 +251,13 @@ func TestTimeWaitCapBoundsDials(t *testing.T) {
 // connection keeps delivering every message exactly once, and the victim can still dial
 // out, while spoofed one-packet messages hold the unproven TIME_WAIT share at its cap.
 func TestTimeWaitHonestPeerDuringFlood(t *testing.T) {
-	cfg := daemonEngineConfig(nil)
+	cfg := daemonEngineConfig()
 	cfg.MaxConns, cfg.MaxTimeWait = 64, 512
-	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
+	a, err := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)), daemonHooks(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)))
+	b, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), daemonHooks(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,9 +365,9 @@ func TestTimeWaitChargeMatchesHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: measures the heap over 120,000 packets")
 	}
-	cfg := daemonEngineConfig(nil)
+	cfg := daemonEngineConfig()
 	cfg.MaxConns, cfg.MaxTimeWait = 1, 1<<24
-	e, err := NewEndpoint(cfg, nil2())
+	e, err := NewEndpoint(cfg, nil2(), daemonHooks(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,11 +87,11 @@ type Event struct {
 	Peer  netip.AddrPort
 	MsgID uint32
 	Data  []byte // MessageReceived: the message (nil when delivered in Chunks)
-	// Chunks is a MessageReceived message in pieces when Config.DeliverChunks is set: the
+	// Chunks is a MessageReceived message in pieces when Hooks.DeliverChunks is set: the
 	// engine's receive chunks, in order, all RecvChunk bytes but the last; give them back
 	// with PutChunks once done with them (or leave them to the garbage collector).
 	Chunks [][]byte
-	// Placed is non-zero when a MessageReceived message is in the Config.Placer's buffer
+	// Placed is non-zero when a MessageReceived message is in the Hooks.Placer's buffer
 	// (Data; the token Place returned for it).
 	Placed uint64
 	Err    error // MessageFailed, ConnClosed
@@ -132,7 +132,7 @@ type Stats struct {
 	AcksRode        uint64 // held ACKs that left ahead of a data packet to their peer, in its batch
 	BundlesSent     uint64 // held ACKs that rode inside their answer's datagram (wire.FlagBundle)
 	BundlesRecv     uint64 // datagrams received as an ACK with a DATA packet behind it
-	MsgsPlaced      uint64 // messages received straight into the Placer's buffers (Config.Placer)
+	MsgsPlaced      uint64 // messages received straight into the Placer's buffers (Hooks.Placer)
 	NacksSent       uint64
 	NacksRecv       uint64
 	ReturnedRecv    uint64 // trimmed headers of our own packets returned by a switch (return-to-sender), acted on as NACKs
@@ -206,7 +206,7 @@ type Stats struct {
 	ParityRefused   uint64 // EC parity not of the configured code, from an unproven peer, or naming PSNs its message's data contradicts
 	ECBad           uint64 // EC blocks whose rebuild failed the checksum their parity carries (nothing of them kept)
 
-	// Receiver not ready (rnr.go, Config.Gate); all zero without a gate.
+	// Receiver not ready (rnr.go, Hooks.Gate); all zero without a gate.
 	RNRSent uint64 // first packets of messages refused because their destination could not take them (receiver)
 	RNRRecv uint64 // RNR NACKs acted on: the packet is resent after a back-off (sender)
 	// MsgsDisplaced counts placed messages moved back into the engine's chunks (Displace).

@@ -118,11 +118,11 @@ func New(t testing.TB, o Options) *Rig {
 	ackPort.SampleInterval = 0
 	r.SentAt = make([][]int64, o.Senders)
 	for i := range o.Senders {
-		scfg := cfg
+		var hk transport.Hooks
 		if o.NewCC != nil {
-			scfg.NewCC = func() cc.Controller { return o.NewCC(i) }
+			hk.NewCC = func() cc.Controller { return o.NewCC(i) }
 		}
-		ep, err := transport.NewEndpoint(scfg, rand.New(rand.NewPCG(o.Seed, uint64(i))))
+		ep, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(o.Seed, uint64(i))), hk)
 		if err != nil {
 			t.Fatal(err)
 		}

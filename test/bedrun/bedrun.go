@@ -116,7 +116,7 @@ func Map(sc *sim.Scenario) (*Mapped, error) {
 	t := sc.Transport
 	// The emulated switches stamp in-band telemetry (as the simulator's) unless the
 	// scenario says they cannot; a controller that needs it turns it on.
-	if reg, ok := transport.LookupCC(t.CC); ok && t.NewCC == nil && reg.Needs.INT {
+	if reg, ok := transport.LookupCC(t.CC); ok && reg.Needs.INT {
 		if q.NoINT {
 			return nil, fmt.Errorf("topology.queue.no_int = true: transport.cc = %q needs switches that stamp in-band telemetry", t.CC)
 		}

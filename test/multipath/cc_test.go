@@ -26,9 +26,9 @@ func (a *aimd) PacingRate() int64 {
 }
 
 func withAIMD(s Scenario) Scenario {
-	s.Tune = func(c *transport.Config) {
+	s.Hooks = func(c transport.Config) transport.Hooks {
 		mtu := c.MTU
-		c.NewCC = func() cc.Controller { return &aimd{w: 25 * mtu, mtu: mtu} }
+		return transport.Hooks{NewCC: func() cc.Controller { return &aimd{w: 25 * mtu, mtu: mtu} }}
 	}
 	return s
 }

@@ -30,6 +30,8 @@ type Scenario struct {
 	Limit    int64 // virtual-time limit, ns (0: 1 s)
 	// Tune, if set, adjusts the engine configuration last.
 	Tune func(*transport.Config)
+	// Hooks, if set, returns the engines' hooks for the tuned configuration.
+	Hooks func(transport.Config) transport.Hooks
 }
 
 // Result is what a run measured.
@@ -93,10 +95,14 @@ func (s Scenario) Config() transport.Config {
 // Run runs the scenario.
 func Run(s Scenario) (Result, error) {
 	cfg := s.Config()
+	var hooks transport.Hooks
+	if s.Hooks != nil {
+		hooks = s.Hooks(cfg)
+	}
 	var ep [2]*transport.Endpoint
 	for i := range ep {
 		var err error
-		if ep[i], err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(s.Seed, uint64(i)))); err != nil {
+		if ep[i], err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(s.Seed, uint64(i))), hooks); err != nil {
 			return Result{}, err
 		}
 	}

@@ -50,10 +50,10 @@ func BenchmarkAckPolicy(b *testing.B) {
 						pol.set(&sc.Transport.Ack)
 						sc.Transport.REPS.CleanEVs = sc.Transport.Ack.CleanEVs
 						clean := 0
-						sc.NewTransport = func(host int, cfg *transport.Config) {
+						sc.NewTransport = func(host int, cfg *transport.Config, hk *transport.Hooks) {
 							env := reps.Env{EVS: cfg.EVS, BDPPackets: int(cfg.Network().BDP()/int64(cfg.MTU)) + 1, BaseRTT: int64(cfg.BaseRTT), Trimming: cfg.Trimming}
 							rc := cfg.REPS
-							cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &evCounter{reps.NewREPS(rc, env, rng), &clean} }
+							hk.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &evCounter{reps.NewREPS(rc, env, rng), &clean} }
 						}
 						sc.LBName = "reps"
 						s, err := New(sc)

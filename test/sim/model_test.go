@@ -106,11 +106,11 @@ func TestPerFlowBaseRTT(t *testing.T) {
 		for i := range hops {
 			hops[i] = -1
 		}
-		sc.NewTransport = func(host int, cfg *transport.Config) {
+		sc.NewTransport = func(host int, cfg *transport.Config, hk *transport.Hooks) {
 			if perFlow && len(cfg.SMaRTT.BaseRTTPerHop) != 4 {
 				t.Errorf("base_rtt_per_hop has %d entries, want 4 (0..3 switches)", len(cfg.SMaRTT.BaseRTTPerHop))
 			}
-			cfg.NewCC = func() cc.Controller { return &hopRecorder{Fixed: cc.Fixed{Bytes: 1 << 20}, hops: &hops[host]} }
+			hk.NewCC = func() cc.Controller { return &hopRecorder{Fixed: cc.Fixed{Bytes: 1 << 20}, hops: &hops[host]} }
 		}
 		s, err := New(sc)
 		if err != nil {
@@ -179,10 +179,10 @@ func TestHTSimAckPolicyCleanEVs(t *testing.T) {
 		a.Every, a.EveryBytes, a.OnReorder, a.OnCE, a.DeferFill, a.CleanEVs = 64, 16384, false, true, true, lists
 		sc.Transport.REPS.CleanEVs = lists
 		clean := 0
-		sc.NewTransport = func(host int, cfg *transport.Config) {
+		sc.NewTransport = func(host int, cfg *transport.Config, hk *transport.Hooks) {
 			env := reps.Env{EVS: cfg.EVS, BDPPackets: int(cfg.Network().BDP()/int64(cfg.MTU)) + 1, BaseRTT: int64(cfg.BaseRTT), Trimming: cfg.Trimming}
 			rc := cfg.REPS
-			cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &evCounter{reps.NewREPS(rc, env, rng), &clean} }
+			hk.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &evCounter{reps.NewREPS(rc, env, rng), &clean} }
 		}
 		s, err := New(sc)
 		if err != nil {

@@ -51,9 +51,9 @@ type Scenario struct {
 	// Sim says how the simulator runs the scenario (shards); the result does not depend on it.
 	Sim RunConfig `yaml:"sim"`
 
-	// NewTransport, if set, adjusts each host's transport configuration (tests plug in
-	// balancers and controllers here).
-	NewTransport func(host int, cfg *transport.Config) `yaml:"-"`
+	// NewTransport, if set, adjusts each host's transport configuration and engine hooks
+	// (tests plug in balancers and controllers here).
+	NewTransport func(host int, cfg *transport.Config, h *transport.Hooks) `yaml:"-"`
 	// LBName names the balancer in results when NewTransport replaces it.
 	LBName string `yaml:"-"`
 	// Dir is where relative paths in the scenario (workload.file) are read from:

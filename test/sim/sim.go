@@ -202,7 +202,7 @@ type host struct {
 	timerGen int32
 	conns    map[int32]*sconn // by destination host
 	rxFlows  map[uint64]int32 // flows this host receives, by rxKey(source, message ID)
-	epTimer  uintptr          // prefetch hints (Endpoint.HotAddrs): the engine's timer fields
+	epHeap   *[2]uintptr      // prefetch hints (engineHints): the engine's timer heap header
 	epConns  uintptr          // and its connection table's header
 }
 
@@ -332,11 +332,11 @@ func New(sc *Scenario) (*Sim, error) {
 	}
 	// Returned headers are read only when the fabric is said to return them.
 	tcfg.ReturnToSender = sc.Topology.Queue.ReturnToSender && tcfg.Trimming
-	if reg, ok := transport.LookupCC(tcfg.CC); ok && tcfg.NewCC == nil && reg.Needs.ECN && sc.Topology.Queue.NoECN {
+	if reg, ok := transport.LookupCC(tcfg.CC); ok && reg.Needs.ECN && sc.Topology.Queue.NoECN {
 		// The controller's registration declares what the fabric must provide.
 		return nil, fmt.Errorf("topology.queue.no_ecn = true: transport.cc = %q needs ECN marking", tcfg.CC)
 	}
-	if reg, ok := transport.LookupCC(tcfg.CC); ok && tcfg.NewCC == nil && reg.Needs.INT {
+	if reg, ok := transport.LookupCC(tcfg.CC); ok && reg.Needs.INT {
 		if sc.Topology.Queue.NoINT {
 			return nil, fmt.Errorf("topology.queue.no_int = true: transport.cc = %q needs switches that stamp in-band telemetry", tcfg.CC)
 		}
@@ -361,9 +361,9 @@ func New(sc *Scenario) (*Sim, error) {
 	var shared func(*rand.Rand) reps.Balancer
 	for i := range s.hosts {
 		h := &s.hosts[i]
-		cfg := tcfg
+		cfg, hk := tcfg, transport.Hooks{}
 		if sc.NewTransport != nil {
-			sc.NewTransport(i, &cfg)
+			sc.NewTransport(i, &cfg, &hk)
 		}
 		if cfg.INT != tcfg.INT || cfg.INTHops != tcfg.INTHops {
 			return nil, fmt.Errorf("host %d: transport.int must be the same on every host", i)
@@ -376,27 +376,27 @@ func New(sc *Scenario) (*Sim, error) {
 		if shared == nil || sc.NewTransport != nil {
 			// Resolve the balancer by name once (through a throwaway endpoint) so that
 			// the balancers can be wrapped: REPS reports its freezing episodes.
-			probe, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(0, 0)))
+			probe, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(0, 0)), hk)
 			if err != nil {
 				return nil, fmt.Errorf("transport: %w", err)
 			}
-			shared = probe.Config().NewBalancer
+			shared = probe.Hooks().NewBalancer
 		}
 		mk := shared
 		part := s.partOf(int32(i))
-		cfg.Buffers = rxPool{rxBufs[part]}
-		cfg.NewBalancer = func(rng *rand.Rand) reps.Balancer {
+		hk.Buffers = rxPool{rxBufs[part]}
+		hk.NewBalancer = func(rng *rand.Rand) reps.Balancer {
 			b := mk(rng)
 			if f, ok := b.(freezer); ok {
 				s.frz[part] = append(s.frz[part], f) // each part appends to its own list
 			}
 			return b
 		}
-		h.ep, err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(sc.Seed, uint64(i)+1)))
+		h.ep, err = transport.NewEndpoint(cfg, rand.New(rand.NewPCG(sc.Seed, uint64(i)+1)), hk)
 		if err != nil {
 			return nil, fmt.Errorf("transport: %w", err)
 		}
-		h.epTimer, h.epConns = h.ep.HotAddrs()
+		h.epHeap, h.epConns = engineHints(h.ep)
 		h.ip = hostIP(i)
 		h.addr = hostAddr(int32(i))
 		h.tor = tp.hostUp[i]
@@ -722,9 +722,9 @@ func (s *Sim) prefetchFor(e event, stage int) {
 		case 0:
 			prefetchN(uintptr(unsafe.Pointer(&s.hosts[id])), 2)
 		case 1:
-			prefetchN(s.hosts[id].epTimer, 2)
+			prefetchN(uintptr(unsafe.Pointer(s.hosts[id].epHeap)), 2)
 		case 2:
-			if a := s.hosts[id].ep.TimerTopAddr(); a != 0 {
+			if a := timerTop(s.hosts[id].epHeap); a != 0 {
 				prefetch(a)
 			}
 		}

@@ -80,15 +80,18 @@ type Received struct {
 	Conn transport.ConnID
 	Data []byte
 	// Chunks holds the message instead of Data when the engine delivers chunks
-	// (transport.Config.DeliverChunks): give them back with transport.PutChunks.
+	// (transport.Hooks.DeliverChunks): give them back with transport.PutChunks.
 	Chunks [][]byte
-	// Placed is non-zero when the message is in the buffer transport.Config.Placer gave
+	// Placed is non-zero when the message is in the buffer transport.Hooks.Placer gave
 	// for it (Data; the placement's token).
 	Placed uint64
 }
 
 // Options configure a Node beyond the engine's config.
 type Options struct {
+	// Hooks are passed to every shard's engine (transport.Hooks); the node sets their
+	// IDShards and IDShard when it runs more than one shard.
+	Hooks     transport.Hooks
 	BatchSize int // datagrams per read and write batch (default 64)
 	// GatherBatch groups each send batch by (destination, EV, control) before the write,
 	// so the socket layer's GSO can join packets of a group (see Gather).
@@ -225,7 +228,7 @@ func New(cfg transport.Config, sock Socket, o Options) (*Node, error) {
 }
 
 // NewShards builds a node of len(socks) engine shards, shard i on socks[i] (at most 256).
-// Each shard's engine chooses connection IDs that name it (transport.Config.IDShards), so
+// Each shard's engine chooses connection IDs that name it (transport.Hooks.IDShards), so
 // the socket layer can steer datagrams to the socket of the shard that owns them
 // (Options.Steer says which that is); one shard is exactly New. Start it with Start.
 func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
@@ -249,9 +252,9 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 	}
 	n := &Node{opts: o, log: o.Logger, done: make(chan struct{}), started: time.Now()}
 	for i, sock := range socks {
-		c := cfg
+		c, h := cfg, o.Hooks
 		if len(socks) > 1 {
-			c.IDShards, c.IDShard = len(socks), i
+			h.IDShards, h.IDShard = len(socks), i
 			// A held completion ACK rides only on data its own engine sends, and a
 			// request's connection (accepted: the shard its first packet steered to)
 			// and the answer's (dialled: the shard of the peer's address) are mostly
@@ -260,14 +263,14 @@ func NewShards(cfg transport.Config, socks []Socket, o Options) (*Node, error) {
 		}
 		s := &shard{n: n, idx: i, sock: sock}
 		if o.TimeDecisions {
-			if err := installTiming(&c, s); err != nil {
+			if err := installTiming(&c, &h, s); err != nil {
 				return nil, fmt.Errorf("transport config: %w", err)
 			}
 		}
 		// Shard 0 draws from the node's seed as a single engine always has; the others
 		// from seeds derived from it.
 		seed := o.Seed + uint64(i)*0x9e3779b97f4a7c15
-		ep, err := transport.NewEndpoint(c, rand.New(rand.NewPCG(seed, seed^0x5eed)))
+		ep, err := transport.NewEndpoint(c, rand.New(rand.NewPCG(seed, seed^0x5eed)), h)
 		if err != nil {
 			return nil, err
 		}

@@ -69,9 +69,9 @@ func (t *timedCC) Cost() hwprofile.Cost {
 // Unwrap returns the wrapped controller.
 func (t *timedCC) Unwrap() cc.Controller { return t.Controller }
 
-// installTiming makes cfg build timed controllers for shard n.
-func installTiming(cfg *transport.Config, n *shard) error {
-	inner := cfg.NewCC
+// installTiming makes h build timed controllers (of h's or cfg's) for shard n.
+func installTiming(cfg *transport.Config, h *transport.Hooks, n *shard) error {
+	inner := h.NewCC
 	if inner == nil {
 		base := *cfg
 		name := cfg.CC
@@ -83,7 +83,7 @@ func installTiming(cfg *transport.Config, n *shard) error {
 			return c
 		}
 	}
-	cfg.NewCC = func() cc.Controller {
+	h.NewCC = func() cc.Controller {
 		c := inner()
 		t := &timedCC{Controller: c, n: n}
 		t.dec, _ = c.(interface{ Decisions() uint32 })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/version"
@@ -142,15 +143,18 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	}
 	tcfg := cfg.Transport
 	tcfg.ListenPort = cfg.Listen.Port()
-	// Received messages go to the API in the chunks they were received into (written to
-	// the client with writev), not assembled into a fresh buffer.
-	tcfg.DeliverChunks = true
-	// Large messages for a session with a receive ring go straight into its ring.
-	tcfg.Placer = d.API
-	// A session whose queue is full has new messages for it refused at their first packet
-	// (receiver not ready), and every destination endpoint of a peer gets a connection of
-	// its own (Lane), so that refusals stall the traffic to that endpoint alone.
-	tcfg.Gate = d.API
+	hooks := transport.Hooks{
+		// Received messages go to the API in the chunks they were received into (written
+		// to the client with writev), not assembled into a fresh buffer.
+		DeliverChunks: true,
+		// Large messages for a session with a receive ring go straight into its ring.
+		Placer: d.API,
+		// A session whose queue is full has new messages for it refused at their first
+		// packet (receiver not ready), and every destination endpoint of a peer gets a
+		// connection of its own (Lane), so that refusals stall the traffic to that
+		// endpoint alone.
+		Gate: d.API,
+	}
 	var lane func([]byte) uint32
 	if cfg.API.RecvBackpressure {
 		lane = api.Lane
@@ -166,6 +170,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	}
 	var m Exporter = noExporter{}
 	d.Node, err = daemon.NewShards(tcfg, sl.sockets(), daemon.Options{
+		Hooks:         hooks,
 		TimeDecisions: cfg.DecisionTiming, DecisionBudget: budget,
 		BatchSize: cfg.UDP.BatchSize, Logger: log, Seed: o.Seed, GatherBatch: cfg.UDP.GatherBatch, CopyPayload: cfg.UDP.CopyPayload,
 		OnReceive: d.API.Deliver, Lane: lane,

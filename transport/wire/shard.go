@@ -5,7 +5,7 @@ import "encoding/binary"
 // Shard returns the engine shard (0..n-1) that owns datagram b on a host that runs n
 // engine shards behind one listen port (docs/datapath.md, "Engine shards"): the low byte
 // of DstConn modulo n when DstConn is set (each shard chooses its connection IDs so that
-// it names the shard, transport.Config.IDShards), else the high byte of SrcConn modulo n
+// it names the shard, transport.Hooks.IDShards), else the high byte of SrcConn modulo n
 // (a peer's first packets, before it knows our ID: all of them reach the same shard,
 // which accepts the connection), and 0 for datagrams shorter than the common header.
 // A returned header (a DATA header of ours a switch sent back, FlagTrimmed|FlagReturned)

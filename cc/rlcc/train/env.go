@@ -233,7 +233,7 @@ func (e Env) simulate(pol Policy, name string, hosts int, wl sim.WorkloadConfig,
 	var probes []*probe
 	var nerr error
 	var netw config.Network
-	sc.NewTransport = func(host int, cfg *transport.Config) {
+	sc.NewTransport = func(host int, cfg *transport.Config, hk *transport.Hooks) {
 		netw = cfg.Network()
 		if host == 0 {
 			return // the receiver: its controllers send nothing
@@ -243,7 +243,7 @@ func (e Env) simulate(pol Policy, name string, hosts int, wl sim.WorkloadConfig,
 			cfg.CC = named.CC
 		}
 		hc := *cfg
-		cfg.NewCC = func() cc.Controller {
+		hk.NewCC = func() cc.Controller {
 			var c cc.Controller
 			var err error
 			if isNamed {
