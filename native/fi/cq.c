@@ -351,7 +351,7 @@ int sfi_cq_open(struct fid_domain *d, struct fi_cq_attr *attr, struct fid_cq **o
     cq->dom = dom;
     cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
     cq->wait_obj = attr->wait_obj;
-    cq->idle_spin = (unsigned)env_num("SMARTT_FI_IDLE_SPIN", 0, 1u << 30);
+    cq->idle_spin = (unsigned)env_num("SMARTT_FI_IDLE_SPIN", 64, 1u << 30);
     cq->idle_us = env_num("SMARTT_FI_IDLE_US", 0, 1000);
     cq->cap = attr->size ? attr->size : 1024;
     cq->ring = malloc(cq->cap * sizeof *cq->ring);

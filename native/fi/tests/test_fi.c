@@ -851,6 +851,15 @@ static void seg_roundtrip(node *s, node *r, size_t n, unsigned seed, int unexpec
     free(in);
 }
 
+/* test_large: messages of 1 to 5 MiB (sent from the endpoint's memfds, received
+ * through its ring) arrive whole, expected and unexpected, memfds reused. */
+static void test_large(node *a, node *b)
+{
+    seg_roundtrip(a, b, (1u << 20) + 123, 6, 0);
+    seg_roundtrip(a, b, (5u << 20) + 7, 7, 1);
+    seg_roundtrip(a, b, 3u << 20, 8, 0);
+}
+
 /* test_segments: a daemon whose api.max_message is 256 KiB refuses a 1 MiB message
  * sent whole; with SMARTT_FI_SEGMENT 64 KiB the provider sends it (and larger ones) as
  * segments, reassembled into the posted buffer, expected or unexpected; truncation and
@@ -940,6 +949,7 @@ int main(void)
     RUN(test_stalled, &a, &b);
     RUN(test_daemon_restart, &a);
     RUN(test_unordered);
+    RUN(test_large, &a, &b);
     RUN(test_segments, &b);
     node_close(&a);
     node_close(&b);
