@@ -62,7 +62,7 @@ static sfi_tx *tx_find(sfi_ep *ep, uint32_t stag)
 }
 
 void sfi_rx_report(sfi_ep *ep, sfi_rx *rx, uint64_t flags, size_t len, void *buf,
-                      uint64_t data, uint64_t tag, fi_addr_t src, int always)
+                   uint64_t data, uint64_t tag, fi_addr_t src, int always)
 {
     if (ep->rx_cq && (always || !ep->rx_sel || (rx->flags & FI_COMPLETION)))
         sfi_cq_push(ep->rx_cq, rx->ctx, flags, len, buf, data, tag, src);
@@ -71,7 +71,7 @@ void sfi_rx_report(sfi_ep *ep, sfi_rx *rx, uint64_t flags, size_t len, void *buf
 }
 
 void sfi_rx_report_err(sfi_ep *ep, void *ctx, uint64_t flags, int err, size_t len, size_t olen,
-                          uint64_t tag, uint64_t data)
+                       uint64_t tag, uint64_t data)
 {
     if (ep->rx_cq)
         sfi_cq_push_err(ep->rx_cq, ctx, flags, err, 0, len, olen, tag, data, NULL);
