@@ -181,9 +181,6 @@ static void ring_maybe(sfi_ep *ep, const smartt_event *ev)
 {
     if (ep->ring_state || ev->in_ring || ev->size < ep->ring_min)
         return;
-    ep->ring_state = 3;
-    if (!(smartt_caps(ep->s) & SMARTT_CAP_RING))
-        return;
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), cap = smartt_max_ring(ep->s);
     uint64_t size = ep->ring_size;
     if (!size) {
@@ -191,11 +188,19 @@ static void ring_maybe(sfi_ep *ep, const smartt_event *ev)
         size = size < (4u << 20) ? (4u << 20) : size > (64u << 20) ? (64u << 20) : size;
     }
     size = (size < cap ? size : cap) / page * page;
-    if (!size || (!ep->ring_size && size < 2 * ev->size))
+    if (!ep->ring_size && size < 2 * ev->size && (smartt_caps(ep->s) & SMARTT_CAP_RING))
+        return; /* too large a message to size a ring by: wait for a smaller one */
+    ep->ring_state = 3;
+    if (!(smartt_caps(ep->s) & SMARTT_CAP_RING) || !size) {
+        FI_INFO(&sfi_prov, FI_LOG_EP_DATA, "no receive ring: the daemon offers none\n");
         return;
+    }
     uint32_t tag;
-    if (smartt_ring_start(ep->s, size, ep->ring_min, &tag) == 0)
+    int r = smartt_ring_start(ep->s, size, ep->ring_min, &tag);
+    if (r == 0)
         ep->ring_state = 1, ep->ring_tag = tag;
+    FI_INFO(&sfi_prov, FI_LOG_EP_DATA, "receive ring of %llu bytes: %s\n", (unsigned long long)size,
+            smartt_strerror(r));
 }
 
 /* ux_queue keeps message m for a later receive; a ring message is copied out. */
@@ -377,8 +382,10 @@ void sfi_ep_progress(sfi_ep *ep)
             break;
         if (ev.type == SMARTT_EV_RECV)
             on_message(ep, &ev);
-        else if (ev.tag && ev.tag == ep->ring_tag && ep->ring_state == 1)
+        else if (ev.tag && ev.tag == ep->ring_tag && ep->ring_state == 1) {
             ep->ring_state = ev.type == SMARTT_EV_RING_OK ? 2 : 3; /* refused: stay on the socket */
+            FI_INFO(&sfi_prov, FI_LOG_EP_DATA, "receive ring: %s\n", ep->ring_state == 2 ? "on" : ev.text);
+        }
         else if (ev.tag)
             on_outcome(ep, &ev);
         else

@@ -851,13 +851,34 @@ static void seg_roundtrip(node *s, node *r, size_t n, unsigned seed, int unexpec
     free(in);
 }
 
-/* test_large: messages of 1 to 5 MiB (sent from the endpoint's memfds, received
- * through its ring) arrive whole, expected and unexpected, memfds reused. */
+/* counter reads the daemon's API counter key ("msgs_memfd") from GET /v1/counters. */
+static long long counter(const char *sock, const char *key)
+{
+    char *body = NULL, want[64];
+    long long v = -1;
+    snprintf(want, sizeof want, "\"%s\":", key);
+    if (smartt_get(sock, "/v1/counters", &body, 5000) == 200 && body) {
+        const char *p = strstr(body, want);
+        if (p)
+            v = strtoll(p + strlen(want), NULL, 10);
+    }
+    free(body);
+    return v;
+}
+
+/* test_large: messages of 1 to 5 MiB arrive whole, expected and unexpected: a's daemon
+ * took them as memfds (memfds reused) and b's daemon wrote them into b's ring. */
 static void test_large(node *a, node *b)
 {
+    const char *sa = getenv("SMARTT_A_SOCK"), *sb = getenv("SMARTT_B_SOCK");
+    long long fd0 = counter(sa, "msgs_memfd"), ring0 = counter(sb, "ring_msgs");
     seg_roundtrip(a, b, (1u << 20) + 123, 6, 0);
     seg_roundtrip(a, b, (5u << 20) + 7, 7, 1);
     seg_roundtrip(a, b, 3u << 20, 8, 0);
+    seg_roundtrip(a, b, 2u << 20, 9, 0);
+    long long fd1 = counter(sa, "msgs_memfd"), ring1 = counter(sb, "ring_msgs");
+    CHECK(fd0 >= 0 && fd1 - fd0 == 4, "sent as memfds: %lld", fd1 - fd0);
+    CHECK(ring0 >= 0 && ring1 - ring0 >= 2, "received through the ring: %lld", ring1 - ring0);
 }
 
 /* test_segments: a daemon whose api.max_message is 256 KiB refuses a 1 MiB message
