@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -38,7 +40,24 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 	fs.DurationVar(&o.Converge, "converge", time.Second, "from the failure until the switches route around it")
 	fs.DurationVar(&o.Timeout, "timeout", 120*time.Second, "wall-time bound of one MPI job")
 	out := fs.String("out", "", "write the rows as TSV here (docs/results/mpi/fabric.tsv)")
+	render := fs.String("render", "", "run nothing: print the table of this TSV (what -out wrote)")
 	return func(args []string, stdout io.Writer) error {
+		if *render != "" {
+			f, err := os.Open(*render)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			body, err := mpifabric.BodyOfTSV(f)
+			if err != nil {
+				return fmt.Errorf("%s: %w", *render, err)
+			}
+			results.Emit(stdout, "mpi-fabric", body)
+			return nil
+		}
+		if len(args) != 1 {
+			return cli.Usagef("testbed mpi: want one scenario (test/mpifabric/fabric.yaml), or -render TSV")
+		}
 		sc, err := loadScenario(args[0])
 		if err != nil {
 			return err
@@ -61,6 +80,17 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 			return err
 		}
 		o.Log = os.Stderr
+		// Interrupted: end the jobs and remove the namespaces before going.
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sig)
+		go func() {
+			if _, ok := <-sig; ok {
+				fmt.Fprintf(os.Stderr, "testbed mpi: interrupted; removing testbed %s\n", o.Name)
+				_ = netbed.Remove(o.Name)
+				os.Exit(130)
+			}
+		}()
 		var rows []mpifabric.Row
 		var stats []mpifabric.Stats
 		// Interleaved: every provider and condition of a seed before the next seed, so a
@@ -90,8 +120,12 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 				return err
 			}
 		}
-		results.Emit(stdout, "mpi-fabric", "Runs: "+note+".\n\n"+mpifabric.Render(rows, o.FailLink)+
-			"\nCounters of the runs (both jobs of a run; median over the seeds):\n\n"+mpifabric.RenderStats(stats, o.FailLink))
+		// The table of the stored rows, so -render of the file prints the same.
+		body, err := mpifabric.BodyOfTSV(bytes.NewReader(tsv.Bytes()))
+		if err != nil {
+			return err
+		}
+		results.Emit(stdout, "mpi-fabric", body)
 		return nil
 	}
 }

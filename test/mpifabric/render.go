@@ -100,6 +100,26 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
+// Body is the region of docs/results/mpi.md: the runs' note, the timing table and the
+// counters' table.
+func Body(note string, rows []Row, stats []Stats, failLink string) string {
+	return "Runs: " + note + ".\n\n" + Render(rows, failLink) +
+		"\nCounters of the runs (both jobs of a run; median over the seeds):\n\n" + RenderStats(stats, failLink)
+}
+
+// BodyOfTSV is Body of stored results (the failed link read from the note's "fail LINK").
+func BodyOfTSV(r io.Reader) (string, error) {
+	note, rows, stats, err := ReadTSV(r)
+	if err != nil {
+		return "", err
+	}
+	link := ""
+	if _, rest, ok := strings.Cut(note, "; fail "); ok {
+		link, _, _ = strings.Cut(rest, " ")
+	}
+	return Body(note, rows, stats, link), nil
+}
+
 // Spread is min, median and max of xs (the median of an even count is the mean of the
 // middle two); zeros for none.
 func Spread(xs []float64) (lo, med, hi float64) {
