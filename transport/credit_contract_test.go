@@ -48,15 +48,7 @@ func creditContract(t *testing.T, ccName string) {
 	if p.a.pull == nil || p.b.pull == nil {
 		t.Fatalf("endpoints without the receiver half: %v, %v", p.a.pull, p.b.pull)
 	}
-	n := 0 // every 37th first transmission of a data packet is lost
-	p.drop = func(from *Endpoint, b []byte) bool {
-		_, _, retx, ok := dataPSN(b)
-		if !ok || from != p.a || retx {
-			return false
-		}
-		n++
-		return n%37 == 0
-	}
+	sent := dropFirstTx(p, 37)
 	recoveryRun(t, p, [][]byte{patterned(600<<10, 1), patterned(5000, 2), patterned(64<<10, 3)})
 	for _, e := range []*Endpoint{p.a, p.b} {
 		for _, c := range e.list {
@@ -65,7 +57,7 @@ func creditContract(t *testing.T, ccName string) {
 			}
 		}
 	}
-	sa, sb := p.a.Stats(), p.b.Stats()
+	n, sa, sb := *sent, p.a.Stats(), p.b.Stats()
 	if n < 37 || sb.PullsSent == 0 || sa.PullsRecv == 0 || sa.BadPulls != 0 {
 		t.Errorf("%d data packets, %d lost: PULLs sent %d, received %d, %d bad", n, n/37, sb.PullsSent, sa.PullsRecv, sa.BadPulls)
 	}
