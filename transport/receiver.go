@@ -435,11 +435,31 @@ func (c *conn) fits(start, claim, window uint64) bool {
 
 // chunked reports whether r's buffer is allocated RecvChunk at a time.
 func (e *Endpoint) chunked(r *rxMsg) bool {
-	return (r.n > RecvChunk || e.hooks.DeliverChunks) && !e.wholeBufs
+	return (r.n > RecvChunk || e.hooks.DeliverChunks) && !e.wholeBufs && !r.whole
+}
+
+// Whole buffers for proven peers: a message of at most wholeMax bytes from a peer that
+// has proven its address, delivered in one buffer (no DeliverChunks), takes that buffer
+// from Hooks.Buffers at its first packet, charged whole, while what the endpoint holds
+// stays within RecvBudget/wholeShare: its data is then written once, not copied again
+// from chunks at delivery. Beyond that share (a proven peer opening many messages with a
+// packet each) messages are chunked, holding only what arrived.
+const (
+	wholeMax   = 4 << 20
+	wholeShare = 4
+)
+
+// takeWhole reports whether r, which holds nothing yet, gets its buffer whole.
+func (e *Endpoint) takeWhole(c *conn, r *rxMsg) bool {
+	return c.proven && r.held == 0 && r.n <= wholeMax && !e.hooks.DeliverChunks &&
+		e.stats.RecvBuffered+uint64(r.n)+msgRecBytes <= uint64(e.cfg.RecvBudget)/wholeShare
 }
 
 // reserve makes sure r has buffer memory for bytes [off, off+n), within RecvBudget.
 func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
+	if e.chunked(r) && e.takeWhole(c, r) {
+		r.whole = true
+	}
 	if !e.chunked(r) {
 		if r.buf != nil {
 			return true
