@@ -164,7 +164,6 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		},
 		recvState: recvState{
 			coal: ackpath.NewCoalescer(cfg.Ack),
-			rx:   make(map[uint32]*rxMsg),
 		},
 	}
 	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
