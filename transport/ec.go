@@ -646,7 +646,7 @@ func (e *Endpoint) ecTrimmedIn(c *conn, r *rxMsg, off int) {
 // that will never come (so trimmed data arriving later is judged against it), and the
 // block's waiting NACKs are checked.
 func (e *Endpoint) ecTrimmedParity(c *conn, d *wire.Data) {
-	r := c.rx[d.MsgID]
+	r := c.rx.get(d.MsgID)
 	if r == nil {
 		e.ecTrimCheck(c, d, nil, 1)
 		return
