@@ -4,29 +4,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
-
-// The operator CLI links none of the research tools' modules nor the optional engine
-// parts only smarttd and smartt-lab need (the build info of this test binary lists the
-// modules cmd/smartt's own packages link).
-func TestOperatorCLILinksNoResearchModules(t *testing.T) {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		t.Skip("no build info")
-	}
-	for _, d := range bi.Deps {
-		for _, bad := range []string{"github.com/klauspost/reedsolomon", "gonum.org/", "codeberg.org/", "github.com/prometheus/"} {
-			if strings.HasPrefix(d.Path, bad) {
-				t.Errorf("smartt links %s %s", d.Path, d.Version)
-			}
-		}
-	}
-}
 
 // A daemon of this program asked for recovery.mode: ec refuses to start before any socket
 // opens, naming the key and the program that has the erasure code; smartt check accepts
