@@ -32,10 +32,11 @@ type CCRegistration struct {
 	Prepare func(cfg *Config) (func() cc.Controller, error)
 	// Needs declares the network features the controller relies on.
 	Needs CCNeeds
-	// ReceiverDriven: the receiver schedules the senders (EQDS): an endpoint running
-	// the controller paces PULL packets for its peers (algos_eqds.go), and its
-	// connections send only against the credit those grant.
-	ReceiverDriven bool
+	// Credit names the receiver-driven credit mechanism (credit.go) the controller sends
+	// against: an endpoint running it paces PULL packets for its peers (EQDS:
+	// credit_eqds.go), and its connections send only against the credit those grant.
+	// "": sender-driven.
+	Credit string
 }
 
 // LBRegistration is one load balancer's row of the registry, in the shape of a

@@ -93,7 +93,7 @@ type Endpoint struct {
 	lastNow  int64 // latest time the driver passed in, for snapshots (Conns)
 
 	auth *authEngine // packet authentication (auth.go); nil when off
-	pull *pullPacer  // receiver-driven credit (algos_eqds.go); nil unless the cc is
+	pull puller      // receiver-driven credit's receiver half (credit.go); nil: sender-driven cc
 
 	aliasPayload bool // SetPayloadAlias
 
@@ -138,7 +138,7 @@ func NewEndpoint(cfg Config, rng *rand.Rand, hooks ...Hooks) (*Endpoint, error) 
 	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
-	pull, err := newPullPacer(&cfg)
+	newPull, err := newPuller(&cfg)
 	if err != nil {
 		return nil, fmt.Errorf("transport config: %w", err)
 	}
@@ -146,7 +146,6 @@ func NewEndpoint(cfg Config, rng *rand.Rand, hooks ...Hooks) (*Endpoint, error) 
 	rmode, rthr, _ := cfg.recoveryParams()
 	e := &Endpoint{
 		rthr:      rthr,
-		pull:      pull,
 		auth:      auth,
 		wholeBufs: whole,
 		connBytes: cfg.ConnCharge(),
@@ -159,6 +158,9 @@ func NewEndpoint(cfg Config, rng *rand.Rand, hooks ...Hooks) (*Endpoint, error) 
 		twPeer:    make(map[peerKey]struct{}),
 	}
 	e.rec = rmode.newRecoverer(e)
+	if newPull != nil {
+		e.pull = newPull(e)
+	}
 	if r, ok := e.rec.(*ecRecovery); ok {
 		e.ec = r.ecCodec
 	}
@@ -404,7 +406,7 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 		}
 	}
 	if e.pull != nil {
-		if t, ok := e.pollPull(now, buf); ok {
+		if t, ok := e.pull.poll(now, buf); ok {
 			e.stats.PacketsSent++
 			return t, true
 		}

@@ -448,7 +448,7 @@ func TestEQDSConfigYAML(t *testing.T) {
 		t.Fatalf("decoded %+v", cfg.EQDS)
 	}
 	e, err := NewEndpoint(cfg, nil2())
-	if err != nil || e.pull == nil || e.pull.p.Speculative() != 300_000 {
+	if pp, ok := e.pull.(*pullPacer); err != nil || !ok || pp.p.Speculative() != 300_000 {
 		t.Fatalf("endpoint: %v, pacer %v", err, e != nil && e.pull != nil)
 	}
 	bad := cfg
@@ -463,7 +463,7 @@ func TestEQDSConfigYAML(t *testing.T) {
 	if err != nil || e.pull != nil {
 		t.Fatalf("smartt endpoint has a pull pacer (%v)", err)
 	}
-	if r, _ := LookupCC("eqds"); !r.ReceiverDriven || r.Needs != (CCNeeds{}) {
+	if r, _ := LookupCC("eqds"); r.Credit != "eqds" || r.Needs != (CCNeeds{}) {
 		t.Fatalf("registration %+v", r)
 	}
 }

@@ -37,18 +37,10 @@ func recoveryContract(t *testing.T, mode string) {
 	if p.a.rthr != thr {
 		t.Errorf("endpoint threshold %d, config %d", p.a.rthr, thr)
 	}
-	// Every 37th first transmission of a data packet is lost.
-	n := 0
-	p.drop = func(from *Endpoint, b []byte) bool {
-		_, _, retx, ok := dataPSN(b)
-		if !ok || from != p.a || retx {
-			return false
-		}
-		n++
-		return n%37 == 0
-	}
+	sent := dropFirstTx(p, 37)
 	msgs := [][]byte{patterned(300<<10, 1), patterned(5000, 2), patterned(64<<10, 3)}
 	recoveryRun(t, p, msgs)
+	n := *sent
 	s := p.a.Stats()
 	if lost := uint64(n / 37); lost == 0 || s.RetxSack+s.RetxNack+s.RetxTimeout+p.b.Stats().ECRebuilt < lost {
 		t.Errorf("%d first transmissions lost, %d+%d+%d resent and %d rebuilt", lost, s.RetxSack, s.RetxNack, s.RetxTimeout, p.b.Stats().ECRebuilt)
@@ -61,4 +53,19 @@ func recoveryContract(t *testing.T, mode string) {
 			t.Errorf("ec coder on the connection: %v, mode ec: %v", c.ecTx != nil, ok)
 		}
 	}
+}
+
+// dropFirstTx makes p lose every nth first transmission of a data packet from a; the
+// count it returns is of the first transmissions sent.
+func dropFirstTx(p *pair, nth int) *int {
+	n := new(int)
+	p.drop = func(from *Endpoint, b []byte) bool {
+		_, _, retx, ok := dataPSN(b)
+		if !ok || from != p.a || retx {
+			return false
+		}
+		*n++
+		return *n%nth == 0
+	}
+	return n
 }

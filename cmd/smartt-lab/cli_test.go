@@ -30,7 +30,7 @@ func TestHelpSameBothWays(t *testing.T) {
 		t.Fatalf("walked %d commands", n)
 	}
 	out, _ := execute("testbed", "-h")
-	for _, sub := range []string{"up", "down", "status", "link", "switch", "exec", "run", "sweep", "fail", "soak"} {
+	for _, sub := range []string{"up", "down", "status", "link", "switch", "exec", "run", "sweep", "fail", "soak", "mpi"} {
 		if !strings.Contains(out, "\n  "+sub+" ") {
 			t.Errorf("testbed -h does not list %s:\n%s", sub, out)
 		}

@@ -65,15 +65,20 @@ func (f durFlag) Set(s string) error {
 	return nil
 }
 
+// bindEpisodes declares the flags of the incast episodes train and distill run.
+func bindEpisodes(fs *pflag.FlagSet, seed *uint64, seedUsage string, minFlows, maxFlows *int, episodeNs *int64) {
+	fs.Uint64Var(seed, "seed", *seed, seedUsage)
+	fs.IntVar(minFlows, "min-flows", *minFlows, "smallest incast")
+	fs.IntVar(maxFlows, "max-flows", *maxFlows, "largest incast")
+	fs.Var(durFlag{episodeNs}, "episode", "simulated time per episode")
+}
+
 // bindRLCCTrain declares the flags of "smartt-lab rlcc train" on fs.
 func bindRLCCTrain(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
 	c := train.DefaultConfig()
-	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the initial weights and of every episode")
+	bindEpisodes(fs, &c.Seed, "seed of the initial weights and of every episode", &c.MinFlows, &c.MaxFlows, &c.EpisodeNs)
 	fs.IntVar(&c.Iterations, "iterations", c.Iterations, "episodes")
-	fs.IntVar(&c.MinFlows, "min-flows", c.MinFlows, "smallest incast")
-	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "largest incast")
-	fs.Var(durFlag{&c.EpisodeNs}, "episode", "simulated time per episode")
 	fs.IntVar(&c.Rollout, "rollout", c.Rollout, "transitions per gradient step")
 	fs.Float64Var(&c.LR, "lr", c.LR, "Adam step size")
 	fs.IntVar(&c.Horizon, "horizon", c.Horizon, "decisions whose delta credit an action")
@@ -130,11 +135,8 @@ func bindRLCCDistill(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
 	policy := fs.String("policy", "", "policy network file (default: the embedded trained policy)")
 	dc := train.DefaultDistillConfig()
-	fs.Uint64Var(&dc.Seed, "seed", dc.Seed, "seed of the recording episodes")
+	bindEpisodes(fs, &dc.Seed, "seed of the recording episodes", &dc.MinFlows, &dc.MaxFlows, &dc.EpisodeNs)
 	fs.IntVar(&dc.Episodes, "episodes", dc.Episodes, "recording episodes")
-	fs.IntVar(&dc.MinFlows, "min-flows", dc.MinFlows, "smallest incast")
-	fs.IntVar(&dc.MaxFlows, "max-flows", dc.MaxFlows, "largest incast")
-	fs.Var(durFlag{&dc.EpisodeNs}, "episode", "simulated time per episode")
 	fs.IntVar(&dc.PerEpisode, "per-episode", dc.PerEpisode, "decisions kept per episode")
 	fs.IntVar(&dc.HoldOut, "hold-out", dc.HoldOut, "every n-th episode is held out")
 	fs.IntVar(&dc.Fit.Trees, "trees", dc.Fit.Trees, "boosted trees (<= 10 for the NIC)")
@@ -200,11 +202,9 @@ func bindRLCCTable(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 
 // bindRLCCFig3 declares the flags of "smartt-lab rlcc fig3" on fs.
 func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
-	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	inc := bindIncast(fs, progress, "2,4,8,16,32,64,128,256,512,1024", 3)
 	policy := fs.String("policy", "", "policy network file (default: the embedded trained policy)")
 	model := fs.String("model", "", "tree model file (default: the embedded model)")
-	flows := fs.String("flows", "2,4,8,16,32,64,128,256,512,1024", "incast sizes")
-	seeds := fs.Int("seeds", 3, "seeds per point (the spread is min..max)")
 	warm, measure := int64(10_000_000), int64(10_000_000)
 	fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
 	fs.Var(durFlag{&measure}, "measure", "measured window")
@@ -217,16 +217,9 @@ func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 		if err := env.RLCC.Validate(); err != nil {
 			return err
 		}
-		var ns []int
-		for _, f := range strings.Split(*flows, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 || n > 4096 {
-				return fmt.Errorf("-flows: %q: want numbers in 1..4096", f)
-			}
-			ns = append(ns, n)
-		}
-		if *seeds < 1 || *seeds > 100 {
-			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		ns, err := inc.parse()
+		if err != nil {
+			return err
 		}
 		net, _, err := loadPolicy(*policy)
 		if err != nil {
@@ -237,10 +230,6 @@ func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 		m, err := cfg.LoadModel()
 		if err != nil {
 			return err
-		}
-		var pw io.Writer
-		if !*quiet {
-			pw = progress
 		}
 		var pols []train.Policy
 		for _, w := range strings.Split(*which, ",") {
@@ -253,12 +242,12 @@ func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 				return fmt.Errorf("-policies: %q: want network, trees or both separated by a comma", w)
 			}
 		}
-		rows, err := train.Fig3(env, pols, ns, *seeds, warm, measure, pw)
+		rows, err := train.Fig3(env, pols, ns, *inc.seeds, warm, measure, inc.progress())
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "target %g, beta %g\n\n", env.RLCC.Target, env.RLCC.Beta)
-		fmt.Fprintf(out, "| N | policy | mean RTT inflation (min..max over %d seeds) | Eq. 2 | deviation | goodput | losses per flow | trims (whole run) |\n|---|---|---|---|---|---|---|---|\n", *seeds)
+		fmt.Fprintf(out, "| N | policy | mean RTT inflation (min..max over %d seeds) | Eq. 2 | deviation | goodput | losses per flow | trims (whole run) |\n|---|---|---|---|---|---|---|---|\n", *inc.seeds)
 		for _, r := range rows {
 			fmt.Fprintf(out, "| %d | %s | %.3f (%.3f..%.3f) | %.3f | %+.1f %% | %.3f (%.3f..%.3f) | %.2f | %.0f |\n", r.Flows, r.Policy,
 				r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Eq2, 100*(r.Inflation.Mean/r.Eq2-1),
@@ -276,42 +265,29 @@ func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 
 // bindRLCCCompare declares the flags of "smartt-lab rlcc compare" on fs.
 func bindRLCCCompare(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
-	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
-	flows := fs.String("flows", "4,16,64,256,1024", "incast sizes")
+	inc := bindIncast(fs, progress, "4,16,64,256,1024", 2)
 	ccs := fs.String("ccs", "rlcc,smartt,nscc,swift,dcqcn", "registered congestion controllers")
-	seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
 	warm, measure := int64(10_000_000), int64(10_000_000)
 	fs.Var(durFlag{&warm}, "warm", "warm-up before measuring")
 	fs.Var(durFlag{&measure}, "measure", "measured window")
 	return func(_ []string, out io.Writer) error {
-		ns, err := parseList(*flows, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
+		in, err := inc.parse()
 		if err != nil {
 			return err
 		}
-		if *seeds < 1 || *seeds > 100 {
-			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		names, err := parseCCs(*ccs)
+		if err != nil {
+			return err
 		}
 		var pols []train.Policy
-		for _, name := range strings.Split(*ccs, ",") {
-			name = strings.TrimSpace(name)
-			if _, ok := transport.LookupCC(name); !ok {
-				return fmt.Errorf("-ccs: %q is not a registered controller (%s)", name, strings.Join(transport.CCNames(), ", "))
-			}
+		for _, name := range names {
 			pols = append(pols, &train.CCPolicy{CC: name})
 		}
-		var in []int
-		for _, n := range ns {
-			in = append(in, int(n))
-		}
-		var pw io.Writer
-		if !*quiet {
-			pw = progress
-		}
-		rows, err := train.Fig3(train.DefaultEnv(), pols, in, *seeds, warm, measure, pw)
+		rows, err := train.Fig3(train.DefaultEnv(), pols, in, *inc.seeds, warm, measure, inc.progress())
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "| N | cc | goodput (min..max over %d seeds) | mean RTT inflation | losses per flow | trims (whole run) |\n|---|---|---|---|---|---|\n", *seeds)
+		fmt.Fprintf(out, "| N | cc | goodput (min..max over %d seeds) | mean RTT inflation | losses per flow | trims (whole run) |\n|---|---|---|---|---|---|\n", *inc.seeds)
 		for _, r := range rows {
 			fmt.Fprintf(out, "| %d | %s | %.3f (%.3f..%.3f) | %.3f (%.3f..%.3f) | %.2f | %.0f |\n", r.Flows, r.Policy,
 				r.Goodput.Mean, r.Goodput.Min, r.Goodput.Max, r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Losses.Mean, r.Trims.Mean)
@@ -332,16 +308,12 @@ func bindRLCCLongshort(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	fs.Var(durFlag{&ls.End}, "end", "end of the run")
 	seeds := fs.Int("seeds", 3, "seeds per row (the spread is min..max)")
 	return func(_ []string, out io.Writer) error {
-		if *seeds < 1 || *seeds > 100 {
-			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
+		if err := checkSeeds(*seeds); err != nil {
+			return err
 		}
-		var names []string
-		for _, name := range strings.Split(*ccs, ",") {
-			name = strings.TrimSpace(name)
-			if _, ok := transport.LookupCC(name); !ok {
-				return fmt.Errorf("-ccs: %q is not a registered controller (%s)", name, strings.Join(transport.CCNames(), ", "))
-			}
-			names = append(names, name)
+		names, err := parseCCs(*ccs)
+		if err != nil {
+			return err
 		}
 		env := train.DefaultEnv()
 		fmt.Fprintf(out, "%d long, %d short of %d bytes at %v, until %v; over %d seeds (min..max)\n\n", ls.Long, ls.Short, ls.ShortSize,
@@ -383,14 +355,12 @@ func bindRLCCLongshort(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 
 // bindRLCCFig4 declares the flags of "smartt-lab rlcc fig4" on fs.
 func bindRLCCFig4(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
-	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	inc := bindIncast(fs, progress, "4,64,512", 2)
 	model := fs.String("model", "", "tree model file (default: the embedded model)")
-	flows := fs.String("flows", "4,64,512", "incast sizes")
 	targets := fs.String("targets", "0.032,0.064,0.128", "targets (each at the default beta)")
 	betas := fs.String("betas", "1.1,1.5,2", "betas (each at the default target)")
-	seeds := fs.Int("seeds", 2, "seeds per point (the spread is min..max)")
 	return func(_ []string, out io.Writer) error {
-		ns, err := parseList(*flows, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
+		in, err := inc.parse()
 		if err != nil {
 			return err
 		}
@@ -402,19 +372,12 @@ func bindRLCCFig4(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 		if err != nil {
 			return err
 		}
-		if *seeds < 1 || *seeds > 100 {
-			return fmt.Errorf("-seeds = %d: must be in 1..100", *seeds)
-		}
 		base := train.DefaultEnv()
 		cfg := base.RLCC
 		cfg.Model = *model
 		m, err := cfg.LoadModel()
 		if err != nil {
 			return err
-		}
-		var pw io.Writer
-		if !*quiet {
-			pw = progress
 		}
 		type setting struct{ t, b float64 }
 		var grid []setting
@@ -426,15 +389,11 @@ func bindRLCCFig4(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 				grid = append(grid, setting{base.RLCC.Target, b})
 			}
 		}
-		var in []int
-		for _, n := range ns {
-			in = append(in, int(n))
-		}
-		fmt.Fprintf(out, "| target | beta | N | mean RTT inflation (min..max over %d seeds) | Eq. 2 | deviation | goodput | losses per flow |\n|---|---|---|---|---|---|---|---|\n", *seeds)
+		fmt.Fprintf(out, "| target | beta | N | mean RTT inflation (min..max over %d seeds) | Eq. 2 | deviation | goodput | losses per flow |\n|---|---|---|---|---|---|---|---|\n", *inc.seeds)
 		for _, g := range grid {
 			env := base
 			env.RLCC.Target, env.RLCC.Beta = g.t, g.b
-			rows, err := train.Fig3(env, []train.Policy{&train.TreePolicy{Model: m, Cfg: env.RLCC}}, in, *seeds, 10_000_000, 10_000_000, pw)
+			rows, err := train.Fig3(env, []train.Policy{&train.TreePolicy{Model: m, Cfg: env.RLCC}}, in, *inc.seeds, 10_000_000, 10_000_000, inc.progress())
 			if err != nil {
 				return err
 			}
@@ -445,6 +404,70 @@ func bindRLCCFig4(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 		}
 		return nil
 	}
+}
+
+// incastFlags are the flags the incast experiments (fig3, fig4, compare) share.
+type incastFlags struct {
+	quiet    *bool
+	flows    *string
+	seeds    *int
+	progress func() io.Writer // nil under -quiet
+}
+
+// bindIncast declares -quiet, -flows and -seeds on fs with the given defaults.
+func bindIncast(fs *pflag.FlagSet, progress io.Writer, flows string, seeds int) *incastFlags {
+	f := &incastFlags{
+		quiet: fs.BoolP("quiet", "q", false, "no progress lines"),
+		flows: fs.String("flows", flows, "incast sizes"),
+		seeds: fs.Int("seeds", seeds, "seeds per point (the spread is min..max)"),
+	}
+	f.progress = func() io.Writer {
+		if *f.quiet {
+			return nil
+		}
+		return progress
+	}
+	return f
+}
+
+// parse returns the incast sizes, having checked -flows and -seeds.
+func (f *incastFlags) parse() ([]int, error) {
+	ns, err := parseFlows(*f.flows)
+	if err == nil {
+		err = checkSeeds(*f.seeds)
+	}
+	return ns, err
+}
+
+// parseFlows reads a comma-separated list of incast sizes, each in 1..4096.
+func parseFlows(s string) ([]int, error) {
+	vs, err := parseList(s, "-flows", func(v float64) bool { return v >= 1 && v <= 4096 && v == float64(int(v)) })
+	ns := make([]int, len(vs))
+	for i, v := range vs {
+		ns[i] = int(v)
+	}
+	return ns, err
+}
+
+// parseCCs reads a comma-separated list of registered congestion controllers.
+func parseCCs(s string) ([]string, error) {
+	var names []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if _, ok := transport.LookupCC(name); !ok {
+			return nil, fmt.Errorf("-ccs: %q is not a registered controller (%s)", name, strings.Join(transport.CCNames(), ", "))
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// checkSeeds checks a -seeds value.
+func checkSeeds(n int) error {
+	if n < 1 || n > 100 {
+		return fmt.Errorf("-seeds = %d: must be in 1..100", n)
+	}
+	return nil
 }
 
 // parseList reads comma-separated numbers, each checked by ok.

@@ -36,6 +36,8 @@ const testbedUsage = `smartt-lab testbed <command> [flags]   (as root)
           fail down|up|restore|heal LINK, fail degrade RATE LINK, fail flaky GAP BURST LINK
   soak    a mixed workload under flaky links, link flaps and a daemon restart (default 5 min);
           checks every message delivered once or reported failed and memory flat afterwards
+  mpi     MPI all-to-all and all-reduce over the smartt and tcp libfabric providers across an
+          emulated fabric, healthy and with a failed link, per seed (docs/results/mpi.md)
 
 every command takes --name (default "tb"); up takes the topology flags (see "smartt-lab testbed up -h")
 or --spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
@@ -349,5 +351,6 @@ func newTestbedCmd(stderr io.Writer) *cobra.Command {
 			fmt.Sprintf(sweepUsage, "testbed"), cobra.MaximumNArgs(1), func(fs *pflag.FlagSet) cli.RunFunc { return bindSweep(testbedSweep, stderr, fs) }),
 		cli.NoInterspersed(leaf("fail [--name tb] down|up|restore|heal LINK | degrade RATE LINK | flaky GAP BURST LINK", "change a link of a running \"testbed run\"", cobra.MinimumNArgs(1), bindTestbedFail)),
 		leaf("soak [flags] [SOAK.yaml]", "a mixed workload under flaky links, link flaps and a daemon restart", cobra.MaximumNArgs(1), bindTestbedSoak),
+		leaf("mpi [flags] SCENARIO | mpi -render TSV", "MPI all-to-all and all-reduce over smartt and tcp across an emulated fabric, healthy and with a failed link", cobra.MaximumNArgs(1), bindTestbedMPI),
 	)
 }

@@ -4,12 +4,24 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
+
+/* env_num reads a decimal environment variable in [0, max] (else def). */
+static long env_num(const char *name, long def, long max)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end || x < 0 || x > max ? def : x;
+}
 
 static long long now_ms(void)
 {
@@ -137,6 +149,30 @@ static ssize_t cq_take(sfi_cq *cq, void *buf, size_t count, fi_addr_t *src)
     return (ssize_t)k;
 }
 
+/* cq_idle gives the core away after a run of empty reads (SMARTT_FI_IDLE_SPIN,
+ * SMARTT_FI_IDLE_US): yields it, or sleeps in poll() until a session has bytes. */
+static void cq_idle(sfi_cq *cq)
+{
+    if (!cq->idle_us) {
+        sched_yield();
+        return;
+    }
+    struct pollfd p[SFI_MAX_EPS];
+    nfds_t n = 0;
+    pthread_mutex_lock(&cq->dom->lock);
+    for (int i = 0; i < cq->neps; i++) {
+        sfi_ep *ep = cq->eps[i];
+        if (!ep->s || ep->broken)
+            continue;
+        p[n].fd = smartt_fd(ep->s);
+        p[n].events = POLLIN | (smartt_want_write(ep->s) ? POLLOUT : 0);
+        p[n++].revents = 0;
+    }
+    pthread_mutex_unlock(&cq->dom->lock);
+    struct timespec ts = {cq->idle_us / 1000000, (cq->idle_us % 1000000) * 1000};
+    ppoll(p, n, &ts, NULL);
+}
+
 static ssize_t cq_readfrom(struct fid_cq *f, void *buf, size_t count, fi_addr_t *src)
 {
     sfi_cq *cq = container_of(f, sfi_cq, cq);
@@ -145,8 +181,14 @@ static ssize_t cq_readfrom(struct fid_cq *f, void *buf, size_t count, fi_addr_t 
     pthread_mutex_lock(&cq->dom->lock);
     if (!cq->n && !cq->errs.n)
         cq_progress(cq);
+    int empty = !cq->n && !cq->errs.n;
     ssize_t r = count ? cq_take(cq, buf, count, src) : (cq->errs.n ? -FI_EAVAIL : -FI_EAGAIN);
+    int idle = empty && cq->idle_spin && ++cq->idle >= cq->idle_spin;
+    if (!empty || idle)
+        cq->idle = 0;
     pthread_mutex_unlock(&cq->dom->lock);
+    if (idle)
+        cq_idle(cq);
     return r;
 }
 
@@ -309,6 +351,8 @@ int sfi_cq_open(struct fid_domain *d, struct fi_cq_attr *attr, struct fid_cq **o
     cq->dom = dom;
     cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
     cq->wait_obj = attr->wait_obj;
+    cq->idle_spin = (unsigned)env_num("SMARTT_FI_IDLE_SPIN", 64, 1u << 30);
+    cq->idle_us = env_num("SMARTT_FI_IDLE_US", 0, 1000);
     cq->cap = attr->size ? attr->size : 1024;
     cq->ring = malloc(cq->cap * sizeof *cq->ring);
     cq->sigfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define UX_LIMIT_N 65536
 #define UX_LIMIT_BYTES (512ull << 20)
@@ -22,9 +23,13 @@ static size_t env_size(const char *name, size_t def)
 
 /* ---- completions ---- */
 
-static void tx_report(sfi_ep *ep, sfi_tx *tx, int err, int prov, const char *text)
+void sfi_tx_report(sfi_ep *ep, sfi_tx *tx, int err, int prov, const char *text)
 {
     tx->reported = 1;
+    if (tx->parent) { /* a segment: its message completes when all of them did */
+        sfi_seg_child(ep, tx, err, prov, text);
+        return;
+    }
     if (err) {
         if (ep->tx_cq)
             sfi_cq_push_err(ep->tx_cq, tx->ctx, tx->flags, err, prov, 0, 0, tx->tag, 0, text);
@@ -41,6 +46,10 @@ static void tx_report(sfi_ep *ep, sfi_tx *tx, int err, int prov, const char *tex
 static void tx_free(sfi_ep *ep, sfi_tx *tx)
 {
     sfi_list_remove(&ep->tx, &tx->node);
+    if (tx->mfd)
+        tx->mfd->stag = 0; /* the daemon no longer reads it */
+    if (tx->parent)
+        sfi_seg_child_free(ep, tx);
     free(tx);
 }
 
@@ -52,8 +61,8 @@ static sfi_tx *tx_find(sfi_ep *ep, uint32_t stag)
     return NULL;
 }
 
-static void rx_report(sfi_ep *ep, sfi_rx *rx, uint64_t flags, size_t len, void *buf,
-                      uint64_t data, uint64_t tag, fi_addr_t src, int always)
+void sfi_rx_report(sfi_ep *ep, sfi_rx *rx, uint64_t flags, size_t len, void *buf,
+                   uint64_t data, uint64_t tag, fi_addr_t src, int always)
 {
     if (ep->rx_cq && (always || !ep->rx_sel || (rx->flags & FI_COMPLETION)))
         sfi_cq_push(ep->rx_cq, rx->ctx, flags, len, buf, data, tag, src);
@@ -61,8 +70,8 @@ static void rx_report(sfi_ep *ep, sfi_rx *rx, uint64_t flags, size_t len, void *
         ep->recv_cntr->val++;
 }
 
-static void rx_report_err(sfi_ep *ep, void *ctx, uint64_t flags, int err, size_t len, size_t olen,
-                          uint64_t tag, uint64_t data)
+void sfi_rx_report_err(sfi_ep *ep, void *ctx, uint64_t flags, int err, size_t len, size_t olen,
+                       uint64_t tag, uint64_t data)
 {
     if (ep->rx_cq)
         sfi_cq_push_err(ep->rx_cq, ctx, flags, err, 0, len, olen, tag, data, NULL);
@@ -82,12 +91,24 @@ static int ux_from_ok(sfi_ep *ep, const sfi_ux *u, fi_addr_t src)
     return n && !memcmp(n, from, SFI_ADDRLEN);
 }
 
+/* ux_len is what a matched message brings: a segmented one's whole length. */
+static size_t ux_len(const sfi_ux *u)
+{
+    return (u->flags & SFI_F_SEG) ? (size_t)u->total : u->len;
+}
+
+/* ux_cont: a later segment, never matched by itself. */
+static int ux_cont(const sfi_ux *u)
+{
+    return (u->flags & SFI_F_SEG) && u->off;
+}
+
 static int tag_ok(uint64_t want, uint64_t ignore, uint64_t tag)
 {
     return ((want ^ tag) & ~ignore) == 0;
 }
 
-static size_t copy_in(const sfi_rx *rx, size_t off, const unsigned char *p, size_t len)
+size_t sfi_copy_in(const sfi_rx *rx, size_t off, const unsigned char *p, size_t len)
 {
     size_t done = 0;
     for (size_t i = 0; i < rx->niov && done < len; i++) {
@@ -114,8 +135,10 @@ static fi_addr_t src_of(sfi_ep *ep, const smartt_addr *from)
 
 /* deliver puts message u into rx and completes rx (multi-receive: a part of it).
  * It returns 1 if rx is finished. */
-static int deliver(sfi_ep *ep, sfi_rx *rx, const sfi_ux *u)
+static int deliver(sfi_ep *ep, sfi_rx *rx, sfi_ux *u, sfi_list *ux)
 {
+    if (u->flags & SFI_F_SEG)
+        return sfi_seg_deliver(ep, rx, u, ux);
     uint64_t fl = FI_RECV | ((u->flags & SFI_F_TAGGED) ? FI_TAGGED : FI_MSG) |
                   ((u->flags & SFI_F_DATA) ? FI_REMOTE_CQ_DATA : 0);
     fi_addr_t src = src_of(ep, &u->ev.from);
@@ -127,32 +150,86 @@ static int deliver(sfi_ep *ep, sfi_rx *rx, const sfi_ux *u)
         rx->used += n;
         int last = rx->cap - rx->used < ep->min_multi_recv;
         if (n < u->len)
-            rx_report_err(ep, rx->ctx, fl | (last ? FI_MULTI_RECV : 0), FI_ETRUNC, n, u->len - n, u->tag, u->data);
+            sfi_rx_report_err(ep, rx->ctx, fl | (last ? FI_MULTI_RECV : 0), FI_ETRUNC, n, u->len - n, u->tag, u->data);
         else
-            rx_report(ep, rx, fl | (last ? FI_MULTI_RECV : 0), n, at, u->data, u->tag, src, 0);
+            sfi_rx_report(ep, rx, fl | (last ? FI_MULTI_RECV : 0), n, at, u->data, u->tag, src, 0);
         return last;
     }
-    size_t n = copy_in(rx, 0, u->payload, u->len);
+    size_t n = sfi_copy_in(rx, 0, u->payload, u->len);
     if (n < u->len)
-        rx_report_err(ep, rx->ctx, fl, FI_ETRUNC, n, u->len - n, u->tag, u->data);
+        sfi_rx_report_err(ep, rx->ctx, fl, FI_ETRUNC, n, u->len - n, u->tag, u->data);
     else
-        rx_report(ep, rx, fl, n, rx->niov ? rx->iov[0].iov_base : NULL, u->data, u->tag, src, 0);
+        sfi_rx_report(ep, rx, fl, n, rx->niov ? rx->iov[0].iov_base : NULL, u->data, u->tag, src, 0);
     return 1;
 }
 
-static void ux_free(sfi_ep *ep, sfi_list *l, sfi_ux *u)
+void sfi_ux_free(sfi_ep *ep, sfi_list *l, sfi_ux *u)
 {
     sfi_list_remove(l, &u->node);
     ep->ux_bytes -= u->ev.size;
-    smartt_release(ep->s, &u->ev);
+    if (u->copy)
+        free(u->copy); /* a ring message, released when it was queued */
+    else
+        smartt_release(ep->s, &u->ev);
     free(u);
+}
+
+/* ring_maybe sets up the receive ring when the first large message arrives over the
+ * socket: 4 such messages (SMARTT_FI_RING: a size of the user's), 4..64 MiB and at most
+ * the daemon's. Messages in it are copied once, straight into the posted buffer. */
+static void ring_maybe(sfi_ep *ep, const smartt_event *ev)
+{
+    if (ep->ring_state || ev->in_ring || ev->size < ep->ring_min)
+        return;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), cap = smartt_max_ring(ep->s);
+    uint64_t size = ep->ring_size;
+    if (!size) {
+        size = 4 * ev->size;
+        size = size < (4u << 20) ? (4u << 20) : size > (64u << 20) ? (64u << 20) : size;
+    }
+    size = (size < cap ? size : cap) / page * page;
+    if (!ep->ring_size && size < 2 * ev->size && (smartt_caps(ep->s) & SMARTT_CAP_RING))
+        return; /* too large a message to size a ring by: wait for a smaller one */
+    ep->ring_state = 3;
+    if (!(smartt_caps(ep->s) & SMARTT_CAP_RING) || !size) {
+        FI_INFO(&sfi_prov, FI_LOG_EP_DATA, "no receive ring: the daemon offers none\n");
+        return;
+    }
+    uint32_t tag;
+    int r = smartt_ring_start(ep->s, size, ep->ring_min, &tag);
+    if (r == 0)
+        ep->ring_state = 1, ep->ring_tag = tag;
+    FI_INFO(&sfi_prov, FI_LOG_EP_DATA, "receive ring of %llu bytes: %s\n", (unsigned long long)size,
+            smartt_strerror(r));
+}
+
+/* ux_queue keeps message m for a later receive; a ring message is copied out. */
+static void ux_queue(sfi_ep *ep, const sfi_ux *m, smartt_event *ev, sfi_list *l)
+{
+    sfi_ux *u = malloc(sizeof *u);
+    unsigned char *c = u && ev->in_ring ? malloc(m->len ? m->len : 1) : NULL;
+    if (!u || (ev->in_ring && !c)) { /* cannot hold it: the message is lost, say so */
+        FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "out of memory: an unexpected message is lost\n");
+        free(u);
+        smartt_release(ep->s, ev);
+        return;
+    }
+    *u = *m;
+    if (c) {
+        memcpy(c, m->payload, m->len);
+        u->copy = c, u->payload = c;
+        smartt_release(ep->s, ev);
+    }
+    sfi_list_push(l, &u->node);
+    ep->ux_bytes += u->ev.size;
 }
 
 /* on_message matches a received message against the posted receives, or queues it. */
 static void on_message(sfi_ep *ep, smartt_event *ev)
 {
     const unsigned char *d = ev->data;
-    if (ev->size < SFI_HDR || d[0] != SFI_MAGIC || (d[1] & ~3u) || d[2] || d[3]) {
+    if (ev->size < SFI_HDR || d[0] != SFI_MAGIC || (d[1] & ~15u) || d[2] || d[3] ||
+        ((d[1] & SFI_F_ABORT) && !(d[1] & SFI_F_SEG))) {
         ep->bad_msgs++;
         FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "discarding a message without the provider's envelope\n");
         smartt_release(ep->s, ev);
@@ -162,35 +239,38 @@ static void on_message(sfi_ep *ep, smartt_event *ev)
     m.data = (uint32_t)d[4] << 24 | (uint32_t)d[5] << 16 | (uint32_t)d[6] << 8 | d[7];
     for (int i = 0; i < 8; i++)
         m.tag = m.tag << 8 | d[8 + i];
+    if ((m.flags & SFI_F_SEG) && sfi_seg_parse(&m, d, ev->size)) {
+        ep->bad_msgs++;
+        FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "discarding a malformed segment\n");
+        smartt_release(ep->s, ev);
+        return;
+    }
+    ring_maybe(ep, ev);
     int tagged = (m.flags & SFI_F_TAGGED) != 0;
-    sfi_list *posted = tagged ? &ep->rx_tag : &ep->rx_msg;
-    for (sfi_node *n = posted->head; n; n = n->next) {
+    sfi_list *posted = tagged ? &ep->rx_tag : &ep->rx_msg, *ux = tagged ? &ep->ux_tag : &ep->ux_msg;
+    if ((m.flags & SFI_F_SEG) && sfi_seg_on_message(ep, &m, ux)) {
+        smartt_release(ep->s, ev);
+        return;
+    }
+    for (sfi_node *n = ux_cont(&m) ? NULL : posted->head; n; n = n->next) {
         sfi_rx *rx = (sfi_rx *)n;
         if (tagged && !tag_ok(rx->tag, rx->ignore, m.tag))
             continue;
         if (!ux_from_ok(ep, &m, rx->src))
             continue;
-        if (deliver(ep, rx, &m)) {
+        if (deliver(ep, rx, &m, ux)) {
             sfi_list_remove(posted, n);
             free(rx);
         }
         smartt_release(ep->s, ev);
         return;
     }
-    sfi_ux *u = malloc(sizeof *u);
-    if (!u) { /* cannot hold it: the message is lost, say so */
-        FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "out of memory: an unexpected message is lost\n");
-        smartt_release(ep->s, ev);
-        return;
-    }
-    *u = m;
-    sfi_list_push(tagged ? &ep->ux_tag : &ep->ux_msg, &u->node);
-    ep->ux_bytes += ev->size;
+    ux_queue(ep, &m, ev, ux);
 }
 
 /* ---- progress ---- */
 
-static void ep_break(sfi_ep *ep, int code)
+void sfi_ep_break(sfi_ep *ep, int code)
 {
     if (ep->broken)
         return;
@@ -199,17 +279,33 @@ static void ep_break(sfi_ep *ep, int code)
     while (ep->tx.head) {
         sfi_tx *tx = (sfi_tx *)ep->tx.head;
         if (!tx->reported)
-            tx_report(ep, tx, FI_EIO, -code, smartt_strerror(code));
+            sfi_tx_report(ep, tx, FI_EIO, -code, smartt_strerror(code));
         tx_free(ep, tx);
     }
+    sfi_seg_break(ep, code);
     sfi_list *ls[2] = {&ep->rx_msg, &ep->rx_tag};
     for (int i = 0; i < 2; i++)
         while (ls[i]->head) {
             sfi_rx *rx = (sfi_rx *)ls[i]->head;
             sfi_list_remove(ls[i], &rx->node);
-            rx_report_err(ep, rx->ctx, FI_RECV | (i ? FI_TAGGED : FI_MSG), FI_EIO, 0, 0, rx->tag, 0);
+            sfi_rx_report_err(ep, rx->ctx, FI_RECV | (i ? FI_TAGGED : FI_MSG), FI_EIO, 0, 0, rx->tag, 0);
             free(rx);
         }
+}
+
+/* mfd_refused streams a message the daemon refused to take as a memfd (Error 9), and
+ * every later one; 1 if it went. */
+static int mfd_refused(sfi_ep *ep, sfi_tx *tx)
+{
+    uint32_t stag;
+    ep->sendfd_min = SIZE_MAX;
+    sfi_mfd *m = tx->mfd;
+    int r = smartt_send_async(ep->s, &tx->to, m->m.data, tx->wire, &stag);
+    m->stag = 0, tx->mfd = NULL;
+    if (r)
+        return 0;
+    tx->stag = stag;
+    return 1;
 }
 
 static void on_outcome(sfi_ep *ep, const smartt_event *ev)
@@ -221,25 +317,27 @@ static void on_outcome(sfi_ep *ep, const smartt_event *ev)
     case SMARTT_EV_ACCEPTED:
         tx->accepted = 1;
         if (!tx->delivery && !tx->reported && !tx->cancelling)
-            tx_report(ep, tx, 0, 0, NULL);
+            sfi_tx_report(ep, tx, 0, 0, NULL);
         return;
     case SMARTT_EV_CANCEL_RESULT:
         /* cancelled: Failed "cancelled" follows; else the message goes on */
         tx->cancelling = 0;
         if (ev->cancel != SMARTT_CANCELLED && tx->accepted && !tx->delivery && !tx->reported)
-            tx_report(ep, tx, 0, 0, NULL);
+            sfi_tx_report(ep, tx, 0, 0, NULL);
         return;
     case SMARTT_EV_SENT:
         if (!tx->reported)
-            tx_report(ep, tx, 0, 0, NULL);
+            sfi_tx_report(ep, tx, 0, 0, NULL);
         break;
     case SMARTT_EV_FAILED:
     case SMARTT_EV_ERROR: {
+        if (ev->type == SMARTT_EV_ERROR && ev->status == SMARTT_EDAEMON(9) && tx->mfd && mfd_refused(ep, tx))
+            return;
         int err = strcmp(ev->text, "cancelled") ? FI_EIO : FI_ECANCELED;
         if (ev->type == SMARTT_EV_ERROR && ev->status == SMARTT_EDAEMON(4))
             err = FI_EMSGSIZE;
         if (!tx->reported) {
-            tx_report(ep, tx, err, -ev->status, ev->text);
+            sfi_tx_report(ep, tx, err, -ev->status, ev->text);
         } else {
             ep->late_failures++;
             FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "a send completed at transmit failed later: %s\n", ev->text);
@@ -271,7 +369,7 @@ void sfi_ep_progress(sfi_ep *ep)
                 else
                     on_outcome(ep, &ev);
             }
-            ep_break(ep, r);
+            sfi_ep_break(ep, r);
             return;
         }
     }
@@ -284,18 +382,25 @@ void sfi_ep_progress(sfi_ep *ep)
             break;
         if (ev.type == SMARTT_EV_RECV)
             on_message(ep, &ev);
+        else if (ev.tag && ev.tag == ep->ring_tag && ep->ring_state == 1) {
+            ep->ring_state = ev.type == SMARTT_EV_RING_OK ? 2 : 3; /* refused: stay on the socket */
+            FI_INFO(&sfi_prov, FI_LOG_EP_DATA, "receive ring: %s\n", ep->ring_state == 2 ? "on" : ev.text);
+        }
         else if (ev.tag)
             on_outcome(ep, &ev);
         else
             FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "daemon notice: %s\n", ev.text);
     }
+    if (ep->segs.head && !ep->broken)
+        sfi_seg_pump(ep);
+    if (ep->asms.head)
+        sfi_seg_expire(ep);
 }
 
 /* ---- sending ---- */
 
-/* pack writes the envelope and the message at h; it returns the length. */
-static size_t pack(unsigned char *h, const struct iovec *iov, size_t niov, uint64_t flags,
-                   uint64_t tag, uint64_t data)
+/* sfi_pack_hdr writes the 16-byte envelope at h. */
+void sfi_pack_hdr(unsigned char *h, uint64_t flags, uint64_t tag, uint64_t data)
 {
     h[0] = SFI_MAGIC;
     h[1] = (unsigned char)(((flags & FI_TAGGED) ? SFI_F_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? SFI_F_DATA : 0));
@@ -304,16 +409,108 @@ static size_t pack(unsigned char *h, const struct iovec *iov, size_t niov, uint6
         h[4 + i] = (unsigned char)(data >> (24 - 8 * i));
     for (int i = 0; i < 8; i++)
         h[8 + i] = (unsigned char)(tag >> (56 - 8 * i));
-    size_t off = SFI_HDR;
-    for (size_t i = 0; i < niov; i++) {
-        if (iov[i].iov_len)
-            memcpy(h + off, iov[i].iov_base, iov[i].iov_len);
-        off += iov[i].iov_len;
-    }
-    return off;
 }
 
-/* ep_send sends one message; nocomp: an fi_inject call (no completion, ever). */
+/* gather copies bytes [off, off + len) of iov to dst. */
+static void gather(unsigned char *dst, const struct iovec *iov, size_t niov, uint64_t off, size_t len)
+{
+    for (size_t i = 0; i < niov && len; i++) {
+        if (off >= iov[i].iov_len) {
+            off -= iov[i].iov_len;
+            continue;
+        }
+        size_t k = iov[i].iov_len - (size_t)off;
+        k = k < len ? k : len;
+        memcpy(dst, (const char *)iov[i].iov_base + off, k);
+        dst += k, len -= k, off = 0;
+    }
+}
+
+/* mfd_get finds an idle memfd of at least need bytes, or opens one within the
+ * endpoint's bounds (SFI_MFD_MAX, SFI_MFD_BYTES), closing an idle smaller one. */
+static sfi_mfd *mfd_get(sfi_ep *ep, size_t need)
+{
+    sfi_mfd *best = NULL, *empty = NULL, *small = NULL;
+    size_t mapped = 0;
+    for (int i = 0; i < SFI_MFD_MAX; i++) {
+        sfi_mfd *m = &ep->mfd[i];
+        mapped += m->m.capacity;
+        if (!m->m.capacity)
+            empty = empty ? empty : m;
+        else if (m->stag)
+            continue;
+        else if (m->m.capacity >= need && (!best || m->m.capacity < best->m.capacity))
+            best = m;
+        else if (m->m.capacity < need)
+            small = m;
+    }
+    sfi_mfd *slot = empty ? empty : small;
+    if (best || !slot)
+        return best;
+    size_t cap = (need + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+    if (mapped - slot->m.capacity + cap > SFI_MFD_BYTES)
+        return NULL;
+    if (slot->m.capacity)
+        smartt_memfd_close(&slot->m);
+    if (smartt_memfd_open(&slot->m, cap)) {
+        memset(&slot->m, 0, sizeof slot->m);
+        return NULL;
+    }
+    return slot;
+}
+
+/* sfi_send_buf sends hdr and bytes [off, off + len) of iov as one smartt message: from
+ * one of the endpoint's memfds when it is large (one copy; the daemon sends from its
+ * pages), else streamed through the socket. It fills tx's stag, to, mfd and wire. */
+int sfi_send_buf(sfi_ep *ep, const smartt_addr *to, const unsigned char *hdr, size_t hlen,
+                 const struct iovec *iov, size_t niov, uint64_t off, size_t len, sfi_tx *tx)
+{
+    size_t wire = hlen + len;
+    tx->to = *to, tx->wire = wire;
+    sfi_mfd *m = NULL;
+    if (wire >= ep->sendfd_min && (smartt_caps(ep->s) & SMARTT_CAP_SENDFD))
+        m = mfd_get(ep, wire);
+    if (m) {
+        memcpy(m->m.data, hdr, hlen);
+        gather(m->m.data + hlen, iov, niov, off, len);
+        int r = smartt_send_memfd(ep->s, to, &m->m, wire, &tx->stag);
+        if (!r)
+            m->stag = tx->stag, tx->mfd = m;
+        return r;
+    }
+    if (ep->scratch_cap < wire) {
+        size_t nc = wire < 65536 ? 65536 : wire;
+        unsigned char *p = realloc(ep->scratch, nc);
+        if (!p)
+            return SMARTT_ENOMEM;
+        ep->scratch = p, ep->scratch_cap = nc;
+    }
+    memcpy(ep->scratch, hdr, hlen);
+    gather(ep->scratch + hlen, iov, niov, off, len);
+    return smartt_send_async(ep->s, to, ep->scratch, wire, &tx->stag);
+}
+
+/* send_ready checks that ep may send to dest now (back-pressure: -FI_EAGAIN). */
+static ssize_t send_ready(sfi_ep *ep, fi_addr_t dest, smartt_addr *to)
+{
+    const unsigned char *name = sfi_av_get(ep->av, dest);
+    if (!ep->enabled)
+        return -FI_EOPBADSTATE;
+    if (ep->broken)
+        return sfi_err(ep->broken);
+    if (!name)
+        return -FI_EINVAL;
+    if (ep->tx.n >= SFI_QSIZE * 4 || smartt_want_write(ep->s)) {
+        sfi_ep_progress(ep); /* the socket or the daemon is full */
+        if (ep->tx.n >= SFI_QSIZE * 4 || smartt_want_write(ep->s))
+            return -FI_EAGAIN;
+    }
+    sfi_name_to(to, name);
+    return 0;
+}
+
+/* ep_send sends one message; nocomp: an fi_inject call (no completion, ever). A message
+ * larger than a segment goes as several (seg.c). */
 static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr_t dest,
                        uint64_t tag, uint64_t data, uint64_t flags, void *ctx, int nocomp)
 {
@@ -327,59 +524,39 @@ static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
     }
     if (total > SFI_MAX_MSG || ((flags & FI_INJECT) && total > SFI_INJECT))
         return -FI_EMSGSIZE;
-    sfi_domain *d = ep->dom;
-    pthread_mutex_lock(&d->lock);
-    ssize_t r = 0;
-    const unsigned char *name = sfi_av_get(ep->av, dest);
-    if (!ep->enabled)
-        r = -FI_EOPBADSTATE;
-    else if (ep->broken)
-        r = sfi_err(ep->broken);
-    else if (!name)
-        r = -FI_EINVAL;
-    else if (ep->tx.n >= SFI_QSIZE * 4 || smartt_want_write(ep->s)) {
-        sfi_ep_progress(ep); /* back-pressure: the socket or the daemon is full */
-        if (ep->tx.n >= SFI_QSIZE * 4 || smartt_want_write(ep->s))
-            r = -FI_EAGAIN;
-    }
-    if (r) {
-        pthread_mutex_unlock(&d->lock);
+    int comp = !nocomp && (!ep->tx_sel || (flags & FI_COMPLETION));
+    int delivery = ep->delivery_all || (flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE));
+    smartt_addr to;
+    pthread_mutex_lock(&ep->dom->lock);
+    ssize_t r = send_ready(ep, dest, &to);
+    if (!r && total > ep->seg_max)
+        r = sfi_seg_send(ep, iov, niov, &to, tag, data, flags, ctx, comp, delivery);
+    if (r || total > ep->seg_max) {
+        pthread_mutex_unlock(&ep->dom->lock);
         return r;
     }
-    if (ep->scratch_cap < SFI_HDR + total) {
-        size_t nc = SFI_HDR + total < 65536 ? 65536 : SFI_HDR + total;
-        unsigned char *p = realloc(ep->scratch, nc);
-        if (!p) {
-            pthread_mutex_unlock(&d->lock);
-            return -FI_ENOMEM;
-        }
-        ep->scratch = p, ep->scratch_cap = nc;
-    }
-    unsigned char *h = ep->scratch;
-    size_t off = pack(h, iov, niov, flags, tag, data);
+    unsigned char h[SFI_HDR];
+    sfi_pack_hdr(h, flags, tag, data);
     sfi_tx *tx = calloc(1, sizeof *tx);
-    smartt_addr to;
-    sfi_name_to(&to, name);
-    uint32_t stag = 0;
-    int sr = tx ? smartt_send_async(ep->s, &to, h, off, &stag) : SMARTT_ENOMEM;
+    int sr = tx ? sfi_send_buf(ep, &to, h, SFI_HDR, iov, niov, 0, total, tx) : SMARTT_ENOMEM;
     if (sr) {
         free(tx);
         if (sr != SMARTT_ENOMEM && sr != SMARTT_EINVAL)
-            ep_break(ep, sr);
-        pthread_mutex_unlock(&d->lock);
+            sfi_ep_break(ep, sr);
+        pthread_mutex_unlock(&ep->dom->lock);
         return sfi_err(sr);
     }
-    tx->stag = stag;
     tx->ctx = ctx;
     tx->tag = tag;
     tx->len = total;
     tx->flags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
-    tx->comp = !nocomp && (!ep->tx_sel || (flags & FI_COMPLETION));
-    tx->delivery = ep->delivery_all || (flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE));
+    tx->comp = comp;
+    tx->delivery = delivery;
     sfi_list_push(&ep->tx, &tx->node);
+    /* no Accepted on version 1: written is transmitted (a memfd's bytes are ours) */
     if (smartt_version(ep->s) < 2 && !tx->delivery)
-        tx_report(ep, tx, 0, 0, NULL); /* no Accepted on version 1: written is transmitted */
-    pthread_mutex_unlock(&d->lock);
+        sfi_tx_report(ep, tx, 0, 0, NULL);
+    pthread_mutex_unlock(&ep->dom->lock);
     return 0;
 }
 
@@ -469,7 +646,7 @@ static sfi_ux *ux_match(sfi_ep *ep, sfi_list *l, int tagged, uint64_t tag, uint6
 {
     for (sfi_node *n = l->head; n; n = n->next) {
         sfi_ux *u = (sfi_ux *)n;
-        if (u->claimed || (tagged && !tag_ok(tag, ignore, u->tag)) || !ux_from_ok(ep, u, src))
+        if (u->claimed || ux_cont(u) || (tagged && !tag_ok(tag, ignore, u->tag)) || !ux_from_ok(ep, u, src))
             continue;
         return u;
     }
@@ -494,12 +671,12 @@ static ssize_t peek_claim(sfi_ep *ep, sfi_rx *rx, uint64_t flags)
         sfi_ep_progress(ep);
         u = ux_match(ep, &ep->ux_tag, 1, rx->tag, rx->ignore, rx->src);
         if (!u) {
-            rx_report_err(ep, rx->ctx, fl, FI_ENOMSG, 0, 0, rx->tag, 0);
+            sfi_rx_report_err(ep, rx->ctx, fl, FI_ENOMSG, 0, 0, rx->tag, 0);
             return 0;
         }
         fl |= (u->flags & SFI_F_DATA) ? FI_REMOTE_CQ_DATA : 0;
         if (!(flags & (FI_CLAIM | FI_DISCARD))) {
-            rx_report(ep, rx, fl, u->len, NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
+            sfi_rx_report(ep, rx, fl, ux_len(u), NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
             return 0;
         }
         if (flags & FI_CLAIM) {
@@ -508,18 +685,22 @@ static ssize_t peek_claim(sfi_ep *ep, sfi_rx *rx, uint64_t flags)
             u->claimed = 1;
             fc->internal[0] = u;
             if (!(flags & FI_DISCARD)) {
-                rx_report(ep, rx, fl, u->len, NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
+                sfi_rx_report(ep, rx, fl, ux_len(u), NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
                 return 0;
             }
         }
     }
     if (flags & FI_DISCARD) {
-        rx_report(ep, rx, fl, 0, NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
+        sfi_rx_report(ep, rx, fl, 0, NULL, u->data, u->tag, src_of(ep, &u->ev.from), 1);
+        if (u->flags & SFI_F_SEG) {
+            rx->flags |= FI_DISCARD;
+            sfi_seg_deliver(ep, rx, u, &ep->ux_tag);
+        }
     } else {
         rx->flags |= FI_COMPLETION;
-        deliver(ep, rx, u);
+        deliver(ep, rx, u, &ep->ux_tag);
     }
-    ux_free(ep, &ep->ux_tag, u);
+    sfi_ux_free(ep, &ep->ux_tag, u);
     return 0;
 }
 
@@ -563,8 +744,8 @@ static ssize_t ep_recv(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
         sfi_ux *u = ux_match(ep, ux, tagged, tag, ignore, src);
         if (!u)
             break;
-        int done = deliver(ep, rx, u);
-        ux_free(ep, ux, u);
+        int done = deliver(ep, rx, u, ux);
+        sfi_ux_free(ep, ux, u);
         if (done) {
             pthread_mutex_unlock(&d->lock);
             free(rx);
@@ -640,14 +821,14 @@ static ssize_t ep_cancel(fid_t fid, void *ctx)
             if (rx->ctx != ctx)
                 continue;
             sfi_list_remove(ls[i], n);
-            rx_report_err(ep, ctx, FI_RECV | (i ? FI_TAGGED : FI_MSG), FI_ECANCELED, 0, 0, rx->tag, 0);
+            sfi_rx_report_err(ep, ctx, FI_RECV | (i ? FI_TAGGED : FI_MSG), FI_ECANCELED, 0, 0, rx->tag, 0);
             free(rx);
             r = 0;
             break;
         }
     for (sfi_node *n = ep->tx.head; n && r; n = n->next) {
         sfi_tx *tx = (sfi_tx *)n;
-        if (tx->ctx != ctx || tx->reported || !ep->s || ep->broken)
+        if (tx->ctx != ctx || tx->reported || tx->parent || !ep->s || ep->broken)
             continue;
         int c = smartt_cancel(ep->s, tx->stag); /* a Failed "cancelled" may follow */
         r = c == SMARTT_ENOTSUP ? -FI_ENOENT : sfi_err(c);
@@ -819,9 +1000,13 @@ static void free_lists(sfi_ep *ep)
     sfi_list *ul[2] = {&ep->ux_msg, &ep->ux_tag};
     for (int i = 0; i < 2; i++)
         while (ul[i]->head)
-            ux_free(ep, ul[i], (sfi_ux *)ul[i]->head);
+            sfi_ux_free(ep, ul[i], (sfi_ux *)ul[i]->head);
     while (ep->tx.head)
         tx_free(ep, (sfi_tx *)ep->tx.head);
+    sfi_seg_free_all(ep);
+    for (int i = 0; i < SFI_MFD_MAX; i++)
+        if (ep->mfd[i].m.capacity)
+            smartt_memfd_close(&ep->mfd[i].m);
 }
 
 static int ep_close(struct fid *fid)
@@ -862,7 +1047,9 @@ static struct fi_ops ep_fi_ops = {
 static int ep_session(sfi_ep *ep, const struct fi_info *info)
 {
     char err[200] = "";
-    smartt_options o = {.no_lazy_sent = 1, .errbuf = err, .errlen = sizeof err};
+    /* the endpoint sets up its own ring and memfds: messages in them are not copied again */
+    smartt_options o = {.no_lazy_sent = 1, .errbuf = err, .errlen = sizeof err, .auto_ring = -1,
+                        .sendfd_threshold = -1};
     int r = smartt_open(&ep->s, NULL, &o);
     if (r) {
         FI_WARN(&sfi_prov, FI_LOG_EP_CTRL, "cannot open a session on %s: %s %s\n",
@@ -902,6 +1089,16 @@ int sfi_ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_ep **ou
     ep->delivery_all = dv && !strcmp(dv, "1");
     ep->ux_limit_n = env_size("SMARTT_FI_UX_MAX", UX_LIMIT_N);
     ep->ux_limit_bytes = env_size("SMARTT_FI_UX_BYTES", UX_LIMIT_BYTES);
+    const char *rv = getenv("SMARTT_FI_RING");
+    ep->ring_state = rv && !strcmp(rv, "0") ? 3 : 0;
+    ep->ring_size = env_size("SMARTT_FI_RING", 0);
+    ep->ring_min = 64u << 10;
+    const char *fv = getenv("SMARTT_FI_SENDFD");
+    ep->sendfd_min = fv && !strcmp(fv, "0") ? SIZE_MAX : env_size("SMARTT_FI_SENDFD", 64u << 10);
+    ep->seg_max = env_size("SMARTT_FI_SEGMENT", SFI_SEG_DEFAULT);
+    if (ep->seg_max < 4096 || ep->seg_max > (1u << 30) - SFI_SEGHDR)
+        ep->seg_max = SFI_SEG_DEFAULT;
+    ep->seg_timeout_ms = (long long)env_size("SMARTT_FI_SEG_TIMEOUT", 30000);
     int r = ep_session(ep, info);
     if (r) {
         if (ep->s)

@@ -32,7 +32,12 @@
 #define SFI_MAGIC 0xf1
 #define SFI_IOV_MAX 8
 #define SFI_INJECT 4096
-#define SFI_MAX_MSG ((1ull << 30) - SFI_HDR)
+#define SFI_SEGHDR 40           /* a segment's envelope: SFI_HDR, id, total, offset */
+#define SFI_MAX_MSG (1ull << 40) /* larger than a segment: sent as several (seg.c) */
+#define SFI_SEG_DEFAULT ((1u << 30) - SFI_SEGHDR) /* api.max_message's default, less the envelope */
+#define SFI_SEG_INFLIGHT 2      /* segments of one message handed to the daemon at once */
+#define SFI_MFD_MAX 8           /* memfds an endpoint keeps for large sends */
+#define SFI_MFD_BYTES (256u << 20)
 #define SFI_QSIZE 4096
 #define SFI_CQ_DATA 4
 #define SFI_MAX_EPS 64          /* endpoints bound to one CQ or counter */
@@ -43,6 +48,8 @@
 /* envelope flags */
 #define SFI_F_TAGGED 1u
 #define SFI_F_DATA 2u
+#define SFI_F_SEG 4u   /* a segment: the envelope is SFI_SEGHDR bytes */
+#define SFI_F_ABORT 8u /* with SFI_F_SEG: the sender gave the message up */
 
 extern struct fi_provider sfi_prov;
 
@@ -107,6 +114,10 @@ typedef struct sfi_cq {
     int neps;
     int epfd, sigfd;
     char errtext[200];
+    /* reads that find nothing: after idle_spin in a row, yield the core (idle_us 0) or
+     * wait up to idle_us for the sockets, so busy-polling ranks leave the daemons CPU */
+    unsigned idle, idle_spin;
+    long idle_us;
 } sfi_cq;
 
 typedef struct sfi_cntr {
@@ -149,7 +160,8 @@ typedef struct sfi_rx {
     size_t niov, cap, used;
 } sfi_rx;
 
-/* An unexpected message: the libsmartt event is held until it is matched. */
+/* An unexpected message: the libsmartt event is held until it is matched (a ring
+ * message is copied out at once, so the ring never waits for the application). */
 typedef struct sfi_ux {
     sfi_node node;
     smartt_event ev;
@@ -159,7 +171,45 @@ typedef struct sfi_ux {
     int claimed;
     const unsigned char *payload;
     size_t len;
+    unsigned char *copy; /* the copied-out payload of a ring message (ev released) */
+    /* segments (SFI_F_SEG): a head (off 0) matches, later ones (cont) never do */
+    uint32_t id;
+    uint64_t total, off;
 } sfi_ux;
+
+/* A segmented message being received into a posted receive (rx: a copy of it). */
+typedef struct sfi_asm {
+    sfi_node node;
+    unsigned char from[SFI_ADDRLEN];
+    uint32_t id;
+    int has_rx, failed;
+    sfi_rx rx;
+    uint64_t got, total, fl, tag, data;
+    fi_addr_t src;
+    long long last_ms; /* when its last segment came */
+} sfi_asm;
+
+/* A message larger than a segment being sent: its segments are outstanding sfi_tx
+ * entries (parent set) sent SFI_SEG_INFLIGHT at a time from the caller's buffers. */
+typedef struct sfi_seg {
+    sfi_node node;
+    void *ctx;
+    uint64_t flags, tag, data;
+    int comp, delivery, reported, failed;
+    struct iovec iov[SFI_IOV_MAX];
+    size_t niov;
+    uint64_t total, off;
+    int kids;                /* segments not ended yet */
+    uint64_t nsent, acked;   /* segments handed over, and completed at the level asked */
+    uint32_t id;
+    smartt_addr to;
+} sfi_seg;
+
+/* A memfd for sends of at least sendfd_min bytes, busy until its message's outcome. */
+typedef struct sfi_mfd {
+    smartt_memfd m;
+    uint32_t stag; /* 0: idle */
+} sfi_mfd;
 
 /* An outstanding send. */
 typedef struct sfi_tx {
@@ -171,6 +221,10 @@ typedef struct sfi_tx {
     size_t len;
     int comp, delivery, reported;
     int cancelling, accepted; /* a Cancel is out: an Accepted waits for its answer */
+    sfi_mfd *mfd;             /* sent from this memfd */
+    size_t wire;              /* bytes at mfd->m.data (a refused memfd is streamed) */
+    smartt_addr to;
+    sfi_seg *parent;          /* a segment of parent */
 } sfi_tx;
 
 typedef struct sfi_ep {
@@ -194,6 +248,18 @@ typedef struct sfi_ep {
     unsigned char *scratch;
     size_t scratch_cap;
     uint64_t late_failures, bad_msgs;
+    /* the receive ring (set up when the first message of ring_min bytes arrives) */
+    int ring_state; /* 0 idle, 1 requested, 2 on, 3 off */
+    uint32_t ring_tag;
+    size_t ring_size, ring_min;
+    /* large sends through memfds */
+    sfi_mfd mfd[SFI_MFD_MAX];
+    size_t sendfd_min;
+    /* segmentation */
+    size_t seg_max;
+    uint32_t seg_next;
+    long long seg_timeout_ms; /* a segmented receive that hears nothing this long fails */
+    sfi_list segs, asms;
 } sfi_ep;
 
 /* prov.c */
@@ -222,6 +288,29 @@ void sfi_cntr_del_ep(sfi_cntr *c, sfi_ep *ep);
 /* ep.c */
 int sfi_ep_open(struct fid_domain *d, struct fi_info *info, struct fid_ep **ep, void *ctx);
 void sfi_ep_progress(sfi_ep *ep);
+size_t sfi_copy_in(const sfi_rx *rx, size_t off, const unsigned char *p, size_t len);
+void sfi_rx_report(sfi_ep *ep, sfi_rx *rx, uint64_t flags, size_t len, void *buf, uint64_t data,
+                   uint64_t tag, fi_addr_t src, int always);
+void sfi_rx_report_err(sfi_ep *ep, void *ctx, uint64_t flags, int err, size_t len, size_t olen,
+                       uint64_t tag, uint64_t data);
+void sfi_tx_report(sfi_ep *ep, sfi_tx *tx, int err, int prov, const char *text);
+void sfi_ux_free(sfi_ep *ep, sfi_list *l, sfi_ux *u);
+void sfi_pack_hdr(unsigned char *h, uint64_t flags, uint64_t tag, uint64_t data);
+int sfi_send_buf(sfi_ep *ep, const smartt_addr *to, const unsigned char *hdr, size_t hlen,
+                 const struct iovec *iov, size_t niov, uint64_t off, size_t len, sfi_tx *tx);
+void sfi_ep_break(sfi_ep *ep, int code);
+/* seg.c */
+ssize_t sfi_seg_send(sfi_ep *ep, const struct iovec *iov, size_t niov, const smartt_addr *to,
+                     uint64_t tag, uint64_t data, uint64_t flags, void *ctx, int comp, int delivery);
+void sfi_seg_pump(sfi_ep *ep);
+void sfi_seg_child(sfi_ep *ep, sfi_tx *tx, int err, int prov, const char *text);
+void sfi_seg_child_free(sfi_ep *ep, sfi_tx *tx);
+void sfi_seg_break(sfi_ep *ep, int code);
+int sfi_seg_parse(sfi_ux *u, const unsigned char *d, size_t size);
+int sfi_seg_on_message(sfi_ep *ep, sfi_ux *m, sfi_list *ux);
+int sfi_seg_deliver(sfi_ep *ep, sfi_rx *rx, sfi_ux *u, sfi_list *ux);
+void sfi_seg_free_all(sfi_ep *ep);
+void sfi_seg_expire(sfi_ep *ep);
 /* stubs.c */
 extern struct fi_ops_rma sfi_rma_ops;
 extern struct fi_ops_atomic sfi_atomic_ops;

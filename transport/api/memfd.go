@@ -186,20 +186,8 @@ var _ io.Reader = (*fdReader)(nil)
 // client reuse one memfd for messages of other sizes.
 func checkMemfd(fd int, size uint64) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	seals, err := memfdSeals(fd)
-	if err != nil {
-		return st, fmt.Errorf("not a memfd (F_GET_SEALS: %v)", err)
-	}
-	const need = sealShrink | sealGrow
-	if seals&need != need {
-		return st, fmt.Errorf("memfd not sealed: seals 0x%x, need F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
-	}
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &fs); err != nil {
+	if _, err := sealedShmem(fd); err != nil {
 		return st, err
-	}
-	if fs.Type != tmpfsMagic {
-		return st, fmt.Errorf("memfd on filesystem 0x%x, want shmem (0x%x): no hugetlb memfds", fs.Type, tmpfsMagic)
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
 		return st, err
@@ -360,8 +348,8 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 		reject(CodeFD, err.Error())
 		return
 	}
-	frozen := writeSealed(fd) // the client cannot change its pages: Accepted at once
-	unix.Close(fd)            // the mapping keeps the file
+	frozen := memfdWriteSealed(fd) // the client cannot change its pages: Accepted at once
+	unix.Close(fd)                 // the mapping keeps the file
 	if dst := s.localDst(sh); dst != nil && s.localWaiting.Load() >= maxLocalWaiting {
 		unmap()
 		x.release(size)
@@ -413,11 +401,4 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 	s.msgsAccepted.Add(1)
 	s.bytesAccepted.Add(uint64(size))
 	s.fdMsgs.Add(1)
-}
-
-// writeSealed reports whether memfd fd is sealed against writes (F_SEAL_WRITE or
-// F_SEAL_FUTURE_WRITE): its pages cannot change while the daemon sends from them.
-func writeSealed(fd int) bool {
-	seals, err := memfdSeals(fd)
-	return err == nil && seals&(sealWrites) != 0
 }

@@ -229,23 +229,12 @@ func mapRing(fd int, size uint64, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("receive ring of %d bytes: api.max_recv_ring allows %d..%d bytes in multiples of the page size (%d)",
 			size, minRing, limit, page)
 	}
-	seals, err := memfdSeals(fd)
+	seals, err := sealedShmem(fd)
+	if err == nil && writeSealed(seals) {
+		err = fmt.Errorf("memfd sealed against writes (seals 0x%x): the daemon writes into it", seals)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("receive ring: not a memfd (F_GET_SEALS: %v)", err)
-	}
-	const need = sealShrink | sealGrow
-	if seals&need != need {
-		return nil, fmt.Errorf("receive ring memfd not sealed: seals 0x%x, need F_SEAL_SHRINK|F_SEAL_GROW (0x%x)", seals, need)
-	}
-	if seals&(sealWrites) != 0 {
-		return nil, fmt.Errorf("receive ring memfd sealed against writes (seals 0x%x): the daemon writes into it", seals)
-	}
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &fs); err != nil {
-		return nil, fmt.Errorf("receive ring: fstatfs: %w", err)
-	}
-	if fs.Type != tmpfsMagic {
-		return nil, fmt.Errorf("receive ring memfd on filesystem 0x%x, want shmem (0x%x): no hugetlb memfds", fs.Type, tmpfsMagic)
+		return nil, fmt.Errorf("receive ring: %w", err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

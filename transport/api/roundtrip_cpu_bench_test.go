@@ -70,7 +70,7 @@ func roundTripCPU(b *testing.B, mod func(*smarttd.Config)) {
 	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(b.N), "B/trip")
 	b.ReportMetric(float64(m1.NumGC-m0.NumGC)/float64(b.N)*1000, "GCs/1000trips")
 	b.ReportMetric((cpu(r1)-cpu(r0))/float64(b.N), "cpu_us/trip")
-	b.ReportMetric(float64(r1.Stime.Sec*1e6+r1.Stime.Usec-r0.Stime.Sec*1e6-r0.Stime.Usec)/float64(b.N), "sys_us/trip")
+	b.ReportMetric(float64(r1.Stime.Nano()-r0.Stime.Nano())/1e3/float64(b.N), "sys_us/trip")
 	b.ReportMetric(float64(r1.Nvcsw-r0.Nvcsw)/float64(b.N), "vcsw/trip")
 	b.ReportMetric(float64(r1.Nivcsw-r0.Nivcsw)/float64(b.N), "ivcsw/trip")
 }

@@ -28,29 +28,6 @@ func ForDaemon(d *smarttd.Daemon) smarttd.Exporter {
 	})
 }
 
-var (
-	dShardPkts  = desc("smartt_shard_packets_total", "Datagrams each engine shard sent (tx) and fed to its engine (rx).", "shard", "dir")
-	dShardConns = desc("smartt_shard_connections", "Live connections of each engine shard.", "shard")
-	dShardHand  = desc("smartt_shard_handoff_total", "Datagrams a shard's socket received for another shard (out), taken from other shards (in), or dropped on a full shard queue (dropped).", "shard", "kind")
-
-	dCap       = desc("smartt_socket_capability", "Socket capabilities granted by the kernel (1) or not (0).", "cap")
-	dTSSource  = desc("smartt_timestamp_source", "Receive timestamp source in use (1).", "source")
-	dSockB     = desc("smartt_socket_bytes_total", "UDP payload bytes through the sockets.", "dir")
-	dSockErr   = desc("smartt_socket_errors_total", "Socket errors.", "dir")
-	dSockECN   = desc("smartt_socket_rx_ecn_total", "Datagrams received ECN-capable (ect) and CE-marked (ce).", "codepoint")
-	dSockNoTS  = desc("smartt_socket_rx_user_timestamps_total", "Datagrams received without a kernel timestamp.")
-	dSockTx    = desc("smartt_socket_tx_timestamps_total", "Sampled TX timestamps.", "state")
-	dSockGRO   = desc("smartt_socket_rx_gro_buffers_total", "Receive buffers that held several datagrams (UDP GRO).")
-	dSockBusy  = desc("smartt_socket_rx_busy_poll_hits_total", "Reads that found datagrams while busy-polling (udp.busy_poll): wake-ups saved.")
-	dSockGSO   = desc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", "kind")
-	dSockBuf   = desc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", "dir")
-	dSockBig   = desc("smartt_socket_tx_oversize_total", "Datagrams the kernel refused as larger than the path MTU (EMSGSIZE; Don't Fragment set).")
-	dSockICMP  = desc("smartt_socket_rx_icmp_unreachable_total", "ICMP destination-unreachable reports read from the send sockets' error queues: handed to the engines (read), dropped for a full batch, or read by the TX-timestamp poll first (lost).", "state")
-	dSockStray = desc("smartt_socket_rx_strays_total", "Datagrams that arrived on an EV port (sent to the wrong port): received, and the smartt first contacts among them answered with an EV-port RESET (reset).", "kind")
-	dLinkMTU   = desc("smartt_socket_link_mtu_bytes", "Smallest MTU of the interfaces the listen address uses (checked at start).")
-	dTxDelay   = desc("smartt_tx_path_delay_seconds", "Kernel transmit timestamp minus user-space send time of sampled packets.")
-)
-
 // collectShards writes per-shard series when the node runs more than one shard (the
 // engine's own series are summed over shards).
 func collectShards(ch chan<- prometheus.Metric, node *daemon.Node) {
@@ -100,26 +77,22 @@ func collectSocket(ch chan<- prometheus.Metric, sl *smarttd.SocketLayer) {
 	gauge(ch, dTSSource, 1, caps.TimestampSource)
 	gauge(ch, dSockBuf, float64(caps.RecvBuffer), "rx")
 	gauge(ch, dSockBuf, float64(caps.SendBuffer), "tx")
-	counter(ch, dSockB, st.RxBytes, "rx")
-	counter(ch, dSockB, st.TxBytes, "tx")
-	counter(ch, dSockErr, st.RxErrors, "rx")
-	counter(ch, dSockErr, st.TxErrors, "tx")
-	counter(ch, dSockECN, st.RxECT, "ect")
-	counter(ch, dSockECN, st.RxCE, "ce")
+	counters(ch, dSockB, lv{"rx", st.RxBytes}, lv{"tx", st.TxBytes})
+	counters(ch, dSockErr, lv{"rx", st.RxErrors}, lv{"tx", st.TxErrors})
+	counters(ch, dSockECN, lv{"ect", st.RxECT}, lv{"ce", st.RxCE})
 	counter(ch, dSockNoTS, st.RxNoKernelStamp)
-	counter(ch, dSockTx, st.TxStampsSampled, "sampled")
-	counter(ch, dSockTx, st.TxStampsMatched, "matched")
-	counter(ch, dSockTx, st.TxStampsLost, "lost")
+	counters(ch, dSockTx,
+		lv{"sampled", st.TxStampsSampled}, lv{"matched", st.TxStampsMatched},
+		lv{"lost", st.TxStampsLost},
+	)
 	counter(ch, dSockGRO, st.RxGROBuffers)
 	counter(ch, dSockBusy, st.RxBusyPollHits)
 	counter(ch, dSockBig, st.TxTooBig)
-	counter(ch, dSockICMP, st.RxICMPUnreachable, "read")
-	counter(ch, dSockICMP, st.RxICMPDropped, "dropped")
-	counter(ch, dSockICMP, st.RxICMPLost, "lost")
-	counter(ch, dSockStray, st.RxStrays, "received")
-	counter(ch, dSockStray, st.TxStrayResets, "reset")
-	counter(ch, dSockGSO, st.TxGSOMessages, "messages")
-	counter(ch, dSockGSO, st.TxGSOSegments, "segments")
+	counters(ch, dSockICMP,
+		lv{"read", st.RxICMPUnreachable}, lv{"dropped", st.RxICMPDropped}, lv{"lost", st.RxICMPLost},
+	)
+	counters(ch, dSockStray, lv{"received", st.RxStrays}, lv{"reset", st.TxStrayResets})
+	counters(ch, dSockGSO, lv{"messages", st.TxGSOMessages}, lv{"segments", st.TxGSOSegments})
 	if sl.TxDelay != nil {
 		ch <- delayHistogram(sl.TxDelay)
 	}

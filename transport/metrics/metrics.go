@@ -191,6 +191,28 @@ var (
 	dAuthRekey  = desc("smartt_auth_rekeys_total", "Sending authentication sessions started.")
 	dAlgo       = desc("smartt_algorithm_info", "Always 1; the labels name the congestion control and load balancer in use.", "cc", "lb")
 
+	// The daemon's engine shards and socket layer (daemon.go).
+	dShardPkts  = desc("smartt_shard_packets_total", "Datagrams each engine shard sent (tx) and fed to its engine (rx).", "shard", "dir")
+	dShardConns = desc("smartt_shard_connections", "Live connections of each engine shard.", "shard")
+	dShardHand  = desc("smartt_shard_handoff_total", "Datagrams a shard's socket received for another shard (out), taken from other shards (in), or dropped on a full shard queue (dropped).", "shard", "kind")
+
+	dCap       = desc("smartt_socket_capability", "Socket capabilities granted by the kernel (1) or not (0).", "cap")
+	dTSSource  = desc("smartt_timestamp_source", "Receive timestamp source in use (1).", "source")
+	dSockB     = desc("smartt_socket_bytes_total", "UDP payload bytes through the sockets.", "dir")
+	dSockErr   = desc("smartt_socket_errors_total", "Socket errors.", "dir")
+	dSockECN   = desc("smartt_socket_rx_ecn_total", "Datagrams received ECN-capable (ect) and CE-marked (ce).", "codepoint")
+	dSockNoTS  = desc("smartt_socket_rx_user_timestamps_total", "Datagrams received without a kernel timestamp.")
+	dSockTx    = desc("smartt_socket_tx_timestamps_total", "Sampled TX timestamps.", "state")
+	dSockGRO   = desc("smartt_socket_rx_gro_buffers_total", "Receive buffers that held several datagrams (UDP GRO).")
+	dSockBusy  = desc("smartt_socket_rx_busy_poll_hits_total", "Reads that found datagrams while busy-polling (udp.busy_poll): wake-ups saved.")
+	dSockGSO   = desc("smartt_socket_tx_gso_total", "UDP GSO sends (messages) and the packets inside them (segments).", "kind")
+	dSockBuf   = desc("smartt_socket_buffer_bytes", "Effective socket buffer sizes.", "dir")
+	dSockBig   = desc("smartt_socket_tx_oversize_total", "Datagrams the kernel refused as larger than the path MTU (EMSGSIZE; Don't Fragment set).")
+	dSockICMP  = desc("smartt_socket_rx_icmp_unreachable_total", "ICMP destination-unreachable reports read from the send sockets' error queues: handed to the engines (read), dropped for a full batch, or read by the TX-timestamp poll first (lost).", "state")
+	dSockStray = desc("smartt_socket_rx_strays_total", "Datagrams that arrived on an EV port (sent to the wrong port): received, and the smartt first contacts among them answered with an EV-port RESET (reset).", "kind")
+	dLinkMTU   = desc("smartt_socket_link_mtu_bytes", "Smallest MTU of the interfaces the listen address uses (checked at start).")
+	dTxDelay   = desc("smartt_tx_path_delay_seconds", "Kernel transmit timestamp minus user-space send time of sampled packets.")
+
 	connLabels = []string{"conn", "peer"}
 	dCWindow   = desc("smartt_conn_window_bytes", "Congestion window of a connection.", connLabels...)
 	dCRate     = desc("smartt_conn_pacing_rate_bytes_per_second", "Pacing rate of a connection (0: unpaced).", connLabels...)
@@ -229,6 +251,19 @@ func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels .
 	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 }
 
+// lv is one labelled value of a metric with several series.
+type lv struct {
+	l string
+	v uint64
+}
+
+// counters writes one counter of d per labelled value.
+func counters(ch chan<- prometheus.Metric, d *prometheus.Desc, vs ...lv) {
+	for _, x := range vs {
+		counter(ch, d, x.v, x.l)
+	}
+}
+
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
 	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
@@ -243,26 +278,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if src.Engine != nil {
 		s := src.Engine()
-		counter(ch, dPackets, s.PacketsSent, "tx")
-		counter(ch, dPackets, s.PacketsRecv, "rx")
-		counter(ch, dData, s.DataSent, "tx")
-		counter(ch, dData, s.DataRecv, "rx")
-		counter(ch, dPayload, s.BytesSent, "tx")
-		counter(ch, dPayload, s.BytesDelivered, "rx")
-		counter(ch, dRetx, s.RetxSack, "sack")
-		counter(ch, dRetx, s.RetxNack, "nack")
-		counter(ch, dRetx, s.RetxTimeout, "timeout")
-		counter(ch, dCE, s.CERecv, "received")
-		counter(ch, dCE, s.CEEchoed, "echoed")
-		counter(ch, dCE, s.CEReported, "reported")
+		counters(ch, dPackets, lv{"tx", s.PacketsSent}, lv{"rx", s.PacketsRecv})
+		counters(ch, dData, lv{"tx", s.DataSent}, lv{"rx", s.DataRecv})
+		counters(ch, dPayload, lv{"tx", s.BytesSent}, lv{"rx", s.BytesDelivered})
+		counters(ch, dRetx, lv{"sack", s.RetxSack}, lv{"nack", s.RetxNack}, lv{"timeout", s.RetxTimeout})
+		counters(ch, dCE, lv{"received", s.CERecv}, lv{"echoed", s.CEEchoed}, lv{"reported", s.CEReported})
 		counter(ch, dTrimmed, s.Trimmed)
-		counter(ch, dNacks, s.NacksSent, "tx")
-		counter(ch, dNacks, s.NacksRecv, "rx")
-		counter(ch, dAcks, s.AcksSent, "tx")
-		counter(ch, dAcks, s.AcksRecv, "rx")
-		counter(ch, dAcksHeld, s.AcksHeld, "held")
-		counter(ch, dAcksHeld, s.AcksRode, "rode")
-		counter(ch, dAcksHeld, s.BundlesSent, "bundled")
+		counters(ch, dNacks, lv{"tx", s.NacksSent}, lv{"rx", s.NacksRecv})
+		counters(ch, dAcks, lv{"tx", s.AcksSent}, lv{"rx", s.AcksRecv})
+		counters(ch, dAcksHeld, lv{"held", s.AcksHeld}, lv{"rode", s.AcksRode}, lv{"bundled", s.BundlesSent})
 		counter(ch, dTimeouts, s.Timeouts)
 		counter(ch, dProbes, s.ProbesSent)
 		counter(ch, dDup, s.DupData)
@@ -272,43 +296,31 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(ch, dUnknown, s.UnknownConn)
 		counter(ch, dViol, s.ProtoViolations)
-		counter(ch, dBadAcks, s.BadAcks, "bad")
-		counter(ch, dBadAcks, s.StaleAcks, "stale")
+		counters(ch, dBadAcks, lv{"bad", s.BadAcks}, lv{"stale", s.StaleAcks})
 		counter(ch, dBudgetDrop, s.RecvBudgetDrops)
-		counter(ch, dRecovery, s.GoBacks, "go_back")
-		counter(ch, dRecovery, s.GoBackNacksSent, "go_back_nack_sent")
-		counter(ch, dRecovery, s.OutOfOrderDrops, "out_of_order_drop")
-		counter(ch, dRecovery, s.ParitySent, "parity_sent")
-		counter(ch, dRecovery, s.ParityRecv, "parity_recv")
-		counter(ch, dRecovery, s.ParityDropped, "parity_dropped")
-		counter(ch, dRecovery, s.ECRebuilt, "ec_rebuilt")
-		counter(ch, dRecovery, s.ParityRefused, "parity_refused")
-		counter(ch, dRecovery, s.ECBad, "ec_bad")
-		counter(ch, dRecovery, s.ReturnedRecv, "returned_recv")
-		counter(ch, dRecovery, s.ReturnedBad, "returned_bad")
-		counter(ch, dRecovery, s.ReturnedIgnored, "returned_ignored")
-		counter(ch, dRecovery, s.ReturnedFalse, "returned_false")
-		counter(ch, dMsgs, s.MsgsSent, "sent")
-		counter(ch, dMsgs, s.MsgsFailed, "failed")
-		counter(ch, dMsgs, s.MsgsDelivered, "delivered")
-		counter(ch, dConnsEv, s.ConnsOpened, "opened")
-		counter(ch, dConnsEv, s.ConnsAccepted, "accepted")
-		counter(ch, dConnsEv, s.ConnsClosed, "closed")
-		counter(ch, dConnsEv, s.ConnsAborted, "aborted")
-		counter(ch, dConnsEv, s.ConnsEvicted, "evicted")
-		counter(ch, dConnsEv, s.ConnsExpired, "expired")
-		counter(ch, dICMP, s.UnreachableActed, "acted")
-		counter(ch, dICMP, s.UnreachableIgnored, "ignored")
-		counter(ch, dICMP, s.UnreachableNoConn, "no_conn")
+		counters(ch, dRecovery,
+			lv{"go_back", s.GoBacks}, lv{"go_back_nack_sent", s.GoBackNacksSent},
+			lv{"out_of_order_drop", s.OutOfOrderDrops}, lv{"parity_sent", s.ParitySent},
+			lv{"parity_recv", s.ParityRecv}, lv{"parity_dropped", s.ParityDropped},
+			lv{"ec_rebuilt", s.ECRebuilt}, lv{"parity_refused", s.ParityRefused}, lv{"ec_bad", s.ECBad},
+			lv{"returned_recv", s.ReturnedRecv}, lv{"returned_bad", s.ReturnedBad},
+			lv{"returned_ignored", s.ReturnedIgnored}, lv{"returned_false", s.ReturnedFalse},
+		)
+		counters(ch, dMsgs, lv{"sent", s.MsgsSent}, lv{"failed", s.MsgsFailed}, lv{"delivered", s.MsgsDelivered})
+		counters(ch, dConnsEv,
+			lv{"opened", s.ConnsOpened}, lv{"accepted", s.ConnsAccepted}, lv{"closed", s.ConnsClosed},
+			lv{"aborted", s.ConnsAborted}, lv{"evicted", s.ConnsEvicted}, lv{"expired", s.ConnsExpired},
+		)
+		counters(ch, dICMP,
+			lv{"acted", s.UnreachableActed}, lv{"ignored", s.UnreachableIgnored},
+			lv{"no_conn", s.UnreachableNoConn},
+		)
 		a := &s.Auth
-		counter(ch, dAuth, a.Failed, "failed")
-		counter(ch, dAuth, a.Replayed, "replayed")
-		counter(ch, dAuth, a.Unsealed, "unsealed")
-		counter(ch, dAuth, a.Stale, "stale")
-		counter(ch, dAuth, a.Refused, "sessions_full")
-		counter(ch, dAuth, a.NoKey, "no_key")
-		counter(ch, dAuthTrim, a.TrimHints, "used")
-		counter(ch, dAuthTrim, a.TrimIgnored, "ignored")
+		counters(ch, dAuth,
+			lv{"failed", a.Failed}, lv{"replayed", a.Replayed}, lv{"unsealed", a.Unsealed},
+			lv{"stale", a.Stale}, lv{"sessions_full", a.Refused}, lv{"no_key", a.NoKey},
+		)
+		counters(ch, dAuthTrim, lv{"used", a.TrimHints}, lv{"ignored", a.TrimIgnored})
 		gauge(ch, dAuthSess, float64(a.Sessions))
 		counter(ch, dAuthRekey, a.Rekeys)
 		gauge(ch, dBuffered, float64(s.RecvBuffered))
@@ -370,32 +382,22 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, dAPIRings, float64(a.RingSessions))
 		gauge(ch, dAPIOut, float64(a.Outstanding))
 		gauge(ch, dAPIQueued, float64(a.RecvQueued))
-		counter(ch, dAPI, a.SessionsEvicted, "session_evicted")
-		counter(ch, dAPI, a.BadDestination, "bad_destination")
-		counter(ch, dAPI, a.OutstandingRefused, "outstanding_refused")
-		counter(ch, dAPI, a.OutstandingRefusedTotal, "outstanding_refused_total")
-		counter(ch, dAPI, a.RecvOverflowTotal, "recv_overflow_total")
-		counter(ch, dAPI, a.ReadTimeouts, "read_timeout")
-		counter(ch, dAPI, a.SessionsTotal, "session_opened")
-		counter(ch, dAPI, a.ClientsRefused, "client_refused")
-		counter(ch, dAPI, a.MsgsAccepted, "message_accepted")
-		counter(ch, dAPI, a.MsgsRejected, "message_rejected")
-		counter(ch, dAPI, a.MsgsDelivered, "message_delivered")
-		counter(ch, dAPI, a.Undeliverable, "undeliverable")
-		counter(ch, dAPI, a.RecvOverflow, "recv_overflow")
-		counter(ch, dAPI, a.BadEnvelope, "bad_envelope")
-		counter(ch, dAPI, a.ProtocolErrors, "protocol_error")
-		counter(ch, dAPI, a.ClientsVanishd, "client_vanished")
-		counter(ch, dAPI, a.ClientsStalled, "client_stalled")
-		counter(ch, dAPI, a.MsgsFD, "message_memfd")
-		counter(ch, dAPI, a.RingMsgs, "message_ring")
-		counter(ch, dAPI, a.RingFallback, "ring_fallback")
-		counter(ch, dAPI, a.RingRefused, "ring_refused")
-		counter(ch, dAPI, a.RingBadReleases, "ring_bad_release")
-		counter(ch, dAPI, a.RecvPaused, "recv_paused")
-		counter(ch, dAPI, a.RingDisplaced, "ring_displaced")
-		counter(ch, dAPIBytes, a.BytesAccepted, "accepted")
-		counter(ch, dAPIBytes, a.BytesDelivered, "delivered")
+		counters(ch, dAPI,
+			lv{"session_evicted", a.SessionsEvicted}, lv{"bad_destination", a.BadDestination},
+			lv{"outstanding_refused", a.OutstandingRefused},
+			lv{"outstanding_refused_total", a.OutstandingRefusedTotal},
+			lv{"recv_overflow_total", a.RecvOverflowTotal}, lv{"read_timeout", a.ReadTimeouts},
+			lv{"session_opened", a.SessionsTotal}, lv{"client_refused", a.ClientsRefused},
+			lv{"message_accepted", a.MsgsAccepted}, lv{"message_rejected", a.MsgsRejected},
+			lv{"message_delivered", a.MsgsDelivered}, lv{"undeliverable", a.Undeliverable},
+			lv{"recv_overflow", a.RecvOverflow}, lv{"bad_envelope", a.BadEnvelope},
+			lv{"protocol_error", a.ProtocolErrors}, lv{"client_vanished", a.ClientsVanishd},
+			lv{"client_stalled", a.ClientsStalled}, lv{"message_memfd", a.MsgsFD},
+			lv{"message_ring", a.RingMsgs}, lv{"ring_fallback", a.RingFallback},
+			lv{"ring_refused", a.RingRefused}, lv{"ring_bad_release", a.RingBadReleases},
+			lv{"recv_paused", a.RecvPaused}, lv{"ring_displaced", a.RingDisplaced},
+		)
+		counters(ch, dAPIBytes, lv{"accepted", a.BytesAccepted}, lv{"delivered", a.BytesDelivered})
 	}
 	if src.Decisions != nil {
 		d := src.Decisions()

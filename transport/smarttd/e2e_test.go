@@ -38,14 +38,21 @@ func startInSeed(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string,
 	if mod != nil {
 		mod(&cfg)
 	}
-	var d *smarttd.Daemon
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	return startWith(t, ns, cfg, smarttd.Options{Logger: log, Seed: seed, Metrics: metrics.ForDaemon})
+}
+
+// startWith starts a daemon of cfg and opts in namespace ns; it is shut down when the
+// test ends, or by stopDaemon.
+func startWith(t testing.TB, ns *nstest.NS, cfg smarttd.Config, opts smarttd.Options) *smarttd.Daemon {
+	t.Helper()
+	var d *smarttd.Daemon
 	if err := ns.Do(func() error {
 		var err error
-		d, err = smarttd.Start(cfg, smarttd.Options{Logger: log, Seed: seed, Metrics: metrics.ForDaemon})
+		d, err = smarttd.Start(cfg, opts)
 		return err
 	}); err != nil {
 		t.Fatal(err)

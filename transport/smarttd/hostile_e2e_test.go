@@ -1,3 +1,5 @@
+//go:build linux
+
 package smarttd_test
 
 import (
@@ -560,25 +562,7 @@ func startTrickler(t *testing.T, ns *nstest.NS, listen netip.AddrPort, dir strin
 		}
 		return sl, err
 	}
-	var d *smarttd.Daemon
-	if err := ns.Do(func() error {
-		var err error
-		d, err = smarttd.Start(cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OpenSocket: open})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			d.Shutdown(ctx)
-		})
-	}
-	stoppers.Store(d, stop)
-	t.Cleanup(stop)
-	return d
+	return startWith(t, ns, cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OpenSocket: open})
 }
 
 // trickleSocket lets data packets whose payload starts with four ringFill bytes out one

@@ -727,6 +727,217 @@ static void test_unordered(void)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
+
+/* ---- segmented messages ---- */
+
+static unsigned char pat(size_t i, unsigned seed)
+{
+    return (unsigned char)(i * 7 + seed + (i >> 12));
+}
+
+static int pat_ok(const unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != pat(i, seed))
+            return 0;
+    return 1;
+}
+
+static unsigned char *pat_buf(size_t n, unsigned seed)
+{
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; p && i < n; i++)
+        p[i] = pat(i, seed);
+    return p;
+}
+
+/* node_open_env opens a node with environment variable k set to v for its endpoint. */
+static int node_open_env(node *n, const char *sock, const char *k, const char *v)
+{
+    setenv(k, v, 1);
+    int r = node_open(n, sock);
+    unsetenv(k);
+    return r;
+}
+
+/* seg_raw sends a hand-made segment (40-byte envelope, then len bytes) to `to`. */
+static int seg_raw(smartt_session *s, const smartt_addr *to, unsigned flags, uint32_t id, uint64_t total,
+                   uint64_t off, size_t len)
+{
+    unsigned char m[40 + 1024] = {0xf1, (unsigned char)(1u | 4u | flags)};
+    for (int i = 0; i < 8; i++)
+        m[8 + i] = (unsigned char)(0x7300ull >> (56 - 8 * i));
+    for (int i = 0; i < 4; i++)
+        m[16 + i] = (unsigned char)(id >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++) {
+        m[24 + i] = (unsigned char)(total >> (56 - 8 * i));
+        m[32 + i] = (unsigned char)(off >> (56 - 8 * i));
+    }
+    return smartt_send(s, to, m, 40 + len, NULL, 5000);
+}
+
+static void addr_of(smartt_addr *to, const node *n)
+{
+    memcpy(to->addr, n->name, 16);
+    to->port = (uint16_t)(n->name[16] << 8 | n->name[17]);
+    to->endpoint = (uint32_t)n->name[20] << 24 | (uint32_t)n->name[21] << 16 | (uint32_t)n->name[22] << 8 | n->name[23];
+}
+
+/* seg_hostile: segments with a gap, an abort, a sender gone silent: each ends the
+ * posted receive in an error completion (never success), and r goes on working. */
+static void seg_hostile(node *r)
+{
+    smartt_session *s = NULL;
+    smartt_addr to;
+    addr_of(&to, r);
+    CHECK(smartt_open(&s, getenv("SMARTT_A_SOCK"), NULL) == 0 && smartt_bind(s, 0, NULL, 5000) == 0, "raw session");
+    if (!s)
+        return;
+    char in[4096];
+    struct fi_cq_tagged_entry e;
+    struct fi_context cx;
+    CHECK(fi_trecv(r->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x7300, 0, &cx) == 0, "trecv");
+    CHECK(seg_raw(s, &to, 0, 5, 3000, 0, 1000) == 0 && seg_raw(s, &to, 0, 5, 3000, 2000, 1000) == 0, "gap");
+    CHECK(comp(r, &e, NULL, 5000) == -FI_EIO && last_err.op_context == &cx, "a gap fails the receive");
+    CHECK(fi_trecv(r->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x7300, 0, &cx) == 0, "trecv");
+    CHECK(seg_raw(s, &to, 0, 6, 2000, 0, 1000) == 0 && seg_raw(s, &to, 8, 6, 2000, 1000, 0) == 0, "abort");
+    CHECK(comp(r, &e, NULL, 5000) == -FI_EIO && last_err.op_context == &cx, "an abort fails the receive");
+    CHECK(fi_trecv(r->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x7300, 0, &cx) == 0, "trecv");
+    long long t0 = now_ms();
+    CHECK(seg_raw(s, &to, 0, 7, 2000, 0, 1000) == 0, "first segment only");
+    int got = comp(r, &e, NULL, 10000);
+    CHECK(got == -FI_ETIMEDOUT && now_ms() - t0 >= 1000, "a silent sender times out: %d after %lld ms", got,
+          now_ms() - t0);
+    CHECK(fi_trecv(r->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x7300, 0, &cx) == 0, "trecv");
+    CHECK(seg_raw(s, &to, 0, 8, 1500, 0, 1000) == 0 && seg_raw(s, &to, 0, 8, 1500, 1000, 500) == 0, "whole");
+    CHECK(comp(r, &e, NULL, 5000) == 1 && e.len == 1500 && e.op_context == &cx, "a whole one completes");
+    smartt_close(s);
+}
+
+/* seg_roundtrip: s sends n bytes of pattern seed to r (posted first, or unexpected
+ * and peeked), and r gets them whole, with tag and CQ data. */
+static void seg_roundtrip(node *s, node *r, size_t n, unsigned seed, int unexpected)
+{
+    fi_addr_t sr = add_peer(s, r);
+    unsigned char *out = pat_buf(n, seed), *in = calloc(1, n + 64);
+    struct fi_context cs, cr;
+    struct fi_cq_tagged_entry e;
+    if (!unexpected)
+        CHECK(fi_trecv(r->ep, in, n + 64, NULL, FI_ADDR_UNSPEC, 0x7100 + seed, 0, &cr) == 0, "trecv");
+    CHECK(send_wait(s, out, n, sr, 0x7100 + seed, &cs) == 0, "send");
+    if (unexpected) {
+        struct iovec iov = {in, n + 64};
+        struct fi_msg_tagged m = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .tag = 0x7100 + seed,
+                                  .context = &cr};
+        int got = 0;
+        for (long long dl = now_ms() + 10000; got != 1 && now_ms() < dl;) {
+            fi_cq_read(s->cq, NULL, 0); /* the sender's progress sends the later segments */
+            CHECK(fi_trecvmsg(r->ep, &m, FI_PEEK) == 0, "peek");
+            got = comp(r, &e, NULL, 200);
+        }
+        CHECK(got == 1 && e.len == n, "peek says the whole length: %d %zu", got, e.len);
+        CHECK(fi_trecv(r->ep, in, n + 64, NULL, FI_ADDR_UNSPEC, 0x7100 + seed, 0, &cr) == 0, "trecv");
+    }
+    int rs = 0, rr = 0;
+    for (long long dl = now_ms() + 20000; (rs != 1 || rr != 1) && now_ms() < dl;) {
+        if (rs != 1)
+            rs = comp(s, &e, NULL, 10);
+        if (rr != 1 && (rr = comp(r, &e, NULL, 10)) == 1)
+            CHECK(e.len == n && e.tag == 0x7100 + seed && e.op_context == &cr, "recv completion %zu", e.len);
+    }
+    CHECK(rs == 1 && rr == 1, "both complete: %d %d", rs, rr);
+    CHECK(pat_ok(in, n, seed) && in[n] == 0, "the bytes arrive whole and in place");
+    free(out);
+    free(in);
+}
+
+/* counter reads the daemon's API counter key ("msgs_memfd") from GET /v1/counters. */
+static long long counter(const char *sock, const char *key)
+{
+    char *body = NULL, want[64];
+    long long v = -1;
+    snprintf(want, sizeof want, "\"%s\":", key);
+    if (smartt_get(sock, "/v1/counters", &body, 5000) == 200 && body) {
+        const char *p = strstr(body, want);
+        if (p)
+            v = strtoll(p + strlen(want), NULL, 10);
+    }
+    free(body);
+    return v;
+}
+
+/* test_large: messages of 1 to 5 MiB arrive whole, expected and unexpected: a's daemon
+ * took them as memfds (memfds reused) and b's daemon wrote them into b's ring. */
+static void test_large(node *a, node *b)
+{
+    const char *sa = getenv("SMARTT_A_SOCK"), *sb = getenv("SMARTT_B_SOCK");
+    long long fd0 = counter(sa, "msgs_memfd"), ring0 = counter(sb, "ring_msgs");
+    seg_roundtrip(a, b, (1u << 20) + 123, 6, 0);
+    seg_roundtrip(a, b, (5u << 20) + 7, 7, 1);
+    seg_roundtrip(a, b, 3u << 20, 8, 0);
+    seg_roundtrip(a, b, 2u << 20, 9, 0);
+    long long fd1 = counter(sa, "msgs_memfd"), ring1 = counter(sb, "ring_msgs");
+    CHECK(fd0 >= 0 && fd1 - fd0 == 4, "sent as memfds: %lld", fd1 - fd0);
+    CHECK(ring0 >= 0 && ring1 - ring0 >= 2, "received through the ring: %lld", ring1 - ring0);
+}
+
+/* test_segments: a daemon whose api.max_message is 256 KiB refuses a 1 MiB message
+ * sent whole; with SMARTT_FI_SEGMENT 64 KiB the provider sends it (and larger ones) as
+ * segments, reassembled into the posted buffer, expected or unexpected; truncation and
+ * hostile segments end in error completions. */
+static void test_segments(node *b)
+{
+    char dir[] = "/tmp/sfi-test-XXXXXX", sock[300];
+    if (!mkdtemp(dir) || !getenv("SMARTTD")) {
+        CHECK(0, "no SMARTTD or temporary directory");
+        return;
+    }
+    snprintf(sock, sizeof sock, "%s/own.sock", dir);
+    pid_t d = start_daemon(dir, sock, 30000 + (getpid() + 13) % 20000, "  max_message: 262144\n");
+    CHECK(d > 0, "own daemon");
+    node w = {0}, s = {0}, r = {0};
+    struct fi_cq_tagged_entry e;
+    if (d > 0 && node_open_env(&w, sock, "SMARTT_FI_SEGMENT", "1048576") == 0) {
+        unsigned char *big = pat_buf(1u << 20, 1);
+        CHECK(send_wait(&w, big, 1u << 20, add_peer(&w, b), 0x7000, NULL) == 0, "send whole");
+        CHECK(comp(&w, &e, NULL, 10000) == -FI_EMSGSIZE, "the daemon's limit: %d %d %s", last_err.err, last_err.prov_errno, "");
+        free(big);
+        node_close(&w);
+    }
+    int ok = d > 0 && node_open_env(&s, sock, "SMARTT_FI_SEGMENT", "65536") == 0 &&
+             node_open_env(&r, getenv("SMARTT_B_SOCK"), "SMARTT_FI_SEG_TIMEOUT", "1500") == 0;
+    CHECK(ok, "segmenting nodes");
+    if (ok) {
+        seg_roundtrip(&s, &r, (1u << 20) + 123, 2, 0);
+        seg_roundtrip(&s, &r, (700u << 10) + 5, 3, 1);
+        seg_roundtrip(&s, &r, 3u << 20, 4, 0);
+        /* truncation: the receive gets what fits and FI_ETRUNC */
+        unsigned char *out = pat_buf(300u << 10, 5), *in = malloc(100u << 10);
+        CHECK(fi_trecv(r.ep, in, 100u << 10, NULL, FI_ADDR_UNSPEC, 0x7200, 0, NULL) == 0, "short trecv");
+        CHECK(send_wait(&s, out, 300u << 10, add_peer(&s, &r), 0x7200, NULL) == 0, "send");
+        int got = 0;
+        for (long long dl = now_ms() + 10000; got == 0 && now_ms() < dl;) {
+            fi_cq_read(s.cq, NULL, 0);
+            got = comp(&r, &e, NULL, 10);
+        }
+        CHECK(got == -FI_ETRUNC && last_err.len == (100u << 10) && last_err.olen == (200u << 10) &&
+              pat_ok(in, 100u << 10, 5), "truncated: %d %zu %zu", got, last_err.len, last_err.olen);
+        free(out);
+        free(in);
+        seg_hostile(&r);
+    }
+    node_close(&s);
+    node_close(&r);
+    if (d > 0) {
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(void)
 {
     const char *sa = getenv("SMARTT_A_SOCK"), *sb = getenv("SMARTT_B_SOCK");
@@ -759,6 +970,8 @@ int main(void)
     RUN(test_stalled, &a, &b);
     RUN(test_daemon_restart, &a);
     RUN(test_unordered);
+    RUN(test_large, &a, &b);
+    RUN(test_segments, &b);
     node_close(&a);
     node_close(&b);
     printf("test_fi: %d failures\n", fails);
