@@ -128,6 +128,9 @@ func NewEndpoint(cfg Config, rng *rand.Rand, hooks ...Hooks) (*Endpoint, error) 
 	if rng == nil {
 		return nil, fmt.Errorf("transport: NewEndpoint needs a random source")
 	}
+	if err := cfg.CheckLinked(); err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
 	h.resolve(pre)
 	wp, ok := h.Buffers.(WholeBufferPool)
 	whole := ok && wp.Whole()
