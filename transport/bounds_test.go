@@ -24,7 +24,7 @@ func TestRecvWindowAtAndBeyond(t *testing.T) {
 	open := func() int {
 		n := 0
 		for _, c := range e.list {
-			n += len(c.rx)
+			n += c.rx.len()
 		}
 		return n
 	}

@@ -75,6 +75,7 @@ type rxMsg struct {
 	place       []byte     // the Placer's buffer for the whole message; chunks are slices of it
 	placeTok    uint64     // its token (Placer.Unplace, Event.Placed)
 	placeTried  bool       // the Placer was asked (once, at the offset-0 packet)
+	whole       bool       // a large message in one buffer all the same (takeWhole)
 }
 
 // nackEntry is a NACK waiting to leave.
@@ -163,7 +164,6 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		},
 		recvState: recvState{
 			coal: ackpath.NewCoalescer(cfg.Ack),
-			rx:   make(map[uint32]*rxMsg),
 		},
 	}
 	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)

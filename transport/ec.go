@@ -1,11 +1,11 @@
 package transport
 
 import (
+	"fmt"
 	"hash/crc32"
 	"math/bits"
 	"unsafe"
 
-	"github.com/klauspost/reedsolomon"
 	"github.com/smartt-transport/smartt/ackpath"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
@@ -13,7 +13,7 @@ import (
 // Erasure coding (recovery "ec", docs/engine.md "Loss recovery", docs/wire.md "Erasure
 // coding"). The sender cuts each message into blocks of K data packets (the last block of
 // a message may be shorter) and follows each block's last data packet with M parity
-// packets (Reed-Solomon over GF(2^8), github.com/klauspost/reedsolomon), coded as the data
+// packets (Reed-Solomon over GF(2^8): the ECCoder a program links, transport/ec), coded as the data
 // packets leave (EncodeIdx: no block is buffered). A parity packet has no PSN of its own:
 // it names its block (the PSN and offset of the block's first data packet, the shard
 // size, K, M and its index) and is neither acknowledged nor resent. The receiver keeps the
@@ -31,7 +31,7 @@ import (
 // matrix forever; a reconstruction inverts its K x K matrix afresh (microseconds).
 type ecCodec struct {
 	k, m    int
-	rs      reedsolomon.Encoder
+	rs      ECCoder
 	free    [][]byte // spare shard buffers
 	shards  [][]byte // reconstruction scratch (K+M entries)
 	scratch [][]byte // buffers lent to shards during one reconstruction
@@ -53,11 +53,42 @@ const maxECBlocks = 256
 // castagnoli is the CRC-32C table of the block checksum a parity packet carries.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// ECCoder is a systematic Reed-Solomon code over GF(2^8) of k data and m parity shards,
+// as erasure coding uses it (klauspost/reedsolomon's Encoder has these methods). It keeps
+// no inversion cache and starts no goroutines: the engine is single-threaded and a peer
+// chooses the erasure patterns.
+type ECCoder interface {
+	// EncodeIdx adds data shard idx to the parity shards (zeroed before a block's first).
+	EncodeIdx(dataShard []byte, idx int, parity [][]byte) error
+	// ReconstructData rebuilds the empty data shards (len 0, capacity for a shard) of the
+	// k+m shards from any k of them (nil parity: missing).
+	ReconstructData(shards [][]byte) error
+}
+
+// ecNew makes the code recovery "ec" uses; nil: the program does not link one.
+var ecNew func(k, m int) (ECCoder, error)
+
+// RegisterECCodec links the erasure code into this program (transport/ec does, imported
+// for its side effect): recovery mode "ec" needs it, and a program without it refuses
+// that mode (CheckLinked). The operator CLI's demo leaves it out to stay small.
+func RegisterECCodec(newCoder func(k, m int) (ECCoder, error)) { ecNew = newCoder }
+
+// CheckLinked reports what c asks for that this program does not link: recovery mode "ec"
+// without RegisterECCodec. Validate does not check it (a config is valid for smarttd
+// whichever program checks it); NewEndpoint and smarttd.Start do, before any socket opens.
+func (c *Config) CheckLinked() error {
+	if c.Recovery.mode() == RecoveryEC && ecNew == nil {
+		return fmt.Errorf("recovery.mode = %q: this program does not link the erasure code (Reed-Solomon); "+
+			"run it in smarttd (or smartt-lab for the simulator), or use recovery.mode: sack", RecoveryEC)
+	}
+	return nil
+}
+
 func newECCodec(cfg *Config) *ecCodec {
 	k, m := cfg.ECBlock()
-	rs, err := reedsolomon.New(k, m, reedsolomon.WithMaxGoroutines(1), reedsolomon.WithInversionCache(false))
+	rs, err := ecNew(k, m) // NewEndpoint checked it is linked (CheckLinked)
 	if err != nil {
-		panic("transport: reedsolomon.New: " + err.Error()) // k, m are validated
+		panic("transport: erasure code: " + err.Error()) // k, m are validated
 	}
 	return &ecCodec{k: k, m: m, rs: rs, shards: make([][]byte, 0, k+m)}
 }
@@ -646,7 +677,7 @@ func (e *Endpoint) ecTrimmedIn(c *conn, r *rxMsg, off int) {
 // that will never come (so trimmed data arriving later is judged against it), and the
 // block's waiting NACKs are checked.
 func (e *Endpoint) ecTrimmedParity(c *conn, d *wire.Data) {
-	r := c.rx[d.MsgID]
+	r := c.rx.get(d.MsgID)
 	if r == nil {
 		e.ecTrimCheck(c, d, nil, 1)
 		return

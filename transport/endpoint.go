@@ -63,6 +63,9 @@ type Endpoint struct {
 	ready  ring[*conn]
 	events ring[Event]
 	ctrl   ring[ctrlPkt]
+	// lastConn is the connection lookup found last: a run of packets and sends of one
+	// connection then finds it without hashing its ID.
+	lastConn *conn
 
 	twLocal map[uint64]struct{}  // local IDs of recently closed connections
 	twPeer  map[peerKey]struct{} // peers' IDs of recently closed connections
@@ -125,6 +128,9 @@ func NewEndpoint(cfg Config, rng *rand.Rand, hooks ...Hooks) (*Endpoint, error) 
 	if rng == nil {
 		return nil, fmt.Errorf("transport: NewEndpoint needs a random source")
 	}
+	if err := cfg.CheckLinked(); err != nil {
+		return nil, fmt.Errorf("transport config: %w", err)
+	}
 	h.resolve(pre)
 	wp, ok := h.Buffers.(WholeBufferPool)
 	whole := ok && wp.Whole()
@@ -162,6 +168,18 @@ func NewEndpoint(cfg Config, rng *rand.Rand, hooks ...Hooks) (*Endpoint, error) 
 		e.ec = r.ecCodec
 	}
 	return e, nil
+}
+
+// lookup returns the live connection with local ID id, nil if there is none.
+func (e *Endpoint) lookup(id uint64) *conn {
+	if c := e.lastConn; c != nil && c.id == id {
+		return c
+	}
+	c := e.conns[id]
+	if c != nil {
+		e.lastConn = c
+	}
+	return c
 }
 
 // Config returns the endpoint's configuration (with defaults filled in).
@@ -242,7 +260,7 @@ func (e *Endpoint) Dial(now int64, peer netip.AddrPort) (ConnID, error) {
 // Send queues msg on connection id and returns its message ID. The engine keeps a
 // reference to msg until a MessageSent or MessageFailed event for it: do not modify it.
 func (e *Endpoint) Send(now int64, id ConnID, msg []byte) (uint32, error) {
-	c := e.conns[uint64(id)]
+	c := e.lookup(uint64(id))
 	if c == nil {
 		return 0, ErrUnknownConn
 	}
@@ -484,7 +502,7 @@ func (e *Endpoint) handle(now int64, b []byte, m *RxMeta) {
 	}
 	var c *conn
 	if p.DstConn != 0 {
-		c = e.conns[p.DstConn]
+		c = e.lookup(p.DstConn)
 		if c == nil {
 			e.unknown(reply, p)
 			return
@@ -690,6 +708,9 @@ func (e *Endpoint) remove(now int64, c *conn, err error) {
 	unproven := c.listed
 	e.unproven.remove(c)
 	delete(e.conns, c.id)
+	if e.lastConn == c {
+		e.lastConn = nil
+	}
 	e.heapRemove(c)
 	last := len(e.list) - 1
 	e.list[c.lidx] = e.list[last]

@@ -1668,7 +1668,7 @@ func (h *fzHarness) checkMem() {
 func fzWholeHeld(e *Endpoint) uint64 {
 	var n uint64
 	for _, c := range e.list {
-		for _, r := range c.rx {
+		for r := range c.rx.all {
 			n += uint64(len(r.buf))
 		}
 	}

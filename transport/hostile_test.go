@@ -97,7 +97,7 @@ func TestOverlappingClaimsBoundedByWindow(t *testing.T) {
 	}
 	open := 0
 	for _, c := range e.list {
-		open += len(c.rx)
+		open += c.rx.len()
 		if c.claimed > uint64(cfg.RecvWindow)+streamLen(msgLen) {
 			t.Errorf("connection claims %d bytes of stream, window %d + head", c.claimed, cfg.RecvWindow)
 		}
@@ -200,7 +200,7 @@ func TestRecvBudgetRefusesUnacknowledged(t *testing.T) {
 		t.Fatalf("RecvBuffered %d beyond the budget %d", st.RecvBuffered, cfg.RecvBudget)
 	}
 	for _, c := range e.list {
-		if len(c.rx) == 0 && c.rxInit && c.tracker.Has(100) {
+		if c.rx.len() == 0 && c.rxInit && c.tracker.Has(100) {
 			t.Fatal("a refused packet's PSN was recorded (it would be acknowledged)")
 		}
 	}

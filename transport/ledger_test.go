@@ -54,7 +54,7 @@ func (p *ringPlacer) Unplace(tok uint64) { delete(p.bufs, tok) }
 func ledgerHeld(e *Endpoint) (held, unproven uint64, err error) {
 	for _, c := range e.list {
 		n := uint64(len(c.doneOOO)) * oooEntryBytes
-		for _, r := range c.rx {
+		for r := range c.rx.all {
 			n += msgHeld(r)
 		}
 		if n != c.held {
@@ -174,7 +174,7 @@ func TestLedgerMatchesAllocations(t *testing.T) {
 			checkLedger(t, p.b)
 			checkLedger(t, p.a)
 			for _, c := range p.b.list {
-				for _, r := range c.rx {
+				for r := range c.rx.all {
 					parityHeld += len(r.ec)
 				}
 			}
@@ -331,7 +331,7 @@ func drainEngine(e *Endpoint, now int64, out []byte) {
 // sum that wraps, so a first contact whose StreamStart lies near 2^64 is refused (before,
 // StreamStart + claim wrapped to a small number and the message was admitted).
 func TestFitsNoWrap(t *testing.T) {
-	c := &conn{recvState: recvState{rx: map[uint32]*rxMsg{}}}
+	c := &conn{}
 	const window = 64 << 20
 	for _, tc := range []struct {
 		start, claim uint64

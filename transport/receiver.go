@@ -122,7 +122,7 @@ func (e *Endpoint) onTrimmedData(now int64, c *conn, p *wire.Packet, m *RxMeta, 
 func (e *Endpoint) rxLookup(c *conn, d *wire.Data) (r *rxMsg, done bool, claim uint64, ok bool) {
 	r = c.lastRx
 	if r == nil || r.id != d.MsgID {
-		r = c.rx[d.MsgID]
+		r = c.rx.get(d.MsgID)
 	}
 	done = wire.SeqLess(d.MsgID, c.nextDeliver)
 	if !done && c.doneOOO != nil {
@@ -196,7 +196,7 @@ func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *r
 		return r, false
 	}
 	if fresh {
-		c.rx[d.MsgID] = r
+		c.rx.put(r)
 		c.claimed += claim
 	}
 	c.lastRx = r
@@ -427,7 +427,7 @@ func (c *conn) fits(start, claim, window uint64) bool {
 		return false
 	}
 	other := c.claimed
-	if h := c.rx[c.nextDeliver]; h != nil && h.streamStart == c.delivered {
+	if h := c.rx.get(c.nextDeliver); h != nil && h.streamStart == c.delivered {
 		other -= streamLen(h.n)
 	}
 	return other+claim <= window
@@ -435,11 +435,31 @@ func (c *conn) fits(start, claim, window uint64) bool {
 
 // chunked reports whether r's buffer is allocated RecvChunk at a time.
 func (e *Endpoint) chunked(r *rxMsg) bool {
-	return (r.n > RecvChunk || e.hooks.DeliverChunks) && !e.wholeBufs
+	return (r.n > RecvChunk || e.hooks.DeliverChunks) && !e.wholeBufs && !r.whole
+}
+
+// Whole buffers for proven peers: a message of at most wholeMax bytes from a peer that
+// has proven its address, delivered in one buffer (no DeliverChunks), takes that buffer
+// from Hooks.Buffers at its first packet, charged whole, while what the endpoint holds
+// stays within RecvBudget/wholeShare: its data is then written once, not copied again
+// from chunks at delivery. Beyond that share (a proven peer opening many messages with a
+// packet each) messages are chunked, holding only what arrived.
+const (
+	wholeMax   = 4 << 20
+	wholeShare = 4
+)
+
+// takeWhole reports whether r, which holds nothing yet, gets its buffer whole.
+func (e *Endpoint) takeWhole(c *conn, r *rxMsg) bool {
+	return c.proven && r.held == 0 && r.n <= wholeMax && !e.hooks.DeliverChunks &&
+		e.stats.RecvBuffered+uint64(r.n)+msgRecBytes <= uint64(e.cfg.RecvBudget)/wholeShare
 }
 
 // reserve makes sure r has buffer memory for bytes [off, off+n), within RecvBudget.
 func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
+	if e.chunked(r) && e.takeWhole(c, r) {
+		r.whole = true
+	}
 	if !e.chunked(r) {
 		if r.buf != nil {
 			return true
@@ -548,7 +568,7 @@ func (e *Endpoint) charge(c *conn, r *rxMsg, n uint64) bool {
 		// A message's first charge pays for its record, which its connection's map is
 		// about to hold (shrinkRx).
 		n += msgRecBytes
-		c.rxPeak = max(c.rxPeak, len(c.rx)+1)
+		c.rxPeak = max(c.rxPeak, c.rx.len()+1)
 	}
 	budget := uint64(e.cfg.RecvBudget)
 	over := e.stats.RecvBuffered+n > budget
@@ -667,7 +687,7 @@ func (e *Endpoint) complete(c *conn, r *rxMsg) {
 		c.nextDeliver++
 		c.delivered = end
 		c.claimed -= claim
-		r = c.rx[c.nextDeliver]
+		r = c.rx.get(c.nextDeliver)
 	}
 }
 
@@ -679,7 +699,7 @@ type oooMsg struct{ end, claim uint64 }
 // over in its chunks (DeliverChunks) or assembled into one buffer here: the copy is the
 // price of holding only what arrived.
 func (e *Endpoint) deliver(c *conn, r *rxMsg) {
-	delete(c.rx, r.id)
+	c.rx.del(r.id)
 	c.shrinkRx()
 	buf := r.buf
 	var chunks [][]byte
@@ -718,18 +738,8 @@ func (e *Endpoint) chargeConn(c *conn, n int64) {
 }
 
 // shrinkRx rebuilds c's map of open messages once it holds under a quarter of its
-// high-water mark: a map never gives back the memory of entries deleted, and an open
-// message is charged for its entry only while it is open (mapEntryBytes).
-func (c *conn) shrinkRx() {
-	if c.rxPeak <= mapShrinkMin || 4*len(c.rx) >= c.rxPeak {
-		return
-	}
-	m := make(map[uint32]*rxMsg, len(c.rx))
-	for id, r := range c.rx {
-		m[id] = r
-	}
-	c.rx, c.rxPeak = m, len(m)
-}
+// high-water mark (rxSet.shrink).
+func (c *conn) shrinkRx() { c.rxPeak = c.rx.shrink(c.rxPeak) }
 
 // shrinkOOO is shrinkRx for the messages delivered out of order.
 func (c *conn) shrinkOOO() {
@@ -837,9 +847,9 @@ func (e *Endpoint) place(c *conn, r *rxMsg, head []byte) {
 
 // releaseRx returns the buffers of undelivered messages when a connection goes away.
 func (c *conn) releaseRx(e *Endpoint) {
-	for id, r := range c.rx {
+	for r := range c.rx.all {
 		e.release(c, r)
-		delete(c.rx, id)
+		c.rx.del(r.id)
 		e.freeRx(r)
 	}
 	e.chargeConn(c, -int64(c.oooHeld))
@@ -848,4 +858,4 @@ func (c *conn) releaseRx(e *Endpoint) {
 }
 
 // partial reports whether c holds part of an undelivered message.
-func (c *conn) partial() bool { return len(c.rx) > 0 }
+func (c *conn) partial() bool { return !c.rx.empty() }

@@ -34,7 +34,7 @@ func (x *ecRecovery) trimNack(c *conn, d *wire.Data, retx bool, nk nackEntry) bo
 		return false
 	}
 	e.ecDeferNack(c, nk)
-	if r := c.rx[d.MsgID]; r != nil {
+	if r := c.rx.get(d.MsgID); r != nil {
 		e.ecTrimmedIn(c, r, int(d.Offset)) // its block's parity may be in already
 	}
 	return true

@@ -18,7 +18,7 @@ type recvState struct {
 	coal         ackpath.Coalescer
 	trig         trigger
 	nacks        ring[nackEntry]
-	rx           map[uint32]*rxMsg
+	rx           rxSet
 	lastRx       *rxMsg
 	nextDeliver  uint32 // lowest message ID not yet delivered
 	deliveredAny bool   // a message was delivered (TIME_WAIT must then protect it)

@@ -107,7 +107,7 @@ func (e *Endpoint) Displace(tok uint64) bool {
 		return false
 	}
 	for _, c := range e.list {
-		for _, r := range c.rx {
+		for r := range c.rx.all {
 			if r.placeTok != tok {
 				continue
 			}

@@ -1,6 +1,7 @@
 package smartt_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc/smartt"
@@ -11,7 +12,7 @@ import (
 // most 1.25x the ideal (total bytes at the link rate plus one base RTT).
 func TestIncast8to1Trimming(t *testing.T) {
 	for _, fixed := range []bool{false, true} {
-		r, took := incast(t, true, fixed, 0)
+		r, took := incast(t, true, fixed, 0, 0)
 		s := r.sum()
 		ideal := idealIncast()
 		ps := r.Net.PortStats(r.RXAddr)
@@ -33,13 +34,28 @@ func idealIncast() int64 {
 	return int64(8*incastMsg)*8*1_000_000_000/linkRate + baseRTT()
 }
 
-// incast runs the 8:1 incast and returns the time until every message was delivered
-// and acknowledged.
-func incast(t *testing.T, trim, fixed bool, rto int64, mod ...func(*smartt.Config)) (*rig, int64) {
+type incastRun struct {
+	r    *rig
+	took int64
+}
+
+// incast runs the 8:1 incast (reactEvery: Config.ReactEvery, 0 the default) and returns
+// the time until every message was delivered and acknowledged. Each set-up runs once per
+// test binary: TestResultsTable reads the runs of the tests beside it.
+func incast(t *testing.T, trim, fixed bool, rto int64, reactEvery int) (*rig, int64) {
+	t.Helper()
+	x := once(fmt.Sprint("incast", trim, fixed, rto, reactEvery), func() incastRun {
+		r, took := runIncast(t, trim, fixed, rto, reactEvery)
+		return incastRun{r, took}
+	})
+	return x.r, x.took
+}
+
+func runIncast(t *testing.T, trim, fixed bool, rto int64, reactEvery int) (*rig, int64) {
 	t.Helper()
 	o := rigOpts{senders: 8, trim: trim, fixed: fixed, seed: 7, rto: rto}
-	if len(mod) > 0 {
-		o.mod = mod[0]
+	if reactEvery > 0 {
+		o.mod = func(c *smartt.Config) { c.ReactEvery = reactEvery }
 	}
 	r := newRig(t, o)
 	for i := range r.TX {
@@ -59,8 +75,8 @@ func incast(t *testing.T, trim, fixed bool, rto int64, mod ...func(*smartt.Confi
 // doubled. Everything completes; the test reports the slowdown against the trimming
 // run in base RTTs (the paper: within two base RTTs).
 func TestIncastNoTrimming(t *testing.T) {
-	rt, withTrim := incast(t, true, false, 0)
-	r, took := incast(t, false, false, noTrimRTO)
+	rt, withTrim := incast(t, true, false, 0, 0)
+	r, took := incast(t, false, false, noTrimRTO, 0)
 	s := r.sum()
 	ps := r.Net.PortStats(r.RXAddr)
 	st := r.TX[0].Stats()
@@ -83,8 +99,8 @@ var noTrimRTO = baseRTT() * 24 / 10
 // TestIncastReactEvery50: reacting once per 50 ACKs (the paper: within 5 % of per-ACK)
 // still completes the trimming incast within 1.25x of ideal; the test reports the ratio.
 func TestIncastReactEvery50(t *testing.T) {
-	_, perAck := incast(t, true, false, 0)
-	r, took := incast(t, true, false, 0, func(c *smartt.Config) { c.ReactEvery = 50 })
+	_, perAck := incast(t, true, false, 0, 0)
+	r, took := incast(t, true, false, 0, 50)
 	t.Logf("react_every 50: %.1f us vs %.1f us per ACK (%.3f x); QuickAdapt %d",
 		float64(took)/1e3, float64(perAck)/1e3, float64(took)/float64(perAck), r.sum().QuickAdapt)
 	if float64(took) > 1.25*float64(idealIncast()) {

@@ -24,10 +24,10 @@ func TestFixedMatchesFloat(t *testing.T) {
 		if !trim {
 			want = traceACKs / 3
 		}
-		acks, maxErr, mism := traceRun(t, trim, want)
-		total += acks
-		worst = max(worst, maxErr)
-		t.Logf("trimming=%v: %d ACKs, max |fixed - float| window difference %.4f bytes; %s", trim, acks, maxErr, mism)
+		x := trace(t, trim, want)
+		total += x.acks
+		worst = max(worst, x.maxErr)
+		t.Logf("trimming=%v: %d ACKs, max |fixed - float| window difference %.4f bytes; %s", trim, x.acks, x.maxErr, x.mismatch)
 	}
 	t.Logf("total %d ACKs, max window difference %.4f bytes", total, worst)
 	if total < 1_000_000 && traceACKs >= 1_000_000 {
@@ -35,7 +35,23 @@ func TestFixedMatchesFloat(t *testing.T) {
 	}
 }
 
-func traceRun(t *testing.T, trim bool, want int) (acks int, maxErr float64, mismatch string) {
+// traceOut is one trace's result: ACKs, the largest window difference, the counters'
+// comparison and the float controllers' counters.
+type traceOut struct {
+	acks      int
+	maxErr    float64
+	mismatch  string
+	identical bool
+	st        smartt.Stats
+}
+
+// trace runs traceRun once per test binary.
+func trace(t *testing.T, trim bool, want int) traceOut {
+	return once(fmt.Sprint("trace", trim, want), func() traceOut { return traceRun(t, trim, want) })
+}
+
+func traceRun(t *testing.T, trim bool, want int) traceOut {
+	var maxErr float64
 	r := newRig(t, rigOpts{senders: 8, trim: trim, shadow: true, seed: 11, rto: noTrimRTO})
 	rng := rand.New(rand.NewPCG(42, 43))
 	queued := make([]int, len(r.TX))
@@ -72,14 +88,14 @@ func traceRun(t *testing.T, trim bool, want int) (acks int, maxErr float64, mism
 			lines = append(lines, fmt.Sprintf("flow %d float %+v fixed %+v", i, a, b))
 		}
 	}
-	mismatch = "decision counters identical"
+	mismatch := "decision counters identical"
 	if len(lines) > 0 {
 		mismatch = fmt.Sprintf("decision counters differ on %d flows: %v", len(lines), lines)
 	}
 	st := r.sum()
 	mismatch += fmt.Sprintf("; decisions FD %d MD %d FI %d MI %d WTD-held %d QuickAdapt %d FastIncrease %d (%d ACKs) ignored %d, loss cuts trim %d timeout %d sack %d",
 		st.FairDecrease, st.MultDecrease, st.FairIncrease, st.MultIncrease, st.WTDHeld, st.QuickAdapt, st.FastIncrease, st.FastIncreaseAcks, st.Ignored, st.LossTrim, st.LossTimeout, st.LossSack)
-	return count(), maxErr, mismatch
+	return traceOut{count(), maxErr, mismatch, len(lines) == 0, st}
 }
 
 // traceACKs is the length of the recorded trace (two thirds with trimming, one third without).

@@ -117,6 +117,23 @@ func TestDocsClaims(t *testing.T) {
 			t.Errorf("no-trimming penalty %.3f (20 us), %.3f (50 us) x ideal; the page says 0.19 and 0.37", p20, p50)
 		}
 	})
+	t.Run("smartt-closedloop-notrim", func(t *testing.T) {
+		// docs/smartt.md: the trimming-off slowdown "is larger than the paper's" two base RTTs.
+		m := regionTable(t, regions, "smartt-closedloop", "")
+		for _, r := range m.rows {
+			if r[0] != "same, trimming off" {
+				continue
+			}
+			before, _, _ := strings.Cut(r[1], " base RTTs**")
+			f := strings.Fields(before)
+			n, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil || n <= 2 {
+				t.Errorf("trimming off: %q: not more than the paper's 2 base RTTs, as the page says", r[1])
+			}
+			return
+		}
+		t.Error("no trimming-off row")
+	})
 	t.Run("rlcc-table6", func(t *testing.T) { rlccTable6Claims(t, regions) })
 	t.Run("ailb-butterfly-recovery", func(t *testing.T) { ailbRecoveryClaims(t, regions) })
 	t.Run("reps-forced-freezing", func(t *testing.T) {

@@ -237,7 +237,10 @@ func sweepOwners(root, dir string, regions []results.Region) (owners, adopted in
 			b, _ := os.ReadFile(filepath.Join(root, args[0]))
 			text += "\n" + string(b)
 		}
-		if !strings.Contains(text, dir) && !strings.Contains(text, `"`+filepath.Dir(dir)+`"`) {
+		// A script that joins its output folder and a name owns the folders whose names it
+		// spells: another script sharing the folder does not own this one's sweeps.
+		quoted := func(s string) bool { return strings.Contains(text, `"`+s+`"`) }
+		if !strings.Contains(text, dir) && !(quoted(filepath.Dir(dir)) && quoted(filepath.Base(dir))) {
 			continue
 		}
 		owners++

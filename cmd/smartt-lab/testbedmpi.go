@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,8 +22,9 @@ import (
 )
 
 // bindTestbedMPI: "testbed mpi" runs MPI_Alltoall and MPI_Allreduce (mpi_coll) across an
-// emulated fabric over the smartt and tcp libfabric providers, healthy and with a failed
-// link, per seed, and prints the table of docs/results/mpi.md (test/mpifabric).
+// emulated fabric over the smartt and tcp libfabric providers, healthy, with a failed link
+// (rerouted after -converge, or at once) and on one spine, per seed, and prints the table
+// of docs/results/mpi.md (test/mpifabric).
 func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 	var o mpifabric.Options
 	fs.StringVar(&o.Name, "name", "mpi", "testbed name: namespaces are smartt-<name>-<node> (removed afterwards)")
@@ -30,7 +32,8 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 	fs.StringVar(&o.ProviderPath, "provider-path", "build/native/lib/libfabric", "FI_PROVIDER_PATH: the directory of libsmartt-fi.so")
 	seeds := fs.String("seeds", "1,2,3", "seeds, comma-separated (the switches' ECMP salts and the daemons' randomness)")
 	provs := fs.String("providers", "tcp,smartt", "libfabric providers, comma-separated: tcp, smartt")
-	conds := fs.String("conditions", "healthy,failed", "conditions, comma-separated: healthy, failed")
+	conds := fs.String("conditions", strings.Join(mpifabric.Conditions, ","),
+		"conditions, comma-separated: healthy, failed, failed-now (rerouted at once), one-spine (healthy, spines: 1)")
 	var a2a, ared int64
 	cli.SizeVar(fs, &a2a, "alltoall", 256<<10, 0, 64<<20, "MPI_Alltoall bytes per rank pair (0: not run)")
 	cli.SizeVar(fs, &ared, "allreduce", 1<<20, 0, 64<<20, "MPI_Allreduce bytes per rank (0: not run)")
@@ -76,6 +79,12 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 		if err != nil {
 			return err
 		}
+		// Checked before the first testbed, not after an hour of runs.
+		for _, c := range strings.Split(*conds, ",") {
+			if !slices.Contains(mpifabric.Conditions, c) {
+				return fmt.Errorf("conditions: %q, want some of %s", c, strings.Join(mpifabric.Conditions, ","))
+			}
+		}
 		if err := os.MkdirAll(netbed.StateDir, 0o755); err != nil {
 			return err
 		}
@@ -100,16 +109,14 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 				for _, prov := range strings.Split(*provs, ",") {
 					rs, st, err := mpifabric.Run(sc, seed, prov, cond, o)
 					rows = append(rows, rs...)
-					if st != nil {
-						stats = append(stats, *st)
-					}
+					stats = append(stats, st...)
 					if err != nil {
 						return fmt.Errorf("seed %d %s %s: %w", seed, prov, cond, err)
 					}
 				}
 			}
 		}
-		note := fmt.Sprintf("scenario %s; %d ranks; iters %d; fail %s %v after ready, converge %v later; timeout %v; %s",
+		note := fmt.Sprintf("scenario %s; %d ranks; iters %d; fail %s %v after ready, converge %v later (failed-now: at once); one-spine: spines 1; timeout %v; %s",
 			sc.Name, sc.Topology.Hosts, o.Iters, o.FailLink, o.FailAfter, o.Converge, o.Timeout, time.Now().UTC().Format("2006-01-02T15:04Z"))
 		var tsv bytes.Buffer
 		if err := mpifabric.WriteTSV(&tsv, note, rows, stats); err != nil {

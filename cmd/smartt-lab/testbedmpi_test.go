@@ -20,6 +20,9 @@ func TestTestbedMPIFlags(t *testing.T) {
 	if _, err := execute("testbed", "mpi", "-seeds", "1,x", "../../test/mpifabric/fabric.yaml"); err == nil || !strings.Contains(err.Error(), "seeds") {
 		t.Errorf("bad seed: %v", err)
 	}
+	if _, err := execute("testbed", "mpi", "-conditions", "healthy,flaky", "../../test/mpifabric/fabric.yaml"); err == nil || !strings.Contains(err.Error(), "flaky") {
+		t.Errorf("bad condition: %v", err)
+	}
 	var tsv bytes.Buffer
 	rows := []mpifabric.Row{{Seed: 1, Provider: "tcp", Condition: "healthy", Op: "alltoall", Bytes: 1024, Iters: 2, Seconds: 1, Status: "ok"}}
 	if err := mpifabric.WriteTSV(&tsv, "a note; fail leaf0-spine1 0s", rows, nil); err != nil {

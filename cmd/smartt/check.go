@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/config"
-	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
@@ -69,21 +67,11 @@ func near(used, limit int64) bool { return limit > 0 && used*10 >= limit*9 }
 // checkDaemon checks the daemon on cf.socket: it answers, is not shutting down, fits its
 // memory limit, has room in its API limits, and its sockets have what the engine needs.
 func checkDaemon(cf clientFlags, out io.Writer) error {
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	c := client.New(cf.socket)
-	st, err := c.Status(ctx)
+	v, err := fetchView(cf)
 	if err != nil {
 		return err
 	}
-	caps, err := c.Capabilities(ctx)
-	if err != nil {
-		return err
-	}
-	cnt, err := c.Counters(ctx)
-	if err != nil {
-		return err
-	}
+	st, caps, cnt := v.st, v.caps, v.cnt
 	h := &health{out: out}
 	line := fmt.Sprintf("smarttd %s (pid %d) answers on %s, listening on %s, up %.0f s", st.Version, st.PID, cf.socket, st.Listen, st.UptimeS)
 	if st.ShuttingDown {

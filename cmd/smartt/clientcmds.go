@@ -25,6 +25,7 @@ import (
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport/api"
+	"github.com/smartt-transport/smartt/transport/apitypes"
 	"github.com/smartt-transport/smartt/transport/client"
 )
 
@@ -81,22 +82,35 @@ func socketCaps(v any) string {
 	return strings.Join(slices.Concat(on, off, set), " ")
 }
 
-func runStatus(cf clientFlags, out io.Writer) error {
+// daemonView is what status and check ask the daemon for.
+type daemonView struct {
+	st   apitypes.Status
+	caps apitypes.Capabilities
+	cnt  apitypes.Counters
+}
+
+// fetchView asks the daemon on cf.socket for its status, capabilities and counters
+// within cf.timeout.
+func fetchView(cf clientFlags) (v daemonView, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
 	c := client.New(cf.socket)
-	st, err := c.Status(ctx)
+	if v.st, err = c.Status(ctx); err != nil {
+		return v, err
+	}
+	if v.caps, err = c.Capabilities(ctx); err != nil {
+		return v, err
+	}
+	v.cnt, err = c.Counters(ctx)
+	return v, err
+}
+
+func runStatus(cf clientFlags, out io.Writer) error {
+	v, err := fetchView(cf)
 	if err != nil {
 		return err
 	}
-	caps, err := c.Capabilities(ctx)
-	if err != nil {
-		return err
-	}
-	cnt, err := c.Counters(ctx)
-	if err != nil {
-		return err
-	}
+	st, caps, cnt := v.st, v.caps, v.cnt
 	e := cnt.Engine
 	fmt.Fprintf(out, "smarttd %s (pid %d) listening on %s, up %.0f s%s\n", st.Version, st.PID, st.Listen, st.UptimeS,
 		map[bool]string{true: ", SHUTTING DOWN"}[st.ShuttingDown])

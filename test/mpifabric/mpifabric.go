@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/smartt-transport/smartt/test/bedrun"
 	"github.com/smartt-transport/smartt/test/netbed"
 	"github.com/smartt-transport/smartt/test/sim"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // Providers and conditions a run takes.
@@ -31,7 +33,16 @@ const (
 	TCP     = "tcp"
 	Healthy = "healthy"
 	Failed  = "failed"
+	// FailedNow is Failed with the switches routing around the link at once (no
+	// Options.Converge): only the failure's lasting loss of a spine, not its first second.
+	FailedNow = "failed-now"
+	// OneSpine is healthy on the fabric with a single spine: every leaf's cross traffic
+	// on one uplink each way, as after FailedNow's reroute but for every leaf.
+	OneSpine = "one-spine"
 )
+
+// Conditions are the conditions a run takes, in the table's order.
+var Conditions = []string{Healthy, Failed, FailedNow, OneSpine}
 
 // Job statuses.
 const (
@@ -74,16 +85,20 @@ type Row struct {
 	Status    string
 }
 
-// Stats are one run's fabric and daemon counters (both jobs and the closing check).
+// Stats are one MPI job's fabric and daemon counters (taken before and after the job).
 type Stats struct {
 	Seed      uint64
 	Provider  string
 	Condition string
+	Op        string
 	Drops     uint64  // frames the switch queues dropped
 	Trims     uint64  // smartt DATA frames trimmed to headers
 	Marks     uint64  // frames ECN-marked
 	DownDrops uint64  // frames sent into the failed link before the switches routed around it
+	RetxSack  uint64  // smartt retransmissions after a SACK gap
+	RetxNack  uint64  // smartt retransmissions after a NACK (a trimmed frame)
 	RetxRTO   uint64  // smartt retransmissions on timeout (tcp's are not counted here)
+	DupData   uint64  // smartt DATA received twice (a retransmission that was not needed)
 	UpShare   float64 // bytes the leaves sent to their busiest spine over all they sent to spines
 }
 
@@ -120,22 +135,31 @@ func (o *Options) logf(format string, a ...any) {
 
 // Run runs every operation of o as one MPI job each (4 ranks, one per host) on a fresh
 // testbed for sc at seed (the switches' ECMP salts, the daemons' randomness), over
-// provider, under condition; the testbed is removed afterwards.
-func Run(sc *sim.Scenario, seed uint64, provider, condition string, o Options) ([]Row, *Stats, error) {
+// provider, under condition; the testbed is removed afterwards. It returns each job's row
+// and counters.
+func Run(sc *sim.Scenario, seed uint64, provider, condition string, o Options) ([]Row, []Stats, error) {
 	if err := o.Check(); err != nil {
 		return nil, nil, err
 	}
 	if provider != Smartt && provider != TCP {
 		return nil, nil, fmt.Errorf("provider %q: want smartt or tcp", provider)
 	}
-	if condition != Healthy && condition != Failed {
-		return nil, nil, fmt.Errorf("condition %q: want healthy or failed", condition)
+	if !slices.Contains(Conditions, condition) {
+		return nil, nil, fmt.Errorf("condition %q: want one of %s", condition, strings.Join(Conditions, ", "))
 	}
 	s := *sc
 	s.Seed = seed
+	fail := condition == Failed || condition == FailedNow
+	switch condition {
+	case FailedNow:
+		o.Converge = 0
+	case OneSpine:
+		s.Topology.Spines = 1
+	}
 	var rows []Row
+	var stats []Stats
 	before := func(r *bedrun.Run) error {
-		if condition == Failed && r.TB.Plan.LinkIndex(o.FailLink) < 0 {
+		if fail && r.TB.Plan.LinkIndex(o.FailLink) < 0 {
 			return fmt.Errorf("no link %q", o.FailLink)
 		}
 		if err := addMgmt(r.TB); err != nil {
@@ -155,29 +179,75 @@ func Run(sc *sim.Scenario, seed uint64, provider, condition string, o Options) (
 		}
 		for _, op := range o.Ops {
 			row := Row{Seed: seed, Provider: provider, Condition: condition, Op: op.Name, Bytes: op.Bytes, Iters: o.Iters}
-			j := &job{r: r, o: &o, dir: dir, row: &row, fail: condition == Failed}
+			st := Stats{Seed: seed, Provider: provider, Condition: condition, Op: op.Name}
+			c0, err := snapshot(r)
+			if err != nil {
+				return err
+			}
+			j := &job{r: r, o: &o, dir: dir, row: &row, fail: fail}
 			if err := j.run(); err != nil {
 				return err
 			}
-			o.logf("seed %d %s %s %s %d B: %s %.3f s", seed, provider, condition, op.Name, op.Bytes, row.Status, row.Seconds)
+			c1, err := snapshot(r)
+			if err != nil {
+				return err
+			}
+			desc := st.fill(c0, c1)
+			o.logf("seed %d %s %s %s %d B: %s %.3f s; %s", seed, provider, condition, op.Name, op.Bytes, row.Status, row.Seconds, desc)
 			rows = append(rows, row)
+			stats = append(stats, st)
 		}
 		return nil
 	}
 	// The scenario's own workload (a small permutation) runs after the MPI jobs, the
 	// failed link restored: a check that the fabric and the daemons still carry traffic.
-	rep, err := bedrun.Execute(&s, bedrun.Options{Name: o.Name, Timeout: 60 * time.Second, Before: before})
+	_, err := bedrun.Execute(&s, bedrun.Options{Name: o.Name, Timeout: 60 * time.Second, Before: before})
+	return rows, stats, err
+}
+
+// counters are the switches' and daemons' counters at one moment of a run.
+type counters struct {
+	ports []netbed.PortCounters
+	hosts transport.Stats // summed over the daemons
+}
+
+// snapshot reads the run's counters (each switch's on its own thread).
+func snapshot(r *bedrun.Run) (counters, error) {
+	ps, err := r.Fabric.LiveCounters()
 	if err != nil {
-		return rows, nil, err
+		return counters{}, err
 	}
-	res := rep.Result
-	st := &Stats{Seed: seed, Provider: provider, Condition: condition, Drops: res.Drops, Trims: res.Trims,
-		Marks: res.Marks, DownDrops: res.LinkDrops, RetxRTO: res.RetxTimeout}
+	c := counters{ports: ps}
+	for _, d := range r.Daemons {
+		st := d.Node.Stats()
+		c.hosts.RetxSack += st.RetxSack
+		c.hosts.RetxNack += st.RetxNack
+		c.hosts.RetxTimeout += st.RetxTimeout
+		c.hosts.DupData += st.DupData
+	}
+	return c, nil
+}
+
+// fill sets s's counters to what happened between a and b (the same run, b later), and
+// describes the leaves' uplink bytes.
+func (s *Stats) fill(a, b counters) string {
+	ports := slices.Clone(b.ports)
+	for i := range ports {
+		p, q := &ports[i], a.ports[i]
+		s.Drops += p.Model.Drops + p.Truncated - q.Model.Drops - q.Truncated
+		s.Trims += p.Model.Trims - q.Model.Trims
+		s.Marks += p.Model.Marks - q.Model.Marks
+		s.DownDrops += p.TxErrors - q.TxErrors
+		p.TxBytes -= q.TxBytes
+	}
+	s.RetxSack = b.hosts.RetxSack - a.hosts.RetxSack
+	s.RetxNack = b.hosts.RetxNack - a.hosts.RetxNack
+	s.RetxRTO = b.hosts.RetxTimeout - a.hosts.RetxTimeout
+	s.DupData = b.hosts.DupData - a.hosts.DupData
 	var desc string
-	st.UpShare, desc = uplinks(rep.Ports)
-	o.logf("seed %d %s %s: switches: drops %d, trims %d, marks %d, into down links %d; leaf uplink bytes %s; daemons: retx sack %d nack %d timeout %d",
-		seed, provider, condition, res.Drops, res.Trims, res.Marks, res.LinkDrops, desc, res.RetxSack, res.RetxNack, res.RetxTimeout)
-	return rows, st, nil
+	s.UpShare, desc = uplinks(ports)
+	return fmt.Sprintf("switches: drops %d, trims %d, marks %d, into down links %d; leaf uplink bytes %s; daemons: retx sack %d nack %d timeout %d, dup data %d",
+		s.Drops, s.Trims, s.Marks, s.DownDrops, desc, s.RetxSack, s.RetxNack, s.RetxRTO, s.DupData)
 }
 
 // uplinks returns the share of the leaves' bytes to spines that went to each leaf's

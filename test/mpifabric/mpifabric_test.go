@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/test/netbed"
+	"github.com/smartt-transport/smartt/test/sim"
 )
 
 func okOptions() Options {
@@ -175,7 +176,7 @@ func TestFailer(t *testing.T) {
 // Rows and stats survive the TSV; broken lines are refused.
 func TestTSV(t *testing.T) {
 	rows := []Row{{1, TCP, Healthy, "alltoall", 1024, 4, 1.5, StatusOK}, {2, Smartt, Failed, "allreduce", 8, 1, 0, StatusTimeout}}
-	stats := []Stats{{1, TCP, Healthy, 5, 0, 0, 0, 0, 0.75}}
+	stats := []Stats{{1, TCP, Healthy, "alltoall", 5, 0, 0, 0, 0, 0, 0, 0, 0.75}, {3, Smartt, FailedNow, "allreduce", 0, 1, 2, 3, 4, 5, 6, 7, 0.5}}
 	var b bytes.Buffer
 	if err := WriteTSV(&b, "note; fail leaf0-spine1 100ms", rows, stats); err != nil {
 		t.Fatal(err)
@@ -188,7 +189,8 @@ func TestTSV(t *testing.T) {
 		t.Fatal("a two-line note was accepted")
 	}
 	for _, bad := range []string{"", tsvHeader + "\n1\ttcp\thealthy\talltoall\t8\t0\t1\tok\n", tsvHeader + "\nx\ttcp\n",
-		tsvHeader + "\n" + statsHeader + "\n1\ttcp\thealthy\t1\t2\t3\t4\t5\t1.5\n"} {
+		tsvHeader + "\n" + statsHeader + "\n1\ttcp\thealthy\talltoall\t1\t2\t3\t4\t5\t6\t7\t8\t1.5\n",
+		tsvHeader + "\n" + statsHeader + "\n1\ttcp\thealthy\t1\t2\t3\t4\t5\t0.5\n"} {
 		if _, _, _, err := ReadTSV(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
@@ -217,9 +219,23 @@ func TestRender(t *testing.T) {
 	if lo, med, hi := Spread([]float64{3, 1, 2, 10}); lo != 1 || med != 2.5 || hi != 10 {
 		t.Errorf("Spread = %v %v %v", lo, med, hi)
 	}
-	st := RenderStats([]Stats{{1, TCP, Healthy, 5, 0, 0, 0, 0, 0.75}, {2, TCP, Healthy, 7, 0, 0, 0, 0, 0.65}, {3, TCP, Healthy, 9, 0, 0, 0, 0, 0.5}}, "")
-	if !strings.Contains(st, "| tcp | healthy | 7 | 0 | 0 | 0 | 0 | 0.65 |") {
-		t.Errorf("stats table:\n%s", st)
+	st := RenderStats([]Stats{{1, TCP, Healthy, "alltoall", 5, 0, 0, 0, 0, 0, 0, 0, 0.75}, {2, TCP, Healthy, "alltoall", 7, 0, 0, 0, 0, 0, 0, 0, 0.65},
+		{3, TCP, Healthy, "alltoall", 9, 0, 0, 0, 0, 0, 0, 0, 0.5}, {1, Smartt, OneSpine, "alltoall", 0, 1, 2, 0, 3, 4, 5, 6, 1},
+		{1, Smartt, FailedNow, "alltoall", 0, 1, 2, 3, 4, 5, 6, 7, 0.9}, {1, Smartt, Healthy, "allreduce", 0, 0, 0, 0, 0, 0, 0, 0, 0.5}}, "l")
+	want := []string{
+		"| MPI_Allreduce | healthy | smartt | 0 | 0 | 0 | 0 | 0 / 0 / 0 | 0 | 0.50 |",
+		"| MPI_Alltoall | healthy | tcp | 7 | 0 | 0 | 0 | 0 / 0 / 0 | 0 | 0.65 |",
+		"| MPI_Alltoall | l fails, rerouted at once | smartt | 0 | 1 | 2 | 3 | 4 / 5 / 6 | 7 | 0.90 |",
+		"| MPI_Alltoall | one spine, healthy | smartt | 0 | 1 | 2 | 0 | 3 / 4 / 5 | 6 | 1.00 |",
+	}
+	// In that order: operation, then condition in Conditions' order.
+	last := -1
+	for _, w := range want {
+		i := strings.Index(st, w)
+		if i <= last {
+			t.Errorf("%q at %d (previous at %d) in\n%s", w, i, last, st)
+		}
+		last = i
 	}
 }
 
@@ -243,5 +259,50 @@ func TestPageMatchesTSV(t *testing.T) {
 	if !strings.Contains(string(page), body) {
 		t.Fatalf("docs/results/mpi.md (region mpi-fabric) does not show docs/results/mpi/fabric.tsv; rerun scripts/mpi-fabric or\n"+
 			"  go run ./cmd/smartt-lab testbed mpi -render docs/results/mpi/fabric.tsv x\nwant:\n%s", body)
+	}
+}
+
+// Each job's counters are the difference of the snapshots around it: switch drops
+// (queue and truncated), trims, marks and refused sends summed over ports, the daemons'
+// retransmissions and duplicates, and the uplink share of the job's own bytes only.
+func TestStatsFill(t *testing.T) {
+	port := func(sw, peer string, tx, drops, trunc, trims, marks, txErr uint64) netbed.PortCounters {
+		p := netbed.PortCounters{Switch: sw, Peer: peer}
+		p.TxBytes, p.Truncated, p.TxErrors = tx, trunc, txErr
+		p.Model.Drops, p.Model.Trims, p.Model.Marks = drops, trims, marks
+		return p
+	}
+	var a, b counters
+	a.ports = []netbed.PortCounters{port("leaf0", "spine0", 100, 1, 0, 2, 3, 4), port("leaf0", "spine1", 900, 0, 1, 0, 0, 0)}
+	b.ports = []netbed.PortCounters{port("leaf0", "spine0", 400, 3, 0, 5, 7, 9), port("leaf0", "spine1", 1000, 0, 2, 0, 1, 0)}
+	a.hosts.RetxSack, a.hosts.RetxNack, a.hosts.RetxTimeout, a.hosts.DupData = 1, 2, 3, 4
+	b.hosts.RetxSack, b.hosts.RetxNack, b.hosts.RetxTimeout, b.hosts.DupData = 11, 22, 33, 44
+	var s Stats
+	s.fill(a, b)
+	want := Stats{Drops: 3, Trims: 3, Marks: 5, DownDrops: 5, RetxSack: 10, RetxNack: 20, RetxRTO: 30, DupData: 40, UpShare: 0.75}
+	if s != want {
+		t.Fatalf("fill = %+v, want %+v", s, want)
+	}
+	if b.ports[0].TxBytes != 400 {
+		t.Fatal("fill changed the later snapshot")
+	}
+}
+
+// Run refuses an unknown provider or condition before touching the machine; every
+// listed condition has its own name in the table.
+func TestRunRefuses(t *testing.T) {
+	sc := &sim.Scenario{}
+	for _, c := range [][2]string{{"udp", Healthy}, {Smartt, "flaky"}, {Smartt, ""}} {
+		if _, _, err := Run(sc, 1, c[0], c[1], okOptions()); err == nil {
+			t.Errorf("Run(%q, %q) accepted", c[0], c[1])
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range Conditions {
+		n := condName(c, "l")
+		if seen[n] {
+			t.Errorf("condition %s: name %q taken", c, n)
+		}
+		seen[n] = true
 	}
 }

@@ -13,7 +13,7 @@ import (
 const tsvHeader = "# seed\tprovider\tcondition\top\tbytes\titers\tseconds\tstatus"
 
 // statsHeader starts the runs' counters, after the rows.
-const statsHeader = "# seed\tprovider\tcondition\tdrops\ttrims\tmarks\tdown_drops\tretx_rto\tup_share"
+const statsHeader = "# seed\tprovider\tcondition\top\tdrops\ttrims\tmarks\tdown_drops\tretx_sack\tretx_nack\tretx_rto\tdup_data\tup_share"
 
 // WriteTSV writes rows under the header, note (one line) after it, then the runs' stats.
 func WriteTSV(w io.Writer, note string, rows []Row, stats []Stats) error {
@@ -26,7 +26,8 @@ func WriteTSV(w io.Writer, note string, rows []Row, stats []Stats) error {
 	}
 	fmt.Fprintln(w, statsHeader)
 	for _, s := range stats {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.4f\n", s.Seed, s.Provider, s.Condition, s.Drops, s.Trims, s.Marks, s.DownDrops, s.RetxRTO, s.UpShare)
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.4f\n", s.Seed, s.Provider, s.Condition, s.Op,
+			s.Drops, s.Trims, s.Marks, s.DownDrops, s.RetxSack, s.RetxNack, s.RetxRTO, s.DupData, s.UpShare)
 	}
 	return nil
 }
@@ -34,16 +35,16 @@ func WriteTSV(w io.Writer, note string, rows []Row, stats []Stats) error {
 // readStats reads one stats line.
 func readStats(line string) (Stats, error) {
 	f := strings.Split(line, "\t")
-	if len(f) != 9 {
-		return Stats{}, fmt.Errorf("%d fields, want 9", len(f))
+	if len(f) != 13 {
+		return Stats{}, fmt.Errorf("%d fields, want 13", len(f))
 	}
-	s := Stats{Provider: f[1], Condition: f[2]}
-	var errs [7]error
+	s := Stats{Provider: f[1], Condition: f[2], Op: f[3]}
+	var errs [10]error
 	s.Seed, errs[0] = strconv.ParseUint(f[0], 10, 64)
-	for i, p := range []*uint64{&s.Drops, &s.Trims, &s.Marks, &s.DownDrops, &s.RetxRTO} {
-		*p, errs[i+1] = strconv.ParseUint(f[i+3], 10, 64)
+	for i, p := range []*uint64{&s.Drops, &s.Trims, &s.Marks, &s.DownDrops, &s.RetxSack, &s.RetxNack, &s.RetxRTO, &s.DupData} {
+		*p, errs[i+1] = strconv.ParseUint(f[i+4], 10, 64)
 	}
-	s.UpShare, errs[6] = strconv.ParseFloat(f[8], 64)
+	s.UpShare, errs[9] = strconv.ParseFloat(f[12], 64)
 	if err := firstErr(errs[:]...); err != nil || s.UpShare < 0 || s.UpShare > 1 {
 		return Stats{}, fmt.Errorf("bad numbers (%v)", err)
 	}
@@ -104,7 +105,7 @@ func firstErr(errs ...error) error {
 // counters' table.
 func Body(note string, rows []Row, stats []Stats, failLink string) string {
 	return "Runs: " + note + ".\n\n" + Render(rows, failLink) +
-		"\nCounters of the runs (both jobs of a run; median over the seeds):\n\n" + RenderStats(stats, failLink)
+		"\nCounters of the jobs (each MPI job's own, read before and after it; median over the seeds):\n\n" + RenderStats(stats, failLink)
 }
 
 // BodyOfTSV is Body of stored results (the failed link read from the note's "fail LINK").
@@ -221,16 +222,25 @@ func Render(rows []Row, failLink string) string {
 	return b.String()
 }
 
+// condOrder sorts conditions as Conditions lists them, others after.
 func condOrder(c string) string {
-	if c == Healthy {
-		return "0"
+	if i := slices.Index(Conditions, c); i >= 0 {
+		return strconv.Itoa(i)
 	}
-	return "1" + c
+	return "9" + c
 }
 
 func condName(c, link string) string {
-	if c == Failed && link != "" {
+	if link == "" {
+		link = "a link"
+	}
+	switch c {
+	case Failed:
 		return link + " fails"
+	case FailedNow:
+		return link + " fails, rerouted at once"
+	case OneSpine:
+		return "one spine, healthy"
 	}
 	return c
 }
@@ -257,41 +267,59 @@ func size(b int64) string {
 	return fmt.Sprintf("%d B", b)
 }
 
-// RenderStats is the table of the runs' counters: per provider and condition, the median
-// over the seeds of each.
+// RenderStats is the table of the jobs' counters: per operation, condition and
+// provider, the median over the seeds of each.
 func RenderStats(stats []Stats, failLink string) string {
-	type key struct{ prov, cond string }
+	type key struct{ op, cond, prov string }
 	groups := map[key][]Stats{}
 	var keys []key
 	for _, s := range stats {
-		k := key{s.Provider, s.Condition}
+		k := key{s.Op, s.Condition, s.Provider}
 		if groups[k] == nil {
 			keys = append(keys, k)
 		}
 		groups[k] = append(groups[k], s)
 	}
 	slices.SortStableFunc(keys, func(a, b key) int {
+		if a.op != b.op {
+			return strings.Compare(a.op, b.op)
+		}
 		if a.cond != b.cond {
 			return strings.Compare(condOrder(a.cond), condOrder(b.cond))
 		}
 		return strings.Compare(a.prov, b.prov)
 	})
 	var b strings.Builder
-	b.WriteString("| provider | fabric | switch drops | trims | ECN marks | sent into the failed link | smartt timeouts | busiest spine's share of uplink bytes |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| operation | fabric | provider | switch drops | trims | ECN marks | sent into the failed link |" +
+		" smartt retx: SACK gap / NACK / timeout | duplicates received | busiest spine's share of uplink bytes |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range keys {
-		med := func(f func(Stats) float64) float64 {
+		med := func(f func(Stats) uint64) float64 {
 			xs := make([]float64, 0, len(groups[k]))
 			for _, s := range groups[k] {
-				xs = append(xs, f(s))
+				xs = append(xs, float64(f(s)))
 			}
 			_, m, _ := Spread(xs)
 			return m
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f |\n", k.prov, condName(k.cond, failLink),
-			med(func(s Stats) float64 { return float64(s.Drops) }), med(func(s Stats) float64 { return float64(s.Trims) }),
-			med(func(s Stats) float64 { return float64(s.Marks) }), med(func(s Stats) float64 { return float64(s.DownDrops) }),
-			med(func(s Stats) float64 { return float64(s.RetxRTO) }), med(func(s Stats) float64 { return s.UpShare }))
+		shares := make([]float64, 0, len(groups[k]))
+		for _, s := range groups[k] {
+			shares = append(shares, s.UpShare)
+		}
+		_, share, _ := Spread(shares)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f | %.0f | %.2f |\n",
+			opShort(k.op), condName(k.cond, failLink), k.prov,
+			med(func(s Stats) uint64 { return s.Drops }), med(func(s Stats) uint64 { return s.Trims }),
+			med(func(s Stats) uint64 { return s.Marks }), med(func(s Stats) uint64 { return s.DownDrops }),
+			med(func(s Stats) uint64 { return s.RetxSack }), med(func(s Stats) uint64 { return s.RetxNack }),
+			med(func(s Stats) uint64 { return s.RetxRTO }), med(func(s Stats) uint64 { return s.DupData }), share)
 	}
 	return b.String()
+}
+
+func opShort(op string) string {
+	if n := map[string]string{"alltoall": "MPI_Alltoall", "allreduce": "MPI_Allreduce"}[op]; n != "" {
+		return n
+	}
+	return op
 }

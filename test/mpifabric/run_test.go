@@ -57,7 +57,7 @@ func TestRunAcrossFailure(t *testing.T) {
 	if len(rows) != 1 || rows[0].Status != StatusOK || rows[0].Seconds <= 0 {
 		t.Fatalf("rows %+v", rows)
 	}
-	if st == nil || st.DownDrops == 0 {
+	if len(st) != 1 || st[0].Op != "alltoall" || st[0].DownDrops == 0 {
 		t.Errorf("no frames went into the failed link before convergence: %+v", st)
 	}
 	if left, _ := netbed.Namespaces(name); len(left) != 0 {

@@ -190,14 +190,17 @@ func TestResultsTable(t *testing.T) {
 		}
 		return fmt.Sprint(r.FCT / 1000)
 	}
+	res := map[caseKey]Result{}
 	for _, trim := range []bool{true, false} {
 		for _, lb := range []string{"reps", "ops", "ecmp", "plb", "flowlet", "mptcp"} {
 			r := run(t, slowPath(lb, cc, trim))
+			res[caseKey{"slow", trim, lb}] = r
 			fmt.Fprintf(&b, "| slow path (12.5 Gbit/s) | %v | %s | %s | %.1f %% | - | %d | %d/%d/%d |\n", trim, lb, fct(r),
 				100*float64(r.SlowPackets)/float64(total(r)), r.FreezeEpisodes, r.Sender.RetxNack, r.Sender.RetxSack, r.Sender.RetxTimeout)
 		}
 		for _, lb := range []string{"reps", "ops", "ecmp", "plb", "flowlet", "mptcp"} {
 			r := run(t, deadPath(lb, cc, trim))
+			res[caseKey{"dead", trim, lb}] = r
 			fmt.Fprintf(&b, "| dead path from 500 us | %v | %s | %s | - | %d | %d | %d/%d/%d |\n", trim, lb, fct(r),
 				r.DeadAfterFail, r.FreezeEpisodes, r.Sender.RetxNack, r.Sender.RetxSack, r.Sender.RetxTimeout)
 		}
@@ -223,4 +226,6 @@ func TestResultsTable(t *testing.T) {
 			100*float64(rs.SlowPackets)/float64(total(rs)), fct(rd), rd.DeadAfterFail, rd.FreezeEpisodes)
 	}
 	results.Check(t, "reps-aimd", b.String())
+	results.Check(t, "reps-lb-more", moreTable(t, cc))
+	results.Check(t, "reps-lb-reading", reading(t, res))
 }

@@ -333,3 +333,21 @@ func (c *capBuf) write(path string, epoch time.Time) error {
 	}
 	return errors.Join(err, fh.Close())
 }
+
+// LiveCounters is Counters read while the switches run: each switch's model counters on
+// its own thread, so a run can take exact figures between its phases.
+func (f *Fabric) LiveCounters() ([]PortCounters, error) {
+	var out []PortCounters
+	for s, sw := range f.Sws {
+		err := f.do(s, func(int64) {
+			for i, mp := range f.Ports[s] {
+				out = append(out, PortCounters{Switch: mp.Switch, If: mp.If, Link: mp.Link, Peer: mp.Peer,
+					PortStats: sw.Stats(i), Model: mp.Model.Stats(), DataIn: mp.DataIn.Load()})
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -37,6 +37,10 @@ type shards struct {
 	workers   int    // goroutines: 1 or 2
 	parts     []*Sim
 	done      int // flows done or failed, as of the last barrier
+	// With one worker the parts take turns with one pair of slot pools (handed to the
+	// part whose window runs), so a packet crossing at a barrier keeps its slot: no copy,
+	// and one pool's peak instead of two.
+	pools [2]slotPool
 	// Thread CPU time (Linux; 0 elsewhere) each part spent in windows, the sum over
 	// windows of the larger of the two (what two dedicated cores would take), and the
 	// number of windows, ns.
@@ -207,6 +211,9 @@ func (s *Sim) initShards() error {
 		p.progress = nil
 		sh.parts = append(sh.parts, p)
 	}
+	if n == 1 {
+		sh.parts[1].direct = sh.parts[0]
+	}
 	return nil
 }
 
@@ -304,7 +311,10 @@ func (s *Sim) runShards(deadline int64) {
 		} else {
 			for k, p := range sh.parts {
 				c0 := threadCPU()
+				p.dataHdrs, p.ctlHdrs = sh.pools[0], sh.pools[1]
 				p.runWindow(end)
+				sh.pools[0], sh.pools[1] = p.dataHdrs, p.ctlHdrs
+				p.dataHdrs, p.ctlHdrs = slotPool{}, slotPool{}
 				c[k] = threadCPU() - c0
 			}
 		}
@@ -324,6 +334,7 @@ func (s *Sim) runShards(deadline int64) {
 
 // runWindow processes the part's events due at or before end.
 func (s *Sim) runWindow(end int64) {
+	s.winEnd = end
 	for s.q.len() > 0 {
 		e, ok := s.q.popUntil(end)
 		if !ok {
@@ -342,18 +353,14 @@ func (s *Sim) barrier(end int64) {
 	done := 0
 	for _, src := range sh.parts {
 		for _, x := range src.xout {
-			at := x.at + int64(s.pipes[x.pi].lat)
-			if at <= end {
-				// A port serialises a packet from the moment it starts (its wake), so this
-				// cannot happen; if it did, the receiver would have run past the arrival.
-				panic(fmt.Sprintf("sim: a packet into the other half arrives at %d ns, within the window it was sent in (ends %d ns)", at, end))
-			}
 			dst := sh.parts[sh.nodePart[s.pipes[x.pi].to]]
-			id := dst.allocPkt(!x.pk.data())
-			copy(dst.slot(id), src.slot(x.pk.id))
-			src.freePkt(x.pk.id)
-			x.pk.id = id
-			dst.send(x.pi, x.pk, at)
+			if sh.workers > 1 { // each part its own pools: the bytes move
+				id := dst.allocPkt(!x.pk.data())
+				copy(dst.slot(id), src.slot(x.pk.id))
+				src.freePkt(x.pk.id)
+				x.pk.id = id
+			}
+			dst.enter(x, end)
 		}
 		src.xout = src.xout[:0]
 		for _, a := range src.xann {
@@ -369,6 +376,29 @@ func (s *Sim) barrier(end int64) {
 		done += src.flowsDone + src.flowsFailed
 	}
 	sh.done = done
+}
+
+// cross passes packet pk, whose last bit leaves port pid into the other part at time
+// end, to that part: at once when it has run this window already (one worker, part 1
+// into part 0: at the barrier they would be the first pushes into part 0 after its own
+// window, so the pushes and their order stay the same), else through the outbox.
+func (s *Sim) cross(pid int32, end int64, pk pkt) {
+	if s.direct != nil {
+		s.direct.enter(xpkt{pid, end, pk}, s.winEnd)
+		return
+	}
+	s.xout = append(s.xout, xpkt{pid, end, pk})
+}
+
+// enter puts x, sent in the other part's window ending at winEnd, on its pipe.
+func (s *Sim) enter(x xpkt, winEnd int64) {
+	at := x.at + int64(s.pipes[x.pi].lat)
+	if at <= winEnd {
+		// A port serialises a packet from the moment it starts (its wake), so this
+		// cannot happen; if it did, the receiver would have run past the arrival.
+		panic(fmt.Sprintf("sim: a packet into the other half arrives at %d ns, within the window it was sent in (ends %d ns)", at, winEnd))
+	}
+	s.send(x.pi, x.pk, at)
 }
 
 // mergeParts gathers the parts' counters and samples into s.

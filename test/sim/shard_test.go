@@ -201,3 +201,35 @@ func TestShardsSplitOrNot(t *testing.T) {
 		t.Fatalf("three shards: %v", err)
 	}
 }
+
+// On one worker the parts share one pair of slot pools and part 1's packets into part 0
+// skip the outbox (no copy at the barrier); the run still crosses between the halves
+// and gives the two-worker result.
+func TestShardsOneWorkerShares(t *testing.T) {
+	topo := TopologyConfig{Kind: "leafspine", Hosts: 32, Leaves: 4, Spines: 3, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 200}
+	var hash [3]string
+	for _, n := range []int{1, 2} {
+		sc := scenario(topo, WorkloadConfig{Kind: "permutation", Size: 128 << 10})
+		sc.Sim.Shards = n
+		s, err := New(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := s.Run()
+		if s.sh == nil || r.Completed != r.Flows {
+			t.Fatalf("%d shards: split %v, %d of %d flows", n, s.sh != nil, r.Completed, r.Flows)
+		}
+		hash[n] = r.Hash()
+		p0, p1 := s.sh.parts[0], s.sh.parts[1]
+		shared := s.sh.pools[0].n > 0 && p0.dataHdrs.n == 0 && p1.dataHdrs.n == 0
+		if n == 1 && (!shared || cap(p1.xout) != 0 || cap(p0.xout) == 0) {
+			t.Fatalf("one worker: pools shared %v, outbox capacity part 0 %d, part 1 %d (want >0, 0)", shared, cap(p0.xout), cap(p1.xout))
+		}
+		if n == 2 && (shared || cap(p1.xout) == 0) {
+			t.Fatalf("two workers: pools shared %v, part 1's outbox capacity %d", shared, cap(p1.xout))
+		}
+	}
+	if hash[1] != hash[2] {
+		t.Fatalf("hash %s on 1 shard, %s on 2", hash[1][:16], hash[2][:16])
+	}
+}

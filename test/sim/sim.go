@@ -271,6 +271,8 @@ type Sim struct {
 	xout     []xpkt  // packets for the other part, sent this window
 	xann     []xann  // flows the other part will receive, started this window
 	xrel     []int32 // flows failed this window whose dependents the other part releases
+	direct   *Sim    // one worker, part 1: part 0, which takes its packets at once (cross)
+	winEnd   int64   // the last time of the window this part runs
 	down     []bool  // by port: the link is down (every part keeps all of them)
 }
 
@@ -385,6 +387,9 @@ func New(sc *Scenario) (*Sim, error) {
 		mk := shared
 		part := s.partOf(int32(i))
 		hk.Buffers = rxPool{rxBufs[part]}
+		if sc.Sim.Shards <= 1 {
+			hk.Buffers = rxPool{rxBufs[0]} // the parts take turns on one goroutine
+		}
 		hk.NewBalancer = func(rng *rand.Rand) reps.Balancer {
 			b := mk(rng)
 			if f, ok := b.(freezer); ok {
@@ -1052,8 +1057,7 @@ func (s *Sim) drainPort(pid int32) {
 				continue
 			}
 			if *pf&pfCross != 0 {
-				// Into the other part: it joins the pipe at the window's barrier.
-				s.xout = append(s.xout, xpkt{pid, d.End, *p})
+				s.cross(pid, d.End, *p)
 				continue
 			}
 		}

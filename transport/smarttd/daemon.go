@@ -99,6 +99,9 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Transport.CheckLinked(); err != nil {
+		return nil, fmt.Errorf("transport.%w", err)
+	}
 	if cfg.Metrics != "" && o.Metrics == nil {
 		return nil, fmt.Errorf("metrics = %q: this program serves no metrics (smarttd does); set metrics: \"\"", cfg.Metrics)
 	}
