@@ -58,6 +58,8 @@ func TestRenderExceptionsAndRatio(t *testing.T) {
 			t.Errorf("missing %q in\n%s", want, out)
 		}
 	}
+	write(t, filepath.Join(dir, "tcp", "mpich-pt2pt.tsv"), "# provider tcp suite mpich-pt2pt wall_s 100.0 date D1 limit 60\n"+
+		"a 2\tpass\t1.0\nb 2\tpass\t1.0\nc 4\tpass\t1.0\nd 2\tfail\t1.0\n")
 	write(t, filepath.Join(dir, "smartt", "mpich-pt2pt.tsv"), "# provider smartt suite mpich-pt2pt wall_s 150.0 date D2 limit 60\n"+
 		"a 2\tpass\t1.0\nb 2\tpass\t1.0\nc 4\tpass\t1.0\n")
 	out, err = Render(dir, nil)
@@ -66,6 +68,24 @@ func TestRenderExceptionsAndRatio(t *testing.T) {
 	}
 	if !strings.Contains(out, "(Open MPI, <= 4 ranks) (first 60 testlist entries only) | 4 | 3 | 3 | 0 | 100 | 150 | 1.50x (met) |") || !strings.Contains(out, "Every test that passes over tcp passes over smartt") {
 		t.Errorf("1.5x exactly and no exceptions should be met:\n%s", out)
+	}
+}
+
+// Runs cut short at different points (SUITE_TIMEOUT): a tcp pass smartt never reached is
+// no exception, and the ratio is of the summed times of the tests both ran, not of walls.
+func TestRenderCutShort(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "tcp", "mpich-coll.tsv"), "# provider tcp suite mpich-coll wall_s 100.0 date D1 limit 4\n"+
+		"a 4\tpass\t10.0\nb 4\tpass\t10.0\nc 4\tpass\t40.0\nd 4\tpass\t40.0\n")
+	write(t, filepath.Join(dir, "smartt", "mpich-coll.tsv"), "# provider smartt suite mpich-coll wall_s 100.0 date D2 limit 3\n"+
+		"a 4\tpass\t20.0\nb 4\tfail\t20.0\nc 4\tpass\t50.0\n")
+	out, err := Render(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "| MPICH test/mpi coll (Open MPI, <= 4 ranks) (first 4/3 testlist entries only) | 4 | 4 | 2 | 1 | 100 | 100 | 1.50x (met), summed times of the 3 tests both ran |"
+	if !strings.Contains(out, want) || !strings.Contains(out, "| mpich-coll | b 4 | not diagnosed |") || strings.Contains(out, "| mpich-coll | d 4 |") {
+		t.Errorf("want %q, b 4 an exception and d 4 not, in\n%s", want, out)
 	}
 }
 

@@ -44,6 +44,10 @@ func Render(dir string, causes Causes) (string, error) {
 			exc = append(exc, e...)
 			missing = strconv.Itoa(len(e))
 			ratio = verdict(m.Wall/t.Wall, m.Wall <= WallGoal*t.Wall)
+			if limits(t, m) != "" && t.Limit != m.Limit {
+				st, sm, n := CommonSeconds(t, m)
+				ratio = verdict(sm/st, sm <= WallGoal*st) + fmt.Sprintf(", summed times of the %d tests both ran", n)
+			}
 		}
 		title := s.Title
 		if lim := limits(t, m); lim != "" {
