@@ -28,12 +28,29 @@ type sentPkt struct {
 	seq    uint64 // transmission sequence number of its latest transmission
 	tx     uint16 // transmissions so far
 	trims  uint16 // transmissions of those that the peer NACKed (trimmed on the way)
-	state  uint8
+	sr     uint8  // packet state (pktAcked...) in the low bits, ret above them: see state, ret
 	cause  cc.LossCause
 	ev     uint16
-	sseq   uint32 // recovery "subflows": its latest transmission's number in its subflow (EV mod subflows)
-	ret    uint8  // a returned header named it: retActed or retIgnored (rts.go)
 }
+
+// sentPkt.sr packs the packet state and the return mark into one byte, keeping the
+// record at 40 bytes: one per PSN-window slot of every connection adds up.
+const (
+	srStateMask = 0x3
+	srRetShift  = 2
+)
+
+// state is the packet's state: pktAcked, pktInflight or pktLost.
+func (sp *sentPkt) state() uint8 { return sp.sr & srStateMask }
+
+// setState sets the packet's state, keeping its return mark.
+func (sp *sentPkt) setState(st uint8) { sp.sr = sp.sr&^srStateMask | st }
+
+// ret is 0, or retActed or retIgnored when a returned header named it (rts.go).
+func (sp *sentPkt) ret() uint8 { return sp.sr >> srRetShift }
+
+// setRet sets the return mark, keeping the packet's state.
+func (sp *sentPkt) setRet(r uint8) { sp.sr = sp.sr&srStateMask | r<<srRetShift }
 
 // lossGoBack is the sentPkt.cause of a packet resent by a go-back-N NACK (recovery
 // "gobackn"); congestion control and the balancer are told cc.LossSack.
@@ -284,10 +301,10 @@ func (e *Endpoint) declareLost(now int64, c *conn, psn uint32, cause cc.LossCaus
 // its retransmission goes to) and telling CC and LB cause.
 func (e *Endpoint) declareLostAs(now int64, c *conn, psn uint32, cause, why cc.LossCause) {
 	sp := &c.pkts[psn&c.mask]
-	if sp.state != pktInflight {
+	if sp.state() != pktInflight {
 		return
 	}
-	sp.state = pktLost
+	sp.setState(pktLost)
 	sp.cause = why
 	if cause == cc.LossSack {
 		e.stats.LostSack++
@@ -497,7 +514,7 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 	for c.retxq.len() > 0 {
 		psn := *c.retxq.peek()
 		sp := &c.pkts[psn&c.mask]
-		if !wire.SeqLEQ(c.sndUna, psn) || !wire.SeqLess(psn, c.sndNxt) || sp.state != pktLost {
+		if !wire.SeqLEQ(c.sndUna, psn) || !wire.SeqLess(psn, c.sndNxt) || sp.state() != pktLost {
 			c.retxq.pop()
 			continue
 		}
@@ -635,7 +652,7 @@ const aliasMinPayload = 512
 func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []byte, retx bool) Transmit {
 	m := sp.msg
 	sp.tx++
-	sp.state = pktInflight
+	sp.setState(pktInflight)
 	sp.sentAt = now
 	c.sendSeq++
 	sp.seq = c.sendSeq
@@ -733,7 +750,7 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 		}
 	}
 	// Slide the window.
-	for c.sndUna != c.sndNxt && c.pkts[c.sndUna&c.mask].state == pktAcked {
+	for c.sndUna != c.sndNxt && c.pkts[c.sndUna&c.mask].state() == pktAcked {
 		c.pkts[c.sndUna&c.mask].msg = nil
 		c.sndUna++
 	}
@@ -841,17 +858,17 @@ func (e *Endpoint) checkAck(now int64, c *conn, a *wire.Ack) int {
 // ackPkt marks psn acknowledged and returns its size if it was not already.
 func (e *Endpoint) ackPkt(c *conn, psn uint32, a *wire.Ack) int {
 	sp := &c.pkts[psn&c.mask]
-	switch sp.state {
+	switch sp.state() {
 	case pktInflight:
 		c.inflight -= int(sp.size)
 	case pktLost:
 	default:
 		return 0
 	}
-	if sp.ret != 0 {
+	if sp.ret() != 0 {
 		e.rtsJudge(c, sp, psn, a) // was the return that named it true? (rts.go)
 	}
-	sp.state = pktAcked
+	sp.setState(pktAcked)
 	// Which transmission arrived matters for SACK-gap detection: crediting a late
 	// original with its retransmission's send position would declare every packet sent
 	// in between lost. Only a first transmission, or the ACK's trigger whose echoed
@@ -860,8 +877,8 @@ func (e *Endpoint) ackPkt(c *conn, psn uint32, a *wire.Ack) int {
 		c.maxAckedSeq = max(c.maxAckedSeq, sp.seq)
 		if c.sub != nil {
 			j := int(sp.ev) % len(c.sub)
-			if f := &c.sub[j]; int32(sp.sseq-f.maxAcked) > 0 {
-				f.maxAcked = sp.sseq
+			if f, sseq := &c.sub[j], c.subSeq[psn&c.mask]; int32(sseq-f.maxAcked) > 0 {
+				f.maxAcked = sseq
 				c.subDirty |= 1 << uint(j)
 			}
 		}
@@ -933,7 +950,7 @@ func (e *Endpoint) onNack(now int64, c *conn, p *wire.Packet) {
 	}
 	// Only the transmission it echoes may be declared lost: a NACK of an earlier one
 	// (already resent) is stale, and a forger would have to guess the timestamp.
-	if sp := &c.pkts[psn&c.mask]; sp.state != pktInflight || sp.sentAt != nk.EchoTxTime {
+	if sp := &c.pkts[psn&c.mask]; sp.state() != pktInflight || sp.sentAt != nk.EchoTxTime {
 		e.stats.StaleAcks++
 		return
 	}

@@ -53,13 +53,13 @@ func (goBackN) detectLoss(int64, *conn) bool { return true }
 // packet, each such resend cost a timeout).
 func (e *Endpoint) goBack(now int64, c *conn, psn uint32, cause, why cc.LossCause) {
 	for q := psn; wire.SeqLess(q, c.sndNxt); q++ {
-		if c.pkts[q&c.mask].state == pktInflight {
+		if c.pkts[q&c.mask].state() == pktInflight {
 			e.declareLostAs(now, c, q, cause, why)
 		}
 	}
 	c.retxq.reset()
 	for q := c.sndUna; wire.SeqLess(q, c.sndNxt); q++ {
-		if c.pkts[q&c.mask].state == pktLost {
+		if c.pkts[q&c.mask].state() == pktLost {
 			c.retxq.push(q)
 		}
 	}
@@ -80,7 +80,7 @@ func (e *Endpoint) onGoBackNack(now int64, c *conn, nk *wire.Nack) {
 		e.stats.StaleAcks++
 		return
 	}
-	if sp := &c.pkts[psn&c.mask]; sp.state != pktInflight || sp.sentAt > nk.EchoTxTime {
+	if sp := &c.pkts[psn&c.mask]; sp.state() != pktInflight || sp.sentAt > nk.EchoTxTime {
 		e.stats.StaleAcks++
 		return
 	}

@@ -39,7 +39,11 @@ func (s subflowRecovery) newConn(c *conn) { c.sub = make([]subflow, s.n) }
 func (subflowRecovery) sent(c *conn, psn uint32, sp *sentPkt) {
 	f := &c.sub[int(sp.ev)%len(c.sub)]
 	f.seq++
-	sp.sseq = f.seq
+	if c.subSeq == nil {
+		// Beside the send window, not in sentPkt: only this mode pays for it (once).
+		c.subSeq = make([]uint32, len(c.pkts))
+	}
+	c.subSeq[psn&c.mask] = f.seq
 	f.timeq.push(timeEntry{psn: psn, seq: sp.seq})
 }
 
@@ -68,12 +72,12 @@ func (e *Endpoint) subflowLoss(now int64, c *conn) {
 		for f.timeq.len() > 0 {
 			t := *f.timeq.peek() // a copy: pop clears the slot
 			sp := &c.pkts[t.psn&c.mask]
-			if sp.state != pktInflight || sp.seq != t.seq || !wire.SeqLess(t.psn, c.sndNxt) ||
+			if sp.state() != pktInflight || sp.seq != t.seq || !wire.SeqLess(t.psn, c.sndNxt) ||
 				!wire.SeqLEQ(c.sndUna, t.psn) {
 				f.timeq.pop() // acknowledged, or resent (then queued in its new subflow)
 				continue
 			}
-			if int32(f.maxAcked-sp.sseq) < thr {
+			if int32(f.maxAcked-c.subSeq[t.psn&c.mask]) < thr {
 				break
 			}
 			f.timeq.pop()

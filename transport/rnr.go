@@ -74,12 +74,13 @@ func (e *Endpoint) onRNR(now int64, c *conn, nk *wire.Nack) {
 		return
 	}
 	sp := &c.pkts[psn&c.mask]
-	if sp.state != pktInflight || sp.sentAt != nk.EchoTxTime {
+	if sp.state() != pktInflight || sp.sentAt != nk.EchoTxTime {
 		e.stats.StaleAcks++
 		return
 	}
 	e.stats.RNRRecv++
-	sp.state, sp.cause = pktLost, lossRNR
+	sp.setState(pktLost)
+	sp.cause = lossRNR
 	sp.tx-- // refused, not lost: it does not count towards max_retransmits
 	c.inflight -= int(sp.size)
 	c.retxq.push(psn)

@@ -84,16 +84,16 @@ func (e *Endpoint) onReturned(now int64, b []byte, m *RxMeta) {
 		return
 	}
 	sp := &c.pkts[psn&c.mask]
-	if sp.state != pktInflight || sp.sentAt != p.Data.TxTime {
+	if sp.state() != pktInflight || sp.sentAt != p.Data.TxTime {
 		e.stats.ReturnedBad++ // acknowledged, already resent, or not our transmission
 		return
 	}
 	if c.rtsSpent >= rtsCredit {
-		sp.ret = retIgnored // judged when it is acknowledged (rtsJudge)
+		sp.setRet(retIgnored) // judged when it is acknowledged (rtsJudge)
 		e.stats.ReturnedIgnored++
 		return
 	}
-	sp.ret = retActed
+	sp.setRet(retActed)
 	// Reserved until judged: at most the trust's worth of returns unjudged at once. A
 	// packet returned again after its resend reserves again, and is judged once: each
 	// further return of it costs a unit for good.
@@ -108,11 +108,11 @@ func (e *Endpoint) onReturned(now int64, b []byte, m *RxMeta) {
 func (e *Endpoint) rtsJudge(c *conn, sp *sentPkt, psn uint32, a *wire.Ack) {
 	cost := int32(0)
 	switch {
-	case sp.ret == retIgnored && sp.tx > 1:
+	case sp.ret() == retIgnored && sp.tx > 1:
 		cost = -rtsTrueRefund // lost after all: the ordinary detectors resent it
-	case sp.ret == retIgnored:
+	case sp.ret() == retIgnored:
 		cost = 1 // the original arrived: false, though not acted on
-	case sp.state == pktLost || a.EchoTxTime < sp.sentAt:
+	case sp.state() == pktLost || a.EchoTxTime < sp.sentAt:
 		cost = rtsFalseCost - 1 // (1 was reserved when it was acted on)
 		e.stats.ReturnedFalse++
 	case psn == a.AckedPSN && a.EchoTxTime == sp.sentAt:
@@ -121,5 +121,5 @@ func (e *Endpoint) rtsJudge(c *conn, sp *sentPkt, psn uint32, a *wire.Ack) {
 		cost = rtsUnsureCost - 1
 	}
 	c.rtsSpent = min(max(c.rtsSpent+cost, 0), rtsMaxSpent)
-	sp.ret = 0
+	sp.setRet(0)
 }

@@ -33,6 +33,7 @@ type sendState struct {
 	lastProbeTx    int64
 	sub            []subflow // recovery "subflows": per-subflow dupACK state
 	subDirty       uint64    // subflows whose highest acknowledged transmission moved
+	subSeq         []uint32  // recovery "subflows": per PSN slot, its latest transmission's number in its subflow
 	ecTx           *ecSender // recovery "ec": the block being coded
 	rnrAt          int64     // >0: no data before then (the peer refused a message, rnr.go)
 	rnrN           uint8     // refusals since the last acknowledged byte (the back-off's exponent)
@@ -80,7 +81,7 @@ func (c *sendState) headEntry() (*timeEntry, *sentPkt) {
 	for c.timeq.len() > 0 {
 		t := c.timeq.peek()
 		sp := &c.pkts[t.psn&c.mask]
-		if sp.state == pktInflight && sp.seq == t.seq && wire.SeqLess(t.psn, c.sndNxt) &&
+		if sp.state() == pktInflight && sp.seq == t.seq && wire.SeqLess(t.psn, c.sndNxt) &&
 			wire.SeqLEQ(c.sndUna, t.psn) {
 			return t, sp
 		}
