@@ -149,15 +149,10 @@ static ssize_t cq_take(sfi_cq *cq, void *buf, size_t count, fi_addr_t *src)
     return (ssize_t)k;
 }
 
-/* cq_idle gives the core away after a run of empty reads (SMARTT_FI_IDLE_SPIN,
- * SMARTT_FI_IDLE_US): yields it, or sleeps in poll() until a session has bytes. */
-static void cq_idle(sfi_cq *cq)
+/* cq_pollfds fills p (room for SFI_MAX_EPS) with the sockets of the CQ's live
+ * endpoints, each waiting for input and for output when it has bytes to write. */
+static nfds_t cq_pollfds(sfi_cq *cq, struct pollfd *p)
 {
-    if (!cq->idle_us) {
-        sched_yield();
-        return;
-    }
-    struct pollfd p[SFI_MAX_EPS];
     nfds_t n = 0;
     pthread_mutex_lock(&cq->dom->lock);
     for (int i = 0; i < cq->neps; i++) {
@@ -169,6 +164,19 @@ static void cq_idle(sfi_cq *cq)
         p[n++].revents = 0;
     }
     pthread_mutex_unlock(&cq->dom->lock);
+    return n;
+}
+
+/* cq_idle gives the core away after a run of empty reads (SMARTT_FI_IDLE_SPIN,
+ * SMARTT_FI_IDLE_US): yields it, or sleeps in poll() until a session has bytes. */
+static void cq_idle(sfi_cq *cq)
+{
+    if (!cq->idle_us) {
+        sched_yield();
+        return;
+    }
+    struct pollfd p[SFI_MAX_EPS];
+    nfds_t n = cq_pollfds(cq, p);
     struct timespec ts = {cq->idle_us / 1000000, (cq->idle_us % 1000000) * 1000};
     ppoll(p, n, &ts, NULL);
 }
@@ -208,11 +216,10 @@ static ssize_t cq_readerr(struct fid_cq *f, struct fi_cq_err_entry *buf, uint64_
     ssize_t r = -FI_EAGAIN;
     if (e) {
         sfi_list_remove(&cq->errs, &e->node);
-        size_t keep = buf->err_data_size;
-        void *keepp = buf->err_data;
+        void *keep = buf->err_data; /* the caller's; the provider writes no error data */
         *buf = e->e;
-        buf->err_data = keepp;
-        buf->err_data_size = keep ? 0 : 0;
+        buf->err_data = keep;
+        buf->err_data_size = 0;
         free(e);
         r = 1;
     }
@@ -224,17 +231,7 @@ static ssize_t cq_readerr(struct fid_cq *f, struct fi_cq_err_entry *buf, uint64_
 static void cq_wait(sfi_cq *cq, int ms)
 {
     struct pollfd p[SFI_MAX_EPS + 1];
-    int n = 0;
-    pthread_mutex_lock(&cq->dom->lock);
-    for (int i = 0; i < cq->neps; i++) {
-        sfi_ep *ep = cq->eps[i];
-        if (!ep->s || ep->broken)
-            continue;
-        p[n].fd = smartt_fd(ep->s);
-        p[n].events = POLLIN | (smartt_want_write(ep->s) ? POLLOUT : 0);
-        p[n++].revents = 0;
-    }
-    pthread_mutex_unlock(&cq->dom->lock);
+    nfds_t n = cq_pollfds(cq, p);
     p[n].fd = cq->sigfd;
     p[n].events = POLLIN;
     p[n++].revents = 0;
