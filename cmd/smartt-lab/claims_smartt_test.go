@@ -55,6 +55,87 @@ func TestDocsClaimsSMaRTTFigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("fig3", func(t *testing.T) { smarttFig3Claims(t, regions) })
+	t.Run("swift-lb", func(t *testing.T) { smarttSwiftLBClaims(t, regions) })
+	t.Run("fig11c", func(t *testing.T) { smarttFig11cClaims(t, regions) })
+}
+
+// smarttFig11cClaims: SMaRTT's "slowest seed is faster than the fastest seed of any
+// other"; EQDS "trims about 13 times what SMaRTT trims" and "is 2 % behind"; Swift "2-3 %
+// behind, MPRDMA and DCTCP 5-6 %", BBR "26 %".
+func smarttFig11cClaims(t *testing.T, regions []results.Region) {
+	m := regionTable(t, regions, "smartt-fig11c", "4:1 ToR uplinks")
+	col := "completion / ideal (min / median / max)"
+	s := mmmCell(t, m.cell(t, col, "smartt"))
+	behind := map[string][2]float64{"eqds": {0.015, 0.025}, "swift": {0.015, 0.03}, "mprdma": {0.045, 0.065},
+		"dctcp": {0.045, 0.065}, "bbr": {0.25, 0.27}}
+	for cc, want := range behind {
+		o := mmmCell(t, m.cell(t, col, cc))
+		if o[0] <= s[2] {
+			t.Errorf("%s's fastest seed %.3f is not slower than SMaRTT's slowest %.3f", cc, o[0], s[2])
+		}
+		if g := o[1]/s[1] - 1; g < want[0] || g > want[1] {
+			t.Errorf("%s is %.1f %% behind SMaRTT; the page says %.0f-%.0f %%", cc, 100*g, 100*want[0], 100*want[1])
+		}
+	}
+	et, st := mmmCell(t, m.cell(t, "trims", "eqds")), mmmCell(t, m.cell(t, "trims", "smartt"))
+	if r := et[1] / st[1]; r < 12.5 || r > 14.5 {
+		t.Errorf("EQDS trims %.1f times SMaRTT's; the page says about 13", r)
+	}
+}
+
+// meanRange parses a "mean (min..max)" cell.
+func meanRange(t *testing.T, cell string) (mean, lo, hi float64) {
+	t.Helper()
+	var err1, err2, err3 error
+	m, rng, ok := strings.Cut(cell, " (")
+	a, b, ok2 := strings.Cut(strings.TrimSuffix(rng, ")"), "..")
+	mean, err1 = strconv.ParseFloat(m, 64)
+	lo, err2 = strconv.ParseFloat(a, 64)
+	hi, err3 = strconv.ParseFloat(b, 64)
+	if !ok || !ok2 || err1 != nil || err2 != nil || err3 != nil {
+		t.Fatalf("cell %q is not mean (min..max)", cell)
+	}
+	return mean, lo, hi
+}
+
+// smarttSwiftLBClaims: "REPS is the fastest of the three on both trees"; at 1:1 "PLB's
+// completion is about 2.5 times REPS's" and "oblivious spraying is within 5 % of REPS";
+// at 4:1 "REPS's and spraying's seeds overlap".
+func smarttSwiftLBClaims(t *testing.T, regions []results.Region) {
+	m := regionTable(t, regions, "smartt-swift-lb", "completion_rel")
+	get := func(tree, lb string) (float64, float64, float64) {
+		for i, h := range m.head {
+			for _, r := range m.rows {
+				if h == lb && len(r) > i && r[1] == tree {
+					return meanRange(t, r[i])
+				}
+			}
+		}
+		t.Fatalf("no cell %s at %s:1", lb, tree)
+		return 0, 0, 0
+	}
+	for _, tree := range []string{"1", "4"} {
+		reps, _, _ := get(tree, "reps")
+		ops, _, _ := get(tree, "ops")
+		plb, _, _ := get(tree, "plb")
+		if reps >= ops || reps >= plb {
+			t.Errorf("%s:1: REPS %.3f is not the fastest (OPS %.3f, PLB %.3f)", tree, reps, ops, plb)
+		}
+	}
+	reps, _, _ := get("1", "reps")
+	ops, _, _ := get("1", "ops")
+	plb, _, _ := get("1", "plb")
+	if r := plb / reps; r < 2.3 || r > 2.7 {
+		t.Errorf("1:1: PLB / REPS = %.2f; the page says about 2.5", r)
+	}
+	if ops/reps > 1.05 {
+		t.Errorf("1:1: OPS / REPS = %.3f; the page says within 5 %%", ops/reps)
+	}
+	_, rlo, rhi := get("4", "reps")
+	_, olo, ohi := get("4", "ops")
+	if rhi < olo || ohi < rlo {
+		t.Errorf("4:1: REPS (%.3f..%.3f) and OPS (%.3f..%.3f) do not overlap", rlo, rhi, olo, ohi)
+	}
 }
 
 // smarttFig3Claims: SMaRTT's completion is the best of the three "by about 1 %, within the
