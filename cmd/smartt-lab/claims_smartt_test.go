@@ -57,6 +57,61 @@ func TestDocsClaimsSMaRTTFigs(t *testing.T) {
 	t.Run("fig3", func(t *testing.T) { smarttFig3Claims(t, regions) })
 	t.Run("swift-lb", func(t *testing.T) { smarttSwiftLBClaims(t, regions) })
 	t.Run("fig11c", func(t *testing.T) { smarttFig11cClaims(t, regions) })
+	t.Run("fig10-cc", func(t *testing.T) { smarttFig10Claims(t, regions) })
+}
+
+// smarttFig10Claims: "SMaRTT is the fastest controller in 6 of the 12 cells: every incast
+// of 64 senders, 32 senders at 512 KiB and 2 MiB, and 16 senders at 2 MiB"; "at 8:1 with
+// 512 KiB and 16:1 with 256 and 512 KiB SMaRTT takes 1.28-1.50 of ideal where BBR and
+// DCTCP take 0.98-1.03".
+func smarttFig10Claims(t *testing.T, regions []results.Region) {
+	m := regionTable(t, regions, "smartt-fig10-cc", "(an incast")
+	ccs := m.head[2:]
+	best := map[string]bool{}
+	for _, r := range m.rows {
+		b, bv := "", 0.0
+		for i, cc := range ccs {
+			if v, _, _ := meanRange(t, r[2+i]); b == "" || v < bv {
+				b, bv = cc, v
+			}
+		}
+		if b == "smartt" {
+			best[r[0]+" "+r[1]] = true
+		}
+	}
+	want := []string{"64:1 256KiB", "64:1 512KiB", "64:1 2MiB", "32:1 512KiB", "32:1 2MiB", "16:1 2MiB"}
+	for _, c := range want {
+		if !best[c] {
+			t.Errorf("SMaRTT is not the fastest at %s", c)
+		}
+	}
+	if len(best) != len(want) {
+		t.Errorf("SMaRTT is the fastest in %d cells; the page says %d", len(best), len(want))
+	}
+	get := func(n, size, cc string) float64 {
+		for _, r := range m.rows {
+			if r[0] == n && r[1] == size {
+				for i, h := range m.head {
+					if h == cc {
+						v, _, _ := meanRange(t, r[i])
+						return v
+					}
+				}
+			}
+		}
+		t.Fatalf("no cell %s %s %s", n, size, cc)
+		return 0
+	}
+	for _, c := range [][2]string{{"8:1", "512KiB"}, {"16:1", "256KiB"}, {"16:1", "512KiB"}} {
+		if v := get(c[0], c[1], "smartt"); v < 1.275 || v > 1.505 {
+			t.Errorf("%s %s: SMaRTT %.3f, the page says 1.28-1.50", c[0], c[1], v)
+		}
+		for _, cc := range []string{"bbr", "dctcp"} {
+			if v := get(c[0], c[1], cc); v < 0.975 || v > 1.035 {
+				t.Errorf("%s %s: %s %.3f, the page says 0.98-1.03", c[0], c[1], cc, v)
+			}
+		}
+	}
 }
 
 // smarttFig11cClaims: SMaRTT's "slowest seed is faster than the fastest seed of any
@@ -83,7 +138,7 @@ func smarttFig11cClaims(t *testing.T, regions []results.Region) {
 	}
 }
 
-// meanRange parses a "mean (min..max)" cell.
+// meanRange parses a "centre (min..max)" cell (a mean or a median).
 func meanRange(t *testing.T, cell string) (mean, lo, hi float64) {
 	t.Helper()
 	var err1, err2, err3 error
@@ -93,7 +148,7 @@ func meanRange(t *testing.T, cell string) (mean, lo, hi float64) {
 	lo, err2 = strconv.ParseFloat(a, 64)
 	hi, err3 = strconv.ParseFloat(b, 64)
 	if !ok || !ok2 || err1 != nil || err2 != nil || err3 != nil {
-		t.Fatalf("cell %q is not mean (min..max)", cell)
+		t.Fatalf("cell %q is not centre (min..max)", cell)
 	}
 	return mean, lo, hi
 }
