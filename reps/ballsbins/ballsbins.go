@@ -27,11 +27,11 @@ type Config struct {
 	// are updated once every r steps, for every ball that left since (an ACK listing the
 	// EVs of all the packets it covers). 0 or 1: every step.
 	Recycle int
-	// TriggerOnly: of every r balls thrown only the last is fed back; the colors of the
-	// others forget their bin (an ACK returning only its trigger's EV: the others are
-	// drawn afresh, as REPS does with an empty buffer).
+	// TriggerOnly: of every r balls thrown only the last is fed back, at once; the colors
+	// of the others forget their bin (an ACK returning only its trigger's EV: the others
+	// are drawn afresh, as REPS does with an empty buffer).
 	TriggerOnly bool
-	Seed        uint64
+	Seed        uint64 // the random throws' seed
 }
 
 // Process is the batched balls-into-bins process at full injection rate.
@@ -97,7 +97,7 @@ func (p *Process) Step() int {
 		}
 		p.load[b]--
 	}
-	if p.mem != nil && p.step%p.cfg.Recycle == 0 {
+	if p.mem != nil && (p.cfg.TriggerOnly || p.step%p.cfg.Recycle == 0) {
 		p.feed()
 	}
 	n := p.cfg.Bins
