@@ -136,3 +136,60 @@ func evsTable() string {
 	}
 	return b.String()
 }
+
+// The statements docs/results/reps.md makes beside the tables hold: OPS's maximum load
+// grows with time and with n while the recycled one stays near tau; only the 8-bin rows
+// converge; every r:1 variant stays below OPS, delayed feedback below trigger-only; the
+// imbalance depends on flows x EVS only and falls as it grows.
+func TestTableStatements(t *testing.T) {
+	med := func(rs []Run, f func(Run) int) int {
+		v := make([]int, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	last := func(r Run) int { return r.MaxLoad[len(r.MaxLoad)-1] }
+	peak := func(r Run) int { return r.Peak }
+	prev := 0
+	for _, n := range []int{8, 32, 128} {
+		ops := runs(t, Config{Bins: n}, 10000)
+		rec := runs(t, Config{Bins: n, Colors: 8 * n, Threshold: 16}, 10000)
+		if m := med(ops, last); m <= prev || m <= med(ops, func(r Run) int { return r.MaxLoad[999] }) {
+			t.Errorf("n=%d: OPS max load %d at 10,000 steps does not grow with n and time", n, m)
+		} else {
+			prev = m
+		}
+		if p := med(rec, peak); p > 2*16 {
+			t.Errorf("n=%d: recycled peak %d above 2 tau", n, p)
+		}
+	}
+	for _, n := range []int{8, 16} {
+		rs := runs(t, Config{Bins: n, Colors: 8 * n, Threshold: 16}, 10000)
+		conv := 0
+		for _, r := range rs {
+			if r.Converged >= 0 {
+				conv++
+			}
+		}
+		if (n == 8) != (conv == len(rs)) || (n == 16 && conv != 0) {
+			t.Errorf("n=%d, tau 16: %d of %d seeds converged", n, conv, len(rs))
+		}
+	}
+	ops := med(runs(t, Config{Bins: 16}, 10000), peak)
+	for _, r := range []int{2, 4, 8} {
+		delayed := med(runs(t, Config{Bins: 16, Colors: 128, Threshold: 16, Recycle: r}, 10000), peak)
+		trigger := med(runs(t, Config{Bins: 16, Colors: 128, Threshold: 16, Recycle: r, TriggerOnly: true}, 10000), peak)
+		if !(delayed < trigger && trigger < ops) {
+			t.Errorf("%d:1: peaks delayed %d, trigger-only %d, OPS %d: want increasing", r, delayed, trigger, ops)
+		}
+	}
+	a, b := ImbalanceSample(1, 8, 32, 8, 400), ImbalanceSample(2, 32, 8, 8, 400)
+	if d := math.Abs(Quantile(a, 0.5) - Quantile(b, 0.5)); d > 0.05 {
+		t.Errorf("256 balls as 8x32 and 32x8: medians %.3f and %.3f", Quantile(a, 0.5), Quantile(b, 0.5))
+	}
+	if c := ImbalanceSample(3, 32, 256, 8, 400); Quantile(c, 0.5) >= Quantile(a, 0.5) {
+		t.Error("more balls, no smaller imbalance")
+	}
+}
