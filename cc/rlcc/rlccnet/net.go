@@ -139,9 +139,6 @@ func (c *NetController) OnLoss(l cc.Loss) {
 	c.decide(c.p.maxRTT, true)
 }
 
-// Decide makes one decision on an RTT sample (ns), ungated: Table I times it.
-func (c *NetController) Decide(rtt int64) { c.decide(rtt, false) }
-
 func (c *NetController) decide(rtt int64, loss bool) {
 	p := c.p
 	infl := float64(min(rtt, p.maxRTT)) / p.brtt

@@ -4,7 +4,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/lstm"
 	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 	"github.com/smartt-transport/smartt/config"
 )
@@ -24,7 +26,7 @@ type Table1Arch struct {
 var table1RTTs = [4]int64{10_000, 16_000, 25_000, 12_000}
 
 // Table1 times one decision of the distilled trees (integer, rlcc.Controller.Decide), the
-// policy MLP and the paper's LSTM teacher (float64, seeded weights), interleaved: each of
+// policy MLP (rlccnet.NetController, through OnAck) and the paper's LSTM teacher (float64, seeded weights), interleaved: each of
 // rounds rounds times a batch of each architecture in turn (the order rotating), so a
 // load change on a shared host hits all three. A round's value is the fastest of
 // table1Sub batches of about batch/table1Sub each (the least preempted, as the trees'
@@ -40,15 +42,22 @@ func Table1(m *rlcc.Model, mlp *rlccnet.MLP, rounds int, batch time.Duration) ([
 	if err != nil {
 		return nil, err
 	}
-	tree, nc, lf := rlcc.New(p), rlccnet.NewNet(np), rlccnet.NewLSTMFlow(rlccnet.NewLSTM(1), cfg, net)
+	tree, nc, lf := rlcc.New(p), rlccnet.NewNet(np), lstm.NewLSTMFlow(lstm.NewLSTM(1), cfg, net)
 	cost := tree.Cost()
-	lc := rlccnet.LSTMCount()
+	lc := lstm.LSTMCount()
 	archs := []Table1Arch{
 		{Name: "trees", Ops: p.DecisionOps(), Params: cost.GlobalBytes, State: cost.StateBytes},
-		{Name: "MLP", MACs: mlp.MACs(), Ops: mlp.Flops(), Params: len(mlp.Theta), State: nc.Cost().StateBytes},
-		{Name: "LSTM", MACs: lc.MACs, Ops: lc.Flops(), Params: rlccnet.LSTMParams, State: 8 * 2 * rlccnet.LSTMHid},
+		{Name: "MLP", MACs: lstm.MLPMACs(mlp), Ops: mlp.Flops(), Params: len(mlp.Theta), State: nc.Cost().StateBytes},
+		{Name: "LSTM", MACs: lc.MACs, Ops: lc.Flops(), Params: lstm.LSTMParams, State: 8 * 2 * lstm.LSTMHid},
 	}
-	decide := []func(int64){tree.Decide, nc.Decide, lf.Decide}
+	// The MLP controller decides in OnAck; each sample is of a packet sent after the
+	// previous decision, so every call decides (its gate adds a compare).
+	var now int64
+	netDecide := func(rtt int64) {
+		now += 1 << 20
+		nc.OnAck(cc.Ack{Now: now, RTT: rtt, Bytes: 4096})
+	}
+	decide := []func(int64){tree.Decide, netDecide, lf.Decide}
 	n := []int{1000, 1000, 1000}
 	// Size each batch from a first timing.
 	for i, d := range decide {

@@ -1,11 +1,14 @@
-package rlccnet
+package lstm
 
 import (
 	"math"
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/config"
 )
+
+var testNet = config.Network{LinkRate: 100e9, BaseRTT: 10_000, MTU: 4096}
 
 // countedForward is Forward written as plain scalar loops that count every operation:
 // its result must equal Forward's bit for bit and its count LSTMCount's.

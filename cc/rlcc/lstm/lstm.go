@@ -1,10 +1,14 @@
-package rlccnet
+// Package lstm is the RL-CC paper's original teacher network (FC 32-16, LSTM 16, FC 1)
+// as float64 inference, for Table I only: its operation count and decision time beside
+// the distilled trees'. Nothing in the simulator or the engine links it.
+package lstm
 
 import (
 	"math"
 	"math/rand/v2"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 	"github.com/smartt-transport/smartt/config"
 )
 
@@ -93,7 +97,7 @@ func dense(y []float64, w, b, x []float64) {
 }
 
 // Forward advances the flow's state st by one step with input (delta, aPrev) and
-// returns the action in tanh units (multiplier Multiplier(u)). No allocation.
+// returns the action in tanh units (multiplier rlccnet.Multiplier(u)). No allocation.
 func (m *LSTM) Forward(delta, aPrev float64, st *LSTMState) float64 {
 	th := m.Theta[:]
 	in := [LSTMIn]float64{delta, aPrev}
@@ -145,8 +149,8 @@ func LSTMCount() LSTMOps {
 	}
 }
 
-// MACs is the MLP's multiply-adds per forward pass (the unit of the paper's Table I).
-func (m *MLP) MACs() int {
+// MLPMACs is an MLP's multiply-adds per forward pass (the unit of the paper's Table I).
+func MLPMACs(m *rlccnet.MLP) int {
 	n := 0
 	for l := 1; l < len(m.Sizes); l++ {
 		n += m.Sizes[l] * m.Sizes[l-1]
@@ -177,7 +181,7 @@ func (f *LSTMFlow) Decide(rtt int64) {
 	infl := float64(min(rtt, f.max)) / f.brtt
 	delta := f.cfg.Target - max(infl-f.cfg.Beta, 0)*math.Sqrt(f.Rate)
 	u := f.Net.Forward(delta, f.a1, &f.St)
-	a := min(max(Multiplier(u), f.cfg.MinAction), f.cfg.MaxAction)
+	a := min(max(rlccnet.Multiplier(u), f.cfg.MinAction), f.cfg.MaxAction)
 	f.Rate = min(max(f.Rate*a, f.cfg.MinRate), 1)
 	f.a1 = u
 }
