@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,10 +36,12 @@ func newRLCCCmd(stderr io.Writer) *cobra.Command {
 		sub("train", "train the RL-CC policy network in the simulator", bindRLCCTrain),
 		sub("distill", "distill a trained policy into boosted oblivious trees", bindRLCCDistill),
 		sub("table", "the policy's action by previous x current state beside the paper's Table VI", bindRLCCTable),
+		sub("table1", "operations and decision time: LSTM teacher, MLP and trees beside the paper's Table I", bindRLCCTable1),
 		sub("fig3", "RTT inflation, goodput and losses vs number of flows: network, trees, Eq. 2", bindRLCCFig3),
 		sub("fig4", "the trees' RTT inflation and goodput across target and beta settings", bindRLCCFig4),
 		sub("compare", "RL-CC against the other registered controllers on the same incasts", bindRLCCCompare),
-		sub("longshort", "the paper's long-short test: long flows joined by a burst of short ones", bindRLCCLongshort))
+		sub("longshort", "the paper's long-short test: long flows joined by a burst of short ones", bindRLCCLongshort),
+		sub("tables", "Figs. 6-7 and Tables IV-V: many-to-one, all-to-all on the 64-host tree, long-short", bindRLCCTables))
 }
 
 // durFlag is a duration flag read like the scenario files (5ms, 800us).
@@ -200,6 +203,61 @@ func bindRLCCTable(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	}
 }
 
+// bindRLCCTable1 declares the flags of "smartt-lab rlcc table1" on fs.
+func bindRLCCTable1(_ io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	rounds := fs.Int("rounds", 9, "interleaved timing rounds (the spread is over them)")
+	batch := fs.Duration("batch", 20*time.Millisecond, "time per batch of decisions")
+	return func(_ []string, out io.Writer) error {
+		if *rounds < 1 || *rounds > 1000 || *batch <= 0 || *batch > 10*time.Second {
+			return fmt.Errorf("-rounds %d, -batch %v: want 1..1000 rounds of up to 10s", *rounds, *batch)
+		}
+		net, _, err := loadPolicy("")
+		if err != nil {
+			return err
+		}
+		m, err := rlcc.DefaultConfig().LoadModel()
+		if err != nil {
+			return err
+		}
+		archs, err := train.Table1(m, net, *rounds, *batch)
+		if err != nil {
+			return err
+		}
+		printTable1(out, archs, *rounds)
+		return nil
+	}
+}
+
+// table1Paper is the paper's Table I: FLOPS and decision time on the ConnectX-6Dx.
+var table1Paper = map[string]string{"LSTM": "2600 | 450 us", "MLP": "200 | 17 us", "trees": "- | 0.9 us"}
+
+// printTable1 prints Table I's rows and the ratios to the trees, per round.
+func printTable1(out io.Writer, archs []train.Table1Arch, rounds int) {
+	desc := map[string]string{"trees": "trees (10 x depth 4, distilled; integer)", "MLP": "MLP 4-12-12-1 (the trained policy)",
+		"LSTM": "LSTM: FC 32-16, LSTM 16, FC 1 (seeded weights)"}
+	fmt.Fprintf(out, "Decision time on this CPU: median (min..max) of %d interleaved rounds.\n\n", rounds)
+	fmt.Fprint(out, "| architecture | multiply-adds | operations per decision | parameters | per-flow state (bytes) | decision time here (ns) | paper: FLOPS | paper: decision time |\n|---|---|---|---|---|---|---|---|\n")
+	for i := len(archs) - 1; i >= 0; i-- {
+		a := archs[i]
+		macs, ops, params := "-", fmt.Sprintf("%d flops", a.Ops), fmt.Sprint(a.Params)
+		if a.MACs > 0 {
+			macs = fmt.Sprint(a.MACs)
+		} else {
+			ops, params = fmt.Sprintf("%d integer ops", a.Ops), fmt.Sprintf("%d bytes", a.Params)
+		}
+		lo, med, hi := train.Quantiles(a.Ns)
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %d | %.0f (%.0f..%.0f) | %s |\n", desc[a.Name], macs, ops, params, a.State, med, lo, hi, table1Paper[a.Name])
+	}
+	tree := archs[0]
+	fmt.Fprint(out, "\n| ratio to the trees | operations | decision time here: median (min..max over rounds) | paper's decision time |\n|---|---|---|---|\n")
+	for _, a := range archs[1:] {
+		lo, med, hi := train.Quantiles(train.Ratios(a.Ns, tree.Ns))
+		paper := map[string]string{"LSTM": "x500 (450 / 0.9)", "MLP": "x19 (17 / 0.9)"}[a.Name]
+		fmt.Fprintf(out, "| %s | x%.1f (%d flops / %d ops; x%.1f in multiply-adds) | x%.1f (%.1f..%.1f) | %s |\n", a.Name,
+			float64(a.Ops)/float64(tree.Ops), a.Ops, tree.Ops, float64(a.MACs)/float64(tree.Ops), med, lo, hi, paper)
+	}
+}
+
 // bindRLCCFig3 declares the flags of "smartt-lab rlcc fig3" on fs.
 func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	inc := bindIncast(fs, progress, "2,4,8,16,32,64,128,256,512,1024", 3)
@@ -212,7 +270,7 @@ func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	env := train.DefaultEnv()
 	fs.Float64Var(&env.RLCC.Target, "target", env.RLCC.Target, "the controllers' target (the policy was trained at 0.064)")
 	fs.Float64Var(&env.RLCC.Beta, "beta", env.RLCC.Beta, "the controllers' beta (the policy was trained at 1.5)")
-	which := fs.String("policies", "network,trees", "policies to run: network, trees or both")
+	which := fs.String("policies", "network,trees,swift", "policies to run: network, trees and/or registered controllers (swift: the paper's other curve)")
 	return func(_ []string, out io.Writer) error {
 		if err := env.RLCC.Validate(); err != nil {
 			return err
@@ -239,7 +297,10 @@ func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 			case "trees":
 				pols = append(pols, &train.TreePolicy{Model: m, Cfg: env.RLCC})
 			default:
-				return fmt.Errorf("-policies: %q: want network, trees or both separated by a comma", w)
+				if _, ok := transport.LookupCC(strings.TrimSpace(w)); !ok {
+					return fmt.Errorf("-policies: %q: want network, trees or registered controllers separated by commas", w)
+				}
+				pols = append(pols, &train.CCPolicy{CC: strings.TrimSpace(w)})
 			}
 		}
 		rows, err := train.Fig3(env, pols, ns, *inc.seeds, warm, measure, inc.progress())
@@ -253,13 +314,44 @@ func bindRLCCFig3(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 				r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Eq2, 100*(r.Inflation.Mean/r.Eq2-1),
 				r.Goodput.Mean, r.Goodput.Min, r.Goodput.Max, r.Losses.Mean, r.Trims.Mean)
 		}
+		var fits map[string]train.SqrtFit
+		if len(ns) >= 2 {
+			var names []string
+			if names, fits, err = train.Fig3Fits(rows); err != nil {
+				return err
+			}
+			printFits(out, names, fits, rows, env.RLCC)
+		}
 		if *dir != "" {
 			if err := os.MkdirAll(*dir, 0o755); err != nil {
 				return err
 			}
-			return train.PlotFig3(filepath.Join(*dir, "fig3.png"), rows)
+			return train.PlotFig3(filepath.Join(*dir, "fig3.png"), rows, fits)
 		}
 		return nil
+	}
+}
+
+// printFits prints each policy's least-squares a*sqrt(N)+b beside Eq. 2's, with the
+// largest relative deviation of its means from its own fit (the paper: RL-CC follows
+// Eq. 2, Swift departs from its best fit as N grows).
+func printFits(out io.Writer, names []string, fits map[string]train.SqrtFit, rows []train.Fig3Row, cfg rlcc.Config) {
+	fmt.Fprintf(out, "\nLeast-squares fit of the mean inflation, a*sqrt(N) + b (Eq. 2: a = target = %g, b = beta = %g):\n\n", cfg.Target, cfg.Beta)
+	fmt.Fprint(out, "| policy | a | b | R^2 | largest deviation of a mean from the fit | at N | deviation at the largest N |\n|---|---|---|---|---|---|---|\n")
+	for _, name := range names {
+		f := fits[name]
+		worst, at, last := 0.0, 0, 0.0
+		for _, r := range rows {
+			if r.Policy != name {
+				continue
+			}
+			d := r.Inflation.Mean/f.At(r.Flows) - 1
+			if math.Abs(d) > math.Abs(worst) {
+				worst, at = d, r.Flows
+			}
+			last = d
+		}
+		fmt.Fprintf(out, "| %s | %.4f | %.3f | %.4f | %+.1f %% | %d | %+.1f %% |\n", name, f.A, f.B, f.R2, 100*worst, at, 100*last)
 	}
 }
 
@@ -351,6 +443,71 @@ func bindRLCCLongshort(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 		}
 		return nil
 	}
+}
+
+// bindRLCCTables declares the flags of "smartt-lab rlcc tables" on fs.
+func bindRLCCTables(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	c := train.DefaultTablesConfig()
+	ccs := fs.String("ccs", strings.Join(c.CCs, ","), "registered congestion controllers")
+	fs.IntVar(&c.Seeds, "seeds", c.Seeds, "seeds per cell (the spread is min..max)")
+	fs.Var(durFlag{&c.Warm}, "warm", "bring-up before measuring")
+	fs.Var(durFlag{&c.Measure}, "measure", "measured window")
+	m2o := fs.String("m2o", joinInts(c.ManyToOne), "many-to-one flow counts on one switch")
+	tm2o := fs.String("tree-m2o", joinInts(c.TreeManyToOne), "many-to-one flow counts on the tree (<= hosts-1)")
+	a2a := fs.String("a2a", joinInts(c.AllToAll), "all-to-all flow counts on the tree (multiples of its hosts)")
+	ls := fs.String("longshort", "1/50,4/100", "long-short tests, long/short flows (burst at 5ms, end 10ms)")
+	return func(_ []string, out io.Writer) error {
+		var err error
+		if c.LongShort, err = parseLongShorts(*ls, c.LongShort[0]); err != nil {
+			return err
+		}
+		if c.CCs, err = parseCCs(*ccs); err != nil {
+			return err
+		}
+		if err = checkSeeds(c.Seeds); err != nil {
+			return err
+		}
+		if c.Warm < 0 || c.Measure < 1_000_000 {
+			return fmt.Errorf("-warm %v, -measure %v: the window must be at least 1ms", config.Duration(c.Warm), config.Duration(c.Measure))
+		}
+		for _, f := range []struct {
+			s   string
+			dst *[]int
+		}{{*m2o, &c.ManyToOne}, {*tm2o, &c.TreeManyToOne}, {*a2a, &c.AllToAll}} {
+			if *f.dst, err = parseFlows(f.s); err != nil {
+				return err
+			}
+		}
+		if !*quiet {
+			c.Progress = progress
+		}
+		return train.RunTables(train.DefaultEnv(), c, out)
+	}
+}
+
+// parseLongShorts reads "long/short,..." into long-short tests like base.
+func parseLongShorts(s string, base train.LongShort) ([]train.LongShort, error) {
+	var out []train.LongShort
+	for _, f := range strings.Split(s, ",") {
+		var l, sh int
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d/%d", &l, &sh); err != nil || l < 1 || sh < 1 || l+sh > 4096 {
+			return nil, fmt.Errorf("-longshort: %q: want long/short flows, 1..4096 in all", f)
+		}
+		t := base
+		t.Long, t.Short = l, sh
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// joinInts formats a flow list for a flag default.
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // bindRLCCFig4 declares the flags of "smartt-lab rlcc fig4" on fs.

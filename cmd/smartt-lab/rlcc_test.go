@@ -72,7 +72,38 @@ func TestRLCCCommands(t *testing.T) {
 	if !strings.Contains(out.String(), "| rlcc | ") || !strings.Contains(out.String(), "1 long, 4 short") || !strings.Contains(out.String(), "| 4 (4..4) |") {
 		t.Errorf("longshort table: %s", out.String())
 	}
+	out.Reset()
+	if err := runRLCC([]string{"table1", "-rounds", "2", "-batch", "2ms"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| LSTM: FC 32-16, LSTM 16, FC 1 (seeded weights) | 2640 | 5586 flops | 2753 | 256 |",
+		"145 integer ops", "| LSTM | x38.5 (5586 flops / 145 ops; x18.2 in multiply-adds) |", "x500 (450 / 0.9)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table1 lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := runRLCC([]string{"fig3", "-q", "-flows", "4,16", "-seeds", "1", "-warm", "1ms", "-measure", "1ms", "-policies", "trees,swift"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| 16 | swift |") || !strings.Contains(out.String(), "Least-squares fit") || !strings.Contains(out.String(), "| swift | ") {
+		t.Errorf("fig3 with swift and its fit: %s", out.String())
+	}
+	out.Reset()
+	if err := runRLCC([]string{"tables", "-q", "-seeds", "1", "-warm", "0s", "-measure", "1ms", "-m2o", "4", "-tree-m2o", "2", "-a2a", "64",
+		"-longshort", "1/2", "-ccs", "rlcc,swift"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<!-- results:rlcc-fig6 -->", "| 2 | rlcc |", "<!-- results:rlcc-fig7 -->", "| 64 | swift |",
+		"<!-- results:rlcc-table4 -->", "| many-to-one 4 | all-to-all 64 | long-short 1/2 |", "<!-- results:rlcc-table5 -->", "| rlcc | "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("tables lacks %q:\n%s", want, out.String())
+		}
+	}
 	for _, bad := range [][]string{
+		{"tables", "-longshort", "1/0"},
+		{"tables", "-measure", "10us"},
+		{"table1", "-rounds", "0"},
 		{"longshort", "-burst", "0s"},
 		{"longshort", "-short", "0"},
 		{"compare", "-ccs", "tcp-reno"},

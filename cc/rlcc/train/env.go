@@ -109,6 +109,7 @@ type Stats struct {
 	Goodput     float64 // payload acknowledged / line rate over the window
 	Inflation   float64 // mean RTT sample / base RTT over the window
 	Losses      uint64  // packets judged lost (trimmed or timed out) in the window
+	AllLosses   uint64  // packets judged lost over the whole run, start-up included
 	Trims       uint64  // switch trims over the whole run
 	Drops       uint64  // switch drops over the whole run
 	Failed      int     // flows the engine failed
@@ -132,6 +133,7 @@ type probe struct {
 	mark     int64   // a second time of interest (long-short: the burst)
 	early    int64   // bytes acknowledged in [warm, mark)
 	lateLoss uint64  // losses from mark on
+	allLoss  uint64  // losses over the whole run
 	bin      int64   // width of bins, ns (0: none)
 	bins     []int64 // bytes acknowledged per bin from mark on (long-short's reaction)
 }
@@ -162,6 +164,7 @@ func (p *probe) OnAck(a cc.Ack) {
 }
 
 func (p *probe) OnLoss(l cc.Loss) {
+	p.allLoss++
 	if l.Now >= p.warm {
 		p.losses++
 	}
@@ -180,7 +183,7 @@ func (e Env) Run(pol Policy, n int, seed uint64, warm, measure int64) (Stats, er
 	end := warm + measure
 	size := max(int64(float64(e.LinkRate)/8*float64(end)/1e9), 1<<20)
 	wl := sim.WorkloadConfig{Kind: "incast", Senders: n, Receiver: 0, Size: sim.Size(size), Jitter: config.Duration(e.Jitter)}
-	r, probes, netw, err := e.simulate(pol, fmt.Sprintf("rlcc-incast-%d", n), n+1, wl, size, int64(n)*size, seed, warm, end, end)
+	r, probes, netw, err := e.simulate(pol, fmt.Sprintf("rlcc-incast-%d", n), e.single(n+1), wl, size, int64(n)*size, seed, warm, end, end)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -194,6 +197,7 @@ func (e Env) Run(pol Policy, n int, seed uint64, warm, measure int64) (Stats, er
 		rs += p.rttSum
 		rn += p.rttN
 		st.Losses += p.losses
+		st.AllLosses += p.allLoss
 		f := float64(p.bytes) / fair
 		st.FairMin = min(st.FairMin, f)
 		st.FairMax = max(st.FairMax, f)
@@ -205,16 +209,22 @@ func (e Env) Run(pol Policy, n int, seed uint64, warm, measure int64) (Stats, er
 	return st, nil
 }
 
-// simulate runs workload wl on a single switch of hosts hosts (host 0 receives) until
-// end, every sender's controllers made by pol and wrapped in a probe measuring from
-// warm on (in creation order; probe.host is the sender; probe.mark = mark).
-func (e Env) simulate(pol Policy, name string, hosts int, wl sim.WorkloadConfig, maxMsg, recvBudget int64, seed uint64, warm, mark, end int64) (*sim.Result, []*probe, config.Network, error) {
+// single is the environment's one switch with hosts hosts.
+func (e Env) single(hosts int) sim.TopologyConfig {
+	return sim.TopologyConfig{Kind: "single", Hosts: hosts, LinkRate: config.Rate(e.LinkRate),
+		LinkLatency: config.Duration(e.LinkLatency),
+		Queue:       sim.QueueConfig{BDPs: e.QueueBDPs, Kmin: 0.2, Kmax: 0.8}}
+}
+
+// simulate runs workload wl on topology topo until end, every sender's controllers made
+// by pol and wrapped in a probe measuring from warm on (in creation order; probe.host is
+// the sender; probe.mark = mark). Host 0's controllers are not probed when it only
+// receives (incast, long-short); in an all-to-all it sends too.
+func (e Env) simulate(pol Policy, name string, topo sim.TopologyConfig, wl sim.WorkloadConfig, maxMsg, recvBudget int64, seed uint64, warm, mark, end int64) (*sim.Result, []*probe, config.Network, error) {
 	sc := &sim.Scenario{
-		Name: name,
-		Seed: seed,
-		Topology: sim.TopologyConfig{Kind: "single", Hosts: hosts, LinkRate: config.Rate(e.LinkRate),
-			LinkLatency: config.Duration(e.LinkLatency),
-			Queue:       sim.QueueConfig{BDPs: e.QueueBDPs, Kmin: 0.2, Kmax: 0.8}},
+		Name:      name,
+		Seed:      seed,
+		Topology:  topo,
 		Transport: transport.DefaultConfig(),
 		Workload:  wl,
 		Deadline:  config.Duration(end),
@@ -235,7 +245,7 @@ func (e Env) simulate(pol Policy, name string, hosts int, wl sim.WorkloadConfig,
 	var netw config.Network
 	sc.NewTransport = func(host int, cfg *transport.Config, hk *transport.Hooks) {
 		netw = cfg.Network()
-		if host == 0 {
+		if host == 0 && wl.Kind != "all_to_all" {
 			return // the receiver: its controllers send nothing
 		}
 		named, isNamed := pol.(*CCPolicy)

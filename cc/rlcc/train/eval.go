@@ -86,8 +86,9 @@ func Fig3(env Env, pols []Policy, flows []int, seeds int, warm, measure int64, p
 }
 
 // PlotFig3 draws mean RTT inflation against N (log scale) per policy with the seeds'
-// range as error bars, and Eq. 2.
-func PlotFig3(path string, rows []Fig3Row) error {
+// range as error bars, and Eq. 2; fits (optional) adds, dotted, the least-squares
+// a*sqrt(N)+b of every policy other than the RL-CC ones (network, trees).
+func PlotFig3(path string, rows []Fig3Row, fits map[string]SqrtFit) error {
 	p := plot.New()
 	p.Title.Text = "RTT inflation vs number of flows (incast, one switch port)"
 	p.X.Label.Text = "flows N"
@@ -126,6 +127,20 @@ func PlotFig3(path string, rows []Fig3Row) error {
 		eb.Color = plotutil.Color(i)
 		p.Add(ln, pts, eb)
 		p.Legend.Add(name, ln, pts)
+		if f, ok := fits[name]; ok && name != "network" && name != "trees" {
+			var xy plotter.XYs
+			for _, q := range by[name] {
+				xy = append(xy, plotter.XY{X: q.X, Y: f.At(int(q.X))})
+			}
+			fl, err := plotter.NewLine(xy)
+			if err != nil {
+				return err
+			}
+			fl.Color = plotutil.Color(i)
+			fl.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+			p.Add(fl)
+			p.Legend.Add(fmt.Sprintf("%s fit: %.3f*sqrt(N)+%.2f", name, f.A, f.B), fl)
+		}
 	}
 	l, err := plotter.NewLine(eq)
 	if err != nil {
@@ -136,4 +151,64 @@ func PlotFig3(path string, rows []Fig3Row) error {
 	p.Legend.Add("Eq. 2: target*sqrt(N) + beta", l)
 	p.Legend.Left, p.Legend.Top = true, true
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+}
+
+// SqrtFit is the least-squares fit y = A*sqrt(N) + B with its coefficient of
+// determination (the paper's Fig. 3 fits such a curve to Swift's inflation).
+type SqrtFit struct{ A, B, R2 float64 }
+
+// FitSqrt fits y = A*sqrt(n) + B by least squares. It needs two distinct n.
+func FitSqrt(ns []int, ys []float64) (SqrtFit, error) {
+	if len(ns) != len(ys) || len(ns) < 2 {
+		return SqrtFit{}, fmt.Errorf("fit: %d points for %d sizes, need 2 or more", len(ys), len(ns))
+	}
+	var sx, sy, sxx, sxy float64
+	k := float64(len(ns))
+	for i, n := range ns {
+		x := math.Sqrt(float64(n))
+		sx, sy, sxx, sxy = sx+x, sy+ys[i], sxx+x*x, sxy+x*ys[i]
+	}
+	den := k*sxx - sx*sx
+	if den <= 1e-12*k*sxx {
+		return SqrtFit{}, fmt.Errorf("fit: the sizes do not vary")
+	}
+	f := SqrtFit{A: (k*sxy - sx*sy) / den}
+	f.B = (sy - f.A*sx) / k
+	var ssr, sst float64
+	for i, n := range ns {
+		r := ys[i] - f.At(n)
+		d := ys[i] - sy/k
+		ssr, sst = ssr+r*r, sst+d*d
+	}
+	f.R2 = 1
+	if sst > 0 {
+		f.R2 = 1 - ssr/sst
+	}
+	return f, nil
+}
+
+// At is the fitted value at n.
+func (f SqrtFit) At(n int) float64 { return f.A*math.Sqrt(float64(n)) + f.B }
+
+// Fig3Fits fits A*sqrt(N) + B to each policy's mean inflation in rows, by policy name in
+// order of first appearance.
+func Fig3Fits(rows []Fig3Row) ([]string, map[string]SqrtFit, error) {
+	var names []string
+	ns, ys := map[string][]int{}, map[string][]float64{}
+	for _, r := range rows {
+		if _, ok := ns[r.Policy]; !ok {
+			names = append(names, r.Policy)
+		}
+		ns[r.Policy] = append(ns[r.Policy], r.Flows)
+		ys[r.Policy] = append(ys[r.Policy], r.Inflation.Mean)
+	}
+	fits := map[string]SqrtFit{}
+	for _, n := range names {
+		f, err := FitSqrt(ns[n], ys[n])
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", n, err)
+		}
+		fits[n] = f
+	}
+	return names, fits, nil
 }
