@@ -25,7 +25,7 @@ func (c *Client) roundTrip(ctx context.Context, path string) (*apihttp.Response,
 	c.idle = nil
 	c.mu.Unlock()
 	if k != nil {
-		if resp, err := c.do(ctx, k, path); err == nil || ctx.Err() != nil {
+		if resp, err := c.do(ctx, k, path); err == nil || ctxErr(ctx, nil) != nil {
 			return resp, err
 		}
 	}
@@ -52,8 +52,8 @@ func (c *Client) do(ctx context.Context, k *ctlConn, path string) (*apihttp.Resp
 		resp, err = apihttp.ReadResponse(k.br, apihttp.ClientLimits)
 	}
 	poked := !stop() // the deadline was set in the past: the connection cannot be kept
-	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
+	if err != nil {
+		err = ctxErr(ctx, err)
 	}
 	if err != nil || resp.Close || poked {
 		k.conn.Close()
@@ -69,4 +69,16 @@ func (c *Client) do(ctx context.Context, k *ctlConn, path string) (*apihttp.Resp
 		k.conn.Close()
 	}
 	return resp, nil
+}
+
+// ctxErr is the context's error when ctx ended (its deadline may pass on the connection
+// a moment before the context's own timer fires), else err.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
