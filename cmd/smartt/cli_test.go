@@ -354,7 +354,8 @@ func TestBenchSizes(t *testing.T) {
 
 // The operator binary links no simulator, testbed, training or plotting, and none of what
 // only smarttd or smartt-lab needs: the Prometheus exporter (with protobuf), gopacket,
-// cobra/doc's Markdown renderer, the erasure code (transport/ec, klauspost/reedsolomon).
+// cobra/doc's Markdown renderer, the erasure code (transport/ec, klauspost/reedsolomon),
+// net/http and crypto/tls (the API's HTTP subset is transport/apitypes/apihttp's).
 func TestOperatorBinaryIsLean(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -363,7 +364,7 @@ func TestOperatorBinaryIsLean(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	bad := regexp.MustCompile(`(?m)^.*(gonum|plot|sim|testbed|netbed|bedrun|/test/sweep|/rlcc/train|/rlcc/rlccnet|codeberg\.org|go-latex|go-pdf|freetype|svgo|golang\.org/x/image|prometheus|protobuf|gopacket|/transport/metrics|cobra/doc|blackfriday|md2man|klauspost|/transport/ec$).*$`)
+	bad := regexp.MustCompile(`(?m)^.*(gonum|plot|sim|testbed|netbed|bedrun|/test/sweep|/rlcc/train|/rlcc/rlccnet|codeberg\.org|go-latex|go-pdf|freetype|svgo|golang\.org/x/image|prometheus|protobuf|gopacket|/transport/metrics|cobra/doc|blackfriday|md2man|klauspost|/transport/ec$|net/http|crypto/tls).*$`)
 	if m := bad.FindAllString(string(out), -1); len(m) > 0 {
 		t.Fatalf("cmd/smartt links %v", m)
 	}

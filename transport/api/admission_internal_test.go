@@ -2,16 +2,15 @@ package api
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/transport/apitypes/apihttp"
 )
 
 // admitSession admits a session of user (bound: it binds an endpoint) as handleSession
@@ -105,15 +104,14 @@ func TestSessionsCredentialsOnlyForOwnerOrRoot(t *testing.T) {
 	admitSession(t, s, 1000, true)
 	admitSession(t, s, 1001, true)
 	get := func(asker *PeerCred) []SessionInfo {
-		r := httptest.NewRequest("GET", "/v1/sessions", nil)
+		r := &ctlReq{Request: &apihttp.Request{Method: "GET", Target: "/v1/sessions", Proto: "HTTP/1.1"}, c: &ctlConn{}}
 		if asker != nil {
-			r = r.WithContext(context.WithValue(r.Context(), credKey{}, *asker))
+			r.c.cred, r.c.hasCred = *asker, true
 		}
-		w := httptest.NewRecorder()
-		s.handleSessions(w, r)
+		s.handleSessions(r)
 		var out []SessionInfo
-		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || len(out) != 2 {
-			t.Fatalf("sessions %q: %v", w.Body.String(), err)
+		if err := json.Unmarshal(r.body, &out); err != nil || len(out) != 2 || r.code != 200 {
+			t.Fatalf("sessions %d %q: %v", r.code, r.body, err)
 		}
 		return out
 	}

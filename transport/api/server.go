@@ -1,14 +1,12 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/user"
@@ -24,6 +22,7 @@ import (
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/apitypes"
+	"github.com/smartt-transport/smartt/transport/apitypes/apihttp"
 	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
@@ -210,7 +209,9 @@ type Server struct {
 	node *daemon.Node
 
 	ln      net.Listener
-	hs      *http.Server
+	mux     map[string]route      // control paths (control.go)
+	ctlMu   sync.Mutex            // guards ctl
+	ctl     map[*ctlConn]struct{} // open control connections, not yet upgraded
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	sess    map[uint64]*session
@@ -255,13 +256,11 @@ func NewServer(cfg Config, info Info, log *slog.Logger) (*Server, error) {
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, info: info, log: log, sess: make(map[uint64]*session),
-		eps: make(map[uint32]*session), perUser: make(map[int64]int), nextEP: minChosenEP, stop: stop, cancel: cancel, places: make(map[uint64]placement)}, nil
+		eps: make(map[uint32]*session), ctl: make(map[*ctlConn]struct{}), perUser: make(map[int64]int), nextEP: minChosenEP, stop: stop, cancel: cancel, places: make(map[uint64]placement)}, nil
 }
 
 // PeerCred is the identity of a client process (apitypes.PeerCred).
 type PeerCred = apitypes.PeerCred
-
-type credKey struct{}
 
 func peerCred(c net.Conn) (PeerCred, bool) {
 	uc, ok := c.(*net.UnixConn)
@@ -337,31 +336,9 @@ func (s *Server) Start(node *daemon.Node) error {
 func (s *Server) Serve(ln net.Listener, node *daemon.Node) {
 	s.node, s.ln = node, ln
 	s.own = newOwnAddrs(s.info.Listen)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", s.handleStatus)
-	mux.HandleFunc("GET /v1/version", s.handleVersion)
-	mux.HandleFunc("GET /v1/capabilities", s.handleCaps)
-	mux.HandleFunc("GET /v1/conns", s.handleConns)
-	mux.HandleFunc("GET /v1/config", s.handleConfig)
-	mux.HandleFunc("GET /v1/counters", s.handleCounters)
-	mux.HandleFunc("GET /v1/sessions", s.handleSessions)
-	mux.HandleFunc("POST /v1/session", s.handleSession)
-	s.hs = &http.Server{Handler: jsonErrors(mux),
-		ReadHeaderTimeout: time.Duration(s.cfg.HeaderTimeout), ReadTimeout: time.Duration(s.cfg.HeaderTimeout),
-		WriteTimeout: time.Duration(s.cfg.WriteTimeout), IdleTimeout: time.Duration(s.cfg.IdleTimeout),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if cred, ok := peerCred(c); ok {
-				return context.WithValue(ctx, credKey{}, cred)
-			}
-			return ctx
-		}}
+	s.mux = s.routes()
 	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("api serve", "err", err)
-		}
-	}()
+	go s.serveControl(ln)
 }
 
 // Addr returns the socket path.
@@ -371,15 +348,19 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // completions and failures still reach their clients.
 func (s *Server) BeginShutdown() {
 	s.closing.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = s.hs.Shutdown(ctx) // closes the listener and idle HTTP connections; hijacked sessions stay
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.closeControl(true) // idle control connections; busy ones close after their response, sessions stay
 }
 
 // Close ends every session after its queued frames are written (bounded by ctx).
 func (s *Server) Close(ctx context.Context) {
 	s.closing.Store(true)
-	_ = s.hs.Close()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.closeControl(false)
 	s.mu.Lock()
 	list := make([]*session, 0, len(s.sess))
 	for _, x := range s.sess {
@@ -481,70 +462,11 @@ func (s *Server) Deliver(r daemon.Received) {
 	s.bytesDelivered.Add(uint64(body.n))
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-// jsonErrors answers requests mux has no handler for (404, and 405 with Allow) with a
-// JSON error body like every other error of the API, naming what to do.
-func jsonErrors(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		rec := &statusRecorder{header: http.Header{}}
-		h.ServeHTTP(rec, r)
-		switch code := rec.code; code {
-		case http.StatusMethodNotAllowed:
-			allow := rec.header.Get("Allow")
-			w.Header().Set("Allow", allow)
-			httpError(w, code, "method %s not allowed on %s: use %s (docs/api.md)", r.Method, r.URL.Path, allow)
-		case http.StatusNotFound:
-			httpError(w, code, "no such path %s: the API's paths are /v1/status, /v1/version, /v1/capabilities, "+
-				"/v1/conns, /v1/config, /v1/counters, /v1/sessions and POST /v1/session (docs/api.md)", r.URL.Path)
-		default:
-			httpError(w, code, "%s %s: %s", r.Method, r.URL.Path, http.StatusText(code))
-		}
-	})
-}
-
-// statusRecorder keeps the status and headers a handler writes and drops its body.
-type statusRecorder struct {
-	header http.Header
-	code   int
-}
-
-// Header implements http.ResponseWriter.
-func (s *statusRecorder) Header() http.Header { return s.header }
-
-// WriteHeader implements http.ResponseWriter.
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-	}
-}
-
-// Write implements http.ResponseWriter.
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	s.WriteHeader(http.StatusOK)
-	return len(b), nil
-}
-
-func httpError(w http.ResponseWriter, code int, format string, a ...any) {
-	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, a...)})
-}
-
 // Status is the body of GET /v1/status (apitypes.Status).
 type Status = apitypes.Status
 
-func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, Status{Version: s.info.Version, PID: os.Getpid(), Listen: s.info.Listen.String(),
+func (s *Server) handleStatus(r *ctlReq) {
+	r.json(200, Status{Version: s.info.Version, PID: os.Getpid(), Listen: s.info.Listen.String(),
 		UptimeS:     time.Since(s.node.Started()).Seconds(),
 		Connections: len(s.node.Conns(nil)), Sessions: s.Stats().Sessions, Pending: s.node.Pending(),
 		ShuttingDown: s.closing.Load(), MemoryBound: s.info.MemoryBound, MemoryLimit: s.info.MemoryLimit})
@@ -553,8 +475,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 // Version is the body of GET /v1/version (apitypes.Version).
 type Version = apitypes.Version
 
-func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, Version{Version: s.info.Version, Go: runtime.Version(), Protocol: apitypes.ProtocolV2,
+func (s *Server) handleVersion(r *ctlReq) {
+	r.json(200, Version{Version: s.info.Version, Go: runtime.Version(), Protocol: apitypes.ProtocolV2,
 		Protocols: []string{apitypes.ProtocolV2, Protocol}, Wire: 1})
 }
 
@@ -568,19 +490,19 @@ type Capabilities struct {
 	Limits     Config   `json:"limits"`
 }
 
-func (s *Server) handleCaps(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCaps(r *ctlReq) {
 	c := Capabilities{CC: transport.CCNames(), LB: transport.LBNames(), Protocol: Protocol,
 		MaxPayload: MaxPayload, Limits: s.cfg}
 	if s.info.Caps != nil {
 		c.Socket = apitypes.SnakeJSON(s.info.Caps())
 	}
-	writeJSON(w, 200, c)
+	r.json(200, c)
 }
 
 // Conn is one connection in GET /v1/conns (apitypes.Conn).
 type Conn = apitypes.Conn
 
-func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleConns(r *ctlReq) {
 	cfg := s.node.Config()
 	infos := s.node.Conns(nil)
 	out := make([]Conn, 0, len(infos))
@@ -591,11 +513,11 @@ func (s *Server) handleConns(w http.ResponseWriter, r *http.Request) {
 			Freezing: c.Freezing, Freezes: c.FreezeEpisodes, PathHops: c.PathHops})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer+out[i].ID < out[j].Peer+out[j].ID })
-	writeJSON(w, 200, out)
+	r.json(200, out)
 }
 
-func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, s.info.Config)
+func (s *Server) handleConfig(r *ctlReq) {
+	r.json(200, s.info.Config)
 }
 
 // Counters is the body of GET /v1/counters (apitypes.Counters on the client side). It
@@ -623,19 +545,19 @@ func (c Counters) MarshalJSON() ([]byte, error) {
 	}{eng, c.API, apitypes.SnakeJSON(c.Socket)})
 }
 
-func (s *Server) handleCounters(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCounters(r *ctlReq) {
 	c := Counters{Engine: s.node.Stats(), API: s.Stats()}
 	if s.info.Counters != nil {
 		c.Socket = s.info.Counters()
 	}
-	writeJSON(w, 200, c)
+	r.json(200, c)
 }
 
 // SessionInfo is one session in GET /v1/sessions (apitypes.SessionInfo).
 type SessionInfo = apitypes.SessionInfo
 
-func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
-	asker, hasCred := r.Context().Value(credKey{}).(PeerCred)
+func (s *Server) handleSessions(r *ctlReq) {
+	asker, hasCred := r.c.cred, r.c.hasCred
 	s.mu.Lock()
 	out := make([]SessionInfo, 0, len(s.sess))
 	for _, x := range s.sess {
@@ -647,7 +569,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	writeJSON(w, 200, out)
+	r.json(200, out)
 }
 
 // versionsSpoken is the Upgrade header of a 426 answer: every version, highest first.
@@ -665,47 +587,41 @@ func negotiate(upgrade string) int {
 	return best
 }
 
-func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSession(r *ctlReq) {
 	up := r.Header.Get("Upgrade")
 	version := negotiate(up)
 	if version == 0 {
-		w.Header().Set("Upgrade", versionsSpoken)
+		r.hdr = append(r.hdr, apihttp.Field{Name: "Upgrade", Value: versionsSpoken})
 		if up == "" {
 			up = "(none)"
 		}
-		httpError(w, http.StatusUpgradeRequired, "unsupported protocol %s; this daemon speaks %s, %s", up, Protocol, apitypes.ProtocolV2)
+		r.errorf(426, "unsupported protocol %s; this daemon speaks %s, %s", up, Protocol, apitypes.ProtocolV2)
 		return
 	}
 	if s.closing.Load() {
-		httpError(w, http.StatusServiceUnavailable, "daemon is shutting down")
+		r.errorf(503, "daemon is shutting down")
 		return
 	}
-	cred, hasCred := r.Context().Value(credKey{}).(PeerCred)
+	cred, hasCred := r.c.cred, r.c.hasCred
 	user := userKey(cred, hasCred)
 	s.mu.Lock()
 	if why := s.admitLocked(user); why != "" {
 		s.mu.Unlock()
 		s.clientsRefused.Add(1)
-		httpError(w, http.StatusServiceUnavailable, "%s; try again later", why)
+		r.errorf(503, "%s; try again later", why)
 		return
 	}
 	s.next++
 	id := s.next
 	s.mu.Unlock()
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		httpError(w, 500, "connection cannot be upgraded")
-		return
-	}
-	conn, brw, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	conn.SetDeadline(time.Time{}) // the HTTP server's; the session sets its own
+	r.hijacked = true // the connection is the session's from here, or closed
+	s.untrack(r.c)
+	conn := r.c.conn
+	conn.SetDeadline(time.Time{}) // the control connection's; the session sets its own
 	if s.cfg.SocketBuffer > 0 {
 		SetSendBuffer(conn, int(s.cfg.SocketBuffer))
 	}
-	x := newSession(s, id, conn, brw.Reader)
+	x := newSession(s, id, conn, r.c.br)
 	x.lazySent = r.Header.Get(LazySentHeader) == "1"
 	x.directOK = x.fdr != nil && version >= 2 && r.Header.Get(apitypes.DirectHeader) == "1"
 	x.version, x.user = version, user
@@ -725,11 +641,11 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	s.perUser[user]++
 	s.mu.Unlock()
 	s.sessionsTotal.Add(1)
-	s.upgrade(x, conn, brw)
+	s.upgrade(x, conn)
 }
 
 // upgrade writes the 101 response and starts the session's reader and writer.
-func (s *Server) upgrade(x *session, conn net.Conn, brw *bufio.ReadWriter) {
+func (s *Server) upgrade(x *session, conn net.Conn) {
 	conn.SetWriteDeadline(time.Now().Add(time.Duration(s.cfg.WriteTimeout)))
 	hdr := "Upgrade: " + apitypes.VersionToken(x.version) + "\r\n" + apitypes.VersionHeader + ": " + strconv.Itoa(x.version) + "\r\n"
 	if x.lazySent {
@@ -744,9 +660,7 @@ func (s *Server) upgrade(x *session, conn net.Conn, brw *bufio.ReadWriter) {
 			hdr += apitypes.RecvRingHeader + ": " + strconv.FormatInt(s.cfg.MaxRecvRing, 10) + "\r\n"
 		}
 	}
-	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" + hdr + "\r\n"); err == nil {
-		err = brw.Flush()
-	}
+	conn.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" + hdr + "\r\n"))
 	conn.SetWriteDeadline(time.Time{})
 	s.log.Debug("api session", "id", x.id, "cred", x.cred, "version", x.version)
 	s.wg.Add(2)

@@ -24,8 +24,8 @@ type Stats struct {
 	RecvOverflow            uint64 `json:"recv_overflow"`             // dropped at a client's max_recv_queue
 	RecvOverflowTotal       uint64 `json:"recv_overflow_total"`       // dropped at max_recv_queue_total
 	BadEnvelope             uint64 `json:"bad_envelope"`              // received messages without a valid envelope
-	ProtocolErrors          uint64 `json:"protocol_errors"`           // sessions closed for malformed frames
-	ReadTimeouts            uint64 `json:"read_timeouts"`             // sessions closed for a frame stalled past read_timeout
+	ProtocolErrors          uint64 `json:"protocol_errors"`           // sessions closed for malformed frames, requests refused outside the HTTP subset
+	ReadTimeouts            uint64 `json:"read_timeouts"`             // sessions closed for a frame stalled past read_timeout, request heads past header_timeout
 	ClientsVanishd          uint64 `json:"clients_vanished"`          // sessions that ended with a message half sent
 	MsgsFD                  uint64 `json:"msgs_memfd"`                // messages passed as a memfd (no copy)
 	ClientsStalled          uint64 `json:"clients_stalled"`           // sessions closed because the client stopped reading

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/transport/apitypes"
+	"github.com/smartt-transport/smartt/transport/apitypes/apihttp"
 	"github.com/smartt-transport/smartt/transport/bufpool"
 )
 
@@ -29,17 +29,15 @@ type SentInfo = apitypes.SentInfo
 // Client talks to one daemon.
 type Client struct {
 	socket   string
-	hc       *http.Client
 	noDirect bool // SetDirect(false)
+
+	mu   sync.Mutex
+	idle *ctlConn // a control connection kept open for the next request
 }
 
 // New returns a client of the daemon listening on the Unix socket path socket.
 func New(socket string) *Client {
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
-	}
-	return &Client{socket: socket, hc: &http.Client{Transport: &http.Transport{DialContext: dial}}}
+	return &Client{socket: socket}
 }
 
 // Error is an error the daemon reported.
@@ -62,21 +60,16 @@ var ErrFailed = errors.New("message failed")
 
 // Get fetches path (e.g. "/v1/status") and decodes its JSON body into out.
 func (c *Client) Get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://smarttd"+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(ctx, path)
 	if err != nil {
 		return fmt.Errorf("smarttd at %s: %w", c.socket, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
+	if resp.Status != 200 {
 		var e struct{ Error string }
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		return &Error{HTTP: resp.StatusCode, Text: e.Error}
+		_ = json.Unmarshal(resp.Body, &e)
+		return &Error{HTTP: resp.Status, Text: e.Error}
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return json.Unmarshal(resp.Body, out)
 }
 
 // Status returns the daemon's status.
@@ -220,7 +213,7 @@ const SocketBuffer = 4 << 20
 func (c *Client) Open(ctx context.Context) (*Session, error) {
 	s, err := c.open(ctx, apitypes.ProtocolV2+", "+apitypes.Protocol)
 	var e *Error
-	if errors.As(err, &e) && e.HTTP == http.StatusUpgradeRequired {
+	if errors.As(err, &e) && e.HTTP == 426 {
 		s, err = c.open(ctx, apitypes.Protocol)
 	}
 	return s, err
@@ -239,35 +232,35 @@ func (c *Client) open(ctx context.Context, upgrade string) (*Session, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
-	req, _ := http.NewRequest("POST", "http://smarttd/v1/session", nil)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", upgrade)
-	req.Header.Set(apitypes.LazySentHeader, "1") // recv.go: Pending.Wait asks for its Sent
+	req := apihttp.Request{Method: "POST", Target: "/v1/session", Proto: "HTTP/1.1", Header: apihttp.Header{
+		{Name: "Host", Value: "smarttd"}, {Name: "Connection", Value: "Upgrade"}, {Name: "Upgrade", Value: upgrade},
+		{Name: "Content-Length", Value: "0"},
+		{Name: apitypes.LazySentHeader, Value: "1"}}} // recv.go: Pending.Wait asks for its Sent
 	var rd io.Reader = conn
 	var fdr *fdConnReader
 	if uc, ok := conn.(*net.UnixConn); ok && !c.noDirect {
-		req.Header.Set(apitypes.DirectHeader, "1")      // direct.go
-		if fdr, err = newFDConnReader(uc); err != nil { // the pairs' sockets come with frames
+		req.Header = append(req.Header, apihttp.Field{Name: apitypes.DirectHeader, Value: "1"}) // direct.go
+		if fdr, err = newFDConnReader(uc); err != nil {                                         // the pairs' sockets come with frames
 			conn.Close()
 			return nil, err
 		}
 		rd = fdr
 	}
-	if err := req.Write(conn); err != nil {
+	if _, err := conn.Write(req.Append(nil)); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	br := bufio.NewReaderSize(rd, 256<<10)
-	resp, err := http.ReadResponse(br, req)
+	resp, err := apihttp.ReadResponse(br, apihttp.ClientLimits)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("smarttd session: %w", err)
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
+	if resp.Status != 101 {
 		var e struct{ Error string }
-		_ = json.NewDecoder(resp.Body).Decode(&e)
+		_ = json.Unmarshal(resp.Body, &e)
 		conn.Close()
-		return nil, &Error{HTTP: resp.StatusCode, Text: e.Error}
+		return nil, &Error{HTTP: resp.Status, Text: e.Error}
 	}
 	version := 1 // a daemon before version 2 names none
 	if v := apitypes.ParseVersions(resp.Header.Get("Upgrade")); len(v) == 1 && v[0] <= apitypes.MaxVersion {
