@@ -3,6 +3,9 @@ package reps
 import (
 	"errors"
 	"fmt"
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/smartt-transport/smartt/config"
 )
@@ -48,15 +51,81 @@ type Config struct {
 	Subflows int `yaml:"subflows"`
 
 	// Run is the number of consecutive new data packets that share the EV the balancer
-	// chose for the first of them, 1..MaxRun: 1 is per-packet spraying; k > 1
+	// chose for the first of them, 1..MaxRun, or RunAuto: 1 is per-packet spraying; k > 1
 	// asks the balancer once per run of k, so the datapath can send a run as one UDP GSO
 	// send on that EV's socket. Every balancer is run this way (the engine applies it);
 	// retransmissions ask the balancer each, and a loss on the run's EV ends the run.
-	Run int `yaml:"run"`
+	// RunAuto (the default) is resolved by the driver: the engine, and so the simulator,
+	// takes 1 (RunLen.Len); smarttd a run that fills one GSO message on its sockets.
+	Run RunLen `yaml:"run"`
 }
 
 // MaxRun is the longest EV run (reps.run): a Linux UDP GSO send carries at most 64 segments.
 const MaxRun = 64
+
+// RunLen is reps.run: a run length 1..MaxRun, or RunAuto. It reads and writes as the
+// number or "auto".
+type RunLen int
+
+// RunAuto leaves the run length to the driver (reps.run: auto).
+const RunAuto RunLen = 0
+
+// Len is the run length the engine applies: RunAuto is 1 (per-packet spraying, as a NIC
+// sprays in hardware); a driver that knows better resolves RunAuto before.
+func (r RunLen) Len() int { return max(int(r), 1) }
+
+// String is "auto" or the length.
+func (r RunLen) String() string {
+	if r == RunAuto {
+		return "auto"
+	}
+	return strconv.Itoa(int(r))
+}
+
+// UnmarshalYAML reads a length 1..MaxRun or "auto".
+func (r *RunLen) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		*r = RunAuto
+		return nil
+	}
+	v, err := strconv.Atoi(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil || v < 1 || v > MaxRun {
+		return fmt.Errorf("must be in 1..%d or auto", MaxRun)
+	}
+	*r = RunLen(v)
+	return nil
+}
+
+// MarshalYAML writes the length or "auto".
+func (r RunLen) MarshalYAML() (any, error) {
+	if r == RunAuto {
+		return "auto", nil
+	}
+	return int(r), nil
+}
+
+// MarshalJSON writes the length or "auto".
+func (r RunLen) MarshalJSON() ([]byte, error) {
+	if r == RunAuto {
+		return []byte(`"auto"`), nil
+	}
+	return []byte(strconv.Itoa(int(r))), nil
+}
+
+// UnmarshalJSON reads a length 1..MaxRun or "auto".
+func (r *RunLen) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if s == `"auto"` {
+		*r = RunAuto
+		return nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || v > MaxRun {
+		return fmt.Errorf("reps.run = %s: must be in 1..%d or auto", s, MaxRun)
+	}
+	*r = RunLen(v)
+	return nil
+}
 
 // PLBConfig configures PLB-style repathing (Qureshi et al., SIGCOMM 2022).
 type PLBConfig struct {
@@ -73,14 +142,14 @@ const MaxEntries = 8
 
 // DefaultConfig returns the defaults: 8 entries, 1 ms freezing, PLB with FlowBender-like
 // aggressive parameters (repath after one round with >= 50 % CE, as the REPS paper
-// configured it), 8 subflows.
+// configured it), 8 subflows, EV runs left to the driver (RunAuto).
 func DefaultConfig() Config {
 	return Config{
 		Entries:        8,
 		FreezeDuration: 1_000_000,
 		PLB:            PLBConfig{CEPercent: 50, Rounds: 1},
 		Subflows:       8,
-		Run:            1,
+		Run:            RunAuto,
 	}
 }
 
@@ -121,8 +190,8 @@ func (c *Config) Validate(evs int) error {
 	if c.Subflows < 1 || c.Subflows > 64 {
 		bad("reps.subflows = %d: must be in 1..64", c.Subflows)
 	}
-	if c.Run < 1 || c.Run > MaxRun {
-		bad("reps.run = %d: must be in 1..%d (1: a new EV per packet)", c.Run, MaxRun)
+	if c.Run < 0 || c.Run > MaxRun {
+		bad("reps.run = %d: must be in 1..%d (1: a new EV per packet) or auto", int(c.Run), MaxRun)
 	}
 	return errors.Join(errs...)
 }

@@ -524,7 +524,7 @@ func TestConfigValidation(t *testing.T) {
 		{func(c *Config) { c.PLB.Rounds = 300 }, 256, "reps.plb.rounds"},
 		{func(c *Config) { c.Subflows = 65 }, 256, "reps.subflows"},
 		{func(c *Config) { c.FlowletGap = -5 }, 256, "reps.flowlet_gap"},
-		{func(c *Config) { c.Run = 0 }, 256, "reps.run = 0"},
+		{func(c *Config) { c.Run = -1 }, 256, "reps.run = -1: must be in 1..64 (1: a new EV per packet) or auto"},
 		{func(c *Config) { c.ForceFreezeAt = -1 }, 256, "reps.force_freeze_at"},
 		{func(c *Config) { c.ForceFreezeAt = 1_000; c.NoFreeze = true }, 256, "reps.force_freeze_at"},
 		{func(c *Config) { c.Run = MaxRun + 1 }, 256, "reps.run = 65"},

@@ -184,7 +184,7 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 		},
 	}
 	c.lbAcks, _ = c.lb.(reps.CoalescedAcker)
-	c.run = max(cfg.REPS.Run, 1)
+	c.run = cfg.REPS.Run.Len()
 	c.ccStats = statsReporter(c.cc)
 	c.credit = creditGateOf(c.cc)
 	if e.rec != nil {

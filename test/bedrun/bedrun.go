@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/test/netbed"
 	"github.com/smartt-transport/smartt/test/sim"
 	"github.com/smartt-transport/smartt/test/switchport"
@@ -144,6 +145,11 @@ func Map(sc *sim.Scenario) (*Mapped, error) {
 	// REPS's freezing lasts a fixed time tuned to microsecond fabrics (1 ms by default,
 	// hundreds of simulated RTTs): keep it at least 10 testbed base RTTs.
 	t.REPS.FreezeDuration = max(t.REPS.FreezeDuration, 10*t.BaseRTT)
+	// The scenario is the simulator's, whose engine sprays per packet: reps.run auto would
+	// give the daemons GSO-sized runs (ResolveRun); keep the simulator's 1.
+	if t.REPS.Run == reps.RunAuto {
+		t.REPS.Run = 1
+	}
 	m.Transport = t
 	hosts := m.Spec.Hosts
 	if m.Spec.Kind != netbed.KindStar {

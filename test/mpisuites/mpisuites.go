@@ -32,10 +32,11 @@ const (
 
 // Run is one suite's stored run over one provider.
 type Run struct {
-	Wall  float64            // seconds, the whole suite
-	Date  string             // when it ran (UTC)
-	Limit string             // "all", or N: only the testlist's first N entries ran
-	Tests map[string]Outcome // by test name
+	Wall    float64            // seconds, the whole suite
+	Date    string             // when it ran (UTC)
+	Limit   string             // "all", or N: only the testlist's first N entries ran
+	Daemons string             // smartt: the daemons its ranks were spread over ("" : not said, 4)
+	Tests   map[string]Outcome // by test name
 }
 
 // Outcome is one test's result.
@@ -70,6 +71,8 @@ func ReadRun(path string) (*Run, error) {
 					r.Date = f[i+1]
 				case "limit":
 					r.Limit = f[i+1]
+				case "daemons":
+					r.Daemons = f[i+1]
 				}
 			}
 			continue

@@ -89,6 +89,30 @@ func TestRenderCutShort(t *testing.T) {
 	}
 }
 
+// A smartt run over other than the page's four daemons says so in the Runs line; the
+// header's daemons field changes nothing else.
+func TestRenderDaemons(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "tcp", "scalapack.tsv"), "# provider tcp suite scalapack wall_s 100.0 date D1 limit all\n"+
+		"xdqr\tpass\t100.0\n")
+	write(t, filepath.Join(dir, "smartt", "scalapack.tsv"), "# provider smartt suite scalapack wall_s 120.0 date D2 limit all daemons 1\n"+
+		"xdqr\tpass\t120.0\n")
+	write(t, filepath.Join(dir, "smartt", "mpi4py.tsv"), "# provider smartt suite mpi4py wall_s 5.0 date D3 limit all daemons 4\n"+
+		"smoke-2-ranks\tpass\t5.0\n")
+	out, err := Render(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"smartt scalapack D2 (1 daemons);", "smartt mpi4py D3.", "| 1 | 1 | 1 | 0 | 100 | 120 | 1.20x (met) |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "(4 daemons)") {
+		t.Errorf("the default count named in\n%s", out)
+	}
+}
+
 // NetPIPE: min / median / max per provider, the latency goal is at most 1.5x, the
 // bandwidth goal at least 1x; a failed point (0) counts in the spread.
 func TestRenderNetPIPE(t *testing.T) {

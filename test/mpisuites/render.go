@@ -250,7 +250,11 @@ func writeDates(b *strings.Builder, runs map[string]map[string]*Run) {
 	for _, p := range []string{"tcp", "smartt"} {
 		for _, s := range Suites {
 			if r := runs[p][s.Name]; r != nil {
-				ds = append(ds, fmt.Sprintf("%s %s %s", p, s.Name, r.Date))
+				d := fmt.Sprintf("%s %s %s", p, s.Name, r.Date)
+				if r.Daemons != "" && r.Daemons != "4" { // 4, one per rank, is the page's setting
+					d += fmt.Sprintf(" (%s daemons)", r.Daemons)
+				}
+				ds = append(ds, d)
 			}
 		}
 	}

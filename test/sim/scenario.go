@@ -40,6 +40,10 @@ type Scenario struct {
 	// plus WireOverhead: 64 accounts ACKs as htsim does (the packets the engines exchange
 	// are unchanged).
 	ControlWireBytes int `yaml:"control_wire_bytes"`
+	// HostLB gives the hosts it lists another balancer than transport.lb (a fabric
+	// shared by REPS and ECMP hosts, the REPS paper's Fig. 5). Empty: every host runs
+	// transport.lb.
+	HostLB HostLBConfig `yaml:"host_lb"`
 	// PerFlowBaseRTT gives each connection its own path's base RTT: the transport's
 	// smartt.base_rtt_per_hop is filled from the topology (index = switches crossed) and
 	// every dialled connection is told its path's switch count (Endpoint.SetPathHops).
@@ -59,6 +63,36 @@ type Scenario struct {
 	// Dir is where relative paths in the scenario (workload.file) are read from:
 	// LoadScenario sets it to the file's directory (empty: the working directory).
 	Dir string `yaml:"-"`
+}
+
+// HostLBConfig names hosts that run another balancer.
+type HostLBConfig struct {
+	LB    string `yaml:"lb"`    // their balancer (transport.lb's names)
+	Hosts []int  `yaml:"hosts"` // host indices, each at most once
+}
+
+// set returns the listed hosts as a set after checking them against hosts (nil: none).
+func (c HostLBConfig) set(hosts int) (map[int]bool, error) {
+	if len(c.Hosts) == 0 {
+		if c.LB != "" {
+			return nil, fmt.Errorf("host_lb.lb = %q lists no hosts", c.LB)
+		}
+		return nil, nil
+	}
+	if c.LB == "" {
+		return nil, fmt.Errorf("host_lb.hosts without host_lb.lb")
+	}
+	set := make(map[int]bool, len(c.Hosts))
+	for _, h := range c.Hosts {
+		if h < 0 || h >= hosts {
+			return nil, fmt.Errorf("host_lb.hosts: host %d: want 0..%d", h, hosts-1)
+		}
+		if set[h] {
+			return nil, fmt.Errorf("host_lb.hosts: host %d listed twice", h)
+		}
+		set[h] = true
+	}
+	return set, nil
 }
 
 // OutputConfig says what to record beyond the summary.

@@ -360,10 +360,17 @@ func New(sc *Scenario) (*Sim, error) {
 		return nil, err
 	}
 	s.hosts = make([]host, tp.hosts)
+	other, err := sc.HostLB.set(tp.hosts)
+	if err != nil {
+		return nil, err
+	}
 	var shared func(*rand.Rand) reps.Balancer
 	for i := range s.hosts {
 		h := &s.hosts[i]
 		cfg, hk := tcfg, transport.Hooks{}
+		if other[i] {
+			cfg.LB = sc.HostLB.LB
+		}
 		if sc.NewTransport != nil {
 			sc.NewTransport(i, &cfg, &hk)
 		}
@@ -375,7 +382,7 @@ func New(sc *Scenario) (*Sim, error) {
 			// simulated), so no seal could be checked; BenchmarkEngineAuth measures its cost.
 			return nil, fmt.Errorf("transport.auth.mode = %v: not supported by the simulator, which carries packet headers only", cfg.Auth.Mode)
 		}
-		if shared == nil || sc.NewTransport != nil {
+		if shared == nil || sc.NewTransport != nil || other != nil {
 			// Resolve the balancer by name once (through a throwaway endpoint) so that
 			// the balancers can be wrapped: REPS reports its freezing episodes.
 			probe, err := transport.NewEndpoint(cfg, rand.New(rand.NewPCG(0, 0)), hk)

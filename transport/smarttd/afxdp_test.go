@@ -99,7 +99,7 @@ func TestE2EAFXDP(t *testing.T) {
 
 // udp.datapath auto puts a daemon with the defaults (REPS, a new EV per packet) on
 // AF_XDP on a one-queue veth with an IPv4 listen address, and one with lb ecmp on
-// sockets.
+// sockets; reps.run auto follows: 1 on AF_XDP, a GSO send's worth on sockets.
 func TestDaemonDatapathAuto(t *testing.T) {
 	tp := nstest.Pair(t)
 	skipWithoutAFXDP(t, tp.A)
@@ -114,6 +114,13 @@ func TestDaemonDatapathAuto(t *testing.T) {
 		})
 		if caps, ok := d.Socket.Caps().(udp.Caps); !ok || caps.Datapath != c.want {
 			t.Errorf("lb %s, datapath auto: socket layer caps %+v, want %s", c.lb, d.Socket.Caps(), c.want)
+		}
+		run := udp.GSORun(d.Config.MaxDatagram())
+		if c.want == udp.DatapathAFXDP {
+			run = 1
+		}
+		if d.REPSRun != run {
+			t.Errorf("lb %s on %s: reps.run auto resolved to %d, want %d", c.lb, c.want, d.REPSRun, run)
 		}
 		stopDaemon(d)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/seal"
@@ -138,7 +139,7 @@ func BenchmarkVethEVRun(b *testing.B) {
 	for round := range 3 {
 		for _, k := range []int{1, 2, 4, 8, 16, 32} {
 			b.Run(fmt.Sprintf("round=%d/run=%d", round, k), func(b *testing.B) {
-				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.Transport.REPS.Run = k })
+				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.Transport.REPS.Run = reps.RunLen(k) })
 				b.ReportMetric(r.rate, "daemon_pkts/s")
 				b.ReportMetric(r.gbps, "daemon_Gbit/s")
 				b.ReportMetric(r.retxPct, "daemon_retx_%")
@@ -561,7 +562,7 @@ func BenchmarkVethGather(b *testing.B) {
 						case "reps16":
 							c.Transport.LB, c.Transport.REPS.Run = "reps", 16
 						default:
-							c.Transport.LB = "reps"
+							c.Transport.LB, c.Transport.REPS.Run = "reps", 1
 						}
 					})
 					b.ReportMetric(r.gbps, "daemon_Gbit/s")

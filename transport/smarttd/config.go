@@ -23,6 +23,7 @@ import (
 
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/seal"
@@ -524,7 +525,7 @@ func (s Shards) MarshalJSON() ([]byte, error) {
 // ResolveDatapath is the socket layer's datapath for c.UDP.Datapath, and why: auto is
 // udp's auto (AF_XDP if the listen address and its interface fit and the probe succeeds,
 // else sockets) when the engine sprays a new EV per packet (lb reps or ops with
-// reps.run 1) on one shard, where AF_XDP measured about twice the sockets' goodput at
+// reps.run 1 or auto, which is 1 on AF_XDP: ResolveRun) on one shard, where AF_XDP measured about twice the sockets' goodput at
 // 0.6x their CPU per GB; sockets otherwise (EVs that stay send as UDP GSO runs, which
 // the sockets do at less CPU than AF_XDP; AF_XDP serves one shard). docs/datapath.md,
 // "AF_XDP".
@@ -544,7 +545,36 @@ func (c *Config) ResolveDatapath() (dp, why string) {
 	case t.REPS.Run > 1:
 		return udp.DatapathSockets, fmt.Sprintf("auto: reps.run %d (GSO runs on sockets cost less)", t.REPS.Run)
 	}
-	return udp.DatapathAuto, fmt.Sprintf("auto: lb %s sprays a new EV per packet", t.LB)
+	return udp.DatapathAuto, fmt.Sprintf("auto: lb %s sprays a new EV per packet (reps.run %v)", t.LB, t.REPS.Run)
+}
+
+// ResolveRun is the EV run length (reps.run) the engine gets on a socket layer whose
+// datapath is dp ("sockets", "afxdp"; "" for one that is not UDP's) and whose sends may
+// use UDP GSO, and why. A configured length is kept. auto is 1 where a per-packet EV
+// costs no extra send: AF_XDP (a descriptor per frame anyway), the raw carrier (one
+// socket, no GSO), other socket layers. On the sockets datapath it is the run that fills
+// one GSO message (udp.GSORun), sent as one sendmsg on its EV's socket: per-packet EVs
+// there cost a sendmsg and a trip through the UDP stack per datagram (docs/datapath.md,
+// "EV runs").
+func (c *Config) ResolveRun(dp string, gso bool) (run int, why string) {
+	if r := c.Transport.REPS.Run; r != reps.RunAuto {
+		return int(r), "configured"
+	}
+	switch {
+	case dp == udp.DatapathAFXDP:
+		return 1, "auto: afxdp sends a descriptor per frame whatever its EV"
+	case dp != udp.DatapathSockets:
+		return 1, "auto: not a UDP socket layer"
+	case c.UDP.Carrier == udp.CarrierRaw:
+		return 1, "auto: carrier raw sends every EV from one socket without GSO"
+	case !gso && c.UDP.Carrier != udp.CarrierPort:
+		return 1, "auto: no UDP GSO, and one socket sends every EV"
+	}
+	k := udp.GSORun(c.MaxDatagram())
+	if !gso {
+		return k, fmt.Sprintf("auto: sockets without GSO: a run of %d shares its EV's socket and sendmmsg", k)
+	}
+	return k, fmt.Sprintf("auto: sockets: a run of %d datagrams of %d bytes fills one UDP GSO send", k, c.MaxDatagram())
 }
 
 // ChangedKeys lists the YAML key paths whose values differ between a and b, sorted.

@@ -250,6 +250,59 @@ func TestResolveDatapath(t *testing.T) {
 	}
 }
 
+// reps.run auto resolves on the socket layer the daemon opened: the run that fills one
+// UDP GSO send on the sockets datapath (15 datagrams of mtu 4108 + 100 bytes; 44 at mtu
+// 1372; 1 when one datagram nearly fills it), also without GSO on the port carrier (a
+// run is one sendmmsg on its EV's socket); 1 on AF_XDP, on the raw carrier, on a
+// non-UDP socket layer and without GSO on the flowlabel carrier. A number is kept.
+func TestResolveRun(t *testing.T) {
+	for _, tc := range []struct {
+		doc, dp string
+		gso     bool
+		want    int
+	}{
+		{"", "sockets", true, 15},
+		{"", "sockets", false, 15},
+		{"transport:\n  mtu: 1372\n", "sockets", true, 44},
+		{"transport:\n  mtu: 61452\n", "sockets", true, 1},
+		{"transport:\n  mtu: 64\n", "sockets", true, 64},
+		{"transport:\n  reps:\n    run: auto\n", "afxdp", false, 1},
+		{"", "", false, 1},
+		{"listen: 127.0.0.1:23600\nudp:\n  carrier: raw\n", "sockets", false, 1},
+		{"listen: '[::1]:23600'\nudp:\n  carrier: flowlabel\n", "sockets", false, 1},
+		{"listen: '[::1]:23600'\nudp:\n  carrier: flowlabel\n", "sockets", true, 15},
+		{"transport:\n  reps:\n    run: 4\n", "sockets", true, 4},
+		{"transport:\n  reps:\n    run: 4\n", "afxdp", false, 4},
+		{"transport:\n  reps:\n    run: 1\n", "sockets", true, 1},
+		{"transport:\n  lb: ecmp\n", "sockets", true, 15},
+	} {
+		c, err := Load([]byte(tc.doc))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.doc, err)
+		}
+		got, why := c.ResolveRun(tc.dp, tc.gso)
+		if got != tc.want || why == "" {
+			t.Errorf("%q on %q (gso %v): run %d (%s), want %d", tc.doc, tc.dp, tc.gso, got, why, tc.want)
+		}
+		if auto := c.Transport.REPS.Run == 0; auto != strings.HasPrefix(why, "auto: ") {
+			t.Errorf("%q: why %q for run %v", tc.doc, why, c.Transport.REPS.Run)
+		}
+	}
+	if c := DefaultConfig(); c.Transport.REPS.Run != 0 || transport.DefaultConfig().REPS.Run != 0 {
+		t.Fatalf("default reps.run %v (engine %v), want auto in both", c.Transport.REPS.Run, transport.DefaultConfig().REPS.Run)
+	}
+	for doc, want := range map[string]string{
+		"transport:\n  reps:\n    run: 0\n":   `transport.reps.run: "0": must be in 1..64 or auto`,
+		"transport:\n  reps:\n    run: 65\n":  `transport.reps.run: "65": must be in 1..64 or auto`,
+		"transport:\n  reps:\n    run: gso\n": `transport.reps.run: "gso": must be in 1..64 or auto`,
+		"transport:\n  reps:\n    run: [1]\n": `transport.reps.run`,
+	} {
+		if _, err := Load([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want it to contain %q", doc, err, want)
+		}
+	}
+}
+
 // TestConfigCompleteDelay: the daemon holds completion ACKs 500 us by default;
 // ack.complete_delay takes 0..1ms with a unit, and a value beyond is refused naming it.
 func TestConfigCompleteDelay(t *testing.T) {

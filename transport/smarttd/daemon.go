@@ -10,9 +10,11 @@ import (
 
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/hwprofile"
+	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/daemon"
+	"github.com/smartt-transport/smartt/transport/udp"
 	"github.com/smartt-transport/smartt/version"
 )
 
@@ -89,6 +91,8 @@ type Daemon struct {
 	// MemoryLimit what it had to fit (0: none).
 	Memory      MemoryBound
 	MemoryLimit int64
+	// REPSRun is the EV run length the engine runs (reps.run, auto resolved: ResolveRun).
+	REPSRun     int
 	log         *slog.Logger
 	stopMetrics context.CancelFunc
 	stopRelease context.CancelFunc
@@ -146,6 +150,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 	}
 	tcfg := cfg.Transport
 	tcfg.ListenPort = cfg.Listen.Port()
+	tcfg.REPS.Run = reps.RunLen(d.resolveRun())
 	hooks := transport.Hooks{
 		// Received messages go to the API in the chunks they were received into (written
 		// to the client with writev), not assembled into a fresh buffer.
@@ -212,10 +217,25 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		metricsAt = d.MetricsAddr.String()
 	}
 	log.Info("smarttd started", "version", version.String(), "revision", version.Get().Revision, "listen", cfg.Listen, "api", cfg.API.Socket,
-		"metrics", metricsAt, "cc", tcfg.CC, "lb", tcfg.LB, "shards", node.NumShards(),
+		"metrics", metricsAt, "cc", tcfg.CC, "lb", tcfg.LB, "reps_run", d.REPSRun, "shards", node.NumShards(),
 		"memory_bound", config.HumanSize(bound.Total), "memory_limit", limitText(limit, where))
 	log.Info("worst-case memory "+bound.String(), "bytes", bound.Total)
 	return d, nil
+}
+
+// resolveRun resolves reps.run on the opened socket layer (Config.ResolveRun), logs an
+// auto's outcome and records it in d.REPSRun.
+func (d *Daemon) resolveRun() int {
+	var caps udp.Caps
+	if d.Socket.Caps != nil {
+		caps, _ = d.Socket.Caps().(udp.Caps)
+	}
+	run, why := d.Config.ResolveRun(caps.Datapath, caps.GSO)
+	if d.Config.Transport.REPS.Run == reps.RunAuto {
+		d.log.Info("reps.run auto", "run", run, "why", why)
+	}
+	d.REPSRun = run
+	return run
 }
 
 // Shutdown stops accepting clients and messages, lets outstanding messages finish until

@@ -63,7 +63,7 @@ func BenchmarkDatapathReport(b *testing.B) {
 		return r
 	}
 	def := smarttd.DefaultConfig().Transport
-	defName := fmt.Sprintf("daemon pair, defaults (cc %s, lb %s, reps.run %d)", def.CC, def.LB, max(def.REPS.Run, 1))
+	defName := fmt.Sprintf("daemon pair, defaults (cc %s, lb %s, reps.run %v)", def.CC, def.LB, def.REPS.Run)
 	ecmpName := fmt.Sprintf("daemon pair, lb: ecmp (cc %s)", def.CC)
 	xdpName := "daemon pair, defaults but udp.datapath: afxdp"
 	shmName := fmt.Sprintf("daemon pair, lb: ecmp, SendFD send + shared-memory receive ring (cc %s)", def.CC)

@@ -24,8 +24,6 @@ import (
 // the goroutine when the socket would block. See docs/datapath.md.
 
 const (
-	gsoMaxSegs      = 64    // UDP_MAX_SEGMENTS of older kernels
-	gsoMaxBytes     = 65000 // payload bytes of one GSO message, under the 64 KiB IP length
 	sizeofSockaddr4 = unix.SizeofSockaddrInet4
 	sizeofSockaddr6 = unix.SizeofSockaddrInet6
 	// oobSlot is the control buffer of one message: receive needs TOS or TCLASS (24),

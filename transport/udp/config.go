@@ -255,3 +255,17 @@ type Unreachable struct {
 	Dst  netip.AddrPort // destination of the datagram that drew it (the peer)
 	Port bool           // port unreachable (nothing listening there); else host, network or administratively unreachable
 }
+
+const (
+	gsoMaxSegs  = 64    // UDP_MAX_SEGMENTS of older kernels
+	gsoMaxBytes = 65000 // payload bytes of one GSO message, under the 64 KiB IP length
+)
+
+// GSORun is how many datagrams of maxDatagram bytes one UDP GSO send carries (1..64):
+// the EV run that fills one GSO message.
+func GSORun(maxDatagram int) int {
+	if maxDatagram <= 0 {
+		return 1
+	}
+	return min(max(gsoMaxBytes/maxDatagram, 1), gsoMaxSegs)
+}
