@@ -200,16 +200,45 @@ func (e *Endpoint) newConn(now int64, peer netip.AddrPort, peerID uint64) *conn 
 	return c
 }
 
-// touch recomputes c's next deadline.
+// touch recomputes c's next deadline. It runs for every packet either way, so the
+// timers that are seldom armed are tested together first and the heap is left alone
+// when the deadline did not move.
 func (e *Endpoint) touch(c *conn, now int64) {
 	cfg := &e.cfg
 	d := int64(math.MaxInt64)
 	if _, sp := c.headEntry(); sp != nil {
 		d = sp.sentAt + c.rto(cfg)
 	}
-	if t, ok := c.coal.Deadline(); ok && t < d {
+	if c.coal.Pending() {
+		if t, ok := c.coal.Deadline(); ok && t < d {
+			d = t
+		}
+	}
+	if c.paceAt|c.probeAt|c.rnrAt|c.closeSentAt != 0 {
+		d = c.rareDeadline(cfg, d)
+	}
+	if c.outstanding() {
+		if t := c.lastProgress + int64(cfg.IdleTimeout); t < d {
+			d = t
+		}
+	} else if t := c.idleDeadline(cfg); t < d {
 		d = t
 	}
+	if d == c.dl {
+		return
+	}
+	c.dl = d
+	// Restore the heap only when c is out of order with its parent or a child (most
+	// deadlines move within their place).
+	if i, h := int(c.hidx), e.theap; i >= 0 && (i > 0 && h[(i-1)/2].dl > d ||
+		2*i+1 < len(h) && h[2*i+1].dl < d || 2*i+2 < len(h) && h[2*i+2].dl < d) {
+		e.heapFixAt(i)
+	}
+}
+
+// rareDeadline is touch for the pacing, probe, RNR and CLOSE timers: the earliest of d
+// and those armed (> 0).
+func (c *conn) rareDeadline(cfg *Config, d int64) int64 {
 	if c.paceAt > 0 && c.paceAt < d {
 		d = c.paceAt
 	}
@@ -224,16 +253,7 @@ func (e *Endpoint) touch(c *conn, now int64) {
 			d = t
 		}
 	}
-	if c.outstanding() {
-		if t := c.lastProgress + int64(cfg.IdleTimeout); t < d {
-			d = t
-		}
-	}
-	if t := c.idleDeadline(cfg); t < d {
-		d = t
-	}
-	c.dl = d
-	e.heapFix(c)
+	return d
 }
 
 // onTimer handles whatever of c's timers expired.
@@ -334,12 +354,11 @@ func (c *conn) nextEV(now int64, size int, retx bool) uint16 {
 	return ev
 }
 
-// transmit produces c's next datagram, control first, then retransmissions, then new data.
-func (e *Endpoint) transmit(now int64, c *conn, buf []byte) (Transmit, bool) {
-	if t, ok := e.transmitControl(now, c, buf); ok {
-		return t, true
-	}
-	return e.transmitData(now, c, buf)
+// transmit produces c's next datagram into buf, control first, then retransmissions,
+// then new data, and describes it in *t (only when it reports true). The producers fill
+// the caller's Transmit in place: returned by value it was copied at every level.
+func (e *Endpoint) transmit(now int64, c *conn, buf []byte, t *Transmit) bool {
+	return e.transmitControl(now, c, buf, t) || e.transmitData(now, c, buf, t)
 }
 
 // header starts a control packet of c with entropy value ev.
@@ -351,15 +370,17 @@ func (e *Endpoint) header(c *conn, t wire.Type, ev uint16) *wire.Packet {
 	return p
 }
 
-func (e *Endpoint) control(c *conn, p *wire.Packet, buf []byte) (Transmit, bool) {
+// control encodes control packet p of c into buf and describes it in *t.
+func (e *Endpoint) control(c *conn, p *wire.Packet, buf []byte, t *Transmit) bool {
 	n, err := p.Encode(buf)
 	if err != nil {
-		return Transmit{}, false
+		return false
 	}
-	return Transmit{N: n, To: c.peer, EV: p.EV, ECN: NotECT, Control: true, Type: p.Type}, true
+	*t = Transmit{N: n, To: c.peer, EV: p.EV, ECN: NotECT, Control: true, Type: p.Type}
+	return true
 }
 
-func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bool) {
+func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte, t *Transmit) bool {
 	if c.nacks.len() > 0 && c.peerID != 0 {
 		nk := c.nacks.pop()
 		p := e.header(c, wire.TypeNack, c.nextCtrlEV(&e.cfg))
@@ -375,13 +396,13 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 		p.Nack = wire.Nack{PSN: nk.psn, CumPSN: c.tracker.Cum(), EchoEV: nk.ev,
 			HoldTime: holdTime(now, nk.rxTime), EchoTxTime: nk.txTime}
 		e.stats.NacksSent++
-		return e.control(c, p, buf)
+		return e.control(c, p, buf, t)
 	}
 	// A held ACK (ack.complete_delay) rides ahead of data (ackRide), and goes at once when
 	// either side closes: no answer will come.
 	held := c.coal.Held() && (c.ackRide || c.closeReq || c.peerClosed)
 	if c.rxInit && c.peerID != 0 && (c.ackNow || c.coal.Due(now) || held) {
-		return e.buildAck(now, c, buf)
+		return e.buildAck(now, c, buf, t)
 	}
 	if c.probeAt > 0 && c.probeAt <= now && c.peerID != 0 {
 		p := e.header(c, wire.TypeProbe, c.nextCtrlEV(&e.cfg))
@@ -389,27 +410,27 @@ func (e *Endpoint) transmitControl(now int64, c *conn, buf []byte) (Transmit, bo
 		c.probeAt = now + c.rto(&e.cfg)
 		c.lastProbeTx = now
 		e.stats.ProbesSent++
-		return e.control(c, p, buf)
+		return e.control(c, p, buf, t)
 	}
 	if c.peerClosed && !c.outstanding() {
 		// Our side is drained: confirm the peer's CLOSE and go.
 		p := e.header(c, wire.TypeCloseAck, c.nextCtrlEV(&e.cfg))
-		t, ok := e.control(c, p, buf)
+		ok := e.control(c, p, buf, t)
 		e.remove(now, c, nil)
-		return t, ok
+		return ok
 	}
 	if c.closeReq && !c.outstanding() && c.closeSentAt == 0 {
 		if c.peerID == 0 {
 			e.remove(now, c, nil) // nothing ever reached the peer
-			return Transmit{}, false
+			return false
 		}
 		p := e.header(c, wire.TypeClose, c.nextCtrlEV(&e.cfg))
 		p.Reason = 0
 		c.closeSentAt = now
 		c.closeTries++
-		return e.control(c, p, buf)
+		return e.control(c, p, buf, t)
 	}
-	return Transmit{}, false
+	return false
 }
 
 // nextCtrlEV returns the EV of c's next control packet and advances the rotation.
@@ -434,7 +455,7 @@ func holdTime(now, rx int64) uint32 {
 // ACKs take every reverse path in turn, so a failed link costs only the ACKs hashed onto
 // it (the next one carries the same cumulative and SACK state). With ack.echo_ev the ACK
 // takes the EV it echoes instead (htsim's rule).
-func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
+func (e *Endpoint) buildAck(now int64, c *conn, buf []byte, t *Transmit) bool {
 	tr := &c.trig
 	if c.probeEcho > 0 && !c.coal.Pending() {
 		// Answering a probe: echo its timestamp.
@@ -489,7 +510,7 @@ func (e *Endpoint) buildAck(now int64, c *conn, buf []byte) (Transmit, bool) {
 	c.ackNow, c.ackRide = false, false
 	c.probeEcho = 0
 	e.stats.AcksSent++
-	return e.control(c, p, buf)
+	return e.control(c, p, buf, t)
 }
 
 // holdBackoff is how many completions of a connection are ACKed at once after held ACKs
@@ -505,10 +526,10 @@ func (c *conn) canSendMsg(m *txMsg) bool {
 		m.end() <= c.peerDelivered+c.peerWindow
 }
 
-func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool) {
+func (e *Endpoint) transmitData(now int64, c *conn, buf []byte, t *Transmit) bool {
 	cfg := &e.cfg
 	if c.rnrWait(now) {
-		return Transmit{}, false
+		return false
 	}
 	// Retransmissions first; skip entries acknowledged since they were queued.
 	for c.retxq.len() > 0 {
@@ -519,12 +540,12 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			continue
 		}
 		if !e.windowOpen(now, c, int(sp.size), true) {
-			return Transmit{}, false
+			return false
 		}
 		lead := 0
 		if len(e.heldAcks) > 0 {
 			if lead = e.rideHeld(now, c, int(sp.size), true, buf); lead < 0 {
-				return Transmit{}, false
+				return false
 			}
 		}
 		if sp.cause == cc.LossTrim || sp.cause == lossGoBack {
@@ -532,11 +553,11 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		}
 		if int(sp.tx-sp.trims) > cfg.MaxRetransmits {
 			e.abort(now, c, withPeer(c, ErrRetransmits))
-			return Transmit{}, false
+			return false
 		}
 		if int(sp.trims) > cfg.MaxTrims {
 			e.abort(now, c, withPeer(c, ErrTrims))
-			return Transmit{}, false
+			return false
 		}
 		c.retxq.pop()
 		switch sp.cause {
@@ -548,16 +569,18 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		default:
 			e.stats.RetxTimeout++
 		}
-		return e.bundled(lead, e.sendData(now, c, psn, sp, buf[lead:], true)), true
+		e.sendData(now, c, psn, sp, buf[lead:], true, t)
+		e.bundled(lead, t)
+		return true
 	}
 	// A coded block's parity follows its last data packet (recovery "ec").
 	if c.ecTx != nil && c.ecTx.pending {
-		t, ok, blocked := e.ecParity(now, c, buf)
+		ok, blocked := e.ecParity(now, c, buf, t)
 		if ok {
-			return t, true
+			return true
 		}
 		if blocked {
-			return Transmit{}, false
+			return false
 		}
 	}
 	// New data.
@@ -571,19 +594,19 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 			if c.inflight == 0 && c.retxq.len() == 0 && c.probeAt == 0 {
 				c.probeAt = now + c.rto(cfg) // nothing will bring an ACK: probe for credit
 			}
-			return Transmit{}, false
+			return false
 		}
 		if wire.SeqDiff(c.sndNxt, c.sndUna) >= int32(cfg.PSNWindow) {
-			return Transmit{}, false
+			return false
 		}
 		size := min(m.n-m.sent, cfg.MTU)
 		if !e.windowOpen(now, c, size, false) {
-			return Transmit{}, false
+			return false
 		}
 		lead := 0
 		if len(e.heldAcks) > 0 {
 			if lead = e.rideHeld(now, c, size, false, buf); lead < 0 {
-				return Transmit{}, false
+				return false
 			}
 		}
 		if c.pkts == nil {
@@ -599,18 +622,19 @@ func (e *Endpoint) transmitData(now int64, c *conn, buf []byte) (Transmit, bool)
 		m.sent += size
 		e.stats.DataSent++
 		e.stats.BytesSent += uint64(size)
-		t := e.bundled(lead, e.sendData(now, c, psn, sp, buf[lead:], false))
+		e.sendData(now, c, psn, sp, buf[lead:], false, t)
+		e.bundled(lead, t)
 		if c.ecTx != nil {
 			e.ecOnData(c, m, psn, int(sp.off), size)
 		}
-		return t, true
+		return true
 	}
 	if c.inflight == 0 && c.retxq.len() == 0 && c.msgs.len() > 0 && c.probeAt == 0 {
 		// Every byte is acknowledged but a delivery is unconfirmed (the ACK that carried
 		// the receiver's Delivered offset was lost): ask again.
 		c.probeAt = now + c.rto(cfg)
 	}
-	return Transmit{}, false
+	return false
 }
 
 // windowOpen applies congestion window and pacing to a packet of size bytes. A packet may
@@ -649,7 +673,8 @@ func (c *conn) paceRate(size int) int64 {
 // copying a smaller one behind the header costs less than a second iovec.
 const aliasMinPayload = 512
 
-func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []byte, retx bool) Transmit {
+// sendData encodes data packet psn (sp) of c into buf and describes it in *t.
+func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []byte, retx bool, t *Transmit) {
 	m := sp.msg
 	sp.tx++
 	sp.setState(pktInflight)
@@ -698,13 +723,14 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 		if err != nil {
 			panic("transport: PollTransmit buffer smaller than the header: " + err.Error())
 		}
-		return Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData, Payload: p.Payload}
+		*t = Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData, Payload: p.Payload}
+		return
 	}
 	n, err := p.Encode(buf)
 	if err != nil {
 		panic("transport: PollTransmit buffer smaller than MTU + header: " + err.Error())
 	}
-	return Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData}
+	*t = Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData}
 }
 
 // onAck processes an acknowledgement on the sender side.
@@ -734,8 +760,12 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 			pkts++
 		}
 	}
-	// Selective part.
-	for w := 0; w < int(a.SackWords); w++ {
+	// Selective part (none in order, the common case: the words are tested at once).
+	words := int(a.SackWords)
+	if a.Sack[0]|a.Sack[1]|a.Sack[2]|a.Sack[3] == 0 {
+		words = 0
+	}
+	for w := 0; w < words; w++ {
 		word := a.Sack[w]
 		for word != 0 {
 			i := uint32(bits.TrailingZeros64(word))
@@ -830,24 +860,21 @@ func (e *Endpoint) checkAck(now int64, c *conn, a *wire.Ack) int {
 		a.Delivered > c.streamNext || a.EchoTxTime > now || a.EchoTxTime < c.createdAt {
 		return ackBad
 	}
-	// SACK bits at or beyond sndNxt: the bitmap's first off bits lie before sndNxt.
-	width := int64(64 * int(a.SackWords))
+	// SACK bits at or beyond sndNxt: the bitmap's first off bits lie before sndNxt, so
+	// the words below word off/64 need no look, that word's bits from off%64 on and every
+	// later word must be clear.
 	off := int64(wire.SeqDiff(c.sndNxt, a.SackBase))
-	if off < width {
-		for w := 0; w < int(a.SackWords); w++ {
-			word := a.Sack[w]
-			lo := off - int64(64*w) // bits of this word from lo on are at or beyond sndNxt
-			switch {
-			case lo <= 0:
-			case lo < 64:
-				word &^= 1<<uint(lo) - 1
-			default:
-				word = 0
-			}
-			if word != 0 {
-				return ackBad
-			}
-		}
+	w := max(off, 0) / 64
+	var beyond uint64
+	if lo := off - 64*w; lo > 0 && w < int64(a.SackWords) {
+		beyond = a.Sack[w] &^ (1<<uint(lo) - 1)
+		w++
+	}
+	for ; w < int64(a.SackWords); w++ {
+		beyond |= a.Sack[w]
+	}
+	if beyond != 0 {
+		return ackBad
 	}
 	if wire.SeqDiff(c.sndUna, a.CumPSN) > int32(e.cfg.PSNWindow) {
 		return ackStale

@@ -99,7 +99,8 @@ func (pp *pullPacer) poll(now int64, buf []byte) (Transmit, bool) {
 		}
 		p := e.header(c, wire.TypePull, c.nextCtrlEV(&e.cfg))
 		p.Pull.Granted = cum
-		t, ok := e.control(c, p, buf)
+		var t Transmit
+		ok := e.control(c, p, buf, &t)
 		if t, ok = e.sealTx(now, t, ok, buf); ok {
 			e.stats.PullsSent++
 			return t, true

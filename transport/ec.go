@@ -166,18 +166,18 @@ func (e *Endpoint) ecOnData(c *conn, m *txMsg, psn uint32, off, size int) {
 	}
 }
 
-// ecParity sends c's next parity packet. blocked reports that the window or pacer
+// ecParity sends c's next parity packet (into *t). blocked reports that the window or pacer
 // holds it (nothing else may go then).
-func (e *Endpoint) ecParity(now int64, c *conn, buf []byte) (t Transmit, ok, blocked bool) {
+func (e *Endpoint) ecParity(now int64, c *conn, buf []byte, t *Transmit) (ok, blocked bool) {
 	x := c.ecTx
 	m := x.msg
 	if m.id != x.id || m.allAcked || m.data == nil {
 		x.pending = false // every data packet of the block arrived already
-		return Transmit{}, false, false
+		return false, false
 	}
 	size := x.shard
 	if !e.windowOpen(now, c, size, false) {
-		return Transmit{}, false, true
+		return false, true
 	}
 	ev := c.nextEV(now, size, false)
 	c.pacer.OnSend(now, size, c.paceRate(size))
@@ -207,7 +207,8 @@ func (e *Endpoint) ecParity(now int64, c *conn, buf []byte) (t Transmit, ok, blo
 	}
 	e.stats.ParitySent++
 	e.stats.ParityBytes += uint64(size)
-	return Transmit{N: n, To: c.peer, EV: ev, ECN: ECT0, Type: wire.TypeData}, true, false
+	*t = Transmit{N: n, To: c.peer, EV: ev, ECN: ECT0, Type: wire.TypeData}
+	return true, false
 }
 
 // ecBlock is a block of an incoming message holding parity.

@@ -432,7 +432,8 @@ func (e *Endpoint) PollTransmit(now int64, buf []byte) (Transmit, bool) {
 		if c.dead {
 			continue
 		}
-		t, ok := e.transmit(now, c, buf)
+		var t Transmit
+		ok := e.transmit(now, c, buf, &t)
 		if e.auth != nil { // (checked here: the call copies Transmit twice)
 			t, ok = e.sealTx(now, t, ok, buf)
 		}

@@ -30,13 +30,7 @@ func (e *Endpoint) heapRemove(c *conn) {
 	}
 }
 
-// heapFix restores the heap after c.dl changed.
-func (e *Endpoint) heapFix(c *conn) {
-	if c.hidx >= 0 {
-		e.heapFixAt(int(c.hidx))
-	}
-}
-
+// heapFixAt restores the heap after the deadline of its element i changed (touch).
 func (e *Endpoint) heapFixAt(i int) {
 	if !e.heapUp(i) {
 		e.heapDown(i)
