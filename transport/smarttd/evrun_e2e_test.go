@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,6 @@ import (
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/transport/udp"
 )
-
-// lockedBuf is a log sink the daemons' goroutines share.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A pair of default daemons on loopback (udp.datapath sockets, lb reps, reps.run auto)
 // resolves reps.run to the run that fills one GSO send, logs it, and sends a bulk
@@ -45,7 +26,7 @@ func TestE2EDefaultDaemonsSendGSORuns(t *testing.T) {
 	// Addresses and port of this run, away from other tests' fixed ones.
 	net2 := rand.IntN(200) + 20
 	port := uint16(20000 + 300*rand.IntN(100))
-	var logs lockedBuf
+	var logs logSink
 	start := func(host int) *smarttd.Daemon {
 		cfg := smarttd.DefaultConfig()
 		cfg.Listen = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 83, byte(net2), byte(host)}), port)
