@@ -2148,6 +2148,10 @@ func fuzzEngineSeeds() [][]byte {
 	}
 	// One connection used both ways (B answers on the connection it accepted), then
 	// aborted by the acceptor; the clock starts at 0 and the MTU is 1 KiB.
+	// A large message answered on a proven connection: its first packet may not make the
+	// receiver hold the whole message (the memory bound), however the buffer is chosen.
+	add(newFzSeed(clock0|coalesce).dial(B, 0).send(B, 0, 0, 48).run(17).step(30000).
+		send(A, 0, 3, 65328).net(opDeliver, 0).run(40))
 	add(newFzSeed(clock0|mtu1024).dial(A, 2).send(A, 2, 1, 6000).run(20).send(B, 2, 1, 2000).run(3).
 		abort(B, 2).run(20).send(A, 2, 0, 9).run(10))
 	// Ordered delivery: the first message's packets are lost until its retransmission

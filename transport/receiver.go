@@ -470,9 +470,11 @@ func (e *Endpoint) chunked(r *rxMsg) bool {
 // from Hooks.Buffers at its first packet, charged whole, while what the endpoint holds
 // stays within RecvBudget/wholeShare: its data is then written once, not copied again
 // from chunks at delivery. Beyond that share (a proven peer opening many messages with a
-// packet each) messages are chunked, holding only what arrived.
+// packet each) messages are chunked, holding only what arrived. wholeMax keeps what one
+// packet can make us hold to one message's granule (docs/security.md): a peer pays for
+// the rest of a larger message before it is buffered.
 const (
-	wholeMax   = 4 << 20
+	wholeMax   = 256 << 10
 	wholeShare = 4
 )
 

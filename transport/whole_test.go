@@ -13,14 +13,20 @@ type countPool struct{ gets int }
 func (p *countPool) Get(n int) []byte { p.gets++; return make([]byte, n) }
 func (p *countPool) Put([]byte)       {}
 
-// TestProvenLargeMessageWhole: without DeliverChunks, a 1 MiB message of a proven peer
+// TestProvenLargeMessageWhole: without DeliverChunks, a 256 KiB message of a proven peer
 // takes its buffer from Hooks.Buffers at its first packet, charged whole (RecvBuffered
-// covers it from then on), and arrives intact; with a budget whose quarter it exceeds, it
-// is chunked (holding only what arrived) and assembled at delivery, as before.
+// covers it from then on), and arrives intact; with a budget whose quarter it exceeds, or
+// above wholeMax (a 1 MiB one, whatever the budget), it is chunked (holding only what
+// arrived) and assembled at delivery.
 func TestProvenLargeMessageWhole(t *testing.T) {
-	for _, budget := range []int64{2 << 30, 3 << 20} {
+	for _, tc := range []struct {
+		budget    int64
+		size      int
+		wantWhole bool
+	}{{2 << 30, wholeMax, true}, {1 << 20, wholeMax, false}, {2 << 30, wholeMax + 1, false}, {2 << 30, 1 << 20, false}} {
+		budget := tc.budget
 		cfg := DefaultConfig()
-		cfg.RecvBudget, cfg.MaxMessage = budget, 2<<20
+		cfg.RecvBudget, cfg.MaxMessage = budget, 1<<20
 		pool := &countPool{}
 		snd, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
 		rcv, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), Hooks{Buffers: pool})
@@ -62,7 +68,7 @@ func TestProvenLargeMessageWhole(t *testing.T) {
 		if got == nil || string(got) != "hello" {
 			t.Fatalf("budget %d: first message not delivered: %q", budget, got)
 		}
-		msg := make([]byte, 1<<20)
+		msg := make([]byte, tc.size)
 		for i := range msg {
 			msg[i] = byte(i * 7)
 		}
@@ -73,8 +79,8 @@ func TestProvenLargeMessageWhole(t *testing.T) {
 		for !step() {
 		}
 		held, whole := rcv.Stats().RecvBuffered, pool.gets > gets
-		if wantWhole := budget/wholeShare >= int64(len(msg))+int64(msgRecBytes); whole != wantWhole {
-			t.Errorf("budget %d: whole buffer at the first packet %v, want %v", budget, whole, wantWhole)
+		if whole != tc.wantWhole {
+			t.Errorf("budget %d, %d bytes: whole buffer at the first packet %v, want %v", budget, tc.size, whole, tc.wantWhole)
 		}
 		if whole && held < uint64(len(msg)) {
 			t.Errorf("budget %d: whole buffer held but RecvBuffered %d < %d", budget, held, len(msg))
@@ -89,7 +95,7 @@ func TestProvenLargeMessageWhole(t *testing.T) {
 			}
 		}
 		if !bytes.Equal(got, msg) {
-			t.Fatalf("budget %d: 1 MiB message not delivered intact (%d bytes)", budget, len(got))
+			t.Fatalf("budget %d: %d-byte message not delivered intact (%d bytes)", budget, tc.size, len(got))
 		}
 		if pool.gets != gets+1 {
 			t.Errorf("budget %d: %d buffers taken for one message, want 1", budget, pool.gets-gets)
