@@ -160,7 +160,7 @@ func (s *Server) controlConns() int64 {
 	return int64(len(s.ctl))
 }
 
-// ctlCap counts the connections refused at max_control_conns.
+// ctlCap is the state of the refusals at max_control_conns.
 type ctlCap struct {
 	refused   atomic.Uint64
 	lingering atomic.Int32 // refused connections still being read from (refuseFull)
@@ -332,9 +332,9 @@ func (c *ctlConn) refuse(err error, began bool) {
 	}
 	r.hdr = append(r.hdr, apihttp.Field{Name: "Connection", Value: "close"})
 	if c.write(r) && he != nil && he.Unread > 0 {
-		// A client still sending the body it declared would meet a reset, or a broken
-		// pipe, rather than the 413: take up to maxDrain of it within the request's
-		// header_timeout first.
+		// Closed with its body unread, a client still sending that body would meet a
+		// reset or a broken pipe rather than the 413: take up to maxDrain of it, within
+		// the request's header_timeout, before closing.
 		io.CopyN(io.Discard, c.br, min(he.Unread, maxDrain))
 	}
 }
