@@ -1,0 +1,143 @@
+package reps
+
+import (
+	"testing"
+
+	"github.com/smartt-transport/smartt/cc"
+)
+
+// probeMode is REPS with exit by probing, a 100us freeze and the derived probe interval
+// (two base RTTs of testEnv: 20us).
+func probeMode(c *Config) { c.FreezeExit = FreezeExitProbe }
+
+// frozenOn freezes r at now on a loss of EV failed, with EV 40 cached.
+func frozenOn(t *testing.T, r *REPS, now int64, failed uint16) {
+	t.Helper()
+	warm(r, now)
+	r.OnAck(now, 40, false, 5_000)
+	r.OnLoss(now, failed, cc.LossTimeout)
+	if !r.Freezing(now) {
+		t.Fatal("a timeout did not freeze")
+	}
+}
+
+// With exit by probing, the failed EV is sent once per probe interval while frozen, and
+// an ACK of a packet sent on it no earlier than the probe ends the freeze at once (the
+// timer alone would hold it until +100us); an ACK of an older packet on it does not.
+func TestFreezeExitByProbe(t *testing.T) {
+	r := newTestREPS(t, probeMode, testEnv)
+	now := int64(t0)
+	frozenOn(t, r, now, 7)
+	expectEVs(t, r, now+5_000, 40, 40) // no probe before the interval
+	if ev := r.NextEV(now+20_000, 4096, false); ev != 7 {
+		t.Fatalf("+20us: EV %d, want the probe on the failed EV 7", ev)
+	}
+	expectEVs(t, r, now+21_000, 40, 40)   // one probe per interval
+	r.OnAck(now+25_000, 7, false, 10_000) // sent at +15us, before the probe
+	if !r.Freezing(now + 25_000) {
+		t.Fatal("an ACK of a packet sent before the probe ended the freeze")
+	}
+	r.OnAck(now+30_000, 7, true, 10_000) // the probe's own ACK (CE: congested, alive)
+	if r.Freezing(now + 30_000) {
+		t.Fatal("still freezing after the probe came back")
+	}
+	expectExplore(t, r, now+30_000, 4, 40, 7)
+	if r.FreezeEpisodes() != 1 {
+		t.Fatalf("episodes %d", r.FreezeEpisodes())
+	}
+}
+
+// The timer rule (the default) sends no probes: the failed EV never comes back while
+// frozen, and only the timer ends the freeze.
+func TestFreezeExitTimerSendsNoProbe(t *testing.T) {
+	r := newTestREPS(t, nil, testEnv)
+	now := int64(t0)
+	frozenOn(t, r, now, 7)
+	for dt := int64(0); dt < 100_000; dt += 5_000 {
+		if ev := r.NextEV(now+dt, 4096, false); ev != 40 {
+			t.Fatalf("+%dus: EV %d while frozen, want the cached 40", dt/1000, ev)
+		}
+	}
+	r.OnAck(now+60_000, 7, false, 10_000)
+	if !r.Freezing(now + 60_000) {
+		t.Fatal("timer exit: an ACK on the failed EV ended the freeze")
+	}
+}
+
+// A probe lost whole means the failure persists: the freeze outlasts its duration as long
+// as probes keep being lost, and ends a duration after the last lost one. A trimmed
+// probe's header crossed the path, which ends the freeze.
+func TestProbeLossKeepsFreezing(t *testing.T) {
+	r := newTestREPS(t, probeMode, testEnv)
+	now := int64(t0)
+	frozenOn(t, r, now, 7)
+	last := int64(0)
+	for dt := int64(20_000); dt <= 180_000; dt += 20_000 {
+		if ev := r.NextEV(now+dt, 4096, false); ev != 7 {
+			t.Fatalf("+%dus: EV %d, want a probe", dt/1000, ev)
+		}
+		r.OnLoss(now+dt+15_000, 7, cc.LossSack)
+		last = now + dt + 15_000
+	}
+	if !r.Freezing(last+99_000) || r.FreezeEpisodes() != 1 {
+		t.Fatalf("lost probes: freezing %v, episodes %d", r.Freezing(last+99_000), r.FreezeEpisodes())
+	}
+	if r.Freezing(last + 101_000) {
+		t.Fatal("still freezing a freeze duration after the last lost probe")
+	}
+
+	r = newTestREPS(t, probeMode, testEnv)
+	frozenOn(t, r, now, 7)
+	r.OnLoss(now+10_000, 9, cc.LossTrim) // another EV's trim says nothing of the path
+	if !r.Freezing(now + 10_000) {
+		t.Fatal("a trim on another EV ended the freeze")
+	}
+	r.OnLoss(now+30_000, 7, cc.LossTrim)
+	if r.Freezing(now + 30_000) {
+		t.Fatal("a trimmed probe did not end the freeze")
+	}
+}
+
+// A forced freeze (force_freeze_at) has no failed EV: probing sends nothing and no ACK
+// ends it. Probing costs 6 bytes beside the packed state.
+func TestProbeForcedFreezeAndCost(t *testing.T) {
+	r := newTestREPS(t, func(c *Config) { probeMode(c); c.ForceFreezeAt = t0 }, testEnv)
+	now := int64(t0)
+	r.OnAck(now, 40, false, 5_000)
+	for dt := int64(0); dt < 300_000; dt += 10_000 {
+		if ev := r.NextEV(now+dt, 4096, false); ev != 40 {
+			t.Fatalf("+%dus: EV %d under a forced freeze", dt/1000, ev)
+		}
+		r.OnAck(now+dt+1_000, 40, false, 1_000)
+	}
+	if !r.Freezing(now + 300_000) {
+		t.Fatal("a forced freeze ended")
+	}
+	if c, d := r.Cost(), newTestREPS(t, nil, testEnv).Cost(); c.StateBytes != d.StateBytes+6 {
+		t.Fatalf("probe cost %d bytes, timer %d: want 6 more", c.StateBytes, d.StateBytes)
+	}
+}
+
+func TestProbeConfigLimits(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*Config)
+		want string // "": valid
+	}{
+		{func(c *Config) { c.FreezeExit = FreezeExitTimer }, ""},
+		{func(c *Config) { c.FreezeExit = FreezeExitProbe }, ""},
+		{func(c *Config) { c.FreezeExit = "poll" }, `reps.freeze_exit = "poll"`},
+		{func(c *Config) { c.FreezeExit = FreezeExitProbe; c.NoFreeze = true }, "reps.freeze_exit"},
+		{func(c *Config) { c.ProbeInterval = 1_000 }, ""},
+		{func(c *Config) { c.ProbeInterval = 999 }, "reps.probe_interval"},
+		{func(c *Config) { c.ProbeInterval = maxSpan }, ""},
+		{func(c *Config) { c.ProbeInterval = maxSpan + 1 }, "reps.probe_interval"},
+		{func(c *Config) { c.ProbeInterval = -1 }, "reps.probe_interval"},
+	} {
+		c := DefaultConfig()
+		tc.mod(&c)
+		err := c.Validate(256)
+		if (err == nil) != (tc.want == "") || (err != nil && !contains(err.Error(), tc.want)) {
+			t.Errorf("want %q, got %v", tc.want, err)
+		}
+	}
+}
