@@ -346,8 +346,9 @@ func (r *REPS) probeAnswered(now int64, ev uint16, rtt int64) {
 }
 
 // probeLost takes a frozen connection's loss on the failed EV, and reports whether it was
-// that: trimmed, its header crossed the path (congested, not failed), which ends the
-// freeze; lost whole, the failure persists and the timer exit moves a FreezeDuration on.
+// that. Lost whole, the failure persists: the timer exit moves a FreezeDuration on.
+// Trimmed, it proves nothing: the switch that trimmed it may sit before the failure (a
+// returned header never crosses the rest of the path), so only an ACK ends the freeze.
 func (r *REPS) probeLost(now int64, ev uint16, cause cc.LossCause) bool {
 	if !r.pr.set || ev != r.pr.ev || r.s.ctl&freezeBit == 0 {
 		return false
@@ -356,9 +357,7 @@ func (r *REPS) probeLost(now int64, ev uint16, cause cc.LossCause) bool {
 	if r.expire(nowU); r.s.ctl&freezeBit == 0 {
 		return false
 	}
-	if cause == cc.LossTrim {
-		r.unfreeze(nowU)
-	} else {
+	if cause != cc.LossTrim {
 		r.s.setTime(nowU + r.p.freezeU)
 	}
 	return true

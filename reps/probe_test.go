@@ -65,8 +65,8 @@ func TestFreezeExitTimerSendsNoProbe(t *testing.T) {
 }
 
 // A probe lost whole means the failure persists: the freeze outlasts its duration as long
-// as probes keep being lost, and ends a duration after the last lost one. A trimmed
-// probe's header crossed the path, which ends the freeze.
+// as probes keep being lost, and ends a duration after the last lost one. A trimmed probe
+// proves nothing (the trimming switch may sit before the failure): neither exit nor push.
 func TestProbeLossKeepsFreezing(t *testing.T) {
 	r := newTestREPS(t, probeMode, testEnv)
 	now := int64(t0)
@@ -88,13 +88,13 @@ func TestProbeLossKeepsFreezing(t *testing.T) {
 
 	r = newTestREPS(t, probeMode, testEnv)
 	frozenOn(t, r, now, 7)
-	r.OnLoss(now+10_000, 9, cc.LossTrim) // another EV's trim says nothing of the path
-	if !r.Freezing(now + 10_000) {
-		t.Fatal("a trim on another EV ended the freeze")
-	}
+	r.NextEV(now+20_000, 4096, false) // the probe
 	r.OnLoss(now+30_000, 7, cc.LossTrim)
-	if r.Freezing(now + 30_000) {
-		t.Fatal("a trimmed probe did not end the freeze")
+	if !r.Freezing(now + 30_000) {
+		t.Fatal("a trimmed probe ended the freeze")
+	}
+	if r.Freezing(now + 101_000) {
+		t.Fatal("a trimmed probe pushed the timer exit")
 	}
 }
 
