@@ -33,9 +33,8 @@ type Config struct {
 	// FreezeExit is how REPS leaves freezing mode: "timer" (or empty, the default) after
 	// FreezeDuration; "probe", the REPS paper's first option, also by probing the path
 	// that failed: every ProbeInterval one packet goes on the EV whose loss froze the
-	// buffer; its ACK ends the freeze at once, its loss (whole: a trim may happen before
-	// the failure) pushes the timer exit a FreezeDuration ahead, so the timer is only the
-	// backstop when probes go unanswered.
+	// buffer; its ACK ends the freeze at once. The timer exit stays: probing only ends a
+	// freeze sooner (a lost probe does not prolong it).
 	FreezeExit string `yaml:"freeze_exit"`
 	// ProbeInterval is the time between probes while frozen with FreezeExit "probe"
 	// (0: two base RTTs).

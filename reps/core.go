@@ -297,11 +297,10 @@ func (r *REPS) OnCoalescedAck(now int64, trigger uint16, ce bool, clean []uint16
 // OnLoss enters freezing mode when the loss is judged a failure: with trimming any
 // untrimmed loss; without, a loss while the recent max RTT was low. A loss while frozen
 // does not prolong the freeze (unless Config.FreezeExtend): it ends FreezeDuration
-// after it began.
+// after it began. A lost probe is such a loss: probing only ends a freeze sooner, since
+// a freeze held while probes fail can hold a connection on cached EVs that failed
+// since (back-to-back failures), which only the timer's exploration escapes.
 func (r *REPS) OnLoss(now int64, ev uint16, cause cc.LossCause) {
-	if r.p.probe && r.probeLost(now, ev, cause) {
-		return
-	}
 	if !r.p.freezing || cause == cc.LossTrim || (cause == cc.LossSack && !r.p.sackFails) {
 		return
 	}
@@ -343,24 +342,6 @@ func (r *REPS) probeAnswered(now int64, ev uint16, rtt int64) {
 	if int32(uint32((now-rtt)>>tShift)-r.pr.sent) >= 0 {
 		r.unfreeze(uint32(now >> tShift))
 	}
-}
-
-// probeLost takes a frozen connection's loss on the failed EV, and reports whether it was
-// that. Lost whole, the failure persists: the timer exit moves a FreezeDuration on.
-// Trimmed, it proves nothing: the switch that trimmed it may sit before the failure (a
-// returned header never crosses the rest of the path), so only an ACK ends the freeze.
-func (r *REPS) probeLost(now int64, ev uint16, cause cc.LossCause) bool {
-	if !r.pr.set || ev != r.pr.ev || r.s.ctl&freezeBit == 0 {
-		return false
-	}
-	nowU := uint32(now >> tShift)
-	if r.expire(nowU); r.s.ctl&freezeBit == 0 {
-		return false
-	}
-	if cause != cc.LossTrim {
-		r.s.setTime(nowU + r.p.freezeU)
-	}
-	return true
 }
 
 // Freezing reports whether REPS is in freezing mode at time now.
