@@ -131,7 +131,7 @@ func (r *REPS) oldest() uint8 {
 }
 
 // NextEV returns the EV of the next data packet.
-func (r *REPS) NextEV(now int64, _ int, _ bool) uint16 {
+func (r *REPS) NextEV(now int64, _ int, retx bool) uint16 {
 	s := &r.s
 	nowU := uint32(now >> tShift)
 	if r.p.forceAt > 0 && now >= r.p.forceAt {
@@ -148,9 +148,12 @@ func (r *REPS) NextEV(now int64, _ int, _ bool) uint16 {
 		s.setRTT(0)
 	}
 	frozen := s.ctl&freezeBit != 0
-	if frozen && r.pr.set && int32(nowU-r.pr.sent) >= int32(r.p.probeU) {
+	if frozen && !retx && r.pr.set && int32(nowU-r.pr.sent) >= int32(r.p.probeU) {
+		// A probe of the path that failed: new data only, or a connection whose last
+		// packets are retransmissions (each after a timeout, longer than the interval)
+		// would send every one of them into the failure.
 		r.pr.sent = nowU
-		return r.pr.ev // a probe of the path that failed
+		return r.pr.ev
 	}
 	if s.explore > 0 && !frozen {
 		s.explore--

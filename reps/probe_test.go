@@ -29,6 +29,9 @@ func TestFreezeExitByProbe(t *testing.T) {
 	now := int64(t0)
 	frozenOn(t, r, now, 7)
 	expectEVs(t, r, now+5_000, 40, 40) // no probe before the interval
+	if ev := r.NextEV(now+20_000, 4096, true); ev != 40 {
+		t.Fatalf("+20us: retransmission on EV %d, want the cached 40 (never a probe)", ev)
+	}
 	if ev := r.NextEV(now+20_000, 4096, false); ev != 7 {
 		t.Fatalf("+20us: EV %d, want the probe on the failed EV 7", ev)
 	}
