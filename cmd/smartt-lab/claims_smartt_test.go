@@ -46,14 +46,7 @@ func (m mdTable) cell(t *testing.T, col, key string) string {
 // The sentences of docs/results/smartt.md beside the scripts/smartt-figs tables (Figs. 3,
 // 11c, 12) hold for those tables.
 func TestDocsClaimsSMaRTTFigs(t *testing.T) {
-	root, err := results.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	regions, err := results.Scan(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	regions := docsRegions(t)
 	t.Run("fig3", func(t *testing.T) { smarttFig3Claims(t, regions) })
 	t.Run("swift-lb", func(t *testing.T) { smarttSwiftLBClaims(t, regions) })
 	t.Run("fig11c", func(t *testing.T) { smarttFig11cClaims(t, regions) })

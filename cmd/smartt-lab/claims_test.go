@@ -50,12 +50,7 @@ func tablesOf(body string) []mdTable {
 // col; it fails t when there is none.
 func (m mdTable) num(t *testing.T, col string, key ...string) float64 {
 	t.Helper()
-	c := -1
-	for i, h := range m.head {
-		if h == col {
-			c = i
-		}
-	}
+	c := m.column(col)
 	for _, r := range m.rows {
 		if c < 0 || len(r) <= c || len(r) < len(key) {
 			continue
@@ -74,6 +69,31 @@ func (m mdTable) num(t *testing.T, col string, key ...string) float64 {
 	}
 	t.Fatalf("%q: no cell %s of row %v", m.title, col, key)
 	return 0
+}
+
+// docsRegions returns the results regions of the repository's docs.
+func docsRegions(t *testing.T) []results.Region {
+	t.Helper()
+	root, err := results.Root(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	regions, err := results.Scan(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regions
+}
+
+// column is the index of the column headed name, -1 when there is none.
+func (m mdTable) column(name string) int {
+	c := -1
+	for i, h := range m.head {
+		if h == name {
+			c = i
+		}
+	}
+	return c
 }
 
 // regionTable returns the table of region name whose title starts with title ("" the
@@ -99,14 +119,7 @@ func regionTable(t *testing.T, regions []results.Region, name, title string) mdT
 // them: regenerating a table that changes what a sentence says fails here, so the
 // sentence is revisited with it.
 func TestDocsClaims(t *testing.T) {
-	root, err := results.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	regions, err := results.Scan(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	regions := docsRegions(t)
 	t.Run("smartt-32MiB-order", func(t *testing.T) { smartt32Claims(t, regions) })
 	t.Run("smartt-notrim-penalty", func(t *testing.T) {
 		m := regionTable(t, regions, "smartt-fig8-rto", "completion_rel")
@@ -199,12 +212,7 @@ func smartt32Claims(t *testing.T, regions []results.Region) {
 // span is the "median (min..max)" of a cell.
 func (m mdTable) span(t *testing.T, col string, key ...string) (lo, hi float64) {
 	t.Helper()
-	c := -1
-	for i, h := range m.head {
-		if h == col {
-			c = i
-		}
-	}
+	c := m.column(col)
 	for _, r := range m.rows {
 		if c >= 0 && len(r) > c && r[0] == key[0] {
 			_, rng, _ := strings.Cut(r[c], "(")

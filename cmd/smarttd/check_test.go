@@ -6,11 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/smartt-transport/smartt/test/logsink"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
@@ -136,7 +136,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	os.WriteFile(cfgFile, []byte(base+"log_level: info\n"), 0o644)
 	cmd := exec.Command(os.Args[0], "-config", cfgFile, "-socket", sock)
 	cmd.Env = append(os.Environ(), "SMARTTD_TEST_MAIN=1")
-	var stderr syncWriter
+	var stderr logsink.Sink
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -164,23 +164,6 @@ func TestSIGHUPReloads(t *testing.T) {
 			t.Errorf("log_format: json: line %q is not JSON", l)
 		}
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 func waitFor(t *testing.T, cond func() bool) {

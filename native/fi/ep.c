@@ -43,6 +43,12 @@ void sfi_tx_report(sfi_ep *ep, sfi_tx *tx, int err, int prov, const char *text)
         ep->send_cntr->val++;
 }
 
+void sfi_tx_sent_wanted(sfi_ep *ep, const sfi_tx *tx)
+{
+    if ((tx->delivery || tx->mfd) && tx->stag)
+        (void)smartt_want_sent(ep->s, tx->stag); /* a broken session fails the tx anyway */
+}
+
 static void tx_free(sfi_ep *ep, sfi_tx *tx)
 {
     sfi_list_remove(&ep->tx, &tx->node);
@@ -553,6 +559,7 @@ static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
     tx->comp = comp;
     tx->delivery = delivery;
     sfi_list_push(&ep->tx, &tx->node);
+    sfi_tx_sent_wanted(ep, tx);
     /* no Accepted on version 1: written is transmitted (a memfd's bytes are ours) */
     if (smartt_version(ep->s) < 2 && !tx->delivery)
         sfi_tx_report(ep, tx, 0, 0, NULL);
@@ -1047,8 +1054,10 @@ static struct fi_ops ep_fi_ops = {
 static int ep_session(sfi_ep *ep, const struct fi_info *info)
 {
     char err[200] = "";
-    /* the endpoint sets up its own ring and memfds: messages in them are not copied again */
-    smartt_options o = {.no_lazy_sent = 1, .errbuf = err, .errlen = sizeof err, .auto_ring = -1,
+    /* the endpoint sets up its own ring and memfds: messages in them are not copied again;
+     * lazy Sent frames: a send completes at its Accepted frame, so a Sent frame nobody
+     * waits for rides with the next frame instead of waking the rank on its own */
+    smartt_options o = {.no_lazy_sent = 0, .errbuf = err, .errlen = sizeof err, .auto_ring = -1,
                         .sendfd_threshold = -1};
     int r = smartt_open(&ep->s, NULL, &o);
     if (r) {

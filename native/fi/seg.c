@@ -113,6 +113,7 @@ static void pump(sfi_ep *ep, sfi_seg *g)
         tx->flags = seg_cqflags(g);
         tx->delivery = g->delivery;
         sfi_list_push(&ep->tx, &tx->node);
+        sfi_tx_sent_wanted(ep, tx);
         g->kids++;
         g->off += len;
         g->nsent++;

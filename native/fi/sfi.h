@@ -294,6 +294,9 @@ void sfi_rx_report(sfi_ep *ep, sfi_rx *rx, uint64_t flags, size_t len, void *buf
 void sfi_rx_report_err(sfi_ep *ep, void *ctx, uint64_t flags, int err, size_t len, size_t olen,
                        uint64_t tag, uint64_t data);
 void sfi_tx_report(sfi_ep *ep, sfi_tx *tx, int err, int prov, const char *text);
+/* sfi_tx_sent_wanted asks for tx's Sent frame at once where the provider waits for it
+ * (delivery completion, a memfd to reuse); other Sent frames may ride with later ones. */
+void sfi_tx_sent_wanted(sfi_ep *ep, const sfi_tx *tx);
 void sfi_ux_free(sfi_ep *ep, sfi_list *l, sfi_ux *u);
 void sfi_pack_hdr(unsigned char *h, uint64_t flags, uint64_t tag, uint64_t data);
 int sfi_send_buf(sfi_ep *ep, const smartt_addr *to, const unsigned char *hdr, size_t hlen,

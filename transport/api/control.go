@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/smartt-transport/smartt/transport/apitypes/apihttp"
@@ -116,25 +117,108 @@ func (s *Server) serveControl(ln net.Listener) {
 			continue
 		}
 		c := &ctlConn{s: s, conn: conn, cr: countReader{r: conn}}
-		c.br = bufio.NewReaderSize(&c.cr, 4096)
-		if !s.track(c) {
+		switch s.track(c) {
+		case trackClosing:
 			conn.Close()
 			continue
+		case trackFull:
+			s.refuseFull(conn)
+			continue
 		}
+		c.br = bufio.NewReaderSize(&c.cr, 4096)
 		s.wg.Add(1)
 		go c.serve()
 	}
 }
 
-// track adds c to the open control connections unless the server is closing.
-func (s *Server) track(c *ctlConn) bool {
+// track results.
+const (
+	trackOK      = iota
+	trackClosing // the server is shutting down
+	trackFull    // max_control_conns are open
+)
+
+// track adds c to the open control connections unless the server is closing or
+// max_control_conns are open.
+func (s *Server) track(c *ctlConn) int {
 	s.ctlMu.Lock()
 	defer s.ctlMu.Unlock()
-	if s.closing.Load() {
-		return false
+	switch {
+	case s.closing.Load():
+		return trackClosing
+	case len(s.ctl) >= s.cfg.MaxControlConns:
+		return trackFull
 	}
 	s.ctl[c] = struct{}{}
-	return true
+	return trackOK
+}
+
+// controlConns is the number of open control connections.
+func (s *Server) controlConns() int64 {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	return int64(len(s.ctl))
+}
+
+// ctlCap is the state of the refusals at max_control_conns.
+type ctlCap struct {
+	refused   atomic.Uint64
+	lingering atomic.Int32 // refused connections still being read from (refuseFull)
+}
+
+const (
+	// maxLingering bounds the refused connections read from at once.
+	maxLingering = 16
+	// lingerBytes bounds how much of a refused connection is read.
+	lingerBytes = 64 << 10
+)
+
+// lingerMax bounds how long a refused connection is read from (a variable for tests).
+var lingerMax = time.Second
+
+// refuseFull answers a connection beyond max_control_conns with a JSON 503 and closes
+// it. The answer follows the client's request (an HTTP client may take bytes that come
+// before its request for a broken connection): the request is read within lingerMax,
+// answered, and what else the client sends is read and discarded until it closes (at
+// most lingerBytes, within lingerMax), so that it meets the answer rather than a reset.
+// At most maxLingering connections are read from at once; beyond them the answer is
+// written at once (a few hundred bytes to an empty socket buffer: it does not hold up
+// the accept loop) and the connection closed.
+func (s *Server) refuseFull(conn net.Conn) {
+	s.ctlCap.refused.Add(1)
+	r := &ctlReq{Request: &apihttp.Request{}}
+	r.errorf(503, "api.max_control_conns (%d) control connections open; close idle ones or try again later (docs/api.md)",
+		s.cfg.MaxControlConns)
+	r.hdr = append(r.hdr, apihttp.Field{Name: "Connection", Value: "close"})
+	resp := apihttp.AppendResponse(nil, r.code, r.hdr, r.body)
+	if s.ctlCap.lingering.Add(1) > maxLingering {
+		s.ctlCap.lingering.Add(-1)
+		conn.SetWriteDeadline(time.Now().Add(min(time.Duration(s.cfg.WriteTimeout), lingerMax)))
+		conn.Write(resp)
+		conn.Close()
+		return
+	}
+	s.wg.Add(1)
+	go s.lingerRefused(conn, resp)
+}
+
+// lingerRefused reads a refused connection's request, answers it with resp and reads
+// what else comes until the client closes, within lingerMax (and header_timeout).
+func (s *Server) lingerRefused(conn net.Conn, resp []byte) {
+	defer s.wg.Done()
+	defer s.ctlCap.lingering.Add(-1)
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(min(time.Duration(s.cfg.HeaderTimeout), lingerMax)))
+	br := bufio.NewReaderSize(conn, 4096)
+	apihttp.ReadRequest(br, apihttp.ServerLimits) // whatever came, or nothing, the answer is the same
+	conn.SetWriteDeadline(time.Now().Add(min(time.Duration(s.cfg.WriteTimeout), lingerMax)))
+	if _, err := conn.Write(resp); err != nil {
+		return
+	}
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite() // the client's read ends after the answer
+	}
+	io.CopyN(io.Discard, br, lingerBytes)
 }
 
 func (s *Server) untrack(c *ctlConn) {
@@ -228,6 +312,7 @@ func (c *ctlConn) write(r *ctlReq) bool {
 // refuse answers a request that could not be read: one outside the subset with its 4xx
 // and why (counted in protocol_errors), one whose head stalled past header_timeout with
 // 408 (counted in read_timeouts); a connection that ended or stayed silent is closed.
+// A 413's body is drained, up to maxDrain, after the answer.
 func (c *ctlConn) refuse(err error, began bool) {
 	r := &ctlReq{Request: &apihttp.Request{}, c: c}
 	var he *apihttp.Error
@@ -246,5 +331,14 @@ func (c *ctlConn) refuse(err error, began bool) {
 		return
 	}
 	r.hdr = append(r.hdr, apihttp.Field{Name: "Connection", Value: "close"})
-	c.write(r)
+	if c.write(r) && he != nil && he.Unread > 0 {
+		// Closed with its body unread, a client still sending that body would meet a
+		// reset or a broken pipe rather than the 413: take up to maxDrain of it, within
+		// the request's header_timeout, before closing.
+		io.CopyN(io.Discard, c.br, min(he.Unread, maxDrain))
+	}
 }
+
+// maxDrain bounds the body of a refused request (413) read and discarded before the
+// connection closes.
+const maxDrain = 64 << 10

@@ -39,16 +39,12 @@ func newFDReader(uc *net.UnixConn) *fdReader {
 	return &fdReader{uc: uc, oob: make([]byte, unix.CmsgSpace(4*maxQueuedFDs))}
 }
 
-// Read reads bytes and keeps the descriptors that came with them.
+// Read reads bytes and keeps the descriptors that came with them (readv into p alone).
 func (r *fdReader) Read(p []byte) (int, error) {
-	n, oobn, flags, _, err := r.uc.ReadMsgUnix(p, r.oob)
-	n = max(n, 0) // -1 with some errors (a closed connection)
-	if oobn > 0 {
-		r.collect(r.oob[:oobn])
+	if len(p) == 0 {
+		return 0, nil
 	}
-	if flags&unix.MSG_CTRUNC != 0 {
-		r.setBad(errors.New("descriptors truncated: too many passed at once"))
-	}
+	n, _, err := r.readv(p, nil)
 	return n, err
 }
 
@@ -62,7 +58,10 @@ func (r *fdReader) readv(a, b []byte) (na, nb int, err error) {
 		}
 		r.rvFn = func(fd uintptr) bool { // made once: a closure per read would allocate
 			for {
-				n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), msgCmsgCloexec)
+				// Raw: the socket is non-blocking (EAGAIN parks in the poller), and
+				// a scheduler-visible syscall wakes the runtime's sysmon thread from
+				// its deep sleep on every message (about 4 context switches each).
+				n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), msgCmsgCloexec)
 				switch e {
 				case unix.EINTR:
 					continue
@@ -401,4 +400,22 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 	s.msgsAccepted.Add(1)
 	s.bytesAccepted.Add(uint64(size))
 	s.fdMsgs.Add(1)
+}
+
+// rawWrite writes b to the non-blocking socket fd once (EAGAIN: nothing taken), without
+// telling the scheduler: a scheduler-visible syscall wakes the runtime's sysmon thread.
+func rawWrite(fd uintptr, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		}
+		return -1, e
+	}
 }

@@ -66,6 +66,11 @@ type Config struct {
 	// 1..max_clients), so that one user cannot take every slot. Sessions whose peer has
 	// no credentials count as one user.
 	MaxClientsPerUser int `yaml:"max_clients_per_user" json:"max_clients_per_user"`
+	// MaxControlConns bounds the open control connections, those not upgraded to a
+	// session (1..65536): each holds a goroutine and a read buffer until it closes or
+	// idle_timeout passes. A connection beyond it is answered 503 and closed (counter
+	// control_refused); sessions are bounded by max_clients instead.
+	MaxControlConns int `yaml:"max_control_conns" json:"max_control_conns"`
 	// MaxRecvRing bounds the shared-memory receive ring a session may map (RecvRing
 	// frame), bytes (0: rings refused; else 4 KiB..1 GiB). All rings together map at most
 	// max_clients times this.
@@ -118,7 +123,7 @@ func (c *Config) PerUser() int {
 func DefaultConfig() Config {
 	return Config{Socket: DefaultSocket, MaxMessage: 1 << 30,
 		MaxOutstanding: 2 << 30, MaxOutstandingTotal: 4 << 30,
-		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, RecvBackpressure: true, MaxClients: 512, MaxRecvRing: 256 << 20, DirectWrites: true, DirectReads: true,
+		MaxRecvQueue: 64 << 20, MaxRecvQueueTotal: 2 << 30, RecvBackpressure: true, MaxClients: 512, MaxControlConns: 256, MaxRecvRing: 256 << 20, DirectWrites: true, DirectReads: true,
 		SocketBuffer:  DefaultSocketBuffer,
 		HeaderTimeout: config.Duration(10 * time.Second), ReadTimeout: config.Duration(10 * time.Second),
 		WriteTimeout: config.Duration(30 * time.Second), IdleTimeout: config.Duration(30 * time.Second)}
@@ -152,6 +157,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxClientsPerUser < 0 || c.MaxClientsPerUser > c.MaxClients {
 		bad("api.max_clients_per_user = %d: must be 0 (half of max_clients) or in 1..max_clients (%d)", c.MaxClientsPerUser, c.MaxClients)
+	}
+	if c.MaxControlConns < 1 || c.MaxControlConns > 1<<16 {
+		bad("api.max_control_conns = %d: must be in 1..65536", c.MaxControlConns)
 	}
 	if c.MaxRecvRing != 0 && (c.MaxRecvRing < minRing || c.MaxRecvRing > maxRing) {
 		bad("api.max_recv_ring = %d: must be 0 (rings off) or in %d..%d bytes", c.MaxRecvRing, minRing, maxRing)
@@ -212,6 +220,7 @@ type Server struct {
 	mux     map[string]route      // control paths (control.go)
 	ctlMu   sync.Mutex            // guards ctl
 	ctl     map[*ctlConn]struct{} // open control connections, not yet upgraded
+	ctlCap  ctlCap                // connections refused at max_control_conns (control.go)
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	sess    map[uint64]*session
@@ -393,7 +402,8 @@ func (s *Server) Stats() Stats {
 		RingPlaced: s.ringPlaced.Load(), RecvPaused: s.recvPaused.Load(), RingDisplaced: s.ringDisplaced.Load(),
 		MsgsLocal: s.msgsLocal.Load(), LocalWaits: s.localWaits.Load(),
 		MsgsCancelled: s.msgsCancelled.Load(), ClientsRefusedUser: s.refusedUser.Load(),
-		DirectPairs: s.directPairs.Load(), DirectGrants: s.directGrants.Load()}
+		DirectPairs: s.directPairs.Load(), DirectGrants: s.directGrants.Load(),
+		ControlConns: s.controlConns(), ControlRefused: s.ctlCap.refused.Load()}
 }
 
 // reserveRecv adds n bytes to the daemon-wide receive queue unless that would exceed

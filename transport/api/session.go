@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/apitypes"
 	"github.com/smartt-transport/smartt/transport/bufpool"
@@ -429,7 +427,7 @@ func (x *session) rawLocked() bool {
 func (x *session) writeRawLocked(b []byte) {
 	if x.rawWrite == nil { // made once: a closure per write would allocate
 		x.rawWrite = func(fd uintptr) bool {
-			x.rawN, x.rawErr = unix.Write(int(fd), x.rawBuf)
+			x.rawN, x.rawErr = rawWrite(fd, x.rawBuf)
 			return true // never wait
 		}
 	}

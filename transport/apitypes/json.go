@@ -44,6 +44,8 @@ type Stats struct {
 	ClientsRefusedUser      uint64 `json:"clients_refused_user"`      // sessions refused at max_clients_per_user (of clients_refused)
 	DirectPairs             uint64 `json:"direct_pairs"`              // socket pairs made for the direct path between two local sessions
 	DirectGrants            uint64 `json:"direct_grants"`             // direct path requests granted (a sender now writes to a receiver over a pair)
+	ControlConns            int64  `json:"control_conns"`             // gauge: open control connections (not upgraded to a session)
+	ControlRefused          uint64 `json:"control_refused"`           // control connections refused at max_control_conns (503)
 }
 
 // PeerCred is the identity of a client process (SO_PEERCRED).
@@ -130,6 +132,7 @@ type Limits struct {
 	RecvBackpressure    bool     `json:"recv_backpressure"`
 	MaxClients          int      `json:"max_clients"`
 	MaxClientsPerUser   int      `json:"max_clients_per_user"`
+	MaxControlConns     int      `json:"max_control_conns"`
 	MaxRecvRing         int64    `json:"max_recv_ring"`
 	DirectWrites        bool     `json:"direct_writes"`
 	DirectReads         bool     `json:"direct_reads"`

@@ -396,6 +396,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			lv{"message_ring", a.RingMsgs}, lv{"ring_fallback", a.RingFallback},
 			lv{"ring_refused", a.RingRefused}, lv{"ring_bad_release", a.RingBadReleases},
 			lv{"recv_paused", a.RecvPaused}, lv{"ring_displaced", a.RingDisplaced},
+			lv{"control_refused", a.ControlRefused},
 		)
 		counters(ch, dAPIBytes, lv{"accepted", a.BytesAccepted}, lv{"delivered", a.BytesDelivered})
 	}

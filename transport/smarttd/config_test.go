@@ -2,6 +2,7 @@ package smarttd
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -39,6 +40,8 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		"udp:\n  ev_port_base: 65500\n":              "udp.ev_port_base",
 		"udp:\n  ev_port_base: 23500\n":              "must not contain the listen port",
 		"api:\n  max_clients: 0\n":                   "api.max_clients = 0: must be in 1..65536",
+		"api:\n  max_control_conns: 0\n":             "api.max_control_conns = 0: must be in 1..65536",
+		"api:\n  max_control_conns: 65537\n":         "api.max_control_conns = 65537: must be in 1..65536",
 		"api:\n  max_message: 0\n":                   "api.max_message = 0: must be in 1..",
 		"api:\n  max_outstanding: 5\n":               "api.max_outstanding = 5",
 		"api:\n  max_outstanding_total: 1024\n":      "api.max_outstanding_total = 1024: must be in max_outstanding (2147483648)..",
@@ -343,6 +346,19 @@ func TestConfigBusyPoll(t *testing.T) {
 		"5": "udp.busy_poll: 5 has no unit"} {
 		if _, err := Load([]byte("udp:\n  busy_poll: " + doc + "\n")); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("busy_poll %s: error %v, want it to contain %q", doc, err, want)
+		}
+	}
+}
+
+// api.max_control_conns takes its range's ends and defaults to 256.
+func TestConfigMaxControlConns(t *testing.T) {
+	if c := DefaultConfig(); c.API.MaxControlConns != 256 {
+		t.Errorf("default api.max_control_conns %d, want 256", c.API.MaxControlConns)
+	}
+	for _, n := range []int{1, 65536} {
+		c, err := Load([]byte(fmt.Sprintf("api:\n  max_control_conns: %d\n", n)))
+		if err != nil || c.API.MaxControlConns != n {
+			t.Errorf("max_control_conns %d: %d, %v", n, c.API.MaxControlConns, err)
 		}
 	}
 }

@@ -23,7 +23,7 @@ import (
 )
 
 // startIn starts a daemon whose sockets live in namespace ns (opened on a thread locked
-// into it); its API socket is a path, reachable from any namespace.
+// into it; nil: the test's own); its API socket is a path, reachable from any namespace.
 func startIn(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod func(*smarttd.Config)) *smarttd.Daemon {
 	t.Helper()
 	return startInSeed(t, ns, listen, dir, mod, 0)
@@ -45,16 +45,23 @@ func startInSeed(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string,
 	return startWith(t, ns, cfg, smarttd.Options{Logger: log, Seed: seed, Metrics: metrics.ForDaemon})
 }
 
-// startWith starts a daemon of cfg and opts in namespace ns; it is shut down when the
-// test ends, or by stopDaemon.
+// startWith starts a daemon of cfg and opts in namespace ns (nil: the test's own, for
+// loopback tests); it is shut down when the test ends, or by stopDaemon.
 func startWith(t testing.TB, ns *nstest.NS, cfg smarttd.Config, opts smarttd.Options) *smarttd.Daemon {
 	t.Helper()
 	var d *smarttd.Daemon
-	if err := ns.Do(func() error {
+	start := func() error {
 		var err error
 		d, err = smarttd.Start(cfg, opts)
 		return err
-	}); err != nil {
+	}
+	var err error
+	if ns == nil {
+		err = start()
+	} else {
+		err = ns.Do(start)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	var once sync.Once

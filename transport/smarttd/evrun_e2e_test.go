@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smartt-transport/smartt/reps"
+	"github.com/smartt-transport/smartt/test/logsink"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/transport/udp"
 )
@@ -26,7 +27,7 @@ func TestE2EDefaultDaemonsSendGSORuns(t *testing.T) {
 	// Addresses and port of this run, away from other tests' fixed ones.
 	net2 := rand.IntN(200) + 20
 	port := uint16(20000 + 300*rand.IntN(100))
-	var logs logSink
+	var logs logsink.Sink
 	start := func(host int) *smarttd.Daemon {
 		cfg := smarttd.DefaultConfig()
 		cfg.Listen = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 83, byte(net2), byte(host)}), port)
@@ -34,16 +35,7 @@ func TestE2EDefaultDaemonsSendGSORuns(t *testing.T) {
 		if cfg.Transport.REPS.Run != reps.RunAuto || cfg.UDP.Datapath != udp.DatapathSockets || cfg.Transport.LB != "reps" {
 			t.Fatalf("defaults changed: reps.run %v, datapath %q, lb %q", cfg.Transport.REPS.Run, cfg.UDP.Datapath, cfg.Transport.LB)
 		}
-		d, err := smarttd.Start(cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			d.Shutdown(ctx)
-		})
-		return d
+		return startWith(t, nil, cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	}
 	a, b := start(1), start(2)
 	want := udp.GSORun(a.Config.MaxDatagram())

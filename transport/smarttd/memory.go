@@ -26,6 +26,10 @@ const (
 	shardQueueLen = 4096
 	// groBufBytes is the receive buffer of one batch slot with UDP GRO (64 KiB).
 	groBufBytes = 64 << 10
+	// ctlConnBytes is one open control connection: its goroutine's stack, its 4 KiB read
+	// buffer and a request at the HTTP subset's limits (4 KiB line, 16 KiB of fields,
+	// 16 KiB of body).
+	ctlConnBytes = 64 << 10
 	// runtimeBytes is the Go runtime, code, stacks and everything else not above.
 	runtimeBytes = 64 << 20
 )
@@ -79,6 +83,8 @@ func WorstCaseMemory(c *Config) MemoryBound {
 	add("api.max_recv_queue_total", a.MaxRecvQueueTotal, "received bytes queued for clients or being written")
 	add("api.socket_buffer", int64(a.MaxClients)*a.SocketBuffer*2,
 		"max_clients %d x socket_buffer %d x 2 (the kernel counts twice what is set)", a.MaxClients, a.SocketBuffer)
+	add("api.max_control_conns", int64(a.MaxControlConns)*ctlConnBytes,
+		"max_control_conns %d x %d B (a goroutine, its read buffer, a request at the limits)", a.MaxControlConns, ctlConnBytes)
 	socks := int64(1 + c.Transport.EVS)
 	if u.Carrier != "port" {
 		socks = 2

@@ -34,6 +34,7 @@ func TestWorstCaseMemory(t *testing.T) {
 		"api.max_outstanding_total": 4 << 30,
 		"api.max_recv_queue_total":  2 << 30,
 		"api.socket_buffer":         512 * 4 << 20 * 2,
+		"api.max_control_conns":     256 * 64 << 10,
 		"udp.socket_buffers":        2 * (8<<20 + 256*4<<20),
 		"runtime":                   64 << 20,
 	}

@@ -7,32 +7,14 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/smartt-transport/smartt/test/logsink"
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/transport/udp"
 )
-
-// logSink collects a daemon's log lines for assertions.
-type logSink struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logSink) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The default config (4096-byte payloads) on a host whose only link has MTU 1500 refuses
 // to start, and says which interface, which MTU, and what to set; the suggested
@@ -49,7 +31,7 @@ func TestDefaultConfigOnMTU1500LinkSaysWhatToChange(t *testing.T) {
 		var err error
 		a.Do(func() error {
 			var d *smarttd.Daemon
-			if d, err = smarttd.Start(cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(new(logSink), nil))}); err == nil {
+			if d, err = smarttd.Start(cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(new(logsink.Sink), nil))}); err == nil {
 				d.Shutdown(context.Background())
 			}
 			return nil
@@ -79,24 +61,12 @@ func TestPathMTUBelowLinkMTUWarnsAndNeverFragments(t *testing.T) {
 	tp.R.SetMTU(t, "rb", 1500)
 	tp.B.SetMTU(t, "veth0", 1500)
 	dir := tempDir(t)
-	var log logSink
+	var log logsink.Sink
 	la, lb := netip.AddrPortFrom(tp.AddrA, smarttd.DefaultPort), netip.AddrPortFrom(tp.AddrB, smarttd.DefaultPort)
 	cfg := smarttd.DefaultConfig()
 	cfg.Listen, cfg.API.Socket = la, filepath.Join(dir, "a.sock")
 	cfg.Transport.MaxRetransmits = 3
-	var da *smarttd.Daemon
-	if err := tp.A.Do(func() error {
-		var err error
-		da, err = smarttd.Start(cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
-		return err
-	}); err != nil {
-		t.Fatalf("A's link has MTU 9000, the daemon must start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		da.Shutdown(ctx)
-	})
+	da := startWith(t, tp.A, cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))}) // A's link has MTU 9000
 	startIn(t, tp.B, lb, dir, func(c *smarttd.Config) { c.Transport.MTU = 1372 })
 	fragsBefore := map[string]uint64{}
 	for _, ns := range []*nstest.NS{tp.A, tp.R, tp.B} {

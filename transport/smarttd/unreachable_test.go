@@ -2,34 +2,17 @@ package smarttd_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // A message to a loopback port with no daemon fails fast through the kernel's ICMP port
 // unreachable, naming the peer, instead of after the retransmission budget.
 func TestE2EUnreachablePeerFailsFast(t *testing.T) {
-	dir := tempDir(t)
-	cfg := smarttd.DefaultConfig()
-	cfg.Listen = netip.MustParseAddrPort("127.0.0.93:23600")
-	cfg.API.Socket = filepath.Join(dir, "a.sock")
-	d, err := smarttd.Start(cfg, smarttd.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		d.Shutdown(ctx)
-	})
+	d := startIn(t, nil, netip.MustParseAddrPort("127.0.0.93:23600"), tempDir(t), nil)
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,23 +47,8 @@ func TestE2EUnreachablePeerFailsFast(t *testing.T) {
 // the address and the mistake; the same daemon's listen port delivers.
 func TestE2EEVPortFailureNamesPeer(t *testing.T) {
 	dir := tempDir(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	start := func(listen string) *smarttd.Daemon {
-		cfg := smarttd.DefaultConfig()
-		cfg.Listen = netip.MustParseAddrPort(listen)
-		cfg.API.Socket = filepath.Join(dir, listen+".sock")
-		d, err := smarttd.Start(cfg, smarttd.Options{Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			d.Shutdown(ctx)
-		})
-		return d
-	}
-	a, b := start("127.0.0.94:23600"), start("127.0.0.95:23600")
+	a := startIn(t, nil, netip.MustParseAddrPort("127.0.0.94:23600"), dir, nil)
+	b := startIn(t, nil, netip.MustParseAddrPort("127.0.0.95:23600"), dir, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 2)

@@ -3,40 +3,22 @@
 package udp
 
 import (
-	"bytes"
 	"log/slog"
 	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/smartt-transport/smartt/test/logsink"
 	"golang.org/x/sys/unix"
 )
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Open logs one line with what the probe found.
 func TestProbeLogLine(t *testing.T) {
-	var log syncBuf
+	var log logsink.Sink
 	open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 2, TxTimestampEvery: 8,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	out := log.String()
@@ -86,7 +68,7 @@ func openWithoutNetAdmin(t *testing.T, cfg Config) Caps {
 // Without CAP_NET_ADMIN the sysctl caps the buffer: Open still works, reports the size it
 // got and warns naming the sysctl to raise.
 func TestBufferWarningWithoutCapNetAdmin(t *testing.T) {
-	var log syncBuf
+	var log logsink.Sink
 	want := 64 << 20
 	caps := openWithoutNetAdmin(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 2, RecvBuffer: want, SendBuffer: want,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
@@ -110,7 +92,7 @@ func TestBufferWarningWithoutCapNetAdmin(t *testing.T) {
 func TestBufferWarningHalfCap(t *testing.T) {
 	rmax := readSysctlInt(t, "/proc/sys/net/core/rmem_max")
 	want := rmax + rmax/2
-	var log syncBuf
+	var log logsink.Sink
 	caps := openWithoutNetAdmin(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1, RecvBuffer: want,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if caps.RecvBuffer != rmax {
@@ -127,7 +109,7 @@ func TestBufferGrantedWithCapNetAdmin(t *testing.T) {
 		t.Skip("needs CAP_NET_ADMIN (root) for SO_RCVBUFFORCE")
 	}
 	want := 8 << 20
-	var log syncBuf
+	var log logsink.Sink
 	c := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1, RecvBuffer: want,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if got := c.Caps().RecvBuffer; got != want {

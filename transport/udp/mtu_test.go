@@ -5,33 +5,15 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/smartt-transport/smartt/test/logsink"
 	"github.com/smartt-transport/smartt/test/nstest"
 	"github.com/smartt-transport/smartt/transport/udp"
 )
-
-// lockedBuf is a log sink safe for the socket layer's goroutines.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // mtuPair is two namespaces joined by one veth pair of MTU 1500 (IPv4 and IPv6).
 func mtuPair(t *testing.T) (a, b *nstest.NS, pa, pb, pa6, pb6 netip.Prefix) {
@@ -57,7 +39,7 @@ func TestDFRefusesOversizeDatagrams(t *testing.T) {
 		{"ipv6", pa6.Addr(), pb6.Addr(), "Ip6FragCreates", "2048-byte IP packets"},
 	} {
 		t.Run(fam.name, func(t *testing.T) {
-			var log lockedBuf
+			var log logsink.Sink
 			rx := openIn(t, b, udp.Config{Listen: netip.AddrPortFrom(fam.dst, 0), EVS: 1})
 			tx := openIn(t, a, udp.Config{Listen: netip.AddrPortFrom(fam.src, 0), EVS: 1, HeaderBytes: 96, MaxDatagram: 0,
 				Logger: slog.New(slog.NewTextHandler(&log, nil))})
@@ -121,7 +103,7 @@ func TestOpenChecksLinkMTU(t *testing.T) {
 		var c *udp.Conn
 		err := a.Do(func() error {
 			var err error
-			c, err = udp.Open(udp.Config{Listen: listen, EVS: 1, MaxDatagram: maxDgram, HeaderBytes: 96, Logger: slog.New(slog.NewTextHandler(new(lockedBuf), nil))})
+			c, err = udp.Open(udp.Config{Listen: listen, EVS: 1, MaxDatagram: maxDgram, HeaderBytes: 96, Logger: slog.New(slog.NewTextHandler(new(logsink.Sink), nil))})
 			return err
 		})
 		if c != nil {
@@ -164,7 +146,7 @@ func TestOpenChecksLinkMTU(t *testing.T) {
 	c := nstest.New(t, "mtu-c")
 	nstest.Connect(t, a, c, nstest.LinkOpts{MTU: 9000, IfA: "jumbo0", IfB: "jumbo0",
 		A: netip.MustParsePrefix("10.95.0.1/24"), B: netip.MustParsePrefix("10.95.0.2/24")})
-	var log lockedBuf
+	var log logsink.Sink
 	var conn *udp.Conn
 	if err := a.Do(func() error {
 		var err error

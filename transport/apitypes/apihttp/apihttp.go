@@ -79,6 +79,10 @@ var ClientLimits = Limits{Line: 4096, Header: 64 << 10, Fields: 128, Body: 256 <
 type Error struct {
 	Status int
 	Reason string
+	// Unread is what remains of the body the request declared (a 413's): a server that
+	// discards some of it before closing lets a client still sending read the answer
+	// instead of a reset.
+	Unread int64
 }
 
 // Error implements error.
@@ -207,7 +211,7 @@ func contentLength(h Header, max int64) (int64, error) {
 		return 0, bad(400, "Content-Length %.40q is not a decimal number", v)
 	}
 	if n > max {
-		return 0, bad(413, "body of %d bytes is above the limit of %d", n, max)
+		return 0, &Error{Status: 413, Reason: fmt.Sprintf("body of %d bytes is above the limit of %d", n, max), Unread: n}
 	}
 	return n, nil
 }

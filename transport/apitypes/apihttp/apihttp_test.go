@@ -239,3 +239,18 @@ func FuzzReadRequest(f *testing.F) {
 		}
 	})
 }
+
+// A body above the limit is refused with what it declared left unread, so that a server
+// can discard it before closing; other refusals declare none.
+func TestBodyRefusalUnread(t *testing.T) {
+	head := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: "
+	_, err := read(head+"20480\r\n\r\nbbbb", ServerLimits)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 413 || e.Unread != 20480 {
+		t.Fatalf("20 KiB body: %v, want 413 with 20480 unread", err)
+	}
+	_, err = read(head+"1x\r\n\r\n", ServerLimits)
+	if !errors.As(err, &e) || e.Status != 400 || e.Unread != 0 {
+		t.Fatalf("bad Content-Length: %v, want 400 with nothing unread", err)
+	}
+}
