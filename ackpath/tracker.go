@@ -156,7 +156,7 @@ func (t *Tracker) word(start uint32) uint64 {
 	w, s := i>>6, i&63
 	v := t.bits[w] >> s
 	if s != 0 {
-		v |= t.bits[(int(w)+1)%len(t.bits)] << (64 - s)
+		v |= t.bits[(w+1)&(uint32(len(t.bits))-1)] << (64 - s) // len(t.bits): a power of two
 	}
 	if d < 0 { // the first -d PSNs are below cum: arrived; their ring bits belong to others
 		v |= (uint64(1) << uint(-d)) - 1

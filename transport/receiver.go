@@ -165,7 +165,7 @@ func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *r
 		e.stats.BeyondWindow++
 		return r, false
 	}
-	if r != nil && r.buf != nil && r.extendsLast(d.Offset) {
+	if r != nil && r.extendsLast(d.Offset) && r.reserved(int(d.Offset), len(p.Payload)) {
 		e.appendData(c, p, r)
 		return r, true
 	}
@@ -208,7 +208,12 @@ func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *r
 		e.place(c, r, p.Payload)
 	}
 	r.write(int(d.Offset), p.Payload)
-	r.addSpan(at, int(d.Offset), len(p.Payload))
+	if fresh { // its first range: nothing to join or move (addSpan)
+		r.spans = append(r.spans, span{d.Offset, d.Offset + uint32(len(p.Payload))})
+		r.got = len(p.Payload)
+	} else {
+		r.addSpan(at, int(d.Offset), len(p.Payload))
+	}
 	c.bytesRecv += uint64(len(p.Payload))
 	if e.rec != nil {
 		e.rec.rxPlaced(r, d)
@@ -223,14 +228,32 @@ func (r *rxMsg) extendsLast(off uint32) bool {
 	return k > 0 && r.spans[k-1].hi == off
 }
 
-// appendData is placeData for the next packet of a message arriving in order into its
-// whole buffer (r.buf, reserved and charged at its first packet): the bytes join the
-// last range (what cover and addSpan find for them), there is nothing to reserve, and
-// the hooks of a message's first packet (Gate, Placer) do not apply.
+// reserved reports whether r holds buffer memory for bytes [off, off+n) already: its
+// whole buffer, or the chunks they fall in (reserved and charged by earlier packets).
+func (r *rxMsg) reserved(off, n int) bool {
+	if r.buf != nil {
+		return true
+	}
+	j := (off + max(n, 1) - 1) / RecvChunk
+	if j >= len(r.chunks) {
+		return false
+	}
+	for i := off / RecvChunk; i <= j; i++ { // a payload may span several chunks
+		if r.chunks[i] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// appendData is placeData for the next packet of a message arriving in order into
+// memory it holds already (reserved): the bytes join the last range (what cover and
+// addSpan find for them), there is nothing to reserve or charge, and the hooks of a
+// message's first packet (Gate, Placer) do not apply.
 func (e *Endpoint) appendData(c *conn, p *wire.Packet, r *rxMsg) {
 	d := &p.Data
 	n := len(p.Payload)
-	copy(r.buf[d.Offset:], p.Payload)
+	r.write(int(d.Offset), p.Payload)
 	r.spans[len(r.spans)-1].hi = d.Offset + uint32(n)
 	r.got += n
 	c.lastRx = r

@@ -105,3 +105,30 @@ func TestProvenLargeMessageWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestReservedCoversEveryChunk: the in-order fast path (appendData) writes a payload
+// without reserving only when every chunk the payload falls in is there already; a
+// payload of up to wire.MaxPayload spans several 16 KiB chunks, and one missing in the
+// middle (or beyond the table) sends it to reserve.
+func TestReservedCoversEveryChunk(t *testing.T) {
+	ch := func() []byte { return make([]byte, RecvChunk) }
+	r := &rxMsg{n: 5 * RecvChunk, chunks: [][]byte{ch(), nil, ch(), ch()}}
+	for _, tc := range []struct {
+		off, n int
+		want   bool
+	}{
+		{0, RecvChunk, true},                  // all of chunk 0
+		{RecvChunk - 1, 2, false},             // into chunk 1, not there
+		{2 * RecvChunk, 2 * RecvChunk, true},  // chunks 2 and 3
+		{0, 3 * RecvChunk, false},             // chunks 0 and 2 there, 1 in between not
+		{3 * RecvChunk, RecvChunk + 1, false}, // beyond the table
+		{3 * RecvChunk, 0, true},              // an empty payload in chunk 3
+	} {
+		if got := r.reserved(tc.off, tc.n); got != tc.want {
+			t.Errorf("reserved(%d, %d) = %v, want %v", tc.off, tc.n, got, tc.want)
+		}
+	}
+	if w := (&rxMsg{n: 10, buf: make([]byte, 10)}); !w.reserved(4, 6) {
+		t.Error("a whole buffer holds every byte of its message")
+	}
+}
