@@ -30,6 +30,15 @@ type Config struct {
 	FreezeExtend bool `yaml:"freeze_extend"`
 	// NoFreeze disables freezing mode (REPS core logic only).
 	NoFreeze bool `yaml:"no_freeze"`
+	// FreezeExit is how REPS leaves freezing mode: "timer" (or empty, the default) after
+	// FreezeDuration; "probe", the REPS paper's first option, also by probing the path
+	// that failed: every ProbeInterval one packet goes on the EV whose loss froze the
+	// buffer; its ACK ends the freeze at once. The timer exit stays: probing only ends a
+	// freeze sooner (a lost probe does not prolong it).
+	FreezeExit string `yaml:"freeze_exit"`
+	// ProbeInterval is the time between probes while frozen with FreezeExit "probe"
+	// (0: two base RTTs).
+	ProbeInterval config.Duration `yaml:"probe_interval"`
 	// TimeoutOnly lets only retransmission timeouts signal a failure. By default a
 	// SACK-gap loss is judged like a timeout: the engine detects most losses on a dead
 	// path by the gap before their timer fires.
@@ -137,6 +146,12 @@ type PLBConfig struct {
 	Round config.Duration `yaml:"round"`
 }
 
+// The values of Config.FreezeExit.
+const (
+	FreezeExitTimer = "timer" // leave freezing FreezeDuration after it began
+	FreezeExitProbe = "probe" // leave it when a probe on the failed EV comes back
+)
+
 // MaxEntries is the largest REPS buffer the packed state holds.
 const MaxEntries = 8
 
@@ -168,6 +183,18 @@ func (c *Config) Validate(evs int) error {
 		bad("reps.force_freeze_at = %v: must be >= 0 (0: off)", c.ForceFreezeAt)
 	} else if c.ForceFreezeAt > 0 && c.NoFreeze {
 		bad("reps.force_freeze_at = %v: needs freezing (reps.no_freeze is set)", c.ForceFreezeAt)
+	}
+	switch c.FreezeExit {
+	case "", FreezeExitTimer:
+	case FreezeExitProbe:
+		if c.NoFreeze {
+			bad("reps.freeze_exit = %q: needs freezing (reps.no_freeze is set)", c.FreezeExit)
+		}
+	default:
+		bad("reps.freeze_exit = %q: must be %q or %q", c.FreezeExit, FreezeExitTimer, FreezeExitProbe)
+	}
+	if c.ProbeInterval != 0 && (c.ProbeInterval < 1_000 || c.ProbeInterval > maxSpan) {
+		bad("reps.probe_interval = %v: must be 0 (derived) or in 1us..%v", c.ProbeInterval, config.Duration(maxSpan))
 	}
 	if c.FailureRTT != 0 && (c.FailureRTT < 1<<rttShift || c.FailureRTT > maxRTT) {
 		bad("reps.failure_rtt = %v: must be 0 (derived) or in %dns..%v", c.FailureRTT, 1<<rttShift, config.Duration(maxRTT))
@@ -206,6 +233,9 @@ func (c Config) derive(baseRTT int64) Config {
 	}
 	if c.RTTWindow == 0 {
 		c.RTTWindow = config.Duration(min(8*baseRTT, maxSpan))
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = config.Duration(min(2*baseRTT, maxSpan))
 	}
 	if c.PLB.Round == 0 {
 		c.PLB.Round = config.Duration(baseRTT)

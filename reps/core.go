@@ -68,7 +68,17 @@ type params struct {
 	cleanEVs   bool
 	extend     bool // Config.FreezeExtend: a failure while frozen pushes the exit
 	maxFreezeU int32
-	forceAt    int64 // Config.ForceFreezeAt, ns (0: off)
+	forceAt    int64  // Config.ForceFreezeAt, ns (0: off)
+	probe      bool   // Config.FreezeExit "probe"
+	probeU     uint32 // Config.ProbeInterval, time units
+}
+
+// probeState is what exit by probing adds beside the packed state (6 bytes in hardware:
+// Cost counts them): the EV whose loss froze the buffer, and when the last probe went.
+type probeState struct {
+	ev   uint16
+	sent uint32 // time units; the next probe is due probeU after it
+	set  bool   // ev is a failed EV to probe (a forced freeze has none)
 }
 
 // REPS is recycled entropy packet spraying (the REPS paper, docs/references.md): EVs whose ACKs came back
@@ -82,6 +92,7 @@ type REPS struct {
 	p        params
 	rng      *rand.Rand
 	episodes uint64 // metrics only: not part of the NIC state
+	pr       probeState
 }
 
 // NewREPS returns REPS for one connection; cfg must be valid (Config.Validate).
@@ -102,6 +113,8 @@ func NewREPS(cfg Config, env Env, rng *rand.Rand) *REPS {
 		extend:     cfg.FreezeExtend,
 		maxFreezeU: int32(maxSpan >> tShift),
 		forceAt:    int64(cfg.ForceFreezeAt),
+		probe:      cfg.FreezeExit == FreezeExitProbe,
+		probeU:     max(uint32(cfg.ProbeInterval>>tShift), 1),
 	}}
 	return r
 }
@@ -118,7 +131,7 @@ func (r *REPS) oldest() uint8 {
 }
 
 // NextEV returns the EV of the next data packet.
-func (r *REPS) NextEV(now int64, _ int, _ bool) uint16 {
+func (r *REPS) NextEV(now int64, _ int, retx bool) uint16 {
 	s := &r.s
 	nowU := uint32(now >> tShift)
 	if r.p.forceAt > 0 && now >= r.p.forceAt {
@@ -135,6 +148,13 @@ func (r *REPS) NextEV(now int64, _ int, _ bool) uint16 {
 		s.setRTT(0)
 	}
 	frozen := s.ctl&freezeBit != 0
+	if frozen && !retx && r.pr.set && int32(nowU-r.pr.sent) >= int32(r.p.probeU) {
+		// A probe of the path that failed: new data only, or a connection whose last
+		// packets are retransmissions (each after a timeout, longer than the interval)
+		// would send every one of them into the failure.
+		r.pr.sent = nowU
+		return r.pr.ev
+	}
 	if s.explore > 0 && !frozen {
 		s.explore--
 		return randomEV(r.rng, r.p.evs)
@@ -177,6 +197,7 @@ func (r *REPS) forceFreeze(nowU uint32) {
 		r.episodes++
 		s.ctl |= freezeBit
 		s.explore = 0
+		r.pr.set = false // no loss: no path to probe
 	}
 	s.setTime(nowU + r.p.freezeU)
 }
@@ -200,6 +221,7 @@ func (r *REPS) expire(nowU uint32) {
 func (r *REPS) unfreeze(nowU uint32) {
 	s := &r.s
 	s.ctl &= headMask // not freezing, nothing cached
+	r.pr.set = false
 	s.valid = 0
 	s.explore = r.p.explore
 	s.setTime(nowU)
@@ -253,6 +275,7 @@ func (r *REPS) expireAt(now int64) {
 // OnAck recycles the EV of an unmarked ACK; a CE-marked one is dropped.
 func (r *REPS) OnAck(now int64, ev uint16, ce bool, rtt int64) {
 	r.expireAt(now)
+	r.probeAnswered(now, ev, rtt)
 	r.noteRTT(now, rtt)
 	if !ce {
 		r.push(ev)
@@ -267,6 +290,7 @@ func (r *REPS) OnCoalescedAck(now int64, trigger uint16, ce bool, clean []uint16
 		return
 	}
 	r.expireAt(now)
+	r.probeAnswered(now, trigger, rtt)
 	r.noteRTT(now, rtt)
 	for _, ev := range clean {
 		r.push(ev)
@@ -276,8 +300,10 @@ func (r *REPS) OnCoalescedAck(now int64, trigger uint16, ce bool, clean []uint16
 // OnLoss enters freezing mode when the loss is judged a failure: with trimming any
 // untrimmed loss; without, a loss while the recent max RTT was low. A loss while frozen
 // does not prolong the freeze (unless Config.FreezeExtend): it ends FreezeDuration
-// after it began.
-func (r *REPS) OnLoss(now int64, _ uint16, cause cc.LossCause) {
+// after it began. A lost probe is such a loss: probing only ends a freeze sooner, since
+// a freeze held while probes fail can hold a connection on cached EVs that failed
+// since (back-to-back failures), which only the timer's exploration escapes.
+func (r *REPS) OnLoss(now int64, ev uint16, cause cc.LossCause) {
 	if !r.p.freezing || cause == cc.LossTrim || (cause == cc.LossSack && !r.p.sackFails) {
 		return
 	}
@@ -302,8 +328,23 @@ func (r *REPS) OnLoss(now int64, _ uint16, cause cc.LossCause) {
 		r.episodes++
 		s.ctl |= freezeBit
 		s.explore = 0
+		if r.p.probe {
+			r.pr = probeState{ev: ev, sent: nowU, set: true}
+		}
 	}
 	s.setTime(nowU + r.p.freezeU)
+}
+
+// probeAnswered ends a freeze when an ACK answers a probe: it acknowledges a packet sent
+// on the failed EV no earlier than the last probe (send time = now - rtt; a packet sent
+// before the failure proves nothing), so that path carries packets again.
+func (r *REPS) probeAnswered(now int64, ev uint16, rtt int64) {
+	if !r.pr.set || ev != r.pr.ev || rtt <= 0 || r.s.ctl&freezeBit == 0 {
+		return
+	}
+	if int32(uint32((now-rtt)>>tShift)-r.pr.sent) >= 0 {
+		r.unfreeze(uint32(now >> tShift))
+	}
 }
 
 // Freezing reports whether REPS is in freezing mode at time now.
@@ -321,6 +362,11 @@ func (r *REPS) FreezeEpisodes() uint64 { return r.episodes }
 // Cost reports the packed state (StateBytes) and the operation count of one send plus
 // one ACK decision.
 func (r *REPS) Cost() hwprofile.Cost {
-	return hwprofile.Cost{Name: "reps", StateBytes: StateBytes(int(r.p.n)),
+	c := hwprofile.Cost{Name: "reps", StateBytes: StateBytes(int(r.p.n)),
 		GlobalBytes: 16, Ops: 30, IntegerOnly: true}
+	if r.p.probe {
+		c.StateBytes += 6 // probeState: the failed EV and the last probe's time
+		c.Ops += 6
+	}
+	return c
 }

@@ -11,7 +11,7 @@ import (
 // adds its row.
 var stateBytes = map[string]int{
 	"bbr": 44, "dcqcn": 32, "dctcp": 24, "eqds": 76, "fixed": 4, "fixed_rate": 0, "hpcc": 104,
-	"mprdma": 4, "nscc": 56, "rlcc": 28, "smartt": 40, "smartt-fixed": 32, "swift": 16,
+	"mprdma": 4, "nscc": 56, "eqds-smartt": 116, "eqds-mprdma": 80, "rlcc": 28, "smartt": 40, "smartt-fixed": 32, "swift": 16,
 }
 
 // TestEveryControllerHonoursContract runs Contract over every registered controller:
