@@ -362,9 +362,9 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 		copy(m.buf[envelopeLen:], buf[FDHeadroom:])
 		unmap()
 		putEnvelope(m.buf, sh.Endpoint, ep)
+		s.fdMsgs.Add(1) // before its Accepted and Sent frames: a client that saw them sees it counted
 		x.accept(tag, false)
 		x.sendLocal(m, sh, ep, dst)
-		s.fdMsgs.Add(1)
 		return
 	}
 	release := func() {
