@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/lstm"
 	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 	"github.com/smartt-transport/smartt/cc/rlcc/train"
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
@@ -41,7 +42,9 @@ func newRLCCCmd(stderr io.Writer) *cobra.Command {
 		sub("fig4", "the trees' RTT inflation and goodput across target and beta settings", bindRLCCFig4),
 		sub("compare", "RL-CC against the other registered controllers on the same incasts", bindRLCCCompare),
 		sub("longshort", "the paper's long-short test: long flows joined by a burst of short ones", bindRLCCLongshort),
-		sub("tables", "Figs. 6-7 and Tables IV-V: many-to-one, all-to-all on the 64-host tree, long-short", bindRLCCTables))
+		sub("tables", "Figs. 6-7 and Tables IV-V: many-to-one, all-to-all on the 64-host tree, long-short", bindRLCCTables),
+		sub("fig8", "Fig. 8: the all-to-all on the 64-host tree over time, per controller", bindRLCCFig8),
+		sub("lstm", "train the paper's LSTM teacher, distil it, compare teacher and trees (Table I)", bindRLCCLSTM))
 }
 
 // durFlag is a duration flag read like the scenario files (5ms, 800us).
@@ -207,6 +210,7 @@ func bindRLCCTable(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 func bindRLCCTable1(_ io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	rounds := fs.Int("rounds", 9, "interleaved timing rounds (the spread is over them)")
 	batch := fs.Duration("batch", 20*time.Millisecond, "time per batch of decisions")
+	lstmPath := fs.String("lstm", "", "trained LSTM file (smartt-lab rlcc lstm -out DIR: DIR/lstm.json; default: seeded weights)")
 	return func(_ []string, out io.Writer) error {
 		if *rounds < 1 || *rounds > 1000 || *batch <= 0 || *batch > 10*time.Second {
 			return fmt.Errorf("-rounds %d, -batch %v: want 1..1000 rounds of up to 10s", *rounds, *batch)
@@ -219,11 +223,23 @@ func bindRLCCTable1(_ io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 		if err != nil {
 			return err
 		}
-		archs, err := train.Table1(m, net, *rounds, *batch)
+		var lm *lstm.LSTM
+		lstmDesc := "seeded weights"
+		if *lstmPath != "" {
+			b, err := os.ReadFile(*lstmPath)
+			if err != nil {
+				return err
+			}
+			if lm, _, err = lstm.Parse(b); err != nil {
+				return err
+			}
+			lstmDesc = "trained"
+		}
+		archs, err := train.Table1(m, net, lm, *rounds, *batch)
 		if err != nil {
 			return err
 		}
-		printTable1(out, archs, *rounds)
+		printTable1(out, archs, *rounds, lstmDesc)
 		return nil
 	}
 }
@@ -232,9 +248,9 @@ func bindRLCCTable1(_ io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 var table1Paper = map[string]string{"LSTM": "2600 | 450 us", "MLP": "200 | 17 us", "trees": "- | 0.9 us"}
 
 // printTable1 prints Table I's rows and the ratios to the trees, per round.
-func printTable1(out io.Writer, archs []train.Table1Arch, rounds int) {
+func printTable1(out io.Writer, archs []train.Table1Arch, rounds int, lstmDesc string) {
 	desc := map[string]string{"trees": "trees (10 x depth 4, distilled; integer)", "MLP": "MLP 4-12-12-1 (the trained policy)",
-		"LSTM": "LSTM: FC 32-16, LSTM 16, FC 1 (seeded weights)"}
+		"LSTM": "LSTM: FC 32-16, LSTM 16, FC 1 (" + lstmDesc + ")"}
 	fmt.Fprintf(out, "Decision time on this CPU: median (min..max) of %d interleaved rounds.\n\n", rounds)
 	fmt.Fprint(out, "| architecture | multiply-adds | operations per decision | parameters | per-flow state (bytes) | decision time here (ns) | paper: FLOPS | paper: decision time |\n|---|---|---|---|---|---|---|---|\n")
 	for i := len(archs) - 1; i >= 0; i-- {
