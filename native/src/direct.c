@@ -110,6 +110,8 @@ void direct_free(smartt_session *s)
         close(s->fds_in[i]);
     if (s->epfd >= 0)
         close(s->epfd);
+    for (size_t i = 0; i < s->routes_cap; i++)
+        free(s->routes[i].held), free(s->routes[i].htags);
     free(s->pairs);
     free(s->routes);
 }
@@ -195,7 +197,7 @@ look:
     }
 }
 
-int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp)
+int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp, sm_route **rp)
 {
     if (!s->direct)
         return 0;
@@ -204,9 +206,10 @@ int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp)
     sm_route *r = route_find(s, k);
     if (!r)
         return 0; /* too many destinations: the rest go through the daemon */
+    *rp = r;
     switch (r->state) {
     case R_ASKING:
-        return SMARTT_EAGAIN;
+        return r->held_len > PAIR_QMAX ? SMARTT_EAGAIN : 2;
     case R_RELAY:
         if (--r->left == 0)
             r->state = R_NONE;
@@ -218,12 +221,59 @@ int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp)
         }
         break;
     }
+    return 3; /* this one through the daemon, then ask: it arrives before the grant */
+}
+
+/* direct_ask asks the daemon for a direct path to r's destination and waits up to
+ * ASK_WAIT_MS for the answer (one round trip to the daemon, which answers at once unless
+ * its reader of this session waits for room at a full receiver): messages sent meanwhile
+ * would be held until a later progress call reads it. */
+int direct_ask(smartt_session *s, sm_route *r)
+{
     uint32_t t = sm_tag(s);
-    int e = sm_request(s, F_DIRECT, t, k, DIRECT_REQ, -1);
+    int e = sm_request(s, F_DIRECT, t, r->key, DIRECT_REQ, -1);
     if (e)
         return e;
     r->state = R_ASKING, r->tag = t, r->pair = NULL;
-    return SMARTT_EAGAIN;
+    long long dl = now_ms() + ASK_WAIT_MS;
+    for (long long left = ASK_WAIT_MS; r->state == R_ASKING && left > 0 && !s->err;
+         left = dl - now_ms())
+        wait_io(s, (int)left, 0);
+    return 0; /* an error found meanwhile is the session's: the next call returns it */
+}
+
+int direct_hold(smartt_session *s, sm_route *r, const void *buf, size_t len, uint32_t *tag)
+{
+    if (len > MAX_RECV_SIZE)
+        return SMARTT_EINVAL;
+    size_t need = r->held_len + PAIR_HDR + len;
+    if (need > r->held_cap) {
+        size_t nc = r->held_cap ? r->held_cap : 4096;
+        while (nc < need)
+            nc *= 2;
+        unsigned char *nh = realloc(r->held, nc);
+        if (!nh)
+            return SMARTT_ENOMEM;
+        r->held = nh, r->held_cap = nc;
+    }
+    if (r->nheld == r->htags_cap) {
+        size_t nc = r->htags_cap ? 2 * r->htags_cap : 16;
+        uint32_t *nt = realloc(r->htags, nc * sizeof *nt);
+        if (!nt)
+            return SMARTT_ENOMEM;
+        r->htags = nt, r->htags_cap = nc;
+    }
+    unsigned char *h = r->held + r->held_len;
+    memset(h, 0, PAIR_HDR);
+    h[0] = 1;
+    put_u64(h + 8, len);
+    memcpy(h + PAIR_HDR, buf, len);
+    r->held_len = need;
+    uint32_t t = sm_tag(s);
+    r->htags[r->nheld++] = t;
+    if (tag)
+        *tag = t;
+    return 0;
 }
 
 /* ---- pairs ---- */
@@ -382,8 +432,6 @@ int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint
     uint32_t t = sm_tag(s);
     if (tag)
         *tag = t;
-    if (s->version >= 2)
-        outcome(s, SMARTT_EV_ACCEPTED, t, NULL); /* the bytes are the library's now */
     size_t done = 0;
     if (p->out_head == p->out_len) {
         struct iovec iov[2] = {{h, PAIR_HDR}, {(void *)buf, len}};
@@ -401,6 +449,8 @@ int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint
         done = w < 0 ? 0 : (size_t)w;
         p->written += done;
     }
+    if (s->version >= 2) /* after a write that did not fail: a dead peer's is FAILED alone */
+        outcome(s, SMARTT_EV_ACCEPTED, t, NULL);
     s->st.sent++;
     p->queued += PAIR_HDR + len;
     if (done == PAIR_HDR + len) {
@@ -549,6 +599,46 @@ int direct_progress(smartt_session *s)
 
 /* ---- frames ---- */
 
+/* release_held sends what was held while the daemon was asked: to the pair p (NULL:
+ * through the daemon), in order. */
+static int release_held(smartt_session *s, sm_route *r, sm_pair *p)
+{
+    size_t off = 0, i = 0;
+    int e = 0;
+    for (; off < r->held_len && !e; i++) {
+        uint64_t len = get_u64(r->held + off + 8);
+        if (p) {
+            if (s->version >= 2)
+                outcome(s, SMARTT_EV_ACCEPTED, r->htags[i], NULL);
+            e = queue_out(p, r->held + off, PAIR_HDR + (size_t)len);
+            p->queued += PAIR_HDR + len;
+            if (!e && p->npend == p->pend_cap) {
+                size_t nc = p->pend_cap ? 2 * p->pend_cap : 16;
+                struct pend *np = realloc(p->pend, nc * sizeof *np);
+                if (np)
+                    p->pend = np, p->pend_cap = nc;
+                else
+                    e = SMARTT_ENOMEM;
+            }
+            if (!e)
+                p->pend[p->npend++] = (struct pend){p->queued, r->htags[i]}, s->st.sent++;
+        } else {
+            smartt_addr to;
+            memcpy(to.addr, r->key, 16);
+            to.port = get_u16(r->key + 16), to.endpoint = get_u32(r->key + 18);
+            e = sm_relay(s, &to, r->held + off + PAIR_HDR, (size_t)len, r->htags[i]);
+        }
+        off += PAIR_HDR + (size_t)len;
+    }
+    r->held_len = r->nheld = 0;
+    if (p && !e && p->out_head < p->out_len) {
+        if (!p->backed)
+            s->backed_pairs++, p->backed = 1;
+        pair_flush(s, p);
+    }
+    return e;
+}
+
 static int on_direct_ok(smartt_session *s, uint32_t tag, const unsigned char *p)
 {
     int st = p[0];
@@ -572,9 +662,9 @@ static int on_direct_ok(smartt_session *s, uint32_t tag, const unsigned char *p)
     if (pair && pair->fd >= 0 && !pair->wdead) {
         r->state = R_PAIR, r->pair = pair;
     } else {
-        r->state = R_RELAY, r->left = RELAY_AGAIN;
+        r->state = R_RELAY, r->left = RELAY_AGAIN, pair = NULL;
     }
-    return 0;
+    return release_held(s, r, pair);
 }
 
 static int on_direct_peer(smartt_session *s, const unsigned char *b)

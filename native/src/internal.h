@@ -42,6 +42,7 @@ enum { AUTO_IDLE, AUTO_TRYING, AUTO_ON, AUTO_OFF };
 #define RELAY_AGAIN 4096       /* relayed messages before asking again after a refusal */
 #define MAX_FDS_IN 64          /* received descriptors not yet claimed by a frame */
 #define MAX_ROUTES 65536
+#define ASK_WAIT_MS 50          /* how long a send waits for the daemon's answer */
 typedef struct sm_pair sm_pair;
 enum { R_NONE, R_ASKING, R_PAIR, R_RELAY };
 typedef struct sm_route {
@@ -50,6 +51,10 @@ typedef struct sm_route {
     uint32_t tag;  /* R_ASKING: the Direct request's */
     uint32_t left; /* R_RELAY: messages before asking again */
     sm_pair *pair; /* R_PAIR */
+    /* R_ASKING: messages sent meanwhile, each PAIR_HDR and its bytes, and their tags */
+    unsigned char *held;
+    size_t held_len, held_cap, nheld, htags_cap;
+    uint32_t *htags;
 } sm_route;
 
 /* An event queue: a growable ring of events. */
@@ -165,9 +170,13 @@ void direct_free(smartt_session *s);
 int direct_frame(smartt_session *s, int type, uint32_t tag, const unsigned char *p, uint32_t n);
 int direct_progress(smartt_session *s);
 void direct_sync(smartt_session *s); /* the daemon socket's EPOLLOUT follows its queue */
-/* direct_route: 0 relay, 1 a pair (*pp), SMARTT_EAGAIN while the daemon is asked or the
- * pair is full. */
-int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp);
+/* direct_route: 0 through the daemon; 3 through the daemon, then direct_ask(*rp); 1 the
+ * pair *pp; 2 hold it in *rp (direct_hold) while the daemon is asked; SMARTT_EAGAIN when
+ * the pair or the held messages reach PAIR_QMAX. */
+int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp, sm_route **rp);
+int direct_ask(smartt_session *s, sm_route *r);
+int direct_hold(smartt_session *s, sm_route *r, const void *buf, size_t len, uint32_t *tag);
+int sm_relay(smartt_session *s, const smartt_addr *to, const void *buf, size_t len, uint32_t tag);
 int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint32_t *tag);
 
 #endif

@@ -159,7 +159,7 @@ static int send_frames(smartt_session *s, const smartt_addr *to, const void *buf
     int r = SMARTT_ENOMEM;
     if (!h || !iov)
         goto out;
-    uint32_t t = sm_tag(s);
+    uint32_t t = tag && *tag ? *tag : sm_tag(s); /* a held message keeps its tag */
     int n = 0;
     size_t hp = 0;
     if (s->nrel) { /* pending ring releases go first, in the same write */
@@ -207,37 +207,53 @@ out:
 
 /* route picks the way to `to`: 0 through the daemon, 1 the pair *pp, or an error
  * (SMARTT_EAGAIN: ask again after progress). */
-static int route(smartt_session *s, const smartt_addr *to, sm_pair **pp)
+static int route(smartt_session *s, const smartt_addr *to, sm_pair **pp, sm_route **rp)
 {
     if (s->err)
         return s->err;
-    return direct_route(s, to, pp);
+    return direct_route(s, to, pp, rp);
+}
+
+/* sm_relay sends a held message through the daemon with its tag. */
+int sm_relay(smartt_session *s, const smartt_addr *to, const void *buf, size_t len, uint32_t tag)
+{
+    return send_frames(s, to, buf, len, &tag, 0, 0);
 }
 
 int smartt_send_async(smartt_session *s, const smartt_addr *to, const void *buf, size_t len,
                       uint32_t *tag)
 {
     sm_pair *p = NULL;
+    sm_route *rt = NULL;
     if (!s || !to || !buf || len == 0 || len > MAX_RECV_SIZE)
         return SMARTT_EINVAL;
-    int r = route(s, to, &p);
+    if (tag)
+        *tag = 0;
+    int r = route(s, to, &p, &rt);
     if (r == 1)
         return direct_send(s, p, buf, len, tag);
+    if (r == 2)
+        return direct_hold(s, rt, buf, len, tag);
     if (r < 0)
         return r;
-    r = send_frames(s, to, buf, len, tag, 0, 0);
+    int e = send_frames(s, to, buf, len, tag, 0, 0);
+    if (!e && r == 3)
+        e = direct_ask(s, rt);
     direct_sync(s);
-    return r;
+    return e;
 }
 
-/* send_mapped writes a memfd's message to a pair (the pair takes bytes, not memfds). */
-static int send_mapped(smartt_session *s, sm_pair *p, int memfd, uint64_t size, uint32_t *tag)
+/* send_mapped writes a memfd's message to a pair or holds it (the pair takes bytes, not
+ * memfds). */
+static int send_mapped(smartt_session *s, sm_pair *p, sm_route *rt, int memfd, uint64_t size,
+                       uint32_t *tag)
 {
     size_t len = (size_t)size + SMARTT_HEADROOM;
     void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, memfd, 0);
     if (m == MAP_FAILED)
         return SMARTT_ESYS;
-    int r = direct_send(s, p, (unsigned char *)m + SMARTT_HEADROOM, (size_t)size, tag);
+    unsigned char *d = (unsigned char *)m + SMARTT_HEADROOM;
+    int r = p ? direct_send(s, p, d, (size_t)size, tag) : direct_hold(s, rt, d, (size_t)size, tag);
     munmap(m, len);
     return r;
 }
@@ -263,10 +279,16 @@ int smartt_send_fd_async(smartt_session *s, const smartt_addr *to, int memfd, ui
     if (!s || !to || memfd < 0 || size == 0 || size > MAX_RECV_SIZE)
         return SMARTT_EINVAL;
     sm_pair *pair = NULL;
-    int rt = route(s, to, &pair);
-    if (rt == 1)
-        return send_mapped(s, pair, memfd, size, tag);
-    return rt < 0 ? rt : relay_fd(s, to, memfd, size, tag);
+    sm_route *rp = NULL;
+    int rt = route(s, to, &pair, &rp);
+    if (rt == 1 || rt == 2)
+        return send_mapped(s, rt == 1 ? pair : NULL, rp, memfd, size, tag);
+    if (rt < 0)
+        return rt;
+    int r = relay_fd(s, to, memfd, size, tag);
+    if (!r && rt == 3)
+        r = direct_ask(s, rp);
+    return r;
 }
 
 int smartt_send_memfd(smartt_session *s, const smartt_addr *to, const smartt_memfd *m,
@@ -443,8 +465,10 @@ int smartt_send(smartt_session *s, const smartt_addr *to, const void *buf, size_
         return SMARTT_EINVAL;
     long long dl = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
     sm_pair *p = NULL;
+    sm_route *rp = NULL;
     int rt;
-    while ((rt = route(s, to, &p)) == SMARTT_EAGAIN) { /* asking, or the pair is full */
+    tag = 0;
+    while ((rt = route(s, to, &p, &rp)) == SMARTT_EAGAIN) { /* holding, or the pair is full */
         int left = dl < 0 ? -1 : (int)(dl - now_ms());
         if (dl >= 0 && left <= 0)
             return SMARTT_ETIMEDOUT;
@@ -454,11 +478,16 @@ int smartt_send(smartt_session *s, const smartt_addr *to, const void *buf, size_
     }
     if (rt < 0)
         return rt;
-    int r = rt == 1 ? direct_send(s, p, buf, len, &tag) : send_big(s, to, buf, len, &tag);
-    int big = rt == 0 && r != SMARTT_ENOTSUP;
-    if (rt == 0 && !big)
+    int relay = rt == 0 || rt == 3;
+    int r = rt == 1   ? direct_send(s, p, buf, len, &tag)
+            : rt == 2 ? direct_hold(s, rp, buf, len, &tag)
+                      : send_big(s, to, buf, len, &tag);
+    int big = relay && r != SMARTT_ENOTSUP;
+    if (relay && !big)
         r = send_frames(s, to, buf, len, &tag, 1, timeout_ms);
-    if (!r && s->received && rt == 0)
+    if (!r && rt == 3)
+        r = direct_ask(s, rp);
+    if (!r && s->received && relay)
         r = smartt_want_sent(s, tag);
     unsigned mask = 1u << SMARTT_EV_SENT | 1u << SMARTT_EV_FAILED | 1u << SMARTT_EV_ERROR;
     if (!r)

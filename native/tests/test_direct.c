@@ -319,9 +319,9 @@ TEST(live_both_ways)
     smartt_direct_stats_get(b, &sb);
     CHECK_EQ(sa.pairs, 1); /* b's grant reused a's pair */
     CHECK_EQ(sb.pairs, 1);
-    CHECK_EQ(sa.sent, 50);
-    CHECK_EQ(sb.received, 50);
-    CHECK_EQ(sa.received, 50);
+    CHECK_EQ(sa.sent, 49); /* the first through the daemon, before the ask */
+    CHECK_EQ(sb.received, 49);
+    CHECK_EQ(sa.received, 49);
     smartt_close(a);
     smartt_close(b);
 }
@@ -396,13 +396,10 @@ TEST(live_cutover)
     smartt_addr_parse(&tb, aaddr, eb);
     unsigned char buf[32];
     seq_buf(buf, sizeof buf, -5);
-    CHECK_EQ(smartt_send_async(a, &tb, buf, sizeof buf, NULL), SMARTT_EAGAIN); /* asks */
+    smartt_event ev;
+    /* through the daemon, then the ask; refused (not bound): the daemon fails the message */
+    smartt_send(a, &tb, buf, sizeof buf, &ev, TMO);
     int r;
-    long long dl = time(NULL) + 20;
-    while ((r = smartt_send_async(a, &tb, buf, sizeof buf, NULL)) == SMARTT_EAGAIN &&
-           time(NULL) < dl)
-        smartt_progress(a);
-    CHECK_EQ(r, 0); /* refused (not bound): through the daemon, which fails it */
     CHECK_EQ(smartt_bind(b, eb, NULL, TMO), 0);
     enum { N = 4096 + 400 };
     static long got[N + 8];
@@ -417,6 +414,7 @@ TEST(live_cutover)
             drain_outcomes(a);
     }
     while (ngot < N + 1) {
+        smartt_progress(a); /* held messages go when the answer is read */
         long x = recv_seq(b, 5000, ea);
         if (x == -1)
             break;
@@ -430,7 +428,7 @@ TEST(live_cutover)
     smartt_direct_stats sa, sb;
     smartt_direct_stats_get(a, &sa);
     smartt_direct_stats_get(b, &sb);
-    CHECK_EQ(sa.sent, N - 4095); /* after 4,096 relayed (1 failed), the pair */
+    CHECK_EQ(sa.sent, N - 4097); /* after 4,096 relayed and the one before the ask */
     CHECK_EQ(sb.received, sa.sent);
     smartt_close(a);
     smartt_close(b);
@@ -450,11 +448,15 @@ TEST(live_backpressure)
     enum { N = 2000, SZ = 64 << 10 };
     static unsigned char buf[SZ];
     static long got[N + 8];
-    long ngot = 0, first_wait = -1;
+    long ngot = 0, first_wait = -1, granted = -1;
     for (long v = 0; v < N; v++) {
         seq_buf(buf, SZ, v);
+        smartt_direct_stats sa;
+        smartt_direct_stats_get(a, &sa);
+        if (sa.pairs && granted < 0)
+            granted = v;
         int r = smartt_send_async(a, &tb, buf, SZ, NULL);
-        if (r == SMARTT_EAGAIN && v > 0 && first_wait < 0) {
+        if (r == SMARTT_EAGAIN && granted >= 0 && first_wait < 0) {
             first_wait = v;
             CHECK(smartt_want_write(a));
         }
@@ -472,7 +474,7 @@ TEST(live_backpressure)
             break;
         got[ngot++] = x;
     }
-    CHECK(first_wait > 1 && first_wait < 400); /* waited: at most buffer + 1 MiB queued */
+    CHECK(granted >= 0 && first_wait > granted && first_wait < granted + 400); /* bounded */
     CHECK_EQ(ngot, N);
     int inorder = 1;
     for (long i = 0; i < ngot && i < N; i++)
@@ -521,6 +523,7 @@ TEST(live_peer_killed)
     smartt_addr_parse(&tc, aaddr, ec);
     unsigned char m[8] = {0};
     smartt_event ev;
+    CHECK_EQ(smartt_send(b, &tc, m, sizeof m, &ev, TMO), 0); /* through the daemon, asks */
     CHECK_EQ(smartt_send(b, &tc, m, sizeof m, &ev, TMO), 0); /* over the pair c made */
     CHECK_EQ(write(go[1], "g", 1), 1);
     int st;
@@ -538,7 +541,7 @@ TEST(live_peer_killed)
     CHECK_EQ(n, 3);
     smartt_direct_stats sb;
     smartt_direct_stats_get(b, &sb);
-    CHECK_EQ(sb.received, 3);
+    CHECK_EQ(sb.received, 2); /* c's first went through the daemon */
     CHECK_EQ(sb.cut, 1);
     CHECK_EQ(sb.failed, 1);
     CHECK_EQ(sb.pairs_open, 0);
