@@ -132,7 +132,10 @@ func TestDirectPathCutover(t *testing.T) {
 	if _, err := s.SendBatch(nil, batch); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return a.API.Stats().LocalWaits > 0 })
+	// The batch waits once the daemon's writer holds the first message (the receiver
+	// reads nothing): on a loaded machine reading 768 KiB from the sender can take a
+	// while, so this waits longer than waitFor's 5 s.
+	waitLong(t, 60*time.Second, func() bool { return a.API.Stats().LocalWaits > 0 })
 	const n = 300
 	go func() {
 		for i := 3; i < n; i++ {
@@ -341,5 +344,15 @@ func TestDirectPairsBound(t *testing.T) {
 	}
 	if st := a.API.Stats(); st.DirectPairs != 1 || st.DirectGrants != 2 || st.MsgsLocal != 2 {
 		t.Fatalf("direct_pairs %d, direct_grants %d, msgs_local %d", st.DirectPairs, st.DirectGrants, st.MsgsLocal)
+	}
+}
+
+// waitLong polls cond every 10 ms until it holds, failing the test after d.
+func waitLong(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("condition not reached in %v", d)
+		}
 	}
 }
