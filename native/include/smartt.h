@@ -162,7 +162,7 @@ enum smartt_event_type {
 
 typedef struct smartt_event {
     int type;
-    uint32_t tag;     /* the request's tag (RECV: the daemon's sequence number) */
+    uint32_t tag;     /* the request's tag (RECV: the daemon's sequence number; 0 over a pair) */
     int status;       /* 0, or the error of FAILED/ERROR */
     uint32_t endpoint; /* BOUND: bound endpoint; RECV: our endpoint */
     uint32_t cancel;  /* CANCEL_RESULT */
