@@ -318,6 +318,7 @@ int smartt_release(smartt_session *s, smartt_event *ev)
         int r = out_releases(s);
         if (!r)
             r = out_flush(s);
+        direct_sync(s);
         return r ? sm_fail(s, r) : 0;
     }
     return 0;
