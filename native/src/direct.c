@@ -562,11 +562,12 @@ static void pair_read(smartt_session *s, sm_pair *p)
             p->msg_got += (uint64_t)n;
             if (p->msg_got == p->msg_size && pair_deliver(s, p))
                 sm_fail(s, SMARTT_ENOMEM);
-            continue;
+            continue; /* the rest of the message may still come: read on */
         }
+        size_t want = PAIR_INBUF - p->in_len;
         p->in_len += (size_t)n;
-        if (pair_parse(s, p))
-            return;
+        if (pair_parse(s, p) || (size_t)n < want)
+            return; /* a short read: the socket is drained */
     }
 }
 
@@ -577,13 +578,17 @@ int direct_progress(smartt_session *s)
             if (s->pairs[i]->backed)
                 pair_flush(s, s->pairs[i]);
     if (!s->live_pairs)
-        return s->err;
+        return in_read(s);
+    /* one epoll_wait says which sockets have bytes: no read that finds nothing */
     struct epoll_event ev[64];
     int n = epoll_wait(s->epfd, ev, 64, 0);
+    for (int i = 0; i < n && !s->err; i++) /* the daemon's first: DirectPeer before its pair */
+        if (ev[i].data.u64 == 0 && in_read(s))
+            return s->err;
     for (int i = 0; i < n && !s->err; i++) {
         uint64_t k = ev[i].data.u64;
         if (k == 0 || k > s->npairs)
-            continue; /* the daemon's socket: read by the caller */
+            continue;
         sm_pair *p = s->pairs[k - 1];
         if (p->fd < 0)
             continue;

@@ -273,9 +273,7 @@ int smartt_progress(smartt_session *s)
     if (!r)
         r = out_flush(s);
     if (!r)
-        r = in_read(s);
-    if (!r && s->direct)
-        r = direct_progress(s);
+        r = s->direct ? direct_progress(s) : in_read(s);
     direct_sync(s);
     if (r)
         return sm_fail(s, r);
