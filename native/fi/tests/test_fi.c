@@ -983,8 +983,8 @@ static void test_dead_peer(node *x, const char *sa)
 /* test_direct: two endpoints of one daemon talk over the direct path (the daemon made a
  * pair): tagged with PEEK/CLAIM/DISCARD, cancel and truncation, multi-receive, a flood
  * through a small unexpected queue, a rank killed mid-message (nothing of it, then its
- * next incarnation's message once), a killed peer's error completion; and with
- * SMARTT_FI_DIRECT=0 no pair is made. */
+ * next incarnation's message once), a killed peer's error completion, segmented
+ * messages expected and unexpected; and with SMARTT_FI_DIRECT=0 no pair is made. */
 static void test_direct(const char *sa)
 {
     long long p0 = counter(sa, "direct_pairs");
@@ -1001,6 +1001,13 @@ static void test_direct(const char *sa)
     CHECK(p1 - p0 == 1, "one pair for both ways: %lld", p1 - p0);
     test_crash(&y, sa);
     test_dead_peer(&x, sa);
+    node_close(&x);
+    node_close(&y);
+    /* segments over the pair: 64 KiB segments, expected and unexpected */
+    CHECK(node_open_env(&x, sa, "SMARTT_FI_SEGMENT", "65536") == 0 &&
+          node_open_env(&y, sa, "SMARTT_FI_SEGMENT", "65536") == 0, "segmenting nodes");
+    seg_roundtrip(&x, &y, (1u << 20) + 77, 21, 0);
+    seg_roundtrip(&x, &y, (3u << 20) + 5, 22, 1);
     node_close(&x);
     node_close(&y);
     setenv("SMARTT_FI_DIRECT", "0", 1);
