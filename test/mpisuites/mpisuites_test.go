@@ -47,11 +47,11 @@ func TestRenderExceptionsAndRatio(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| MPICH test/mpi pt2pt (Open MPI, <= 4 ranks) | 4 | 3 | 2 | 2 | 100 | 160 | 1.60x (**not met**) |",
+		"| MPICH test/mpi pt2pt (Open MPI, <= 4 ranks) | 4 daemons | 4 | 3 | 2 | 2 | 100 | 160 | 1.60x (**not met**) | 1 / 1 (1.00x, 1 tests) |",
 		"| mpich-pt2pt | b 2 | cancel of a sent message |",
 		"| mpich-pt2pt | c 4 | not diagnosed |",
 		"failing over tcp (1): d 2; of these, passing over smartt: d 2.",
-		"| fi_pingpong (RDM, msg and tagged, every size, data checks) | not run |",
+		"| fi_pingpong (RDM, msg and tagged, every size, data checks) | 4 daemons | not run |",
 		"NetPIPE: not run",
 	} {
 		if !strings.Contains(out, want) {
@@ -66,7 +66,7 @@ func TestRenderExceptionsAndRatio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "(Open MPI, <= 4 ranks) (first 60 testlist entries only) | 4 | 3 | 3 | 0 | 100 | 150 | 1.50x (met) |") || !strings.Contains(out, "Every test that passes over tcp passes over smartt") {
+	if !strings.Contains(out, "(Open MPI, <= 4 ranks) (first 60 testlist entries only) | 4 daemons | 4 | 3 | 3 | 0 | 100 | 150 | 1.50x (met) |") || !strings.Contains(out, "Every test that passes over tcp passes over smartt") {
 		t.Errorf("1.5x exactly and no exceptions should be met:\n%s", out)
 	}
 }
@@ -83,7 +83,7 @@ func TestRenderCutShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "| MPICH test/mpi coll (Open MPI, <= 4 ranks) (first 4/3 testlist entries only) | 4 | 4 | 2 | 1 | 100 | 100 | 1.50x (met), summed times of the 3 tests both ran |"
+	want := "| MPICH test/mpi coll (Open MPI, <= 4 ranks) (first 4/3 testlist entries only) | 4 daemons | 4 | 4 | 2 | 1 | 100 | 100 | 1.50x (met), summed times of the 3 tests both ran |"
 	if !strings.Contains(out, want) || !strings.Contains(out, "| mpich-coll | b 4 | not diagnosed |") || strings.Contains(out, "| mpich-coll | d 4 |") {
 		t.Errorf("want %q, b 4 an exception and d 4 not, in\n%s", want, out)
 	}
@@ -110,6 +110,34 @@ func TestRenderDaemons(t *testing.T) {
 	}
 	if strings.Contains(out, "(4 daemons)") {
 		t.Errorf("the default count named in\n%s", out)
+	}
+}
+
+// A one-daemon run (smartt-1d) is a row of its own beside the four-daemon one, its
+// exceptions named by the deployment; the passing-over-both column leaves out the tests
+// that failed on either side (time limits waited out on both would dilute the ratio).
+func TestRenderOneHost(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "tcp", "mpich-coll.tsv"), "# provider tcp suite mpich-coll wall_s 300.0 date D1 limit all\n"+
+		"a 4\tpass\t10.0\nb 4\tpass\t10.0\nhang 4\tfail\t180.0\n")
+	write(t, filepath.Join(dir, "smartt-1d", "mpich-coll.tsv"), "# provider smartt suite mpich-coll wall_s 330.0 date D2 limit all daemons 1\n"+
+		"a 4\tpass\t30.0\nb 4\tfail\t5.0\nhang 4\tfail\t180.0\n")
+	out, err := Render(dir, Causes{"mpich-coll (1 daemon)/b 4": "why"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| MPICH test/mpi coll (Open MPI, <= 4 ranks) | 4 daemons | 3 | 2 | not run | - | 300 | not run | - | - |",
+		"| MPICH test/mpi coll (Open MPI, <= 4 ranks) | 1 daemon | 3 | 2 | 1 | 1 | 300 | 330 | 1.10x (met) | 10 / 30 (3.00x, 1 tests) |",
+		"| mpich-coll (1 daemon) | b 4 | why |",
+		"smartt-1d mpich-coll D2 (1 daemons)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "| 1 daemon | not run") {
+		t.Errorf("a deployment never measured has rows:\n%s", out)
 	}
 }
 
