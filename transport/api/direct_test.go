@@ -135,7 +135,9 @@ func TestDirectPathCutover(t *testing.T) {
 	// The batch waits once the daemon's writer holds the first message (the receiver
 	// reads nothing): on a loaded machine reading 768 KiB from the sender can take a
 	// while, so this waits longer than waitFor's 5 s.
-	waitLong(t, 60*time.Second, func() bool { return a.API.Stats().LocalWaits > 0 })
+	if !waitLong(60*time.Second, func() bool { return a.API.Stats().LocalWaits > 0 }) {
+		t.Fatalf("the batch never waited at the daemon in 60 s: %+v", a.API.Stats())
+	}
 	const n = 300
 	go func() {
 		for i := 3; i < n; i++ {
@@ -347,12 +349,12 @@ func TestDirectPairsBound(t *testing.T) {
 	}
 }
 
-// waitLong polls cond every 10 ms until it holds, failing the test after d.
-func waitLong(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
+// waitLong polls cond every 10 ms until it holds (true) or d passed (false).
+func waitLong(d time.Duration, cond func() bool) bool {
 	for end := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("condition not reached in %v", d)
+			return false
 		}
 	}
+	return true
 }
