@@ -294,9 +294,21 @@ int smartt_send_fd_async(smartt_session *s, const smartt_addr *to, int memfd, ui
 int smartt_send_memfd(smartt_session *s, const smartt_addr *to, const smartt_memfd *m,
                       size_t len, uint32_t *tag)
 {
-    if (!m || len > m->capacity)
+    if (!s || !to || !m || m->fd < 0 || len == 0 || len > m->capacity)
         return SMARTT_EINVAL;
-    return smartt_send_fd_async(s, to, m->fd, len, tag);
+    sm_pair *pair = NULL;
+    sm_route *rp = NULL;
+    int rt = route(s, to, &pair, &rp);
+    if (rt == 1) /* the pair takes the bytes from the mapping we have: no mmap per message */
+        return direct_send(s, pair, m->data, len, tag);
+    if (rt == 2)
+        return direct_hold(s, rp, m->data, len, tag);
+    if (rt < 0)
+        return rt;
+    int r = relay_fd(s, to, m->fd, len, tag);
+    if (!r && rt == 3)
+        r = direct_ask(s, rp);
+    return r;
 }
 
 int smartt_want_sent(smartt_session *s, uint32_t tag)
