@@ -117,7 +117,7 @@ func TestDirectPath(t *testing.T) {
 // Messages through the daemon and then over a pair arrive in order: a receiver with a
 // small queue reads nothing at first, so batches (which never ask for a pair) wait at
 // the daemon; the next message gets the pair at once and the rest go over it, but the
-// receiver learns of the pair only behind the waiting messages. All 300 arrive in order.
+// receiver learns of the pair only behind the waiting messages. All arrive in order.
 func TestDirectPathCutover(t *testing.T) {
 	mn := daemon.NewMemNet()
 	a := startDaemon(t, mn, addrA, shortDir(t), func(c *smarttd.Config) {
@@ -125,23 +125,28 @@ func TestDirectPathCutover(t *testing.T) {
 	})
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(a.Config.API.Socket), 2)
-	// Batches of one 256 KiB message until one waits at the daemon (the receiver reads
-	// nothing): usually the second; more when the receiving socket takes the first ones
-	// whole (it once took all three of a batch, and nothing waited).
+	// Batches of small messages until one waits at the daemon. The receiving client calls
+	// nothing, but its idle reader (1 ms after its last call) reads: it once took a batch
+	// of 3 x 256 KiB as fast as the daemon wrote it, and nothing waited. Small messages
+	// come faster than it reads them (and its queue holds at most 4,096).
+	time.Sleep(20 * time.Millisecond) // the idle reader runs by now
 	k := 0
-	for ; k < 64 && a.API.Stats().LocalWaits == 0; k++ {
-		msg := []client.BatchMsg{{To: addrA, Endpoint: 2, Data: numbered(k, 256<<10)}}
-		if _, err := s.SendBatch(nil, msg); err != nil {
+	for k < 8192 && a.API.Stats().LocalWaits == 0 {
+		var batch []client.BatchMsg
+		for i := range 64 {
+			batch = append(batch, client.BatchMsg{To: addrA, Endpoint: 2, Data: numbered(k+i, 256)})
+		}
+		if _, err := s.SendBatch(nil, batch); err != nil {
 			t.Fatal(err)
 		}
-		if k > 0 {
-			waitLong(time.Second, func() bool { return a.API.Stats().LocalWaits > 0 })
-		}
+		k += len(batch)
+		waitLong(20*time.Millisecond, func() bool { return a.API.Stats().LocalWaits > 0 })
 	}
-	if a.API.Stats().LocalWaits == 0 {
+	if !waitLong(10*time.Second, func() bool { return a.API.Stats().LocalWaits > 0 }) {
 		t.Fatalf("no message waited at the daemon after %d: %+v", k, a.API.Stats())
 	}
-	const n = 300
+	t.Logf("%d messages through the daemon before one waited", k)
+	n := k + 297
 	go func() {
 		for i := k; i < n; i++ {
 			if _, err := s.SendAsync(addrA, 2, numbered(i, 100)); err != nil {
