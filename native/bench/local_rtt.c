@@ -1,6 +1,6 @@
 /* local_rtt: the round trip of a small message between two processes' sessions of one
  * daemon, over the direct path and through the daemon, in interleaved rounds:
- *   local_rtt SOCK ADDR ROUNDS N SIZE
+ *   local_rtt SOCK ADDR ROUNDS N SIZE (1 B .. 8 MiB)
  * (ADDR: the daemon's HOST:PORT). Each round runs N round trips on the direct sessions,
  * then N on the relayed ones; both processes block in poll() while they wait. Prints one
  * line per round and min/median/max of the per-round mean round trip in microseconds. */
@@ -69,7 +69,7 @@ static void echo(smartt_session *s[2])
 /* round runs n round trips of size bytes from s to `to`; mean microseconds. */
 static double round_trip(smartt_session *s, const smartt_addr *to, int n, size_t size)
 {
-    unsigned char buf[4096] = {0};
+    static unsigned char buf[8 << 20];
     double t0 = now_us();
     for (int i = 0; i < n; i++) {
         int r;
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
     const char *sock = argv[1], *addr = argv[2];
     int rounds = atoi(argv[3]), n = atoi(argv[4]);
     size_t size = (size_t)atoi(argv[5]);
-    if (rounds < 1 || rounds > 1000 || n < 1 || size < 1 || size > 4096)
+    if (rounds < 1 || rounds > 1000 || n < 1 || size < 1 || size > (8 << 20))
         return fprintf(stderr, "local_rtt: bad arguments\n"), 2;
     uint32_t base = 50000 + (uint32_t)(getpid() % 10000) * 4;
     pid_t pid = fork();
