@@ -234,7 +234,7 @@ func FilesDigest(root, cmd string, files []string) (string, error) {
 // (main.go: the flags' parsing). Their own imports are not followed: labRoots are.
 var labFiles = map[string][]string{
 	"sim":       {"main.go", "sim.go", "sweep.go", "ailb.go"},
-	"rlcc":      {"main.go", "rlcc.go", "rlcclstm.go", "rlccfig8.go"},
+	"rlcc":      {"main.go", "rlcc.go"},
 	"hwprofile": {"main.go", "hwprofile.go"},
 }
 
