@@ -137,9 +137,16 @@ func TestRenderNetPIPE(t *testing.T) {
 		"1\ttcp\t16777216\t1000\t1\n1\tsmartt\t16777216\t0\t0\n2\tsmartt\t16777216\t1200\t1\n3\tsmartt\t16777216\t1300\t1\n")
 	renderHas(t, dir, nil,
 		"3 rounds, D;",
+		"| metric | tcp | smartt, 4 daemons | ratio of medians | goal |",
 		"| latency at 8 B (us) | 10.0 / 11.0 / 12.0 | 14.0 / 16.0 / 20.0 | 1.45x (met) | <= 1.5x tcp |",
 		"| bandwidth at 1 MiB (Mbit/s) | 1000.0 / 1000.0 / 1000.0 | 900.0 / 900.0 / 900.0 | 0.90x (**not met**) | >= tcp |",
 		"| bandwidth at 16 MiB (Mbit/s) | 1000.0 / 1000.0 / 1000.0 | 0.0 / 1200.0 / 1300.0 | 1.20x (met) | >= tcp |")
+	// A one-daemon deployment measured in the same rounds gets its own columns.
+	write(t, filepath.Join(dir, "netpipe.tsv"), "# round\tprovider\tbytes\tMbps\tusec\tdate D\n"+
+		"1\ttcp\t8\t0.1\t10\n1\tsmartt\t8\t0.1\t40\n1\tsmartt-1d\t8\t0.1\t12\n")
+	renderHas(t, dir, nil, "| metric | tcp | smartt, 4 daemons | ratio of medians | smartt, 1 daemon | ratio of medians | goal |",
+		"| latency at 8 B (us) | 10.0 / 10.0 / 10.0 | 40.0 / 40.0 / 40.0 | 4.00x (**not met**) | 12.0 / 12.0 / 12.0 | 1.20x (met) | <= 1.5x tcp |",
+		"| bandwidth at 1 MiB (Mbit/s) | not run | not run | - | not run | - | >= tcp |")
 }
 
 // Malformed stored data is an error naming the file and line, never a silently short table.
