@@ -370,13 +370,14 @@ func (e *Endpoint) header(c *conn, t wire.Type, ev uint16) *wire.Packet {
 	return p
 }
 
-// control encodes control packet p of c into buf and describes it in *t.
+// control encodes control packet p of c into buf and describes it in *t, which is zero
+// (PollTransmit's): field by field, as a literal costs a whole-struct copy per packet.
 func (e *Endpoint) control(c *conn, p *wire.Packet, buf []byte, t *Transmit) bool {
 	n, err := p.Encode(buf)
 	if err != nil {
 		return false
 	}
-	*t = Transmit{N: n, To: c.peer, EV: p.EV, ECN: NotECT, Control: true, Type: p.Type}
+	t.N, t.To, t.EV, t.Control, t.Type = n, c.peer, p.EV, true, p.Type // ECN NotECT: zero
 	return true
 }
 
@@ -730,7 +731,7 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	if err != nil {
 		panic("transport: PollTransmit buffer smaller than MTU + header: " + err.Error())
 	}
-	*t = Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData}
+	t.N, t.To, t.EV, t.ECN, t.Type = n, c.peer, sp.ev, ECT0, wire.TypeData // t is zero (control)
 }
 
 // onAck processes an acknowledgement on the sender side.
