@@ -66,6 +66,10 @@ func (t *Tracker) Check(psn uint32) int {
 // has now arrived contiguously.
 func (t *Tracker) Mark(psn uint32) int {
 	d := wire.SeqDiff(psn, t.cum)
+	if d == 0 && t.above == 0 {
+		t.cum++ // in order with nothing beyond: no bit to set and clear again
+		return New
+	}
 	if d < 0 {
 		return Duplicate
 	}

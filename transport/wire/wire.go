@@ -345,13 +345,15 @@ func (p *Packet) decodeAck(b []byte) error {
 	if len(b) > need {
 		return ErrLength
 	}
-	off := AckFixedLen
-	for i := 0; i < int(a.SackWords); i++ {
-		a.Sack[i] = be.Uint64(b[off:])
-		off += 8
-	}
-	for i := int(a.SackWords); i < MaxSackWords; i++ {
-		a.Sack[i] = 0
+	off := AckFixedLen + 8*int(a.SackWords)
+	if a.SackWords == MaxSackWords { // the default: four loads, no loop
+		w := (*[8 * MaxSackWords]byte)(b[AckFixedLen:])
+		a.Sack = [MaxSackWords]uint64{be.Uint64(w[0:]), be.Uint64(w[8:]), be.Uint64(w[16:]), be.Uint64(w[24:])}
+	} else {
+		a.Sack = [MaxSackWords]uint64{}
+		for i := range a.Sack[:a.SackWords] {
+			a.Sack[i] = be.Uint64(b[AckFixedLen+8*i:])
+		}
 	}
 	for i := 0; i < int(a.NumClean); i++ {
 		a.CleanEVs[i] = be.Uint16(b[off:])
@@ -421,9 +423,17 @@ func (p *Packet) encode(b []byte, withPayload bool) (int, error) {
 	if p.Flags&^flagsKnown != 0 || p.Flags&FlagINT != 0 && p.Type != TypeData && p.Type != TypeAck {
 		return 0, ErrFlags
 	}
-	n := p.EncodedLen()
-	if !withPayload && p.Type == TypeData {
-		n -= len(p.Payload)
+	var n int
+	switch p.Type { // EncodedLen, the per-packet types without the call
+	case TypeData:
+		n = DataHdrLen + p.intLen()
+		if withPayload {
+			n += len(p.Payload)
+		}
+	case TypeAck:
+		n = AckFixedLen + 8*int(p.Ack.SackWords) + 2*int(p.Ack.NumClean) + p.intLen()
+	default:
+		n = p.EncodedLen()
 	}
 	if len(b) < n {
 		return 0, ErrBuffer
@@ -525,7 +535,7 @@ func (p *Packet) encodeAck(b []byte) error {
 	if p.DstConn == 0 {
 		return ErrConnID
 	}
-	h := (*[AckFixedLen + 8*MinSackWords]byte)(b)
+	h := (*[AckFixedLen]byte)(b)
 	p.putCommon((*[CommonLen]byte)(h[:CommonLen]))
 	be.PutUint32(h[24:], a.CumPSN)
 	be.PutUint32(h[28:], a.SackBase)
@@ -539,11 +549,17 @@ func (p *Packet) encodeAck(b []byte) error {
 	be.PutUint16(h[54:], a.PktCount)
 	be.PutUint64(h[56:], a.Delivered)
 	be.PutUint32(h[64:], a.Window)
-	be.PutUint64(h[AckFixedLen:], a.Sack[0])
-	off := AckFixedLen + 8
-	for _, w := range a.Sack[1:a.SackWords] {
-		be.PutUint64(b[off:], w)
-		off += 8
+	off := AckFixedLen + 8*int(a.SackWords)
+	if a.SackWords == MaxSackWords { // the default: four stores, no loop
+		w := (*[8 * MaxSackWords]byte)(b[AckFixedLen:])
+		be.PutUint64(w[0:], a.Sack[0])
+		be.PutUint64(w[8:], a.Sack[1])
+		be.PutUint64(w[16:], a.Sack[2])
+		be.PutUint64(w[24:], a.Sack[3])
+	} else {
+		for i, w := range a.Sack[:a.SackWords] {
+			be.PutUint64(b[AckFixedLen+8*i:], w)
+		}
 	}
 	for _, ev := range a.CleanEVs[:a.NumClean] {
 		be.PutUint16(b[off:], ev)
