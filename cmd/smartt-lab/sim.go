@@ -33,6 +33,7 @@ func bindSim(stderr io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	jsonOut := fs.Bool("json", false, "print the JSON summary instead of text")
 	cpuProf := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
 	shards := fs.Int("shards", 0, "goroutines (cores) running the fabric's two halves: 1 or 2, same result (0: the scenario's sim.shards)")
+	rtt := fs.Bool("rtt", false, "also report the senders' RTT distribution, one sample per ACK (output.rtt)")
 	compare := fs.String("compare", "", "run once per balancer in this comma-separated list (e.g. ecmp,ops,reps) and print a comparison; -out gets one FCT CDF of all")
 	return func(args []string, stdout io.Writer) error {
 		load := func() (*sim.Scenario, error) {
@@ -43,6 +44,7 @@ func bindSim(stderr io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 			if *shards != 0 {
 				sc.Sim.Shards = *shards
 			}
+			sc.Output.RTT = sc.Output.RTT || *rtt
 			return sc, applySimFlags(sc, *seed, *lb, *cc, *hosts, *osub, *size)
 		}
 		switch *plots {

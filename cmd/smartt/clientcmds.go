@@ -127,6 +127,8 @@ func runStatus(cf clientFlags, out io.Writer) error {
 		"%d received messages dropped, %d sends refused, %d sessions evicted idle, %d timed out mid-frame, %d stalled\n",
 		a.Sessions, l.MaxClients, a.Outstanding, l.MaxOutstandingTotal, a.RecvQueued, l.MaxRecvQueueTotal,
 		a.RecvOverflow+a.RecvOverflowTotal, a.MsgsRejected, a.SessionsEvicted, a.ReadTimeouts, a.ClientsStalled)
+	fmt.Fprintf(out, "control: %d of %d connections open, %d refused at max_control_conns\n",
+		a.ControlConns, l.MaxControlConns, a.ControlRefused)
 	fmt.Fprintf(out, "sockets: %s\n", socketCaps(caps.Socket))
 	fmt.Fprintf(out, "algorithms: cc %s, lb %s\n", strings.Join(caps.CC, " "), strings.Join(caps.LB, " "))
 	fmt.Fprintf(out, "messages: %d sent, %d failed, %d delivered (%d bytes)\n", e.MsgsSent, e.MsgsFailed, e.MsgsDelivered, e.BytesDelivered)

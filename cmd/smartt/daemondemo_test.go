@@ -157,7 +157,8 @@ func TestCLIAgainstDaemons(t *testing.T) {
 	out.Reset()
 	if err := runCLI(nil, &out, "status", "-socket", sockA); err != nil || !strings.Contains(out.String(), "messages: 8 sent, 0 failed") ||
 		!strings.Contains(out.String(), "of 512 sessions; 0 of 4294967296 bytes outstanding") ||
-		!strings.Contains(out.String(), "worst-case memory 15.9 GiB") {
+		!strings.Contains(out.String(), "worst-case memory 15.9 GiB") ||
+		!strings.Contains(out.String(), "of 256 connections open, 0 refused at max_control_conns") {
 		t.Fatalf("status: %v\n%s", err, out.String())
 	}
 	out.Reset()

@@ -165,10 +165,33 @@ func Exceptions(suite string, tcp, smartt *Run, causes Causes) []Exception {
 	return out
 }
 
-// Load reads every suite's runs under dir (docs/results/mpi): runs[provider][suite].
+// Setups are the smartt deployments the page compares with tcp, each a directory of
+// docs/results/mpi that scripts/mpi-suites writes (by SMARTT_DAEMONS).
+var Setups = []struct{ Dir, Title string }{
+	{"smartt", "4 daemons"},   // one per rank: as on four hosts, every message crosses UDP
+	{"smartt-1d", "1 daemon"}, // one for every rank: as on one host
+}
+
+// BothPassedSeconds sums the test times of the tests that passed in both runs: the
+// comparison that leaves out the time limits failing tests wait out on both.
+func BothPassedSeconds(a, b *Run) (sa, sb float64, n int) {
+	for name, oa := range a.Tests {
+		if ob, ok := b.Tests[name]; ok && oa.Pass && ob.Pass {
+			sa, sb, n = sa+oa.Seconds, sb+ob.Seconds, n+1
+		}
+	}
+	return sa, sb, n
+}
+
+// Load reads every suite's runs under dir (docs/results/mpi): runs[provider][suite],
+// provider "tcp" or a Setups directory.
 func Load(dir string) (map[string]map[string]*Run, error) {
 	runs := map[string]map[string]*Run{}
-	for _, p := range []string{"tcp", "smartt"} {
+	provs := []string{"tcp"}
+	for _, s := range Setups {
+		provs = append(provs, s.Dir)
+	}
+	for _, p := range provs {
 		runs[p] = map[string]*Run{}
 		for _, s := range Suites {
 			r, err := ReadRun(filepath.Join(dir, p, s.Name+".tsv"))

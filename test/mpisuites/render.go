@@ -18,43 +18,16 @@ func Render(dir string, causes Causes) (string, error) {
 	}
 	var b strings.Builder
 	var exc []Exception
-	b.WriteString("| suite | tests | pass over tcp | pass over smartt | tcp passes not passing over smartt | wall tcp (s) | wall smartt (s) | ratio (goal <= 1.5x) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| suite | smartt | tests | pass over tcp | pass over smartt | tcp passes not passing over smartt | wall tcp (s) | wall smartt (s) | ratio (goal <= 1.5x) | tests passing over both: tcp / smartt (s) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range Suites {
-		t, m := runs["tcp"][s.Name], runs["smartt"][s.Name]
-		if t == nil && m == nil {
-			fmt.Fprintf(&b, "| %s | not run | | | | | | |\n", s.Title)
-			continue
-		}
-		cell := func(r *Run, f func(*Run) string) string {
-			if r == nil {
-				return "not run"
+		for i, st := range Setups {
+			t, m := runs["tcp"][s.Name], runs[st.Dir][s.Name]
+			if m == nil && i > 0 {
+				continue // a deployment not measured at all is left out
 			}
-			return f(r)
+			exc = append(exc, writeRow(&b, s.Name, s.Title, st.Title, t, m, causes)...)
 		}
-		npass := func(r *Run) string { return strconv.Itoa(len(r.Passed())) }
-		wall := func(r *Run) string { return fmt.Sprintf("%.0f", r.Wall) }
-		tests := t
-		if tests == nil {
-			tests = m
-		}
-		missing, ratio := "-", "-"
-		if t != nil && m != nil {
-			e := Exceptions(s.Name, t, m, causes)
-			exc = append(exc, e...)
-			missing = strconv.Itoa(len(e))
-			ratio = verdict(m.Wall/t.Wall, m.Wall <= WallGoal*t.Wall)
-			if limits(t, m) != "" && t.Limit != m.Limit {
-				st, sm, n := CommonSeconds(t, m)
-				ratio = verdict(sm/st, sm <= WallGoal*st) + fmt.Sprintf(", summed times of the %d tests both ran", n)
-			}
-		}
-		title := s.Title
-		if lim := limits(t, m); lim != "" {
-			title += " (" + lim + ")"
-		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", title, len(tests.Tests),
-			cell(t, npass), cell(m, npass), missing, cell(t, wall), cell(m, wall), ratio)
 	}
 	b.WriteString("\n")
 	writeExceptions(&b, exc)
@@ -64,6 +37,50 @@ func Render(dir string, causes Causes) (string, error) {
 	}
 	writeDates(&b, runs)
 	return b.String(), nil
+}
+
+// writeRow writes one suite's row for one smartt deployment and returns its exceptions.
+func writeRow(b *strings.Builder, suite, title, setup string, t, m *Run, causes Causes) []Exception {
+	if t == nil && m == nil {
+		fmt.Fprintf(b, "| %s | %s | not run | | | | | | | |\n", title, setup)
+		return nil
+	}
+	cell := func(r *Run, f func(*Run) string) string {
+		if r == nil {
+			return "not run"
+		}
+		return f(r)
+	}
+	npass := func(r *Run) string { return strconv.Itoa(len(r.Passed())) }
+	wall := func(r *Run) string { return fmt.Sprintf("%.0f", r.Wall) }
+	tests := t
+	if tests == nil {
+		tests = m
+	}
+	var exc []Exception
+	missing, ratio, both := "-", "-", "-"
+	if t != nil && m != nil {
+		name := suite
+		if setup != Setups[0].Title {
+			name += " (" + setup + ")"
+		}
+		exc = Exceptions(name, t, m, causes)
+		missing = strconv.Itoa(len(exc))
+		ratio = verdict(m.Wall/t.Wall, m.Wall <= WallGoal*t.Wall)
+		if limits(t, m) != "" && t.Limit != m.Limit {
+			st, sm, n := CommonSeconds(t, m)
+			ratio = verdict(sm/st, sm <= WallGoal*st) + fmt.Sprintf(", summed times of the %d tests both ran", n)
+		}
+		if st, sm, n := BothPassedSeconds(t, m); n > 0 && st > 0 {
+			both = fmt.Sprintf("%.0f / %.0f (%.2fx, %d tests)", st, sm, sm/st, n)
+		}
+	}
+	if lim := limits(t, m); lim != "" {
+		title += " (" + lim + ")"
+	}
+	fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", title, setup, len(tests.Tests),
+		cell(t, npass), cell(m, npass), missing, cell(t, wall), cell(m, wall), ratio, both)
+	return exc
 }
 
 // limits says when a run covered only part of its testlist (MPICH_LIMIT).
@@ -204,8 +221,19 @@ func writeNetPIPE(b *strings.Builder, path string) error {
 	for _, p := range pts {
 		rounds = max(rounds, p.round)
 	}
+	var setups []string // the smartt deployments measured, in Setups' order
+	head := "| metric | tcp |"
+	for _, st := range Setups {
+		for _, p := range pts {
+			if p.provider == st.Dir {
+				setups = append(setups, st.Dir)
+				head += fmt.Sprintf(" smartt, %s | ratio of medians |", st.Title)
+				break
+			}
+		}
+	}
 	fmt.Fprintf(b, "NetPIPE (`NPopenmpi`, 2 ranks, tcp and smartt alternating, %d rounds, %s; min / median / max; 0 is a run that failed):\n\n", rounds, date)
-	b.WriteString("| metric | tcp | smartt | ratio of medians | goal |\n|---|---|---|---|---|\n")
+	b.WriteString(head + " goal |\n|---|---|" + strings.Repeat("---|---|", len(setups)) + "---|\n")
 	rows := []struct {
 		name  string
 		bytes int
@@ -230,16 +258,21 @@ func writeNetPIPE(b *strings.Builder, path string) error {
 			return fmt.Sprintf("%.1f / %.1f / %.1f", lo, med, hi), med
 		}
 		tc, tm := cell("tcp")
-		sc, sm := cell("smartt")
-		ratio, goal := "-", "<= 1.5x tcp"
+		line := fmt.Sprintf("| %s | %s |", r.name, tc)
+		for _, st := range setups {
+			sc, sm := cell(st)
+			ratio := "-"
+			if tm > 0 && sm > 0 {
+				q := sm / tm
+				ratio = verdict(q, (r.lat && q <= LatencyGoal) || (!r.lat && q >= 1))
+			}
+			line += fmt.Sprintf(" %s | %s |", sc, ratio)
+		}
+		goal := "<= 1.5x tcp"
 		if !r.lat {
 			goal = ">= tcp"
 		}
-		if tm > 0 && sm > 0 {
-			q := sm / tm
-			ratio = verdict(q, (r.lat && q <= LatencyGoal) || (!r.lat && q >= 1))
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", r.name, tc, sc, ratio, goal)
+		fmt.Fprintf(b, "%s %s |\n", line, goal)
 	}
 	b.WriteString("\n")
 	return nil
@@ -247,7 +280,11 @@ func writeNetPIPE(b *strings.Builder, path string) error {
 
 func writeDates(b *strings.Builder, runs map[string]map[string]*Run) {
 	var ds []string
-	for _, p := range []string{"tcp", "smartt"} {
+	provs := []string{"tcp"}
+	for _, st := range Setups {
+		provs = append(provs, st.Dir)
+	}
+	for _, p := range provs {
 		for _, s := range Suites {
 			if r := runs[p][s.Name]; r != nil {
 				d := fmt.Sprintf("%s %s %s", p, s.Name, r.Date)

@@ -34,6 +34,8 @@ type Result struct {
 	Ratio      float64 `json:"completion_rel"` // Completion / Ideal
 
 	FCT FCTSummary `json:"fct"`
+	// RTT is the distribution of the senders' RTT samples (output.rtt; nil otherwise).
+	RTT *RTTSummary `json:"rtt,omitempty"`
 
 	Drops      uint64 `json:"drops"`       // switch queues full
 	Trims      uint64 `json:"trims"`       // packets trimmed
@@ -208,6 +210,12 @@ func (s *Sim) result(wall time.Duration) *Result {
 			r.FreezeEpisodes += f.FreezeEpisodes()
 		}
 	}
+	if s.sc.Output.RTT {
+		var h rttHist
+		h.merge(&s.rtt[0])
+		h.merge(&s.rtt[1])
+		r.RTT = h.summary()
+	}
 	if s.lossSignals > 0 {
 		r.LossSignals = s.lossSignals
 		r.LossSignalDelay = float64(s.lossSignalNs) / float64(s.lossSignals)
@@ -319,6 +327,10 @@ func (r *Result) Summary() string {
 		r.Drops, r.Trims, r.Marks, r.LinkDrops, r.FlakyDrops, r.MaxQueue)
 	fmt.Fprintf(&b, "hosts: retx sack %d, nack %d, timeout %d; ce echoed %d; dup data %d; reps freezing episodes %d\n",
 		r.RetxSack, r.RetxNack, r.RetxTimeout, r.CEEchoed, r.DupData, r.FreezeEpisodes)
+	if r.RTT != nil {
+		fmt.Fprintf(&b, "rtt: %d samples, p50 %.2f us, p90 %.2f, p99 %.2f, max %.2f us\n", r.RTT.Samples,
+			float64(r.RTT.P50)/1e3, float64(r.RTT.P90)/1e3, float64(r.RTT.P99)/1e3, float64(r.RTT.Max)/1e3)
+	}
 	if r.LossSignals > 0 {
 		fmt.Fprintf(&b, "loss signals: %d NACKs and returned headers reached senders, %.2f us after the lost transmission on average; %d returned to sender (%d acted on, %d refused)\n",
 			r.LossSignals, r.LossSignalDelay/1e3, r.Returned, r.ReturnedRecv, r.ReturnedBad)

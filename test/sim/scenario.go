@@ -111,6 +111,9 @@ type OutputConfig struct {
 	// of SampleInterval: util.csv and util.png, in Mbit/s (0: off). The REPS paper's
 	// Fig. 1 plots ToR uplink utilisation in 20 us buckets.
 	SampleUtil config.Duration `yaml:"sample_util"`
+	// RTT records the RTT of every ACK a sender's congestion controller is given and
+	// reports their distribution (Result.RTT: median, 90th and 99th percentile).
+	RTT bool `yaml:"rtt"`
 	// MaxSamples bounds the samples kept per port (0: 100000).
 	MaxSamples int `yaml:"max_samples"`
 	// Progress prints a progress line to stderr every few seconds of wall time.

@@ -35,6 +35,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/hwprofile"
 	"github.com/smartt-transport/smartt/reps"
@@ -262,6 +263,7 @@ type Sim struct {
 	wallStart    time.Time
 	lastProgress time.Time
 	frz          [2][]freezer // by part
+	rtt          [2]rttHist   // by part: output.rtt
 
 	// Sharded runs (shard.go): the parts share the fabric's slices, each touching the
 	// elements of its own nodes only.
@@ -365,6 +367,7 @@ func New(sc *Scenario) (*Sim, error) {
 		return nil, err
 	}
 	var shared func(*rand.Rand) reps.Balancer
+	var sharedCC func() cc.Controller
 	for i := range s.hosts {
 		h := &s.hosts[i]
 		cfg, hk := tcfg, transport.Hooks{}
@@ -389,10 +392,14 @@ func New(sc *Scenario) (*Sim, error) {
 			if err != nil {
 				return nil, fmt.Errorf("transport: %w", err)
 			}
-			shared = probe.Hooks().NewBalancer
+			shared, sharedCC = probe.Hooks().NewBalancer, probe.Hooks().NewCC
 		}
 		mk := shared
 		part := s.partOf(int32(i))
+		if sc.Output.RTT {
+			mkcc, hist := sharedCC, &s.rtt[part]
+			hk.NewCC = func() cc.Controller { return tapRTT(mkcc(), hist) }
+		}
 		hk.Buffers = rxPool{rxBufs[part]}
 		if sc.Sim.Shards <= 1 {
 			hk.Buffers = rxPool{rxBufs[0]} // the parts take turns on one goroutine

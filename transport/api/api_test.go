@@ -610,6 +610,10 @@ func TestSendMemfdZeroCopy(t *testing.T) {
 		if _, err := p.Wait(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
+		// Counted before its Sent frame went out: a client that saw it sees the counts.
+		if st := a.API.Stats(); st.MsgsFD != uint64(i+1) || st.MsgsAccepted != uint64(i+1) || st.BytesAccepted != uint64((i+1)*len(want)) {
+			t.Fatalf("after Sent %d: memfd %d, accepted %d (%d bytes)", i, st.MsgsFD, st.MsgsAccepted, st.BytesAccepted)
+		}
 		got, err := r.Recv(ctx(t))
 		if err != nil || !bytes.Equal(got.Data, want) || got.FromEndpoint != 1 {
 			t.Fatalf("received %d bytes, %v", len(got.Data), err)

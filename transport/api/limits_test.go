@@ -402,7 +402,8 @@ func TestBadDestinationRefusesThatMessageOnly(t *testing.T) {
 			t.Fatalf("received %v %v, want %q", got, err, want)
 		}
 	}
-	if st := a.API.Stats(); st.BadDestination != 5 || st.MsgsRejected != 5 || st.ProtocolErrors != 0 || st.Sessions != 1 || st.Outstanding != 0 {
+	if st := a.API.Stats(); st.BadDestination != 5 || st.MsgsRejected != 5 || st.MsgsAccepted != 2 || st.BytesAccepted != 11 ||
+		st.MsgsFD != 0 || st.ProtocolErrors != 0 || st.Sessions != 1 || st.Outstanding != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -372,6 +372,7 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 		x.release(size)
 	}
 	putEnvelope(buf, sh.Endpoint, ep)
+	s.countAccepted(size, true) // before its Accepted and Sent frames, as on the local path
 	if frozen {
 		x.accept(tag, false)
 	}
@@ -384,6 +385,7 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 		x.completed(tag, nil, r)
 	})
 	if err != nil {
+		s.uncountAccepted(size, true)
 		unmap()
 		if frozen {
 			x.refused(tag, nil, size, err)
@@ -397,9 +399,6 @@ func (x *session) handleSendFD(tag uint32, sh SendHeader, destErr error, fd int)
 		x.enqueueError(tag, sendErrCode(err), err.Error())
 		return
 	}
-	s.msgsAccepted.Add(1)
-	s.bytesAccepted.Add(uint64(size))
-	s.fdMsgs.Add(1)
 }
 
 // rawWrite writes b to the non-blocking socket fd once (EAGAIN: nothing taken), without

@@ -1025,6 +1025,8 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		x.sendLocal(m, sh, ep, dst)
 		return nil
 	}
+	// Counted before its first packet: its Sent may reach the client before SendTo returns.
+	s.countAccepted(size, false)
 	x.track(tag, m, nil)
 	// More frames came with this one (a batch): the engine sends this message's first
 	// packets with the burst's, at the FlushHeld when the burst is read.
@@ -1039,13 +1041,30 @@ func (x *session) handleSend(tag uint32, sh SendHeader, destErr error) error {
 		x.setHandle(tag, m, h)
 	}
 	if err != nil {
+		s.uncountAccepted(size, false)
 		x.refused(tag, m, size, err)
 		m.put()
 		return nil
 	}
+	return nil
+}
+
+// countAccepted counts a message the daemon took (fd: through a memfd); uncountAccepted
+// takes it back when the node refused it after all (it is counted rejected instead).
+func (s *Server) countAccepted(size int64, fd bool) {
 	s.msgsAccepted.Add(1)
 	s.bytesAccepted.Add(uint64(size))
-	return nil
+	if fd {
+		s.fdMsgs.Add(1)
+	}
+}
+
+func (s *Server) uncountAccepted(size int64, fd bool) {
+	s.msgsAccepted.Add(^uint64(0))
+	s.bytesAccepted.Add(^uint64(size - 1))
+	if fd {
+		s.fdMsgs.Add(^uint64(0))
+	}
 }
 
 // smallMsg is the largest message buffer a sendMsg keeps for the next message; larger
