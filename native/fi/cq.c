@@ -85,7 +85,7 @@ int sfi_cq_add_ep(sfi_cq *cq, sfi_ep *ep)
     cq->refs++;
     if (cq->epfd >= 0 && ep->s) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
-        epoll_ctl(cq->epfd, EPOLL_CTL_ADD, smartt_fd(ep->s), &ev);
+        epoll_ctl(cq->epfd, EPOLL_CTL_ADD, smartt_poll_fd(ep->s), &ev);
     }
     return 0;
 }
@@ -98,7 +98,7 @@ void sfi_cq_del_ep(sfi_cq *cq, sfi_ep *ep)
         cq->eps[i] = cq->eps[--cq->neps];
         cq->refs--;
         if (cq->epfd >= 0 && ep->s)
-            epoll_ctl(cq->epfd, EPOLL_CTL_DEL, smartt_fd(ep->s), NULL);
+            epoll_ctl(cq->epfd, EPOLL_CTL_DEL, smartt_poll_fd(ep->s), NULL);
         return;
     }
 }
@@ -159,8 +159,8 @@ static nfds_t cq_pollfds(sfi_cq *cq, struct pollfd *p)
         sfi_ep *ep = cq->eps[i];
         if (!ep->s || ep->broken)
             continue;
-        p[n].fd = smartt_fd(ep->s);
-        p[n].events = POLLIN | (smartt_want_write(ep->s) ? POLLOUT : 0);
+        p[n].fd = smartt_poll_fd(ep->s); /* the daemon's socket and the direct path's pairs */
+        p[n].events = (short)smartt_poll_events(ep->s);
         p[n++].revents = 0;
     }
     pthread_mutex_unlock(&cq->dom->lock);
@@ -448,7 +448,7 @@ static int cntr_wait(struct fid_cntr *f, uint64_t threshold, int timeout)
         pthread_mutex_lock(&c->dom->lock);
         for (int i = 0; i < c->neps; i++)
             if (c->eps[i]->s && !c->eps[i]->broken)
-                p[n].fd = smartt_fd(c->eps[i]->s), p[n].events = POLLIN, p[n++].revents = 0;
+                p[n].fd = smartt_poll_fd(c->eps[i]->s), p[n].events = POLLIN, p[n++].revents = 0;
         pthread_mutex_unlock(&c->dom->lock);
         if (poll(p, (nfds_t)n, 10) < 0 && errno != EINTR)
             return -FI_EIO;

@@ -547,7 +547,8 @@ static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
     int sr = tx ? sfi_send_buf(ep, &to, h, SFI_HDR, iov, niov, 0, total, tx) : SMARTT_ENOMEM;
     if (sr) {
         free(tx);
-        if (sr != SMARTT_ENOMEM && sr != SMARTT_EINVAL)
+        /* EAGAIN: the direct path asks the daemon about a new peer, or its pair is full */
+        if (sr != SMARTT_ENOMEM && sr != SMARTT_EINVAL && sr != SMARTT_EAGAIN)
             sfi_ep_break(ep, sr);
         pthread_mutex_unlock(&ep->dom->lock);
         return sfi_err(sr);
@@ -1057,8 +1058,10 @@ static int ep_session(sfi_ep *ep, const struct fi_info *info)
     /* the endpoint sets up its own ring and memfds: messages in them are not copied again;
      * lazy Sent frames: a send completes at its Accepted frame, so a Sent frame nobody
      * waits for rides with the next frame instead of waking the rank on its own */
+    /* the direct path to endpoints of the same daemon unless SMARTT_FI_DIRECT=0 */
+    const char *d = getenv("SMARTT_FI_DIRECT");
     smartt_options o = {.no_lazy_sent = 0, .errbuf = err, .errlen = sizeof err, .auto_ring = -1,
-                        .sendfd_threshold = -1};
+                        .sendfd_threshold = -1, .direct = !(d && strcmp(d, "0") == 0)};
     int r = smartt_open(&ep->s, NULL, &o);
     if (r) {
         FI_WARN(&sfi_prov, FI_LOG_EP_CTRL, "cannot open a session on %s: %s %s\n",

@@ -103,6 +103,10 @@ static void pump(sfi_ep *ep, sfi_seg *g)
         seg_hdr(h, g, 0, g->off);
         sfi_tx *tx = calloc(1, sizeof *tx);
         int r = tx ? sfi_send_buf(ep, &g->to, h, sizeof h, g->iov, g->niov, g->off, len, tx) : SMARTT_ENOMEM;
+        if (r == SMARTT_EAGAIN) { /* the direct path's back-pressure: the next progress */
+            free(tx);
+            break;
+        }
         if (r) {
             free(tx);
             seg_fail(ep, g, -sfi_err(r), -r, smartt_strerror(r));

@@ -88,6 +88,16 @@ typedef struct smartt_options {
                           * negative: never); it holds 4 such messages (at most 64 MiB
                           * and the daemon's max), messages of 64 KiB and more then come
                           * through it and are copied out (in_ring stays 0) */
+    int direct;       /* 1: offer the direct path (docs/api.md "Direct path"): messages to
+                       * an endpoint bound by another session of the same daemon that also
+                       * has it go over a Unix socket pair between the two clients, not
+                       * through the daemon. Then smartt_send_async and the other sends may
+                       * answer SMARTT_EAGAIN (the daemon is being asked about a new
+                       * destination, or its pair holds PAIR_QMAX (1 MiB) unwritten bytes:
+                       * call smartt_progress and send again), a message over a pair is
+                       * ACCEPTED and SENT once written to it (FAILED if its receiver's
+                       * session ended), and a progress engine polls smartt_poll_fd(), not
+                       * smartt_fd() */
 } smartt_options;
 
 /* smartt_open connects to socket_path (NULL: smartt_default_socket()) and opens a
@@ -104,6 +114,7 @@ void smartt_close(smartt_session *s);
 #define SMARTT_CAP_LAZY_SENT 4u /* lazy Sent frames */
 #define SMARTT_CAP_CANCEL 8u    /* Cancel (protocol 2) */
 #define SMARTT_CAP_ACCEPTED 16u /* Accepted events (protocol 2) */
+#define SMARTT_CAP_DIRECT 32u   /* the direct path (smartt_options.direct, protocol 2) */
 unsigned smartt_caps(const smartt_session *s);
 int smartt_version(const smartt_session *s);          /* 1 or 2 */
 uint64_t smartt_max_ring(const smartt_session *s);    /* the daemon's Smartt-Recv-Ring */
@@ -113,6 +124,23 @@ uint64_t smartt_ring_auto(const smartt_session *s);   /* the automatic ring's si
 /* Non-blocking core. */
 int smartt_fd(const smartt_session *s);         /* poll it for POLLIN */
 int smartt_want_write(const smartt_session *s); /* 1: bytes queued, poll for POLLOUT too */
+/* smartt_poll_fd is the one descriptor a progress engine polls, for the events
+ * smartt_poll_events() names: smartt_fd() without the direct path; with it, an epoll
+ * descriptor that is readable when the daemon's socket or a pair has input, or room for
+ * bytes queued for it (smartt_want_write() also counts bytes queued for pairs). */
+int smartt_poll_fd(const smartt_session *s);
+int smartt_poll_events(const smartt_session *s); /* POLLIN, or POLLIN|POLLOUT */
+
+/* Direct path counters (zero without it). */
+typedef struct smartt_direct_stats {
+    uint64_t pairs;        /* pairs the daemon handed to this session */
+    uint64_t pairs_open;   /* of which still open */
+    uint64_t sent, received; /* messages written to / read from pairs */
+    uint64_t failed;       /* messages failed because their pair ended */
+    uint64_t bad;          /* pairs ended by a malformed header or an oversized message */
+    uint64_t cut;          /* pairs that ended in the middle of a message (dropped unread) */
+} smartt_direct_stats;
+int smartt_direct_stats_get(const smartt_session *s, smartt_direct_stats *st);
 /* smartt_progress writes and reads what it can without blocking and queues the
  * events; it returns the number of queued events or a negative error (the session is
  * then broken: every later call returns the same error). */
@@ -134,7 +162,7 @@ enum smartt_event_type {
 
 typedef struct smartt_event {
     int type;
-    uint32_t tag;     /* the request's tag (RECV: the daemon's sequence number) */
+    uint32_t tag;     /* the request's tag (RECV: the daemon's sequence number; 0 over a pair) */
     int status;       /* 0, or the error of FAILED/ERROR */
     uint32_t endpoint; /* BOUND: bound endpoint; RECV: our endpoint */
     uint32_t cancel;  /* CANCEL_RESULT */

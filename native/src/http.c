@@ -215,6 +215,9 @@ static int parse_101(smartt_session *s, const char *head)
     }
     if (s->version >= 2)
         s->caps |= SMARTT_CAP_CANCEL | SMARTT_CAP_ACCEPTED;
+    if (s->version >= 2 && s->want_direct && header(head, "Smartt-Direct", v, sizeof v) &&
+        strcmp(v, "1") == 0)
+        s->direct = 1, s->caps |= SMARTT_CAP_DIRECT;
     return 0;
 }
 
@@ -227,8 +230,9 @@ int http_upgrade(smartt_session *s, const char *proto, int timeout_ms, int lazy,
     char req[256];
     int n = snprintf(req, sizeof req,
                      "POST /v1/session HTTP/1.1\r\nHost: smarttd\r\nConnection: Upgrade\r\n"
-                     "Upgrade: %s\r\n%sContent-Length: 0\r\n\r\n",
-                     proto, lazy ? "Smartt-Lazy-Sent: 1\r\n" : "");
+                     "Upgrade: %s\r\n%s%sContent-Length: 0\r\n\r\n",
+                     proto, lazy ? "Smartt-Lazy-Sent: 1\r\n" : "",
+                     s->want_direct ? "Smartt-Direct: 1\r\n" : "");
     int r = write_all(s->fd, req, (size_t)n, dl);
     if (r)
         return r;

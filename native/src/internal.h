@@ -13,7 +13,8 @@ enum {
     F_BIND = 0x01, F_SEND = 0x02, F_DATA = 0x03, F_SENDFD = 0x04, F_RECVRING = 0x05,
     F_RELEASE = 0x06, F_WANTSENT = 0x07, F_CANCEL = 0x08,
     F_BOUND = 0x81, F_SENT = 0x82, F_FAILED = 0x83, F_RECV = 0x84, F_ERROR = 0x85,
-    F_RINGOK = 0x86, F_RECVAT = 0x87, F_ACCEPTED = 0x88, F_CANCELRES = 0x89
+    F_RINGOK = 0x86, F_RECVAT = 0x87, F_ACCEPTED = 0x88, F_CANCELRES = 0x89,
+    F_DIRECT = 0x09, F_DIRECTOK = 0x8a, F_DIRECTPEER = 0x8b
 };
 
 #define HDR 12
@@ -28,6 +29,33 @@ enum {
 #define AUTO_RING_MSGS 4
 #define MAX_AUTO_RING (64ull << 20)
 enum { AUTO_IDLE, AUTO_TRYING, AUTO_ON, AUTO_OFF };
+
+/* The direct path (direct.c). */
+#define DIRECT_REQ 22          /* Direct: address 16, port 2, endpoint 4 */
+#define DIRECT_OK 9            /* DirectOK: status 1, pair 8 */
+#define DIRECT_PEER 34         /* DirectPeer: pair 8, from 22, our endpoint 4 */
+#define PAIR_HDR 16            /* a message on a pair: type 1, 7 zero bytes, size u64 */
+#define MAX_PAIRS 1024         /* the daemon's bound per session */
+#define PAIR_QMAX (1u << 20)   /* bytes queued for a pair beyond which sends wait */
+#define PAIR_INBUF (64u << 10)
+#define PAIR_READS 16          /* reads of one pair per progress */
+#define RELAY_AGAIN 4096       /* relayed messages before asking again after a refusal */
+#define MAX_FDS_IN 64          /* received descriptors not yet claimed by a frame */
+#define MAX_ROUTES 65536
+#define ASK_WAIT_MS 50          /* how long a send waits for the daemon's answer */
+typedef struct sm_pair sm_pair;
+enum { R_NONE, R_ASKING, R_PAIR, R_RELAY };
+typedef struct sm_route {
+    unsigned char key[DIRECT_REQ];
+    int used, state;
+    uint32_t tag;  /* R_ASKING: the Direct request's */
+    uint32_t left; /* R_RELAY: messages before asking again */
+    sm_pair *pair; /* R_PAIR */
+    /* R_ASKING: messages sent meanwhile, each PAIR_HDR and its bytes, and their tags */
+    unsigned char *held;
+    size_t held_len, held_cap, nheld, htags_cap;
+    uint32_t *htags;
+} sm_route;
 
 /* An event queue: a growable ring of events. */
 typedef struct evq {
@@ -87,6 +115,16 @@ struct smartt_session {
 
     evq done; /* replies and outcomes */
     evq recv; /* received messages and tag-0 errors */
+
+    /* The direct path (direct.c); epfd -1 without it. */
+    int want_direct, direct, epfd, out_armed;
+    int fds_in[MAX_FDS_IN];
+    size_t nfds_in;
+    sm_pair **pairs; /* every pair ever granted (dead ones keep their id) */
+    size_t npairs, pairs_cap, live_pairs, backed_pairs;
+    sm_route *routes;
+    size_t routes_cap, nroutes;
+    smartt_direct_stats st;
 };
 
 int evq_push(evq *q, const smartt_event *e);
@@ -123,5 +161,22 @@ void auto_ring_start(smartt_session *s, uint64_t size); /* session.c */
 int http_upgrade(smartt_session *s, const char *proto, int timeout_ms, int lazy,
                  char *errbuf, size_t errlen);
 int sock_connect(const char *path, int timeout_ms);
+int sm_request(smartt_session *s, int type, uint32_t tag, const void *p, size_t n, int fd);
+
+/* direct.c */
+ssize_t sm_read(smartt_session *s, struct iovec *iov, int n); /* recvmsg, keeping descriptors */
+int direct_setup(smartt_session *s);
+void direct_free(smartt_session *s);
+int direct_frame(smartt_session *s, int type, uint32_t tag, const unsigned char *p, uint32_t n);
+int direct_progress(smartt_session *s);
+void direct_sync(smartt_session *s); /* the daemon socket's EPOLLOUT follows its queue */
+/* direct_route: 0 through the daemon; 3 through the daemon, then direct_ask(*rp); 1 the
+ * pair *pp; 2 hold it in *rp (direct_hold) while the daemon is asked; SMARTT_EAGAIN when
+ * the pair or the held messages reach PAIR_QMAX. */
+int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp, sm_route **rp);
+int direct_ask(smartt_session *s, sm_route *r);
+int direct_hold(smartt_session *s, sm_route *r, const void *buf, size_t len, uint32_t *tag);
+int sm_relay(smartt_session *s, const smartt_addr *to, const void *buf, size_t len, uint32_t tag);
+int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint32_t *tag);
 
 #endif

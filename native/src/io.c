@@ -270,10 +270,10 @@ int write_iov(smartt_session *s, struct iovec *iov, int n, int blocking, int tim
  * runs progress; SMARTT_ETIMEDOUT when nothing came. */
 int wait_io(smartt_session *s, int timeout_ms, int want_write)
 {
-    struct pollfd p = {s->fd, POLLIN, 0};
+    struct pollfd p[2] = {{s->fd, POLLIN, 0}, {s->epfd, POLLIN, 0}};
     if (want_write || s->out_head < s->out_len)
-        p.events |= POLLOUT;
-    int r = poll(&p, 1, timeout_ms);
+        p[0].events |= POLLOUT;
+    int r = poll(p, s->epfd >= 0 ? 2 : 1, timeout_ms);
     if (r < 0 && errno != EINTR)
         return sm_fail(s, SMARTT_EIO);
     if (r <= 0)

@@ -157,6 +157,9 @@ static int on_frame(smartt_session *s, int type, uint32_t tag, const unsigned ch
             return SMARTT_EPROTO;
         e.type = SMARTT_EV_ACCEPTED;
         break;
+    case F_DIRECTOK:
+    case F_DIRECTPEER:
+        return direct_frame(s, type, tag, p, n);
     case F_CANCELRES:
         if (s->version < 2 || n != 1 || p[0] > 2)
             return SMARTT_EPROTO;
@@ -227,7 +230,7 @@ int in_read(smartt_session *s)
         if (s->direct_left) {
             struct iovec iov[2] = {{s->cur_buf + s->cur_got, s->direct_left},
                                    {s->in + s->in_len, s->in_cap - s->in_len}};
-            n = readv(s->fd, iov, 2);
+            n = sm_read(s, iov, 2);
             if (n > 0) {
                 size_t a = (size_t)n < s->direct_left ? (size_t)n : s->direct_left;
                 s->cur_got += a, s->direct_left -= a, s->in_len += (size_t)n - a;
@@ -236,7 +239,8 @@ int in_read(smartt_session *s)
             }
         } else {
             size_t want = s->in_cap - s->in_len;
-            n = read(s->fd, s->in + s->in_len, want);
+            struct iovec iov = {s->in + s->in_len, want};
+            n = sm_read(s, &iov, 1);
             if (n > 0)
                 s->in_len += (size_t)n;
             if (n > 0 && (size_t)n < want) { /* a short read: the socket is drained */
@@ -269,7 +273,8 @@ int smartt_progress(smartt_session *s)
     if (!r)
         r = out_flush(s);
     if (!r)
-        r = in_read(s);
+        r = s->direct ? direct_progress(s) : in_read(s);
+    direct_sync(s);
     if (r)
         return sm_fail(s, r);
     size_t n = s->done.n + s->recv.n;
@@ -311,6 +316,7 @@ int smartt_release(smartt_session *s, smartt_event *ev)
         int r = out_releases(s);
         if (!r)
             r = out_flush(s);
+        direct_sync(s);
         return r ? sm_fail(s, r) : 0;
     }
     return 0;

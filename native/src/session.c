@@ -11,6 +11,7 @@
 
 static void free_session(smartt_session *s)
 {
+    direct_free(s); /* first: its peers learn at once that the session ended */
     if (s->fd >= 0)
         close(s->fd);
     for (size_t i = 0; i < s->nfds; i++)
@@ -56,7 +57,9 @@ int smartt_open(smartt_session **out, const char *socket_path, const smartt_opti
     if (!s)
         return SMARTT_ENOMEM;
     s->fd = -1;
+    s->epfd = -1;
     s->big.fd = -1;
+    s->want_direct = o && o->direct;
     s->fd_threshold = o && o->sendfd_threshold ? o->sendfd_threshold : 4ll << 20;
     s->auto_min = o && o->auto_ring ? o->auto_ring : AUTO_RING;
     s->socket_path = strdup(socket_path ? socket_path : smartt_default_socket());
@@ -73,6 +76,8 @@ int smartt_open(smartt_session **out, const char *socket_path, const smartt_opti
         r = try_open(s, "smartt-msg/1", o, tmo);
     if (r == 1)
         r = SMARTT_EVERSION;
+    if (!r)
+        r = direct_setup(s);
     if (!r)
         r = in_parse(s);
     if (r) {
@@ -94,10 +99,13 @@ int smartt_version(const smartt_session *s) { return s ? s->version : SMARTT_EIN
 uint64_t smartt_max_ring(const smartt_session *s) { return s ? s->max_ring : 0; }
 uint32_t smartt_endpoint(const smartt_session *s) { return s ? s->endpoint : 0; }
 int smartt_fd(const smartt_session *s) { return s ? s->fd : SMARTT_EINVAL; }
-int smartt_want_write(const smartt_session *s) { return s && s->out_head < s->out_len; }
+int smartt_want_write(const smartt_session *s)
+{
+    return s && (s->out_head < s->out_len || s->backed_pairs);
+}
 
-/* request queues one small frame and writes what it can. */
-static int request(smartt_session *s, int type, uint32_t tag, const void *p, size_t n, int fd)
+/* sm_request queues one small frame and writes what it can. */
+int sm_request(smartt_session *s, int type, uint32_t tag, const void *p, size_t n, int fd)
 {
     if (s->err)
         return s->err;
@@ -108,6 +116,7 @@ static int request(smartt_session *s, int type, uint32_t tag, const void *p, siz
         r = out_frame(s, type, tag, p, n);
     if (!r)
         r = out_flush(s);
+    direct_sync(s);
     return r ? sm_fail(s, r) : 0;
 }
 
@@ -118,7 +127,7 @@ int smartt_bind_start(smartt_session *s, uint32_t endpoint, uint32_t *tag)
     unsigned char p[4];
     put_u32(p, endpoint);
     uint32_t t = sm_tag(s);
-    int r = request(s, F_BIND, t, p, 4, -1);
+    int r = sm_request(s, F_BIND, t, p, 4, -1);
     if (!r && tag)
         *tag = t;
     return r;
@@ -150,7 +159,7 @@ static int send_frames(smartt_session *s, const smartt_addr *to, const void *buf
     int r = SMARTT_ENOMEM;
     if (!h || !iov)
         goto out;
-    uint32_t t = sm_tag(s);
+    uint32_t t = tag && *tag ? *tag : sm_tag(s); /* a held message keeps its tag */
     int n = 0;
     size_t hp = 0;
     if (s->nrel) { /* pending ring releases go first, in the same write */
@@ -196,10 +205,72 @@ out:
     return r;
 }
 
+/* route picks the way to `to`: 0 through the daemon, 1 the pair *pp, or an error
+ * (SMARTT_EAGAIN: ask again after progress). */
+static int route(smartt_session *s, const smartt_addr *to, sm_pair **pp, sm_route **rp)
+{
+    if (s->err)
+        return s->err;
+    return direct_route(s, to, pp, rp);
+}
+
+/* sm_relay sends a held message through the daemon with its tag. */
+int sm_relay(smartt_session *s, const smartt_addr *to, const void *buf, size_t len, uint32_t tag)
+{
+    return send_frames(s, to, buf, len, &tag, 0, 0);
+}
+
 int smartt_send_async(smartt_session *s, const smartt_addr *to, const void *buf, size_t len,
                       uint32_t *tag)
 {
-    return send_frames(s, to, buf, len, tag, 0, 0);
+    sm_pair *p = NULL;
+    sm_route *rt = NULL;
+    if (!s || !to || !buf || len == 0 || len > MAX_RECV_SIZE)
+        return SMARTT_EINVAL;
+    if (tag)
+        *tag = 0;
+    int r = route(s, to, &p, &rt);
+    if (r == 1)
+        return direct_send(s, p, buf, len, tag);
+    if (r == 2)
+        return direct_hold(s, rt, buf, len, tag);
+    if (r < 0)
+        return r;
+    int e = send_frames(s, to, buf, len, tag, 0, 0);
+    if (!e && r == 3)
+        e = direct_ask(s, rt);
+    direct_sync(s);
+    return e;
+}
+
+/* send_mapped writes a memfd's message to a pair or holds it (the pair takes bytes, not
+ * memfds). */
+static int send_mapped(smartt_session *s, sm_pair *p, sm_route *rt, int memfd, uint64_t size,
+                       uint32_t *tag)
+{
+    size_t len = (size_t)size + SMARTT_HEADROOM;
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, memfd, 0);
+    if (m == MAP_FAILED)
+        return SMARTT_ESYS;
+    unsigned char *d = (unsigned char *)m + SMARTT_HEADROOM;
+    int r = p ? direct_send(s, p, d, (size_t)size, tag) : direct_hold(s, rt, d, (size_t)size, tag);
+    munmap(m, len);
+    return r;
+}
+
+/* relay_fd passes a memfd's message to the daemon (SendFD). */
+static int relay_fd(smartt_session *s, const smartt_addr *to, int memfd, uint64_t size,
+                    uint32_t *tag)
+{
+    if (!(s->caps & SMARTT_CAP_SENDFD))
+        return SMARTT_ENOTSUP;
+    unsigned char p[SEND_HDR];
+    send_hdr(p, to, size);
+    uint32_t t = sm_tag(s);
+    int r = sm_request(s, F_SENDFD, t, p, SEND_HDR, memfd);
+    if (!r && tag)
+        *tag = t;
+    return r;
 }
 
 int smartt_send_fd_async(smartt_session *s, const smartt_addr *to, int memfd, uint64_t size,
@@ -207,23 +278,37 @@ int smartt_send_fd_async(smartt_session *s, const smartt_addr *to, int memfd, ui
 {
     if (!s || !to || memfd < 0 || size == 0 || size > MAX_RECV_SIZE)
         return SMARTT_EINVAL;
-    if (!(s->caps & SMARTT_CAP_SENDFD))
-        return SMARTT_ENOTSUP;
-    unsigned char p[SEND_HDR];
-    send_hdr(p, to, size);
-    uint32_t t = sm_tag(s);
-    int r = request(s, F_SENDFD, t, p, SEND_HDR, memfd);
-    if (!r && tag)
-        *tag = t;
+    sm_pair *pair = NULL;
+    sm_route *rp = NULL;
+    int rt = route(s, to, &pair, &rp);
+    if (rt == 1 || rt == 2)
+        return send_mapped(s, rt == 1 ? pair : NULL, rp, memfd, size, tag);
+    if (rt < 0)
+        return rt;
+    int r = relay_fd(s, to, memfd, size, tag);
+    if (!r && rt == 3)
+        r = direct_ask(s, rp);
     return r;
 }
 
 int smartt_send_memfd(smartt_session *s, const smartt_addr *to, const smartt_memfd *m,
                       size_t len, uint32_t *tag)
 {
-    if (!m || len > m->capacity)
+    if (!s || !to || !m || m->fd < 0 || len == 0 || len > m->capacity)
         return SMARTT_EINVAL;
-    return smartt_send_fd_async(s, to, m->fd, len, tag);
+    sm_pair *pair = NULL;
+    sm_route *rp = NULL;
+    int rt = route(s, to, &pair, &rp);
+    if (rt == 1) /* the pair takes the bytes from the mapping we have: no mmap per message */
+        return direct_send(s, pair, m->data, len, tag);
+    if (rt == 2)
+        return direct_hold(s, rp, m->data, len, tag);
+    if (rt < 0)
+        return rt;
+    int r = relay_fd(s, to, m->fd, len, tag);
+    if (!r && rt == 3)
+        r = direct_ask(s, rp);
+    return r;
 }
 
 int smartt_want_sent(smartt_session *s, uint32_t tag)
@@ -232,7 +317,12 @@ int smartt_want_sent(smartt_session *s, uint32_t tag)
         return SMARTT_EINVAL;
     if (!(s->caps & SMARTT_CAP_LAZY_SENT))
         return 0;
-    return request(s, F_WANTSENT, tag, NULL, 0, -1);
+    for (size_t i = 0; s->direct && i < s->done.n; i++) { /* a pair's message: done here */
+        const smartt_event *e = &s->done.ev[(s->done.head + i) % s->done.cap];
+        if (e->tag == tag && (e->type == SMARTT_EV_SENT || e->type == SMARTT_EV_FAILED))
+            return 0;
+    }
+    return sm_request(s, F_WANTSENT, tag, NULL, 0, -1);
 }
 
 int smartt_cancel(smartt_session *s, uint32_t tag)
@@ -241,7 +331,7 @@ int smartt_cancel(smartt_session *s, uint32_t tag)
         return SMARTT_EINVAL;
     if (!(s->caps & SMARTT_CAP_CANCEL))
         return SMARTT_ENOTSUP;
-    return request(s, F_CANCEL, tag, NULL, 0, -1);
+    return sm_request(s, F_CANCEL, tag, NULL, 0, -1);
 }
 
 int smartt_memfd_open(smartt_memfd *m, size_t capacity)
@@ -305,7 +395,7 @@ int smartt_ring_start(smartt_session *s, uint64_t size, uint64_t min_message, ui
     put_u64(pl + 8, min_message);
     uint32_t t = sm_tag(s);
     s->ring = p, s->ring_size = size, s->ring_tag = t;
-    int r = request(s, F_RECVRING, t, pl, min_message ? 16 : 8, fd);
+    int r = sm_request(s, F_RECVRING, t, pl, min_message ? 16 : 8, fd);
     close(fd); /* the queue holds its own copy until it is sent */
     if (!r && tag)
         *tag = t;
@@ -375,7 +465,7 @@ static int send_big(smartt_session *s, const smartt_addr *to, const void *buf, s
         }
     }
     memcpy(s->big.data, buf, len);
-    return smartt_send_memfd(s, to, &s->big, len, tag);
+    return relay_fd(s, to, s->big.fd, len, tag);
 }
 
 int smartt_send(smartt_session *s, const smartt_addr *to, const void *buf, size_t len,
@@ -385,10 +475,31 @@ int smartt_send(smartt_session *s, const smartt_addr *to, const void *buf, size_
     smartt_event ev;
     if (!s || !to || !buf || len == 0 || len > MAX_RECV_SIZE)
         return SMARTT_EINVAL;
-    int r = send_big(s, to, buf, len, &tag), big = r != SMARTT_ENOTSUP;
-    if (!big)
+    long long dl = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    sm_pair *p = NULL;
+    sm_route *rp = NULL;
+    int rt;
+    tag = 0;
+    while ((rt = route(s, to, &p, &rp)) == SMARTT_EAGAIN) { /* holding, or the pair is full */
+        int left = dl < 0 ? -1 : (int)(dl - now_ms());
+        if (dl >= 0 && left <= 0)
+            return SMARTT_ETIMEDOUT;
+        int w = wait_io(s, left, 0);
+        if (w < 0 && w != SMARTT_ETIMEDOUT)
+            return w;
+    }
+    if (rt < 0)
+        return rt;
+    int relay = rt == 0 || rt == 3;
+    int r = rt == 1   ? direct_send(s, p, buf, len, &tag)
+            : rt == 2 ? direct_hold(s, rp, buf, len, &tag)
+                      : send_big(s, to, buf, len, &tag);
+    int big = relay && r != SMARTT_ENOTSUP;
+    if (relay && !big)
         r = send_frames(s, to, buf, len, &tag, 1, timeout_ms);
-    if (!r && s->received)
+    if (!r && rt == 3)
+        r = direct_ask(s, rp);
+    if (!r && s->received && relay)
         r = smartt_want_sent(s, tag);
     unsigned mask = 1u << SMARTT_EV_SENT | 1u << SMARTT_EV_FAILED | 1u << SMARTT_EV_ERROR;
     if (!r)

@@ -115,9 +115,9 @@ func TestDirectPath(t *testing.T) {
 }
 
 // Messages through the daemon and then over a pair arrive in order: a receiver with a
-// small queue reads nothing at first, so a batch (which never asks for a pair) waits at
+// small queue reads nothing at first, so batches (which never ask for a pair) wait at
 // the daemon; the next message gets the pair at once and the rest go over it, but the
-// receiver learns of the pair only behind the waiting messages. All 300 arrive in order.
+// receiver learns of the pair only behind the waiting messages. All arrive in order.
 func TestDirectPathCutover(t *testing.T) {
 	mn := daemon.NewMemNet()
 	a := startDaemon(t, mn, addrA, shortDir(t), func(c *smarttd.Config) {
@@ -125,17 +125,30 @@ func TestDirectPathCutover(t *testing.T) {
 	})
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(a.Config.API.Socket), 2)
-	var batch []client.BatchMsg
-	for i := range 3 {
-		batch = append(batch, client.BatchMsg{To: addrA, Endpoint: 2, Data: numbered(i, 256<<10)})
+	// Batches of small messages until one waits at the daemon. The receiving client calls
+	// nothing, but its idle reader (1 ms after its last call) reads: it once took a batch
+	// of 3 x 256 KiB as fast as the daemon wrote it, and nothing waited. Small messages
+	// come faster than it reads them (and its queue holds at most 4,096).
+	time.Sleep(20 * time.Millisecond) // the idle reader runs by now
+	k := 0
+	for k < 8192 && a.API.Stats().LocalWaits == 0 {
+		var batch []client.BatchMsg
+		for i := range 64 {
+			batch = append(batch, client.BatchMsg{To: addrA, Endpoint: 2, Data: numbered(k+i, 256)})
+		}
+		if _, err := s.SendBatch(nil, batch); err != nil {
+			t.Fatal(err)
+		}
+		k += len(batch)
+		waitLong(20*time.Millisecond, func() bool { return a.API.Stats().LocalWaits > 0 })
 	}
-	if _, err := s.SendBatch(nil, batch); err != nil {
-		t.Fatal(err)
+	if !waitLong(10*time.Second, func() bool { return a.API.Stats().LocalWaits > 0 }) {
+		t.Fatalf("no message waited at the daemon after %d: %+v", k, a.API.Stats())
 	}
-	waitFor(t, func() bool { return a.API.Stats().LocalWaits > 0 })
-	const n = 300
+	t.Logf("%d messages through the daemon before one waited", k)
+	n := k + 297
 	go func() {
-		for i := 3; i < n; i++ {
+		for i := k; i < n; i++ {
 			if _, err := s.SendAsync(addrA, 2, numbered(i, 100)); err != nil {
 				t.Error(err)
 				return
@@ -144,8 +157,8 @@ func TestDirectPathCutover(t *testing.T) {
 	}()
 	recvSeq(t, r, n, 1)
 	st := a.API.Stats()
-	if st.MsgsLocal != 3 || st.DirectGrants != 1 {
-		t.Fatalf("msgs_local %d (want 3), direct_grants %d", st.MsgsLocal, st.DirectGrants)
+	if st.MsgsLocal != uint64(k) || st.DirectGrants != 1 {
+		t.Fatalf("msgs_local %d (want %d), direct_grants %d", st.MsgsLocal, k, st.DirectGrants)
 	}
 }
 
@@ -342,4 +355,14 @@ func TestDirectPairsBound(t *testing.T) {
 	if st := a.API.Stats(); st.DirectPairs != 1 || st.DirectGrants != 2 || st.MsgsLocal != 2 {
 		t.Fatalf("direct_pairs %d, direct_grants %d, msgs_local %d", st.DirectPairs, st.DirectGrants, st.MsgsLocal)
 	}
+}
+
+// waitLong polls cond every 10 ms until it holds (true) or d passed (false).
+func waitLong(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
 }

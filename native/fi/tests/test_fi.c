@@ -938,6 +938,89 @@ static void test_segments(node *b)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* test_dead_peer: a send to a killed peer over its pair ends in an error completion
+ * (fi_cq_readerr, FI_EIO), not a silent success; messages before it arrived. */
+static void test_dead_peer(node *x, const char *sa)
+{
+    int up[2], go[2];
+    CHECK(pipe(up) == 0 && pipe(go) == 0, "pipes");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        node c;
+        if (node_open(&c, sa))
+            _exit(3);
+        fi_addr_t cx = add_peer(&c, x);
+        struct fi_cq_tagged_entry ce;
+        char in[8];
+        if (send_wait(&c, "hi", 3, cx, 0x7000, NULL) || comp(&c, &ce, NULL, 10000) != 1 ||
+            fi_trecv(c.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x7001, 0, NULL) ||
+            write(up[1], c.name, c.namelen) != (ssize_t)c.namelen)
+            _exit(4);
+        for (;;) /* receives x's message, then waits to be killed */
+            fi_cq_read(c.cq, &ce, 1);
+    }
+    node c = {0};
+    c.namelen = (size_t)read(up[0], c.name, sizeof c.name);
+    char in[8] = {0};
+    struct fi_cq_tagged_entry e;
+    CHECK(fi_trecv(x->ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, 0x7000, 0, NULL) == 0, "trecv");
+    CHECK(comp(x, &e, NULL, 10000) == 1 && !strcmp(in, "hi"), "the peer's message");
+    fi_addr_t xc = add_peer(x, &c);
+    for (int i = 0; i < 2; i++) /* the first through the daemon, then the pair */
+        CHECK(send_wait(x, "yo", 3, xc, 0x7001, NULL) == 0 && comp(x, &e, NULL, 10000) == 1, "to the peer");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    struct fi_context ctx;
+    CHECK(send_wait(x, "lost", 5, xc, 0x7001, &ctx) == 0, "send to the killed peer");
+    long long t0 = now_ms();
+    int r = comp(x, &e, NULL, 5000);
+    CHECK(r == -FI_EIO && last_err.op_context == &ctx, "error completion: %d", r);
+    CHECK(now_ms() - t0 < 5000, "at once");
+    close(up[0]), close(up[1]), close(go[0]), close(go[1]);
+}
+
+/* test_direct: two endpoints of one daemon talk over the direct path (the daemon made a
+ * pair): tagged with PEEK/CLAIM/DISCARD, cancel and truncation, multi-receive, a flood
+ * through a small unexpected queue, a rank killed mid-message (nothing of it, then its
+ * next incarnation's message once), a killed peer's error completion, segmented
+ * messages expected and unexpected; and with SMARTT_FI_DIRECT=0 no pair is made. */
+static void test_direct(const char *sa)
+{
+    long long p0 = counter(sa, "direct_pairs");
+    node x, y;
+    int r = node_open(&x, sa);
+    CHECK(r == 0, "node x %d", r);
+    CHECK((r = node_open(&y, sa)) == 0, "node y %d", r);
+    if (fails)
+        return;
+    test_tagged(&x, &y);
+    test_multi_recv(&x, &y);
+    test_flood(&x, &y);
+    long long p1 = counter(sa, "direct_pairs");
+    CHECK(p1 - p0 == 1, "one pair for both ways: %lld", p1 - p0);
+    test_crash(&y, sa);
+    test_dead_peer(&x, sa);
+    node_close(&x);
+    node_close(&y);
+    /* segments over the pair: 64 KiB segments, expected and unexpected */
+    CHECK(node_open_env(&x, sa, "SMARTT_FI_SEGMENT", "65536") == 0 &&
+          node_open_env(&y, sa, "SMARTT_FI_SEGMENT", "65536") == 0, "segmenting nodes");
+    seg_roundtrip(&x, &y, (1u << 20) + 77, 21, 0);
+    seg_roundtrip(&x, &y, (3u << 20) + 5, 22, 1);
+    node_close(&x);
+    node_close(&y);
+    setenv("SMARTT_FI_DIRECT", "0", 1);
+    CHECK(node_open(&x, sa) == 0 && node_open(&y, sa) == 0, "nodes without");
+    p1 = counter(sa, "direct_pairs");
+    add_peer(&x, &y);
+    test_flood(&x, &y);
+    CHECK(counter(sa, "direct_pairs") == p1, "SMARTT_FI_DIRECT=0: no pair");
+    unsetenv("SMARTT_FI_DIRECT");
+    node_close(&x);
+    node_close(&y);
+}
+
 int main(void)
 {
     const char *sa = getenv("SMARTT_A_SOCK"), *sb = getenv("SMARTT_B_SOCK");
@@ -972,6 +1055,7 @@ int main(void)
     RUN(test_unordered);
     RUN(test_large, &a, &b);
     RUN(test_segments, &b);
+    RUN(test_direct, sa);
     node_close(&a);
     node_close(&b);
     printf("test_fi: %d failures\n", fails);
