@@ -19,9 +19,10 @@ const (
 // Tracker records which PSNs arrived in the window [Cum, Cum+Size). Every PSN below Cum
 // has arrived. It never allocates after NewTracker.
 type Tracker struct {
-	cum  uint32
-	mask uint32   // size-1, size a power of two >= 256
-	bits []uint64 // ring: PSN p lives at bit p&mask; bits of PSNs below cum are always 0
+	cum   uint32
+	mask  uint32   // size-1, size a power of two >= 256
+	bits  []uint64 // ring: PSN p lives at bit p&mask; bits of PSNs below cum are always 0
+	above int      // bits set: PSNs beyond cum that arrived (0: in order, Sack has nothing to look up)
 }
 
 // NewTracker returns a tracker with a window of size PSNs (rounded up to a power of two,
@@ -65,6 +66,10 @@ func (t *Tracker) Check(psn uint32) int {
 // has now arrived contiguously.
 func (t *Tracker) Mark(psn uint32) int {
 	d := wire.SeqDiff(psn, t.cum)
+	if d == 0 && t.above == 0 {
+		t.cum++ // in order with nothing beyond: no bit to set and clear again
+		return New
+	}
 	if d < 0 {
 		return Duplicate
 	}
@@ -77,6 +82,7 @@ func (t *Tracker) Mark(psn uint32) int {
 		return Duplicate
 	}
 	t.bits[w] |= b
+	t.above++
 	if d == 0 {
 		t.advance()
 	}
@@ -105,6 +111,7 @@ func (t *Tracker) advance() {
 		}
 		t.bits[w] &^= m
 		t.cum += n
+		t.above -= int(n)
 		if (i&63)+n < 64 {
 			return
 		}
@@ -120,12 +127,15 @@ func (t *Tracker) AdvanceTo(psn uint32) {
 	}
 	if uint32(d) > t.mask {
 		clear(t.bits)
-		t.cum = psn
+		t.cum, t.above = psn, 0
 		return
 	}
 	for t.cum != psn {
 		i := t.cum & t.mask
-		t.bits[i>>6] &^= 1 << (i & 63)
+		if b := uint64(1) << (i & 63); t.bits[i>>6]&b != 0 {
+			t.bits[i>>6] &^= b
+			t.above--
+		}
 		t.cum++
 	}
 	t.advance()
@@ -134,6 +144,10 @@ func (t *Tracker) AdvanceTo(psn uint32) {
 // Sack fills out with words 64-bit words of arrival bits starting at base (bit i of word
 // i/64 = PSN base+i arrived; PSNs below Cum count as arrived).
 func (t *Tracker) Sack(base uint32, words int, out *[wire.MaxSackWords]uint64) {
+	if t.above == 0 && base == t.cum {
+		*out = [wire.MaxSackWords]uint64{} // in order: nothing from cum on has arrived
+		return
+	}
 	for w := 0; w < words; w++ {
 		out[w] = t.word(base + uint32(64*w))
 	}

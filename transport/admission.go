@@ -65,18 +65,19 @@ func (c *conn) idleDeadline(cfg *Config) int64 {
 	if c.outstanding() || c.closeReq || c.peerClosed {
 		return math.MaxInt64
 	}
-	if c.partial() || !c.initiator {
-		t := cfg.IdleTimeout
-		if !c.proven {
-			t = cfg.UnprovenTimeout
-		}
-		return c.lastRecv + int64(t)
+	if c.initiator && !c.partial() {
+		return c.lastActive + cfg.idleFor(c.echoed)/2
 	}
-	t := cfg.IdleTimeout
-	if !c.echoed {
-		t = cfg.UnprovenTimeout
+	return c.lastRecv + cfg.idleFor(c.proven)
+}
+
+// idleFor is IdleTimeout for a peer that has shown it receives at its address
+// (proven, or echoed for the dialler), else UnprovenTimeout, in ns.
+func (c *Config) idleFor(shown bool) int64 {
+	if shown {
+		return int64(c.IdleTimeout)
 	}
-	return c.lastActive + int64(t)/2
+	return int64(c.UnprovenTimeout)
 }
 
 // expire handles c's idle deadline: abort it if a message from the peer is partly

@@ -370,13 +370,14 @@ func (e *Endpoint) header(c *conn, t wire.Type, ev uint16) *wire.Packet {
 	return p
 }
 
-// control encodes control packet p of c into buf and describes it in *t.
+// control encodes control packet p of c into buf and describes it in *t, which is zero
+// (PollTransmit's): field by field, as a literal costs a whole-struct copy per packet.
 func (e *Endpoint) control(c *conn, p *wire.Packet, buf []byte, t *Transmit) bool {
 	n, err := p.Encode(buf)
 	if err != nil {
 		return false
 	}
-	*t = Transmit{N: n, To: c.peer, EV: p.EV, ECN: NotECT, Control: true, Type: p.Type}
+	t.N, t.To, t.EV, t.Control, t.Type = n, c.peer, p.EV, true, p.Type // ECN NotECT: zero
 	return true
 }
 
@@ -651,12 +652,14 @@ func (e *Endpoint) windowOpen(now int64, c *conn, size int, retx bool) bool {
 	if c.inflight > 0 && c.inflight+size > c.cc.Window() {
 		return false
 	}
-	if rate := c.paceRate(size); rate > 0 {
+	rate := c.paceRate(size)
+	if rate > 0 {
 		if t := c.pacer.Earliest(now, rate); t > now {
 			c.paceAt = t
 			return false
 		}
 	}
+	e.rate = rate // sendData's, for the same packet: nothing between changes it
 	return true
 }
 
@@ -692,7 +695,7 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	if e.rec != nil {
 		e.rec.sent(c, psn, sp)
 	}
-	c.pacer.OnSend(now, int(sp.size), c.paceRate(int(sp.size)))
+	c.pacer.OnSend(now, int(sp.size), e.rate) // windowOpen's paceRate for this packet
 	if c.credit != nil {
 		c.credit.OnSend(int(sp.size), retx)
 	}
@@ -730,7 +733,7 @@ func (e *Endpoint) sendData(now int64, c *conn, psn uint32, sp *sentPkt, buf []b
 	if err != nil {
 		panic("transport: PollTransmit buffer smaller than MTU + header: " + err.Error())
 	}
-	*t = Transmit{N: n, To: c.peer, EV: sp.ev, ECN: ECT0, Type: wire.TypeData}
+	t.N, t.To, t.EV, t.ECN, t.Type = n, c.peer, sp.ev, ECT0, wire.TypeData // t is zero (control)
 }
 
 // onAck processes an acknowledgement on the sender side.
@@ -860,9 +863,19 @@ func (e *Endpoint) checkAck(now int64, c *conn, a *wire.Ack) int {
 		a.Delivered > c.streamNext || a.EchoTxTime > now || a.EchoTxTime < c.createdAt {
 		return ackBad
 	}
-	// SACK bits at or beyond sndNxt: the bitmap's first off bits lie before sndNxt, so
-	// the words below word off/64 need no look, that word's bits from off%64 on and every
-	// later word must be clear.
+	if a.Sack[0]|a.Sack[1]|a.Sack[2]|a.Sack[3] != 0 && e.sackBeyond(c, a) {
+		return ackBad
+	}
+	if wire.SeqDiff(c.sndUna, a.CumPSN) > int32(e.cfg.PSNWindow) {
+		return ackStale
+	}
+	return ackOK
+}
+
+// sackBeyond reports whether a's SACK bitmap has bits at or beyond sndNxt: its first off
+// bits lie before sndNxt, so the words below word off/64 need no look, that word's bits
+// from off%64 on and every later word must be clear.
+func (e *Endpoint) sackBeyond(c *conn, a *wire.Ack) bool {
 	off := int64(wire.SeqDiff(c.sndNxt, a.SackBase))
 	w := max(off, 0) / 64
 	var beyond uint64
@@ -873,13 +886,7 @@ func (e *Endpoint) checkAck(now int64, c *conn, a *wire.Ack) int {
 	for ; w < int64(a.SackWords); w++ {
 		beyond |= a.Sack[w]
 	}
-	if beyond != 0 {
-		return ackBad
-	}
-	if wire.SeqDiff(c.sndUna, a.CumPSN) > int32(e.cfg.PSNWindow) {
-		return ackStale
-	}
-	return ackOK
+	return beyond != 0
 }
 
 // ackPkt marks psn acknowledged and returns its size if it was not already.
@@ -927,7 +934,8 @@ func (e *Endpoint) ackPkt(c *conn, psn uint32, a *wire.Ack) int {
 func (e *Endpoint) messageSent(c *conn, m *txMsg) {
 	m.done = true
 	e.stats.MsgsSent++
-	e.emit(Event{Kind: MessageSent, Conn: ConnID(c.id), Peer: c.peer, MsgID: m.id})
+	ev := e.events.next()
+	ev.Kind, ev.Conn, ev.Peer, ev.MsgID = MessageSent, ConnID(c.id), c.peer, m.id
 }
 
 // completeMsgs drops finished messages from the head of the queue. Window slots of a

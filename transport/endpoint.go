@@ -59,6 +59,7 @@ type Endpoint struct {
 	theap  []*conn // live connections, a min-heap by next deadline (timerheap.go)
 	hstack []int32 // scratch for expired
 	due    []*conn // scratch for HandleTimeout
+	rate   int64   // the pacing rate windowOpen let a packet go at (sendData charges the pacer at it)
 	byPeer map[peerKey]*conn
 	ready  ring[*conn]
 	events ring[Event]
@@ -464,6 +465,10 @@ func (e *Endpoint) HandlePacket(now int64, b []byte, m RxMeta) {
 		if b = e.openIn(now, b, &m); b == nil {
 			return // not authentic (counted in Stats.Auth), or a trimmed packet's hint
 		}
+	}
+	if len(b) < wire.CommonLen || wire.Flags(b[1])&wire.FlagBundle == 0 || b[0] != wire.Version<<4|byte(wire.TypeAck) {
+		e.handle(now, b, &m) // not a bundle (BundleSplit's first test, without the call)
+		return
 	}
 	lead, rest := wire.BundleSplit(b)
 	e.handle(now, lead, &m)

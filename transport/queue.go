@@ -17,6 +17,18 @@ func (r *ring[T]) push(v T) {
 	r.size++
 }
 
+// next pushes a zero element and returns a pointer to it, valid until the ring changes:
+// a large element is filled in place, not built and then copied in (slots are zero
+// until pushed: pop and reset clear them, grow makes new ones).
+func (r *ring[T]) next() *T {
+	if r.size == len(r.buf) {
+		r.grow()
+	}
+	p := &r.buf[(r.head+r.size)&(len(r.buf)-1)]
+	r.size++
+	return p
+}
+
 func (r *ring[T]) grow() {
 	n := 2 * len(r.buf)
 	if n == 0 {

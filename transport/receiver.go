@@ -25,7 +25,7 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if ce {
 		e.stats.CERecv++
 	}
-	if !e.rxFloor(c, p) {
+	if (!c.rxInit || p.Flags&wire.FlagEC != 0 || wire.SeqLess(c.tracker.Cum(), d.AckFloor)) && !e.rxFloor(c, p) {
 		return
 	}
 	trimmed := p.Trimmed() || (e.cfg.TrimDSCP != 0 && m.DSCP == e.cfg.TrimDSCP)
@@ -40,9 +40,11 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 		e.stats.ProtoViolations++
 		return
 	}
-	r, done, claim, ok := e.rxLookup(c, d)
-	if !ok {
-		return
+	r, done, claim, ok := c.continues(d), false, uint64(0), true
+	if r == nil {
+		if r, done, claim, ok = e.rxLookup(c, d); !ok {
+			return
+		}
 	}
 	if p.Flags&wire.FlagEC != 0 {
 		e.onParity(now, c, p, m, r, done, claim, ce)
@@ -62,14 +64,28 @@ func (e *Endpoint) onData(now int64, c *conn, p *wire.Packet, m *RxMeta) {
 	if done {
 		// New PSN for a delivered message: the peer resent data under a fresh PSN.
 		e.stats.DupData++
-	} else if r, ok = e.placeData(now, c, p, m, r, claim, ce); !ok {
-		return
+	} else if r == nil || !e.appendData(c, p, r) {
+		if r, ok = e.placeData(now, c, p, m, r, claim, ce); !ok {
+			return
+		}
 	}
 	e.ackData(now, c, p, m, r, done, ce)
 }
 
+// continues returns the message c last wrote to if d is more of it, consistent with it
+// (what rxLookup finds and checks for such a packet: open, not delivered, same length
+// and stream start), else nil: then rxLookup decides.
+func (c *conn) continues(d *wire.Data) *rxMsg {
+	if r := c.lastRx; r != nil && r.id == d.MsgID && r.n == int(d.MsgLen) && r.streamStart == d.StreamStart &&
+		c.doneOOO == nil && !wire.SeqLess(d.MsgID, c.nextDeliver) {
+		return r
+	}
+	return nil
+}
+
 // rxFloor sets up c's PSN tracker at its first data packet, or checks p's AckFloor
-// against it; false: p is dropped.
+// against it; false: p is dropped. onData calls it only for a first packet, parity or a
+// floor past the cumulative point: the per-packet case passes, tested inline there.
 func (e *Endpoint) rxFloor(c *conn, p *wire.Packet) bool {
 	switch {
 	case p.Flags&wire.FlagEC != 0 && !c.rxInit:
@@ -165,10 +181,6 @@ func (e *Endpoint) placeData(now int64, c *conn, p *wire.Packet, m *RxMeta, r *r
 		e.stats.BeyondWindow++
 		return r, false
 	}
-	if r != nil && r.extendsLast(d.Offset) && r.reserved(int(d.Offset), len(p.Payload)) {
-		e.appendData(c, p, r)
-		return r, true
-	}
 	fresh := r == nil
 	at := 0
 	if !fresh {
@@ -246,13 +258,17 @@ func (r *rxMsg) reserved(off, n int) bool {
 	return true
 }
 
-// appendData is placeData for the next packet of a message arriving in order into
-// memory it holds already (reserved): the bytes join the last range (what cover and
-// addSpan find for them), there is nothing to reserve or charge, and the hooks of a
-// message's first packet (Gate, Placer) do not apply.
-func (e *Endpoint) appendData(c *conn, p *wire.Packet, r *rxMsg) {
+// appendData is placeData for the next packet of open message r arriving in order (its
+// bytes continue r's last range, within reach) into memory r holds already (reserved):
+// the bytes join the last range (what cover and addSpan find for them), there is nothing
+// to reserve or charge, and the hooks of a message's first packet (Gate, Placer) do not
+// apply. False: p is not such a packet, and placeData takes it (onData tries this first).
+func (e *Endpoint) appendData(c *conn, p *wire.Packet, r *rxMsg) bool {
 	d := &p.Data
 	n := len(p.Payload)
+	if uint64(d.Offset) >= uint64(r.got)+e.reach(int(d.PayloadLen)) || !r.extendsLast(d.Offset) || !r.reserved(int(d.Offset), n) {
+		return false
+	}
 	r.write(int(d.Offset), p.Payload)
 	r.spans[len(r.spans)-1].hi = d.Offset + uint32(n)
 	r.got += n
@@ -261,6 +277,7 @@ func (e *Endpoint) appendData(c *conn, p *wire.Packet, r *rxMsg) {
 	if e.rec != nil {
 		e.rec.rxPlaced(r, d)
 	}
+	return true
 }
 
 // rxSpan checks p's bytes against what open message r holds and returns where its span
@@ -772,7 +789,9 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	c.deliveredAny = true
 	e.stats.MsgsDelivered++
 	e.stats.BytesDelivered += uint64(r.n)
-	e.emit(Event{Kind: MessageReceived, Conn: ConnID(c.id), Peer: c.peer, MsgID: r.id, Data: buf, Chunks: chunks, Placed: r.placeTok})
+	ev := e.events.next() // filled in place: an Event is 120 bytes
+	ev.Kind, ev.Conn, ev.Peer, ev.MsgID = MessageReceived, ConnID(c.id), c.peer, r.id
+	ev.Data, ev.Chunks, ev.Placed = buf, chunks, r.placeTok
 	e.freeRx(r)
 }
 

@@ -1,9 +1,5 @@
 package transport
 
-import (
-	"github.com/smartt-transport/smartt/transport/wire"
-)
-
 // sendState is a connection's sender half: the window of sent packets, the queues of
 // messages, transmissions and retransmissions, the RTT estimate and the send timers.
 type sendState struct {
@@ -76,13 +72,14 @@ func (c *sendState) rto(cfg *Config) int64 {
 	return r
 }
 
-// headEntry returns the oldest live transmission, dropping stale entries.
+// headEntry returns the oldest live transmission, dropping stale entries. An entry is
+// live while its slot is in flight with the entry's transmission number: numbers are
+// never reused (sendSeq only grows, a slot taken by a later PSN gets a later one), and an
+// in-flight slot is never passed by sndUna, so the PSN is then within [sndUna, sndNxt).
 func (c *sendState) headEntry() (*timeEntry, *sentPkt) {
 	for c.timeq.len() > 0 {
 		t := c.timeq.peek()
-		sp := &c.pkts[t.psn&c.mask]
-		if sp.state() == pktInflight && sp.seq == t.seq && wire.SeqLess(t.psn, c.sndNxt) &&
-			wire.SeqLEQ(c.sndUna, t.psn) {
+		if sp := &c.pkts[t.psn&c.mask]; sp.state() == pktInflight && sp.seq == t.seq {
 			return t, sp
 		}
 		c.timeq.pop()

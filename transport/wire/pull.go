@@ -28,7 +28,8 @@ func (p *Packet) encodePull(b []byte) error {
 	if p.DstConn == 0 {
 		return ErrConnID
 	}
-	p.putCommon(b)
-	be.PutUint64(b[24:], p.Pull.Granted)
+	h := (*[PullLen]byte)(b)
+	p.putCommon((*[CommonLen]byte)(h[:CommonLen]))
+	be.PutUint64(h[24:], p.Pull.Granted)
 	return nil
 }

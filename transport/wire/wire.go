@@ -345,13 +345,15 @@ func (p *Packet) decodeAck(b []byte) error {
 	if len(b) > need {
 		return ErrLength
 	}
-	off := AckFixedLen
-	for i := 0; i < int(a.SackWords); i++ {
-		a.Sack[i] = be.Uint64(b[off:])
-		off += 8
-	}
-	for i := int(a.SackWords); i < MaxSackWords; i++ {
-		a.Sack[i] = 0
+	off := AckFixedLen + 8*int(a.SackWords)
+	if a.SackWords == MaxSackWords { // the default: four loads, no loop
+		w := (*[8 * MaxSackWords]byte)(b[AckFixedLen:])
+		a.Sack = [MaxSackWords]uint64{be.Uint64(w[0:]), be.Uint64(w[8:]), be.Uint64(w[16:]), be.Uint64(w[24:])}
+	} else {
+		a.Sack = [MaxSackWords]uint64{}
+		for i := range a.Sack[:a.SackWords] {
+			a.Sack[i] = be.Uint64(b[AckFixedLen+8*i:])
+		}
 	}
 	for i := 0; i < int(a.NumClean); i++ {
 		a.CleanEVs[i] = be.Uint16(b[off:])
@@ -360,14 +362,16 @@ func (p *Packet) decodeAck(b []byte) error {
 	return p.needDst()
 }
 
-func (p *Packet) putCommon(b []byte) {
-	b[0] = Version<<4 | byte(p.Type)
-	b[1] = byte(p.Flags)
-	be.PutUint16(b[2:], p.EV)
-	be.PutUint16(b[4:], p.ReplyPort)
-	be.PutUint16(b[6:], 0)
-	be.PutUint64(b[8:], p.DstConn)
-	be.PutUint64(b[16:], p.SrcConn)
+// putCommon writes the common header (h is at least CommonLen bytes: the callers' array
+// pointers let the compiler drop the bounds checks of every store).
+func (p *Packet) putCommon(h *[CommonLen]byte) {
+	h[0] = Version<<4 | byte(p.Type)
+	h[1] = byte(p.Flags)
+	be.PutUint16(h[2:], p.EV)
+	be.PutUint16(h[4:], p.ReplyPort)
+	be.PutUint16(h[6:], 0)
+	be.PutUint64(h[8:], p.DstConn)
+	be.PutUint64(h[16:], p.SrcConn)
 }
 
 // EncodedLen returns the number of bytes Encode writes for p.
@@ -419,9 +423,17 @@ func (p *Packet) encode(b []byte, withPayload bool) (int, error) {
 	if p.Flags&^flagsKnown != 0 || p.Flags&FlagINT != 0 && p.Type != TypeData && p.Type != TypeAck {
 		return 0, ErrFlags
 	}
-	n := p.EncodedLen()
-	if !withPayload && p.Type == TypeData {
-		n -= len(p.Payload)
+	var n int
+	switch p.Type { // EncodedLen, the per-packet types without the call
+	case TypeData:
+		n = DataHdrLen + p.intLen()
+		if withPayload {
+			n += len(p.Payload)
+		}
+	case TypeAck:
+		n = AckFixedLen + 8*int(p.Ack.SackWords) + 2*int(p.Ack.NumClean) + p.intLen()
+	default:
+		n = p.EncodedLen()
 	}
 	if len(b) < n {
 		return 0, ErrBuffer
@@ -429,105 +441,132 @@ func (p *Packet) encode(b []byte, withPayload bool) (int, error) {
 	if p.SrcConn == 0 {
 		return 0, ErrConnID
 	}
-	if p.Flags&FlagINT != 0 && (p.Type == TypeData || p.Type == TypeAck) {
+	if p.Flags&FlagINT != 0 {
 		if err := p.INT.check(p.Type); err != nil {
 			return 0, err
 		}
 	}
+	var err error
 	switch p.Type {
 	case TypeData:
-		d := &p.Data
-		if len(p.Payload) != int(d.PayloadLen) || d.PayloadLen == 0 || d.MsgLen == 0 ||
-			uint64(d.Offset)+uint64(d.PayloadLen) > uint64(d.MsgLen) {
-			return 0, ErrLength
-		}
-		var ec [2]byte
-		if p.Flags&FlagEC != 0 {
-			if !d.EC.valid() {
-				return 0, ErrLength
-			}
-			ec = [2]byte{d.EC.K, (d.EC.M-1)<<4 | d.EC.Index}
-		}
-		p.putCommon(b)
-		be.PutUint32(b[24:], d.PSN)
-		be.PutUint32(b[28:], d.AckFloor)
-		be.PutUint32(b[32:], d.MsgID)
-		be.PutUint32(b[36:], d.MsgLen)
-		be.PutUint32(b[40:], d.Offset)
-		be.PutUint16(b[44:], d.PayloadLen)
-		b[46], b[47] = ec[0], ec[1]
-		be.PutUint64(b[48:], d.StreamStart)
-		be.PutUint64(b[56:], uint64(d.TxTime))
-		hl := DataHdrLen
-		if p.Flags&FlagINT != 0 {
-			hl += p.INT.encode(b[DataHdrLen:])
-		}
-		if withPayload {
-			copy(b[hl:], p.Payload)
-		}
+		err = p.encodeData(b, withPayload)
 	case TypeAck:
-		a := &p.Ack
-		if a.SackWords < MinSackWords || a.SackWords > MaxSackWords {
-			return 0, ErrSackWidth
-		}
-		if (p.Flags&FlagCleanEV == 0) != (a.NumClean == 0) || a.NumClean > MaxCleanEVs {
-			return 0, ErrCleanEVs
-		}
-		if p.DstConn == 0 {
-			return 0, ErrConnID
-		}
-		p.putCommon(b)
-		be.PutUint32(b[24:], a.CumPSN)
-		be.PutUint32(b[28:], a.SackBase)
-		be.PutUint32(b[32:], a.AckedPSN)
-		be.PutUint16(b[36:], a.EchoEV)
-		b[38] = a.SackWords
-		b[39] = a.NumClean
-		be.PutUint64(b[40:], uint64(a.EchoTxTime))
-		be.PutUint32(b[48:], a.HoldTime)
-		be.PutUint16(b[52:], a.CECount)
-		be.PutUint16(b[54:], a.PktCount)
-		be.PutUint64(b[56:], a.Delivered)
-		be.PutUint32(b[64:], a.Window)
-		off := AckFixedLen
-		for i := 0; i < int(a.SackWords); i++ {
-			be.PutUint64(b[off:], a.Sack[i])
-			off += 8
-		}
-		for i := 0; i < int(a.NumClean); i++ {
-			be.PutUint16(b[off:], a.CleanEVs[i])
-			off += 2
-		}
-		if p.Flags&FlagINT != 0 {
-			p.INT.encode(b[off:])
-		}
+		err = p.encodeAck(b)
 	case TypeNack:
 		if p.DstConn == 0 {
 			return 0, ErrConnID
 		}
-		p.putCommon(b)
+		h := (*[NackLen]byte)(b)
+		p.putCommon((*[CommonLen]byte)(h[:CommonLen]))
 		nk := &p.Nack
-		be.PutUint32(b[24:], nk.PSN)
-		be.PutUint32(b[28:], nk.CumPSN)
-		be.PutUint16(b[32:], nk.EchoEV)
-		be.PutUint16(b[34:], 0)
-		be.PutUint32(b[36:], nk.HoldTime)
-		be.PutUint64(b[40:], uint64(nk.EchoTxTime))
+		be.PutUint32(h[24:], nk.PSN)
+		be.PutUint32(h[28:], nk.CumPSN)
+		be.PutUint16(h[32:], nk.EchoEV)
+		be.PutUint16(h[34:], 0)
+		be.PutUint32(h[36:], nk.HoldTime)
+		be.PutUint64(h[40:], uint64(nk.EchoTxTime))
 	case TypeProbe:
-		p.putCommon(b)
-		be.PutUint64(b[24:], uint64(p.Probe))
+		h := (*[ProbeLen]byte)(b)
+		p.putCommon((*[CommonLen]byte)(h[:CommonLen]))
+		be.PutUint64(h[24:], uint64(p.Probe))
 	case TypeClose:
-		p.putCommon(b)
-		be.PutUint32(b[24:], p.Reason)
+		h := (*[CloseLen]byte)(b)
+		p.putCommon((*[CommonLen]byte)(h[:CommonLen]))
+		be.PutUint32(h[24:], p.Reason)
 	case TypePull:
-		if err := p.encodePull(b); err != nil {
-			return 0, err
-		}
+		err = p.encodePull(b)
 	default:
 		if p.DstConn == 0 {
 			return 0, ErrConnID
 		}
-		p.putCommon(b)
+		p.putCommon((*[CommonLen]byte)(b))
+	}
+	if err != nil {
+		return 0, err
 	}
 	return n, nil
+}
+
+// encodeData writes a DATA packet's header, INT block and (withPayload) payload; b holds
+// them (encode checked).
+func (p *Packet) encodeData(b []byte, withPayload bool) error {
+	d := &p.Data
+	if len(p.Payload) != int(d.PayloadLen) || d.PayloadLen == 0 || d.MsgLen == 0 ||
+		uint64(d.Offset)+uint64(d.PayloadLen) > uint64(d.MsgLen) {
+		return ErrLength
+	}
+	var ec [2]byte
+	if p.Flags&FlagEC != 0 {
+		if !d.EC.valid() {
+			return ErrLength
+		}
+		ec = [2]byte{d.EC.K, (d.EC.M-1)<<4 | d.EC.Index}
+	}
+	h := (*[DataHdrLen]byte)(b)
+	p.putCommon((*[CommonLen]byte)(h[:CommonLen]))
+	be.PutUint32(h[24:], d.PSN)
+	be.PutUint32(h[28:], d.AckFloor)
+	be.PutUint32(h[32:], d.MsgID)
+	be.PutUint32(h[36:], d.MsgLen)
+	be.PutUint32(h[40:], d.Offset)
+	be.PutUint16(h[44:], d.PayloadLen)
+	h[46], h[47] = ec[0], ec[1]
+	be.PutUint64(h[48:], d.StreamStart)
+	be.PutUint64(h[56:], uint64(d.TxTime))
+	hl := DataHdrLen
+	if p.Flags&FlagINT != 0 {
+		hl += p.INT.encode(b[DataHdrLen:])
+	}
+	if withPayload {
+		copy(b[hl:], p.Payload)
+	}
+	return nil
+}
+
+// encodeAck writes an ACK; b holds it (encode checked).
+func (p *Packet) encodeAck(b []byte) error {
+	a := &p.Ack
+	if a.SackWords < MinSackWords || a.SackWords > MaxSackWords {
+		return ErrSackWidth
+	}
+	if (p.Flags&FlagCleanEV == 0) != (a.NumClean == 0) || a.NumClean > MaxCleanEVs {
+		return ErrCleanEVs
+	}
+	if p.DstConn == 0 {
+		return ErrConnID
+	}
+	h := (*[AckFixedLen]byte)(b)
+	p.putCommon((*[CommonLen]byte)(h[:CommonLen]))
+	be.PutUint32(h[24:], a.CumPSN)
+	be.PutUint32(h[28:], a.SackBase)
+	be.PutUint32(h[32:], a.AckedPSN)
+	be.PutUint16(h[36:], a.EchoEV)
+	h[38] = a.SackWords
+	h[39] = a.NumClean
+	be.PutUint64(h[40:], uint64(a.EchoTxTime))
+	be.PutUint32(h[48:], a.HoldTime)
+	be.PutUint16(h[52:], a.CECount)
+	be.PutUint16(h[54:], a.PktCount)
+	be.PutUint64(h[56:], a.Delivered)
+	be.PutUint32(h[64:], a.Window)
+	off := AckFixedLen + 8*int(a.SackWords)
+	if a.SackWords == MaxSackWords { // the default: four stores, no loop
+		w := (*[8 * MaxSackWords]byte)(b[AckFixedLen:])
+		be.PutUint64(w[0:], a.Sack[0])
+		be.PutUint64(w[8:], a.Sack[1])
+		be.PutUint64(w[16:], a.Sack[2])
+		be.PutUint64(w[24:], a.Sack[3])
+	} else {
+		for i, w := range a.Sack[:a.SackWords] {
+			be.PutUint64(b[AckFixedLen+8*i:], w)
+		}
+	}
+	for _, ev := range a.CleanEVs[:a.NumClean] {
+		be.PutUint16(b[off:], ev)
+		off += 2
+	}
+	if p.Flags&FlagINT != 0 {
+		p.INT.encode(b[off:])
+	}
+	return nil
 }
