@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/lstm"
 	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 	"github.com/smartt-transport/smartt/cc/rlcc/train"
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
@@ -41,7 +42,9 @@ func newRLCCCmd(stderr io.Writer) *cobra.Command {
 		sub("fig4", "the trees' RTT inflation and goodput across target and beta settings", bindRLCCFig4),
 		sub("compare", "RL-CC against the other registered controllers on the same incasts", bindRLCCCompare),
 		sub("longshort", "the paper's long-short test: long flows joined by a burst of short ones", bindRLCCLongshort),
-		sub("tables", "Figs. 6-7 and Tables IV-V: many-to-one, all-to-all on the 64-host tree, long-short", bindRLCCTables))
+		sub("tables", "Figs. 6-7 and Tables IV-V: many-to-one, all-to-all on the 64-host tree, long-short", bindRLCCTables),
+		sub("fig8", "Fig. 8: the all-to-all on the 64-host tree over time, per controller", bindRLCCFig8),
+		sub("lstm", "train the paper's LSTM teacher, distil it, compare teacher and trees (Table I)", bindRLCCLSTM))
 }
 
 // durFlag is a duration flag read like the scenario files (5ms, 800us).
@@ -207,6 +210,7 @@ func bindRLCCTable(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 func bindRLCCTable1(_ io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 	rounds := fs.Int("rounds", 9, "interleaved timing rounds (the spread is over them)")
 	batch := fs.Duration("batch", 20*time.Millisecond, "time per batch of decisions")
+	lstmPath := fs.String("lstm", "", "trained LSTM file (smartt-lab rlcc lstm -out DIR: DIR/lstm.json; default: seeded weights)")
 	return func(_ []string, out io.Writer) error {
 		if *rounds < 1 || *rounds > 1000 || *batch <= 0 || *batch > 10*time.Second {
 			return fmt.Errorf("-rounds %d, -batch %v: want 1..1000 rounds of up to 10s", *rounds, *batch)
@@ -219,11 +223,23 @@ func bindRLCCTable1(_ io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 		if err != nil {
 			return err
 		}
-		archs, err := train.Table1(m, net, *rounds, *batch)
+		var lm *lstm.LSTM
+		lstmDesc := "seeded weights"
+		if *lstmPath != "" {
+			b, err := os.ReadFile(*lstmPath)
+			if err != nil {
+				return err
+			}
+			if lm, _, err = lstm.Parse(b); err != nil {
+				return err
+			}
+			lstmDesc = "trained"
+		}
+		archs, err := train.Table1(m, net, lm, *rounds, *batch)
 		if err != nil {
 			return err
 		}
-		printTable1(out, archs, *rounds)
+		printTable1(out, archs, *rounds, lstmDesc)
 		return nil
 	}
 }
@@ -232,9 +248,9 @@ func bindRLCCTable1(_ io.Writer, fs *pflag.FlagSet) cli.RunFunc {
 var table1Paper = map[string]string{"LSTM": "2600 | 450 us", "MLP": "200 | 17 us", "trees": "- | 0.9 us"}
 
 // printTable1 prints Table I's rows and the ratios to the trees, per round.
-func printTable1(out io.Writer, archs []train.Table1Arch, rounds int) {
+func printTable1(out io.Writer, archs []train.Table1Arch, rounds int, lstmDesc string) {
 	desc := map[string]string{"trees": "trees (10 x depth 4, distilled; integer)", "MLP": "MLP 4-12-12-1 (the trained policy)",
-		"LSTM": "LSTM: FC 32-16, LSTM 16, FC 1 (seeded weights)"}
+		"LSTM": "LSTM: FC 32-16, LSTM 16, FC 1 (" + lstmDesc + ")"}
 	fmt.Fprintf(out, "Decision time on this CPU: median (min..max) of %d interleaved rounds.\n\n", rounds)
 	fmt.Fprint(out, "| architecture | multiply-adds | operations per decision | parameters | per-flow state (bytes) | decision time here (ns) | paper: FLOPS | paper: decision time |\n|---|---|---|---|---|---|---|---|\n")
 	for i := len(archs) - 1; i >= 0; i-- {
@@ -674,4 +690,256 @@ func printTable(w io.Writer, name string, t [3][3]float64, tol float64) {
 		within = fmt.Sprintf(", steps within the fit error %.2f", tol)
 	}
 	fmt.Fprintf(w, "increasing down the columns (as Table VI%s): %v %v %v\n\n", within, ok[0], ok[1], ok[2])
+}
+
+// bindRLCCLSTM declares the flags of "smartt-lab rlcc lstm": train the paper's LSTM
+// teacher, distil it, and compare teacher and trees (docs/rlcc.md, Table I).
+func bindRLCCLSTM(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	c := train.DefaultLSTMConfig()
+	bindEpisodes(fs, &c.Seed, "seed of the initial weights and of every episode", &c.MinFlows, &c.MaxFlows, &c.EpisodeNs)
+	fs.IntVar(&c.Iterations, "iterations", c.Iterations, "training episodes")
+	fs.Float64Var(&c.LR, "lr", c.LR, "Adam step size")
+	fs.IntVar(&c.Rollout, "rollout", c.Rollout, "transitions per gradient step")
+	fs.IntVar(&c.Horizon, "horizon", c.Horizon, "decisions whose delta credit an action")
+	fs.Float64Var(&c.WeightClip, "weight-clip", c.WeightClip, "delta/target is clipped to [-weight-clip, 1]")
+	fs.IntVar(&c.BPTT, "bptt", c.BPTT, "decisions the gradient runs back through")
+	fs.IntVar(&c.AllToAllEvery, "a2a-every", c.AllToAllEvery, "every n-th episode an all-to-all on the 64-host tree (0: incasts only)")
+	fs.IntVar(&c.MaxAllToAll, "max-a2a", c.MaxAllToAll, "largest all-to-all: flows per host")
+	dc := train.DefaultDistillConfig()
+	fs.IntVar(&dc.Episodes, "distill-episodes", dc.Episodes, "recording episodes of the distillation")
+	inc := bindIncast(fs, progress, "4,16,64,256", 2)
+	warm, measure := int64(5_000_000), int64(5_000_000)
+	fs.Var(durFlag{&warm}, "warm", "warm-up before measuring (comparison)")
+	fs.Var(durFlag{&measure}, "measure", "measured window (comparison)")
+	dir := fs.String("out", "", "directory for lstm.json, model.json, curve.csv, curve.png (default: none)")
+	return func(_ []string, out io.Writer) error {
+		ns, err := inc.parse()
+		if err != nil {
+			return err
+		}
+		dc.MaxFlows, dc.EpisodeNs = c.MaxFlows, c.EpisodeNs // record where the LSTM was trained, both teachers alike
+		if p := inc.progress(); p != nil {
+			c.Progress, dc.Progress = p, p
+		}
+		t, err := train.NewLSTMTrainer(c)
+		if err != nil {
+			return err
+		}
+		if err := t.Run(); err != nil {
+			return err
+		}
+		lj, err := lstm.Marshal(t.Net, t.Meta())
+		if err != nil {
+			return err
+		}
+		lm, lrep, err := train.DistillLSTM(t.Net, lj, dc)
+		if err != nil {
+			return err
+		}
+		net, pj, err := loadPolicy("")
+		if err != nil {
+			return err
+		}
+		_, mrep, err := train.Distill(net, pj, dc)
+		if err != nil {
+			return err
+		}
+		if *dir != "" {
+			if err := writeLSTMOutputs(*dir, t, lj, lm); err != nil {
+				return err
+			}
+		}
+		printLSTMTraining(out, c, t.Curve)
+		if err := printLSTMCost(out, lm); err != nil {
+			return err
+		}
+		printLSTMDistill(out, lrep, mrep)
+		cfg := c.Env.RLCC
+		pols := []train.Policy{&train.LSTMPolicy{Net: t.Net, Cfg: c.Env}, &train.TreePolicy{Model: lm, Cfg: cfg}}
+		rows, err := train.Fig3(c.Env, pols, ns, *inc.seeds, warm, measure, inc.progress())
+		if err != nil {
+			return err
+		}
+		printLSTMCompare(out, rows, *inc.seeds, warm, measure)
+		return nil
+	}
+}
+
+// writeLSTMOutputs writes the trained LSTM, its distilled trees and the learning curve.
+func writeLSTMOutputs(dir string, t *train.LSTMTrainer, lj []byte, lm *rlcc.Model) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	mb, err := lm.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lstm.json"), lj, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model.json"), mb, 0o644); err != nil {
+		return err
+	}
+	if err := train.WriteCurveCSV(filepath.Join(dir, "curve.csv"), t.Curve); err != nil {
+		return err
+	}
+	return train.PlotCurve(filepath.Join(dir, "curve.png"), t.Curve)
+}
+
+// printLSTMTraining prints the mean reward per block of episodes, incasts and
+// all-to-alls apart.
+func printLSTMTraining(out io.Writer, c train.LSTMConfig, curve []train.Episode) {
+	a2a := "no all-to-all episodes"
+	if c.AllToAllEvery > 0 {
+		a2a = fmt.Sprintf("every %d-th episode an all-to-all of %d..%d flows on the 64-host tree", c.AllToAllEvery, 2*train.PaperTree.Hosts, train.PaperTree.Hosts*c.MaxAllToAll)
+	}
+	fmt.Fprintf(out, "Training: seed %d, %d episodes of %g ms, incasts of %d..%d flows (%s), Adam step %g, truncated BPTT over %d decisions.\n\n",
+		c.Seed, len(curve), float64(c.EpisodeNs)/1e6, c.MinFlows, c.MaxFlows, a2a, c.LR, c.BPTT)
+	fmt.Fprint(out, "| episodes | decisions | incasts: mean reward, second half | all-to-alls: mean reward, second half | goodput, incasts |\n|---|---|---|---|---|\n")
+	const blk = 50
+	for lo := 0; lo < len(curve); lo += blk {
+		b := curve[lo:min(lo+blk, len(curve))]
+		var d, ni, na int
+		var ri, ra, g float64
+		for _, e := range b {
+			d += e.Decisions
+			if e.AllToAll {
+				ra += e.Steady
+				na++
+			} else {
+				ri += e.Steady
+				g += e.Goodput
+				ni++
+			}
+		}
+		avg := func(s float64, n int) string {
+			if n == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", s/float64(n))
+		}
+		fmt.Fprintf(out, "| %d-%d | %d | %s | %s | %s |\n", b[0].Iter, b[len(b)-1].Iter, d, avg(ri, ni), avg(ra, na), avg(g, ni))
+	}
+}
+
+// printLSTMCost prints the operation counts of the LSTM and of its distilled trees.
+func printLSTMCost(out io.Writer, lm *rlcc.Model) error {
+	p, err := rlcc.NewParamsWithModel(rlcc.DefaultConfig(), config.Network{LinkRate: 100e9, BaseRTT: 10_000, MTU: 4096}, lm)
+	if err != nil {
+		return err
+	}
+	lc := lstm.LSTMCount()
+	fmt.Fprintf(out, "\nOperations per decision: LSTM %d multiply-adds, %d floating-point operations (paper: 2,600 FLOPS); its distilled trees (%d x depth %d) %d integer operations: x%.1f fewer than the LSTM's flops, x%.1f fewer than its multiply-adds. Decision time: rlcc-table1.\n",
+		lc.MACs, lc.Flops(), len(lm.Trees), rlcc.DefaultFit.Depth, p.DecisionOps(), float64(lc.Flops())/float64(p.DecisionOps()), float64(lc.MACs)/float64(p.DecisionOps()))
+	return nil
+}
+
+// printLSTMDistill prints the distillation's fit for the LSTM and, the same recording and
+// fit, for the MLP.
+func printLSTMDistill(out io.Writer, l, m train.DistillReport) {
+	fmt.Fprint(out, "\nDistillation (the same recording episodes and fit for both teachers), multiplier units:\n\n")
+	fmt.Fprint(out, "| teacher | training samples | held-out samples | training RMSE | held-out RMSE | held-out max error | teacher's mean abs(a - 1), held out |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range []struct {
+		name string
+		r    train.DistillReport
+	}{{"LSTM", l}, {"MLP (embedded policy)", m}} {
+		fmt.Fprintf(out, "| %s | %d | %d | %.4f | %.4f | %.3f | %.3f |\n", r.name, r.r.Train, r.r.Test, r.r.TrainRMSE, r.r.TestRMSE, r.r.TestMaxAbs, r.r.TestMeanAbsInput)
+	}
+}
+
+// printLSTMCompare prints the LSTM and its trees in closed loop, and the trees' change.
+func printLSTMCompare(out io.Writer, rows []train.Fig3Row, seeds int, warm, measure int64) {
+	fmt.Fprintf(out, "\nClosed loop (incasts of the training environment, %g ms warm-up, %g ms measured, %d seeds, min..max):\n\n", float64(warm)/1e6, float64(measure)/1e6, seeds)
+	fmt.Fprint(out, "| N | policy | mean RTT inflation | Eq. 2 | goodput | losses per flow | trees against the LSTM: inflation, goodput |\n|---|---|---|---|---|---|---|\n")
+	for i, r := range rows {
+		diff := ""
+		if r.Policy == "trees" && i > 0 && rows[i-1].Flows == r.Flows {
+			p := rows[i-1]
+			diff = fmt.Sprintf("%+.1f %%, %+.1f %%", 100*(r.Inflation.Mean/p.Inflation.Mean-1), 100*(r.Goodput.Mean/p.Goodput.Mean-1))
+		}
+		fmt.Fprintf(out, "| %d | %s | %.3f (%.3f..%.3f) | %.3f | %.3f (%.3f..%.3f) | %.2f | %s |\n", r.Flows, r.Policy,
+			r.Inflation.Mean, r.Inflation.Min, r.Inflation.Max, r.Eq2, r.Goodput.Mean, r.Goodput.Min, r.Goodput.Max, r.Losses.Mean, diff)
+	}
+}
+
+// bindRLCCFig8 declares the flags of "smartt-lab rlcc fig8": the all-to-all on the
+// 64-host tree as a time series per controller (the paper's Fig. 8).
+func bindRLCCFig8(progress io.Writer, fs *pflag.FlagSet) cli.RunFunc {
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	ccs := fs.String("ccs", "rlcc,dcqcn,swift", "registered congestion controllers")
+	flows := fs.Int("flows", 1024, "all-to-all flows (a multiple of 64, at most 4,032)")
+	seed := fs.Uint64("seed", 1, "simulator seed")
+	end, bin, every, warm := int64(6_000_000), int64(100_000), int64(500_000), int64(1_000_000)
+	fs.Var(durFlag{&end}, "end", "simulated time")
+	fs.Var(durFlag{&bin}, "bin", "interval of the series (CSV and plots)")
+	fs.Var(durFlag{&every}, "print", "interval of the printed table (a multiple of -bin)")
+	fs.Var(durFlag{&warm}, "bring-up", "the bring-up: losses before and after it are counted apart")
+	dir := fs.String("out", "", "directory for fig8.csv and fig8_{goodput,rtt,loss}.png (default: none)")
+	return func(_ []string, out io.Writer) error {
+		cs, err := parseCCs(*ccs)
+		if err != nil {
+			return err
+		}
+		if bin < 1_000 || every < bin || every%bin != 0 || warm < 0 || warm >= end || end > 1_000_000_000 || end/bin > 100_000 {
+			return fmt.Errorf("-bin %v, -print %v, -bring-up %v, -end %v: want 1us <= bin, print a multiple of bin, bring-up < end <= 1s, at most 100,000 bins",
+				config.Duration(bin), config.Duration(every), config.Duration(warm), config.Duration(end))
+		}
+		var p io.Writer
+		if !*quiet {
+			p = progress
+		}
+		env, t := train.DefaultEnv(), train.PaperTree
+		runs, err := train.Fig8(env, t, cs, *flows, *seed, warm, end, bin, p)
+		if err != nil {
+			return err
+		}
+		capacity := float64(env.LinkRate) * float64(t.Hosts)
+		printFig8(out, runs, *flows, *seed, end, bin, every, warm, capacity)
+		if *dir == "" {
+			return nil
+		}
+		if err := os.MkdirAll(*dir, 0o755); err != nil {
+			return err
+		}
+		if err := train.WriteFig8CSV(filepath.Join(*dir, "fig8.csv"), runs, capacity); err != nil {
+			return err
+		}
+		return train.PlotFig8(filepath.Join(*dir, "fig8"), runs, capacity)
+	}
+}
+
+// printFig8 prints the series at every-ns rows and the bring-up claim per controller.
+func printFig8(out io.Writer, runs []train.Fig8Run, flows int, seed uint64, end, bin, every, warm int64, capacity float64) {
+	ms := func(ns int64) string { return fmt.Sprintf("%g", float64(ns)/1e3) }
+	fmt.Fprintf(out, "All-to-all of %d flows on the 64-host tree (every host to the next %d), seed %d, %g ms; per %s us: goodput over the senders' line rate, mean RTT (us), packets judged lost.\n\n",
+		flows, flows/train.PaperTree.Hosts, seed, float64(end)/1e6, ms(every))
+	var hdr, sep strings.Builder
+	hdr.WriteString("| from (us) |")
+	sep.WriteString("|---|")
+	for _, r := range runs {
+		fmt.Fprintf(&hdr, " %s goodput | RTT | lost |", r.CC)
+		sep.WriteString("---|---|---|")
+	}
+	fmt.Fprintf(out, "%s\n%s\n", hdr.String(), sep.String())
+	step := int(every / bin)
+	for k := 0; int64(k)*bin < end; k += step {
+		fmt.Fprintf(out, "| %s |", ms(int64(k)*bin))
+		for _, r := range runs {
+			s := r.Series
+			fmt.Fprintf(out, " %.3f | %.1f | %d |", s.Goodput(k, k+step, capacity), s.RTTus(k, k+step), s.Lost(k, k+step))
+		}
+		fmt.Fprintln(out)
+	}
+	wb, nb := int(warm/bin), int(end/bin)
+	fmt.Fprintf(out, "\nThe paper's claim (Fig. 8): RL-CC and Swift lose packets only in the bring-up, DCQCN throughout. Bring-up here: the first %s us.\n\n", ms(warm))
+	fmt.Fprint(out, "| cc | lost in the bring-up | lost after it | per flow after it | last loss ends at (us) | goodput after the bring-up | losses only in the bring-up |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range runs {
+		s := r.Series
+		after := s.Lost(wb, nb)
+		only := "yes"
+		if after > 0 {
+			only = "**no**"
+		}
+		fmt.Fprintf(out, "| %s | %d | %d | %.2f | %s | %.3f | %s |\n", r.CC, s.Lost(0, wb), after, float64(after)/float64(flows), ms(s.LastLoss()), s.Goodput(wb, nb, capacity), only)
+	}
 }

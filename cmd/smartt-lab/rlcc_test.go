@@ -120,3 +120,53 @@ func TestRLCCCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestRLCCLSTMAndFig8Commands: lstm trains, distils and compares a tiny LSTM teacher and
+// writes its files; fig8 prints the series and the bring-up table; bad flags are refused.
+func TestRLCCLSTMAndFig8Commands(t *testing.T) {
+	dir := t.TempDir()
+	var out, prog bytes.Buffer
+	if err := runRLCC([]string{"lstm", "-q", "-iterations", "2", "-max-flows", "4", "-episode", "1ms", "-a2a-every", "0",
+		"-distill-episodes", "5", "-flows", "4", "-seeds", "1", "-warm", "1ms", "-measure", "1ms", "-out", dir}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"lstm.json", "model.json", "curve.csv", "curve.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("lstm did not write %s: %v", f, err)
+		}
+	}
+	for _, want := range []string{"| 0-1 | ", "LSTM 2640 multiply-adds, 5586 floating-point operations", "| LSTM | ", "| MLP (embedded policy) | ", "| 4 | lstm | ", "| 4 | trees | "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("lstm output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := runRLCC([]string{"table1", "-rounds", "1", "-batch", "1ms", "-lstm", filepath.Join(dir, "lstm.json")}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "LSTM 16, FC 1 (trained)") {
+		t.Errorf("table1 with a trained LSTM:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runRLCC([]string{"fig8", "-q", "-flows", "128", "-end", "600us", "-bin", "50us", "-print", "200us", "-bring-up", "200us", "-ccs", "rlcc,swift"}, &out, &prog); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| from (us) | rlcc goodput | RTT | lost | swift goodput |", "| 0 | ", "| 400 | ", "Bring-up here: the first 200 us", "| swift | "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("fig8 output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, bad := range [][]string{
+		{"lstm", "-bptt", "17"},
+		{"lstm", "-max-a2a", "1"},
+		{"table1", "-lstm", filepath.Join(dir, "model.json")},
+		{"fig8", "-flows", "100"},
+		{"fig8", "-print", "150us"},
+		{"fig8", "-bring-up", "10ms"},
+		{"fig8", "-ccs", "tcp-reno"},
+	} {
+		if err := runRLCC(bad, &out, &prog); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

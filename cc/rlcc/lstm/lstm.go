@@ -1,6 +1,7 @@
 // Package lstm is the RL-CC paper's original teacher network (FC 32-16, LSTM 16, FC 1)
-// as float64 inference, for Table I only: its operation count and decision time beside
-// the distilled trees'. Nothing in the simulator or the engine links it.
+// in float64: inference, its truncated backpropagation through time and a controller for
+// the simulator (training, distillation and Table I in cc/rlcc/train). The engine and the
+// daemon never link it.
 package lstm
 
 import (
@@ -81,6 +82,14 @@ func NewLSTM(seed uint64) *LSTM {
 	return m
 }
 
+// ScaleOutput multiplies the output layer's weights by f: training starts from a tenth
+// (as the MLP's), so the untrained policy keeps the rate instead of saturating.
+func (m *LSTM) ScaleOutput(f float64) {
+	for j := range LSTMHid {
+		m.Theta[lstmWo+j] *= f
+	}
+}
+
 func sigmoid(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
 
 // dense sets y = w x + b (w row-major, len(y) rows of len(x)).
@@ -96,8 +105,9 @@ func dense(y []float64, w, b, x []float64) {
 	}
 }
 
-// Forward advances the flow's state st by one step with input (delta, aPrev) and
-// returns the action in tanh units (multiplier rlccnet.Multiplier(u)). No allocation.
+// Forward advances the flow's state st by one step with input (delta, aPrev) (the
+// controller feeds delta as rlccnet.RTTReward(delta), -12.5 delta clamped, and aPrev in
+// tanh units) and returns the action in tanh units (multiplier rlccnet.Multiplier(u)). No allocation.
 func (m *LSTM) Forward(delta, aPrev float64, st *LSTMState) float64 {
 	th := m.Theta[:]
 	in := [LSTMIn]float64{delta, aPrev}
@@ -180,7 +190,7 @@ func NewLSTMFlow(m *LSTM, cfg rlcc.Config, net config.Network) *LSTMFlow {
 func (f *LSTMFlow) Decide(rtt int64) {
 	infl := float64(min(rtt, f.max)) / f.brtt
 	delta := f.cfg.Target - max(infl-f.cfg.Beta, 0)*math.Sqrt(f.Rate)
-	u := f.Net.Forward(delta, f.a1, &f.St)
+	u := f.Net.Forward(rlccnet.RTTReward(delta), f.a1, &f.St)
 	a := min(max(rlccnet.Multiplier(u), f.cfg.MinAction), f.cfg.MaxAction)
 	f.Rate = min(max(f.Rate*a, f.cfg.MinRate), 1)
 	f.a1 = u

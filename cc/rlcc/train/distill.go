@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/smartt-transport/smartt/cc/rlcc"
+	"github.com/smartt-transport/smartt/cc/rlcc/lstm"
 	"github.com/smartt-transport/smartt/cc/rlcc/rlccnet"
 )
 
@@ -51,6 +52,26 @@ type DistillReport struct {
 
 // Distill records the policy network's decisions and fits trees.
 func Distill(net *rlccnet.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model, DistillReport, error) {
+	sum := sha256.Sum256(policyJSON)
+	teacher := "policy network sha256 " + hex.EncodeToString(sum[:8]) + " (rlccnet.MLP), recorded on-policy in test/sim incasts"
+	return distill(func(rec func(x *[rlcc.NumFeatures]float64, u float64)) Policy {
+		return &NetPolicy{Net: net, Cfg: dc.Env.RLCC, OnDecision: func(_ *rlccnet.NetController, d *rlccnet.Decision) { rec(&d.X, d.U) }}
+	}, teacher, dc)
+}
+
+// DistillLSTM records the LSTM teacher's decisions (the paper's distillation of its
+// LSTM) and fits trees on the same features as Distill's.
+func DistillLSTM(net *lstm.LSTM, policyJSON []byte, dc DistillConfig) (*rlcc.Model, DistillReport, error) {
+	sum := sha256.Sum256(policyJSON)
+	teacher := "LSTM sha256 " + hex.EncodeToString(sum[:8]) + " (lstm.LSTM), recorded on-policy in test/sim incasts"
+	return distill(func(rec func(x *[rlcc.NumFeatures]float64, u float64)) Policy {
+		return &LSTMPolicy{Net: net, Cfg: dc.Env, OnDecision: func(_ *lstm.Controller, d *lstm.Decision) { rec(&d.X, d.U) }}
+	}, teacher, dc)
+}
+
+// distill records the decisions of the policies pol makes (rec sees each observation and
+// output in tanh units) and fits trees.
+func distill(pol func(rec func(x *[rlcc.NumFeatures]float64, u float64)) Policy, teacher string, dc DistillConfig) (*rlcc.Model, DistillReport, error) {
 	var rep DistillReport
 	if dc.Episodes < 2 || dc.HoldOut < 2 || dc.PerEpisode < 10 || dc.MinFlows < 1 || dc.MaxFlows < dc.MinFlows {
 		return nil, rep, fmt.Errorf("distill: bad config: episodes %d (>= 2), hold_out %d (>= 2), per_episode %d (>= 10), flows %d..%d",
@@ -65,11 +86,11 @@ func Distill(net *rlccnet.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model
 		n, seed := draw.episodeDraw(k)
 		var xs [][rlcc.NumFeatures]float64
 		var as []float64
-		pol := &NetPolicy{Net: net, Cfg: dc.Env.RLCC, OnDecision: func(_ *rlccnet.NetController, d *rlccnet.Decision) {
-			xs = append(xs, d.X)
-			as = append(as, min(max(rlccnet.Multiplier(d.U), dc.Env.RLCC.MinAction), dc.Env.RLCC.MaxAction))
-		}}
-		st, err := dc.Env.Run(pol, n, seed, dc.EpisodeNs/2, dc.EpisodeNs-dc.EpisodeNs/2)
+		p := pol(func(x *[rlcc.NumFeatures]float64, u float64) {
+			xs = append(xs, *x)
+			as = append(as, min(max(rlccnet.Multiplier(u), dc.Env.RLCC.MinAction), dc.Env.RLCC.MaxAction))
+		})
+		st, err := dc.Env.Run(p, n, seed, dc.EpisodeNs/2, dc.EpisodeNs-dc.EpisodeNs/2)
 		if err != nil {
 			return nil, rep, err
 		}
@@ -124,11 +145,10 @@ func Distill(net *rlccnet.MLP, policyJSON []byte, dc DistillConfig) (*rlcc.Model
 		rep.TestMeanAbsInput += math.Abs(ty[i]-1) / float64(len(ty))
 	}
 	rep.TestRMSE = math.Sqrt(se / float64(len(ty)))
-	sum := sha256.Sum256(policyJSON)
 	m.Meta = map[string]any{
 		"generator": fmt.Sprintf("smartt-lab rlcc distill -seed %d -episodes %d -min-flows %d -max-flows %d -episode %dus -per-episode %d -hold-out %d",
 			dc.Seed, dc.Episodes, dc.MinFlows, dc.MaxFlows, dc.EpisodeNs/1000, dc.PerEpisode, dc.HoldOut),
-		"teacher":         "policy network sha256 " + hex.EncodeToString(sum[:8]) + " (rlccnet.MLP), recorded on-policy in test/sim incasts",
+		"teacher":         teacher,
 		"fit":             fmt.Sprintf("%d oblivious trees of depth %d, RMSE loss, learning rate %g, l2 %g, %d quantile borders", dc.Fit.Trees, dc.Fit.Depth, dc.Fit.LearningRate, dc.Fit.L2, dc.Fit.Borders),
 		"train_samples":   rep.Train,
 		"test_samples":    rep.Test,

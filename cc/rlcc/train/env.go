@@ -136,6 +136,7 @@ type probe struct {
 	allLoss  uint64  // losses over the whole run
 	bin      int64   // width of bins, ns (0: none)
 	bins     []int64 // bytes acknowledged per bin from mark on (long-short's reaction)
+	ts       *Series // every flow's totals per interval (nil: none)
 }
 
 // probeBin is the width of the time bins a probe counts acknowledged bytes in after its
@@ -160,6 +161,9 @@ func (p *probe) OnAck(a cc.Ack) {
 		}
 		p.bins[i] += int64(a.Bytes)
 	}
+	if p.ts != nil {
+		p.ts.add(a.Now, int64(a.Bytes), a.RTT, false)
+	}
 	p.Controller.OnAck(a)
 }
 
@@ -170,6 +174,9 @@ func (p *probe) OnLoss(l cc.Loss) {
 	}
 	if l.Now >= p.mark {
 		p.lateLoss++
+	}
+	if p.ts != nil {
+		p.ts.add(l.Now, 0, 0, true)
 	}
 	p.Controller.OnLoss(l)
 }
@@ -183,7 +190,7 @@ func (e Env) Run(pol Policy, n int, seed uint64, warm, measure int64) (Stats, er
 	end := warm + measure
 	size := max(int64(float64(e.LinkRate)/8*float64(end)/1e9), 1<<20)
 	wl := sim.WorkloadConfig{Kind: "incast", Senders: n, Receiver: 0, Size: sim.Size(size), Jitter: config.Duration(e.Jitter)}
-	r, probes, netw, err := e.simulate(pol, fmt.Sprintf("rlcc-incast-%d", n), e.single(n+1), wl, size, int64(n)*size, seed, warm, end, end)
+	r, probes, netw, err := e.simulate(pol, fmt.Sprintf("rlcc-incast-%d", n), e.single(n+1), wl, size, int64(n)*size, seed, warm, end, end, nil)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -218,9 +225,9 @@ func (e Env) single(hosts int) sim.TopologyConfig {
 
 // simulate runs workload wl on topology topo until end, every sender's controllers made
 // by pol and wrapped in a probe measuring from warm on (in creation order; probe.host is
-// the sender; probe.mark = mark). Host 0's controllers are not probed when it only
+// the sender; probe.mark = mark; every probe adds to ts if set). Host 0's controllers are not probed when it only
 // receives (incast, long-short); in an all-to-all it sends too.
-func (e Env) simulate(pol Policy, name string, topo sim.TopologyConfig, wl sim.WorkloadConfig, maxMsg, recvBudget int64, seed uint64, warm, mark, end int64) (*sim.Result, []*probe, config.Network, error) {
+func (e Env) simulate(pol Policy, name string, topo sim.TopologyConfig, wl sim.WorkloadConfig, maxMsg, recvBudget int64, seed uint64, warm, mark, end int64, ts *Series) (*sim.Result, []*probe, config.Network, error) {
 	sc := &sim.Scenario{
 		Name:      name,
 		Seed:      seed,
@@ -265,7 +272,7 @@ func (e Env) simulate(pol Policy, name string, topo sim.TopologyConfig, wl sim.W
 				nerr = err
 				c = &cc.Fixed{Bytes: cfg.MTU}
 			}
-			pr := &probe{Controller: c, warm: warm, host: host, mark: mark}
+			pr := &probe{Controller: c, warm: warm, host: host, mark: mark, ts: ts}
 			if mark < end {
 				pr.bin = probeBin
 			}

@@ -32,6 +32,21 @@ type FabricStats struct {
 // multiple of Hosts up to Hosts*(Hosts-1)). Flows are long; the window [warm,
 // warm+measure) is measured.
 func (e Env) RunTree(pol Policy, t Tree, kind string, n int, seed uint64, warm, measure int64) (FabricStats, error) {
+	return e.runTree(pol, t, kind, n, seed, warm, measure, nil)
+}
+
+// RunTreeSeries is RunTree that also totals every flow's acknowledged bytes, RTT samples
+// and losses per bin ns of simulated time from the start (Fig. 8's time series).
+func (e Env) RunTreeSeries(pol Policy, t Tree, kind string, n int, seed uint64, warm, measure, bin int64) (FabricStats, *Series, error) {
+	if bin < 1_000 || (warm+measure)/bin > 100_000 {
+		return FabricStats{}, nil, fmt.Errorf("series bin = %d ns: want at least 1us and at most 100,000 bins", bin)
+	}
+	ts := &Series{Bin: bin}
+	st, err := e.runTree(pol, t, kind, n, seed, warm, measure, ts)
+	return st, ts, err
+}
+
+func (e Env) runTree(pol Policy, t Tree, kind string, n int, seed uint64, warm, measure int64, ts *Series) (FabricStats, error) {
 	end := warm + measure
 	size := max(int64(float64(e.LinkRate)/8*float64(end)/1e9), 1<<20)
 	wl := sim.WorkloadConfig{Size: sim.Size(size), Jitter: config.Duration(e.Jitter)}
@@ -53,7 +68,7 @@ func (e Env) RunTree(pol Policy, t Tree, kind string, n int, seed uint64, warm, 
 	topo := sim.TopologyConfig{Kind: "leafspine", Hosts: t.Hosts, Leaves: t.Leaves, Spines: t.Spines,
 		LinkRate: config.Rate(e.LinkRate), LinkLatency: config.Duration(e.LinkLatency),
 		Queue: sim.QueueConfig{BDPs: e.QueueBDPs, Kmin: 0.2, Kmax: 0.8}}
-	r, probes, _, err := e.simulate(pol, fmt.Sprintf("rlcc-%s-%d", kind, n), topo, wl, size, int64(n)*size, seed, warm, end, end)
+	r, probes, _, err := e.simulate(pol, fmt.Sprintf("rlcc-%s-%d", kind, n), topo, wl, size, int64(n)*size, seed, warm, end, end, ts)
 	if err != nil {
 		return FabricStats{}, err
 	}
@@ -75,4 +90,29 @@ func (e Env) RunTree(pol Policy, t Tree, kind string, n int, seed uint64, warm, 
 		st.RTTus = rs / rn / 1e3
 	}
 	return st, nil
+}
+
+// Series is a run's totals over every flow per interval of Bin ns from time 0.
+type Series struct {
+	Bin    int64
+	Bytes  []int64   // payload acknowledged
+	RTTSum []float64 // sum of RTT samples, ns
+	RTTN   []float64 // RTT samples
+	Losses []uint64  // packets judged lost
+}
+
+// add counts one ACK (bytes, an RTT sample if rtt > 0) or one loss at now.
+func (s *Series) add(now, bytes, rtt int64, loss bool) {
+	i := int(now / s.Bin)
+	for len(s.Bytes) <= i {
+		s.Bytes, s.RTTSum, s.RTTN, s.Losses = append(s.Bytes, 0), append(s.RTTSum, 0), append(s.RTTN, 0), append(s.Losses, 0)
+	}
+	s.Bytes[i] += bytes
+	if rtt > 0 {
+		s.RTTSum[i] += float64(rtt)
+		s.RTTN[i]++
+	}
+	if loss {
+		s.Losses[i]++
+	}
 }

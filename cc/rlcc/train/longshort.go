@@ -62,7 +62,7 @@ func (e Env) RunLongShort(pol Policy, ls LongShort, seed uint64) (LongShortStats
 	wl := sim.WorkloadConfig{Kind: "flows", Flows: flows}
 	// Probes measure from 1 ms before the burst; their mark splits before and after.
 	r, probes, _, err := e.simulate(pol, "rlcc-long-short", e.single(1+ls.Long+ls.Short), wl, longSize,
-		int64(ls.Long)*longSize+int64(ls.Short)*ls.ShortSize, seed, ls.Burst-1_000_000, ls.Burst, ls.End)
+		int64(ls.Long)*longSize+int64(ls.Short)*ls.ShortSize, seed, ls.Burst-1_000_000, ls.Burst, ls.End, nil)
 	if err != nil {
 		return st, err
 	}

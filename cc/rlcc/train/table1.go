@@ -26,12 +26,16 @@ type Table1Arch struct {
 var table1RTTs = [4]int64{10_000, 16_000, 25_000, 12_000}
 
 // Table1 times one decision of the distilled trees (integer, rlcc.Controller.Decide), the
-// policy MLP (rlccnet.NetController, through OnAck) and the paper's LSTM teacher (float64, seeded weights), interleaved: each of
+// policy MLP (rlccnet.NetController, through OnAck) and the paper's LSTM teacher (float64;
+// lm, nil: seeded weights), interleaved: each of
 // rounds rounds times a batch of each architecture in turn (the order rotating), so a
 // load change on a shared host hits all three. A round's value is the fastest of
 // table1Sub batches of about batch/table1Sub each (the least preempted, as the trees'
 // BenchmarkDecision reports).
-func Table1(m *rlcc.Model, mlp *rlccnet.MLP, rounds int, batch time.Duration) ([]Table1Arch, error) {
+func Table1(m *rlcc.Model, mlp *rlccnet.MLP, lm *lstm.LSTM, rounds int, batch time.Duration) ([]Table1Arch, error) {
+	if lm == nil {
+		lm = lstm.NewLSTM(1)
+	}
 	net := config.Network{LinkRate: 100e9, BaseRTT: 10_000, MTU: 4096}
 	cfg := rlcc.DefaultConfig()
 	p, err := rlcc.NewParamsWithModel(cfg, net, m)
@@ -42,7 +46,7 @@ func Table1(m *rlcc.Model, mlp *rlccnet.MLP, rounds int, batch time.Duration) ([
 	if err != nil {
 		return nil, err
 	}
-	tree, nc, lf := rlcc.New(p), rlccnet.NewNet(np), lstm.NewLSTMFlow(lstm.NewLSTM(1), cfg, net)
+	tree, nc, lf := rlcc.New(p), rlccnet.NewNet(np), lstm.NewLSTMFlow(lm, cfg, net)
 	cost := tree.Cost()
 	lc := lstm.LSTMCount()
 	archs := []Table1Arch{

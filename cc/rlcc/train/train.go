@@ -101,6 +101,7 @@ type Episode struct {
 	Goodput   float64 // over the second half of the episode
 	Inflation float64 // mean RTT inflation over the second half
 	Wall      float64 // seconds
+	AllToAll  bool    `json:",omitempty"` // an all-to-all on PaperTree (LSTM training), not an incast
 }
 
 // Trainer holds the policy and the optimiser state.
