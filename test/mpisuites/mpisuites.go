@@ -8,6 +8,7 @@ package mpisuites
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -111,7 +112,8 @@ func (r *Run) Partial() bool { return r.Limit != "" && r.Limit != "all" }
 // CommonSeconds sums the test times of the tests both runs have: the fair comparison of
 // two runs that stopped at different points of their testlist.
 func CommonSeconds(a, b *Run) (sa, sb float64, n int) {
-	for name, oa := range a.Tests {
+	for _, name := range slices.Sorted(maps.Keys(a.Tests)) { // one order: float sums round alike
+		oa := a.Tests[name]
 		if ob, ok := b.Tests[name]; ok {
 			sa, sb, n = sa+oa.Seconds, sb+ob.Seconds, n+1
 		}
@@ -175,7 +177,8 @@ var Setups = []struct{ Dir, Title string }{
 // BothPassedSeconds sums the test times of the tests that passed in both runs: the
 // comparison that leaves out the time limits failing tests wait out on both.
 func BothPassedSeconds(a, b *Run) (sa, sb float64, n int) {
-	for name, oa := range a.Tests {
+	for _, name := range slices.Sorted(maps.Keys(a.Tests)) { // one order: float sums round alike
+		oa := a.Tests[name]
 		if ob, ok := b.Tests[name]; ok && oa.Pass && ob.Pass {
 			sa, sb, n = sa+oa.Seconds, sb+ob.Seconds, n+1
 		}
