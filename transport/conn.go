@@ -62,6 +62,10 @@ type timeEntry struct {
 	seq uint64
 }
 
+// unacked reports whether the packet is in flight or lost: what an ACK may newly
+// acknowledge (ackPkt).
+func (sp *sentPkt) unacked() bool { st := sp.state(); return st == pktInflight || st == pktLost }
+
 // txMsg is an outgoing message.
 type txMsg struct {
 	id          uint32
@@ -774,7 +778,8 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 			i := uint32(bits.TrailingZeros64(word))
 			word &= word - 1
 			psn := a.SackBase + uint32(64*w) + i
-			if wire.SeqLEQ(c.sndUna, psn) && wire.SeqLess(psn, c.sndNxt) {
+			// Most SACK bits repeat what earlier ACKs said: test the slot before the call.
+			if wire.SeqLEQ(c.sndUna, psn) && wire.SeqLess(psn, c.sndNxt) && c.pkts[psn&c.mask].unacked() {
 				if b := e.ackPkt(c, psn, a); b > 0 {
 					bytes += b
 					pkts++
