@@ -98,6 +98,10 @@ typedef struct smartt_options {
                        * ACCEPTED and SENT once written to it (FAILED if its receiver's
                        * session ended), and a progress engine polls smartt_poll_fd(), not
                        * smartt_fd() */
+    long long direct_recv_max; /* bytes of messages read from pairs and not yet taken
+                                * by the application (0: 256 MiB); a pair's next message
+                                * beyond it waits in the pair, its sender held back
+                                * (never dropped), unless nothing is held */
 } smartt_options;
 
 /* smartt_open connects to socket_path (NULL: smartt_default_socket()) and opens a
@@ -139,6 +143,8 @@ typedef struct smartt_direct_stats {
     uint64_t failed;       /* messages failed because their pair ended */
     uint64_t bad;          /* pairs ended by a malformed header or an oversized message */
     uint64_t cut;          /* pairs that ended in the middle of a message (dropped unread) */
+    uint64_t held;         /* bytes of pair messages read or being read, not yet taken */
+    uint64_t waits;        /* times a pair's next message waited for direct_recv_max */
 } smartt_direct_stats;
 int smartt_direct_stats_get(const smartt_session *s, smartt_direct_stats *st);
 /* smartt_progress writes and reads what it can without blocking and queues the

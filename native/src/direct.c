@@ -25,6 +25,7 @@ struct sm_pair {
     int reading;       /* DirectPeer came: the peer writes to us */
     int backed;        /* bytes wait to be written (counted in s->backed_pairs) */
     int wdead;         /* a write failed: read what the peer wrote before it went, then end */
+    int paused;        /* its next message waits for the receive budget (not read meanwhile) */
     uint32_t events;   /* registered epoll events (0: not registered) */
     smartt_addr from;  /* the sender, as DirectPeer named it */
     uint32_t ep;       /* our endpoint */
@@ -90,8 +91,12 @@ int direct_setup(smartt_session *s)
     return epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->fd, &ev) ? SMARTT_ESYS : 0;
 }
 
-static void pair_release(sm_pair *p)
+static void pair_release(smartt_session *s, sm_pair *p)
 {
+    if (p->msg)
+        s->pair_held -= p->msg_size; /* a message cut short: dropped, no longer held */
+    if (p->paused)
+        s->paused_pairs--, p->paused = 0;
     if (p->fd >= 0)
         close(p->fd);
     p->fd = -1;
@@ -103,7 +108,7 @@ static void pair_release(sm_pair *p)
 void direct_free(smartt_session *s)
 {
     for (size_t i = 0; i < s->npairs; i++) {
-        pair_release(s->pairs[i]);
+        pair_release(s, s->pairs[i]);
         free(s->pairs[i]);
     }
     for (size_t i = 0; i < s->nfds_in; i++)
@@ -114,13 +119,14 @@ void direct_free(smartt_session *s)
         free(s->routes[i].held), free(s->routes[i].htags);
     free(s->pairs);
     free(s->routes);
+    free(s->hq);
 }
 
 /* watch registers the epoll events p needs now: input once it is read, output while
  * bytes wait for it. */
 static void watch(smartt_session *s, sm_pair *p)
 {
-    uint32_t want = (p->reading ? EPOLLIN : 0) | (p->out_head < p->out_len ? EPOLLOUT : 0);
+    uint32_t want = (p->reading && !p->paused ? EPOLLIN : 0) | (p->out_head < p->out_len ? EPOLLOUT : 0);
     if (want == p->events || p->fd < 0)
         return;
     struct epoll_event ev = {.events = want, .data.u64 = p->idx + 1};
@@ -358,7 +364,7 @@ static void pair_end(smartt_session *s, sm_pair *p, const char *why)
     fail_out(s, p, why);
     if (p->msg || p->in_len)
         s->st.cut++;
-    pair_release(p);
+    pair_release(s, p);
     p->events = 0;
     s->live_pairs--;
 }
@@ -482,6 +488,56 @@ int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint
 
 /* ---- reading pairs ---- */
 
+/* ---- the receive budget ---- */
+
+/* A pair message is charged from its header until the application takes its RECV event;
+ * one that would pass the budget waits in its pair (the pair is not read, so its writer
+ * backs up) unless nothing is held: any one message can arrive, and what is held is at
+ * most the budget or one message. Charged at its declared size, which it allocates. */
+static int pair_admit(smartt_session *s, sm_pair *p, uint64_t size)
+{
+    if (s->pair_held && s->pair_held + size > s->pair_budget) {
+        if (!p->paused)
+            s->paused_pairs++, s->st.waits++, p->paused = 1;
+        return 0;
+    }
+    if (p->paused)
+        s->paused_pairs--, p->paused = 0;
+    s->pair_held += size;
+    return 1;
+}
+
+/* held_push records a queued pair message, in the order of the receive queue. */
+static int held_push(smartt_session *s, const void *data, uint64_t size)
+{
+    if (s->hq_n == s->hq_cap) {
+        size_t nc = s->hq_cap ? 2 * s->hq_cap : 64;
+        struct heldmsg *nq = malloc(nc * sizeof *nq);
+        if (!nq)
+            return SMARTT_ENOMEM;
+        for (size_t i = 0; i < s->hq_n; i++)
+            nq[i] = s->hq[(s->hq_head + i) % s->hq_cap];
+        free(s->hq);
+        s->hq = nq, s->hq_cap = nc, s->hq_head = 0;
+    }
+    s->hq[(s->hq_head + s->hq_n++) % s->hq_cap] = (struct heldmsg){data, size};
+    return 0;
+}
+
+int sm_recv_pop(smartt_session *s, smartt_event *ev)
+{
+    if (!evq_pop(&s->recv, ev))
+        return 0;
+    /* pair messages leave the queue in order: the oldest recorded is this one or later */
+    if (s->hq_n && ev->type == SMARTT_EV_RECV && ev->data == s->hq[s->hq_head].data) {
+        s->pair_held -= s->hq[s->hq_head].size;
+        s->hq_head = (s->hq_head + 1) % s->hq_cap, s->hq_n--;
+        if (s->paused_pairs)
+            s->pair_resume = 1;
+    }
+    return 1;
+}
+
 /* pair_deliver queues the message read whole from p. */
 static int pair_deliver(smartt_session *s, sm_pair *p)
 {
@@ -490,9 +546,13 @@ static int pair_deliver(smartt_session *s, sm_pair *p)
     p->msg = NULL, p->msg_size = p->msg_got = 0;
     s->st.received++;
     s->received = 1;
-    int r = evq_push(&s->recv, &e);
-    if (r)
+    int r = held_push(s, e.data, e.size);
+    if (!r && (r = evq_push(&s->recv, &e)))
+        s->hq_n--;
+    if (r) {
+        s->pair_held -= e.size;
         free((void *)e.data);
+    }
     return r;
 }
 
@@ -524,9 +584,13 @@ static int pair_parse(smartt_session *s, sm_pair *p)
             pair_end(s, p, "malformed bytes from the peer");
             return 1;
         }
+        if (!pair_admit(s, p, size))
+            break; /* its header stays buffered */
         p->msg = malloc((size_t)size);
-        if (!p->msg)
+        if (!p->msg) {
+            s->pair_held -= size;
             return sm_fail(s, SMARTT_ENOMEM), 1;
+        }
         p->msg_size = size, p->msg_got = 0;
         off += PAIR_HDR;
     }
@@ -543,7 +607,7 @@ static void pair_read(smartt_session *s, sm_pair *p)
         sm_fail(s, SMARTT_ENOMEM);
         return;
     }
-    for (int i = 0; i < PAIR_READS && p->fd >= 0 && !s->err; i++) {
+    for (int i = 0; i < PAIR_READS && p->fd >= 0 && !p->paused && !s->err; i++) {
         ssize_t n;
         int straight = p->msg && !p->in_len && p->msg_size - p->msg_got >= PAIR_INBUF;
         if (straight)
@@ -566,13 +630,30 @@ static void pair_read(smartt_session *s, sm_pair *p)
         }
         size_t want = PAIR_INBUF - p->in_len;
         p->in_len += (size_t)n;
-        if (pair_parse(s, p) || (size_t)n < want)
-            return; /* a short read: the socket is drained */
+        if (pair_parse(s, p) || (size_t)n < want || p->paused)
+            break; /* ended, a short read (the socket is drained), or waiting */
+    }
+}
+
+/* resume_pairs lets waiting pairs go on now that messages were taken. */
+static void resume_pairs(smartt_session *s)
+{
+    s->pair_resume = 0;
+    for (size_t i = 0; i < s->npairs && s->paused_pairs && !s->err; i++) {
+        sm_pair *p = s->pairs[i];
+        if (!p->paused || p->fd < 0)
+            continue;
+        if (!pair_parse(s, p) && !p->paused) {
+            watch(s, p);
+            pair_read(s, p); /* what came meanwhile, and EOF, which epoll reported as HUP */
+        }
     }
 }
 
 int direct_progress(smartt_session *s)
 {
+    if (s->pair_resume)
+        resume_pairs(s);
     if (s->backed_pairs)
         for (size_t i = 0; i < s->npairs && s->backed_pairs; i++)
             if (s->pairs[i]->backed)
@@ -594,7 +675,7 @@ int direct_progress(smartt_session *s)
             continue;
         if (ev[i].events & EPOLLOUT)
             pair_flush(s, p);
-        if (p->fd >= 0 && p->reading && (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+        if (p->fd >= 0 && p->reading && !p->paused && (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
             pair_read(s, p);
         else if (p->fd >= 0 && !p->reading && (ev[i].events & (EPOLLHUP | EPOLLERR)))
             pair_end(s, p, "the receiving session is gone");
@@ -728,5 +809,6 @@ int smartt_direct_stats_get(const smartt_session *s, smartt_direct_stats *st)
         return SMARTT_EINVAL;
     *st = s->st;
     st->pairs_open = s->live_pairs;
+    st->held = s->pair_held;
     return 0;
 }
