@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -200,6 +201,17 @@ int smartt_bind_start(smartt_session *s, uint32_t endpoint, uint32_t *tag);
  * It ends in exactly one SENT, FAILED or ERROR event (v2: after an ACCEPTED one). */
 int smartt_send_async(smartt_session *s, const smartt_addr *to, const void *buf,
                       size_t len, uint32_t *tag);
+/* smartt_sendv_direct sends the message gathered from iov (at most SMARTT_IOV_MAX
+ * entries) over the direct pair to `to`, SMARTT_ENOTSUP when there is none now (send
+ * it another way; nothing was sent) and SMARTT_EAGAIN while the pair holds PAIR_QMAX
+ * unwritten bytes. What the pair's socket does not take at once is borrowed, not
+ * copied, when nothing else waits for the pair: then *borrowed is 1 and the buffers
+ * must stay as they are until the message's SENT or FAILED event; else it is copied
+ * (*borrowed 0). Large messages to a peer of the same daemon thus cost no copy in user
+ * space. */
+#define SMARTT_IOV_MAX 16
+int smartt_sendv_direct(smartt_session *s, const smartt_addr *to, const struct iovec *iov,
+                        int niov, uint32_t *tag, int *borrowed);
 /* Sends size bytes at offset SMARTT_HEADROOM of a memfd sealed against shrinking and
  * growing, passed with SCM_RIGHTS (zero copy). Do not write into it until the
  * message's outcome arrived. SMARTT_ENOTSUP without SMARTT_CAP_SENDFD. */
