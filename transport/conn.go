@@ -768,24 +768,10 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 		}
 	}
 	// Selective part (none in order, the common case: the words are tested at once).
-	words := int(a.SackWords)
-	if a.Sack[0]|a.Sack[1]|a.Sack[2]|a.Sack[3] == 0 {
-		words = 0
-	}
-	for w := 0; w < words; w++ {
-		word := a.Sack[w]
-		for word != 0 {
-			i := uint32(bits.TrailingZeros64(word))
-			word &= word - 1
-			psn := a.SackBase + uint32(64*w) + i
-			// Most SACK bits repeat what earlier ACKs said: test the slot before the call.
-			if wire.SeqLEQ(c.sndUna, psn) && wire.SeqLess(psn, c.sndNxt) && c.pkts[psn&c.mask].unacked() {
-				if b := e.ackPkt(c, psn, a); b > 0 {
-					bytes += b
-					pkts++
-				}
-			}
-		}
+	if a.Sack[0]|a.Sack[1]|a.Sack[2]|a.Sack[3] != 0 {
+		b, n := e.sackAcked(c, a)
+		bytes += b
+		pkts += n
 	}
 	// Slide the window.
 	for c.sndUna != c.sndNxt && c.pkts[c.sndUna&c.mask].state() == pktAcked {
@@ -892,6 +878,27 @@ func (e *Endpoint) sackBeyond(c *conn, a *wire.Ack) bool {
 		beyond |= a.Sack[w]
 	}
 	return beyond != 0
+}
+
+// sackAcked acknowledges the packets a's SACK words name that were in flight or lost,
+// returning their bytes and number.
+func (e *Endpoint) sackAcked(c *conn, a *wire.Ack) (bytes, pkts int) {
+	for w := 0; w < int(a.SackWords); w++ {
+		word := a.Sack[w]
+		for word != 0 {
+			i := uint32(bits.TrailingZeros64(word))
+			word &= word - 1
+			psn := a.SackBase + uint32(64*w) + i
+			// Most SACK bits repeat what earlier ACKs said: test the slot before the call.
+			if wire.SeqLEQ(c.sndUna, psn) && wire.SeqLess(psn, c.sndNxt) && c.pkts[psn&c.mask].unacked() {
+				if b := e.ackPkt(c, psn, a); b > 0 {
+					bytes += b
+					pkts++
+				}
+			}
+		}
+	}
+	return bytes, pkts
 }
 
 // ackPkt marks psn acknowledged and returns its size if it was not already.
