@@ -29,11 +29,7 @@ func TestGarbageIsCountedAndDropped(t *testing.T) {
 	got := 0
 	var real ConnID // b's side of the connection
 	p.runUntil(t, 1e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				got++
 				real = ev.Conn
@@ -123,11 +119,7 @@ func TestGarbageIsCountedAndDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.runUntil(t, p.now+1e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived && ev.Conn == real {
 				got++
 				if !bytes.Equal(ev.Data, second) {

@@ -140,20 +140,12 @@ func (r *throughputRig) step() {
 		r.tb.Fatal("no ACK")
 	}
 	r.snd.HandlePacket(r.now, r.ack[:a.N], RxMeta{From: r.rAddr})
-	for {
-		ev, ok := r.snd.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.snd) {
 		if ev.Kind == MessageSent {
 			r.queued--
 		}
 	}
-	for {
-		ev, ok := r.rcv.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.rcv) {
 		if ev.Kind == MessageReceived {
 			r.pool.Put(ev.Data)
 			PutChunks(ev.Chunks)

@@ -3,23 +3,28 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"iter"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-// events drains e's events into a slice.
-func events(e *Endpoint) []Event {
-	var out []Event
-	for {
-		ev, ok := e.PollEvent()
-		if !ok {
-			return out
+// pending yields e's events until none is left, draining them.
+func pending(e *Endpoint) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		for {
+			ev, ok := e.PollEvent()
+			if !ok || !yield(ev) {
+				return
+			}
 		}
-		out = append(out, ev)
 	}
 }
+
+// events drains e's events into a slice.
+func events(e *Endpoint) []Event { return slices.Collect(pending(e)) }
 
 func TestCleanCloseBothSidesRelease(t *testing.T) {
 	p := newPair(t, DefaultConfig(), 3000)

@@ -41,15 +41,12 @@ func (f *forger) data(psn uint32, id uint32, msgLen, off, n int, fill byte) {
 // received returns the messages delivered so far.
 func (f *forger) received() [][]byte {
 	var out [][]byte
-	for {
-		ev, ok := f.e.PollEvent()
-		if !ok {
-			return out
-		}
+	for ev := range pending(f.e) {
 		if ev.Kind == MessageReceived {
 			out = append(out, ev.Data)
 		}
 	}
+	return out
 }
 
 // TestDuplicateBytesUnderFreshPSN: the bytes of a packet arriving twice under two PSNs (a

@@ -69,20 +69,12 @@ func (r *forgeRig) send(msg []byte) {
 
 // poll collects both endpoints' events.
 func (r *forgeRig) poll() {
-	for {
-		ev, ok := r.p.b.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.p.b) {
 		if ev.Kind == MessageReceived {
 			r.got[ev.MsgID] = append([]byte(nil), ev.Data...)
 		}
 	}
-	for {
-		ev, ok := r.p.a.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.p.a) {
 		if ev.Kind == MessageSent {
 			r.sent[ev.MsgID] = true
 		}

@@ -188,20 +188,12 @@ func (r *throughputRig) stepAny() {
 	if a, ok := r.rcv.PollTransmit(r.now, r.ack); ok {
 		r.snd.HandlePacket(r.now, r.ack[:a.N], RxMeta{From: r.rAddr})
 	}
-	for {
-		ev, ok := r.snd.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.snd) {
 		if ev.Kind == MessageSent {
 			r.queued--
 		}
 	}
-	for {
-		ev, ok := r.rcv.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.rcv) {
 		if ev.Kind == MessageReceived {
 			r.pool.Put(ev.Data)
 		}
@@ -269,11 +261,7 @@ func BenchmarkECOverhead(b *testing.B) {
 					msgBytes += 8 << 20
 					got := 0
 					p.runUntil(b, 1e11, func() bool {
-						for {
-							ev, ok := p.b.PollEvent()
-							if !ok {
-								break
-							}
+						for ev := range pending(p.b) {
 							if ev.Kind == MessageReceived {
 								got++
 							}

@@ -374,13 +374,13 @@ func (r *eqdsRig) step() {
 		}
 		r.snd.HandlePacket(r.now, r.buf[:t.N], RxMeta{From: r.rAddr})
 	}
-	for ev, ok := r.snd.PollEvent(); ok; ev, ok = r.snd.PollEvent() {
+	for ev := range pending(r.snd) {
 		if ev.Kind == MessageSent {
 			r.queued--
 			r.acks++
 		}
 	}
-	for ev, ok := r.rcv.PollEvent(); ok; ev, ok = r.rcv.PollEvent() {
+	for ev := range pending(r.rcv) {
 		if ev.Kind == MessageReceived {
 			r.pool.Put(ev.Data)
 		}

@@ -135,11 +135,7 @@ func TestRecvBudget(t *testing.T) {
 	got, sent, maxBuf := 0, 0, uint64(0)
 	p.runUntil(t, 10e9, func() bool {
 		maxBuf = max(maxBuf, p.b.Stats().RecvBuffered)
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				if !bytes.Equal(ev.Data, msgs[got]) {
 					t.Fatalf("message %d corrupted", got)
@@ -147,11 +143,7 @@ func TestRecvBudget(t *testing.T) {
 				got++
 			}
 		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.a) {
 			switch ev.Kind {
 			case MessageSent:
 				sent++
@@ -283,11 +275,7 @@ func TestForgedAcksCompleteNothing(t *testing.T) {
 			p.step()
 		}
 	}
-	for {
-		ev, ok := p.a.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(p.a) {
 		if ev.Kind == MessageSent {
 			t.Fatalf("message %d reported sent while the receiver got nothing", ev.MsgID)
 		}
@@ -301,11 +289,7 @@ func TestForgedAcksCompleteNothing(t *testing.T) {
 	p.drop = nil
 	got, sent := 0, 0
 	p.runUntil(t, p.now+20e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				if !bytes.Equal(ev.Data, msgs[got]) {
 					t.Fatalf("message %d corrupted", got)
@@ -313,11 +297,7 @@ func TestForgedAcksCompleteNothing(t *testing.T) {
 				got++
 			}
 		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.a) {
 			switch ev.Kind {
 			case MessageSent:
 				sent++
@@ -333,10 +313,7 @@ func TestForgedAcksCompleteNothing(t *testing.T) {
 }
 
 func drainEvents(e *Endpoint) {
-	for {
-		if _, ok := e.PollEvent(); !ok {
-			return
-		}
+	for range pending(e) {
 	}
 }
 
@@ -443,11 +420,7 @@ func TestConnFloodThenHonestPeer(t *testing.T) {
 	}
 	got := false
 	p.runUntil(t, p.now+1e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived && ev.Peer.Addr() == p.aAddr.Addr() {
 				if !bytes.Equal(ev.Data, msg) {
 					t.Fatal("honest message corrupted")

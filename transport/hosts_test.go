@@ -29,11 +29,7 @@ func twoHosts(t testing.TB, n *testnet.Network, cfg transport.Config, seed uint6
 
 // forEvents hands every pending event of e to f.
 func forEvents(e *transport.Endpoint, f func(transport.Event)) {
-	for {
-		ev, ok := e.PollEvent()
-		if !ok {
-			return
-		}
+	for ev := range transport.Pending(e) {
 		f(ev)
 	}
 }

@@ -178,14 +178,14 @@ func TestLedgerMatchesAllocations(t *testing.T) {
 					parityHeld += len(r.ec)
 				}
 			}
-			for ev, ok := p.b.PollEvent(); ok; ev, ok = p.b.PollEvent() {
+			for ev := range pending(p.b) {
 				if ev.Kind == MessageReceived {
 					recv++
 					PutChunks(ev.Chunks)
 					delete(pl.bufs, ev.Placed)
 				}
 			}
-			for ev, ok := p.a.PollEvent(); ok; ev, ok = p.a.PollEvent() {
+			for ev := range pending(p.a) {
 				if ev.Kind == MessageSent {
 					sent++
 				}

@@ -154,20 +154,12 @@ func TestPairDeliversMessages(t *testing.T) {
 	var got [][]byte
 	sent := 0
 	p.runUntil(t, 1e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				got = append(got, ev.Data)
 			}
 		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.a) {
 			if ev.Kind == MessageSent {
 				sent++
 			}

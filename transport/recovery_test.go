@@ -88,20 +88,12 @@ func recoveryRun(t *testing.T, p *pair, msgs [][]byte) {
 	var got [][]byte
 	sent := 0
 	p.runUntil(t, p.now+5e10, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				got = append(got, ev.Data)
 			}
 		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.a) {
 			switch ev.Kind {
 			case MessageSent:
 				sent++

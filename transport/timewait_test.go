@@ -156,11 +156,7 @@ func TestTimeWaitCapRefusesNotEvicts(t *testing.T) {
 			}
 			sent++
 		}
-		for {
-			ev, ok := e.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(e) {
 			if ev.Kind == MessageReceived {
 				delivered[ev.Peer]++
 			}
@@ -340,11 +336,7 @@ func (l *link) run(now int64) {
 					moved = true
 				}
 			}
-			for {
-				ev, ok := e.PollEvent()
-				if !ok {
-					break
-				}
+			for ev := range pending(e) {
 				if ev.Kind == MessageReceived && ev.Peer == l.addr[1-i] {
 					l.got[[2]uint64{uint64(ev.Conn), uint64(ev.MsgID)}]++
 				}

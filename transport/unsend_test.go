@@ -35,20 +35,12 @@ func TestUnsendNewestUnstartedOnly(t *testing.T) {
 	var got [][]byte
 	sent := map[uint32]bool{}
 	p.runUntil(t, 60e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				got = append(got, ev.Data)
 			}
 		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.a) {
 			if ev.Kind == MessageSent {
 				sent[ev.MsgID] = true
 			}
