@@ -138,10 +138,7 @@ func TestGarbageIsCountedAndDropped(t *testing.T) {
 func TestConnectionFloodIsCapped(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxConns = 16
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	from := netip.MustParseAddrPort("10.9.9.9:23600")
 	buf := make([]byte, 200)
 	for k := 0; k < 100; k++ {

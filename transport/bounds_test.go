@@ -16,10 +16,7 @@ import (
 func TestRecvWindowAtAndBeyond(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.RecvWindow = 1 << 20
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	from := netip.MustParseAddrPort("10.6.6.7:23600")
 	open := func() int {
 		n := 0
@@ -66,10 +63,7 @@ func TestRecvWindowAtAndBeyond(t *testing.T) {
 // message was partly received), everything charged given back.
 func TestUnprovenTimeoutAtAndBeyond(t *testing.T) {
 	cfg := DefaultConfig()
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	const t0 = int64(1e9)
 	e.HandlePacket(t0, firstContact(t, 77, 0, 5000, 0), RxMeta{From: netip.MustParseAddrPort("10.6.6.8:23600")})
 	drainTransmits(e, t0)

@@ -18,10 +18,7 @@ type forger struct {
 }
 
 func newForger(t *testing.T) *forger {
-	e, err := NewEndpoint(DefaultConfig(), nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, DefaultConfig())
 	return &forger{t: t, e: e, from: netip.MustParseAddrPort("10.6.6.6:23600"), starts: map[uint32]uint64{}}
 }
 

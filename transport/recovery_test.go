@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -85,32 +84,12 @@ func recoveryRun(t *testing.T, p *pair, msgs [][]byte) {
 			t.Fatal(err)
 		}
 	}
-	var got [][]byte
-	sent := 0
+	var l msgLog
 	p.runUntil(t, p.now+5e10, func() bool {
-		for ev := range pending(p.b) {
-			if ev.Kind == MessageReceived {
-				got = append(got, ev.Data)
-			}
-		}
-		for ev := range pending(p.a) {
-			switch ev.Kind {
-			case MessageSent:
-				sent++
-			case MessageFailed:
-				t.Fatalf("message %d failed: %v", ev.MsgID, ev.Err)
-			}
-		}
-		return len(got) >= len(msgs) && sent == len(msgs)
+		l.poll(t, p)
+		return len(l.got) >= len(msgs) && len(l.sent) == len(msgs)
 	})
-	if len(got) != len(msgs) {
-		t.Fatalf("%d messages delivered, want %d", len(got), len(msgs))
-	}
-	for i := range msgs {
-		if !bytes.Equal(got[i], msgs[i]) {
-			t.Fatalf("message %d differs", i)
-		}
-	}
+	l.delivered(t, msgs)
 }
 
 func patterned(n, seed int) []byte {

@@ -139,10 +139,7 @@ func TestTimeWaitSpoofedFloodChargedAndCapped(t *testing.T) {
 func TestTimeWaitCapRefusesNotEvicts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxConns, cfg.MaxTimeWait = 4, 16
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	const capU = 4 + 16/unprovenShare
 	out := make([]byte, 9000)
 	now := int64(1e9)
