@@ -185,13 +185,7 @@ func TestECBlocksPerMessageAtAndBeyond(t *testing.T) {
 // the connection and its buffers are there; by idle_timeout + max_rto all is freed.
 func TestIdleTimeoutAtAndBeyond(t *testing.T) {
 	cfg := DefaultConfig()
-	p := newPair(t, cfg, 5000)
-	id, _ := p.a.Dial(0, p.bAddr)
-	if _, err := p.a.Send(0, id, make([]byte, 8<<20)); err != nil {
-		t.Fatal(err)
-	}
-	p.runUntil(t, 1e9, func() bool { return p.b.Stats().RecvBuffered >= 4<<20 })
-	// The sender vanishes: from now on only b runs.
+	p := halfSent(t, cfg)
 	c := p.b.list[0]
 	if !c.proven {
 		t.Fatal("the sender's connection is not proven")

@@ -389,13 +389,7 @@ func TestConnFloodThenHonestPeer(t *testing.T) {
 // and the connection.
 func TestSilentSenderPartialFreed(t *testing.T) {
 	cfg := DefaultConfig()
-	p := newPair(t, cfg, 5000)
-	id, _ := p.a.Dial(0, p.bAddr)
-	if _, err := p.a.Send(0, id, make([]byte, 8<<20)); err != nil {
-		t.Fatal(err)
-	}
-	p.runUntil(t, 1e9, func() bool { return p.b.Stats().RecvBuffered >= 4<<20 })
-	// The sender vanishes: from now on only b runs.
+	p := halfSent(t, cfg)
 	start := p.now
 	for p.now < start+int64(cfg.IdleTimeout)+1e6 && p.b.NumConns() > 0 {
 		for {
@@ -559,4 +553,17 @@ func TestConnProgressCounters(t *testing.T) {
 	if len(conns) != 1 || conns[0].BytesReceived != size {
 		t.Fatalf("receiver conns %+v, want %d bytes received", conns, size)
 	}
+}
+
+// halfSent returns a pair of cfg whose a has sent b 4 MiB of an 8 MiB message and is to
+// vanish: from then on only b runs.
+func halfSent(t *testing.T, cfg Config) *pair {
+	t.Helper()
+	p := newPair(t, cfg, 5000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	if _, err := p.a.Send(0, id, make([]byte, 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	p.runUntil(t, 1e9, func() bool { return p.b.Stats().RecvBuffered >= 4<<20 })
+	return p
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // pair is two endpoints joined by an ideal wire with a fixed one-way delay, for tests of
@@ -134,6 +136,22 @@ func (p *pair) runUntil(t testing.TB, limit int64, done func() bool) {
 			t.Fatalf("stalled at %d ns", p.now)
 		}
 	}
+}
+
+// dropData makes p lose a's data packets number k, k+every, k+2 every ... (counting from
+// 1, first transmissions and resends alike); the count it returns is of the data packets
+// a sent.
+func dropData(p *pair, every, k int) *int {
+	n := new(int)
+	var pk wire.Packet
+	p.drop = func(from *Endpoint, b []byte) bool {
+		if from != p.a || pk.Decode(b) != nil || pk.Type != wire.TypeData {
+			return false
+		}
+		*n++
+		return *n%every == k
+	}
+	return n
 }
 
 // msgLog is what a pair's two sides reported: the messages b received, in order, and
