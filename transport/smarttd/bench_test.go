@@ -17,6 +17,7 @@ import (
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/smarttd"
@@ -364,26 +365,47 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	// allocated and mapped; the connection's first round trips) is not charged to the
 	// steady state the run measures.
 	move(benchWarm * int64(msgSize))
-	before, ubefore, cpu0, api0 := a.Node.Stats(), udpStats(a), cpuTime(), rd.API.Stats()
+	api0 := rd.API.Stats()
 	m0, mb0 := mallocs()
-	start := time.Now()
+	m := startMeter(a)
 	move(total)
-	el := time.Since(start).Seconds()
-	cpu := cpuTime() - cpu0
+	r := m.run(total)
 	m1, mb1 := mallocs()
 	msgs := float64((total + int64(msgSize) - 1) / int64(msgSize))
-	st, ust, api1 := a.Node.Stats(), udpStats(a), rd.API.Stats()
+	r.allocsPerMsg = float64(m1-m0) / msgs
+	r.allocBytesPerMsg = float64(mb1-mb0) / msgs
+	r.ringPct = 100 * float64(rd.API.Stats().RingMsgs-api0.RingMsgs) / msgs
+	return r
+}
+
+// meter is the sender's counters and the process's CPU time at the start of a measured
+// run.
+type meter struct {
+	a     *smarttd.Daemon
+	st    transport.Stats
+	u     udp.Stats
+	cpu   float64
+	start time.Time
+}
+
+// startMeter starts measuring a run of sender a.
+func startMeter(a *smarttd.Daemon) meter {
+	return meter{a: a, st: a.Node.Stats(), u: udpStats(a), cpu: cpuTime(), start: time.Now()}
+}
+
+// run returns the rates of a run that moved total bytes since m started.
+func (m meter) run(total int64) daemonRun {
+	el := time.Since(m.start).Seconds()
+	cpu := cpuTime() - m.cpu
+	st, ust, before := m.a.Node.Stats(), udpStats(m.a), m.st
 	pkts := float64(st.DataSent - before.DataSent)
 	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
 	return daemonRun{
 		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
-		cpuPerGB:         cpu / (float64(total) / 1e9),
-		sendmmsgPerPkt:   float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
-		gsoPerPkt:        float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
-		acksPerPkt:       float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
-		allocsPerMsg:     float64(m1-m0) / msgs,
-		allocBytesPerMsg: float64(mb1-mb0) / msgs,
-		ringPct:          100 * float64(api1.RingMsgs-api0.RingMsgs) / msgs,
+		cpuPerGB:       cpu / (float64(total) / 1e9),
+		sendmmsgPerPkt: float64(ust.TxBatches-m.u.TxBatches) / max(pkts, 1),
+		gsoPerPkt:      float64(ust.TxGSOMessages-m.u.TxGSOMessages) / max(pkts, 1),
+		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
 	}
 }
 
@@ -606,8 +628,7 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 			gots = append(gots, receiveAll(b, ctx, session(b, ctx, rd, 1), share))
 		}
 	}
-	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
-	start := time.Now()
+	m := startMeter(a)
 	sendBytes(b, ctx, 4*peers, total, msgSize, func(i int, k int64) (*client.Pending, error) {
 		return s.SendAsync(dsts[i%peers], 1, msg[:k])
 	})
@@ -616,16 +637,5 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 			b.Fatal(err)
 		}
 	}
-	el := time.Since(start).Seconds()
-	cpu := cpuTime() - cpu0
-	st, ust := a.Node.Stats(), udpStats(a)
-	pkts := float64(st.DataSent - before.DataSent)
-	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
-	return daemonRun{
-		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
-		cpuPerGB:       cpu / (float64(total) / 1e9),
-		sendmmsgPerPkt: float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
-		gsoPerPkt:      float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
-		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
-	}
+	return m.run(total)
 }
