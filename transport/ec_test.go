@@ -204,16 +204,10 @@ func (r *throughputRig) stepAny() {
 // TestECAllocatesNothingPerPacket: coding data and sending parity, and receiving both,
 // allocate nothing per packet in steady state (no loss: nothing to rebuild).
 func TestECAllocatesNothingPerPacket(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode = RecoveryEC
-	r := newThroughputRig(t, 1<<20, cfg)
-	for range 10000 {
-		r.stepAny()
-	}
-	if a := testing.AllocsPerRun(2560, r.stepAny); a > 0.05 {
+	a, s := steadyAllocs(t, RecoveryEC)
+	if a > 0.05 {
 		t.Errorf("%.3f allocations per packet", a)
 	}
-	s := r.snd.Stats()
 	if s.ParitySent == 0 || s.MsgsSent == 0 {
 		t.Fatalf("parity %d, messages %d", s.ParitySent, s.MsgsSent)
 	}

@@ -173,12 +173,7 @@ func TestRecoverySubflowsReorderingSafe(t *testing.T) {
 	msgs := [][]byte{patterned(1<<20, 1), patterned(300<<10, 2)}
 	spurious := map[string]uint64{}
 	for _, mode := range []string{RecoveryDupAck, RecoverySubflows} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode = mode
-		cfg.Recovery.Subflows = 8
-		cfg.LB = "ops"
-		p := newPair(t, cfg, 5000)
-		p.extra = pathsDelay(p, 8, 3000)
+		p := eightPaths(t, mode)
 		recoveryRun(t, p, msgs)
 		s := p.a.Stats()
 		spurious[mode] = s.RetxSack + s.RetxTimeout + s.RetxNack
@@ -191,12 +186,7 @@ func TestRecoverySubflowsReorderingSafe(t *testing.T) {
 		t.Errorf("subflows: %d spurious retransmissions, want 0", spurious[RecoverySubflows])
 	}
 
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode = RecoverySubflows
-	cfg.Recovery.Subflows = 8
-	cfg.LB = "ops"
-	p := newPair(t, cfg, 5000)
-	p.extra = pathsDelay(p, 8, 3000)
+	p := eightPaths(t, RecoverySubflows)
 	dropped := false
 	p.drop = func(from *Endpoint, b []byte) bool {
 		psn, _, _, ok := dataPSN(b)
@@ -269,13 +259,7 @@ func TestRecoveryGoBackN(t *testing.T) {
 // (sender, receiver, ACK) allocate nothing per packet in steady state.
 func TestRecoveryModesAllocateNothingPerPacket(t *testing.T) {
 	for _, mode := range []string{RecoveryDupAck, RecoverySubflows, RecoveryGoBackN} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode = mode
-		r := newThroughputRig(t, 1<<20, cfg)
-		for range 10000 {
-			r.stepAny()
-		}
-		if a := testing.AllocsPerRun(2560, r.stepAny); a > 0.05 {
+		if a, _ := steadyAllocs(t, mode); a > 0.05 {
 			t.Errorf("%s: %.3f allocations per packet", mode, a)
 		}
 	}
@@ -365,4 +349,29 @@ func TestRecoveryModesWithAuth(t *testing.T) {
 			}
 		}
 	}
+}
+
+// eightPaths returns a pair in recovery mode with 8 subflows, sprayed over 8 paths whose
+// delays differ by up to 3 us.
+func eightPaths(t *testing.T, mode string) *pair {
+	cfg := DefaultConfig()
+	cfg.Recovery.Mode = mode
+	cfg.Recovery.Subflows = 8
+	cfg.LB = "ops"
+	p := newPair(t, cfg, 5000)
+	p.extra = pathsDelay(p, 8, 3000)
+	return p
+}
+
+// steadyAllocs returns the allocations per packet of a 1 MiB-message throughput rig in
+// recovery mode, after 10,000 packets of warm-up, and then its sender's stats.
+func steadyAllocs(t *testing.T, mode string) (float64, Stats) {
+	cfg := DefaultConfig()
+	cfg.Recovery.Mode = mode
+	r := newThroughputRig(t, 1<<20, cfg)
+	for range 10000 {
+		r.stepAny()
+	}
+	a := testing.AllocsPerRun(2560, r.stepAny)
+	return a, r.snd.Stats()
 }
