@@ -35,16 +35,7 @@ func startShardsCfg(t *testing.T, mn *MemNet, addr string, n int, pick func([]by
 		mod(&cfg)
 	}
 	node, err := NewShards(cfg, socks, Options{OnReceive: onRecv, Seed: 11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		node.Shutdown(ctx)
-	})
-	return node
+	return running(t, node, err)
 }
 
 // startSeeded starts a one-shard node with its own seed (peers with one seed would draw
@@ -57,16 +48,7 @@ func startSeeded(t *testing.T, mn *MemNet, addr string, seed uint64, onRecv func
 		mod(&cfg)
 	}
 	n, err := New(cfg, mn.Socket(ap), Options{OnReceive: onRecv, Seed: seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		n.Shutdown(ctx)
-	})
-	return n
+	return running(t, n, err)
 }
 
 // shardMsg is a message that says who sent it and its number, then pseudo-random bytes
