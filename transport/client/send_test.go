@@ -22,26 +22,46 @@ import (
 // the Upgrade) to serve.
 func fakeDaemon(t testing.TB, serve func(conn net.Conn, br *bufio.Reader)) *client.Client {
 	t.Helper()
+	path, ln := unixListener(t)
+	go acceptOne(ln, func(conn net.Conn) {
+		br := bufio.NewReader(conn)
+		if upgrade(conn, br, "") {
+			serve(conn, br)
+		}
+	})
+	return client.New(path)
+}
+
+// unixListener listens on d.sock in a new temporary directory until t ends.
+func unixListener(t testing.TB) (string, net.Listener) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "d.sock")
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		br := bufio.NewReader(conn)
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
-		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+apitypes.Protocol+"\r\n\r\n")
-		serve(conn, br)
-	}()
-	return client.New(path)
+	return path, ln
+}
+
+// acceptOne runs serve on the first connection ln accepts, then closes it.
+func acceptOne(ln net.Listener, serve func(conn net.Conn)) {
+	conn, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	serve(conn)
+}
+
+// upgrade reads a session request from br and answers it 101 with the extra response
+// lines hdr; it reports whether a request was read.
+func upgrade(conn net.Conn, br *bufio.Reader, hdr string) bool {
+	if _, err := http.ReadRequest(br); err != nil {
+		return false
+	}
+	io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+apitypes.Protocol+"\r\n"+hdr+"\r\n")
+	return true
 }
 
 // readFrame reads one frame.
