@@ -156,6 +156,20 @@ func (ns *NS) Do(f func() error) error {
 	return nsenter.Do(ns.h, f)
 }
 
+// Interface returns the namespace's network interface name, failing t if it has none.
+func (ns *NS) Interface(t testing.TB, name string) *net.Interface {
+	t.Helper()
+	var l *net.Interface
+	if err := ns.Do(func() error {
+		var err error
+		l, err = net.InterfaceByName(name)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // Open runs open on a thread inside ns, so the sockets it makes belong to ns, fails the
 // test on error, and closes what it opened when the test ends.
 func Open[T io.Closer](t testing.TB, ns *NS, open func() (T, error)) T {
