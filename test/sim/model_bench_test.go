@@ -41,12 +41,7 @@ func BenchmarkAckPolicy(b *testing.B) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				b.Run(fmt.Sprintf("%s/%s/seed=%d", file, pol.name, seed), func(b *testing.B) {
 					for b.Loop() {
-						sc, err := LoadScenario("scenarios/" + file + ".yaml")
-						if err != nil {
-							b.Fatal(err)
-						}
-						sc.Seed = seed
-						sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
+						sc := smarttREPS(b, file, seed)
 						pol.set(&sc.Transport.Ack)
 						sc.Transport.REPS.CleanEVs = sc.Transport.Ack.CleanEVs
 						clean := 0
@@ -126,12 +121,7 @@ func BenchmarkModelOptions(b *testing.B) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				b.Run(fmt.Sprintf("%s/%s/seed=%d", file, opt.name, seed), func(b *testing.B) {
 					for b.Loop() {
-						sc, err := LoadScenario("scenarios/" + file + ".yaml")
-						if err != nil {
-							b.Fatal(err)
-						}
-						sc.Seed = seed
-						sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
+						sc := smarttREPS(b, file, seed)
 						opt.set(sc)
 						s, err := New(sc)
 						if err != nil {
@@ -152,4 +142,15 @@ func BenchmarkModelOptions(b *testing.B) {
 			}
 		}
 	}
+}
+
+// smarttREPS loads scenarios/file.yaml with seed, under SMaRTT and REPS.
+func smarttREPS(b *testing.B, file string, seed uint64) *Scenario {
+	sc, err := LoadScenario("scenarios/" + file + ".yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc.Seed = seed
+	sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
+	return sc
 }
