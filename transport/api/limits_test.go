@@ -34,10 +34,7 @@ func sessionsOf(t *testing.T, d *smarttd.Daemon) []api.SessionInfo {
 // (64 MiB by default; it was 2 GiB) behind the one message stuck in the write to it: the
 // rest is dropped, counted, and the client told.
 func TestClientThatNeverReadsQueuesAtMostMaxRecvQueue(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.RecvBackpressure = false })
+	a, b := daemonPair(t, nil, func(c *smarttd.Config) { c.API.RecvBackpressure = false })
 	limit := api.DefaultConfig().MaxRecvQueue
 	held := int64(4<<20) + 64<<10 // a 4 MiB message's receive chunks and overhead
 	if limit > 64<<20 {
