@@ -87,8 +87,7 @@ func BenchmarkVethAuth(b *testing.B) {
 					}
 					r := runDaemon(b, tp, b.N, lb, false, mod)
 					b.ReportMetric(r.rate, "daemon_pkts/s")
-					b.ReportMetric(r.gbps, "daemon_Gbit/s")
-					b.ReportMetric(r.retxPct, "daemon_retx_%")
+					r.goodput(b, false)
 				})
 			}
 		}
@@ -142,8 +141,7 @@ func BenchmarkVethEVRun(b *testing.B) {
 			b.Run(fmt.Sprintf("round=%d/run=%d", round, k), func(b *testing.B) {
 				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.Transport.REPS.Run = reps.RunLen(k) })
 				b.ReportMetric(r.rate, "daemon_pkts/s")
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, false)
 				r.report(b)
 			})
 		}
@@ -165,8 +163,7 @@ func BenchmarkVethAckPolicy(b *testing.B) {
 						c.Transport.REPS.CleanEVs = true
 					}
 				})
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, false)
 				r.report(b)
 			})
 		}
@@ -198,8 +195,7 @@ func BenchmarkVethAckBytes(b *testing.B) {
 				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) {
 					c.Transport.Ack.EveryBytes, c.Transport.Ack.MaxDelay = bytes, config.Duration(d)
 				})
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, false)
 				r.report(b)
 			})
 		}
@@ -218,6 +214,17 @@ type daemonRun struct {
 	ringPct             float64 // messages the receiving daemon handed over in a receive ring, % (runPair)
 }
 
+// goodput reports the run's goodput and retransmission share and, with cpu, its CPU
+// seconds per GB.
+func (r daemonRun) goodput(b *testing.B, cpu bool) {
+	b.ReportMetric(r.gbps, "daemon_Gbit/s")
+	b.ReportMetric(r.retxPct, "daemon_retx_%")
+	if cpu {
+		b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+	}
+}
+
+// report reports the run's per-packet costs.
 func (r daemonRun) report(b *testing.B) {
 	b.ReportAllocs()
 	b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
@@ -526,9 +533,7 @@ func BenchmarkVethRingCopyOut(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("round=%d/recv=%s", round, v), func(b *testing.B) {
 				r := runPair(b, tp, b.N, o)
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, true)
 				b.ReportMetric(r.ringPct, "ring_msgs_%")
 			})
 		}
@@ -587,8 +592,7 @@ func BenchmarkVethGather(b *testing.B) {
 							c.Transport.LB, c.Transport.REPS.Run = "reps", 1
 						}
 					})
-					b.ReportMetric(r.gbps, "daemon_Gbit/s")
-					b.ReportMetric(r.retxPct, "daemon_retx_%")
+					r.goodput(b, false)
 					r.report(b)
 				})
 			}
