@@ -3,7 +3,6 @@ package client_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"net"
 	"net/netip"
 	"sync"
@@ -148,13 +147,7 @@ func TestSendFDFallback(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			c, got := sendFDDaemon(t, v.advertise, v.refuse)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			s, err := c.Open(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			ctx, s := openSession(t, c)
 			s.SetSendFDThreshold(th)
 			to := netip.MustParseAddrPort("10.0.0.2:23600")
 			buf := make([]byte, 2<<20)

@@ -32,6 +32,20 @@ func fakeDaemon(t testing.TB, serve func(conn net.Conn, br *bufio.Reader)) *clie
 	return client.New(path)
 }
 
+// openSession opens a session of c, failing t, with a context that ends in 20 s; both
+// are released when t ends.
+func openSession(t testing.TB, c *client.Client) (context.Context, *client.Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	s, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return ctx, s
+}
+
 // unixListener listens on d.sock in a new temporary directory until t ends.
 func unixListener(t testing.TB) (string, net.Listener) {
 	t.Helper()
@@ -97,13 +111,7 @@ func TestSendBatchBrokenSession(t *testing.T) {
 		conn.Write(apitypes.SentInfo{Elapsed: time.Millisecond}.Append(nil))
 		io.CopyN(io.Discard, br, 1000)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openSession(t, c)
 	to := netip.MustParseAddrPort("10.0.0.2:23600")
 	big := make([]byte, 32<<20) // far more than the socket buffers hold: the write is cut
 	msgs := []client.BatchMsg{{To: to, Endpoint: 2, Data: []byte("first")}, {To: to, Endpoint: 2, Data: big},
@@ -165,13 +173,7 @@ func TestSendAllocs(t *testing.T) {
 			}
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openSession(t, c)
 	to := netip.MustParseAddrPort("10.0.0.2:23600")
 	for _, n := range []int{64, 4 << 20} {
 		msg := make([]byte, n)
