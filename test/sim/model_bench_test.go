@@ -51,14 +51,7 @@ func BenchmarkAckPolicy(b *testing.B) {
 							hk.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &evCounter{reps.NewREPS(rc, env, rng), &clean} }
 						}
 						sc.LBName = "reps"
-						s, err := New(sc)
-						if err != nil {
-							b.Fatal(err)
-						}
-						r := s.Run()
-						if r.Completed != r.Flows {
-							b.Fatalf("%d of %d flows completed", r.Completed, r.Flows)
-						}
+						s, r := runComplete(b, sc)
 						var unmarked uint64
 						for i := range s.hosts {
 							st := s.hosts[i].ep.Stats()
@@ -123,14 +116,7 @@ func BenchmarkModelOptions(b *testing.B) {
 					for b.Loop() {
 						sc := smarttREPS(b, file, seed)
 						opt.set(sc)
-						s, err := New(sc)
-						if err != nil {
-							b.Fatal(err)
-						}
-						r := s.Run()
-						if r.Completed != r.Flows {
-							b.Fatalf("%d of %d flows completed", r.Completed, r.Flows)
-						}
+						_, r := runComplete(b, sc)
 						b.ReportMetric(r.Ratio, "completion/ideal")
 						b.ReportMetric(r.FCT.P99Slowdown, "p99_slowdown")
 						b.ReportMetric(float64(r.Trims), "trims")
@@ -153,4 +139,18 @@ func smarttREPS(b *testing.B, file string, seed uint64) *Scenario {
 	sc.Seed = seed
 	sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
 	return sc
+}
+
+// runComplete runs sc and fails b unless every flow completed; it returns the simulation
+// and its result.
+func runComplete(b *testing.B, sc *Scenario) (*Sim, *Result) {
+	s, err := New(sc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := s.Run()
+	if r.Completed != r.Flows {
+		b.Fatalf("%d of %d flows completed", r.Completed, r.Flows)
+	}
+	return s, r
 }

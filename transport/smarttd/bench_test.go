@@ -427,6 +427,12 @@ func mallocs() (n, bytes uint64) {
 // application's share of the work counts: every byte reaches a client), then reports on
 // the returned channel.
 func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int64) <-chan error {
+	return receiveEach(ctx, s, total, nil)
+}
+
+// receiveEach is receiveAll handing each message to each, if not nil, before releasing
+// it.
+func receiveEach(ctx context.Context, s *client.Session, total int64, each func(m *client.Message)) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		for n := int64(0); n < total; {
@@ -436,6 +442,9 @@ func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int6
 				return
 			}
 			n += int64(m.Size)
+			if each != nil {
+				each(m)
+			}
 			m.Release()
 		}
 		done <- nil
@@ -483,25 +492,13 @@ func waitAll(ctx context.Context, window <-chan *client.Pending) <-chan error {
 // of the ring into one reused buffer before their release: what a client would do to give
 // Recv's callers buffers of their own (the socket path's semantics) over a ring.
 func receiveCopy(b *testing.B, ctx context.Context, s *client.Session, total int64) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		var own []byte
-		for n := int64(0); n < total; {
-			m, err := s.Recv(ctx)
-			if err != nil {
-				done <- fmt.Errorf("receiver: %v after %d of %d bytes", err, n, total)
-				return
-			}
-			n += int64(m.Size)
-			if cap(own) < len(m.Data) {
-				own = make([]byte, len(m.Data))
-			}
-			copy(own, m.Data)
-			m.Release()
+	var own []byte
+	return receiveEach(ctx, s, total, func(m *client.Message) {
+		if cap(own) < len(m.Data) {
+			own = make([]byte, len(m.Data))
 		}
-		done <- nil
-	}()
-	return done
+		copy(own, m.Data)
+	})
 }
 
 // BenchmarkVethRingCopyOut compares, with lb: ecmp and the clients' defaults, the
