@@ -141,6 +141,20 @@ func TestMaxOutstandingTotalRefusesTheMessageOnly(t *testing.T) {
 	}
 }
 
+// frameBody parses the frame header hb and reads the frame's payload from conn.
+func frameBody(t *testing.T, conn net.Conn, hb []byte) (api.Header, []byte) {
+	t.Helper()
+	h, err := api.ParseHeader(hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, h.Len)
+	if _, err := io.ReadFull(conn, p); err != nil {
+		t.Fatal(err)
+	}
+	return h, p
+}
+
 // readFrames reads frames from a raw session until it closes (or 5 s pass).
 func readFrames(t *testing.T, conn net.Conn) (frames []api.Header, payloads [][]byte) {
 	t.Helper()
@@ -153,14 +167,7 @@ func readFrames(t *testing.T, conn net.Conn) (frames []api.Header, payloads [][]
 			}
 			t.Fatalf("after %d frames: %v (session not closed)", len(frames), err)
 		}
-		h, err := api.ParseHeader(hb[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := make([]byte, h.Len)
-		if _, err := io.ReadFull(conn, p); err != nil {
-			t.Fatal(err)
-		}
+		h, p := frameBody(t, conn, hb[:])
 		frames, payloads = append(frames, h), append(payloads, p)
 	}
 }
