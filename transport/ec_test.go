@@ -140,18 +140,25 @@ func TestECPropertyExactOnce(t *testing.T) {
 	}
 }
 
+// ec10x2Pair returns a pair coding blocks of 10 data and 2 parity packets at a fixed
+// window, its packets serialised by ser, warmed up by one message; and its config.
+func ec10x2Pair(t *testing.T) (cfg Config, p *pair, ser *serializer) {
+	cfg = DefaultConfig()
+	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 10, 2
+	cfg.CC = "fixed"
+	p = newPair(t, cfg, 5000)
+	ser = new(serializer)
+	p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
+	ecWarm(t, p)
+	return cfg, p, ser
+}
+
 // TestECRebuildsMLossesPerBlock: M lost data packets in every block are rebuilt from the
 // block's parity without a retransmission round trip; one more is not, and is resent.
 func TestECRebuildsMLossesPerBlock(t *testing.T) {
 	for _, extra := range []int{0, 1} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 10, 2
-		cfg.CC = "fixed"
-		p := newPair(t, cfg, 5000)
+		cfg, p, _ := ec10x2Pair(t)
 		msg := patterned(10*10*cfg.MTU, 7) // 10 blocks
-		var ser serializer
-		p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
-		ecWarm(t, p)
 		p.drop = func(from *Endpoint, b []byte) bool {
 			var q wire.Packet
 			if from != p.a || q.Decode(b) != nil || q.Type != wire.TypeData || q.Flags&(wire.FlagEC|wire.FlagRetx) != 0 {
@@ -366,14 +373,8 @@ func TestECNacksTrimsBeyondParity(t *testing.T) {
 		{"m-1 trims and a trimmed parity", []int{4}, true, 0},
 		{"m trims and a trimmed parity", []int{1, 6}, true, 2 * 10},
 	} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 10, 2
-		cfg.CC = "fixed"
-		p := newPair(t, cfg, 5000)
+		cfg, p, ser := ec10x2Pair(t)
 		msg := patterned(10*10*cfg.MTU, 5) // 10 blocks
-		var ser serializer
-		p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
-		ecWarm(t, p)
 		p.drop = func(from *Endpoint, b []byte) bool {
 			var q wire.Packet
 			if from != p.a || q.Decode(b) != nil || q.Type != wire.TypeData || q.Flags&wire.FlagRetx != 0 {
