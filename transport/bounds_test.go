@@ -148,9 +148,7 @@ func TestAckClaimsAtAndBeyond(t *testing.T) {
 // message whose data did not arrive (none but the first packet's) is kept (charged a record and a buffer each), the
 // next block's is dropped (ParityDropped) and charges nothing.
 func TestECBlocksPerMessageAtAndBeyond(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 2, 1
-	cfg.CC = "fixed"
+	cfg := ecConfig(2, 1)
 	r := newForgeRig(t, cfg)
 	mtu := cfg.MTU
 	n := (2*maxECBlocks + 4) * mtu

@@ -140,12 +140,19 @@ func TestECPropertyExactOnce(t *testing.T) {
 	}
 }
 
+// ecConfig is the default config coding blocks of k data and m parity packets, with a
+// fixed window.
+func ecConfig(k, m int) Config {
+	cfg := DefaultConfig()
+	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, k, m
+	cfg.CC = "fixed"
+	return cfg
+}
+
 // ec10x2Pair returns a pair coding blocks of 10 data and 2 parity packets at a fixed
 // window, its packets serialised by ser, warmed up by one message; and its config.
 func ec10x2Pair(t *testing.T) (cfg Config, p *pair, ser *serializer) {
-	cfg = DefaultConfig()
-	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 10, 2
-	cfg.CC = "fixed"
+	cfg = ecConfig(10, 2)
 	p = newPair(t, cfg, 5000)
 	ser = new(serializer)
 	p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
@@ -290,9 +297,7 @@ func BenchmarkECOverhead(b *testing.B) {
 // held; what is kept is charged to the receive budget and returned once the message is
 // delivered, and the real parity rebuilds a lost packet.
 func TestECParityUntrusted(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 4, 2
-	cfg.CC = "fixed"
+	cfg := ecConfig(4, 2)
 	r := newForgeRig(t, cfg)
 	mtu := cfg.MTU
 	next := patterned(6*mtu+100, 2) // 2 blocks: 4 + 3 data packets
