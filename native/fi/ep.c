@@ -322,13 +322,14 @@ static void on_outcome(sfi_ep *ep, const smartt_event *ev)
     switch (ev->type) {
     case SMARTT_EV_ACCEPTED:
         tx->accepted = 1;
-        if (!tx->delivery && !tx->reported && !tx->cancelling)
+        if (!tx->delivery && !tx->reported && !tx->cancelling && !tx->borrowed)
             sfi_tx_report(ep, tx, 0, 0, NULL);
         return;
     case SMARTT_EV_CANCEL_RESULT:
         /* cancelled: Failed "cancelled" follows; else the message goes on */
         tx->cancelling = 0;
-        if (ev->cancel != SMARTT_CANCELLED && tx->accepted && !tx->delivery && !tx->reported)
+        if (ev->cancel != SMARTT_CANCELLED && tx->accepted && !tx->delivery && !tx->reported &&
+            !tx->borrowed)
             sfi_tx_report(ep, tx, 0, 0, NULL);
         return;
     case SMARTT_EV_SENT:
@@ -496,6 +497,21 @@ int sfi_send_buf(sfi_ep *ep, const smartt_addr *to, const unsigned char *hdr, si
     return smartt_send_async(ep->s, to, ep->scratch, wire, &tx->stag);
 }
 
+/* send_borrowed sends a large message over the direct pair to `to` from the caller's
+ * buffers (libsmartt writes what the socket does not take from them later: the send
+ * completes at SENT); SMARTT_ENOTSUP when `to` has no pair now. */
+static int send_borrowed(sfi_ep *ep, const smartt_addr *to, const unsigned char *hdr,
+                         const struct iovec *iov, size_t niov, sfi_tx *tx)
+{
+    struct iovec v[SFI_IOV_MAX + 1] = {{tx->hdr, SFI_HDR}};
+    memcpy(tx->hdr, hdr, SFI_HDR);
+    size_t n = 1;
+    for (size_t i = 0; i < niov; i++)
+        if (iov[i].iov_len)
+            v[n++] = iov[i];
+    return smartt_sendv_direct(ep->s, to, v, (int)n, &tx->stag, &tx->borrowed);
+}
+
 /* send_ready checks that ep may send to dest now (back-pressure: -FI_EAGAIN). */
 static ssize_t send_ready(sfi_ep *ep, fi_addr_t dest, smartt_addr *to)
 {
@@ -544,7 +560,11 @@ static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
     unsigned char h[SFI_HDR];
     sfi_pack_hdr(h, flags, tag, data);
     sfi_tx *tx = calloc(1, sizeof *tx);
-    int sr = tx ? sfi_send_buf(ep, &to, h, SFI_HDR, iov, niov, 0, total, tx) : SMARTT_ENOMEM;
+    int sr = tx ? SMARTT_ENOTSUP : SMARTT_ENOMEM;
+    if (tx && !nocomp && !(flags & FI_INJECT) && total >= SFI_BORROW_MIN)
+        sr = send_borrowed(ep, &to, h, iov, niov, tx);
+    if (sr == SMARTT_ENOTSUP)
+        sr = sfi_send_buf(ep, &to, h, SFI_HDR, iov, niov, 0, total, tx);
     if (sr) {
         free(tx);
         /* EAGAIN: the direct path asks the daemon about a new peer, or its pair is full */

@@ -32,6 +32,7 @@
 #define SFI_MAGIC 0xf1
 #define SFI_IOV_MAX 8
 #define SFI_INJECT 4096
+#define SFI_BORROW_MIN (64u << 10) /* sends from this size go over a pair uncopied */
 #define SFI_SEGHDR 40           /* a segment's envelope: SFI_HDR, id, total, offset */
 #define SFI_MAX_MSG (1ull << 40) /* larger than a segment: sent as several (seg.c) */
 #define SFI_SEG_DEFAULT ((1u << 30) - SFI_SEGHDR) /* api.max_message's default, less the envelope */
@@ -225,6 +226,8 @@ typedef struct sfi_tx {
     size_t wire;              /* bytes at mfd->m.data (a refused memfd is streamed) */
     smartt_addr to;
     sfi_seg *parent;          /* a segment of parent */
+    int borrowed;             /* libsmartt writes from the caller's buffers until SENT */
+    unsigned char hdr[SFI_HDR]; /* the envelope of a borrowed send */
 } sfi_tx;
 
 typedef struct sfi_ep {

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -98,6 +99,10 @@ typedef struct smartt_options {
                        * ACCEPTED and SENT once written to it (FAILED if its receiver's
                        * session ended), and a progress engine polls smartt_poll_fd(), not
                        * smartt_fd() */
+    long long direct_recv_max; /* bytes of messages read from pairs and not yet taken
+                                * by the application (0: 256 MiB); a pair's next message
+                                * beyond it waits in the pair, its sender held back
+                                * (never dropped), unless nothing is held */
 } smartt_options;
 
 /* smartt_open connects to socket_path (NULL: smartt_default_socket()) and opens a
@@ -139,6 +144,8 @@ typedef struct smartt_direct_stats {
     uint64_t failed;       /* messages failed because their pair ended */
     uint64_t bad;          /* pairs ended by a malformed header or an oversized message */
     uint64_t cut;          /* pairs that ended in the middle of a message (dropped unread) */
+    uint64_t held;         /* bytes of pair messages read or being read, not yet taken */
+    uint64_t waits;        /* times a pair's next message waited for direct_recv_max */
 } smartt_direct_stats;
 int smartt_direct_stats_get(const smartt_session *s, smartt_direct_stats *st);
 /* smartt_progress writes and reads what it can without blocking and queues the
@@ -194,6 +201,17 @@ int smartt_bind_start(smartt_session *s, uint32_t endpoint, uint32_t *tag);
  * It ends in exactly one SENT, FAILED or ERROR event (v2: after an ACCEPTED one). */
 int smartt_send_async(smartt_session *s, const smartt_addr *to, const void *buf,
                       size_t len, uint32_t *tag);
+/* smartt_sendv_direct sends the message gathered from iov (at most SMARTT_IOV_MAX
+ * entries) over the direct pair to `to`, SMARTT_ENOTSUP when there is none now (send
+ * it another way; nothing was sent) and SMARTT_EAGAIN while the pair holds PAIR_QMAX
+ * unwritten bytes. What the pair's socket does not take at once is borrowed, not
+ * copied, when nothing else waits for the pair: then *borrowed is 1 and the buffers
+ * must stay as they are until the message's SENT or FAILED event; else it is copied
+ * (*borrowed 0). Large messages to a peer of the same daemon thus cost no copy in user
+ * space. */
+#define SMARTT_IOV_MAX 16
+int smartt_sendv_direct(smartt_session *s, const smartt_addr *to, const struct iovec *iov,
+                        int niov, uint32_t *tag, int *borrowed);
 /* Sends size bytes at offset SMARTT_HEADROOM of a memfd sealed against shrinking and
  * growing, passed with SCM_RIGHTS (zero copy). Do not write into it until the
  * message's outcome arrived. SMARTT_ENOTSUP without SMARTT_CAP_SENDFD. */
