@@ -195,8 +195,7 @@ type shard struct {
 	wbuf     []Packet
 	wstore   [][]byte // wbuf's own buffers (a TxBufferer lends others)
 	gather   bool
-	deadline int64  // armed timer's deadline (at or before the engine's next), 0: none
-	arms     uint64 // timer arms (armLocked), for tests
+	deadline int64 // armed engine deadline, 0: none
 
 	timer     *time.Timer
 	kick      chan struct{}
@@ -608,20 +607,19 @@ func Gather(pkts []Packet) {
 	}
 }
 
-// armLocked arms the timer for the engine's next deadline when that is earlier than the
-// armed one, or none is armed. A later deadline, or none, leaves the armed timer: it
-// fires early, the engine finds nothing due, and timerLoop arms the next deadline then.
-// A request-reply exchange moves the deadline on every packet (an ACK held for the
-// answer, then the answer's retransmission timeout), and the runtime answers each move
-// earlier by waking its poller or another thread; leaving the armed timer costs one
-// early expiry per armed deadline instead.
 func (s *shard) armLocked() {
 	d, ok := s.ep.NextTimeout()
-	if !ok || (s.deadline != 0 && d >= s.deadline) {
+	if !ok {
+		if s.deadline != 0 {
+			s.timer.Stop()
+			s.deadline = 0
+		}
+		return
+	}
+	if d == s.deadline {
 		return
 	}
 	s.deadline = d
-	s.arms++
 	s.timer.Reset(time.Duration(max(d-Now(), 0)))
 }
 
