@@ -157,7 +157,7 @@ type Config struct {
 	// daemon of one shard on a host with few cores: with a second processor idle, the Go
 	// runtime wakes a thread for it at almost every message (a futex wake-up and a
 	// context switch each), which one processor never does; bulk transfers lose the
-	// overlap of a session's reads with the engine (docs/datapath.md, "The round trip").
+	// overlap of a session's reads with the engine (docs/datapath.md, "Processors").
 	Procs int `yaml:"procs" json:"procs"`
 	// MemoryLimit is what the daemon's worst-case memory (WorstCaseMemory) must fit: auto
 	// (the cgroup v2 memory.max of the daemon, if any), none, or a size.
