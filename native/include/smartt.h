@@ -146,8 +146,28 @@ typedef struct smartt_direct_stats {
     uint64_t cut;          /* pairs that ended in the middle of a message (dropped unread) */
     uint64_t held;         /* bytes of pair messages read or being read, not yet taken */
     uint64_t waits;        /* times a pair's next message waited for direct_recv_max */
+    uint64_t placed;       /* messages read straight into the placer's buffers */
 } smartt_direct_stats;
 int smartt_direct_stats_get(const smartt_session *s, smartt_direct_stats *st);
+
+/* A placer receives pair messages straight into buffers of the application's (one copy
+ * fewer): when a message of at least min_size bytes starts on a pair and no received
+ * message waits in the session's queue, place gets its sender, size and first nhead
+ * bytes (at least the smaller of size and SMARTT_PLACE_HEAD) and returns a buffer for
+ * the bytes from *skip (<= nhead, < size) on, or NULL to have it read as usual. The
+ * message then arrives as a RECV event with placed set and data that buffer; if its
+ * pair ends first, cut(ctx, buf) gives the buffer back (its bytes undefined). The
+ * callbacks run inside smartt_progress and may not call into the session. */
+#define SMARTT_PLACE_HEAD 64
+typedef struct smartt_placer {
+    void *(*place)(void *ctx, const smartt_addr *from, uint32_t endpoint, uint64_t size,
+                   const unsigned char *head, size_t nhead, size_t *skip);
+    void (*cut)(void *ctx, void *buf);
+    void *ctx;
+    uint64_t min_size;
+} smartt_placer;
+/* smartt_set_placer sets (NULL: clears) the session's placer. */
+int smartt_set_placer(smartt_session *s, const smartt_placer *p);
 /* smartt_progress writes and reads what it can without blocking and queues the
  * events; it returns the number of queued events or a negative error (the session is
  * then broken: every later call returns the same error). */
@@ -178,6 +198,8 @@ typedef struct smartt_event {
     uint64_t size;    /* RECV: bytes at data; RING_OK: ring size */
     const unsigned char *data; /* RECV: the message, valid until smartt_release */
     int in_ring;      /* RECV: data is in the receive ring (read-only) */
+    int placed;       /* RECV: data is the placer's buffer, holding the message from the
+                       * byte the placer skipped to (size counts those bytes) */
     char text[192];   /* FAILED/ERROR text, truncated */
     void *own_;       /* the library's */
 } smartt_event;

@@ -26,6 +26,7 @@ struct sm_pair {
     int backed;        /* bytes wait to be written (counted in s->backed_pairs) */
     int wdead;         /* a write failed: read what the peer wrote before it went, then end */
     int paused;        /* its next message waits for the receive budget (not read meanwhile) */
+    int placed;        /* msg is the placer's buffer (not charged, not ours to free) */
     uint32_t events;   /* registered epoll events (0: not registered) */
     smartt_addr from;  /* the sender, as DirectPeer named it */
     uint32_t ep;       /* our endpoint */
@@ -99,6 +100,11 @@ int direct_setup(smartt_session *s)
 
 static void pair_release(smartt_session *s, sm_pair *p)
 {
+    if (p->msg && p->placed) { /* cut short: the placer's buffer is its own again */
+        if (s->placer.cut)
+            s->placer.cut(s->placer.ctx, p->msg);
+        p->msg = NULL, p->placed = 0;
+    }
     if (p->msg)
         s->pair_held -= p->msg_size; /* a message cut short: dropped, no longer held */
     if (p->paused)
@@ -113,6 +119,7 @@ static void pair_release(smartt_session *s, sm_pair *p)
 
 void direct_free(smartt_session *s)
 {
+    s->placer.cut = NULL; /* the session's owner is closing it: no callbacks now */
     for (size_t i = 0; i < s->npairs; i++) {
         pair_release(s, s->pairs[i]);
         free(s->pairs[i]);
@@ -611,6 +618,42 @@ static int pair_admit(smartt_session *s, sm_pair *p, uint64_t size)
     return 1;
 }
 
+/* try_place offers a message starting on p (header h, avail bytes of it buffered after
+ * the header) to the placer: 0 not placed, -1 wait for its first bytes, else 1 + the
+ * bytes it skipped (p->msg is then the placer's buffer for the rest). */
+static long try_place(smartt_session *s, sm_pair *p, const unsigned char *h, size_t avail,
+                      uint64_t size)
+{
+    if (!s->placer.place || size < s->placer.min_size || s->recv.n)
+        return 0; /* a queued message comes first: matching it may take the buffer */
+    size_t want = size < SMARTT_PLACE_HEAD ? (size_t)size : SMARTT_PLACE_HEAD;
+    if (avail < want)
+        return -1;
+    size_t nhead = avail < size ? avail : (size_t)size, skip = 0;
+    void *buf = s->placer.place(s->placer.ctx, &p->from, p->ep, size, h + PAIR_HDR, nhead, &skip);
+    if (!buf)
+        return 0;
+    if (skip > nhead || skip >= size) { /* the placer's mistake: give it back */
+        if (s->placer.cut)
+            s->placer.cut(s->placer.ctx, buf);
+        return 0;
+    }
+    p->msg = buf, p->placed = 1, p->msg_size = size - skip, p->msg_got = 0;
+    s->st.placed++;
+    return 1 + (long)skip;
+}
+
+int smartt_set_placer(smartt_session *s, const smartt_placer *pl)
+{
+    if (!s || (pl && !pl->place))
+        return SMARTT_EINVAL;
+    if (pl)
+        s->placer = *pl;
+    else
+        memset(&s->placer, 0, sizeof s->placer);
+    return 0;
+}
+
 /* held_push records a queued pair message, in the order of the receive queue. */
 static int held_push(smartt_session *s, const void *data, uint64_t size)
 {
@@ -628,6 +671,8 @@ static int held_push(smartt_session *s, const void *data, uint64_t size)
     return 0;
 }
 
+static void resume_pairs(smartt_session *s);
+
 int sm_recv_pop(smartt_session *s, smartt_event *ev)
 {
     if (!evq_pop(&s->recv, ev))
@@ -636,8 +681,8 @@ int sm_recv_pop(smartt_session *s, smartt_event *ev)
     if (s->hq_n && ev->type == SMARTT_EV_RECV && ev->data == s->hq[s->hq_head].data) {
         s->pair_held -= s->hq[s->hq_head].size;
         s->hq_head = (s->hq_head + 1) % s->hq_cap, s->hq_n--;
-        if (s->paused_pairs)
-            s->pair_resume = 1;
+        if (s->paused_pairs) /* now: a caller about to sleep would not see them wake */
+            resume_pairs(s);
     }
     return 1;
 }
@@ -650,6 +695,13 @@ static int pair_deliver(smartt_session *s, sm_pair *p)
     p->msg = NULL, p->msg_size = p->msg_got = 0;
     s->st.received++;
     s->received = 1;
+    if (p->placed) {
+        e.own_ = NULL, e.placed = 1, p->placed = 0;
+        int r = evq_push(&s->recv, &e);
+        if (r && s->placer.cut)
+            s->placer.cut(s->placer.ctx, (void *)e.data);
+        return r;
+    }
     int r = held_push(s, e.data, e.size);
     if (!r && (r = evq_push(&s->recv, &e)))
         s->hq_n--;
@@ -687,6 +739,13 @@ static int pair_parse(smartt_session *s, sm_pair *p)
             p->in_len = 0;
             pair_end(s, p, "malformed bytes from the peer");
             return 1;
+        }
+        int pl = try_place(s, p, h, p->in_len - off - PAIR_HDR, size);
+        if (pl < 0)
+            break; /* its first bytes are not here yet */
+        if (pl > 0) {
+            off += PAIR_HDR + (size_t)pl - 1;
+            continue;
         }
         if (!pair_admit(s, p, size))
             break; /* its header stays buffered */
@@ -742,7 +801,6 @@ static void pair_read(smartt_session *s, sm_pair *p)
 /* resume_pairs lets waiting pairs go on now that messages were taken. */
 static void resume_pairs(smartt_session *s)
 {
-    s->pair_resume = 0;
     for (size_t i = 0; i < s->npairs && s->paused_pairs && !s->err; i++) {
         sm_pair *p = s->pairs[i];
         if (!p->paused || p->fd < 0)
@@ -754,10 +812,60 @@ static void resume_pairs(smartt_session *s)
     }
 }
 
+/* linger_round waits up to ms for the pairs in ps (n of them) and writes what they
+ * hold, reading and dropping what their peers write meanwhile; a pair whose peer is
+ * gone, or that breaks, is taken out (ps[i] = NULL). */
+static void linger_round(sm_pair **ps, size_t n, struct pollfd *pf, unsigned char *sink, int ms)
+{
+    for (size_t i = 0; i < n; i++)
+        pf[i] = (struct pollfd){.fd = ps[i] ? ps[i]->fd : -1, .events = POLLIN | POLLOUT};
+    if (poll(pf, n, ms) <= 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        sm_pair *p = ps[i];
+        ssize_t r = 1;
+        if (p && (pf[i].revents & POLLIN))
+            r = recv(p->fd, sink, 65536, MSG_DONTWAIT);
+        if (p && r > 0 && (pf[i].revents & POLLOUT))
+            r = send(p->fd, p->out + p->out_head, p->out_len - p->out_head, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (p && r > 0 && (pf[i].revents & POLLOUT))
+            p->out_head += (size_t)r;
+        if (!p || (r < 0 && errno != EAGAIN && errno != EINTR) || r == 0 ||
+            (pf[i].revents & (POLLERR | POLLNVAL)) || p->out_head == p->out_len)
+            ps[i] = NULL;
+    }
+}
+
+void direct_linger(smartt_session *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->npairs; i++) { /* a borrowed rest's buffers may be gone */
+        sm_pair *p = s->pairs[i];
+        n += p->fd >= 0 && !p->bleft && p->out_head < p->out_len;
+    }
+    if (!n)
+        return;
+    sm_pair **ps = calloc(n, sizeof *ps);
+    struct pollfd *pf = calloc(n, sizeof *pf);
+    unsigned char *sink = malloc(65536);
+    n = 0;
+    for (size_t i = 0; ps && i < s->npairs; i++) {
+        sm_pair *p = s->pairs[i];
+        if (p->fd >= 0 && !p->bleft && p->out_head < p->out_len)
+            ps[n++] = p;
+    }
+    long long end = now_ms() + LINGER_MS;
+    for (size_t left = ps && pf && sink ? n : 0; left && now_ms() < end;) {
+        linger_round(ps, n, pf, sink, (int)(end - now_ms()));
+        left = 0;
+        for (size_t i = 0; i < n; i++)
+            left += ps[i] != NULL;
+    }
+    free(ps), free(pf), free(sink);
+}
+
 int direct_progress(smartt_session *s)
 {
-    if (s->pair_resume)
-        resume_pairs(s);
     if (s->backed_pairs)
         for (size_t i = 0; i < s->npairs && s->backed_pairs; i++)
             if (s->pairs[i]->backed)

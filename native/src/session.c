@@ -11,7 +11,8 @@
 
 static void free_session(smartt_session *s)
 {
-    direct_free(s); /* first: its peers learn at once that the session ended */
+    direct_linger(s); /* their messages were accepted: write them, as a socket's close */
+    direct_free(s);   /* then its peers learn at once that the session ended */
     if (s->fd >= 0)
         close(s->fd);
     for (size_t i = 0; i < s->nfds; i++)
