@@ -62,6 +62,10 @@ type timeEntry struct {
 	seq uint64
 }
 
+// unacked reports whether the packet is in flight or lost: what an ACK may newly
+// acknowledge (ackPkt).
+func (sp *sentPkt) unacked() bool { st := sp.state(); return st == pktInflight || st == pktLost }
+
 // txMsg is an outgoing message.
 type txMsg struct {
 	id          uint32
@@ -92,7 +96,7 @@ type rxMsg struct {
 	place       []byte     // the Placer's buffer for the whole message; chunks are slices of it
 	placeTok    uint64     // its token (Placer.Unplace, Event.Placed)
 	placeTried  bool       // the Placer was asked (once, at the offset-0 packet)
-	whole       bool       // a large message in one buffer all the same (takeWhole)
+	whole       bool       // a large message in one buffer all the same (takeWhole, wholeLate)
 }
 
 // nackEntry is a NACK waiting to leave.
@@ -764,23 +768,10 @@ func (e *Endpoint) onAck(now int64, c *conn, p *wire.Packet) {
 		}
 	}
 	// Selective part (none in order, the common case: the words are tested at once).
-	words := int(a.SackWords)
-	if a.Sack[0]|a.Sack[1]|a.Sack[2]|a.Sack[3] == 0 {
-		words = 0
-	}
-	for w := 0; w < words; w++ {
-		word := a.Sack[w]
-		for word != 0 {
-			i := uint32(bits.TrailingZeros64(word))
-			word &= word - 1
-			psn := a.SackBase + uint32(64*w) + i
-			if wire.SeqLEQ(c.sndUna, psn) && wire.SeqLess(psn, c.sndNxt) {
-				if b := e.ackPkt(c, psn, a); b > 0 {
-					bytes += b
-					pkts++
-				}
-			}
-		}
+	if a.Sack[0]|a.Sack[1]|a.Sack[2]|a.Sack[3] != 0 {
+		b, n := e.sackAcked(c, a)
+		bytes += b
+		pkts += n
 	}
 	// Slide the window.
 	for c.sndUna != c.sndNxt && c.pkts[c.sndUna&c.mask].state() == pktAcked {
@@ -887,6 +878,27 @@ func (e *Endpoint) sackBeyond(c *conn, a *wire.Ack) bool {
 		beyond |= a.Sack[w]
 	}
 	return beyond != 0
+}
+
+// sackAcked acknowledges the packets a's SACK words name that were in flight or lost,
+// returning their bytes and number.
+func (e *Endpoint) sackAcked(c *conn, a *wire.Ack) (bytes, pkts int) {
+	for w := 0; w < int(a.SackWords); w++ {
+		word := a.Sack[w]
+		for word != 0 {
+			i := uint32(bits.TrailingZeros64(word))
+			word &= word - 1
+			psn := a.SackBase + uint32(64*w) + i
+			// Most SACK bits repeat what earlier ACKs said: test the slot before the call.
+			if wire.SeqLEQ(c.sndUna, psn) && wire.SeqLess(psn, c.sndNxt) && c.pkts[psn&c.mask].unacked() {
+				if b := e.ackPkt(c, psn, a); b > 0 {
+					bytes += b
+					pkts++
+				}
+			}
+		}
+	}
+	return bytes, pkts
 }
 
 // ackPkt marks psn acknowledged and returns its size if it was not already.

@@ -524,9 +524,38 @@ func (e *Endpoint) takeWhole(c *conn, r *rxMsg) bool {
 		e.stats.RecvBuffered+uint64(r.n)+msgRecBytes <= uint64(e.cfg.RecvBudget)/wholeShare
 }
 
+// wholeLate moves chunked message r of a proven peer, part of which arrived, into one
+// buffer once what is still to arrive fits a granule (wholeMax): the peer has paid for
+// all but what takeWhole lets a message hold unpaid from its first packet, and the rest
+// is written once instead of copied again at delivery. Within takeWhole's share of
+// RecvBudget.
+func (e *Endpoint) wholeLate(c *conn, r *rxMsg) bool {
+	if e.hooks.DeliverChunks || r.n-r.got > wholeMax || r.got == 0 || !c.proven || r.place != nil {
+		return false
+	}
+	var chunked uint64
+	for _, ch := range r.chunks {
+		chunked += uint64(cap(ch))
+	}
+	if chunked > uint64(r.n) || e.stats.RecvBuffered+uint64(r.n)-chunked > uint64(e.cfg.RecvBudget)/wholeShare ||
+		!e.charge(c, r, uint64(r.n)-chunked) {
+		return false
+	}
+	r.buf = e.hooks.Buffers.Get(r.n)
+	for i, ch := range r.chunks {
+		if ch != nil {
+			copy(r.buf[i*RecvChunk:], ch)
+			e.putChunk(ch)
+		}
+	}
+	clear(r.chunks)
+	r.chunks = r.chunks[:0] // its capacity stays charged until freeRx
+	return true
+}
+
 // reserve makes sure r has buffer memory for bytes [off, off+n), within RecvBudget.
 func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
-	if e.chunked(r) && e.takeWhole(c, r) {
+	if e.chunked(r) && (e.takeWhole(c, r) || e.wholeLate(c, r)) {
 		r.whole = true
 	}
 	if !e.chunked(r) {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // countPool is a BufferPool that counts the buffers it hands out.
@@ -130,5 +132,96 @@ func TestReservedCoversEveryChunk(t *testing.T) {
 	}
 	if w := (&rxMsg{n: 10, buf: make([]byte, 10)}); !w.reserved(4, 6) {
 		t.Error("a whole buffer holds every byte of its message")
+	}
+}
+
+// TestLateWhole: a proven peer's 1 MiB message (no DeliverChunks) stays in chunks until
+// what is still to arrive fits wholeMax, then moves into one buffer from Hooks.Buffers,
+// charged whole from then on (the ledger matches at every step) and delivered intact
+// with no further buffer; with DeliverChunks it stays in chunks to the end.
+func TestLateWhole(t *testing.T) {
+	for _, chunks := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.MaxMessage = 1 << 20
+		pool := &countPool{}
+		snd, _ := NewEndpoint(cfg, rand.New(rand.NewPCG(1, 2)))
+		rcv, err := NewEndpoint(cfg, rand.New(rand.NewPCG(3, 4)), Hooks{Buffers: pool, DeliverChunks: chunks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sAddr, rAddr := netip.MustParseAddrPort("10.0.0.1:23600"), netip.MustParseAddrPort("10.0.0.2:23600")
+		id, _ := snd.Dial(0, rAddr)
+		pkt, ack := make([]byte, cfg.MTU+128), make([]byte, 512)
+		var now int64
+		var got []byte
+		fed := 0 // payload bytes of the 1 MiB message handed to the receiver
+		step := func() {
+			now += 1000
+			if tx, ok := snd.PollTransmit(now, pkt); ok {
+				rcv.HandlePacket(now, pkt[:tx.N], RxMeta{From: sAddr})
+				if tx.N > 1000 {
+					fed += tx.N - wire.DataHdrLen
+				}
+			}
+			for a, ok := rcv.PollTransmit(now, ack); ok; a, ok = rcv.PollTransmit(now, ack) {
+				snd.HandlePacket(now, ack[:a.N], RxMeta{From: rAddr})
+			}
+			for ev, ok := rcv.PollEvent(); ok; ev, ok = rcv.PollEvent() {
+				if ev.Kind == MessageReceived {
+					got = ev.Data
+					for _, ch := range ev.Chunks {
+						got = append(got, ch...)
+					}
+				}
+			}
+		}
+		if _, err := snd.Send(now, id, []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			step()
+		}
+		msg := make([]byte, 1<<20)
+		for i := range msg {
+			msg[i] = byte(i * 7)
+		}
+		gets := pool.gets
+		if _, err := snd.Send(now, id, msg); err != nil {
+			t.Fatal(err)
+		}
+		got, fed = nil, 0
+		moved := -1 // bytes fed when the buffer was taken
+		for range 20000 {
+			if step(); got != nil {
+				break
+			}
+			if err := ledgerCheck(rcv); err != nil {
+				t.Fatalf("chunks %v: %v", chunks, err)
+			}
+			held := rcv.Stats().RecvBuffered
+			if moved < 0 && pool.gets > gets {
+				moved = fed
+				if held < uint64(len(msg)) {
+					t.Errorf("chunks %v: whole buffer taken but RecvBuffered %d < %d", chunks, held, len(msg))
+				}
+			}
+			if moved < 0 && held > uint64(fed)+2*RecvChunk+msgRecBytes+256 {
+				t.Fatalf("chunks %v: in chunks, RecvBuffered %d after %d bytes", chunks, held, fed)
+			}
+		}
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("chunks %v: message not delivered intact (%d bytes)", chunks, len(got))
+		}
+		switch {
+		case chunks && moved >= 0:
+			t.Errorf("DeliverChunks: a buffer was taken after %d bytes", moved)
+		case !chunks && (moved < len(msg)-wholeMax || moved > len(msg)-wholeMax+RecvChunk):
+			t.Errorf("buffer taken after %d of %d bytes, want once at most %d were left", moved, len(msg), wholeMax)
+		case !chunks && pool.gets != gets+1:
+			t.Errorf("%d buffers taken for one message, want 1", pool.gets-gets)
+		}
+		if st := rcv.Stats(); st.RecvBuffered != 0 {
+			t.Errorf("chunks %v: RecvBuffered %d after delivery", chunks, st.RecvBuffered)
+		}
 	}
 }
