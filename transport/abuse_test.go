@@ -29,11 +29,7 @@ func TestGarbageIsCountedAndDropped(t *testing.T) {
 	got := 0
 	var real ConnID // b's side of the connection
 	p.runUntil(t, 1e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				got++
 				real = ev.Conn
@@ -123,11 +119,7 @@ func TestGarbageIsCountedAndDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.runUntil(t, p.now+1e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived && ev.Conn == real {
 				got++
 				if !bytes.Equal(ev.Data, second) {
@@ -146,10 +138,7 @@ func TestGarbageIsCountedAndDropped(t *testing.T) {
 func TestConnectionFloodIsCapped(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxConns = 16
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	from := netip.MustParseAddrPort("10.9.9.9:23600")
 	buf := make([]byte, 200)
 	for k := 0; k < 100; k++ {

@@ -97,15 +97,12 @@ func types(ds []sent) []wire.Type {
 // events drains e's events of kind k.
 func eventsOf(e *Endpoint, k EventKind) []Event {
 	var out []Event
-	for {
-		ev, ok := e.PollEvent()
-		if !ok {
-			return out
-		}
+	for ev := range pending(e) {
 		if ev.Kind == k {
 			out = append(out, ev)
 		}
 	}
+	return out
 }
 
 // request sends msg from a to b at 0 and delivers it at 10 us; it returns a's connection.
@@ -203,7 +200,7 @@ func TestHeldAckRidesWithAnswer(t *testing.T) {
 		}
 		r.deliver(r.a, 40_000, ds)
 		var sentEv, got []Event
-		for ev, ok := r.a.PollEvent(); ok; ev, ok = r.a.PollEvent() {
+		for ev := range pending(r.a) {
 			switch ev.Kind {
 			case MessageSent:
 				sentEv = append(sentEv, ev)
@@ -396,11 +393,7 @@ func TestHeldAckAllocatesNothing(t *testing.T) {
 			to.HandlePacket(now, slots[i], RxMeta{From: fromAddr})
 			slots[i] = slots[i][:cap(slots[i])]
 		}
-		for {
-			ev, ok := to.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(to) {
 			if ev.Kind == MessageReceived {
 				pool.Put(ev.Data)
 			}
@@ -496,7 +489,7 @@ func TestBundleHostile(t *testing.T) {
 		r, _ := answer()
 		r.a.HandlePacket(40_000, c.dgram, RxMeta{From: r.bAddr})
 		var sentN, recvN int
-		for ev, ok := r.a.PollEvent(); ok; ev, ok = r.a.PollEvent() {
+		for ev := range pending(r.a) {
 			switch ev.Kind {
 			case MessageSent:
 				sentN++

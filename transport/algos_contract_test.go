@@ -9,7 +9,6 @@ import (
 	"github.com/smartt-transport/smartt/cc"
 	"github.com/smartt-transport/smartt/hwprofile"
 	"github.com/smartt-transport/smartt/reps"
-	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // TestEveryControllerOverPair runs every registered congestion controller through the
@@ -28,15 +27,7 @@ func TestEveryControllerOverPair(t *testing.T) {
 				cfg.INT = true // the pair stamps nothing: every ACK echoes an empty INT block
 			}
 			p := newPair(t, cfg, 3000)
-			var pk wire.Packet
-			n := 0
-			p.drop = func(from *Endpoint, b []byte) bool {
-				if from != p.a || pk.Decode(b) != nil || pk.Type != wire.TypeData {
-					return false
-				}
-				n++
-				return n%40 == 7
-			}
+			n := dropData(p, 40, 7)
 			m := 0
 			p.ecn = func(from *Endpoint, b []byte) uint8 {
 				if from != p.a {
@@ -91,10 +82,10 @@ func TestEveryControllerOverPair(t *testing.T) {
 					t.Fatalf("message %d corrupted or out of order", i)
 				}
 			}
-			if n < 100 || m < 100 {
-				t.Fatalf("only %d data packets, %d marked", n, m)
+			if *n < 100 || m < 100 {
+				t.Fatalf("only %d data packets, %d marked", *n, m)
 			}
-			t.Logf("%s: %d data packets, %d dropped, %d CE", name, n, n/40, m/3)
+			t.Logf("%s: %d data packets, %d dropped, %d CE", name, *n, *n/40, m/3)
 		})
 	}
 }

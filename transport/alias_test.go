@@ -47,11 +47,7 @@ func TestPayloadAlias(t *testing.T) {
 			got := map[int][]byte{}
 			dups := 0
 			p.runUntil(t, 2e9, func() bool {
-				for {
-					ev, ok := p.b.PollEvent()
-					if !ok {
-						break
-					}
+				for ev := range pending(p.b) {
 					if ev.Kind == MessageReceived {
 						for i, m := range msgs {
 							if len(m) == len(ev.Data) {

@@ -74,11 +74,7 @@ func newAuthHarness(t *testing.T, cfg Config) *authHarness {
 // events drains both endpoints: b first, so that a delivery is recorded before the
 // MessageSent its ACK causes.
 func (h *authHarness) events() {
-	for {
-		ev, ok := h.p.b.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(h.p.b) {
 		switch ev.Kind {
 		case MessageReceived:
 			if ev.Conn == h.liveB || h.liveB == 0 {
@@ -95,11 +91,7 @@ func (h *authHarness) events() {
 			}
 		}
 	}
-	for {
-		ev, ok := h.p.a.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(h.p.a) {
 		switch ev.Kind {
 		case MessageSent:
 			if ev.Conn == h.conn {
@@ -591,11 +583,7 @@ func TestAuthRekeyLongRun(t *testing.T) {
 		n := 0
 		p.runUntil(t, p.now+1e9, func() bool {
 			for _, e := range []*Endpoint{p.a, p.b} {
-				for {
-					ev, ok := e.PollEvent()
-					if !ok {
-						break
-					}
+				for ev := range pending(e) {
 					switch ev.Kind {
 					case ConnAccepted:
 						back = ev.Conn

@@ -140,20 +140,12 @@ func (r *throughputRig) step() {
 		r.tb.Fatal("no ACK")
 	}
 	r.snd.HandlePacket(r.now, r.ack[:a.N], RxMeta{From: r.rAddr})
-	for {
-		ev, ok := r.snd.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.snd) {
 		if ev.Kind == MessageSent {
 			r.queued--
 		}
 	}
-	for {
-		ev, ok := r.rcv.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.rcv) {
 		if ev.Kind == MessageReceived {
 			r.pool.Put(ev.Data)
 			PutChunks(ev.Chunks)
@@ -183,10 +175,7 @@ func benchThroughputCfg(b *testing.B, msgSize int, cfg Config, hooks ...Hooks) {
 // the CPU price of a 60k packets/s flood.
 func BenchmarkFirstContactFlood(b *testing.B) {
 	cfg := DefaultConfig()
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := newEndpoint(b, cfg)
 	pkt := firstContact(b, 1, 0, 1<<30, 0)
 	from := netip.MustParseAddrPort("10.66.0.1:23600")
 	out := make([]byte, 2048)
@@ -196,19 +185,7 @@ func BenchmarkFirstContactFlood(b *testing.B) {
 		now := int64(i) * 1000
 		binary.BigEndian.PutUint64(pkt[16:], uint64(i+1)) // SrcConn: a new connection each
 		e.HandlePacket(now, pkt, RxMeta{From: from})
-		for {
-			if _, ok := e.PollTransmit(now, out); !ok {
-				break
-			}
-		}
-		for {
-			if _, ok := e.PollEvent(); !ok {
-				break
-			}
-		}
-		if d, ok := e.NextTimeout(); ok && d <= now {
-			e.HandleTimeout(now)
-		}
+		drainEngine(e, now, out)
 	}
 	b.ReportMetric(float64(e.Stats().ConnsEvicted)/float64(b.N), "evictions/op")
 }

@@ -16,10 +16,7 @@ import (
 func TestRecvWindowAtAndBeyond(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.RecvWindow = 1 << 20
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	from := netip.MustParseAddrPort("10.6.6.7:23600")
 	open := func() int {
 		n := 0
@@ -66,10 +63,7 @@ func TestRecvWindowAtAndBeyond(t *testing.T) {
 // message was partly received), everything charged given back.
 func TestUnprovenTimeoutAtAndBeyond(t *testing.T) {
 	cfg := DefaultConfig()
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	const t0 = int64(1e9)
 	e.HandlePacket(t0, firstContact(t, 77, 0, 5000, 0), RxMeta{From: netip.MustParseAddrPort("10.6.6.8:23600")})
 	drainTransmits(e, t0)
@@ -154,9 +148,7 @@ func TestAckClaimsAtAndBeyond(t *testing.T) {
 // message whose data did not arrive (none but the first packet's) is kept (charged a record and a buffer each), the
 // next block's is dropped (ParityDropped) and charges nothing.
 func TestECBlocksPerMessageAtAndBeyond(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 2, 1
-	cfg.CC = "fixed"
+	cfg := ecConfig(2, 1)
 	r := newForgeRig(t, cfg)
 	mtu := cfg.MTU
 	n := (2*maxECBlocks + 4) * mtu
@@ -191,13 +183,7 @@ func TestECBlocksPerMessageAtAndBeyond(t *testing.T) {
 // the connection and its buffers are there; by idle_timeout + max_rto all is freed.
 func TestIdleTimeoutAtAndBeyond(t *testing.T) {
 	cfg := DefaultConfig()
-	p := newPair(t, cfg, 5000)
-	id, _ := p.a.Dial(0, p.bAddr)
-	if _, err := p.a.Send(0, id, make([]byte, 8<<20)); err != nil {
-		t.Fatal(err)
-	}
-	p.runUntil(t, 1e9, func() bool { return p.b.Stats().RecvBuffered >= 4<<20 })
-	// The sender vanishes: from now on only b runs.
+	p := halfSent(t, cfg)
 	c := p.b.list[0]
 	if !c.proven {
 		t.Fatal("the sender's connection is not proven")

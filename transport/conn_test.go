@@ -3,23 +3,28 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"iter"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-// events drains e's events into a slice.
-func events(e *Endpoint) []Event {
-	var out []Event
-	for {
-		ev, ok := e.PollEvent()
-		if !ok {
-			return out
+// pending yields e's events until none is left, draining them.
+func pending(e *Endpoint) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		for {
+			ev, ok := e.PollEvent()
+			if !ok || !yield(ev) {
+				return
+			}
 		}
-		out = append(out, ev)
 	}
 }
+
+// events drains e's events into a slice.
+func events(e *Endpoint) []Event { return slices.Collect(pending(e)) }
 
 func TestCleanCloseBothSidesRelease(t *testing.T) {
 	p := newPair(t, DefaultConfig(), 3000)
@@ -143,36 +148,31 @@ func trimOffset(p *pair, cfg Config, off uint32, times int) *int {
 	return n
 }
 
+// trimPair returns a pair that trims with DSCP 33, its config changed by mod, whose data
+// packet at stream offset off is trimmed up to times times (n counts them), and a's
+// connection to b.
+func trimPair(t *testing.T, mod func(*Config), off uint32, times int) (p *pair, n *int, id ConnID) {
+	cfg := DefaultConfig()
+	cfg.TrimDSCP = 33
+	mod(&cfg)
+	p = newPair(t, cfg, 3000)
+	n = trimOffset(p, cfg, off, times)
+	id, _ = p.a.Dial(0, p.bAddr)
+	return p, n, id
+}
+
 // TestTrimsDoNotCountAsSilentLosses: a packet trimmed (and NACKed) many more times than
 // max_retransmits is still delivered, because each NACK proves the peer alive; only
 // losses nobody answered count towards max_retransmits (the userspace switch's
 // deterministic marking once trimmed one packet 16 times in a row and failed 30 messages
 // of a live connection).
 func TestTrimsDoNotCountAsSilentLosses(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.TrimDSCP = 33
-	cfg.MaxRetransmits = 3
-	p := newPair(t, cfg, 3000)
-	n := trimOffset(p, cfg, 8192, 40)
-	id, _ := p.a.Dial(0, p.bAddr)
+	p, n, id := trimPair(t, func(c *Config) { c.MaxRetransmits = 3 }, 8192, 40)
 	msg := bytes.Repeat([]byte("trim"), 10000)
 	if _, err := p.a.Send(0, id, msg); err != nil {
 		t.Fatal(err)
 	}
-	var got []byte
-	p.runUntil(t, 1e10, func() bool {
-		for _, ev := range events(p.a) {
-			if ev.Kind == MessageFailed {
-				t.Fatalf("message failed after %d trims: %v", *n, ev.Err)
-			}
-		}
-		for _, ev := range events(p.b) {
-			if ev.Kind == MessageReceived {
-				got = ev.Data
-			}
-		}
-		return got != nil
-	})
+	got := deliverOne(t, p, 1e10)
 	if *n != 40 || !bytes.Equal(got, msg) {
 		t.Fatalf("trimmed %d times, delivered %d bytes intact=%v", *n, len(got), bytes.Equal(got, msg))
 	}
@@ -184,12 +184,8 @@ func TestTrimsDoNotCountAsSilentLosses(t *testing.T) {
 // TestMaxTrimsFailsWithNotice: a packet trimmed max_trims+1 times fails its message with
 // ErrTrims, the sender is told, and nothing is delivered.
 func TestMaxTrimsFailsWithNotice(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.TrimDSCP = 33
-	cfg.MaxTrims = 5
-	p := newPair(t, cfg, 3000)
-	n := trimOffset(p, cfg, 0, 1000)
-	id, _ := p.a.Dial(0, p.bAddr)
+	const maxTrims = 5
+	p, n, id := trimPair(t, func(c *Config) { c.MaxTrims = maxTrims }, 0, 1000)
 	m, _ := p.a.Send(0, id, make([]byte, 20000))
 	var failed error
 	p.runUntil(t, 1e10, func() bool {
@@ -205,8 +201,8 @@ func TestMaxTrimsFailsWithNotice(t *testing.T) {
 		}
 		return failed != nil
 	})
-	if !errors.Is(failed, ErrTrims) || *n != cfg.MaxTrims+1 {
-		t.Fatalf("failed with %v after %d trims; want ErrTrims after %d", failed, *n, cfg.MaxTrims+1)
+	if !errors.Is(failed, ErrTrims) || *n != maxTrims+1 {
+		t.Fatalf("failed with %v after %d trims; want ErrTrims after %d", failed, *n, maxTrims+1)
 	}
 }
 

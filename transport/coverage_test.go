@@ -18,10 +18,7 @@ type forger struct {
 }
 
 func newForger(t *testing.T) *forger {
-	e, err := NewEndpoint(DefaultConfig(), nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, DefaultConfig())
 	return &forger{t: t, e: e, from: netip.MustParseAddrPort("10.6.6.6:23600"), starts: map[uint32]uint64{}}
 }
 
@@ -41,15 +38,12 @@ func (f *forger) data(psn uint32, id uint32, msgLen, off, n int, fill byte) {
 // received returns the messages delivered so far.
 func (f *forger) received() [][]byte {
 	var out [][]byte
-	for {
-		ev, ok := f.e.PollEvent()
-		if !ok {
-			return out
-		}
+	for ev := range pending(f.e) {
 		if ev.Kind == MessageReceived {
 			out = append(out, ev.Data)
 		}
 	}
+	return out
 }
 
 // TestDuplicateBytesUnderFreshPSN: the bytes of a packet arriving twice under two PSNs (a

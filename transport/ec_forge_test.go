@@ -69,20 +69,12 @@ func (r *forgeRig) send(msg []byte) {
 
 // poll collects both endpoints' events.
 func (r *forgeRig) poll() {
-	for {
-		ev, ok := r.p.b.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.p.b) {
 		if ev.Kind == MessageReceived {
 			r.got[ev.MsgID] = append([]byte(nil), ev.Data...)
 		}
 	}
-	for {
-		ev, ok := r.p.a.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.p.a) {
 		if ev.Kind == MessageSent {
 			r.sent[ev.MsgID] = true
 		}
@@ -111,9 +103,7 @@ func (r *forgeRig) inject(flags wire.Flags, d wire.Data, payload []byte) {
 // (K 1..255, M 1..16) or erasure pattern, every message completed by its data, leave the
 // receiver's live heap where it was: no encoder per shape, no inversion cache.
 func TestECForgedParityHeapFlat(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 16, 4
-	cfg.CC = "fixed"
+	cfg := ecConfig(16, 4)
 	r := newForgeRig(t, cfg)
 	psn, floor := r.last.PSN+1, r.last.PSN+1
 	before := liveHeap()
@@ -166,9 +156,8 @@ func TestECForgedParityHeapFlat(t *testing.T) {
 // last acknowledgement).
 func TestECCrossMessageParityCannotComplete(t *testing.T) {
 	for _, open := range []bool{false, true} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 4, 2
-		cfg.MTU, cfg.CC, cfg.Unordered = 4096, "fixed", true
+		cfg := ecConfig(4, 2)
+		cfg.MTU, cfg.Unordered = 4096, true
 		r := newForgeRig(t, cfg)
 		victim := patterned(8000, 11)
 		lostPSN := r.last.PSN + 2 // its second packet
@@ -220,9 +209,8 @@ func TestECCrossMessageParityCannotComplete(t *testing.T) {
 // the block. The message must be delivered intact (from the resend), never rebuilt from
 // the forged parity.
 func TestECForgedParityCannotCorrupt(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 4, 2
-	cfg.MTU, cfg.CC = 1500, "fixed"
+	cfg := ecConfig(4, 2)
+	cfg.MTU = 1500
 	r := newForgeRig(t, cfg)
 	msg := patterned(4*1500, 21)
 	first := r.last.PSN + 1

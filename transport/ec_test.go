@@ -140,18 +140,32 @@ func TestECPropertyExactOnce(t *testing.T) {
 	}
 }
 
+// ecConfig is the default config coding blocks of k data and m parity packets, with a
+// fixed window.
+func ecConfig(k, m int) Config {
+	cfg := DefaultConfig()
+	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, k, m
+	cfg.CC = "fixed"
+	return cfg
+}
+
+// ec10x2Pair returns a pair coding blocks of 10 data and 2 parity packets at a fixed
+// window, its packets serialised by ser, warmed up by one message; and its config.
+func ec10x2Pair(t *testing.T) (cfg Config, p *pair, ser *serializer) {
+	cfg = ecConfig(10, 2)
+	p = newPair(t, cfg, 5000)
+	ser = new(serializer)
+	p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
+	ecWarm(t, p)
+	return cfg, p, ser
+}
+
 // TestECRebuildsMLossesPerBlock: M lost data packets in every block are rebuilt from the
 // block's parity without a retransmission round trip; one more is not, and is resent.
 func TestECRebuildsMLossesPerBlock(t *testing.T) {
 	for _, extra := range []int{0, 1} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 10, 2
-		cfg.CC = "fixed"
-		p := newPair(t, cfg, 5000)
+		cfg, p, _ := ec10x2Pair(t)
 		msg := patterned(10*10*cfg.MTU, 7) // 10 blocks
-		var ser serializer
-		p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
-		ecWarm(t, p)
 		p.drop = func(from *Endpoint, b []byte) bool {
 			var q wire.Packet
 			if from != p.a || q.Decode(b) != nil || q.Type != wire.TypeData || q.Flags&(wire.FlagEC|wire.FlagRetx) != 0 {
@@ -188,20 +202,12 @@ func (r *throughputRig) stepAny() {
 	if a, ok := r.rcv.PollTransmit(r.now, r.ack); ok {
 		r.snd.HandlePacket(r.now, r.ack[:a.N], RxMeta{From: r.rAddr})
 	}
-	for {
-		ev, ok := r.snd.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.snd) {
 		if ev.Kind == MessageSent {
 			r.queued--
 		}
 	}
-	for {
-		ev, ok := r.rcv.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(r.rcv) {
 		if ev.Kind == MessageReceived {
 			r.pool.Put(ev.Data)
 		}
@@ -212,16 +218,10 @@ func (r *throughputRig) stepAny() {
 // TestECAllocatesNothingPerPacket: coding data and sending parity, and receiving both,
 // allocate nothing per packet in steady state (no loss: nothing to rebuild).
 func TestECAllocatesNothingPerPacket(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode = RecoveryEC
-	r := newThroughputRig(t, 1<<20, cfg)
-	for range 10000 {
-		r.stepAny()
-	}
-	if a := testing.AllocsPerRun(2560, r.stepAny); a > 0.05 {
+	a, s := steadyAllocs(t, RecoveryEC)
+	if a > 0.05 {
 		t.Errorf("%.3f allocations per packet", a)
 	}
-	s := r.snd.Stats()
 	if s.ParitySent == 0 || s.MsgsSent == 0 {
 		t.Fatalf("parity %d, messages %d", s.ParitySent, s.MsgsSent)
 	}
@@ -269,11 +269,7 @@ func BenchmarkECOverhead(b *testing.B) {
 					msgBytes += 8 << 20
 					got := 0
 					p.runUntil(b, 1e11, func() bool {
-						for {
-							ev, ok := p.b.PollEvent()
-							if !ok {
-								break
-							}
+						for ev := range pending(p.b) {
 							if ev.Kind == MessageReceived {
 								got++
 							}
@@ -301,9 +297,7 @@ func BenchmarkECOverhead(b *testing.B) {
 // held; what is kept is charged to the receive budget and returned once the message is
 // delivered, and the real parity rebuilds a lost packet.
 func TestECParityUntrusted(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 4, 2
-	cfg.CC = "fixed"
+	cfg := ecConfig(4, 2)
 	r := newForgeRig(t, cfg)
 	mtu := cfg.MTU
 	next := patterned(6*mtu+100, 2) // 2 blocks: 4 + 3 data packets
@@ -384,14 +378,8 @@ func TestECNacksTrimsBeyondParity(t *testing.T) {
 		{"m-1 trims and a trimmed parity", []int{4}, true, 0},
 		{"m trims and a trimmed parity", []int{1, 6}, true, 2 * 10},
 	} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode, cfg.Recovery.K, cfg.Recovery.M = RecoveryEC, 10, 2
-		cfg.CC = "fixed"
-		p := newPair(t, cfg, 5000)
+		cfg, p, ser := ec10x2Pair(t)
 		msg := patterned(10*10*cfg.MTU, 5) // 10 blocks
-		var ser serializer
-		p.extra = func(from *Endpoint, b []byte) int64 { return ser.at(p.now) }
-		ecWarm(t, p)
 		p.drop = func(from *Endpoint, b []byte) bool {
 			var q wire.Packet
 			if from != p.a || q.Decode(b) != nil || q.Type != wire.TypeData || q.Flags&wire.FlagRetx != 0 {

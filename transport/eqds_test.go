@@ -118,15 +118,7 @@ func TestEQDSCreditBoundsWhatIsSent(t *testing.T) {
 // windows (conservation keeps them at one, plus refunds of packets late, not lost).
 func TestEQDSCreditBoundUnderLoss(t *testing.T) {
 	p, senders := eqdsPair(t, 3000, func(c *Config) { c.Trimming = false; c.MinRTO, c.InitialRTO = 50_000, 50_000 })
-	var pk wire.Packet
-	n := 0
-	p.drop = func(from *Endpoint, b []byte) bool {
-		if from != p.a || pk.Decode(b) != nil || pk.Type != wire.TypeData {
-			return false
-		}
-		n++
-		return n%25 == 3
-	}
+	np := dropData(p, 25, 3)
 	id, _ := p.a.Dial(0, p.bAddr)
 	msg := bytes.Repeat([]byte{5}, 4<<20)
 	p.a.Send(0, id, msg)
@@ -143,6 +135,7 @@ func TestEQDSCreditBoundUnderLoss(t *testing.T) {
 		}
 	})
 	s := (*senders)[0]
+	n := *np
 	if !bytes.Equal(got[0], msg) || s.Refunded() == 0 || n < 1000 {
 		t.Fatalf("refunded %d bytes over %d data packets", s.Refunded(), n)
 	}
@@ -374,13 +367,13 @@ func (r *eqdsRig) step() {
 		}
 		r.snd.HandlePacket(r.now, r.buf[:t.N], RxMeta{From: r.rAddr})
 	}
-	for ev, ok := r.snd.PollEvent(); ok; ev, ok = r.snd.PollEvent() {
+	for ev := range pending(r.snd) {
 		if ev.Kind == MessageSent {
 			r.queued--
 			r.acks++
 		}
 	}
-	for ev, ok := r.rcv.PollEvent(); ok; ev, ok = r.rcv.PollEvent() {
+	for ev := range pending(r.rcv) {
 		if ev.Kind == MessageReceived {
 			r.pool.Put(ev.Data)
 		}

@@ -45,15 +45,7 @@ func evTransfer(t *testing.T, n *testnet.Network, cfg transport.Config, size int
 	id, _ := ep[0].Dial(0, ad[1])
 	ep[0].Send(0, id, make([]byte, size))
 	n.Wake(ad[0])
-	got := 0
-	if !n.RunUntil(1e10, func() bool {
-		forEvents(ep[1], func(ev transport.Event) {
-			if ev.Kind == transport.MessageReceived {
-				got++
-			}
-		})
-		return got == 1
-	}) {
+	if !receiveAll(n, ep[1], 1) {
 		t.Fatal("transfer did not complete")
 	}
 	return ep[0].Stats(), logs[0]

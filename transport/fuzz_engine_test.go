@@ -1457,11 +1457,7 @@ func (h *fzHarness) checkTimers() {
 func (h *fzHarness) drain() {
 	h.evs = h.evs[:0]
 	for i, e := range h.ep {
-		for {
-			ev, ok := e.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(e) {
 			h.evs = append(h.evs, fzEvent{i, ev})
 		}
 	}

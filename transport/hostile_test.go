@@ -16,19 +16,7 @@ import (
 // claims a message of msgLen bytes: 65 bytes on the wire.
 func firstContact(t testing.TB, src uint64, msgID, msgLen uint32, streamStart uint64) []byte {
 	t.Helper()
-	p := wire.Packet{Header: wire.Header{Type: wire.TypeData, SrcConn: src}}
-	p.Data = wire.Data{PSN: 100 + msgID, AckFloor: 100, MsgID: msgID, MsgLen: msgLen,
-		PayloadLen: 1, StreamStart: streamStart}
-	p.Payload = []byte{0xee}
-	b := make([]byte, 128)
-	n, err := p.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 65 {
-		t.Fatalf("first contact is %d bytes, want 65", n)
-	}
-	return b[:n]
+	return tinyPacket(t, src, msgID, msgLen, 0, streamStart, 100+msgID)
 }
 
 func liveHeap() uint64 {
@@ -44,10 +32,7 @@ func liveHeap() uint64 {
 func TestHugeClaimsHoldOnlyWhatArrived(t *testing.T) {
 	const claim = 1 << 30
 	for _, spread := range []bool{false, true} {
-		e, err := NewEndpoint(DefaultConfig(), nil2())
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newEndpoint(t, DefaultConfig())
 		from := netip.MustParseAddrPort("10.6.6.6:23600")
 		before := liveHeap()
 		for k := range 64 {
@@ -81,10 +66,7 @@ func TestHugeClaimsHoldOnlyWhatArrived(t *testing.T) {
 func TestOverlappingClaimsBoundedByWindow(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.RecvWindow = 1 << 20
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	from := netip.MustParseAddrPort("10.6.6.6:23600")
 	const msgLen = 100 << 10 // fits the window on its own
 	for k := range 200 {
@@ -132,35 +114,14 @@ func TestRecvBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, sent, maxBuf := 0, 0, uint64(0)
+	var l msgLog
+	maxBuf := uint64(0)
 	p.runUntil(t, 10e9, func() bool {
 		maxBuf = max(maxBuf, p.b.Stats().RecvBuffered)
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
-			if ev.Kind == MessageReceived {
-				if !bytes.Equal(ev.Data, msgs[got]) {
-					t.Fatalf("message %d corrupted", got)
-				}
-				got++
-			}
-		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
-			switch ev.Kind {
-			case MessageSent:
-				sent++
-			case MessageFailed:
-				t.Fatalf("message %d failed: %v", ev.MsgID, ev.Err)
-			}
-		}
-		return got == len(msgs) && sent == len(msgs)
+		l.poll(t, p)
+		return l.all(len(msgs))
 	})
+	l.delivered(t, msgs)
 	st := p.b.Stats()
 	t.Logf("budget drops %d, max buffered %d KiB, done at %.1f ms", st.RecvBudgetDrops, maxBuf>>10, float64(p.now)/1e6)
 	if st.RecvBudgetDrops == 0 {
@@ -181,10 +142,7 @@ func TestRecvBudgetRefusesUnacknowledged(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxMessage = 1 << 20
 	cfg.RecvBudget = 1 << 20
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	from := netip.MustParseAddrPort("10.6.6.6:23600")
 	// Connection 1 opens a 1 MiB message: its first chunk is charged; it is the oldest.
 	e.HandlePacket(1, firstContact(t, 1, 0, 1<<20, 0), RxMeta{From: from})
@@ -283,11 +241,7 @@ func TestForgedAcksCompleteNothing(t *testing.T) {
 			p.step()
 		}
 	}
-	for {
-		ev, ok := p.a.PollEvent()
-		if !ok {
-			break
-		}
+	for ev := range pending(p.a) {
 		if ev.Kind == MessageSent {
 			t.Fatalf("message %d reported sent while the receiver got nothing", ev.MsgID)
 		}
@@ -299,44 +253,19 @@ func TestForgedAcksCompleteNothing(t *testing.T) {
 	}
 	// Heal: every message arrives, byte-exact, and is reported sent.
 	p.drop = nil
-	got, sent := 0, 0
+	var l msgLog
 	p.runUntil(t, p.now+20e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
-			if ev.Kind == MessageReceived {
-				if !bytes.Equal(ev.Data, msgs[got]) {
-					t.Fatalf("message %d corrupted", got)
-				}
-				got++
-			}
+		l.poll(t, p)
+		if len(l.sent) > len(l.got) {
+			t.Fatalf("%d reported sent (last msg %d), %d delivered; b stats %+v", len(l.sent), l.sent[len(l.sent)-1], len(l.got), p.b.Stats())
 		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
-			switch ev.Kind {
-			case MessageSent:
-				sent++
-				if sent > got {
-					t.Fatalf("%d reported sent (msg %d), %d delivered; b stats %+v", sent, ev.MsgID, got, p.b.Stats())
-				}
-			case MessageFailed:
-				t.Fatalf("message %d failed: %v", ev.MsgID, ev.Err)
-			}
-		}
-		return got == len(msgs) && sent == len(msgs)
+		return l.all(len(msgs))
 	})
+	l.delivered(t, msgs)
 }
 
 func drainEvents(e *Endpoint) {
-	for {
-		if _, ok := e.PollEvent(); !ok {
-			return
-		}
+	for range pending(e) {
 	}
 }
 
@@ -443,11 +372,7 @@ func TestConnFloodThenHonestPeer(t *testing.T) {
 	}
 	got := false
 	p.runUntil(t, p.now+1e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived && ev.Peer.Addr() == p.aAddr.Addr() {
 				if !bytes.Equal(ev.Data, msg) {
 					t.Fatal("honest message corrupted")
@@ -464,13 +389,7 @@ func TestConnFloodThenHonestPeer(t *testing.T) {
 // and the connection.
 func TestSilentSenderPartialFreed(t *testing.T) {
 	cfg := DefaultConfig()
-	p := newPair(t, cfg, 5000)
-	id, _ := p.a.Dial(0, p.bAddr)
-	if _, err := p.a.Send(0, id, make([]byte, 8<<20)); err != nil {
-		t.Fatal(err)
-	}
-	p.runUntil(t, 1e9, func() bool { return p.b.Stats().RecvBuffered >= 4<<20 })
-	// The sender vanishes: from now on only b runs.
+	p := halfSent(t, cfg)
 	start := p.now
 	for p.now < start+int64(cfg.IdleTimeout)+1e6 && p.b.NumConns() > 0 {
 		for {
@@ -572,10 +491,7 @@ func TestIdleConnectionsExpireAndRedial(t *testing.T) {
 func TestOffsetReach(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.PSNWindow = 256
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	from := netip.MustParseAddrPort("10.6.6.6:23600")
 	reach := uint32(cfg.PSNWindow * cfg.MTU)
 	send := func(psn, off uint32) {
@@ -637,4 +553,17 @@ func TestConnProgressCounters(t *testing.T) {
 	if len(conns) != 1 || conns[0].BytesReceived != size {
 		t.Fatalf("receiver conns %+v, want %d bytes received", conns, size)
 	}
+}
+
+// halfSent returns a pair of cfg whose a has sent b 4 MiB of an 8 MiB message and is to
+// vanish: from then on only b runs.
+func halfSent(t *testing.T, cfg Config) *pair {
+	t.Helper()
+	p := newPair(t, cfg, 5000)
+	id, _ := p.a.Dial(0, p.bAddr)
+	if _, err := p.a.Send(0, id, make([]byte, 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	p.runUntil(t, 1e9, func() bool { return p.b.Stats().RecvBuffered >= 4<<20 })
+	return p
 }

@@ -29,11 +29,21 @@ func twoHosts(t testing.TB, n *testnet.Network, cfg transport.Config, seed uint6
 
 // forEvents hands every pending event of e to f.
 func forEvents(e *transport.Endpoint, f func(transport.Event)) {
-	for {
-		ev, ok := e.PollEvent()
-		if !ok {
-			return
-		}
+	for ev := range transport.Pending(e) {
 		f(ev)
 	}
+}
+
+// receiveAll runs n until e has received want messages, within 10 s of virtual time,
+// and reports whether it did.
+func receiveAll(n *testnet.Network, e *transport.Endpoint, want int) bool {
+	got := 0
+	return n.RunUntil(1e10, func() bool {
+		for ev := range transport.Pending(e) {
+			if ev.Kind == transport.MessageReceived {
+				got++
+			}
+		}
+		return got == want
+	})
 }

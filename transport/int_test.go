@@ -64,22 +64,12 @@ func TestINTEchoed(t *testing.T) {
 	if _, err := p.a.Send(0, id, msg); err != nil {
 		t.Fatal(err)
 	}
-	var got []byte
-	sent := false
+	var l msgLog
 	p.runUntil(t, 1e9, func() bool {
-		for _, ev := range events(p.b) {
-			if ev.Kind == MessageReceived {
-				got = ev.Data
-			}
-		}
-		for _, ev := range events(p.a) {
-			sent = sent || ev.Kind == MessageSent
-		}
-		return got != nil && sent
+		l.poll(t, p)
+		return l.all(1)
 	})
-	if !bytes.Equal(got, msg) {
-		t.Fatal("message corrupted")
-	}
+	l.delivered(t, [][]byte{msg})
 	if stamped < 40 || acksINT == 0 || probe.withINT != probe.acks || probe.acks == 0 || p.a.Stats().INTAcks != uint64(probe.acks) {
 		t.Fatalf("%d data stamped, %d ACKs with INT, controller saw %d of %d ACKs with INT", stamped, acksINT, probe.withINT, probe.acks)
 	}
@@ -125,15 +115,7 @@ func TestINTMalformedCounted(t *testing.T) {
 	if _, err := p.a.Send(0, id, msg); err != nil {
 		t.Fatal(err)
 	}
-	var got []byte
-	p.runUntil(t, 5e9, func() bool {
-		for _, ev := range events(p.b) {
-			if ev.Kind == MessageReceived {
-				got = ev.Data
-			}
-		}
-		return got != nil
-	})
+	got := deliverOne(t, p, 5e9)
 	st := p.b.Stats()
 	if !bytes.Equal(got, msg) || st.MalformedByKind[wire.ErrINT.Code] == 0 || st.MalformedByKind[wire.ErrINT.Code] != st.Malformed {
 		t.Fatalf("delivered %v; malformed %d, ErrINT %d", got != nil, st.Malformed, st.MalformedByKind[wire.ErrINT.Code])

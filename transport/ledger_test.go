@@ -178,14 +178,14 @@ func TestLedgerMatchesAllocations(t *testing.T) {
 					parityHeld += len(r.ec)
 				}
 			}
-			for ev, ok := p.b.PollEvent(); ok; ev, ok = p.b.PollEvent() {
+			for ev := range pending(p.b) {
 				if ev.Kind == MessageReceived {
 					recv++
 					PutChunks(ev.Chunks)
 					delete(pl.bufs, ev.Placed)
 				}
 			}
-			for ev, ok := p.a.PollEvent(); ok; ev, ok = p.a.PollEvent() {
+			for ev := range pending(p.a) {
 				if ev.Kind == MessageSent {
 					sent++
 				}
@@ -271,29 +271,22 @@ func TestSpoofedTinyFloodHeldIsCharged(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := make([]byte, 9000)
-		now := int64(1e9)
 		alloc0, inuse0 := heapStats()
-		for i := range total {
+		packet := func(i int) ([]byte, netip.AddrPort) {
 			conn, msg := i/perConn, uint32(i%perConn)
 			b := tinyPacket(t, uint64(conn+1), msg, 2, 1, uint64(msg)*(2+MsgOverhead), 100+msg)
-			from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(conn >> 16), byte(conn >> 8), byte(conn)}), 23600)
-			now += 1000
-			e.HandlePacket(now, b, RxMeta{From: from})
-			drainEngine(e, now, out)
-			if (i+1)%5000 != 0 {
-				continue
-			}
-			alloc, _ := heapStats()
+			return b, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(conn >> 16), byte(conn >> 8), byte(conn)}), 23600)
+		}
+		now := flood(e, 1e9, total, 5000, packet, func(n int, grown int64) {
 			st := e.Stats()
 			charged := st.RecvBuffered + st.ConnHeld
-			grown := int64(alloc) - int64(alloc0)
 			t.Logf("%d per connection, %d packets: heap +%d bytes (%d per packet), charged %d (RecvBuffered %d, ConnHeld %d, %d connections)",
-				perConn, i+1, grown, grown/int64(i+1), charged, st.RecvBuffered, st.ConnHeld, e.NumConns())
+				perConn, n, grown, grown/int64(n), charged, st.RecvBuffered, st.ConnHeld, e.NumConns())
 			if grown > int64(2*charged+floodSlack) {
 				t.Fatalf("%d per connection: after %d packets the heap grew %d bytes, more than 2 x %d charged + %d",
-					perConn, i+1, grown, charged, floodSlack)
+					perConn, n, grown, charged, floodSlack)
 			}
-		}
+		})
 		if st := e.Stats(); st.RecvBudgetDrops != 0 || st.MsgsDelivered != 0 {
 			t.Fatalf("%d per connection: %d budget drops, %d delivered: the flood did not hold what it should", perConn, st.RecvBudgetDrops, st.MsgsDelivered)
 		}
@@ -308,6 +301,25 @@ func TestSpoofedTinyFloodHeldIsCharged(t *testing.T) {
 		}
 		runtime.KeepAlive(e)
 	}
+}
+
+// flood hands e count packets made by pkt, 1 us apart after now, draining e after each;
+// after every every-th packet it calls check with the packets so far and the heap's
+// growth since the flood began. It returns the time of the last packet.
+func flood(e *Endpoint, now int64, count, every int, pkt func(i int) ([]byte, netip.AddrPort), check func(n int, grown int64)) int64 {
+	out := make([]byte, 9000)
+	alloc0, _ := heapStats()
+	for i := range count {
+		b, from := pkt(i)
+		now += 1000
+		e.HandlePacket(now, b, RxMeta{From: from})
+		drainEngine(e, now, out)
+		if (i+1)%every == 0 {
+			alloc, _ := heapStats()
+			check(i+1, int64(alloc)-int64(alloc0))
+		}
+	}
+	return now
 }
 
 // drainEngine takes everything e has to send and to say at now.

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+
+	"github.com/smartt-transport/smartt/transport/wire"
 )
 
 // pair is two endpoints joined by an ideal wire with a fixed one-way delay, for tests of
@@ -136,6 +138,74 @@ func (p *pair) runUntil(t testing.TB, limit int64, done func() bool) {
 	}
 }
 
+// dropData makes p lose a's data packets number k, k+every, k+2 every ... (counting from
+// 1, first transmissions and resends alike); the count it returns is of the data packets
+// a sent.
+func dropData(p *pair, every, k int) *int {
+	n := new(int)
+	var pk wire.Packet
+	p.drop = func(from *Endpoint, b []byte) bool {
+		if from != p.a || pk.Decode(b) != nil || pk.Type != wire.TypeData {
+			return false
+		}
+		*n++
+		return *n%every == k
+	}
+	return n
+}
+
+// msgLog is what a pair's two sides reported: the messages b received, in order, and
+// the IDs a reported sent.
+type msgLog struct {
+	got  [][]byte
+	sent []uint32
+}
+
+// poll drains p's events into l; a message a reports failed fails t.
+func (l *msgLog) poll(t testing.TB, p *pair) {
+	for ev := range pending(p.b) {
+		if ev.Kind == MessageReceived {
+			l.got = append(l.got, ev.Data)
+		}
+	}
+	for ev := range pending(p.a) {
+		switch ev.Kind {
+		case MessageSent:
+			l.sent = append(l.sent, ev.MsgID)
+		case MessageFailed:
+			t.Fatalf("message %d failed: %v", ev.MsgID, ev.Err)
+		}
+	}
+}
+
+// deliverOne runs p until b received a message, by limit, and returns it; a message a
+// reports failed fails t.
+func deliverOne(t testing.TB, p *pair, limit int64) []byte {
+	t.Helper()
+	var l msgLog
+	p.runUntil(t, limit, func() bool {
+		l.poll(t, p)
+		return len(l.got) > 0
+	})
+	return l.got[0]
+}
+
+// all reports whether b received n messages and a reported n sent.
+func (l *msgLog) all(n int) bool { return len(l.got) == n && len(l.sent) == n }
+
+// delivered fails t unless b received exactly msgs, in order and byte-exact.
+func (l *msgLog) delivered(t testing.TB, msgs [][]byte) {
+	t.Helper()
+	if len(l.got) != len(msgs) {
+		t.Fatalf("%d messages delivered, want %d", len(l.got), len(msgs))
+	}
+	for i := range msgs {
+		if !bytes.Equal(l.got[i], msgs[i]) {
+			t.Fatalf("message %d differs", i)
+		}
+	}
+}
+
 func TestPairDeliversMessages(t *testing.T) {
 	p := newPair(t, DefaultConfig(), 5000)
 	id, err := p.a.Dial(0, p.bAddr)
@@ -151,35 +221,23 @@ func TestPairDeliversMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var got [][]byte
-	sent := 0
+	var l msgLog
 	p.runUntil(t, 1e9, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
-			if ev.Kind == MessageReceived {
-				got = append(got, ev.Data)
-			}
-		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
-			if ev.Kind == MessageSent {
-				sent++
-			}
-		}
-		return len(got) == len(msgs) && sent == len(msgs)
+		l.poll(t, p)
+		return l.all(len(msgs))
 	})
-	for i := range msgs {
-		if !bytes.Equal(got[i], msgs[i]) {
-			t.Fatalf("message %d differs", i)
-		}
-	}
+	l.delivered(t, msgs)
 	t.Logf("done at %d ns, stats a=%+v", p.now, p.a.Stats())
 }
 
 func nil2() *rand.Rand { return rand.New(rand.NewPCG(11, 12)) }
+
+// newEndpoint returns an endpoint of cfg seeded by nil2; an error fails t.
+func newEndpoint(t testing.TB, cfg Config) *Endpoint {
+	t.Helper()
+	e, err := NewEndpoint(cfg, nil2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}

@@ -15,10 +15,7 @@ func TestSetPathHops(t *testing.T) {
 	}{{"smartt", true}, {"smartt-fixed", true}, {"swift", true}, {"fixed", false}} {
 		cfg := DefaultConfig()
 		cfg.CC = tc.cc
-		e, err := NewEndpoint(cfg, nil2())
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newEndpoint(t, cfg)
 		id, err := e.Dial(0, netip.MustParseAddrPort("10.0.0.2:4791"))
 		if err != nil {
 			t.Fatal(err)

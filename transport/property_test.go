@@ -32,11 +32,7 @@ type propRun struct {
 
 func (r *propRun) drain() {
 	for side, ep := range r.ep {
-		for {
-			ev, ok := ep.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range transport.Pending(ep) {
 			switch ev.Kind {
 			case transport.MessageReceived:
 				from := 1 - side

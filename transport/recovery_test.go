@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -85,40 +84,12 @@ func recoveryRun(t *testing.T, p *pair, msgs [][]byte) {
 			t.Fatal(err)
 		}
 	}
-	var got [][]byte
-	sent := 0
+	var l msgLog
 	p.runUntil(t, p.now+5e10, func() bool {
-		for {
-			ev, ok := p.b.PollEvent()
-			if !ok {
-				break
-			}
-			if ev.Kind == MessageReceived {
-				got = append(got, ev.Data)
-			}
-		}
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
-			switch ev.Kind {
-			case MessageSent:
-				sent++
-			case MessageFailed:
-				t.Fatalf("message %d failed: %v", ev.MsgID, ev.Err)
-			}
-		}
-		return len(got) >= len(msgs) && sent == len(msgs)
+		l.poll(t, p)
+		return len(l.got) >= len(msgs) && len(l.sent) == len(msgs)
 	})
-	if len(got) != len(msgs) {
-		t.Fatalf("%d messages delivered, want %d", len(got), len(msgs))
-	}
-	for i := range msgs {
-		if !bytes.Equal(got[i], msgs[i]) {
-			t.Fatalf("message %d differs", i)
-		}
-	}
+	l.delivered(t, msgs)
 }
 
 func patterned(n, seed int) []byte {
@@ -202,12 +173,7 @@ func TestRecoverySubflowsReorderingSafe(t *testing.T) {
 	msgs := [][]byte{patterned(1<<20, 1), patterned(300<<10, 2)}
 	spurious := map[string]uint64{}
 	for _, mode := range []string{RecoveryDupAck, RecoverySubflows} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode = mode
-		cfg.Recovery.Subflows = 8
-		cfg.LB = "ops"
-		p := newPair(t, cfg, 5000)
-		p.extra = pathsDelay(p, 8, 3000)
+		p := eightPaths(t, mode)
 		recoveryRun(t, p, msgs)
 		s := p.a.Stats()
 		spurious[mode] = s.RetxSack + s.RetxTimeout + s.RetxNack
@@ -220,12 +186,7 @@ func TestRecoverySubflowsReorderingSafe(t *testing.T) {
 		t.Errorf("subflows: %d spurious retransmissions, want 0", spurious[RecoverySubflows])
 	}
 
-	cfg := DefaultConfig()
-	cfg.Recovery.Mode = RecoverySubflows
-	cfg.Recovery.Subflows = 8
-	cfg.LB = "ops"
-	p := newPair(t, cfg, 5000)
-	p.extra = pathsDelay(p, 8, 3000)
+	p := eightPaths(t, RecoverySubflows)
 	dropped := false
 	p.drop = func(from *Endpoint, b []byte) bool {
 		psn, _, _, ok := dataPSN(b)
@@ -298,13 +259,7 @@ func TestRecoveryGoBackN(t *testing.T) {
 // (sender, receiver, ACK) allocate nothing per packet in steady state.
 func TestRecoveryModesAllocateNothingPerPacket(t *testing.T) {
 	for _, mode := range []string{RecoveryDupAck, RecoverySubflows, RecoveryGoBackN} {
-		cfg := DefaultConfig()
-		cfg.Recovery.Mode = mode
-		r := newThroughputRig(t, 1<<20, cfg)
-		for range 10000 {
-			r.stepAny()
-		}
-		if a := testing.AllocsPerRun(2560, r.stepAny); a > 0.05 {
+		if a, _ := steadyAllocs(t, mode); a > 0.05 {
 			t.Errorf("%s: %.3f allocations per packet", mode, a)
 		}
 	}
@@ -394,4 +349,29 @@ func TestRecoveryModesWithAuth(t *testing.T) {
 			}
 		}
 	}
+}
+
+// eightPaths returns a pair in recovery mode with 8 subflows, sprayed over 8 paths whose
+// delays differ by up to 3 us.
+func eightPaths(t *testing.T, mode string) *pair {
+	cfg := DefaultConfig()
+	cfg.Recovery.Mode = mode
+	cfg.Recovery.Subflows = 8
+	cfg.LB = "ops"
+	p := newPair(t, cfg, 5000)
+	p.extra = pathsDelay(p, 8, 3000)
+	return p
+}
+
+// steadyAllocs returns the allocations per packet of a 1 MiB-message throughput rig in
+// recovery mode, after 10,000 packets of warm-up, and then its sender's stats.
+func steadyAllocs(t *testing.T, mode string) (float64, Stats) {
+	cfg := DefaultConfig()
+	cfg.Recovery.Mode = mode
+	r := newThroughputRig(t, 1<<20, cfg)
+	for range 10000 {
+		r.stepAny()
+	}
+	a := testing.AllocsPerRun(2560, r.stepAny)
+	return a, r.snd.Stats()
 }

@@ -24,16 +24,7 @@ func TestReorderingCausesNoRetransmissionStorm(t *testing.T) {
 				ep[0].Send(0, id, make([]byte, 1<<20))
 			}
 			n.Wake(ad[0])
-			got := 0
-			ok := n.RunUntil(1e10, func() bool {
-				forEvents(ep[1], func(ev transport.Event) {
-					if ev.Kind == transport.MessageReceived {
-						got++
-					}
-				})
-				return got == 10
-			})
-			if !ok {
+			if !receiveAll(n, ep[1], 10) {
 				t.Fatal("transfer did not complete")
 			}
 			s := ep[0].Stats()
@@ -66,15 +57,7 @@ func TestAckPolicyUnderReordering(t *testing.T) {
 			ep[0].Send(0, id, make([]byte, 1<<20))
 		}
 		n.Wake(ad[0])
-		got := 0
-		if !n.RunUntil(1e10, func() bool {
-			forEvents(ep[1], func(ev transport.Event) {
-				if ev.Kind == transport.MessageReceived {
-					got++
-				}
-			})
-			return got == 4
-		}) {
+		if !receiveAll(n, ep[1], 4) {
 			t.Fatalf("on_reorder=%v: transfer did not complete", onReorder)
 		}
 		s, r := ep[0].Stats(), ep[1].Stats()

@@ -145,11 +145,7 @@ func runIncast(t testing.TB, n int, warm, measure int64, wrap func(cc.Controller
 	pump := func() {
 		for i, ep := range eps {
 			woke := false
-			for {
-				ev, ok := ep.PollEvent()
-				if !ok {
-					break
-				}
+			for ev := range transport.Pending(ep) {
 				if ev.Kind == transport.MessageSent {
 					byConn[ev.Conn].queued--
 					woke = true
@@ -160,11 +156,7 @@ func runIncast(t testing.TB, n int, warm, measure int64, wrap func(cc.Controller
 				net.Wake(addrs[i])
 			}
 		}
-		for {
-			ev, ok := rcv.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range transport.Pending(rcv) {
 			if ev.Kind == transport.MessageReceived {
 				if measuring {
 					delivered += int64(len(ev.Data))

@@ -37,12 +37,12 @@ func TestRNRWaitsWithoutFailing(t *testing.T) {
 	var got [][]byte
 	sent, failed := 0, 0
 	poll := func() {
-		for ev, ok := p.b.PollEvent(); ok; ev, ok = p.b.PollEvent() {
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				got = append(got, ev.Data)
 			}
 		}
-		for ev, ok := p.a.PollEvent(); ok; ev, ok = p.a.PollEvent() {
+		for ev := range pending(p.a) {
 			switch ev.Kind {
 			case MessageSent:
 				sent++
@@ -105,7 +105,7 @@ func TestRNRGatesOnlyNewMessages(t *testing.T) {
 	}
 	var got []string
 	p.runUntil(t, 1e9, func() bool {
-		for ev, ok := p.b.PollEvent(); ok; ev, ok = p.b.PollEvent() {
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				got = append(got, string(ev.Data[:1]))
 			}
@@ -186,12 +186,12 @@ func TestRNRUnderECNoSlip(t *testing.T) {
 	var got [][]byte
 	sent := 0
 	poll := func() {
-		for ev, ok := p.b.PollEvent(); ok; ev, ok = p.b.PollEvent() {
+		for ev := range pending(p.b) {
 			if ev.Kind == MessageReceived {
 				got = append(got, ev.Data)
 			}
 		}
-		for ev, ok := p.a.PollEvent(); ok; ev, ok = p.a.PollEvent() {
+		for ev := range pending(p.a) {
 			if ev.Kind == MessageSent {
 				sent++
 			}

@@ -44,10 +44,7 @@ func TestRTOAboveSteadyRTT(t *testing.T) {
 // backoff (the papers' simulator); by default the timeout doubles per retransmission.
 func TestFixedRTO(t *testing.T) {
 	gaps := func(cfg Config) []int64 {
-		e, err := NewEndpoint(cfg, nil2())
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newEndpoint(t, cfg)
 		id, err := e.Dial(0, netip.MustParseAddrPort("10.0.0.2:4791"))
 		if err != nil {
 			t.Fatal(err)

@@ -48,20 +48,7 @@ func TestReturnToSender(t *testing.T) {
 	if _, err := p.a.Send(0, id, msg); err != nil {
 		t.Fatal(err)
 	}
-	var got []byte
-	p.runUntil(t, 1e10, func() bool {
-		for _, ev := range events(p.a) {
-			if ev.Kind == MessageFailed {
-				t.Fatalf("message failed: %v", ev.Err)
-			}
-		}
-		for _, ev := range events(p.b) {
-			if ev.Kind == MessageReceived {
-				got = ev.Data
-			}
-		}
-		return got != nil
-	})
+	got := deliverOne(t, p, 1e10)
 	if !bytes.Equal(got, msg) {
 		t.Fatalf("delivered %d bytes, intact %v", len(got), bytes.Equal(got, msg))
 	}

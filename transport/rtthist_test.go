@@ -28,11 +28,7 @@ func TestRTTHistCountsEverySample(t *testing.T) {
 	}
 	sent := false
 	p.runUntil(t, 1e9, func() bool {
-		for {
-			ev, ok := p.a.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(p.a) {
 			sent = sent || ev.Kind == MessageSent
 		}
 		return sent

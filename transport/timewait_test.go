@@ -76,28 +76,18 @@ func TestTimeWaitSpoofedFloodChargedAndCapped(t *testing.T) {
 	cfg := e.Config()
 	capU := cfg.MaxConns + cfg.MaxTimeWait/unprovenShare
 	out := make([]byte, 9000)
-	now := int64(1e9)
 	alloc0, _ := heapStats()
-	for i := range total {
-		b, from := spoofedWhole(t, i)
-		now += 1000
-		e.HandlePacket(now, b, RxMeta{From: from})
-		drainEngine(e, now, out)
-		if (i+1)%5000 != 0 {
-			continue
-		}
+	now := flood(e, 1e9, total, 5000, func(i int) ([]byte, netip.AddrPort) { return spoofedWhole(t, i) }, func(n int, grown int64) {
 		checkTimeWait(t, e)
 		checkLedger(t, e)
-		alloc, _ := heapStats()
 		st := e.Stats()
 		charged := st.RecvBuffered + st.ConnHeld + st.TimeWaitHeld
-		grown := int64(alloc) - int64(alloc0)
 		t.Logf("%d packets: heap +%d bytes, charged %d (ConnHeld %d for %d connections, TimeWaitHeld %d for %d entries), %d refused",
-			i+1, grown, charged, st.ConnHeld, e.NumConns(), st.TimeWaitHeld, st.TimeWait, st.TimeWaitRefused)
+			n, grown, charged, st.ConnHeld, e.NumConns(), st.TimeWaitHeld, st.TimeWait, st.TimeWaitRefused)
 		if grown > int64(2*charged+floodSlack) {
-			t.Fatalf("after %d packets the heap grew %d bytes, more than 2 x %d charged + %d", i+1, grown, charged, floodSlack)
+			t.Fatalf("after %d packets the heap grew %d bytes, more than 2 x %d charged + %d", n, grown, charged, floodSlack)
 		}
-	}
+	})
 	st := e.Stats()
 	if int(st.TimeWait)+e.NumConns() != capU || st.TimeWaitRefused != uint64(total-capU) ||
 		st.ConnsAccepted != uint64(capU) || st.MsgsDelivered != uint64(capU) {
@@ -139,10 +129,7 @@ func TestTimeWaitSpoofedFloodChargedAndCapped(t *testing.T) {
 func TestTimeWaitCapRefusesNotEvicts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxConns, cfg.MaxTimeWait = 4, 16
-	e, err := NewEndpoint(cfg, nil2())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEndpoint(t, cfg)
 	const capU = 4 + 16/unprovenShare
 	out := make([]byte, 9000)
 	now := int64(1e9)
@@ -156,11 +143,7 @@ func TestTimeWaitCapRefusesNotEvicts(t *testing.T) {
 			}
 			sent++
 		}
-		for {
-			ev, ok := e.PollEvent()
-			if !ok {
-				break
-			}
+		for ev := range pending(e) {
 			if ev.Kind == MessageReceived {
 				delivered[ev.Peer]++
 			}
@@ -340,11 +323,7 @@ func (l *link) run(now int64) {
 					moved = true
 				}
 			}
-			for {
-				ev, ok := e.PollEvent()
-				if !ok {
-					break
-				}
+			for ev := range pending(e) {
 				if ev.Kind == MessageReceived && ev.Peer == l.addr[1-i] {
 					l.got[[2]uint64{uint64(ev.Conn), uint64(ev.MsgID)}]++
 				}
@@ -371,25 +350,13 @@ func TestTimeWaitChargeMatchesHeap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, 9000)
-	now := int64(1e9)
-	alloc0, _ := heapStats()
-	for i := range 120000 {
-		b, from := spoofedWhole(t, i)
-		now += 1000
-		e.HandlePacket(now, b, RxMeta{From: from})
-		drainEngine(e, now, out)
-		if (i+1)%10000 != 0 {
-			continue
-		}
-		alloc, _ := heapStats()
+	flood(e, 1e9, 120000, 10000, func(i int) ([]byte, netip.AddrPort) { return spoofedWhole(t, i) }, func(_ int, grown int64) {
 		st := e.Stats()
-		grown := int64(alloc) - int64(alloc0)
 		t.Logf("%d entries: heap +%d bytes (%d per entry), charged %d", st.TimeWait, grown, grown/int64(st.TimeWait), st.TimeWaitHeld)
 		if grown > int64(st.TimeWaitHeld)+1<<20 || grown < int64(st.TimeWaitHeld/2) {
 			t.Fatalf("%d entries: heap +%d bytes, charged %d", st.TimeWait, grown, st.TimeWaitHeld)
 		}
-	}
+	})
 	checkTimeWait(t, e)
 	runtime.KeepAlive(e)
 }

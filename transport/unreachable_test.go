@@ -74,15 +74,7 @@ func TestRetransmitFailureNamesPeer(t *testing.T) {
 	if _, err := p.a.Send(0, id, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	var got error
-	p.runUntil(t, 1e11, func() bool {
-		for _, ev := range events(p.a) {
-			if ev.Kind == MessageFailed {
-				got = ev.Err
-			}
-		}
-		return got != nil
-	})
+	got := firstFailure(t, p)
 	if !strings.Contains(got.Error(), "(peer "+p.bAddr.String()+" never answered") ||
 		!(errors.Is(got, ErrRetransmits) || errors.Is(got, ErrIdle)) {
 		t.Fatalf("failure %q does not name the peer %v or lost its sentinel", got, p.bAddr)
@@ -102,15 +94,7 @@ func TestRetransmitFailureAfterAnswerNamesPeer(t *testing.T) {
 	if _, err := p.a.Send(p.now, id, []byte("second")); err != nil {
 		t.Fatal(err)
 	}
-	var got error
-	p.runUntil(t, 1e11, func() bool {
-		for _, ev := range events(p.a) {
-			if ev.Kind == MessageFailed {
-				got = ev.Err
-			}
-		}
-		return got != nil
-	})
+	got := firstFailure(t, p)
 	if want := "(peer " + p.bAddr.String() + ")"; !strings.Contains(got.Error(), want) {
 		t.Fatalf("failure %q, want it to contain %q", got, want)
 	}
@@ -181,4 +165,19 @@ func TestEVPortResetFailsUnansweredDial(t *testing.T) {
 	if st := p.a.Stats(); st.UnreachableActed != 1 {
 		t.Errorf("UnreachableActed %d, want 1", st.UnreachableActed)
 	}
+}
+
+// firstFailure runs p until a reports a message failed, within 100 s, and returns why.
+func firstFailure(t *testing.T, p *pair) error {
+	t.Helper()
+	var got error
+	p.runUntil(t, 1e11, func() bool {
+		for _, ev := range events(p.a) {
+			if ev.Kind == MessageFailed {
+				got = ev.Err
+			}
+		}
+		return got != nil
+	})
+	return got
 }

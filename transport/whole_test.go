@@ -51,7 +51,7 @@ func TestProvenLargeMessageWhole(t *testing.T) {
 				}
 				snd.HandlePacket(now, ack[:a.N], RxMeta{From: rAddr})
 			}
-			for ev, ok := rcv.PollEvent(); ok; ev, ok = rcv.PollEvent() {
+			for ev := range pending(rcv) {
 				if ev.Kind == MessageReceived {
 					got = ev.Data
 				}

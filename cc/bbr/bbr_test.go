@@ -2,22 +2,12 @@ package bbr
 
 import (
 	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/cc/internal/ccunit"
 	"testing"
 )
 
-var refNet = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
-
 func params(t testing.TB, mod ...func(*Config)) *Params {
-	c := DefaultConfig()
-	for _, m := range mod {
-		m(&c)
-	}
-	p, err := NewParams(c, refNet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return ccunit.Params(t, DefaultConfig(), NewParams, mod...)
 }
 
 // feed delivers rate bytes/s for the given number of 12 us rounds, ACKs every 1 us.

@@ -2,19 +2,11 @@ package dcqcn
 
 import (
 	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/cc/internal/ccunit"
 	"testing"
 )
 
-var refNet = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
-
-func params(t testing.TB) *Params {
-	p, err := NewParams(DefaultConfig(), refNet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func params(t testing.TB) *Params { return ccunit.Params(t, DefaultConfig(), NewParams) }
 
 const line = 100_000_000_000 / 8 // bytes/s
 

@@ -2,20 +2,16 @@ package dctcp
 
 import (
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/internal/ccunit"
 	"github.com/smartt-transport/smartt/config"
 	"math"
 	"testing"
 )
 
-// refNet: 100 Gbit/s, 12 us, 4 KiB MTU: a BDP of 150,000 bytes.
-var refNet = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
-
+// params builds on ccunit.Net (a BDP of 150,000 bytes) under the section name "dctcp".
 func params(t testing.TB) *Params {
-	p, err := NewParams("dctcp", DefaultConfig(), refNet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	dctcp := func(c Config, n config.Network) (*Params, error) { return NewParams("dctcp", c, n) }
+	return ccunit.Params(t, DefaultConfig(), dctcp)
 }
 
 // One packet per ACK; every k-th marked.

@@ -6,20 +6,17 @@ import (
 	"unsafe"
 
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/internal/ccunit"
 	"github.com/smartt-transport/smartt/config"
 )
 
-// net100 is the reference network: 100 Gbit/s, 12 us, 4 KiB MTU (BDP 150,000 bytes).
-var net100 = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
-
+// params builds cfg on ccunit.Net (a BDP of 150,000 bytes) with 64 header bytes.
 func params(t testing.TB, cfg Config) *Params {
 	t.Helper()
-	p, err := NewParams(cfg, net100, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return ccunit.Params(t, cfg, hdr64)
 }
+
+func hdr64(c Config, n config.Network) (*Params, error) { return NewParams(c, n, 64) }
 
 // The parameters' limits, at and beyond each bound.
 func TestParamsLimits(t *testing.T) {
@@ -50,7 +47,7 @@ func TestParamsLimits(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		tc.mod(&cfg)
-		_, err := NewParams(cfg, net100, 64)
+		_, err := NewParams(cfg, ccunit.Net, 64)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), "eqds."+tc.want)) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}

@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/cc/internal/ccunit"
 )
-
-var net100 = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
 
 // TestRate: the rate is the fraction of the line rate, or the coefficient times the
 // fair share (line rate / flows); the window is uncapped unless window_bdp is set.
@@ -25,7 +23,7 @@ func TestRate(t *testing.T) {
 		{Config{Coefficient: 1.5, FairShareFlows: 10, Fraction: 0.1}, 1_875_000_000, math.MaxInt32}, // coefficient wins
 		{Config{Fraction: 1, WindowBDP: 2}, 12_500_000_000, 300_000},
 	} {
-		p, err := NewParams(tc.cfg, net100)
+		p, err := NewParams(tc.cfg, ccunit.Net)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +37,7 @@ func TestRate(t *testing.T) {
 // TestNoReaction: ECN marks, RTT samples and every kind of loss leave rate and window
 // unchanged.
 func TestNoReaction(t *testing.T) {
-	p, _ := NewParams(Config{Fraction: 0.5}, net100)
+	p, _ := NewParams(Config{Fraction: 0.5}, ccunit.Net)
 	f := New(p)
 	r, w := f.PacingRate(), f.Window()
 	for i := range 1000 {
@@ -76,7 +74,7 @@ func TestParamsLimits(t *testing.T) {
 		{Config{Fraction: 1, WindowBDP: 0.09}, "window_bdp"},
 		{Config{Fraction: 1, WindowBDP: 1001}, "window_bdp"},
 	} {
-		_, err := NewParams(tc.cfg, net100)
+		_, err := NewParams(tc.cfg, ccunit.Net)
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
@@ -86,7 +84,7 @@ func TestParamsLimits(t *testing.T) {
 // BenchmarkOnAck measures one ACK (nothing to do: the floor every controller is
 // compared with).
 func BenchmarkOnAck(b *testing.B) {
-	p, _ := NewParams(DefaultConfig(), net100)
+	p, _ := NewParams(DefaultConfig(), ccunit.Net)
 	f := New(p)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

@@ -6,13 +6,11 @@ import (
 	"testing"
 
 	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/cc/internal/ccunit"
 	"github.com/smartt-transport/smartt/transport/wire"
 )
 
-// 100 Gbit/s, T = 12 us: B x T = 150,000 bytes.
-var net100 = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
-
+// On ccunit.Net, 100 Gbit/s and T = 12 us: B x T = 150,000 bytes.
 const (
 	rateMbps = 100_000
 	bt       = 150_000 // B x T, bytes
@@ -20,15 +18,10 @@ const (
 )
 
 func params(t testing.TB, mod func(*Config)) *Params {
-	cfg := DefaultConfig()
-	if mod != nil {
-		mod(&cfg)
+	if mod == nil {
+		mod = func(*Config) {}
 	}
-	p, err := NewParams(cfg, net100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return ccunit.Params(t, DefaultConfig(), NewParams, mod)
 }
 
 // path is a sequence of INT records per hop, advanced by feeding it a time step, the
@@ -238,7 +231,7 @@ func TestParamsLimits(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		tc.mod(&cfg)
-		_, err := NewParams(cfg, net100)
+		_, err := NewParams(cfg, ccunit.Net)
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", cfg, err, tc.want)
 		}

@@ -2,24 +2,16 @@ package nscc
 
 import (
 	"github.com/smartt-transport/smartt/cc"
+	"github.com/smartt-transport/smartt/cc/internal/ccunit"
 	"github.com/smartt-transport/smartt/config"
 	"math"
 	"testing"
 )
 
-// refNet is htsim's reference: 100 Gbit/s, 12 us, 4 KiB (a = 1).
-var refNet = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
-
+// params builds on ccunit.Net, htsim's reference (a = 1), with trimming.
 func params(t testing.TB, mod ...func(*Config)) *Params {
-	c := DefaultConfig()
-	for _, m := range mod {
-		m(&c)
-	}
-	p, err := NewParams(c, refNet, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	trimmed := func(c Config, n config.Network) (*Params, error) { return NewParams(c, n, true) }
+	return ccunit.Params(t, DefaultConfig(), trimmed, mod...)
 }
 
 // TestConstantsAsSPEC8: target 0.75 x RTT with trimming and 1 x without; a = 1 on the
@@ -35,7 +27,7 @@ func TestConstantsAsSPEC8(t *testing.T) {
 	if math.Abs(float64(p.alphaQ16)/65536-alpha) > 1e-3 {
 		t.Fatalf("alpha %v, want %v", float64(p.alphaQ16)/65536, alpha)
 	}
-	q, _ := NewParams(DefaultConfig(), refNet, false)
+	q, _ := NewParams(DefaultConfig(), ccunit.Net, false)
 	if q.target != 12_000 {
 		t.Fatalf("target without trimming %d", q.target)
 	}

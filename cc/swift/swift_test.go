@@ -2,23 +2,13 @@ package swift
 
 import (
 	"github.com/smartt-transport/smartt/cc"
-	"github.com/smartt-transport/smartt/config"
+	"github.com/smartt-transport/smartt/cc/internal/ccunit"
 	"math"
 	"testing"
 )
 
-var refNet = config.Network{LinkRate: 100_000_000_000, BaseRTT: 12_000, MTU: 4096}
-
 func params(t testing.TB, mod ...func(*Config)) *Params {
-	c := DefaultConfig()
-	for _, m := range mod {
-		m(&c)
-	}
-	p, err := NewParams(c, refNet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return ccunit.Params(t, DefaultConfig(), NewParams, mod...)
 }
 
 func TestISqrt(t *testing.T) {

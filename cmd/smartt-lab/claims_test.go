@@ -74,6 +74,13 @@ func (m mdTable) num(t *testing.T, col string, key ...string) float64 {
 // docsRegions returns the results regions of the repository's docs.
 func docsRegions(t *testing.T) []results.Region {
 	t.Helper()
+	_, regions := docsRoot(t)
+	return regions
+}
+
+// docsRoot returns the repository's root and the results regions of its docs.
+func docsRoot(t *testing.T) (string, []results.Region) {
+	t.Helper()
 	root, err := results.Root(".")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +89,7 @@ func docsRegions(t *testing.T) []results.Region {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return regions
+	return root, regions
 }
 
 // column is the index of the column headed name, -1 when there is none.

@@ -36,7 +36,6 @@ func bindHWProfile(fs *pflag.FlagSet) cli.RunFunc {
 		if *n < 1 || *n > 100_000_000 {
 			return fmt.Errorf("-n = %d: must be in 1..100000000", *n)
 		}
-		cfg := transport.DefaultConfig()
 		profiles := hwprofile.Sorted()
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprint(tw, "kind\tname\tstate B\tglobal B\tops\tint-only\tns/decision")
@@ -55,32 +54,20 @@ func bindHWProfile(fs *pflag.FlagSet) cli.RunFunc {
 				return
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%v\t%.1f", kind, name, cost.StateBytes, cost.GlobalBytes, cost.Ops, cost.IntegerOnly, ns)
-			for _, p := range profiles {
-				if ok, why := p.Fits(cost, ns); ok {
-					fmt.Fprint(tw, "\tfits")
-				} else {
-					fmt.Fprintf(tw, "\tno: %s", why)
-				}
+			for _, v := range verdicts(profiles, cost, ns) {
+				fmt.Fprint(tw, "\t"+v)
 			}
 			fmt.Fprintln(tw)
 		}
-		for _, name := range transport.CCNames() {
-			cfg := cfg
-			if r, _ := transport.LookupCC(name); r.Needs.INT {
-				cfg.INT = true // measured as on INT switches
+		err := eachAlgorithm(func(kind, name string, x any, cfg transport.Config) {
+			if ctl, ok := x.(cc.Controller); ok && kind == "cc" {
+				row(kind, name, x, timeCC(ctl, cfg, *n))
+			} else {
+				row(kind, name, x, timeLB(x.(reps.Balancer), *n))
 			}
-			ctl, err := transport.NewCC(name, cfg)
-			if err != nil {
-				return fmt.Errorf("cc %q: %w", name, err)
-			}
-			row("cc", name, ctl, timeCC(ctl, cfg, *n))
-		}
-		for _, name := range transport.LBNames() {
-			lb, err := transport.NewLB(name, cfg, rand.New(rand.NewPCG(1, 2)))
-			if err != nil {
-				return fmt.Errorf("lb %q: %w", name, err)
-			}
-			row("lb", name, lb, timeLB(lb, *n))
+		})
+		if err != nil {
+			return err
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -97,7 +84,6 @@ func bindHWProfile(fs *pflag.FlagSet) cli.RunFunc {
 // hwprofileMarkdown writes the deterministic part of the report: every algorithm's cost
 // and whether it fits each profile's static budgets (decision time is not measured).
 func hwprofileMarkdown(w io.Writer) error {
-	cfg := transport.DefaultConfig()
 	profiles := hwprofile.Sorted()
 	head := "| kind | name | state B | global B | ops | integer-only |"
 	for _, p := range profiles {
@@ -115,32 +101,49 @@ func hwprofileMarkdown(w io.Writer) error {
 			intOnly = "yes"
 		}
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s |", kind, name, cost.StateBytes, cost.GlobalBytes, cost.Ops, intOnly)
-		for _, p := range profiles {
-			if ok, why := p.Fits(cost, 0); ok {
-				fmt.Fprint(w, " fits |")
-			} else {
-				fmt.Fprintf(w, " no: %s |", why)
-			}
+		for _, v := range verdicts(profiles, cost, 0) {
+			fmt.Fprint(w, " "+v+" |")
 		}
 		fmt.Fprintln(w)
 	}
+	return eachAlgorithm(func(kind, name string, x any, _ transport.Config) { row(kind, name, x) })
+}
+
+// verdicts says for each profile whether cost (and ns per decision, 0: not timed) fits
+// it: "fits" or "no: " and why.
+func verdicts(profiles []hwprofile.Profile, cost hwprofile.Cost, ns float64) []string {
+	out := make([]string, len(profiles))
+	for i, p := range profiles {
+		out[i] = "fits"
+		if ok, why := p.Fits(cost, ns); !ok {
+			out[i] = "no: " + why
+		}
+	}
+	return out
+}
+
+// eachAlgorithm builds every registered controller ("cc", configured as on INT switches
+// where it needs them) and balancer ("lb") from the default config, and hands each to f
+// with the config it was built with.
+func eachAlgorithm(f func(kind, name string, x any, cfg transport.Config)) error {
+	base := transport.DefaultConfig()
 	for _, name := range transport.CCNames() {
-		cfg := cfg
+		cfg := base
 		if r, _ := transport.LookupCC(name); r.Needs.INT {
-			cfg.INT = true // as on INT switches
+			cfg.INT = true
 		}
 		ctl, err := transport.NewCC(name, cfg)
 		if err != nil {
 			return fmt.Errorf("cc %q: %w", name, err)
 		}
-		row("cc", name, ctl)
+		f("cc", name, ctl, cfg)
 	}
 	for _, name := range transport.LBNames() {
-		lb, err := transport.NewLB(name, cfg, rand.New(rand.NewPCG(1, 2)))
+		lb, err := transport.NewLB(name, base, rand.New(rand.NewPCG(1, 2)))
 		if err != nil {
 			return fmt.Errorf("lb %q: %w", name, err)
 		}
-		row("lb", name, lb)
+		f("lb", name, lb, base)
 	}
 	return nil
 }

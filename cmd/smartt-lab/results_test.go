@@ -68,14 +68,7 @@ func TestResultsCommand(t *testing.T) {
 // test: a go test command's package calls results.Check with its name, and a smartt
 // command is rerun here.
 func TestDocsResults(t *testing.T) {
-	root, err := results.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	regions, err := results.Scan(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, regions := docsRoot(t)
 	if len(regions) == 0 {
 		t.Fatal("no results regions in docs/")
 	}

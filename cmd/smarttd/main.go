@@ -29,6 +29,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -88,6 +89,7 @@ func run(args []string, out io.Writer, stop <-chan struct{}) error {
 	if err != nil {
 		return err
 	}
+	applyProcs(cfg.Procs)
 	level := new(slog.LevelVar)
 	l, _ := smarttd.ParseLevel(cfg.LogLevel)
 	level.Set(l)
@@ -226,5 +228,12 @@ func watchdog(d *smarttd.Daemon, interval time.Duration, done <-chan struct{}) {
 			d.Node.Stats()
 			sd.SdNotify(false, sd.SdNotifyWatchdog)
 		}
+	}
+}
+
+// applyProcs sets GOMAXPROCS to the config's procs (0: leaves Go's default).
+func applyProcs(n int) {
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
 }

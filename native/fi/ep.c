@@ -230,21 +230,121 @@ static void ux_queue(sfi_ep *ep, const sfi_ux *m, smartt_event *ev, sfi_list *l)
     ep->ux_bytes += u->ev.size;
 }
 
+/* env_bad: d (n bytes) does not start with the provider's envelope. */
+static int env_bad(const unsigned char *d, uint64_t n)
+{
+    return n < SFI_HDR || d[0] != SFI_MAGIC || (d[1] & ~15u) || d[2] || d[3] ||
+           ((d[1] & SFI_F_ABORT) && !(d[1] & SFI_F_SEG));
+}
+
+/* env_parse fills m's flags, CQ data and tag from envelope d. */
+static void env_parse(sfi_ux *m, const unsigned char *d)
+{
+    m->flags = d[1];
+    m->data = (uint32_t)d[4] << 24 | (uint32_t)d[5] << 16 | (uint32_t)d[6] << 8 | d[7];
+    m->tag = 0;
+    for (int i = 0; i < 8; i++)
+        m->tag = m->tag << 8 | d[8 + i];
+}
+
+/* ---- placement: pair messages read straight into posted receives ---- */
+
+/* A posted receive a pair message is being read into, and that message's envelope. */
+typedef struct sfi_place {
+    sfi_node node;
+    sfi_rx *rx;
+    sfi_ux m;
+} sfi_place;
+
+/* place_cb is libsmartt's placer: a message starting on a pair goes straight into the
+ * posted receive on_message would give it, when that is one buffer it fits in. */
+static void *place_cb(void *ctx, const smartt_addr *from, uint32_t endpoint, uint64_t size,
+                      const unsigned char *d, size_t nhead, size_t *skip)
+{
+    sfi_ep *ep = ctx;
+    (void)endpoint;
+    if (env_bad(d, nhead) || (d[1] & SFI_F_SEG))
+        return NULL;
+    sfi_ux m = {.len = (size_t)size - SFI_HDR};
+    m.ev.from = *from;
+    env_parse(&m, d);
+    int tagged = (m.flags & SFI_F_TAGGED) != 0;
+    sfi_list *posted = tagged ? &ep->rx_tag : &ep->rx_msg;
+    for (sfi_node *n = posted->head; n; n = n->next) {
+        sfi_rx *rx = (sfi_rx *)n;
+        if ((tagged && !tag_ok(rx->tag, rx->ignore, m.tag)) || !ux_from_ok(ep, &m, rx->src))
+            continue;
+        if ((rx->flags & FI_MULTI_RECV) || rx->niov != 1 || rx->cap < m.len)
+            return NULL; /* copied (or truncated) as usual */
+        sfi_place *pl = malloc(sizeof *pl);
+        if (!pl)
+            return NULL;
+        sfi_list_remove(posted, n);
+        *pl = (sfi_place){.rx = rx, .m = m};
+        sfi_list_push(&ep->placing, &pl->node);
+        *skip = SFI_HDR;
+        return rx->iov[0].iov_base;
+    }
+    return NULL;
+}
+
+static sfi_place *place_find(sfi_ep *ep, const void *buf)
+{
+    for (sfi_node *n = ep->placing.head; n; n = n->next)
+        if (((sfi_place *)n)->rx->iov[0].iov_base == buf)
+            return (sfi_place *)n;
+    return NULL;
+}
+
+/* on_placed completes the receive a placed message was read into. */
+static void on_placed(sfi_ep *ep, smartt_event *ev)
+{
+    sfi_place *pl = place_find(ep, ev->data);
+    if (!pl)
+        return; /* cannot be: libsmartt placed it through us */
+    const sfi_ux *m = &pl->m;
+    uint64_t fl = FI_RECV | ((m->flags & SFI_F_TAGGED) ? FI_TAGGED : FI_MSG) |
+                  ((m->flags & SFI_F_DATA) ? FI_REMOTE_CQ_DATA : 0);
+    sfi_rx_report(ep, pl->rx, fl, (size_t)ev->size, (void *)ev->data, m->data, m->tag,
+                  src_of(ep, &ev->from), 0);
+    sfi_list_remove(&ep->placing, &pl->node);
+    free(pl->rx);
+    free(pl);
+}
+
+static int post_rx(sfi_ep *ep, sfi_rx *rx);
+
+/* cut_cb: the message placed in buf ended short (its sender went); its receive is
+ * posted again where it was, after taking what matches it meanwhile. */
+static void cut_cb(void *ctx, void *buf)
+{
+    sfi_ep *ep = ctx;
+    sfi_place *pl = place_find(ep, buf);
+    if (!pl)
+        return;
+    sfi_list_remove(&ep->placing, &pl->node);
+    sfi_rx *rx = pl->rx;
+    free(pl);
+    if (post_rx(ep, rx))
+        free(rx);
+}
+
 /* on_message matches a received message against the posted receives, or queues it. */
 static void on_message(sfi_ep *ep, smartt_event *ev)
 {
     const unsigned char *d = ev->data;
-    if (ev->size < SFI_HDR || d[0] != SFI_MAGIC || (d[1] & ~15u) || d[2] || d[3] ||
-        ((d[1] & SFI_F_ABORT) && !(d[1] & SFI_F_SEG))) {
+    if (ev->placed) {
+        on_placed(ep, ev);
+        return;
+    }
+    if (env_bad(d, ev->size)) {
         ep->bad_msgs++;
         FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "discarding a message without the provider's envelope\n");
         smartt_release(ep->s, ev);
         return;
     }
-    sfi_ux m = {.ev = *ev, .flags = d[1], .payload = d + SFI_HDR, .len = ev->size - SFI_HDR};
-    m.data = (uint32_t)d[4] << 24 | (uint32_t)d[5] << 16 | (uint32_t)d[6] << 8 | d[7];
-    for (int i = 0; i < 8; i++)
-        m.tag = m.tag << 8 | d[8 + i];
+    sfi_ux m = {.ev = *ev, .payload = d + SFI_HDR, .len = ev->size - SFI_HDR};
+    env_parse(&m, d);
     if ((m.flags & SFI_F_SEG) && sfi_seg_parse(&m, d, ev->size)) {
         ep->bad_msgs++;
         FI_WARN(&sfi_prov, FI_LOG_EP_DATA, "discarding a malformed segment\n");
@@ -289,6 +389,14 @@ void sfi_ep_break(sfi_ep *ep, int code)
         tx_free(ep, tx);
     }
     sfi_seg_break(ep, code);
+    while (ep->placing.head) {
+        sfi_place *pl = (sfi_place *)ep->placing.head;
+        sfi_list_remove(&ep->placing, &pl->node);
+        sfi_rx_report_err(ep, pl->rx->ctx, FI_RECV | (pl->rx->flags & FI_TAGGED ? FI_TAGGED : FI_MSG),
+                          FI_EIO, 0, 0, pl->rx->tag, 0);
+        free(pl->rx);
+        free(pl);
+    }
     sfi_list *ls[2] = {&ep->rx_msg, &ep->rx_tag};
     for (int i = 0; i < 2; i++)
         while (ls[i]->head) {
@@ -322,13 +430,14 @@ static void on_outcome(sfi_ep *ep, const smartt_event *ev)
     switch (ev->type) {
     case SMARTT_EV_ACCEPTED:
         tx->accepted = 1;
-        if (!tx->delivery && !tx->reported && !tx->cancelling)
+        if (!tx->delivery && !tx->reported && !tx->cancelling && !tx->borrowed)
             sfi_tx_report(ep, tx, 0, 0, NULL);
         return;
     case SMARTT_EV_CANCEL_RESULT:
         /* cancelled: Failed "cancelled" follows; else the message goes on */
         tx->cancelling = 0;
-        if (ev->cancel != SMARTT_CANCELLED && tx->accepted && !tx->delivery && !tx->reported)
+        if (ev->cancel != SMARTT_CANCELLED && tx->accepted && !tx->delivery && !tx->reported &&
+            !tx->borrowed)
             sfi_tx_report(ep, tx, 0, 0, NULL);
         return;
     case SMARTT_EV_SENT:
@@ -496,6 +605,21 @@ int sfi_send_buf(sfi_ep *ep, const smartt_addr *to, const unsigned char *hdr, si
     return smartt_send_async(ep->s, to, ep->scratch, wire, &tx->stag);
 }
 
+/* send_borrowed sends a large message over the direct pair to `to` from the caller's
+ * buffers (libsmartt writes what the socket does not take from them later: the send
+ * completes at SENT); SMARTT_ENOTSUP when `to` has no pair now. */
+static int send_borrowed(sfi_ep *ep, const smartt_addr *to, const unsigned char *hdr,
+                         const struct iovec *iov, size_t niov, sfi_tx *tx)
+{
+    struct iovec v[SFI_IOV_MAX + 1] = {{tx->hdr, SFI_HDR}};
+    memcpy(tx->hdr, hdr, SFI_HDR);
+    size_t n = 1;
+    for (size_t i = 0; i < niov; i++)
+        if (iov[i].iov_len)
+            v[n++] = iov[i];
+    return smartt_sendv_direct(ep->s, to, v, (int)n, &tx->stag, &tx->borrowed);
+}
+
 /* send_ready checks that ep may send to dest now (back-pressure: -FI_EAGAIN). */
 static ssize_t send_ready(sfi_ep *ep, fi_addr_t dest, smartt_addr *to)
 {
@@ -544,7 +668,11 @@ static ssize_t ep_send(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
     unsigned char h[SFI_HDR];
     sfi_pack_hdr(h, flags, tag, data);
     sfi_tx *tx = calloc(1, sizeof *tx);
-    int sr = tx ? sfi_send_buf(ep, &to, h, SFI_HDR, iov, niov, 0, total, tx) : SMARTT_ENOMEM;
+    int sr = tx ? SMARTT_ENOTSUP : SMARTT_ENOMEM;
+    if (tx && !nocomp && !(flags & FI_INJECT) && total >= SFI_BORROW_MIN)
+        sr = send_borrowed(ep, &to, h, iov, niov, tx);
+    if (sr == SMARTT_ENOTSUP)
+        sr = sfi_send_buf(ep, &to, h, SFI_HDR, iov, niov, 0, total, tx);
     if (sr) {
         free(tx);
         /* EAGAIN: the direct path asks the daemon about a new peer, or its pair is full */
@@ -747,21 +875,44 @@ static ssize_t ep_recv(sfi_ep *ep, const struct iovec *iov, size_t niov, fi_addr
         free(rx);
         return r;
     }
+    rx->seq = ep->rx_seq++;
+    if (post_rx(ep, rx))
+        free(rx);
+    pthread_mutex_unlock(&d->lock);
+    return 0;
+}
+
+/* post_rx gives rx the unexpected messages that match it, in arrival order, and posts
+ * it (in post order) unless they finished it: then 1 (the caller frees it). */
+static int post_rx(sfi_ep *ep, sfi_rx *rx)
+{
+    int tagged = (rx->flags & FI_TAGGED) != 0;
     sfi_list *ux = tagged ? &ep->ux_tag : &ep->ux_msg;
-    for (;;) { /* unexpected messages first, in arrival order */
-        sfi_ux *u = ux_match(ep, ux, tagged, tag, ignore, src);
+    for (;;) {
+        sfi_ux *u = ux_match(ep, ux, tagged, rx->tag, rx->ignore, rx->src);
         if (!u)
             break;
         int done = deliver(ep, rx, u, ux);
         sfi_ux_free(ep, ux, u);
-        if (done) {
-            pthread_mutex_unlock(&d->lock);
-            free(rx);
-            return 0;
-        }
+        if (done)
+            return 1;
     }
-    sfi_list_push(tagged ? &ep->rx_tag : &ep->rx_msg, &rx->node);
-    pthread_mutex_unlock(&d->lock);
+    sfi_list *l = tagged ? &ep->rx_tag : &ep->rx_msg;
+    sfi_node *at = l->tail; /* the last receive posted before rx */
+    while (at && ((sfi_rx *)at)->seq > rx->seq)
+        at = at->prev;
+    if (at == l->tail) {
+        sfi_list_push(l, &rx->node);
+        return 0;
+    }
+    sfi_node *next = at ? at->next : l->head; /* not NULL: at is not the tail */
+    rx->node.prev = at, rx->node.next = next;
+    next->prev = &rx->node;
+    if (at)
+        at->next = &rx->node;
+    else
+        l->head = &rx->node;
+    l->n++;
     return 0;
 }
 
@@ -1005,6 +1156,12 @@ static void free_lists(sfi_ep *ep)
             sfi_list_remove(rl[i], n);
             free(n);
         }
+    while (ep->placing.head) {
+        sfi_place *pl = (sfi_place *)ep->placing.head;
+        sfi_list_remove(&ep->placing, &pl->node);
+        free(pl->rx);
+        free(pl);
+    }
     sfi_list *ul[2] = {&ep->ux_msg, &ep->ux_tag};
     for (int i = 0; i < 2; i++)
         while (ul[i]->head)
@@ -1078,6 +1235,10 @@ static int ep_session(sfi_ep *ep, const struct fi_info *info)
     if (r) {
         FI_WARN(&sfi_prov, FI_LOG_EP_CTRL, "bind: %s\n", smartt_strerror(r));
         return r == SMARTT_EDAEMON(3) ? -FI_EADDRINUSE : sfi_err(r);
+    }
+    if (o.direct) {
+        smartt_placer pl = {.place = place_cb, .cut = cut_cb, .ctx = ep, .min_size = SFI_PLACE_MIN};
+        smartt_set_placer(ep->s, &pl);
     }
     return sfi_local_name(ep->name, got);
 }

@@ -32,6 +32,8 @@
 #define SFI_MAGIC 0xf1
 #define SFI_IOV_MAX 8
 #define SFI_INJECT 4096
+#define SFI_BORROW_MIN (64u << 10) /* sends from this size go over a pair uncopied */
+#define SFI_PLACE_MIN (32u << 10)  /* pair messages from this size go straight into receives */
 #define SFI_SEGHDR 40           /* a segment's envelope: SFI_HDR, id, total, offset */
 #define SFI_MAX_MSG (1ull << 40) /* larger than a segment: sent as several (seg.c) */
 #define SFI_SEG_DEFAULT ((1u << 30) - SFI_SEGHDR) /* api.max_message's default, less the envelope */
@@ -158,6 +160,7 @@ typedef struct sfi_rx {
     fi_addr_t src;
     struct iovec iov[SFI_IOV_MAX];
     size_t niov, cap, used;
+    uint64_t seq; /* post order: a placement given back goes back in its place */
 } sfi_rx;
 
 /* An unexpected message: the libsmartt event is held until it is matched (a ring
@@ -225,6 +228,8 @@ typedef struct sfi_tx {
     size_t wire;              /* bytes at mfd->m.data (a refused memfd is streamed) */
     smartt_addr to;
     sfi_seg *parent;          /* a segment of parent */
+    int borrowed;             /* libsmartt writes from the caller's buffers until SENT */
+    unsigned char hdr[SFI_HDR]; /* the envelope of a borrowed send */
 } sfi_tx;
 
 typedef struct sfi_ep {
@@ -242,6 +247,8 @@ typedef struct sfi_ep {
     size_t min_multi_recv;
     int delivery_all; /* SMARTT_FI_DELIVERY=1: every send completes at Sent */
     sfi_list rx_msg, rx_tag;
+    uint64_t rx_seq;
+    sfi_list placing; /* posted receives a pair message is being read into (sfi_place) */
     sfi_list ux_msg, ux_tag;
     size_t ux_bytes, ux_limit_n, ux_limit_bytes;
     sfi_list tx;

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -98,6 +99,10 @@ typedef struct smartt_options {
                        * ACCEPTED and SENT once written to it (FAILED if its receiver's
                        * session ended), and a progress engine polls smartt_poll_fd(), not
                        * smartt_fd() */
+    long long direct_recv_max; /* bytes of messages read from pairs and not yet taken
+                                * by the application (0: 256 MiB); a pair's next message
+                                * beyond it waits in the pair, its sender held back
+                                * (never dropped), unless nothing is held */
 } smartt_options;
 
 /* smartt_open connects to socket_path (NULL: smartt_default_socket()) and opens a
@@ -139,8 +144,30 @@ typedef struct smartt_direct_stats {
     uint64_t failed;       /* messages failed because their pair ended */
     uint64_t bad;          /* pairs ended by a malformed header or an oversized message */
     uint64_t cut;          /* pairs that ended in the middle of a message (dropped unread) */
+    uint64_t held;         /* bytes of pair messages read or being read, not yet taken */
+    uint64_t waits;        /* times a pair's next message waited for direct_recv_max */
+    uint64_t placed;       /* messages read straight into the placer's buffers */
 } smartt_direct_stats;
 int smartt_direct_stats_get(const smartt_session *s, smartt_direct_stats *st);
+
+/* A placer receives pair messages straight into buffers of the application's (one copy
+ * fewer): when a message of at least min_size bytes starts on a pair and no received
+ * message waits in the session's queue, place gets its sender, size and first nhead
+ * bytes (at least the smaller of size and SMARTT_PLACE_HEAD) and returns a buffer for
+ * the bytes from *skip (<= nhead, < size) on, or NULL to have it read as usual. The
+ * message then arrives as a RECV event with placed set and data that buffer; if its
+ * pair ends first, cut(ctx, buf) gives the buffer back (its bytes undefined). The
+ * callbacks run inside smartt_progress and may not call into the session. */
+#define SMARTT_PLACE_HEAD 64
+typedef struct smartt_placer {
+    void *(*place)(void *ctx, const smartt_addr *from, uint32_t endpoint, uint64_t size,
+                   const unsigned char *head, size_t nhead, size_t *skip);
+    void (*cut)(void *ctx, void *buf);
+    void *ctx;
+    uint64_t min_size;
+} smartt_placer;
+/* smartt_set_placer sets (NULL: clears) the session's placer. */
+int smartt_set_placer(smartt_session *s, const smartt_placer *p);
 /* smartt_progress writes and reads what it can without blocking and queues the
  * events; it returns the number of queued events or a negative error (the session is
  * then broken: every later call returns the same error). */
@@ -171,6 +198,8 @@ typedef struct smartt_event {
     uint64_t size;    /* RECV: bytes at data; RING_OK: ring size */
     const unsigned char *data; /* RECV: the message, valid until smartt_release */
     int in_ring;      /* RECV: data is in the receive ring (read-only) */
+    int placed;       /* RECV: data is the placer's buffer, holding the message from the
+                       * byte the placer skipped to (size counts those bytes) */
     char text[192];   /* FAILED/ERROR text, truncated */
     void *own_;       /* the library's */
 } smartt_event;
@@ -194,6 +223,17 @@ int smartt_bind_start(smartt_session *s, uint32_t endpoint, uint32_t *tag);
  * It ends in exactly one SENT, FAILED or ERROR event (v2: after an ACCEPTED one). */
 int smartt_send_async(smartt_session *s, const smartt_addr *to, const void *buf,
                       size_t len, uint32_t *tag);
+/* smartt_sendv_direct sends the message gathered from iov (at most SMARTT_IOV_MAX
+ * entries) over the direct pair to `to`, SMARTT_ENOTSUP when there is none now (send
+ * it another way; nothing was sent) and SMARTT_EAGAIN while the pair holds PAIR_QMAX
+ * unwritten bytes. What the pair's socket does not take at once is borrowed, not
+ * copied, when nothing else waits for the pair: then *borrowed is 1 and the buffers
+ * must stay as they are until the message's SENT or FAILED event; else it is copied
+ * (*borrowed 0). Large messages to a peer of the same daemon thus cost no copy in user
+ * space. */
+#define SMARTT_IOV_MAX 16
+int smartt_sendv_direct(smartt_session *s, const smartt_addr *to, const struct iovec *iov,
+                        int niov, uint32_t *tag, int *borrowed);
 /* Sends size bytes at offset SMARTT_HEADROOM of a memfd sealed against shrinking and
  * growing, passed with SCM_RIGHTS (zero copy). Do not write into it until the
  * message's outcome arrived. SMARTT_ENOTSUP without SMARTT_CAP_SENDFD. */

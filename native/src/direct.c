@@ -25,6 +25,8 @@ struct sm_pair {
     int reading;       /* DirectPeer came: the peer writes to us */
     int backed;        /* bytes wait to be written (counted in s->backed_pairs) */
     int wdead;         /* a write failed: read what the peer wrote before it went, then end */
+    int paused;        /* its next message waits for the receive budget (not read meanwhile) */
+    int placed;        /* msg is the placer's buffer (not charged, not ours to free) */
     uint32_t events;   /* registered epoll events (0: not registered) */
     smartt_addr from;  /* the sender, as DirectPeer named it */
     uint32_t ep;       /* our endpoint */
@@ -34,6 +36,12 @@ struct sm_pair {
     uint64_t written, queued; /* stream offsets */
     struct pend { uint64_t end; uint32_t tag; } *pend;
     size_t npend, pend_cap;
+    /* a message's unwritten rest borrowed from the application (smartt_sendv_direct):
+     * it goes before out's bytes; bhdr is its header */
+    unsigned char bhdr[PAIR_HDR];
+    struct iovec bv[SMARTT_IOV_MAX + 1];
+    int nbv, bvi;
+    uint64_t bleft;
     /* input: buffered bytes, and the message being read */
     unsigned char *in;
     size_t in_len;
@@ -90,8 +98,17 @@ int direct_setup(smartt_session *s)
     return epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->fd, &ev) ? SMARTT_ESYS : 0;
 }
 
-static void pair_release(sm_pair *p)
+static void pair_release(smartt_session *s, sm_pair *p)
 {
+    if (p->msg && p->placed) { /* cut short: the placer's buffer is its own again */
+        if (s->placer.cut)
+            s->placer.cut(s->placer.ctx, p->msg);
+        p->msg = NULL, p->placed = 0;
+    }
+    if (p->msg)
+        s->pair_held -= p->msg_size; /* a message cut short: dropped, no longer held */
+    if (p->paused)
+        s->paused_pairs--, p->paused = 0;
     if (p->fd >= 0)
         close(p->fd);
     p->fd = -1;
@@ -102,8 +119,9 @@ static void pair_release(sm_pair *p)
 
 void direct_free(smartt_session *s)
 {
+    s->placer.cut = NULL; /* the session's owner is closing it: no callbacks now */
     for (size_t i = 0; i < s->npairs; i++) {
-        pair_release(s->pairs[i]);
+        pair_release(s, s->pairs[i]);
         free(s->pairs[i]);
     }
     for (size_t i = 0; i < s->nfds_in; i++)
@@ -114,13 +132,15 @@ void direct_free(smartt_session *s)
         free(s->routes[i].held), free(s->routes[i].htags);
     free(s->pairs);
     free(s->routes);
+    free(s->hq);
 }
 
 /* watch registers the epoll events p needs now: input once it is read, output while
  * bytes wait for it. */
 static void watch(smartt_session *s, sm_pair *p)
 {
-    uint32_t want = (p->reading ? EPOLLIN : 0) | (p->out_head < p->out_len ? EPOLLOUT : 0);
+    uint32_t want = (p->reading && !p->paused ? EPOLLIN : 0) |
+                    (p->out_head < p->out_len || p->bleft ? EPOLLOUT : 0);
     if (want == p->events || p->fd < 0)
         return;
     struct epoll_event ev = {.events = want, .data.u64 = p->idx + 1};
@@ -197,6 +217,9 @@ look:
     }
 }
 
+/* pair_unwritten is what waits to be written to p, borrowed or queued. */
+static uint64_t pair_unwritten(const sm_pair *p) { return p->out_len - p->out_head + p->bleft; }
+
 int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp, sm_route **rp)
 {
     if (!s->direct)
@@ -217,7 +240,7 @@ int direct_route(smartt_session *s, const smartt_addr *to, sm_pair **pp, sm_rout
     case R_PAIR:
         if (r->pair->fd >= 0 && !r->pair->wdead) {
             *pp = r->pair;
-            return r->pair->out_len - r->pair->out_head > PAIR_QMAX ? SMARTT_EAGAIN : 1;
+            return pair_unwritten(r->pair) > PAIR_QMAX ? SMARTT_EAGAIN : 1;
         }
         break;
     }
@@ -342,6 +365,7 @@ static void fail_out(smartt_session *s, sm_pair *p, const char *why)
     for (size_t i = 0; i < p->npend; i++)
         outcome(s, SMARTT_EV_FAILED, p->pend[i].tag, text);
     p->npend = 0, p->out_head = p->out_len = 0;
+    p->bleft = 0, p->nbv = p->bvi = 0; /* the borrowed message failed with the rest */
     for (size_t i = 0; i < s->routes_cap; i++)
         if (s->routes[i].used && s->routes[i].state == R_PAIR && s->routes[i].pair == p)
             s->routes[i].state = R_NONE;
@@ -358,7 +382,7 @@ static void pair_end(smartt_session *s, sm_pair *p, const char *why)
     fail_out(s, p, why);
     if (p->msg || p->in_len)
         s->st.cut++;
-    pair_release(p);
+    pair_release(s, p);
     p->events = 0;
     s->live_pairs--;
 }
@@ -397,10 +421,47 @@ static int queue_out(sm_pair *p, const unsigned char *b, size_t n)
     return 0;
 }
 
+/* iov_advance moves v[*i..n) past w written bytes. */
+static void iov_advance(struct iovec *v, int n, int *i, size_t w)
+{
+    for (; *i < n && w >= v[*i].iov_len; (*i)++)
+        w -= v[*i].iov_len;
+    if (*i < n) {
+        v[*i].iov_base = (unsigned char *)v[*i].iov_base + w;
+        v[*i].iov_len -= w;
+    }
+}
+
+/* flush_borrowed writes the borrowed rest; 0 once it is all written. */
+static int flush_borrowed(smartt_session *s, sm_pair *p)
+{
+    if (s->err) { /* the session is broken: its owner may free the buffers now */
+        p->bleft = 0, p->nbv = p->bvi = 0;
+        return 1;
+    }
+    while (p->bleft) {
+        struct msghdr m = {.msg_iov = p->bv + p->bvi, .msg_iovlen = (size_t)(p->nbv - p->bvi)};
+        ssize_t w = sendmsg(p->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 1;
+        if (w < 0) {
+            write_failed(s, p);
+            return 1;
+        }
+        iov_advance(p->bv, p->nbv, &p->bvi, (size_t)w);
+        p->bleft -= (uint64_t)w, p->written += (uint64_t)w;
+    }
+    return 0;
+}
+
 /* pair_flush writes queued bytes and completes the messages they end. */
 static void pair_flush(smartt_session *s, sm_pair *p)
 {
-    while (p->out_head < p->out_len) {
+    if (p->bleft && flush_borrowed(s, p) && p->fd < 0)
+        return;
+    while (!p->bleft && p->out_head < p->out_len) {
         ssize_t w = send(p->fd, p->out + p->out_head, p->out_len - p->out_head,
                          MSG_DONTWAIT | MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
@@ -418,24 +479,44 @@ static void pair_flush(smartt_session *s, sm_pair *p)
         outcome(s, SMARTT_EV_SENT, p->pend[k++].tag, NULL);
     memmove(p->pend, p->pend + k, (p->npend - k) * sizeof *p->pend);
     p->npend -= k;
-    if (p->out_head == p->out_len && p->backed)
+    if (p->out_head == p->out_len && !p->bleft && p->backed)
         s->backed_pairs--, p->backed = 0;
     watch(s, p);
 }
 
-int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint32_t *tag)
+/* queue_rest copies v[i..n) to p's queue, or borrows it when borrow is set (the queue
+ * is then empty: the borrowed bytes go first). */
+static int queue_rest(sm_pair *p, struct iovec *v, int i, int n, uint64_t left, int *borrow)
 {
-    if (len > MAX_RECV_SIZE)
-        return SMARTT_EINVAL;
+    if (borrow && *borrow) {
+        memcpy(p->bv, v + i, (size_t)(n - i) * sizeof *v);
+        p->nbv = n - i, p->bvi = 0, p->bleft = left;
+        return 0;
+    }
+    int r = 0;
+    for (; i < n && !r; i++)
+        r = queue_out(p, v[i].iov_base, v[i].iov_len);
+    return r;
+}
+
+/* direct_sendv writes a message of len bytes gathered from iov to p, queueing what the
+ * socket does not take: copied, or borrowed if borrow is set and p has nothing queued
+ * (*borrow says which). */
+static int direct_sendv(smartt_session *s, sm_pair *p, const struct iovec *iov, int niov,
+                        size_t len, uint32_t *tag, int *borrow)
+{
+    int idle = p->out_head == p->out_len && !p->bleft;
     unsigned char h[PAIR_HDR] = {1};
     put_u64(h + 8, len);
+    struct iovec v[SMARTT_IOV_MAX + 1] = {{idle && borrow ? p->bhdr : h, PAIR_HDR}};
+    memcpy(v[0].iov_base, h, PAIR_HDR);
+    memcpy(v + 1, iov, (size_t)niov * sizeof *iov);
     uint32_t t = sm_tag(s);
     if (tag)
         *tag = t;
     size_t done = 0;
-    if (p->out_head == p->out_len) {
-        struct iovec iov[2] = {{h, PAIR_HDR}, {(void *)buf, len}};
-        struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+    if (idle) {
+        struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)niov + 1};
         ssize_t w;
         do
             w = sendmsg(p->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -457,12 +538,11 @@ int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint
         outcome(s, SMARTT_EV_SENT, t, NULL);
         return 0;
     }
-    int r = 0;
-    if (done < PAIR_HDR)
-        r = queue_out(p, h + done, PAIR_HDR - done);
-    if (!r)
-        r = queue_out(p, (const unsigned char *)buf + (done > PAIR_HDR ? done - PAIR_HDR : 0),
-                      len - (done > PAIR_HDR ? done - PAIR_HDR : 0));
+    int i = 0;
+    iov_advance(v, niov + 1, &i, done);
+    if (borrow)
+        *borrow = idle;
+    int r = queue_rest(p, v, i, niov + 1, PAIR_HDR + len - done, borrow);
     if (!r && p->npend == p->pend_cap) {
         size_t nc = p->pend_cap ? 2 * p->pend_cap : 16;
         struct pend *np = realloc(p->pend, nc * sizeof *np);
@@ -480,7 +560,132 @@ int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint
     return 0;
 }
 
+int direct_send(smartt_session *s, sm_pair *p, const void *buf, size_t len, uint32_t *tag)
+{
+    if (len > MAX_RECV_SIZE)
+        return SMARTT_EINVAL;
+    struct iovec v = {(void *)buf, len};
+    return direct_sendv(s, p, &v, 1, len, tag, NULL);
+}
+
+int smartt_sendv_direct(smartt_session *s, const smartt_addr *to, const struct iovec *iov,
+                        int niov, uint32_t *tag, int *borrowed)
+{
+    if (!s || !to || !iov || niov <= 0 || niov > SMARTT_IOV_MAX || !borrowed)
+        return SMARTT_EINVAL;
+    *borrowed = 0;
+    if (tag)
+        *tag = 0;
+    size_t len = 0;
+    for (int i = 0; i < niov; i++) {
+        if (iov[i].iov_len > MAX_RECV_SIZE - len)
+            return SMARTT_EINVAL;
+        len += iov[i].iov_len;
+    }
+    if (!len)
+        return SMARTT_EINVAL;
+    if (s->err)
+        return s->err;
+    unsigned char k[DIRECT_REQ];
+    route_key(k, to);
+    sm_route *r = s->direct ? route_find(s, k) : NULL;
+    if (!r || r->state != R_PAIR || r->pair->fd < 0 || r->pair->wdead)
+        return SMARTT_ENOTSUP; /* no pair now: send it another way */
+    if (pair_unwritten(r->pair) > PAIR_QMAX)
+        return SMARTT_EAGAIN;
+    *borrowed = 1;
+    return direct_sendv(s, r->pair, iov, niov, len, tag, borrowed);
+}
+
 /* ---- reading pairs ---- */
+
+/* ---- the receive budget ---- */
+
+/* A pair message is charged from its header until the application takes its RECV event;
+ * one that would pass the budget waits in its pair (the pair is not read, so its writer
+ * backs up) unless nothing is held: any one message can arrive, and what is held is at
+ * most the budget or one message. Charged at its declared size, which it allocates. */
+static int pair_admit(smartt_session *s, sm_pair *p, uint64_t size)
+{
+    if (s->pair_held && s->pair_held + size > s->pair_budget) {
+        if (!p->paused)
+            s->paused_pairs++, s->st.waits++, p->paused = 1;
+        return 0;
+    }
+    if (p->paused)
+        s->paused_pairs--, p->paused = 0;
+    s->pair_held += size;
+    return 1;
+}
+
+/* try_place offers a message starting on p (header h, avail bytes of it buffered after
+ * the header) to the placer: 0 not placed, -1 wait for its first bytes, else 1 + the
+ * bytes it skipped (p->msg is then the placer's buffer for the rest). */
+static long try_place(smartt_session *s, sm_pair *p, const unsigned char *h, size_t avail,
+                      uint64_t size)
+{
+    if (!s->placer.place || size < s->placer.min_size || s->recv.n)
+        return 0; /* a queued message comes first: matching it may take the buffer */
+    size_t want = size < SMARTT_PLACE_HEAD ? (size_t)size : SMARTT_PLACE_HEAD;
+    if (avail < want)
+        return -1;
+    size_t nhead = avail < size ? avail : (size_t)size, skip = 0;
+    void *buf = s->placer.place(s->placer.ctx, &p->from, p->ep, size, h + PAIR_HDR, nhead, &skip);
+    if (!buf)
+        return 0;
+    if (skip > nhead || skip >= size) { /* the placer's mistake: give it back */
+        if (s->placer.cut)
+            s->placer.cut(s->placer.ctx, buf);
+        return 0;
+    }
+    p->msg = buf, p->placed = 1, p->msg_size = size - skip, p->msg_got = 0;
+    s->st.placed++;
+    return 1 + (long)skip;
+}
+
+int smartt_set_placer(smartt_session *s, const smartt_placer *pl)
+{
+    if (!s || (pl && !pl->place))
+        return SMARTT_EINVAL;
+    if (pl)
+        s->placer = *pl;
+    else
+        memset(&s->placer, 0, sizeof s->placer);
+    return 0;
+}
+
+/* held_push records a queued pair message, in the order of the receive queue. */
+static int held_push(smartt_session *s, const void *data, uint64_t size)
+{
+    if (s->hq_n == s->hq_cap) {
+        size_t nc = s->hq_cap ? 2 * s->hq_cap : 64;
+        struct heldmsg *nq = malloc(nc * sizeof *nq);
+        if (!nq)
+            return SMARTT_ENOMEM;
+        for (size_t i = 0; i < s->hq_n; i++)
+            nq[i] = s->hq[(s->hq_head + i) % s->hq_cap];
+        free(s->hq);
+        s->hq = nq, s->hq_cap = nc, s->hq_head = 0;
+    }
+    s->hq[(s->hq_head + s->hq_n++) % s->hq_cap] = (struct heldmsg){data, size};
+    return 0;
+}
+
+static void resume_pairs(smartt_session *s);
+
+int sm_recv_pop(smartt_session *s, smartt_event *ev)
+{
+    if (!evq_pop(&s->recv, ev))
+        return 0;
+    /* pair messages leave the queue in order: the oldest recorded is this one or later */
+    if (s->hq_n && ev->type == SMARTT_EV_RECV && ev->data == s->hq[s->hq_head].data) {
+        s->pair_held -= s->hq[s->hq_head].size;
+        s->hq_head = (s->hq_head + 1) % s->hq_cap, s->hq_n--;
+        if (s->paused_pairs) /* now: a caller about to sleep would not see them wake */
+            resume_pairs(s);
+    }
+    return 1;
+}
 
 /* pair_deliver queues the message read whole from p. */
 static int pair_deliver(smartt_session *s, sm_pair *p)
@@ -490,9 +695,20 @@ static int pair_deliver(smartt_session *s, sm_pair *p)
     p->msg = NULL, p->msg_size = p->msg_got = 0;
     s->st.received++;
     s->received = 1;
-    int r = evq_push(&s->recv, &e);
-    if (r)
+    if (p->placed) {
+        e.own_ = NULL, e.placed = 1, p->placed = 0;
+        int r = evq_push(&s->recv, &e);
+        if (r && s->placer.cut)
+            s->placer.cut(s->placer.ctx, (void *)e.data);
+        return r;
+    }
+    int r = held_push(s, e.data, e.size);
+    if (!r && (r = evq_push(&s->recv, &e)))
+        s->hq_n--;
+    if (r) {
+        s->pair_held -= e.size;
         free((void *)e.data);
+    }
     return r;
 }
 
@@ -524,9 +740,20 @@ static int pair_parse(smartt_session *s, sm_pair *p)
             pair_end(s, p, "malformed bytes from the peer");
             return 1;
         }
+        int pl = try_place(s, p, h, p->in_len - off - PAIR_HDR, size);
+        if (pl < 0)
+            break; /* its first bytes are not here yet */
+        if (pl > 0) {
+            off += PAIR_HDR + (size_t)pl - 1;
+            continue;
+        }
+        if (!pair_admit(s, p, size))
+            break; /* its header stays buffered */
         p->msg = malloc((size_t)size);
-        if (!p->msg)
+        if (!p->msg) {
+            s->pair_held -= size;
             return sm_fail(s, SMARTT_ENOMEM), 1;
+        }
         p->msg_size = size, p->msg_got = 0;
         off += PAIR_HDR;
     }
@@ -543,7 +770,7 @@ static void pair_read(smartt_session *s, sm_pair *p)
         sm_fail(s, SMARTT_ENOMEM);
         return;
     }
-    for (int i = 0; i < PAIR_READS && p->fd >= 0 && !s->err; i++) {
+    for (int i = 0; i < PAIR_READS && p->fd >= 0 && !p->paused && !s->err; i++) {
         ssize_t n;
         int straight = p->msg && !p->in_len && p->msg_size - p->msg_got >= PAIR_INBUF;
         if (straight)
@@ -566,9 +793,75 @@ static void pair_read(smartt_session *s, sm_pair *p)
         }
         size_t want = PAIR_INBUF - p->in_len;
         p->in_len += (size_t)n;
-        if (pair_parse(s, p) || (size_t)n < want)
-            return; /* a short read: the socket is drained */
+        if (pair_parse(s, p) || (size_t)n < want || p->paused)
+            break; /* ended, a short read (the socket is drained), or waiting */
     }
+}
+
+/* resume_pairs lets waiting pairs go on now that messages were taken. */
+static void resume_pairs(smartt_session *s)
+{
+    for (size_t i = 0; i < s->npairs && s->paused_pairs && !s->err; i++) {
+        sm_pair *p = s->pairs[i];
+        if (!p->paused || p->fd < 0)
+            continue;
+        if (!pair_parse(s, p) && !p->paused) {
+            watch(s, p);
+            pair_read(s, p); /* what came meanwhile, and EOF, which epoll reported as HUP */
+        }
+    }
+}
+
+/* linger_round waits up to ms for the pairs in ps (n of them) and writes what they
+ * hold, reading and dropping what their peers write meanwhile; a pair whose peer is
+ * gone, or that breaks, is taken out (ps[i] = NULL). */
+static void linger_round(sm_pair **ps, size_t n, struct pollfd *pf, unsigned char *sink, int ms)
+{
+    for (size_t i = 0; i < n; i++)
+        pf[i] = (struct pollfd){.fd = ps[i] ? ps[i]->fd : -1, .events = POLLIN | POLLOUT};
+    if (poll(pf, n, ms) <= 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        sm_pair *p = ps[i];
+        ssize_t r = 1;
+        if (p && (pf[i].revents & POLLIN))
+            r = recv(p->fd, sink, 65536, MSG_DONTWAIT);
+        if (p && r > 0 && (pf[i].revents & POLLOUT))
+            r = send(p->fd, p->out + p->out_head, p->out_len - p->out_head, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (p && r > 0 && (pf[i].revents & POLLOUT))
+            p->out_head += (size_t)r;
+        if (!p || (r < 0 && errno != EAGAIN && errno != EINTR) || r == 0 ||
+            (pf[i].revents & (POLLERR | POLLNVAL)) || p->out_head == p->out_len)
+            ps[i] = NULL;
+    }
+}
+
+void direct_linger(smartt_session *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->npairs; i++) { /* a borrowed rest's buffers may be gone */
+        sm_pair *p = s->pairs[i];
+        n += p->fd >= 0 && !p->bleft && p->out_head < p->out_len;
+    }
+    if (!n)
+        return;
+    sm_pair **ps = calloc(n, sizeof *ps);
+    struct pollfd *pf = calloc(n, sizeof *pf);
+    unsigned char *sink = malloc(65536);
+    n = 0;
+    for (size_t i = 0; ps && i < s->npairs; i++) {
+        sm_pair *p = s->pairs[i];
+        if (p->fd >= 0 && !p->bleft && p->out_head < p->out_len)
+            ps[n++] = p;
+    }
+    long long end = now_ms() + LINGER_MS;
+    for (size_t left = ps && pf && sink ? n : 0; left && now_ms() < end;) {
+        linger_round(ps, n, pf, sink, (int)(end - now_ms()));
+        left = 0;
+        for (size_t i = 0; i < n; i++)
+            left += ps[i] != NULL;
+    }
+    free(ps), free(pf), free(sink);
 }
 
 int direct_progress(smartt_session *s)
@@ -594,7 +887,7 @@ int direct_progress(smartt_session *s)
             continue;
         if (ev[i].events & EPOLLOUT)
             pair_flush(s, p);
-        if (p->fd >= 0 && p->reading && (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+        if (p->fd >= 0 && p->reading && !p->paused && (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
             pair_read(s, p);
         else if (p->fd >= 0 && !p->reading && (ev[i].events & (EPOLLHUP | EPOLLERR)))
             pair_end(s, p, "the receiving session is gone");
@@ -728,5 +1021,6 @@ int smartt_direct_stats_get(const smartt_session *s, smartt_direct_stats *st)
         return SMARTT_EINVAL;
     *st = s->st;
     st->pairs_open = s->live_pairs;
+    st->held = s->pair_held;
     return 0;
 }

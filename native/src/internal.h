@@ -39,6 +39,8 @@ enum { AUTO_IDLE, AUTO_TRYING, AUTO_ON, AUTO_OFF };
 #define PAIR_QMAX (1u << 20)   /* bytes queued for a pair beyond which sends wait */
 #define PAIR_INBUF (64u << 10)
 #define PAIR_READS 16          /* reads of one pair per progress */
+#define PAIR_BUDGET (256ull << 20) /* smartt_options.direct_recv_max's default */
+#define LINGER_MS 5000         /* smartt_close writes what pairs hold for up to this long */
 #define RELAY_AGAIN 4096       /* relayed messages before asking again after a refusal */
 #define MAX_FDS_IN 64          /* received descriptors not yet claimed by a frame */
 #define MAX_ROUTES 65536
@@ -125,6 +127,12 @@ struct smartt_session {
     sm_route *routes;
     size_t routes_cap, nroutes;
     smartt_direct_stats st;
+    /* The receive budget: pair messages from their header until taken (sm_recv_pop). */
+    uint64_t pair_held, pair_budget;
+    size_t paused_pairs;
+    struct heldmsg { const void *data; uint64_t size; } *hq; /* queued pair messages, in order */
+    size_t hq_cap, hq_head, hq_n;
+    smartt_placer placer; /* place NULL: none */
 };
 
 int evq_push(evq *q, const smartt_event *e);
@@ -167,8 +175,10 @@ int sm_request(smartt_session *s, int type, uint32_t tag, const void *p, size_t 
 ssize_t sm_read(smartt_session *s, struct iovec *iov, int n); /* recvmsg, keeping descriptors */
 int direct_setup(smartt_session *s);
 void direct_free(smartt_session *s);
+void direct_linger(smartt_session *s); /* writes what pairs hold before they close */
 int direct_frame(smartt_session *s, int type, uint32_t tag, const unsigned char *p, uint32_t n);
 int direct_progress(smartt_session *s);
+int sm_recv_pop(smartt_session *s, smartt_event *ev); /* evq_pop of s->recv, uncharging */
 void direct_sync(smartt_session *s); /* the daemon socket's EPOLLOUT follows its queue */
 /* direct_route: 0 through the daemon; 3 through the daemon, then direct_ask(*rp); 1 the
  * pair *pp; 2 hold it in *rp (direct_hold) while the daemon is asked; SMARTT_EAGAIN when

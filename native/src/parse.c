@@ -285,7 +285,7 @@ int smartt_poll_completion(smartt_session *s, smartt_event *ev)
 {
     if (!s || !ev)
         return SMARTT_EINVAL;
-    if (evq_pop(&s->done, ev) || evq_pop(&s->recv, ev))
+    if (evq_pop(&s->done, ev) || sm_recv_pop(s, ev))
         return 1;
     return 0;
 }

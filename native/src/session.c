@@ -11,7 +11,8 @@
 
 static void free_session(smartt_session *s)
 {
-    direct_free(s); /* first: its peers learn at once that the session ended */
+    direct_linger(s); /* their messages were accepted: write them, as a socket's close */
+    direct_free(s);   /* then its peers learn at once that the session ended */
     if (s->fd >= 0)
         close(s->fd);
     for (size_t i = 0; i < s->nfds; i++)
@@ -60,6 +61,7 @@ int smartt_open(smartt_session **out, const char *socket_path, const smartt_opti
     s->epfd = -1;
     s->big.fd = -1;
     s->want_direct = o && o->direct;
+    s->pair_budget = o && o->direct_recv_max > 0 ? (uint64_t)o->direct_recv_max : PAIR_BUDGET;
     s->fd_threshold = o && o->sendfd_threshold ? o->sendfd_threshold : 4ll << 20;
     s->auto_min = o && o->auto_ring ? o->auto_ring : AUTO_RING;
     s->socket_path = strdup(socket_path ? socket_path : smartt_default_socket());
@@ -405,7 +407,7 @@ int smartt_ring_start(smartt_session *s, uint64_t size, uint64_t min_message, ui
 /* take removes the awaited event from its queue. */
 static int take(smartt_session *s, evq *q, uint32_t tag, unsigned mask, smartt_event *ev)
 {
-    return q == &s->recv ? evq_pop(q, ev) : evq_take(q, tag, mask, ev);
+    return q == &s->recv ? sm_recv_pop(s, ev) : evq_take(q, tag, mask, ev);
 }
 
 int smartt_wait(smartt_session *s, uint32_t tag, unsigned mask, smartt_event *ev, int timeout_ms)

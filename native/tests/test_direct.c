@@ -258,6 +258,151 @@ TEST(fake_pairs_bound)
     reap(pid);
 }
 
+static void script_budget(int c)
+{
+    int sv[2], sw[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || socketpair(AF_UNIX, SOCK_STREAM, 0, sw))
+        _exit(5);
+    peer_frame(c, 1, sv[0]);
+    peer_frame(c, 2, sw[0]);
+    static char body[(256 << 10) + 1];
+    for (int i = 0; i < 12; i++) { /* 3 MiB on pair 1: beyond the 1 MiB budget */
+        memset(body, 'a' + i, sizeof body - 1);
+        msg(sv[1], 1, sizeof body - 1, body);
+    }
+    msg(sw[1], 1, 3, "two");
+    static char big[(3 << 20) + 1]; /* one message over the budget on its own */
+    memset(big, 'z', sizeof big - 1);
+    msg(sv[1], 1, sizeof big - 1, big);
+    close(sv[1]);
+    close(sw[1]);
+}
+
+/* The receive budget (direct_recv_max 1 MiB): while the application takes nothing, what
+ * is held stays at the budget however much the pairs bring; the pairs' next messages
+ * wait in them (counted), and once messages are taken every one arrives whole, in order
+ * per pair, once, a 3 MiB one too (alone beyond the budget). */
+TEST(fake_recv_budget)
+{
+    pid_t pid = fake(script_budget);
+    smartt_session *s = NULL;
+    smartt_options o = {.direct = 1, .direct_recv_max = 1 << 20};
+    CHECK_EQ(smartt_open(&s, path, &o), 0);
+    if (!s || smartt_bind(s, 5, NULL, 5000)) {
+        reap(pid);
+        return;
+    }
+    smartt_direct_stats st = {0};
+    for (int i = 0; i < 200; i++) { /* read, take nothing */
+        CHECK(smartt_progress(s) >= 0);
+        smartt_direct_stats_get(s, &st);
+        CHECK(st.held <= 1 << 20);
+        usleep(1000);
+    }
+    CHECK_EQ(st.held, 1 << 20);
+    CHECK(st.waits >= 1);
+    int next = 0, two = 0;
+    smartt_event ev; /* taking one makes room: the waiting pair is read again at once, */
+    CHECK_EQ(smartt_poll_completion(s, &ev), 1); /* so a caller that sleeps now wakes */
+    CHECK(ev.type == SMARTT_EV_RECV && ev.size == 256u << 10 && ev.data[0] == 'a');
+    smartt_release(s, &ev);
+    next++;
+    struct pollfd pf = {.fd = smartt_poll_fd(s), .events = POLLIN};
+    CHECK_EQ(poll(&pf, 1, 2000), 1);
+    while (smartt_recv(s, &ev, 2000) == 0) {
+        CHECK_EQ(ev.type, SMARTT_EV_RECV);
+        if (ev.from.endpoint == 7 && ev.size == 3) {
+            two += memcmp(ev.data, "two", 3) == 0;
+        } else {
+            int whole = 1;
+            char want = next < 12 ? (char)('a' + next) : 'z';
+            for (uint64_t i = 0; i < ev.size; i++)
+                whole &= ev.data[i] == want;
+            CHECK(whole);
+            CHECK_EQ(ev.size, next < 12 ? 256u << 10 : 3u << 20);
+            next++;
+        }
+        smartt_release(s, &ev);
+        smartt_direct_stats_get(s, &st);
+        CHECK(st.held <= 3u << 20);
+    }
+    CHECK_EQ(next, 13);
+    CHECK_EQ(two, 1);
+    smartt_direct_stats_get(s, &st);
+    CHECK_EQ(st.held, 0);
+    CHECK_EQ(st.received, 14);
+    CHECK_EQ(st.cut, 0);
+    smartt_close(s);
+    reap(pid);
+}
+
+/* A placer for the tests: takes messages into buf from byte 8 on, keeping their head. */
+struct tplace {
+    unsigned char *buf;
+    size_t cap;
+    unsigned char head[8];
+    int placed, cut;
+    void *cut_buf;
+};
+static void *tplace_cb(void *ctx, const smartt_addr *from, uint32_t endpoint, uint64_t size,
+                       const unsigned char *head, size_t nhead, size_t *skip)
+{
+    struct tplace *t = ctx;
+    (void)from, (void)endpoint;
+    if (nhead < 8 || size - 8 > t->cap)
+        return NULL;
+    memcpy(t->head, head, 8);
+    t->placed++;
+    *skip = 8;
+    return t->buf;
+}
+static void tcut_cb(void *ctx, void *buf)
+{
+    struct tplace *t = ctx;
+    t->cut++, t->cut_buf = buf;
+}
+
+static void script_cut(int c)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+        _exit(5);
+    peer_frame(c, 1, sv[0]);
+    static char body[101];
+    memset(body, 'q', 100);
+    msg(sv[1], 1, 1 << 20, body); /* 100 of 1 MiB, then the writer goes */
+    close(sv[1]);
+}
+
+/* A placed message whose pair ends in its middle: the placer gets its buffer back (cut),
+ * the message is counted cut and never delivered. */
+TEST(fake_place_cut)
+{
+    pid_t pid = fake(script_cut);
+    smartt_session *s = open_direct();
+    if (!s) {
+        reap(pid);
+        return;
+    }
+    static unsigned char buf[1 << 20];
+    struct tplace t = {.buf = buf, .cap = sizeof buf};
+    smartt_placer pl = {.place = tplace_cb, .cut = tcut_cb, .ctx = &t, .min_size = 1024};
+    CHECK_EQ(smartt_set_placer(s, &pl), 0);
+    smartt_event ev;
+    CHECK_EQ(smartt_recv(s, &ev, 500), SMARTT_ETIMEDOUT);
+    smartt_direct_stats st;
+    smartt_direct_stats_get(s, &st);
+    CHECK_EQ(t.placed, 1);
+    CHECK_EQ(t.cut, 1);
+    CHECK(t.cut_buf == buf);
+    CHECK(memcmp(t.head, "qqqqqqqq", 8) == 0);
+    CHECK_EQ(st.placed, 1);
+    CHECK_EQ(st.cut, 1);
+    CHECK_EQ(st.held, 0);
+    smartt_close(s);
+    reap(pid);
+}
+
 /* ---- live: sessions of one real daemon ---- */
 
 static smartt_session *live(uint32_t *ep)
@@ -485,6 +630,157 @@ TEST(live_backpressure)
     smartt_close(b);
 }
 
+/* Borrowed sends: a 32 MiB message in three pieces to a receiver that is not reading is
+ * written in part and the rest borrowed (no copy); a send while more than 1 MiB waits
+ * answers SMARTT_EAGAIN; once the receiver reads, the message arrives whole and SENT
+ * follows. A destination with no pair answers SMARTT_ENOTSUP, nothing sent. */
+TEST(live_borrow)
+{
+    uint32_t ea, eb;
+    smartt_session *a = live(&ea), *b = live(&eb);
+    if (!a || !b)
+        return;
+    smartt_addr tb, none;
+    smartt_addr_parse(&tb, aaddr, eb);
+    smartt_addr_parse(&none, aaddr, eb + 1);
+    unsigned char small[64];
+    for (long v = 0; v < 2; v++) { /* the first through the daemon; it asks for the pair */
+        seq_buf(small, sizeof small, v);
+        CHECK_EQ(smartt_send(a, &tb, small, sizeof small, NULL, TMO), 0);
+        CHECK_EQ(recv_seq(b, TMO, ea), v);
+    }
+    int borrowed = -1;
+    uint32_t tag = 0;
+    struct iovec one = {small, sizeof small};
+    CHECK_EQ(smartt_sendv_direct(a, &none, &one, 1, &tag, &borrowed), SMARTT_ENOTSUP);
+    CHECK_EQ(borrowed, 0);
+    enum { SZ = 32 << 20 };
+    unsigned char *big = malloc(SZ);
+    if (!big)
+        return;
+    seq_buf(big, SZ, 7);
+    struct iovec v[3] = {{big, 100}, {big + 100, SZ / 2}, {big + 100 + SZ / 2, SZ / 2 - 100}};
+    CHECK_EQ(smartt_sendv_direct(a, &tb, v, 3, &tag, &borrowed), 0);
+    CHECK_EQ(borrowed, 1);
+    int b2 = -1;
+    CHECK_EQ(smartt_sendv_direct(a, &tb, &one, 1, NULL, &b2), SMARTT_EAGAIN);
+    smartt_event ev;
+    int sent = 0, got = 0;
+    for (int i = 0; i < 20000 && !(sent && got); i++) {
+        smartt_progress(a);
+        while (smartt_poll_outcome(a, &ev) == 1)
+            sent += ev.tag == tag && ev.type == SMARTT_EV_SENT;
+        if (!got && smartt_recv(b, &ev, 1) == 0) {
+            CHECK_EQ(ev.size, SZ);
+            CHECK(ev.size == SZ && memcmp(ev.data, big, SZ) == 0);
+            smartt_release(b, &ev);
+            got = 1;
+        }
+    }
+    CHECK_EQ(got, 1);
+    CHECK_EQ(sent, 1);
+    free(big);
+    smartt_close(a);
+    smartt_close(b);
+}
+
+/* A placer: a 512 KiB message over the pair is read straight into the placer's buffer
+ * from the byte it skipped to (placed, its head seen by the placer, nothing held); a
+ * small one below min_size arrives as usual. */
+TEST(live_place)
+{
+    uint32_t ea, eb;
+    smartt_session *a = live(&ea), *b = live(&eb);
+    if (!a || !b)
+        return;
+    smartt_addr tb;
+    smartt_addr_parse(&tb, aaddr, eb);
+    unsigned char small[64];
+    for (long v = 0; v < 2; v++) {
+        seq_buf(small, sizeof small, v);
+        CHECK_EQ(smartt_send(a, &tb, small, sizeof small, NULL, TMO), 0);
+        CHECK_EQ(recv_seq(b, TMO, ea), v);
+    }
+    enum { SZ = 512 << 10 };
+    static unsigned char out[SZ], in[SZ];
+    struct tplace t = {.buf = in, .cap = sizeof in};
+    smartt_placer pl = {.place = tplace_cb, .cut = tcut_cb, .ctx = &t, .min_size = 1024};
+    CHECK_EQ(smartt_set_placer(b, &pl), 0);
+    seq_buf(out, SZ, 11);
+    CHECK_EQ(smartt_send(a, &tb, out, SZ, NULL, TMO), 0);
+    smartt_event ev;
+    CHECK_EQ(smartt_recv(b, &ev, TMO), 0);
+    CHECK_EQ(ev.placed, 1);
+    CHECK(ev.data == in);
+    CHECK_EQ(ev.size, SZ - 8);
+    CHECK(memcmp(in, out + 8, SZ - 8) == 0 && memcmp(t.head, out, 8) == 0);
+    smartt_release(b, &ev);
+    seq_buf(small, sizeof small, 2);
+    CHECK_EQ(smartt_send(a, &tb, small, sizeof small, NULL, TMO), 0);
+    CHECK_EQ(recv_seq(b, TMO, ea), 2);
+    smartt_direct_stats st;
+    smartt_direct_stats_get(b, &st);
+    CHECK_EQ(st.placed, 1);
+    CHECK_EQ(t.placed, 1);
+    CHECK_EQ(t.cut, 0);
+    CHECK_EQ(st.held, 0);
+    smartt_close(a);
+    smartt_close(b);
+}
+
+/* Closing a session writes what its pairs still hold (its messages were accepted), as a
+ * socket's close does: a child sends 40 x 256 KiB to a slow reader and closes at once;
+ * every message arrives whole and in order, none cut. */
+TEST(live_close_linger)
+{
+    uint32_t eb;
+    smartt_session *b = live(&eb);
+    int up[2];
+    if (!b || pipe(up))
+        return;
+    enum { N = 40, SZ = 256 << 10 };
+    pid_t pid = fork();
+    if (pid == 0) {
+        smartt_session *c = NULL;
+        smartt_options o = {.direct = 1};
+        uint32_t ec;
+        if (smartt_open(&c, asock, &o) || smartt_bind(c, 0, &ec, TMO))
+            _exit(2);
+        if (write(up[1], &ec, sizeof ec) != sizeof ec)
+            _exit(3);
+        smartt_addr tb;
+        smartt_addr_parse(&tb, aaddr, eb);
+        static unsigned char m[SZ];
+        for (long v = 0; v < N; v++) {
+            seq_buf(m, SZ, v);
+            int r;
+            for (int i = 0; (r = smartt_send_async(c, &tb, m, SZ, NULL)) == SMARTT_EAGAIN && i < 100000; i++)
+                smartt_progress(c), usleep(200);
+            if (r)
+                _exit(4);
+        }
+        smartt_close(c); /* with bytes still queued for the pair */
+        _exit(0);
+    }
+    uint32_t ec = 0;
+    CHECK_EQ(read(up[0], &ec, sizeof ec), (ssize_t)sizeof ec);
+    long n = 0, x;
+    while ((x = recv_seq(b, 5000, ec)) >= 0) {
+        CHECK_EQ(x, n++);
+        usleep(3000); /* slower than the sender: its queue stays full */
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_EQ(n, N);
+    smartt_direct_stats sb;
+    smartt_direct_stats_get(b, &sb);
+    CHECK_EQ(sb.cut, 0);
+    CHECK(sb.received >= N - 2); /* all but the first (or two) over the pair */
+    smartt_close(b);
+    close(up[0]), close(up[1]);
+}
+
 /* A peer killed in the middle of a message: the receiver gets the whole messages before
  * it once, drops the cut one (counted), and nothing hangs; a message written to the dead
  * peer's pair fails (FAILED, "direct path: ..."), never vanishes. */
@@ -555,12 +851,17 @@ int main(void)
     RUN(fake_hostile_pairs);
     RUN(fake_frame_errors);
     RUN(fake_pairs_bound);
+    RUN(fake_recv_budget);
+    RUN(fake_place_cut);
     asock = getenv("SMARTT_A_SOCK"), aaddr = getenv("SMARTT_A_ADDR");
     if (asock && aaddr) {
         RUN(live_both_ways);
         RUN(live_mixed);
         RUN(live_cutover);
         RUN(live_backpressure);
+        RUN(live_borrow);
+        RUN(live_place);
+        RUN(live_close_linger);
         RUN(live_peer_killed);
     } else {
         printf("live tests skipped (run under python/tests/daemons.py)\n");

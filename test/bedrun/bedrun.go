@@ -259,12 +259,14 @@ type Run struct {
 	Scenario *sim.Scenario
 	faults   faults
 	control  string
-	dir      string          // the daemons' API sockets
-	log      *slog.Logger    // the daemons' logs
-	parent   []int           // per flow: the flow whose arrival starts it, -1: none
-	released []chan struct{} // per flow: closed when it arrived (or failed)
-	once     []sync.Once
-	start    time.Time
+	dir      string // the daemons' API sockets
+	// fabStopped: the run stopped its fabric itself (newRun's release leaves it).
+	fabStopped bool
+	log        *slog.Logger    // the daemons' logs
+	parent     []int           // per flow: the flow whose arrival starts it, -1: none
+	released   []chan struct{} // per flow: closed when it arrived (or failed)
+	once       []sync.Once
+	start      time.Time
 }
 
 // Report is what a run measured.
@@ -317,18 +319,11 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	fabStopped := false
-	defer func() {
-		if !fabStopped {
-			fab.Stop()
-		}
-	}()
-	dir, err := os.MkdirTemp("", "smartt-bed-")
+	r, release, err := newRun(&Run{TB: tb, Fabric: fab, Mapped: m, Scenario: sc, control: o.Control, log: o.Log}, "smartt-bed-")
+	defer release()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	r := &Run{TB: tb, Fabric: fab, Mapped: m, Scenario: sc, control: o.Control, dir: dir, log: o.Log}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -370,7 +365,7 @@ func Execute(sc *sim.Scenario, o Options) (*Report, error) {
 		res.CEEchoed += st.CEEchoed
 		res.DupData += st.DupData
 	}
-	fabStopped = true
+	r.fabStopped = true
 	if err := fab.Stop(); err != nil {
 		return nil, fmt.Errorf("switches: %w", err)
 	}
@@ -566,4 +561,24 @@ func summarise(res *sim.Result, m *Mapped) {
 			res.Ratio = float64(res.Completion) / float64(res.Ideal)
 		}
 	}
+}
+
+// newRun gives r a new temporary directory (its name starting with prefix) for its
+// daemons' sockets. release, to be deferred even on an error, stops r's fabric unless
+// the run stopped it, and removes the directory.
+func newRun(r *Run, prefix string) (*Run, func(), error) {
+	release := func() {
+		if !r.fabStopped {
+			r.Fabric.Stop()
+		}
+		if r.dir != "" {
+			os.RemoveAll(r.dir)
+		}
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, release, err
+	}
+	r.dir = dir
+	return r, release, nil
 }

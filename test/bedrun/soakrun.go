@@ -174,18 +174,11 @@ func Soak(sc *SoakScenario, o SoakOptions) (rep *SoakReport, err error) {
 	if err != nil {
 		return nil, err
 	}
-	fabStopped := false
-	defer func() {
-		if !fabStopped {
-			fab.Stop()
-		}
-	}()
-	dir, err := os.MkdirTemp("", "smartt-soak-")
+	r, release, err := newRun(&Run{TB: tb, Fabric: fab, Mapped: m, Scenario: sc.scenario(), control: o.Control, log: o.Log}, "smartt-soak-")
+	defer release()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	r := &Run{TB: tb, Fabric: fab, Mapped: m, Scenario: sc.scenario(), control: o.Control, dir: dir, log: o.Log}
 	for _, n := range tb.Plan.Hosts() {
 		r.Addrs = append(r.Addrs, netip.AddrPortFrom(tb.Plan.Nodes[n].Addr, Port))
 	}
@@ -209,7 +202,7 @@ func Soak(sc *SoakScenario, o SoakOptions) (rep *SoakReport, err error) {
 		return nil, err
 	}
 	s.stopAll()
-	fabStopped = true
+	r.fabStopped = true
 	if ferr := fab.Stop(); ferr != nil {
 		err = errors.Join(err, fmt.Errorf("switches: %w", ferr))
 	}

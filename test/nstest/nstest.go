@@ -156,6 +156,20 @@ func (ns *NS) Do(f func() error) error {
 	return nsenter.Do(ns.h, f)
 }
 
+// Interface returns the namespace's network interface name, failing t if it has none.
+func (ns *NS) Interface(t testing.TB, name string) *net.Interface {
+	t.Helper()
+	var l *net.Interface
+	if err := ns.Do(func() error {
+		var err error
+		l, err = net.InterfaceByName(name)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // Open runs open on a thread inside ns, so the sockets it makes belong to ns, fails the
 // test on error, and closes what it opened when the test ends.
 func Open[T io.Closer](t testing.TB, ns *NS, open func() (T, error)) T {
@@ -332,19 +346,9 @@ func Pair(t testing.TB) *Topo {
 // A 10.99.1.1/24 fd99:1::1/64 -- R 10.99.1.254 fd99:1::fe | 10.99.2.254 fd99:2::fe -- B 10.99.2.1/24 fd99:2::1/64.
 func Routed(t testing.TB) *Topo {
 	t.Helper()
-	tp := &Topo{A: New(t, "a"), R: New(t, "r"), B: New(t, "b"),
-		AddrA: netip.MustParseAddr("10.99.1.1"), AddrB: netip.MustParseAddr("10.99.2.1"),
-		Addr6A: netip.MustParseAddr("fd99:1::1"), Addr6B: netip.MustParseAddr("fd99:2::1")}
-	ra, rb := netip.MustParseAddr("10.99.1.254"), netip.MustParseAddr("10.99.2.254")
-	ra6, rb6 := netip.MustParseAddr("fd99:1::fe"), netip.MustParseAddr("fd99:2::fe")
-	for _, kv := range [][2]string{{"net/ipv4/ip_forward", "1"}, {"net/ipv6/conf/all/forwarding", "1"}} {
-		if err := tp.R.Sysctl(kv[0], kv[1]); err != nil {
-			t.Fatalf("nstest: sysctl %s=%s in %s: %v", kv[0], kv[1], tp.R.Name, err)
-		}
-	}
-	tp.AR = Connect(t, tp.A, tp.R, LinkOpts{IfA: "veth0", IfB: "ra",
-		A: netip.PrefixFrom(tp.AddrA, 24), B: netip.PrefixFrom(ra, 24),
-		A6: netip.PrefixFrom(tp.Addr6A, 64), B6: netip.PrefixFrom(ra6, 64)})
+	tp, ra, ra6 := routedHosts(t)
+	rb, rb6 := netip.MustParseAddr("10.99.2.254"), netip.MustParseAddr("fd99:2::fe")
+	linkAToR(t, tp, ra, ra6)
 	tp.RB = Connect(t, tp.R, tp.B, LinkOpts{IfA: "rb", IfB: "veth0",
 		A: netip.PrefixFrom(rb, 24), B: netip.PrefixFrom(tp.AddrB, 24),
 		A6: netip.PrefixFrom(rb6, 64), B6: netip.PrefixFrom(tp.Addr6B, 64)})
@@ -353,6 +357,28 @@ func Routed(t testing.TB) *Topo {
 	tp.B.Route(t, netip.MustParsePrefix("0.0.0.0/0"), rb)
 	tp.B.Route(t, netip.MustParsePrefix("::/0"), rb6)
 	return tp
+}
+
+// routedHosts makes the namespaces A, R and B of Routed and Multipath, with A's and B's
+// addresses; ra and ra6 are R's addresses on A's subnet.
+func routedHosts(t testing.TB) (tp *Topo, ra, ra6 netip.Addr) {
+	tp = &Topo{A: New(t, "a"), R: New(t, "r"), B: New(t, "b"),
+		AddrA: netip.MustParseAddr("10.99.1.1"), AddrB: netip.MustParseAddr("10.99.2.1"),
+		Addr6A: netip.MustParseAddr("fd99:1::1"), Addr6B: netip.MustParseAddr("fd99:2::1")}
+	return tp, netip.MustParseAddr("10.99.1.254"), netip.MustParseAddr("fd99:1::fe")
+}
+
+// linkAToR turns forwarding on in R (both families) and joins A's veth0 to R's ra, R at
+// ra and ra6.
+func linkAToR(t testing.TB, tp *Topo, ra, ra6 netip.Addr) {
+	for _, kv := range [][2]string{{"net/ipv4/ip_forward", "1"}, {"net/ipv6/conf/all/forwarding", "1"}} {
+		if err := tp.R.Sysctl(kv[0], kv[1]); err != nil {
+			t.Fatalf("nstest: sysctl %s=%s in %s: %v", kv[0], kv[1], tp.R.Name, err)
+		}
+	}
+	tp.AR = Connect(t, tp.A, tp.R, LinkOpts{IfA: "veth0", IfB: "ra",
+		A: netip.PrefixFrom(tp.AddrA, 24), B: netip.PrefixFrom(ra, 24),
+		A6: netip.PrefixFrom(tp.Addr6A, 64), B6: netip.PrefixFrom(ra6, 64)})
 }
 
 func netParseCIDR(p netip.Prefix) (net.IP, *net.IPNet, error) {
@@ -372,10 +398,7 @@ func Multipath(t testing.TB, n int) *Topo {
 	if n < 1 || n > 16 {
 		t.Fatalf("nstest: Multipath with %d paths: allowed 1..16", n)
 	}
-	tp := &Topo{A: New(t, "a"), R: New(t, "r"), B: New(t, "b"),
-		AddrA: netip.MustParseAddr("10.99.1.1"), AddrB: netip.MustParseAddr("10.99.2.1"),
-		Addr6A: netip.MustParseAddr("fd99:1::1"), Addr6B: netip.MustParseAddr("fd99:2::1")}
-	ra, ra6 := netip.MustParseAddr("10.99.1.254"), netip.MustParseAddr("fd99:1::fe")
+	tp, ra, ra6 := routedHosts(t)
 	for _, ns := range []*NS{tp.R, tp.B} {
 		for _, kv := range [][2]string{{"net/ipv4/conf/all/rp_filter", "0"}, {"net/ipv4/conf/default/rp_filter", "0"}} {
 			if err := ns.Sysctl(kv[0], kv[1]); err != nil {
@@ -383,14 +406,7 @@ func Multipath(t testing.TB, n int) *Topo {
 			}
 		}
 	}
-	for _, kv := range [][2]string{{"net/ipv4/ip_forward", "1"}, {"net/ipv6/conf/all/forwarding", "1"}} {
-		if err := tp.R.Sysctl(kv[0], kv[1]); err != nil {
-			t.Fatalf("nstest: sysctl %s=%s in %s: %v", kv[0], kv[1], tp.R.Name, err)
-		}
-	}
-	tp.AR = Connect(t, tp.A, tp.R, LinkOpts{IfA: "veth0", IfB: "ra",
-		A: netip.PrefixFrom(tp.AddrA, 24), B: netip.PrefixFrom(ra, 24),
-		A6: netip.PrefixFrom(tp.Addr6A, 64), B6: netip.PrefixFrom(ra6, 64)})
+	linkAToR(t, tp, ra, ra6)
 	lo, err := tp.B.nl.LinkByName("lo")
 	if err != nil {
 		t.Fatalf("nstest: lo in %s: %v", tp.B.Name, err)

@@ -41,12 +41,7 @@ func BenchmarkAckPolicy(b *testing.B) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				b.Run(fmt.Sprintf("%s/%s/seed=%d", file, pol.name, seed), func(b *testing.B) {
 					for b.Loop() {
-						sc, err := LoadScenario("scenarios/" + file + ".yaml")
-						if err != nil {
-							b.Fatal(err)
-						}
-						sc.Seed = seed
-						sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
+						sc := smarttREPS(b, file, seed)
 						pol.set(&sc.Transport.Ack)
 						sc.Transport.REPS.CleanEVs = sc.Transport.Ack.CleanEVs
 						clean := 0
@@ -56,14 +51,7 @@ func BenchmarkAckPolicy(b *testing.B) {
 							hk.NewBalancer = func(rng *rand.Rand) reps.Balancer { return &evCounter{reps.NewREPS(rc, env, rng), &clean} }
 						}
 						sc.LBName = "reps"
-						s, err := New(sc)
-						if err != nil {
-							b.Fatal(err)
-						}
-						r := s.Run()
-						if r.Completed != r.Flows {
-							b.Fatalf("%d of %d flows completed", r.Completed, r.Flows)
-						}
+						s, r := runComplete(b, sc)
 						var unmarked uint64
 						for i := range s.hosts {
 							st := s.hosts[i].ep.Stats()
@@ -126,21 +114,9 @@ func BenchmarkModelOptions(b *testing.B) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				b.Run(fmt.Sprintf("%s/%s/seed=%d", file, opt.name, seed), func(b *testing.B) {
 					for b.Loop() {
-						sc, err := LoadScenario("scenarios/" + file + ".yaml")
-						if err != nil {
-							b.Fatal(err)
-						}
-						sc.Seed = seed
-						sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
+						sc := smarttREPS(b, file, seed)
 						opt.set(sc)
-						s, err := New(sc)
-						if err != nil {
-							b.Fatal(err)
-						}
-						r := s.Run()
-						if r.Completed != r.Flows {
-							b.Fatalf("%d of %d flows completed", r.Completed, r.Flows)
-						}
+						_, r := runComplete(b, sc)
 						b.ReportMetric(r.Ratio, "completion/ideal")
 						b.ReportMetric(r.FCT.P99Slowdown, "p99_slowdown")
 						b.ReportMetric(float64(r.Trims), "trims")
@@ -152,4 +128,29 @@ func BenchmarkModelOptions(b *testing.B) {
 			}
 		}
 	}
+}
+
+// smarttREPS loads scenarios/file.yaml with seed, under SMaRTT and REPS.
+func smarttREPS(b *testing.B, file string, seed uint64) *Scenario {
+	sc, err := LoadScenario("scenarios/" + file + ".yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc.Seed = seed
+	sc.Transport.CC, sc.Transport.LB = "smartt", "reps"
+	return sc
+}
+
+// runComplete runs sc and fails b unless every flow completed; it returns the simulation
+// and its result.
+func runComplete(b *testing.B, sc *Scenario) (*Sim, *Result) {
+	s, err := New(sc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := s.Run()
+	if r.Completed != r.Flows {
+		b.Fatalf("%d of %d flows completed", r.Completed, r.Flows)
+	}
+	return s, r
 }

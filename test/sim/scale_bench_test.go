@@ -55,11 +55,7 @@ func BenchmarkScale(b *testing.B) {
 		round++
 		b.StartTimer()
 	}
-	med := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
+	med := median
 	for _, n := range sizes {
 		b.ReportMetric(slices.Min(hps[n])/1e6, "Mhops/s-"+n+"-min")
 		b.ReportMetric(med(hps[n])/1e6, "Mhops/s-"+n+"-med")
@@ -68,4 +64,11 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(slices.Min(ratio), "ratio-min")
 	b.ReportMetric(med(ratio), "ratio-med")
 	b.ReportMetric(slices.Max(ratio), "ratio-max")
+}
+
+// median returns the middle of v's values (the upper one of an even count).
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
 }

@@ -85,11 +85,7 @@ func BenchmarkShards(b *testing.B) {
 				round++
 				b.StartTimer()
 			}
-			med := func(v []float64) float64 {
-				v = slices.Clone(v)
-				slices.Sort(v)
-				return v[len(v)/2]
-			}
+			med := median
 			b.ReportMetric(slices.Min(speedup), "speedup-min")
 			b.ReportMetric(med(speedup), "speedup-med")
 			b.ReportMetric(slices.Max(speedup), "speedup-max")

@@ -149,16 +149,7 @@ func TestPermutationECMPvsSpraying(t *testing.T) {
 	topo := TopologyConfig{Kind: "fattree2", Hosts: 64, Radix: 16, LinkRate: 100e9, LinkLatency: 500, SwitchLatency: 500}
 	res := map[string]*Result{}
 	for _, lb := range []string{"ecmp", "ops", "reps"} {
-		sc := scenario(topo, WorkloadConfig{Kind: "permutation", Size: 1 << 20})
-		// With a fixed window (no congestion control), colliding flows keep trimming
-		// each other's retransmissions: allow the engine's maximum retransmissions.
-		sc.Transport.MaxRetransmits = 255
-		sc.Transport.LB = lb
-		r := run(t, sc)
-		if r.Completed != 64 {
-			t.Fatalf("%s: %d of 64 flows completed", lb, r.Completed)
-		}
-		res[lb] = r
+		res[lb] = permutation64(t, topo, lb)
 	}
 	if s := res["ecmp"].FCT.MaxSlowdown; s < 1.5 {
 		t.Fatalf("ECMP max slowdown %.2f: expected hash collisions to at least 1.5x", s)
@@ -230,4 +221,20 @@ func TestCCNeedsECN(t *testing.T) {
 	if _, err := New(sc); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// permutation64 runs a permutation of 1 MiB flows over topo's 64 hosts under balancer lb
+// and fails t unless all 64 complete. With a fixed window (no congestion control),
+// colliding flows keep trimming each other's retransmissions: it allows the engine's
+// maximum retransmissions.
+func permutation64(t *testing.T, topo TopologyConfig, lb string) *Result {
+	t.Helper()
+	sc := scenario(topo, WorkloadConfig{Kind: "permutation", Size: 1 << 20})
+	sc.Transport.MaxRetransmits = 255
+	sc.Transport.LB = lb
+	r := run(t, sc)
+	if r.Completed != 64 {
+		t.Fatalf("%s %s: %d of 64 flows completed", topo.Routing, lb, r.Completed)
+	}
+	return r
 }

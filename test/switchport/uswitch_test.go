@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/smartt-transport/smartt/test/netbed"
 	"github.com/smartt-transport/smartt/test/switchport"
 	"github.com/smartt-transport/smartt/test/uswitch"
 )
@@ -29,19 +30,8 @@ func TestPlugsIntoUswitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := uswitch.Model{
-		Arrive: func(now int64, f *uswitch.Frame, size int, data, ect bool) uswitch.Verdict {
-			return uswitch.Verdict(p.Arrive(now, f, size, data, ect))
-		},
-		Advance:   p.Advance,
-		NextStart: p.NextStart,
-		Pop: func() (uswitch.Departure, bool) {
-			d, ok := p.Pop()
-			return uswitch.Departure{Frame: d.Item, End: d.End, Trimmed: d.Trimmed, Marked: d.Marked}, ok
-		},
-	}
 	const delay = 1000
-	q := uswitch.NewModelQueue(m, delay, 46)
+	q := netbed.ModelQueue(p, delay, 46)
 	var in []*uswitch.Frame
 	for range 5 {
 		f := frame()
@@ -109,19 +99,7 @@ func TestUswitchReturnToSender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := uswitch.Model{
-		Arrive: func(now int64, f *uswitch.Frame, size int, data, ect bool) uswitch.Verdict {
-			return uswitch.Verdict(p.Arrive(now, f, size, data, ect))
-		},
-		Advance:   p.Advance,
-		NextStart: p.NextStart,
-		Pop: func() (uswitch.Departure, bool) {
-			d, ok := p.Pop()
-			return uswitch.Departure{Frame: d.Item, End: d.End, Trimmed: d.Trimmed, Marked: d.Marked}, ok
-		},
-		PopReturned: p.PopReturned,
-	}
-	q := uswitch.NewModelQueue(m, 1000, 46)
+	q := netbed.ModelQueue(p, 1000, 46)
 	var in []*uswitch.Frame
 	for i := range 5 {
 		f := frame(i)

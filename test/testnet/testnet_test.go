@@ -224,14 +224,20 @@ func TestRED(t *testing.T) {
 		}
 		return (N - 1 - k) * size
 	}
-	marks := make([]int, N)
-	for seed := uint64(1); seed <= runs; seed++ {
+	// burst sends N packets of ECN codepoint ecn into the RED port at once.
+	burst := func(seed uint64, ecn uint8) (*Network, *sender) {
 		n := New(Config{}, seed)
 		a, b := newSender(addrB, size, N), sink()
+		a.ecn = ecn
 		n.Attach(addrA, a, HostConfig{})
 		n.Attach(addrB, b, HostConfig{Port: PortConfig{Rate: 10e9, KminBytes: kmin, KmaxBytes: kmax}})
 		n.Wake(addrA)
 		n.RunUntil(1e9, nil)
+		return n, b
+	}
+	marks := make([]int, N)
+	for seed := uint64(1); seed <= runs; seed++ {
+		n, b := burst(seed, transport.ECT0)
 		ce := 0
 		for _, x := range b.got {
 			switch x.ecn {
@@ -276,13 +282,7 @@ func TestRED(t *testing.T) {
 
 	// Not-ECT packets are never marked; ECT(1) is.
 	for _, ecn := range []uint8{transport.NotECT, transport.ECT1} {
-		n := New(Config{}, 1)
-		a, b := newSender(addrB, size, N), sink()
-		a.ecn = ecn
-		n.Attach(addrA, a, HostConfig{})
-		n.Attach(addrB, b, HostConfig{Port: PortConfig{Rate: 10e9, KminBytes: kmin, KmaxBytes: kmax}})
-		n.Wake(addrA)
-		n.RunUntil(1e9, nil)
+		n, b := burst(1, ecn)
 		ce := 0
 		for _, x := range b.got {
 			if x.ecn == transport.CE {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smartt-transport/smartt/test/netbed"
 	"github.com/smartt-transport/smartt/test/switchport"
 	"github.com/smartt-transport/smartt/test/uswitch"
 )
@@ -24,19 +25,7 @@ func TestReturnToSenderOverTheWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := uswitch.Model{
-			Arrive: func(now int64, f *uswitch.Frame, size int, data, ect bool) uswitch.Verdict {
-				return uswitch.Verdict(p.Arrive(now, f, size, data, ect))
-			},
-			Advance:   p.Advance,
-			NextStart: p.NextStart,
-			Pop: func() (uswitch.Departure, bool) {
-				d, ok := p.Pop()
-				return uswitch.Departure{Frame: d.Item, End: d.End, Trimmed: d.Trimmed, Marked: d.Marked}, ok
-			},
-			PopReturned: p.PopReturned,
-		}
-		return uswitch.NewModelQueue(m, 10_000, 46)
+		return netbed.ModelQueue(p, 10_000, 46)
 	}})
 	rx := udp(t, tb, "h4", func() (*net.UDPConn, error) { return net.ListenUDP("udp4", &net.UDPAddr{Port: 9000}) })
 	rx.SetReadBuffer(4 << 20)

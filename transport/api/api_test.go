@@ -81,14 +81,20 @@ func openBound(t testing.TB, c *client.Client, ep uint32) *client.Session {
 	return s
 }
 
+// daemonPair starts daemons at addrA and addrB, their configs adjusted by modA and modB,
+// on one in-memory network, their sockets in one short directory.
+func daemonPair(t testing.TB, modA, modB func(*smarttd.Config)) (a, b *smarttd.Daemon) {
+	t.Helper()
+	mn := daemon.NewMemNet()
+	dir := shortDir(t)
+	return startDaemon(t, mn, addrA, dir, modA), startDaemon(t, mn, addrB, dir, modB)
+}
+
 // boundPair starts daemons at addrA and addrB (modB adjusts b's config) on one in-memory
 // network and binds endpoint 1 on a (s) and endpoint 2 on b (r).
 func boundPair(t *testing.T, modB func(*smarttd.Config)) (a, b *smarttd.Daemon, s, r *client.Session) {
 	t.Helper()
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a = startDaemon(t, mn, addrA, dir, nil)
-	b = startDaemon(t, mn, addrB, dir, modB)
+	a, b = daemonPair(t, nil, modB)
 	return a, b, openBound(t, client.New(a.Config.API.Socket), 1), openBound(t, client.New(b.Config.API.Socket), 2)
 }
 
@@ -236,10 +242,7 @@ func TestSocketPathSetup(t *testing.T) {
 }
 
 func TestMessagingAndIsolation(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, nil)
+	a, b := daemonPair(t, nil, nil)
 	ca, cb := client.New(a.Config.API.Socket), client.New(b.Config.API.Socket)
 	sender := openBound(t, ca, 1)
 	r1 := openBound(t, cb, 10)
@@ -491,10 +494,7 @@ func rawSession(t *testing.T, path string, ep uint32) net.Conn {
 }
 
 func TestVanishingClientLeaksNothing(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, nil)
+	a, b := daemonPair(t, nil, nil)
 	// Warm up: goroutines of HTTP keep-alive and the like exist before we count.
 	warm := openBound(t, client.New(a.Config.API.Socket), 99)
 	warm.Close()
@@ -582,10 +582,7 @@ func openFDs(t *testing.T) int {
 }
 
 func TestSendMemfdZeroCopy(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, func(c *smarttd.Config) { c.API.MaxMessage = 8 << 20 })
-	b := startDaemon(t, mn, addrB, dir, nil)
+	a, b := daemonPair(t, func(c *smarttd.Config) { c.API.MaxMessage = 8 << 20 }, nil)
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(b.Config.API.Socket), 2)
 	before := openFDs(t)

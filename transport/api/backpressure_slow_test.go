@@ -220,11 +220,8 @@ func TestBackpressureSleepingReceiver(t *testing.T) {
 // is held back, not disconnected: the messages that do not fit wait, nothing is dropped,
 // and once it releases, every message arrives in order.
 func TestRingClientHoldingMessagesIsHeldBack(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
 	const n = 16 << 10
-	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) {
+	a, b := daemonPair(t, nil, func(c *smarttd.Config) {
 		c.API.MaxRecvQueue, c.API.WriteTimeout = 64<<10, config.Duration(200*time.Millisecond)
 	})
 	s := openBound(t, client.New(a.Config.API.Socket), 1)

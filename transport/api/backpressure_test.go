@@ -11,7 +11,6 @@ import (
 
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/client"
-	"github.com/smartt-transport/smartt/transport/daemon"
 	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
@@ -76,11 +75,8 @@ func heapInUse() int64 {
 // every message (93 MB here, while recv_queued_bytes said 22 KB). Once the client reads,
 // every message arrives, in order, once.
 func TestTinyMessagesChargeWhatTheyHold(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
 	const limit = 1 << 20
-	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) {
+	a, b := daemonPair(t, nil, func(c *smarttd.Config) {
 		c.API.MaxRecvQueue, c.API.SocketBuffer = limit, 0 // the kernel's default: small beside the queue
 	})
 	idle := rawSession(t, b.Config.API.Socket, 5) // binds, does not read yet

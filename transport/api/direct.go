@@ -22,6 +22,14 @@ import (
 // first: it starts reading the pair only then) and answers the asker with FrameDirectOK
 // at once; the first grant between two sessions creates the pair and passes one end with
 // each frame. The daemon keeps no descriptor of a pair once it wrote them.
+//
+// A client learns which passed descriptor is which pair only from frame order, so the
+// first frame naming a pair that reaches a session must bring its end: grants are
+// serialised (server.directMu) from the pair table through both frames being queued,
+// so a grant that finds the pair known (the other session asking at the same moment)
+// queues its frames behind the new pair's. Its DirectOK may still overtake a
+// DirectPeer held behind local messages waiting for room: that client then finds the
+// pair unknown and sends through the daemon until it asks again.
 
 // maxDirectPairs bounds the pairs a session takes part in: each costs its client a
 // descriptor and a reader; beyond it, messages to new local peers go through the daemon.
@@ -29,6 +37,8 @@ var maxDirectPairs = 1024
 
 // handleDirect answers a FrameDirect from this session for endpoint ep at to.
 func (x *session) handleDirect(tag uint32, to netip.AddrPort, ep uint32) {
+	x.srv.directMu.Lock()
+	defer x.srv.directMu.Unlock()
 	st, pair, mine := x.grantDirect(to, ep)
 	if st == apitypes.DirectNew || st == apitypes.DirectKnown {
 		x.srv.directGrants.Add(1)

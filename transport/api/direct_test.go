@@ -5,6 +5,7 @@ package api_test
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -199,12 +200,23 @@ func recvOne(t *testing.T, r *client.Session) {
 	m.Release()
 }
 
-// readFrameFD reads one frame (header and payload, sent with one sendmsg) and the
-// descriptor passed with it, if any (-1).
+// readFrameFD reads one frame with a payload of the given length and the descriptor
+// passed with it, if any (-1).
 func readFrameFD(t *testing.T, conn net.Conn, payload int) (api.Header, []byte, int) {
 	t.Helper()
+	h, p, fd := readAnyFrameFD(t, conn)
+	if len(p) != payload {
+		t.Fatalf("frame 0x%02x: %d bytes of payload, want %d", h.Type, len(p), payload)
+	}
+	return h, p, fd
+}
+
+// readAnyFrameFD reads one frame (header and payload, sent with one sendmsg) and the
+// descriptor passed with it, if any (-1).
+func readAnyFrameFD(t *testing.T, conn net.Conn) (api.Header, []byte, int) {
+	t.Helper()
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	b := make([]byte, api.HeaderLen+payload)
+	b := make([]byte, api.HeaderLen)
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := conn.(*net.UnixConn).ReadMsgUnix(b, oob)
 	if err != nil || n != len(b) {
@@ -214,6 +226,10 @@ func readFrameFD(t *testing.T, conn net.Conn, payload int) (api.Header, []byte, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := make([]byte, h.Len)
+	if _, err := io.ReadFull(conn, p); err != nil {
+		t.Fatalf("frame 0x%02x payload: %v", h.Type, err)
+	}
 	fd := -1
 	if oobn > 0 {
 		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
@@ -221,7 +237,64 @@ func readFrameFD(t *testing.T, conn net.Conn, payload int) (api.Header, []byte, 
 			fd = fds[0]
 		}
 	}
-	return h, b[api.HeaderLen:], fd
+	return h, p, fd
+}
+
+// framePair is the pair a DirectOK or DirectPeer frame names.
+func framePair(t *testing.T, h api.Header, p []byte) uint64 {
+	t.Helper()
+	if h.Type == apitypes.FrameDirectOK {
+		st, pair, err := apitypes.ParseDirectOK(p)
+		if err != nil || st == apitypes.DirectRelay {
+			t.Fatalf("DirectOK: status %d, %v", st, err)
+		}
+		return pair
+	}
+	dp, err := apitypes.ParseDirectPeer(p)
+	if err != nil || h.Type != apitypes.FrameDirectPeer {
+		t.Fatalf("frame 0x%02x: %v", h.Type, err)
+	}
+	return dp.Pair
+}
+
+// Two sessions asking for a pair to each other at the same moment: whichever grant
+// comes first, each client's first frame naming the pair brings its end of it (a
+// client learns which descriptor is whose only from that order), and the second names
+// the same pair without one. Rounds of fresh sessions make the two asks overlap.
+func TestDirectPathBothAsk(t *testing.T) {
+	mn := daemon.NewMemNet()
+	a := startDaemon(t, mn, addrA, shortDir(t), nil)
+	const direct = "smartt-msg/2\r\n" + apitypes.DirectHeader + ": 1"
+	for round := range 300 {
+		ep := uint32(100 + 2*round)
+		x, _, _ := upgradeRaw(t, a.Config.API.Socket, direct)
+		y, _, _ := upgradeRaw(t, a.Config.API.Socket, direct)
+		bindRaw(t, x, ep)
+		bindRaw(t, y, ep+1)
+		start := make(chan struct{})
+		go func() { <-start; writeFrame(y, apitypes.FrameDirect, 9, apitypes.AppendDirectReq(nil, addrA, ep)) }()
+		close(start)
+		writeFrame(x, apitypes.FrameDirect, 9, apitypes.AppendDirectReq(nil, addrA, ep+1))
+		var pairs [4]uint64
+		for i, c := range []net.Conn{x, x, y, y} {
+			h, p, fd := readAnyFrameFD(t, c)
+			pairs[i] = framePair(t, h, p)
+			if (fd >= 0) != (i%2 == 0) {
+				t.Fatalf("round %d, session %d, frame %d (0x%02x): descriptor %d", round, i/2, i%2, h.Type, fd)
+			}
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+		if pairs[1] != pairs[0] || pairs[2] != pairs[0] || pairs[3] != pairs[0] {
+			t.Fatalf("round %d: pairs %v", round, pairs)
+		}
+		x.Close()
+		y.Close()
+	}
+	if st := a.API.Stats(); st.DirectPairs != 300 || st.DirectGrants != 600 {
+		t.Fatalf("direct_pairs %d, direct_grants %d", st.DirectPairs, st.DirectGrants)
+	}
 }
 
 // The direct path's frames from raw clients: a Direct frame without the direct path

@@ -10,7 +10,6 @@ import (
 
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/client"
-	"github.com/smartt-transport/smartt/transport/daemon"
 )
 
 // lazySession opens a raw session with lazy Sent frames (LazySentHeader) bound to ep.
@@ -75,10 +74,7 @@ func lazySendFrames(tag uint32, ep uint32, body string) []byte {
 // in the same write), until the client asks for it (WantSent), or for at most a
 // millisecond.
 func TestLazySentFrames(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, nil)
+	a, b := daemonPair(t, nil, nil)
 	conn, br := lazySession(t, a.Config.API.Socket, 1)
 	peer := openBound(t, client.New(b.Config.API.Socket), 2)
 	go func() { // the peer answers every message with one back to endpoint 1
@@ -137,10 +133,7 @@ func TestLazySentFrames(t *testing.T) {
 // The Go client opens lazy sessions: Send (which waits) and SendAsync with a reply both
 // complete, and Send's Sent is not held for the millisecond (it asks for it).
 func TestClientLazySent(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, nil)
+	a, b := daemonPair(t, nil, nil)
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	peer := openBound(t, client.New(b.Config.API.Socket), 2)
 	go func() {

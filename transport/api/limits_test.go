@@ -34,10 +34,7 @@ func sessionsOf(t *testing.T, d *smarttd.Daemon) []api.SessionInfo {
 // (64 MiB by default; it was 2 GiB) behind the one message stuck in the write to it: the
 // rest is dropped, counted, and the client told.
 func TestClientThatNeverReadsQueuesAtMostMaxRecvQueue(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, nil)
-	b := startDaemon(t, mn, addrB, dir, func(c *smarttd.Config) { c.API.RecvBackpressure = false })
+	a, b := daemonPair(t, nil, func(c *smarttd.Config) { c.API.RecvBackpressure = false })
 	limit := api.DefaultConfig().MaxRecvQueue
 	held := int64(4<<20) + 64<<10 // a 4 MiB message's receive chunks and overhead
 	if limit > 64<<20 {
@@ -144,6 +141,20 @@ func TestMaxOutstandingTotalRefusesTheMessageOnly(t *testing.T) {
 	}
 }
 
+// frameBody parses the frame header hb and reads the frame's payload from conn.
+func frameBody(t *testing.T, conn net.Conn, hb []byte) (api.Header, []byte) {
+	t.Helper()
+	h, err := api.ParseHeader(hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, h.Len)
+	if _, err := io.ReadFull(conn, p); err != nil {
+		t.Fatal(err)
+	}
+	return h, p
+}
+
 // readFrames reads frames from a raw session until it closes (or 5 s pass).
 func readFrames(t *testing.T, conn net.Conn) (frames []api.Header, payloads [][]byte) {
 	t.Helper()
@@ -156,14 +167,7 @@ func readFrames(t *testing.T, conn net.Conn) (frames []api.Header, payloads [][]
 			}
 			t.Fatalf("after %d frames: %v (session not closed)", len(frames), err)
 		}
-		h, err := api.ParseHeader(hb[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := make([]byte, h.Len)
-		if _, err := io.ReadFull(conn, p); err != nil {
-			t.Fatal(err)
-		}
+		h, p := frameBody(t, conn, hb[:])
 		frames, payloads = append(frames, h), append(payloads, p)
 	}
 }

@@ -171,15 +171,7 @@ func readFrame(t *testing.T, conn net.Conn) (api.Header, []byte) {
 	if _, err := io.ReadFull(conn, hb[:]); err != nil {
 		t.Fatal(err)
 	}
-	h, err := api.ParseHeader(hb[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := make([]byte, h.Len)
-	if _, err := io.ReadFull(conn, p); err != nil {
-		t.Fatal(err)
-	}
-	return h, p
+	return frameBody(t, conn, hb[:])
 }
 
 func release(conn net.Conn, tags ...uint32) {

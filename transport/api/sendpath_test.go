@@ -212,10 +212,7 @@ func TestSendBatch(t *testing.T) {
 // refuses for its size fails as a streamed one would; every memfd is closed afterwards.
 func TestSendAsyncMemfdThreshold(t *testing.T) {
 	const th = 64 << 10
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a := startDaemon(t, mn, addrA, dir, func(c *smarttd.Config) { c.API.MaxMessage = 4 << 20 })
-	b := startDaemon(t, mn, addrB, dir, nil)
+	a, b := daemonPair(t, func(c *smarttd.Config) { c.API.MaxMessage = 4 << 20 }, nil)
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(b.Config.API.Socket), 2)
 	before := openFDs(t)
@@ -283,9 +280,7 @@ func TestSendAsyncMemfdThreshold(t *testing.T) {
 // outstanding, goes through a few memfds rewritten once each message's outcome arrived,
 // and every message arrives intact and once.
 func TestSendAsyncMemfdReuse(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a, b := startDaemon(t, mn, addrA, dir, nil), startDaemon(t, mn, addrB, dir, nil)
+	a, b := daemonPair(t, nil, nil)
 	s := openBound(t, client.New(a.Config.API.Socket), 1)
 	r := openBound(t, client.New(b.Config.API.Socket), 2)
 	s.SetSendFDThreshold(1 << 20)
@@ -380,9 +375,7 @@ func memfdOf(t *testing.T, size int64, data []byte, seals int) int {
 // message is its start), and refuses one that may shrink or grow, or is too small
 // (code 9); the session goes on.
 func TestSendFDSealsAndSizes(t *testing.T) {
-	mn := daemon.NewMemNet()
-	dir := shortDir(t)
-	a, b := startDaemon(t, mn, addrA, dir, nil), startDaemon(t, mn, addrB, dir, nil)
+	a, b := daemonPair(t, nil, nil)
 	conn := rawSession(t, a.Config.API.Socket, 1)
 	r := openBound(t, client.New(b.Config.API.Socket), 2)
 	uc := conn.(*net.UnixConn)

@@ -249,6 +249,8 @@ type Server struct {
 	ringSessions                                                             atomic.Int64
 	localWaiting                                                             atomic.Int64 // local messages waiting for room (local.go)
 
+	directMu sync.Mutex // one direct-path grant at a time (direct.go)
+
 	placeMu  sync.Mutex
 	placeSeq uint64
 	places   map[uint64]placement // slots the engine receives messages into (Place)

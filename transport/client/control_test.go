@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,12 +18,7 @@ import (
 // counting connections and requests.
 func fakeControl(t *testing.T, answer func(i int) string) (path string, conns, reqs *atomic.Int64) {
 	t.Helper()
-	path = filepath.Join(t.TempDir(), "d.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	path, ln := unixListener(t)
 	conns, reqs = new(atomic.Int64), new(atomic.Int64)
 	go func() {
 		for {

@@ -3,12 +3,8 @@ package client_test
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -64,29 +60,18 @@ type received struct {
 // but refuses memfds with code 9 when refuse is set; what it got goes to the channel.
 func sendFDDaemon(t *testing.T, advertise, refuse bool) (*client.Client, <-chan received) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "d.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	path, ln := unixListener(t)
 	got := make(chan received, 64)
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
+	go acceptOne(ln, func(conn net.Conn) {
 		fc := &fdConn{uc: conn.(*net.UnixConn)}
 		br := bufio.NewReader(fc)
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
 		hdr := ""
 		if advertise {
 			hdr = apitypes.SendFDHeader + ": 1\r\n"
 		}
-		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+apitypes.Protocol+"\r\n"+hdr+"\r\n")
+		if !upgrade(conn, br, hdr) {
+			return
+		}
 		sent := func(tag uint32) {
 			out := apitypes.AppendHeader(nil, apitypes.Header{Type: apitypes.FrameSent, Tag: tag, Len: apitypes.SentInfoLen})
 			conn.Write(apitypes.SentInfo{Elapsed: time.Millisecond}.Append(out))
@@ -133,7 +118,7 @@ func sendFDDaemon(t *testing.T, advertise, refuse bool) (*client.Client, <-chan 
 				sent(h.Tag)
 			}
 		}
-	}()
+	})
 	return client.New(path), got
 }
 
@@ -162,13 +147,7 @@ func TestSendFDFallback(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			c, got := sendFDDaemon(t, v.advertise, v.refuse)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			s, err := c.Open(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			ctx, s := openSession(t, c)
 			s.SetSendFDThreshold(th)
 			to := netip.MustParseAddrPort("10.0.0.2:23600")
 			buf := make([]byte, 2<<20)

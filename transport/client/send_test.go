@@ -22,26 +22,60 @@ import (
 // the Upgrade) to serve.
 func fakeDaemon(t testing.TB, serve func(conn net.Conn, br *bufio.Reader)) *client.Client {
 	t.Helper()
+	path, ln := unixListener(t)
+	go acceptOne(ln, func(conn net.Conn) {
+		br := bufio.NewReader(conn)
+		if upgrade(conn, br, "") {
+			serve(conn, br)
+		}
+	})
+	return client.New(path)
+}
+
+// openSession opens a session of c, failing t, with a context that ends in 20 s; both
+// are released when t ends.
+func openSession(t testing.TB, c *client.Client) (context.Context, *client.Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	s, err := c.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return ctx, s
+}
+
+// unixListener listens on d.sock in a new temporary directory until t ends.
+func unixListener(t testing.TB) (string, net.Listener) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "d.sock")
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		br := bufio.NewReader(conn)
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
-		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+apitypes.Protocol+"\r\n\r\n")
-		serve(conn, br)
-	}()
-	return client.New(path)
+	return path, ln
+}
+
+// acceptOne runs serve on the first connection ln accepts, then closes it.
+func acceptOne(ln net.Listener, serve func(conn net.Conn)) {
+	conn, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	serve(conn)
+}
+
+// upgrade reads a session request from br and answers it 101 with the extra response
+// lines hdr; it reports whether a request was read.
+func upgrade(conn net.Conn, br *bufio.Reader, hdr string) bool {
+	if _, err := http.ReadRequest(br); err != nil {
+		return false
+	}
+	io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+apitypes.Protocol+"\r\n"+hdr+"\r\n")
+	return true
 }
 
 // readFrame reads one frame.
@@ -77,13 +111,7 @@ func TestSendBatchBrokenSession(t *testing.T) {
 		conn.Write(apitypes.SentInfo{Elapsed: time.Millisecond}.Append(nil))
 		io.CopyN(io.Discard, br, 1000)
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openSession(t, c)
 	to := netip.MustParseAddrPort("10.0.0.2:23600")
 	big := make([]byte, 32<<20) // far more than the socket buffers hold: the write is cut
 	msgs := []client.BatchMsg{{To: to, Endpoint: 2, Data: []byte("first")}, {To: to, Endpoint: 2, Data: big},
@@ -145,13 +173,7 @@ func TestSendAllocs(t *testing.T) {
 			}
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openSession(t, c)
 	to := netip.MustParseAddrPort("10.0.0.2:23600")
 	for _, n := range []int{64, 4 << 20} {
 		msg := make([]byte, n)

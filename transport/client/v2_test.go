@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -21,12 +19,7 @@ import (
 // as daemons before version 2 did), Open asks again for version 1 alone and gets a
 // version-1 session, on which Cancel says ErrNoCancel without writing anything.
 func TestOpenFallsBackToVersion1(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "d.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	path, ln := unixListener(t)
 	var mu sync.Mutex
 	var offers []string
 	go func() {

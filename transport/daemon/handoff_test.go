@@ -17,10 +17,7 @@ import (
 func TestHandoffFloodKeepsConnectionsQueue(t *testing.T) {
 	mn := NewMemNet()
 	ap := netip.MustParseAddrPort("10.0.0.1:23600")
-	var socks []Socket
-	for _, s := range mn.Shards(ap, 2, wire.Shard) {
-		socks = append(socks, s)
-	}
+	socks := shardSockets(mn, ap, 2, wire.Shard)
 	const queue = 64
 	n, err := NewShards(testConfig(ap.Port()), socks, Options{Seed: 11, ShardQueue: queue})
 	if err != nil {

@@ -24,8 +24,27 @@ func testConfig(port uint16) transport.Config {
 
 func startNode(t *testing.T, mn *MemNet, addr string, onRecv func(Received)) *Node {
 	t.Helper()
-	ap := netip.MustParseAddrPort(addr)
-	n, err := New(testConfig(ap.Port()), mn.Socket(ap), Options{OnReceive: onRecv, Seed: 7})
+	return startSeeded(t, mn, addr, 7, onRecv, nil)
+}
+
+// completions takes n send results, each within timeout, hands each to check, and then
+// waits for one delivery on recvd.
+func completions(t *testing.T, results <-chan SendResult, recvd <-chan struct{}, n int, timeout time.Duration, check func(SendResult)) {
+	t.Helper()
+	for range n {
+		select {
+		case r := <-results:
+			check(r)
+		case <-time.After(timeout):
+			t.Fatal("no completion")
+		}
+		<-recvd
+	}
+}
+
+// running fails t on err, else starts n and shuts it down (within 1 s) when t ends.
+func running(t *testing.T, n *Node, err error) *Node {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,17 +76,11 @@ func TestNodesExchangeMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range msgs {
-		select {
-		case r := <-results:
-			if r.Err != nil || r.Elapsed <= 0 || r.SRTT <= 0 || r.Window <= 0 {
-				t.Fatalf("bad result %+v", r)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("no completion")
+	completions(t, results, recvd, len(msgs), 10*time.Second, func(r SendResult) {
+		if r.Err != nil || r.Elapsed <= 0 || r.SRTT <= 0 || r.Window <= 0 {
+			t.Fatalf("bad result %+v", r)
 		}
-		<-recvd
-	}
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for i := range msgs {

@@ -108,17 +108,11 @@ func TestPayloadFromMessageBuffer(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for range sizes {
-				select {
-				case r := <-done:
-					if r.Err != nil {
-						t.Fatal(r.Err)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatal("no completion")
+			completions(t, done, recvd, len(sizes), 20*time.Second, func(r SendResult) {
+				if r.Err != nil {
+					t.Fatal(r.Err)
 				}
-				<-recvd
-			}
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			for i := range sizes {

@@ -26,25 +26,22 @@ func startShards(t *testing.T, mn *MemNet, addr string, n int, pick func([]byte,
 func startShardsCfg(t *testing.T, mn *MemNet, addr string, n int, pick func([]byte, int) int, onRecv func(Received), mod func(*transport.Config)) *Node {
 	t.Helper()
 	ap := netip.MustParseAddrPort(addr)
-	var socks []Socket
-	for _, s := range mn.Shards(ap, n, pick) {
-		socks = append(socks, s)
-	}
+	socks := shardSockets(mn, ap, n, pick)
 	cfg := testConfig(ap.Port())
 	if mod != nil {
 		mod(&cfg)
 	}
 	node, err := NewShards(cfg, socks, Options{OnReceive: onRecv, Seed: 11})
-	if err != nil {
-		t.Fatal(err)
+	return running(t, node, err)
+}
+
+// shardSockets is mn's n shard sockets at ap (pick steers datagrams to them) as Sockets.
+func shardSockets(mn *MemNet, ap netip.AddrPort, n int, pick func(b []byte, n int) int) []Socket {
+	var socks []Socket
+	for _, s := range mn.Shards(ap, n, pick) {
+		socks = append(socks, s)
 	}
-	node.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		node.Shutdown(ctx)
-	})
-	return node
+	return socks
 }
 
 // startSeeded starts a one-shard node with its own seed (peers with one seed would draw
@@ -57,16 +54,7 @@ func startSeeded(t *testing.T, mn *MemNet, addr string, seed uint64, onRecv func
 		mod(&cfg)
 	}
 	n, err := New(cfg, mn.Socket(ap), Options{OnReceive: onRecv, Seed: seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		n.Shutdown(ctx)
-	})
-	return n
+	return running(t, n, err)
 }
 
 // shardMsg is a message that says who sent it and its number, then pseudo-random bytes
@@ -340,10 +328,7 @@ func TestShardOfPeerSpreads(t *testing.T) {
 func TestShardsDecisionsMerged(t *testing.T) {
 	mn := NewMemNet()
 	ap := netip.MustParseAddrPort("10.0.0.1:23600")
-	var socks []Socket
-	for _, s := range mn.Shards(ap, 2, wire.Shard) {
-		socks = append(socks, s)
-	}
+	socks := shardSockets(mn, ap, 2, wire.Shard)
 	hub, err := NewShards(testConfig(23600), socks, Options{Seed: 3, TimeDecisions: true, DecisionBudget: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -390,10 +375,7 @@ func TestShardsHoldNoACKs(t *testing.T) {
 	ap := netip.MustParseAddrPort("10.0.0.1:23600")
 	cfg := testConfig(23600)
 	cfg.Ack.CompleteDelay = 100_000
-	var socks []Socket
-	for _, s := range mn.Shards(ap, 2, wire.Shard) {
-		socks = append(socks, s)
-	}
+	socks := shardSockets(mn, ap, 2, wire.Shard)
 	multi, err := NewShards(cfg, socks, Options{Seed: 3})
 	if err != nil {
 		t.Fatal(err)

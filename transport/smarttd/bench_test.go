@@ -17,6 +17,7 @@ import (
 	"github.com/smartt-transport/smartt/config"
 	"github.com/smartt-transport/smartt/reps"
 	"github.com/smartt-transport/smartt/test/nstest"
+	"github.com/smartt-transport/smartt/transport"
 	"github.com/smartt-transport/smartt/transport/client"
 	"github.com/smartt-transport/smartt/transport/seal"
 	"github.com/smartt-transport/smartt/transport/smarttd"
@@ -86,8 +87,7 @@ func BenchmarkVethAuth(b *testing.B) {
 					}
 					r := runDaemon(b, tp, b.N, lb, false, mod)
 					b.ReportMetric(r.rate, "daemon_pkts/s")
-					b.ReportMetric(r.gbps, "daemon_Gbit/s")
-					b.ReportMetric(r.retxPct, "daemon_retx_%")
+					r.goodput(b, false)
 				})
 			}
 		}
@@ -141,8 +141,7 @@ func BenchmarkVethEVRun(b *testing.B) {
 			b.Run(fmt.Sprintf("round=%d/run=%d", round, k), func(b *testing.B) {
 				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) { c.Transport.REPS.Run = reps.RunLen(k) })
 				b.ReportMetric(r.rate, "daemon_pkts/s")
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, false)
 				r.report(b)
 			})
 		}
@@ -164,8 +163,7 @@ func BenchmarkVethAckPolicy(b *testing.B) {
 						c.Transport.REPS.CleanEVs = true
 					}
 				})
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, false)
 				r.report(b)
 			})
 		}
@@ -197,8 +195,7 @@ func BenchmarkVethAckBytes(b *testing.B) {
 				r := runDaemon(b, tp, b.N, "reps", false, func(c *smarttd.Config) {
 					c.Transport.Ack.EveryBytes, c.Transport.Ack.MaxDelay = bytes, config.Duration(d)
 				})
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, false)
 				r.report(b)
 			})
 		}
@@ -217,6 +214,17 @@ type daemonRun struct {
 	ringPct             float64 // messages the receiving daemon handed over in a receive ring, % (runPair)
 }
 
+// goodput reports the run's goodput and retransmission share and, with cpu, its CPU
+// seconds per GB.
+func (r daemonRun) goodput(b *testing.B, cpu bool) {
+	b.ReportMetric(r.gbps, "daemon_Gbit/s")
+	b.ReportMetric(r.retxPct, "daemon_retx_%")
+	if cpu {
+		b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
+	}
+}
+
+// report reports the run's per-packet costs.
 func (r daemonRun) report(b *testing.B) {
 	b.ReportAllocs()
 	b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
@@ -364,26 +372,47 @@ func runPair(b *testing.B, tp *nstest.Topo, n int, o pairOpts) daemonRun {
 	// allocated and mapped; the connection's first round trips) is not charged to the
 	// steady state the run measures.
 	move(benchWarm * int64(msgSize))
-	before, ubefore, cpu0, api0 := a.Node.Stats(), udpStats(a), cpuTime(), rd.API.Stats()
+	api0 := rd.API.Stats()
 	m0, mb0 := mallocs()
-	start := time.Now()
+	m := startMeter(a)
 	move(total)
-	el := time.Since(start).Seconds()
-	cpu := cpuTime() - cpu0
+	r := m.run(total)
 	m1, mb1 := mallocs()
 	msgs := float64((total + int64(msgSize) - 1) / int64(msgSize))
-	st, ust, api1 := a.Node.Stats(), udpStats(a), rd.API.Stats()
+	r.allocsPerMsg = float64(m1-m0) / msgs
+	r.allocBytesPerMsg = float64(mb1-mb0) / msgs
+	r.ringPct = 100 * float64(rd.API.Stats().RingMsgs-api0.RingMsgs) / msgs
+	return r
+}
+
+// meter is the sender's counters and the process's CPU time at the start of a measured
+// run.
+type meter struct {
+	a     *smarttd.Daemon
+	st    transport.Stats
+	u     udp.Stats
+	cpu   float64
+	start time.Time
+}
+
+// startMeter starts measuring a run of sender a.
+func startMeter(a *smarttd.Daemon) meter {
+	return meter{a: a, st: a.Node.Stats(), u: udpStats(a), cpu: cpuTime(), start: time.Now()}
+}
+
+// run returns the rates of a run that moved total bytes since m started.
+func (m meter) run(total int64) daemonRun {
+	el := time.Since(m.start).Seconds()
+	cpu := cpuTime() - m.cpu
+	st, ust, before := m.a.Node.Stats(), udpStats(m.a), m.st
 	pkts := float64(st.DataSent - before.DataSent)
 	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
 	return daemonRun{
 		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
-		cpuPerGB:         cpu / (float64(total) / 1e9),
-		sendmmsgPerPkt:   float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
-		gsoPerPkt:        float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
-		acksPerPkt:       float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
-		allocsPerMsg:     float64(m1-m0) / msgs,
-		allocBytesPerMsg: float64(mb1-mb0) / msgs,
-		ringPct:          100 * float64(api1.RingMsgs-api0.RingMsgs) / msgs,
+		cpuPerGB:       cpu / (float64(total) / 1e9),
+		sendmmsgPerPkt: float64(ust.TxBatches-m.u.TxBatches) / max(pkts, 1),
+		gsoPerPkt:      float64(ust.TxGSOMessages-m.u.TxGSOMessages) / max(pkts, 1),
+		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
 	}
 }
 
@@ -398,6 +427,12 @@ func mallocs() (n, bytes uint64) {
 // application's share of the work counts: every byte reaches a client), then reports on
 // the returned channel.
 func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int64) <-chan error {
+	return receiveEach(ctx, s, total, nil)
+}
+
+// receiveEach is receiveAll handing each message to each, if not nil, before releasing
+// it.
+func receiveEach(ctx context.Context, s *client.Session, total int64, each func(m *client.Message)) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		for n := int64(0); n < total; {
@@ -407,6 +442,9 @@ func receiveAll(b *testing.B, ctx context.Context, s *client.Session, total int6
 				return
 			}
 			n += int64(m.Size)
+			if each != nil {
+				each(m)
+			}
 			m.Release()
 		}
 		done <- nil
@@ -454,25 +492,13 @@ func waitAll(ctx context.Context, window <-chan *client.Pending) <-chan error {
 // of the ring into one reused buffer before their release: what a client would do to give
 // Recv's callers buffers of their own (the socket path's semantics) over a ring.
 func receiveCopy(b *testing.B, ctx context.Context, s *client.Session, total int64) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		var own []byte
-		for n := int64(0); n < total; {
-			m, err := s.Recv(ctx)
-			if err != nil {
-				done <- fmt.Errorf("receiver: %v after %d of %d bytes", err, n, total)
-				return
-			}
-			n += int64(m.Size)
-			if cap(own) < len(m.Data) {
-				own = make([]byte, len(m.Data))
-			}
-			copy(own, m.Data)
-			m.Release()
+	var own []byte
+	return receiveEach(ctx, s, total, func(m *client.Message) {
+		if cap(own) < len(m.Data) {
+			own = make([]byte, len(m.Data))
 		}
-		done <- nil
-	}()
-	return done
+		copy(own, m.Data)
+	})
 }
 
 // BenchmarkVethRingCopyOut compares, with lb: ecmp and the clients' defaults, the
@@ -504,9 +530,7 @@ func BenchmarkVethRingCopyOut(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("round=%d/recv=%s", round, v), func(b *testing.B) {
 				r := runPair(b, tp, b.N, o)
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, true)
 				b.ReportMetric(r.ringPct, "ring_msgs_%")
 			})
 		}
@@ -565,8 +589,7 @@ func BenchmarkVethGather(b *testing.B) {
 							c.Transport.LB, c.Transport.REPS.Run = "reps", 1
 						}
 					})
-					b.ReportMetric(r.gbps, "daemon_Gbit/s")
-					b.ReportMetric(r.retxPct, "daemon_retx_%")
+					r.goodput(b, false)
 					r.report(b)
 				})
 			}
@@ -606,8 +629,7 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 			gots = append(gots, receiveAll(b, ctx, session(b, ctx, rd, 1), share))
 		}
 	}
-	before, ubefore, cpu0 := a.Node.Stats(), udpStats(a), cpuTime()
-	start := time.Now()
+	m := startMeter(a)
 	sendBytes(b, ctx, 4*peers, total, msgSize, func(i int, k int64) (*client.Pending, error) {
 		return s.SendAsync(dsts[i%peers], 1, msg[:k])
 	})
@@ -616,16 +638,5 @@ func runDaemonMulti(b *testing.B, tp *nstest.Topo, n, peers int, mod func(*smart
 			b.Fatal(err)
 		}
 	}
-	el := time.Since(start).Seconds()
-	cpu := cpuTime() - cpu0
-	st, ust := a.Node.Stats(), udpStats(a)
-	pkts := float64(st.DataSent - before.DataSent)
-	retx := float64(st.RetxSack + st.RetxNack + st.RetxTimeout - before.RetxSack - before.RetxNack - before.RetxTimeout)
-	return daemonRun{
-		rate: pkts / el, gbps: float64(total) * 8 / el / 1e9, retxPct: 100 * retx / max(pkts, 1),
-		cpuPerGB:       cpu / (float64(total) / 1e9),
-		sendmmsgPerPkt: float64(ust.TxBatches-ubefore.TxBatches) / max(pkts, 1),
-		gsoPerPkt:      float64(ust.TxGSOMessages-ubefore.TxGSOMessages) / max(pkts, 1),
-		acksPerPkt:     float64(st.AcksRecv-before.AcksRecv) / max(pkts, 1),
-	}
+	return m.run(total)
 }

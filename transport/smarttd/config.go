@@ -152,6 +152,13 @@ type Config struct {
 	// Each shard is an engine with its own sockets and goroutines; connections are
 	// partitioned among them (docs/datapath.md, "Engine shards").
 	Shards Shards `yaml:"shards" json:"shards"`
+	// Procs is the daemon's GOMAXPROCS: 0 (Go's default, one per CPU it may use) or
+	// 1..MaxProcs. cmd/smarttd sets it before the daemon starts. 1 suits a latency-bound
+	// daemon of one shard on a host with few cores: with a second processor idle, the Go
+	// runtime wakes a thread for it at almost every message (a futex wake-up and a
+	// context switch each), which one processor never does; bulk transfers lose the
+	// overlap of a session's reads with the engine (docs/datapath.md, "Processors").
+	Procs int `yaml:"procs" json:"procs"`
 	// MemoryLimit is what the daemon's worst-case memory (WorstCaseMemory) must fit: auto
 	// (the cgroup v2 memory.max of the daemon, if any), none, or a size.
 	MemoryLimit MemoryLimitSetting `yaml:"memory_limit" json:"memory_limit"`
@@ -267,6 +274,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout != 0 && (c.ShutdownTimeout < 1_000_000 || c.ShutdownTimeout > 600_000_000_000) {
 		bad("shutdown_timeout = %v: must be 0 (fail outstanding messages at once) or in 1ms..10m", c.ShutdownTimeout)
+	}
+	if c.Procs < 0 || c.Procs > MaxProcs {
+		bad("procs = %d: must be 0 (Go's default: one per CPU) or in 1..%d", c.Procs, MaxProcs)
 	}
 	u := &c.UDP
 	if c.Shards < 0 || c.Shards > MaxShards {
@@ -472,6 +482,9 @@ func (c *Config) View() any {
 // MaxShards bounds the shards key: the steering program names a shard by one byte of the
 // connection ID.
 const MaxShards = 256
+
+// MaxProcs bounds the procs key.
+const MaxProcs = 1024
 
 // Shards is the shards key: a count, or 0 for "auto" (GOMAXPROCS, at most MaxShards).
 type Shards int

@@ -29,7 +29,7 @@ func TestDefaultYAMLIsValidAndComplete(t *testing.T) {
 }
 
 func TestConfigErrorsNameFieldAndRange(t *testing.T) {
-	for doc, want := range map[string]string{
+	loadErrors(t, "", map[string]string{
 		"listen: 10.0.0.1:0\n":                       "listen",
 		"log_level: loud\n":                          "log_level",
 		"metrics: nocolon\n":                         "metrics",
@@ -77,12 +77,7 @@ func TestConfigErrorsNameFieldAndRange(t *testing.T) {
 		"shards: 2\nudp:\n  datapath: afxdp\n":       "shards = 2 with udp.datapath = afxdp: the AF_XDP datapath takes one shard",
 		"udp:\n  datapath: xdp\n":                    "udp.datapath = \"xdp\": must be sockets, afxdp or auto",
 		"listen: 0.0.0.0:23600\nudp:\n  mtu: 1\n":    "mtu",
-	} {
-		_, err := Load([]byte(doc))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want it to contain %q", doc, err, want)
-		}
-	}
+	})
 }
 
 // TestAuthKeyFiles: key files are read at load (mode 0600 enforced), keys never appear
@@ -145,18 +140,13 @@ func TestAuthKeyFiles(t *testing.T) {
 // `max_rto: 200` and `shutdown_timeout: 10` were accepted as 5 ns, 200 ns and 10 ns. Now
 // each is an error naming the field and the unit to add.
 func TestDurationWithoutUnitIsAnErrorNamingTheField(t *testing.T) {
-	for doc, want := range map[string]string{
+	loadErrors(t, "", map[string]string{
 		"transport:\n  min_rto: 5\n":                    "transport.min_rto: 5 has no unit; write 5us (or 5ms)",
 		"transport:\n  max_rto: 200\n":                  "transport.max_rto: 200 has no unit; write 200us (or 200ms)",
 		"shutdown_timeout: 10\n":                        "shutdown_timeout: 10 has no unit; write 10us (or 10ms)",
 		"transport:\n  reps:\n    freeze_duration: 7\n": "transport.reps.freeze_duration: 7 has no unit",
 		"transport:\n  ack:\n    max_delay: 10\n":       "transport.ack.max_delay: 10 has no unit",
-	} {
-		_, err := Load([]byte(doc))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want it to contain %q", doc, err, want)
-		}
-	}
+	})
 	// At the RTO limits.
 	for _, doc := range []string{"transport: {recv_budget: 1073741836, unproven_timeout: 5s, time_wait: 10m}\n",
 		"transport: {recv_budget: 1099511627776, idle_timeout: 1ms, unproven_timeout: 1ms, time_wait: 0s}\n", "transport: {min_rto: 1us, initial_rto: 1us, max_rto: 1us}\n",
@@ -294,16 +284,12 @@ func TestResolveRun(t *testing.T) {
 	if c := DefaultConfig(); c.Transport.REPS.Run != 0 || transport.DefaultConfig().REPS.Run != 0 {
 		t.Fatalf("default reps.run %v (engine %v), want auto in both", c.Transport.REPS.Run, transport.DefaultConfig().REPS.Run)
 	}
-	for doc, want := range map[string]string{
+	loadErrors(t, "", map[string]string{
 		"transport:\n  reps:\n    run: 0\n":   `transport.reps.run: "0": must be in 1..64 or auto`,
 		"transport:\n  reps:\n    run: 65\n":  `transport.reps.run: "65": must be in 1..64 or auto`,
 		"transport:\n  reps:\n    run: gso\n": `transport.reps.run: "gso": must be in 1..64 or auto`,
 		"transport:\n  reps:\n    run: [1]\n": `transport.reps.run`,
-	} {
-		if _, err := Load([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want it to contain %q", doc, err, want)
-		}
-	}
+	})
 }
 
 // TestConfigCompleteDelay: the daemon holds completion ACKs 500 us by default;
@@ -318,12 +304,8 @@ func TestConfigCompleteDelay(t *testing.T) {
 			t.Errorf("complete_delay %s: %v, %v; want %v", doc, c.Transport.Ack.CompleteDelay, err, want)
 		}
 	}
-	for doc, want := range map[string]string{"1001us": "ack.complete_delay = 1.001ms", "-1us": "ack.complete_delay = -1us",
-		"500": "transport.ack.complete_delay: 500 has no unit"} {
-		if _, err := Load([]byte("transport:\n  ack:\n    complete_delay: " + doc + "\n")); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("complete_delay %s: error %v, want it to contain %q", doc, err, want)
-		}
-	}
+	loadErrors(t, "transport:\n  ack:\n    complete_delay: ", map[string]string{"1001us": "ack.complete_delay = 1.001ms", "-1us": "ack.complete_delay = -1us",
+		"500": "transport.ack.complete_delay: 500 has no unit"})
 }
 
 // TestConfigBusyPoll: udp.busy_poll is off by default and takes 0..1ms with a unit; a
@@ -342,12 +324,8 @@ func TestConfigBusyPoll(t *testing.T) {
 			t.Errorf("busy_poll %s: the socket layer gets %v", doc, got)
 		}
 	}
-	for doc, want := range map[string]string{"1001us": "udp.busy_poll = 1.001ms", "-1us": "udp.busy_poll = -1us",
-		"5": "udp.busy_poll: 5 has no unit"} {
-		if _, err := Load([]byte("udp:\n  busy_poll: " + doc + "\n")); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("busy_poll %s: error %v, want it to contain %q", doc, err, want)
-		}
-	}
+	loadErrors(t, "udp:\n  busy_poll: ", map[string]string{"1001us": "udp.busy_poll = 1.001ms", "-1us": "udp.busy_poll = -1us",
+		"5": "udp.busy_poll: 5 has no unit"})
 }
 
 // api.max_control_conns takes its range's ends and defaults to 256.
@@ -359,6 +337,22 @@ func TestConfigMaxControlConns(t *testing.T) {
 		c, err := Load([]byte(fmt.Sprintf("api:\n  max_control_conns: %d\n", n)))
 		if err != nil || c.API.MaxControlConns != n {
 			t.Errorf("max_control_conns %d: %d, %v", n, c.API.MaxControlConns, err)
+		}
+	}
+}
+
+// loadErrors checks that each document, prefix+doc, fails to load with an error
+// containing its want; a non-empty prefix is a section to which doc and a newline are
+// the value.
+func loadErrors(t *testing.T, prefix string, docs map[string]string) {
+	t.Helper()
+	for doc, want := range docs {
+		full := doc
+		if prefix != "" {
+			full = prefix + doc + "\n"
+		}
+		if _, err := Load([]byte(full)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want it to contain %q", full, err, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/smartt-transport/smartt/config"
@@ -217,7 +218,7 @@ func Start(cfg Config, o Options) (*Daemon, error) {
 		metricsAt = d.MetricsAddr.String()
 	}
 	log.Info("smarttd started", "version", version.String(), "revision", version.Get().Revision, "listen", cfg.Listen, "api", cfg.API.Socket,
-		"metrics", metricsAt, "cc", tcfg.CC, "lb", tcfg.LB, "reps_run", d.REPSRun, "shards", node.NumShards(),
+		"metrics", metricsAt, "cc", tcfg.CC, "lb", tcfg.LB, "reps_run", d.REPSRun, "shards", node.NumShards(), "procs", runtime.GOMAXPROCS(0),
 		"memory_bound", config.HumanSize(bound.Total), "memory_limit", limitText(limit, where))
 	log.Info("worst-case memory "+bound.String(), "bytes", bound.Total)
 	return d, nil

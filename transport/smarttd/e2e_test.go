@@ -30,6 +30,19 @@ func startIn(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod
 }
 
 // startInSeed is startIn with the engine's random seed (0: from the clock).
+// startPair starts two daemons on port 23600 of a new namespace pair's IPv4 (v6: IPv6)
+// addresses, a's configuration changed by modA; it returns the pair, the daemons and
+// their listen addresses.
+func startPair(t testing.TB, v6 bool, modA func(*smarttd.Config)) (tp *nstest.Topo, a, b *smarttd.Daemon, la, lb netip.AddrPort) {
+	tp = nstest.Pair(t)
+	dir := tempDir(t)
+	la, lb = netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
+	if v6 {
+		la, lb = netip.AddrPortFrom(tp.Addr6A, 23600), netip.AddrPortFrom(tp.Addr6B, 23600)
+	}
+	return tp, startIn(t, tp.A, la, dir, modA), startIn(t, tp.B, lb, dir, nil), la, lb
+}
+
 func startInSeed(t testing.TB, ns *nstest.NS, listen netip.AddrPort, dir string, mod func(*smarttd.Config), seed uint64) *smarttd.Daemon {
 	t.Helper()
 	cfg := smarttd.DefaultConfig()
@@ -180,11 +193,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("large transfer: runs in the full (non-short) test pass, as CI's go test ./... does")
 	}
-	tp := nstest.Pair(t)
-	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
-	a := startIn(t, tp.A, la, dir, nil)
-	b := startIn(t, tp.B, lb, dir, nil)
+	tp, a, b, _, lb := startPair(t, false, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 2)
@@ -304,11 +313,7 @@ func TestE2EVethLargeAndSmallMessages(t *testing.T) {
 
 // TestE2EIPv6 runs the daemons on the veth pair's IPv6 addresses.
 func TestE2EIPv6(t *testing.T) {
-	tp := nstest.Pair(t)
-	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.Addr6A, 23600), netip.AddrPortFrom(tp.Addr6B, 23600)
-	a := startIn(t, tp.A, la, dir, nil)
-	b := startIn(t, tp.B, lb, dir, nil)
+	tp, a, b, _, lb := startPair(t, true, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 1)
@@ -336,11 +341,7 @@ func TestE2EOneGiBMessage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1 GiB transfer: runs in the full (non-short) test pass, as CI's go test ./... does")
 	}
-	tp := nstest.Pair(t)
-	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
-	a := startIn(t, tp.A, la, dir, func(c *smarttd.Config) { c.Transport.LB = "ecmp" })
-	b := startIn(t, tp.B, lb, dir, nil)
+	_, a, b, _, lb := startPair(t, false, func(c *smarttd.Config) { c.Transport.LB = "ecmp" })
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 1)

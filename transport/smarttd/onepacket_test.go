@@ -2,21 +2,14 @@ package smarttd_test
 
 import (
 	"context"
-	"net/netip"
 	"testing"
 	"time"
-
-	"github.com/smartt-transport/smartt/test/nstest"
 )
 
 // With the default config a message of 4 KiB (a page, the common RDMA-like size) leaves in
 // one data packet: transport.mtu leaves room for the daemon's 12-byte envelope.
 func TestE2EPageMessageIsOnePacket(t *testing.T) {
-	tp := nstest.Pair(t)
-	dir := tempDir(t)
-	la, lb := netip.AddrPortFrom(tp.AddrA, 23600), netip.AddrPortFrom(tp.AddrB, 23600)
-	a := startIn(t, tp.A, la, dir, nil)
-	b := startIn(t, tp.B, lb, dir, nil)
+	_, a, b, _, lb := startPair(t, false, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sa, sb := session(t, ctx, a, 1), session(t, ctx, b, 2)

@@ -36,9 +36,7 @@ func BenchmarkVethRecvRing(b *testing.B) {
 		}{{"socket", false, false}, {"ring", false, true}, {"memfd", true, false}, {"memfd+ring", true, true}} {
 			b.Run(fmt.Sprintf("round=%d/path=%s", round, v.name), func(b *testing.B) {
 				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", memfd: v.memfd, ring: v.ring, socket: !v.ring})
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, true)
 			})
 		}
 		b.Run(fmt.Sprintf("round=%d/rtt", round), func(b *testing.B) {

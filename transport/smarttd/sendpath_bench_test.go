@@ -42,9 +42,7 @@ func BenchmarkVethSendPath(b *testing.B) {
 			b.Run(fmt.Sprintf("round=%d/bulk/path=%s", round, path), func(b *testing.B) {
 				b.ReportAllocs()
 				r := runPair(b, tp, b.N, pairOpts{lb: "ecmp", copySends: path == "copy", stream: path == "direct"})
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, true)
 				b.ReportMetric(r.allocsPerMsg, "allocs/msg")
 				b.ReportMetric(r.allocBytesPerMsg/1024, "alloc_KiB/msg")
 			})

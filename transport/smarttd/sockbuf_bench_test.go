@@ -28,9 +28,7 @@ func BenchmarkVethSocketBuffer(b *testing.B) {
 			n := int64(kib) << 10
 			b.Run(fmt.Sprintf("round=%d/socket_buffer=%d", round, n), func(b *testing.B) {
 				r := runPair(b, tp, b.N, pairOpts{lb: lb, socket: true, mod: func(c *smarttd.Config) { c.API.SocketBuffer = n }})
-				b.ReportMetric(r.gbps, "daemon_Gbit/s")
-				b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
-				b.ReportMetric(r.retxPct, "daemon_retx_%")
+				r.goodput(b, true)
 			})
 		}
 	}

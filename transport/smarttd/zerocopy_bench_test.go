@@ -40,9 +40,7 @@ func BenchmarkVethZeroCopy(b *testing.B) {
 				b.Run(fmt.Sprintf("round=%d/size=%dK/send=%s/encode=%s/gro=%s", round, kib, send, enc, gro), func(b *testing.B) {
 					mod := func(c *smarttd.Config) { c.UDP.CopyPayload, c.UDP.GROInPlace = enc == "copy", gro == "inplace" }
 					r := runPair(b, tp, b.N, pairOpts{lb: lb, stream: send == "stream", memfdAuto: send == "memfd", msgSize: kib << 10, mod: mod})
-					b.ReportMetric(r.gbps, "daemon_Gbit/s")
-					b.ReportMetric(r.cpuPerGB, "cpu_s/GB")
-					b.ReportMetric(r.retxPct, "daemon_retx_%")
+					r.goodput(b, true)
 					b.ReportMetric(r.allocsPerMsg, "allocs/msg")
 					b.ReportMetric(r.acksPerPkt, "acks/pkt")
 				})

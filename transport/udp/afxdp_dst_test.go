@@ -25,16 +25,7 @@ func TestAFXDPOnlyOurAddress(t *testing.T) {
 	if cp := b.Caps(); cp.Datapath != udp.DatapathAFXDP {
 		t.Fatalf("caps %+v, want the afxdp datapath", cp)
 	}
-	var mac net.HardwareAddr
-	if err := tp.B.Do(func() error {
-		l, err := net.InterfaceByName("veth0")
-		if err == nil {
-			mac = l.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	mac := tp.B.Interface(t, "veth0").HardwareAddr
 	other := netip.MustParseAddr("10.99.0.77") // in B's subnet, not B's: its frames reach B's interface
 	tp.A.MustExec(t, "ip", "neigh", "replace", other.String(), "lladdr", mac.String(), "dev", "veth0", "nud", "permanent")
 	bcast := netip.MustParseAddr("10.99.0.255")

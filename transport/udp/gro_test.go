@@ -16,15 +16,7 @@ func TestGROSplitsIntoCallerPackets(t *testing.T) {
 	if !b.Caps().GRO {
 		t.Fatalf("caps %+v: want GRO on loopback", b.Caps())
 	}
-	sizes := make([]int, 40)
-	for i := range sizes {
-		sizes[i] = 1000
-	}
-	sizes[39] = 300
-	out := gsoPackets(b.LocalAddr(), sizes, func(int) bool { return false })
-	if k, err := a.WriteBatch(out); k != 40 || err != nil {
-		t.Fatalf("WriteBatch: %d, %v", k, err)
-	}
+	out := writeBurst(t, a, b, 300)
 	in := make([]Packet, 16)
 	for i := range in {
 		in[i].Buf = make([]byte, 2000)
@@ -96,15 +88,7 @@ func TestGROOff(t *testing.T) {
 func TestGROInPlace(t *testing.T) {
 	a := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 4, DataDSCP: 12})
 	b := open(t, Config{Listen: netip.MustParseAddrPort("127.0.0.1:0"), EVS: 1, RecvBuffer: 8 << 20, GROInPlace: true})
-	sizes := make([]int, 40)
-	for i := range sizes {
-		sizes[i] = 1000
-	}
-	sizes[39] = 300
-	out := gsoPackets(b.LocalAddr(), sizes, func(int) bool { return false })
-	if k, err := a.WriteBatch(out); k != 40 || err != nil {
-		t.Fatalf("WriteBatch: %d, %v", k, err)
-	}
+	out := writeBurst(t, a, b, 300)
 	mine := make([]byte, 16*500) // smaller than a datagram: with a copy it would truncate
 	in := make([]Packet, 16)
 	b.SetReadDeadline(time.Now().Add(5 * time.Second))

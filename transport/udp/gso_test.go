@@ -7,6 +7,22 @@ import (
 	"testing"
 )
 
+// writeBurst writes a to b 40 datagrams in one WriteBatch, 1000 bytes each but the last
+// of last bytes, and returns them.
+func writeBurst(t *testing.T, a, b *Conn, last int) []Packet {
+	t.Helper()
+	sizes := make([]int, 40)
+	for i := range sizes {
+		sizes[i] = 1000
+	}
+	sizes[39] = last
+	pk := gsoPackets(b.LocalAddr(), sizes, func(int) bool { return false })
+	if k, err := a.WriteBatch(pk); k != 40 || err != nil {
+		t.Fatalf("WriteBatch: %d, %v", k, err)
+	}
+	return pk
+}
+
 // gsoPackets: same EV and destination; sizes and classes vary as given.
 func gsoPackets(dst netip.AddrPort, sizes []int, control func(i int) bool) []Packet {
 	pk := make([]Packet, len(sizes))
@@ -39,15 +55,7 @@ func TestGSOOneMessage(t *testing.T) {
 	if !a.Caps().GSO {
 		t.Fatalf("caps %+v: want GSO on loopback", a.Caps())
 	}
-	sizes := make([]int, 40)
-	for i := range sizes {
-		sizes[i] = 1000
-	}
-	sizes[39] = 500 // the last segment may be short
-	pk := gsoPackets(b.LocalAddr(), sizes, func(int) bool { return false })
-	if k, err := a.WriteBatch(pk); k != 40 || err != nil {
-		t.Fatalf("WriteBatch: %d, %v", k, err)
-	}
+	pk := writeBurst(t, a, b, 500) // the last segment may be short
 	st := a.Stats()
 	if st.TxBatches != 1 || st.TxGSOMessages != 1 || st.TxGSOSegments != 40 || st.TxPackets != 40 || st.TxBytes != 39*1000+500 {
 		t.Fatalf("stats %+v: want one sendmmsg with one 40-segment GSO message", st)

@@ -985,6 +985,134 @@ static void test_dead_peer(node *x, const char *sa)
  * through a small unexpected queue, a rank killed mid-message (nothing of it, then its
  * next incarnation's message once), a killed peer's error completion, segmented
  * messages expected and unexpected; and with SMARTT_FI_DIRECT=0 no pair is made. */
+/* A large send over a pair goes from the caller's buffer (libsmartt borrows what the
+ * socket does not take at once): its completion comes only once all of it is written,
+ * so zeroing the buffer at the completion changes nothing the receiver gets. */
+static void test_borrow(node *s, node *r)
+{
+    size_t n = 32u << 20;
+    fi_addr_t sr = add_peer(s, r);
+    unsigned char *out = pat_buf(n, 31), *in = calloc(1, n);
+    struct fi_context cs, cr;
+    struct fi_cq_tagged_entry e;
+    CHECK(out && in && send_wait(s, out, n, sr, 0x7300, &cs) == 0, "send");
+    CHECK(fi_trecv(r->ep, in, n, NULL, FI_ADDR_UNSPEC, 0x7300, 0, &cr) == 0, "trecv");
+    int rs = 0, rr = 0;
+    for (long long dl = now_ms() + 20000; (rs != 1 || rr != 1) && now_ms() < dl;) {
+        if (rs != 1 && (rs = comp(s, &e, NULL, 10)) == 1)
+            memset(out, 0, n); /* the completion gives the buffer back */
+        if (rr != 1)
+            rr = comp(r, &e, NULL, 10);
+    }
+    CHECK(rs == 1 && rr == 1, "both complete: %d %d", rs, rr);
+    CHECK(pat_ok(in, n, 31), "the bytes sent are the ones the buffer held at the send");
+    free(out);
+    free(in);
+}
+
+/* Placement over a pair: two posted tagged receives get the two 1 MiB messages that
+ * match them, sent in the other order, straight into their buffers, with their tags,
+ * remote CQ data and source; a posted receive too small for its message ends in a
+ * truncation error. */
+static void test_place(node *s, node *r)
+{
+    size_t n = 1u << 20;
+    fi_addr_t sr = add_peer(s, r), rs = add_peer(r, s);
+    unsigned char *o1 = pat_buf(n, 41), *o2 = pat_buf(n, 42), *i1 = calloc(1, n), *i2 = calloc(1, n);
+    struct fi_context c1, c2, cs[2];
+    struct fi_cq_tagged_entry e;
+    fi_addr_t src = 0;
+    CHECK(fi_trecv(r->ep, i1, n, NULL, FI_ADDR_UNSPEC, 0x7401, 0, &c1) == 0, "trecv 1");
+    CHECK(fi_trecv(r->ep, i2, n, NULL, rs, 0x7402, 0, &c2) == 0, "trecv 2");
+    ssize_t w;
+    while ((w = fi_tsenddata(s->ep, o2, n, NULL, 0x22, sr, 0x7402, &cs[0])) == -FI_EAGAIN)
+        fi_cq_read(s->cq, &e, 0);
+    CHECK(w == 0, "senddata 2");
+    CHECK(send_wait(s, o1, n, sr, 0x7401, &cs[1]) == 0, "send 1");
+    int got = 0, sent = 0;
+    for (long long dl = now_ms() + 20000; (got < 2 || sent < 2) && now_ms() < dl;) {
+        if (sent < 2 && comp(s, &e, NULL, 10) == 1)
+            sent++;
+        if (got < 2 && comp(r, &e, &src, 10) == 1) {
+            got++;
+            int two = e.op_context == &c2;
+            CHECK(e.len == n && e.tag == (two ? 0x7402u : 0x7401u) && e.buf == (two ? i2 : i1) &&
+                      src == rs && (!two || (e.data == 0x22 && (e.flags & FI_REMOTE_CQ_DATA))),
+                  "completion %d: len %zu tag %llx", two, e.len, (unsigned long long)e.tag);
+        }
+    }
+    CHECK(got == 2 && sent == 2, "all complete: %d %d", got, sent);
+    CHECK(pat_ok(i1, n, 41) && pat_ok(i2, n, 42), "each in its own buffer");
+    CHECK(fi_trecv(r->ep, i1, n / 2, NULL, FI_ADDR_UNSPEC, 0x7403, 0, &c1) == 0, "trecv small");
+    CHECK(send_wait(s, o1, n, sr, 0x7403, &cs[0]) == 0, "send large");
+    int rr = 0;
+    for (long long dl = now_ms() + 20000; rr == 0 && now_ms() < dl;) {
+        fi_cq_read(s->cq, &e, 0);
+        rr = comp(r, &e, NULL, 10);
+    }
+    CHECK(rr == -FI_ETRUNC && last_err.olen == n / 2, "truncated: %d olen %zu", rr, last_err.olen);
+    comp(s, &e, NULL, 1000);
+    free(o1), free(o2), free(i1), free(i2);
+}
+
+/* A message being placed into a posted receive whose sender is killed in its middle:
+ * the receive is posted again, gets nothing of it, and takes the next matching
+ * message, once. */
+static void test_place_cut(node *b, const char *sock)
+{
+    size_t n = 256u << 20;
+    char *in = malloc(n), small[16];
+    struct fi_context cb, cs;
+    struct fi_cq_tagged_entry e;
+    CHECK(in && fi_trecv(b->ep, in, n, NULL, FI_ADDR_UNSPEC, 0x6100, 0, &cb) == 0, "trecv");
+    CHECK(fi_trecv(b->ep, small, sizeof small, NULL, FI_ADDR_UNSPEC, 0x6101, 0, &cs) == 0, "trecv small");
+    int go[2];
+    CHECK(pipe(go) == 0, "pipe");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        node c;
+        if (node_open(&c, sock))
+            _exit(3);
+        fi_addr_t to = add_peer(&c, b);
+        struct fi_cq_tagged_entry ce;
+        if (send_wait(&c, "first", 6, to, 0x6101, NULL) || comp(&c, &ce, NULL, 10000) != 1)
+            _exit(4); /* through the daemon: the pair is asked for meanwhile */
+        char *p = malloc(n);
+        memset(p, 'z', n);
+        if (write(go[1], "g", 1) != 1)
+            _exit(5);
+        send_wait(&c, p, n, to, 0x6100, NULL); /* over the pair, killed while written */
+        for (;;)
+            fi_cq_read(c.cq, NULL, 0);
+    }
+    char g;
+    CHECK(read(go[0], &g, 1) == 1, "the child started");
+    CHECK(comp(b, &e, NULL, 10000) == 1 && e.op_context == &cs, "the first message");
+    usleep(100000); /* the child fills the pair's socket, which b does not read yet */
+    kill(pid, SIGKILL); /* b then reads the start (placed), the rest, and the end */
+    waitpid(pid, NULL, 0);
+    close(go[0]), close(go[1]);
+    int r0 = comp(b, &e, NULL, 2000);
+    CHECK(r0 == 0, "nothing of the killed rank's message: %d (err %d, len %zu, ctx %s)", r0, last_err.err,
+          e.len, e.op_context == &cb ? "the big receive" : "another");
+    pid = fork();
+    if (pid == 0) {
+        node c;
+        if (node_open(&c, sock))
+            _exit(3);
+        fi_addr_t to = add_peer(&c, b);
+        struct fi_cq_tagged_entry ce;
+        _exit(send_wait(&c, "again", 6, to, 0x6100, NULL) || comp(&c, &ce, NULL, 10000) != 1);
+    }
+    int st = 0, r = comp(b, &e, NULL, 10000);
+    waitpid(pid, &st, 0);
+    CHECK(r == 1 && e.op_context == &cb && e.len == 6 && !strcmp(in, "again") && WIFEXITED(st) &&
+              !WEXITSTATUS(st), "the receive posted again took the next message: %d", r);
+    CHECK(comp(b, &e, NULL, 300) == 0, "delivered once");
+    free(in);
+}
+
 static void test_direct(const char *sa)
 {
     long long p0 = counter(sa, "direct_pairs");
@@ -997,9 +1125,13 @@ static void test_direct(const char *sa)
     test_tagged(&x, &y);
     test_multi_recv(&x, &y);
     test_flood(&x, &y);
+    test_borrow(&x, &y);
+    test_borrow(&y, &x);
+    test_place(&x, &y);
     long long p1 = counter(sa, "direct_pairs");
     CHECK(p1 - p0 == 1, "one pair for both ways: %lld", p1 - p0);
     test_crash(&y, sa);
+    test_place_cut(&y, sa);
     test_dead_peer(&x, sa);
     node_close(&x);
     node_close(&y);

@@ -40,45 +40,47 @@ func openIn(t testing.TB, ns *nstest.NS, cfg udp.Config) *udp.Conn {
 	return nstest.Open(t, ns, func() (*udp.Conn, error) { return udp.Open(cfg) })
 }
 
+// paced receives with recv while it sends 500 packets in 10 calls of send (50 each,
+// within 5 s), 1 ms apart, and returns what recv got.
+func paced(t *testing.T, recv func() (blast.Result, error), send func(deadline time.Time) (int, error)) blast.Result {
+	t.Helper()
+	done := make(chan blast.Result, 1)
+	go func() {
+		r, err := recv()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	for i := 0; i < 500; i += 50 {
+		if k, err := send(time.Now().Add(5 * time.Second)); k != 50 || err != nil {
+			t.Fatalf("send: %d, %v", k, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return <-done
+}
+
 // Small paced runs lose nothing, so both paths must deliver every byte.
 func TestBlastDelivers(t *testing.T) {
 	tp := nstest.Pair(t)
 	rx := listenIn(t, tp.B, tp.AddrB)
 	tx := listenIn(t, tp.A, tp.AddrA)
-	done := make(chan blast.Result, 1)
-	go func() {
-		r, err := blast.Receive(rx, payload, batch, 500, 2*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
-	}()
-	for i := 0; i < 500; i += 50 {
-		if k, err := blast.Send(tx, rx.LocalAddr().(*net.UDPAddr).AddrPort(), payload, batch, 50, time.Now().Add(5*time.Second)); k != 50 || err != nil {
-			t.Fatalf("Send: %d, %v", k, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if r := <-done; r.Packets != 500 || r.Bytes != 500*payload || r.PacketRate() <= 0 {
+	r := paced(t, func() (blast.Result, error) { return blast.Receive(rx, payload, batch, 500, 2*time.Second) },
+		func(deadline time.Time) (int, error) {
+			return blast.Send(tx, rx.LocalAddr().(*net.UDPAddr).AddrPort(), payload, batch, 50, deadline)
+		})
+	if r.Packets != 500 || r.Bytes != 500*payload || r.PacketRate() <= 0 {
 		t.Fatalf("raw: %v, want 500 packets of %d bytes", r, payload)
 	}
 
 	a := openIn(t, tp.A, udp.Config{Listen: netip.AddrPortFrom(tp.AddrA, 0), EVS: 4})
 	b := openIn(t, tp.B, udp.Config{Listen: netip.AddrPortFrom(tp.AddrB, 0), EVS: 1, RecvBuffer: bufSize})
-	go func() {
-		r, err := blast.ReceiveConn(b, payload, batch, 500, 2*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
-	}()
-	for i := 0; i < 500; i += 50 {
-		if k, err := blast.SendConn(a, b.LocalAddr(), payload, batch, 50, 4, time.Now().Add(5*time.Second)); k != 50 || err != nil {
-			t.Fatalf("SendConn: %d, %v", k, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if r := <-done; r.Packets != 500 || r.Bytes != 500*payload {
+	r = paced(t, func() (blast.Result, error) { return blast.ReceiveConn(b, payload, batch, 500, 2*time.Second) },
+		func(deadline time.Time) (int, error) {
+			return blast.SendConn(a, b.LocalAddr(), payload, batch, 50, 4, deadline)
+		})
+	if r.Packets != 500 || r.Bytes != 500*payload {
 		t.Fatalf("conn: %v, want 500 packets of %d bytes", r, payload)
 	}
 	if st := b.Stats(); st.RxECT != 500 {

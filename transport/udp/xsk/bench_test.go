@@ -76,6 +76,19 @@ type series struct {
 	lost, sent int
 }
 
+// round runs recv in the background while send sends, and adds the round with the
+// process's CPU time over it.
+func (s *series) round(b *testing.B, recv func() blast.Result, send func() (int, error)) {
+	done := make(chan blast.Result, 1)
+	c0 := cpuTime()
+	go func() { done <- recv() }()
+	sent, err := send()
+	if err != nil {
+		b.Fatal(s.name, err)
+	}
+	s.add(<-done, sent, cpuTime()-c0)
+}
+
 func (s *series) add(r blast.Result, sent int, cpu float64) {
 	s.rate = append(s.rate, r.PacketRate())
 	s.cpu = append(s.cpu, cpu/max(float64(r.Bytes)/1e9, 1e-9))
@@ -147,31 +160,25 @@ func BenchmarkTxInterleaved(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for _, v := range vs {
-			done := make(chan blast.Result, 1)
-			c0 := cpuTime()
-			var sent int
-			var err error
+			recv := func() blast.Result { r, _ := blast.Receive(rx, payload, batch, rounds, 300*time.Millisecond); return r }
 			if v.name == "gso-1ev-gro" {
-				go func() { r, _ := blast.ReceiveConn(groRx, payload, batch, rounds, 300*time.Millisecond); done <- r }()
-			} else {
-				go func() { r, _ := blast.Receive(rx, payload, batch, rounds, 300*time.Millisecond); done <- r }()
+				recv = func() blast.Result {
+					r, _ := blast.ReceiveConn(groRx, payload, batch, rounds, 300*time.Millisecond)
+					return r
+				}
 			}
-			switch v.name {
-			case "xsk-256ev":
-				sent, err = sendXSK(s, &rt.Hop, dst.Port(), 30000, 256, rounds, until())
-			case "sendmmsg-256ev":
-				sent, err = blast.SendConn(port256, dst, payload, batch, rounds, 256, until())
-			case "gso-1ev":
-				sent, err = blast.SendConn(port1, dst, payload, batch, rounds, 1, until())
-			case "gso-1ev-gro":
-				sent, err = blast.SendConn(port1, groRx.LocalAddr(), payload, batch, rounds, 1, until())
-			}
-			if err != nil {
-				b.Fatal(v.name, err)
-			}
-			r := <-done
 			// The receiver's 300 ms idle wait is CPU-free (blocked in recvmmsg).
-			v.add(r, sent, cpuTime()-c0)
+			v.round(b, recv, func() (int, error) {
+				switch v.name {
+				case "xsk-256ev":
+					return sendXSK(s, &rt.Hop, dst.Port(), 30000, 256, rounds, until())
+				case "sendmmsg-256ev":
+					return blast.SendConn(port256, dst, payload, batch, rounds, 256, until())
+				case "gso-1ev":
+					return blast.SendConn(port1, dst, payload, batch, rounds, 1, until())
+				}
+				return blast.SendConn(port1, groRx.LocalAddr(), payload, batch, rounds, 1, until())
+			})
 		}
 	}
 	b.StopTimer()
@@ -237,34 +244,26 @@ func BenchmarkRxInterleaved(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for _, v := range vs {
-			done := make(chan blast.Result, 1)
-			c0 := cpuTime()
-			var sent int
-			var err error
+			recv := func() blast.Result { return receiveXSK(rd, rounds, idle) }
 			switch v.name {
 			case "sendmmsg-256ev>recvmmsg", "xsk-256ev>recvmmsg":
-				go func() { r, _ := blast.Receive(rx, payload, batch, rounds, idle); done <- r }()
+				recv = func() blast.Result { r, _ := blast.Receive(rx, payload, batch, rounds, idle); return r }
 			case "gso-1ev>gro":
-				go func() { r, _ := blast.ReceiveConn(groRx, payload, batch, rounds, idle); done <- r }()
-			default:
-				go func() { done <- receiveXSK(rd, rounds, idle) }()
+				recv = func() blast.Result { r, _ := blast.ReceiveConn(groRx, payload, batch, rounds, idle); return r }
 			}
-			switch v.name {
-			case "sendmmsg-256ev>recvmmsg":
-				sent, err = blast.SendConn(sockTx, rx.LocalAddr().(*net.UDPAddr).AddrPort(), payload, batch, rounds, 256, until())
-			case "sendmmsg-256ev>xsk":
-				sent, err = blast.SendConn(sockTxX, netip.AddrPortFrom(xdp.AddrB, port), payload, batch, rounds, 256, until())
-			case "xsk-256ev>recvmmsg":
-				sent, err = sendXSK(xTx, &xRt.Hop, rx.LocalAddr().(*net.UDPAddr).AddrPort().Port(), 30000, 256, rounds, until())
-			case "xsk-256ev>xsk":
-				sent, err = sendXSK(xTxX, &xRtX.Hop, port, 30000, 256, rounds, until())
-			case "gso-1ev>gro":
-				sent, err = blast.SendConn(groTx, groRx.LocalAddr(), payload, batch, rounds, 1, until())
-			}
-			if err != nil {
-				b.Fatal(v.name, err)
-			}
-			v.add(<-done, sent, cpuTime()-c0)
+			v.round(b, recv, func() (int, error) {
+				switch v.name {
+				case "sendmmsg-256ev>recvmmsg":
+					return blast.SendConn(sockTx, rx.LocalAddr().(*net.UDPAddr).AddrPort(), payload, batch, rounds, 256, until())
+				case "sendmmsg-256ev>xsk":
+					return blast.SendConn(sockTxX, netip.AddrPortFrom(xdp.AddrB, port), payload, batch, rounds, 256, until())
+				case "xsk-256ev>recvmmsg":
+					return sendXSK(xTx, &xRt.Hop, rx.LocalAddr().(*net.UDPAddr).AddrPort().Port(), 30000, 256, rounds, until())
+				case "xsk-256ev>xsk":
+					return sendXSK(xTxX, &xRtX.Hop, port, 30000, 256, rounds, until())
+				}
+				return blast.SendConn(groTx, groRx.LocalAddr(), payload, batch, rounds, 1, until())
+			})
 		}
 	}
 	b.StopTimer()

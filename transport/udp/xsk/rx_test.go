@@ -25,16 +25,7 @@ func rxSide(t testing.TB, ns *nstest.NS, lo, hi uint16) (*xsk.Socket, *xsk.Progr
 
 func rxSideMode(t testing.TB, ns *nstest.NS, lo, hi uint16, mode string) (*xsk.Socket, *xsk.Program, int) {
 	t.Helper()
-	var ifindex int
-	if err := ns.Do(func() error {
-		l, err := net.InterfaceByName("veth0")
-		if err == nil {
-			ifindex = l.Index
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ifindex := ns.Interface(t, "veth0").Index
 	cfg := xsk.Config{Ifindex: ifindex, NoTX: true, Frames: 4096, RingSize: 4096}
 	skipUnavailable(t, ns, cfg)
 	p := nstest.Open(t, ns, func() (*xsk.Program, error) { return xsk.AttachMode(ifindex, lo, hi, 1, mode) })
@@ -303,14 +294,7 @@ func TestReadMixedSizes(t *testing.T) {
 func TestReadInPlace(t *testing.T) {
 	tp := nstest.Pair(t)
 	const port = 23600
-	var ifindex int
-	tp.B.Do(func() error {
-		l, err := net.InterfaceByName("veth0")
-		if err == nil {
-			ifindex = l.Index
-		}
-		return err
-	})
+	ifindex := tp.B.Interface(t, "veth0").Index
 	cfg := xsk.Config{Ifindex: ifindex, NoTX: true, Frames: 1024, RingSize: 1024}
 	skipUnavailable(t, tp.B, cfg)
 	p := nstest.Open(t, tp.B, func() (*xsk.Program, error) { return xsk.Attach(ifindex, port, port, 1) })

@@ -21,16 +21,7 @@ func TestReaderOnlyDst(t *testing.T) {
 	tp := nstest.Pair(t)
 	const port = 23900
 	s, _, _ := rxSide(t, tp.B, port, port+1)
-	var mac net.HardwareAddr
-	if err := tp.B.Do(func() error {
-		l, err := net.InterfaceByName("veth0")
-		if err == nil {
-			mac = l.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	mac := tp.B.Interface(t, "veth0").HardwareAddr
 	other := netip.MustParseAddr("10.99.0.77")
 	tp.A.MustExec(t, "ip", "neigh", "replace", other.String(), "lladdr", mac.String(), "dev", "veth0", "nud", "permanent")
 	tx := nstest.Open(t, tp.A, func() (*net.UDPConn, error) {
