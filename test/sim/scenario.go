@@ -142,7 +142,7 @@ func (oc *OutputConfig) PortSelection() (group string, ports [][2]string, err er
 }
 
 // WorkloadConfig is the traffic. Kinds: incast, permutation, tornado, all_to_all,
-// ring_allreduce, butterfly_allreduce, websearch, connection_matrix, flows.
+// ring_allreduce, butterfly_allreduce, websearch, facebook_hadoop, connection_matrix, flows.
 type WorkloadConfig struct {
 	// Kind selects the traffic pattern.
 	Kind string `yaml:"kind"`
@@ -158,9 +158,9 @@ type WorkloadConfig struct {
 	Participants int `yaml:"participants"`
 	// Jitter delays each flow's start by a uniform random time in [0, Jitter].
 	Jitter config.Duration `yaml:"jitter"`
-	// Load is the offered load per host for websearch, as a fraction of the link rate.
+	// Load is the offered load per host for websearch and facebook_hadoop, as a fraction of the link rate.
 	Load float64 `yaml:"load"`
-	// Duration is how long websearch flows keep arriving.
+	// Duration is how long websearch (facebook_hadoop) flows keep arriving.
 	Duration config.Duration `yaml:"duration"`
 	// MaxFlows caps the number of websearch flows (0: 100000).
 	MaxFlows int `yaml:"max_flows"`

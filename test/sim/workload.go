@@ -188,7 +188,8 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 			}
 			prev = cur
 		}
-	case "websearch":
+	case "websearch", "facebook_hadoop":
+		cdf := flowSizeCDFs[wc.Kind]
 		if wc.Load <= 0 || wc.Load > 1 {
 			return nil, fmt.Errorf("workload.load = %v: must be in (0, 1]", wc.Load)
 		}
@@ -200,7 +201,7 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 			maxFlows = 100000
 		}
 		// Poisson arrivals per host at load * link rate, merged in time order.
-		meanGap := cdfMean(websearch) * 8 / (wc.Load * float64(s.tp.rate)) * 1e9
+		meanGap := cdfMean(cdf) * 8 / (wc.Load * float64(s.tp.rate)) * 1e9
 		type arr struct {
 			t   int64
 			src int
@@ -230,11 +231,11 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 			if d >= a.src {
 				d++
 			}
-			sz := min(cdfSample(websearch, rng.Float64()), int64(s.sc.Transport.MaxMessage))
+			sz := min(cdfSample(cdf, rng.Float64()), int64(s.sc.Transport.MaxMessage))
 			add(a.src, d, sz, a.t)
 		}
 		if len(arrs) == 0 {
-			return nil, fmt.Errorf("workload: websearch produced no flows (duration too short)")
+			return nil, fmt.Errorf("workload: %s produced no flows (duration too short)", wc.Kind)
 		}
 	case "connection_matrix", "flows":
 		specs := wc.Flows
@@ -265,7 +266,7 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 			add(f.Src, f.Dst, int64(f.Size), int64(f.Start))
 		}
 	default:
-		return nil, fmt.Errorf("workload.kind = %q: must be one of incast, permutation, tornado, all_to_all, ring_allreduce, butterfly_allreduce, websearch, connection_matrix, flows", wc.Kind)
+		return nil, fmt.Errorf("workload.kind = %q: must be one of incast, permutation, tornado, all_to_all, ring_allreduce, butterfly_allreduce, websearch, facebook_hadoop, connection_matrix, flows", wc.Kind)
 	}
 	if wc.CloseWhenDone != nil {
 		w.closeWhenDone = *wc.CloseWhenDone
