@@ -146,9 +146,11 @@ func (r *throughputRig) step() {
 		}
 	}
 	for ev := range pending(r.rcv) {
-		if ev.Kind == MessageReceived {
+		if ev.Kind == MessageReceived && ev.Data != nil {
 			r.pool.Put(ev.Data)
-			PutChunks(ev.Chunks)
+		}
+		if ev.Kind == MessageReceived {
+			PutChunks(ev.Chunks) // a chunked message has no Data: its chunks go back instead
 		}
 	}
 	r.refill()
