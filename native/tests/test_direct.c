@@ -630,6 +630,18 @@ TEST(live_backpressure)
     smartt_close(b);
 }
 
+/* pair_up sends two messages to b (numbered 0 and 1) and checks they arrive: the
+ * first goes through the daemon and asks for the pair, the second takes it. */
+static void pair_up(smartt_session *a, smartt_session *b, const smartt_addr *tb, uint32_t ea)
+{
+    unsigned char small[64];
+    for (long v = 0; v < 2; v++) {
+        seq_buf(small, sizeof small, v);
+        CHECK_EQ(smartt_send(a, tb, small, sizeof small, NULL, TMO), 0);
+        CHECK_EQ(recv_seq(b, TMO, ea), v);
+    }
+}
+
 /* Borrowed sends: a 32 MiB message in three pieces to a receiver that is not reading is
  * written in part and the rest borrowed (no copy); a send while more than 1 MiB waits
  * answers SMARTT_EAGAIN; once the receiver reads, the message arrives whole and SENT
@@ -644,11 +656,7 @@ TEST(live_borrow)
     smartt_addr_parse(&tb, aaddr, eb);
     smartt_addr_parse(&none, aaddr, eb + 1);
     unsigned char small[64];
-    for (long v = 0; v < 2; v++) { /* the first through the daemon; it asks for the pair */
-        seq_buf(small, sizeof small, v);
-        CHECK_EQ(smartt_send(a, &tb, small, sizeof small, NULL, TMO), 0);
-        CHECK_EQ(recv_seq(b, TMO, ea), v);
-    }
+    pair_up(a, b, &tb, ea);
     int borrowed = -1;
     uint32_t tag = 0;
     struct iovec one = {small, sizeof small};
@@ -696,11 +704,7 @@ TEST(live_place)
     smartt_addr tb;
     smartt_addr_parse(&tb, aaddr, eb);
     unsigned char small[64];
-    for (long v = 0; v < 2; v++) {
-        seq_buf(small, sizeof small, v);
-        CHECK_EQ(smartt_send(a, &tb, small, sizeof small, NULL, TMO), 0);
-        CHECK_EQ(recv_seq(b, TMO, ea), v);
-    }
+    pair_up(a, b, &tb, ea);
     enum { SZ = 512 << 10 };
     static unsigned char out[SZ], in[SZ];
     struct tplace t = {.buf = in, .cap = sizeof in};
