@@ -609,6 +609,10 @@ func (e *Endpoint) growTable(c *conn, r *rxMsg, n int) bool {
 		r.chunks = r.chunks[:n]
 		return true
 	}
+	if cap(r.chunks) == 0 && n <= tableKeep {
+		r.chunks = getTable(n) // within the record's charge (the table went with a delivery)
+		return true
+	}
 	want := max(n, 2*cap(r.chunks))
 	if want > tableKeep && !e.charge(c, r, uint64(want-max(cap(r.chunks), tableKeep))*chunkSlotBytes) {
 		return false
@@ -616,6 +620,7 @@ func (e *Endpoint) growTable(c *conn, r *rxMsg, n int) bool {
 	t := make([][]byte, n, want)
 	copy(t, r.chunks)
 	clear(r.chunks)
+	putTable(r.chunks)
 	r.chunks = t
 	return true
 }
