@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -90,16 +88,7 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 		}
 		o.Log = os.Stderr
 		// Interrupted: end the jobs and remove the namespaces before going.
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(sig)
-		go func() {
-			if _, ok := <-sig; ok {
-				fmt.Fprintf(os.Stderr, "testbed mpi: interrupted; removing testbed %s\n", o.Name)
-				_ = netbed.Remove(o.Name)
-				os.Exit(130)
-			}
-		}()
+		defer removeOnSignal(o.Name)()
 		var rows []mpifabric.Row
 		var stats []mpifabric.Stats
 		// Interleaved: every provider and condition of a seed before the next seed, so a
