@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/test/mpifabric"
 	"github.com/smartt-transport/smartt/test/netbed"
-	"github.com/smartt-transport/smartt/test/results"
 )
 
 // bindTestbedMPI: "testbed mpi" runs MPI_Alltoall and MPI_Allreduce (mpi_coll) across an
@@ -44,17 +42,7 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 	render := fs.String("render", "", "run nothing: print the table of this TSV (what -out wrote)")
 	return func(args []string, stdout io.Writer) error {
 		if *render != "" {
-			f, err := os.Open(*render)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			body, err := mpifabric.BodyOfTSV(f)
-			if err != nil {
-				return fmt.Errorf("%s: %w", *render, err)
-			}
-			results.Emit(stdout, "mpi-fabric", body)
-			return nil
+			return renderTSV(*render, "mpi-fabric", mpifabric.BodyOfTSV, stdout)
 		}
 		if len(args) != 1 {
 			return cli.Usagef("testbed mpi: want one scenario (test/mpifabric/fabric.yaml), or -render TSV")
@@ -107,22 +95,7 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 		}
 		note := fmt.Sprintf("scenario %s; %d ranks; iters %d; fail %s %v after ready, converge %v later (failed-now: at once); one-spine: spines 1; timeout %v; %s",
 			sc.Name, sc.Topology.Hosts, o.Iters, o.FailLink, o.FailAfter, o.Converge, o.Timeout, time.Now().UTC().Format("2006-01-02T15:04Z"))
-		var tsv bytes.Buffer
-		if err := mpifabric.WriteTSV(&tsv, note, rows, stats); err != nil {
-			return err
-		}
-		if *out != "" {
-			if err := os.WriteFile(*out, tsv.Bytes(), 0o644); err != nil {
-				return err
-			}
-		}
-		// The table of the stored rows, so -render of the file prints the same.
-		body, err := mpifabric.BodyOfTSV(bytes.NewReader(tsv.Bytes()))
-		if err != nil {
-			return err
-		}
-		results.Emit(stdout, "mpi-fabric", body)
-		return nil
+		return emitRuns(stdout, "mpi-fabric", *out, note, rows, stats, mpifabric.BodyOfTSV)
 	}
 }
 

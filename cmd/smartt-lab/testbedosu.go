@@ -42,26 +42,13 @@ func bindTestbedOSU(fs *pflag.FlagSet) cli.RunFunc {
 	fs.StringVar(&f.render, "render", "", "run nothing: print the table of this TSV (what -out wrote)")
 	return func(args []string, stdout io.Writer) error {
 		if f.render != "" {
-			return renderOSU(f.render, stdout)
+			return renderTSV(f.render, "rlcc-fig9", mpifabric.OSUBodyOfTSV, stdout)
 		}
 		if len(args) != 1 {
 			return cli.Usagef("testbed osu: want one scenario (test/mpifabric/fabric.yaml), or -render TSV")
 		}
 		return runOSU(args[0], o, f, stdout)
 	}
-}
-
-func renderOSU(path string, stdout io.Writer) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	body, err := mpifabric.OSUBodyOfTSV(bytes.NewReader(b))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	results.Emit(stdout, "rlcc-fig9", body)
-	return nil
 }
 
 // runOSU runs every controller at every seed, interleaved (each seed's controllers
@@ -110,20 +97,42 @@ func runOSU(scenario string, o mpifabric.Options, f osuOpts, stdout io.Writer) e
 	}
 	note := fmt.Sprintf("scenario %s; %d ranks, one per host; healthy; iters %d; controllers %s; %s",
 		sc.Name, sc.Topology.Hosts, o.Iters, f.ccs, time.Now().UTC().Format("2006-01-02T15:04Z"))
+	return emitRuns(stdout, "rlcc-fig9", f.out, note, rows, stats, mpifabric.OSUBodyOfTSV)
+}
+
+// renderTSV prints region name's table of the runs stored at path.
+func renderTSV(path, name string, body func(io.Reader) (string, error), stdout io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, err := body(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	results.Emit(stdout, name, b)
+	return nil
+}
+
+// emitRuns writes the runs as TSV to out (when set) and prints region name's table of
+// the stored rows, so -render of the file prints the same.
+func emitRuns(stdout io.Writer, name, out, note string, rows []mpifabric.Row, stats []mpifabric.Stats,
+	body func(io.Reader) (string, error)) error {
 	var tsv bytes.Buffer
 	if err := mpifabric.WriteTSV(&tsv, note, rows, stats); err != nil {
 		return err
 	}
-	if f.out != "" {
-		if err := os.WriteFile(f.out, tsv.Bytes(), 0o644); err != nil {
+	if out != "" {
+		if err := os.WriteFile(out, tsv.Bytes(), 0o644); err != nil {
 			return err
 		}
 	}
-	body, err := mpifabric.OSUBodyOfTSV(bytes.NewReader(tsv.Bytes()))
+	b, err := body(bytes.NewReader(tsv.Bytes()))
 	if err != nil {
 		return err
 	}
-	results.Emit(stdout, "rlcc-fig9", body)
+	results.Emit(stdout, name, b)
 	return nil
 }
 
