@@ -128,11 +128,49 @@ func DrainChunkPools() int {
 	return n
 }
 
-// PutChunks gives the chunks of a message delivered in Event.Chunks back for reuse; the
-// caller must not touch them afterwards.
+// PutChunks gives the chunks of a message delivered in Event.Chunks back for reuse, and
+// the table that lists them; the caller must not touch either afterwards (a second call
+// right after the first does nothing).
 func PutChunks(chunks [][]byte) {
+	if len(chunks) > 0 && unsafe.SliceData(chunks[0]) == &tableMark[0] {
+		return // given back already
+	}
 	for i, ch := range chunks {
 		putChunk(ch)
 		chunks[i] = nil
 	}
+	putTable(chunks)
+}
+
+// tablePool recycles chunk tables of tableKeep slots (a message record's own, which holds
+// a message of up to 64 KiB): a message delivered in chunks takes its table with it
+// (Event.Chunks), and without the pool its record would allocate a new one for the next
+// message, once per message. Like chunkPools it holds a pointer to the first slot.
+var tablePool sync.Pool
+
+// tableMark fills the first slot of a table in tablePool, so that PutChunks can tell a
+// table it was given already.
+var tableMark = []byte{0}
+
+// putTable recycles an empty chunk table (all slots nil) of tableKeep slots; others are
+// left to the garbage collector.
+func putTable(t [][]byte) {
+	if cap(t) != tableKeep {
+		return
+	}
+	t = t[:tableKeep]
+	clear(t)
+	t[0] = tableMark[:0]
+	tablePool.Put(unsafe.Pointer(unsafe.SliceData(t)))
+}
+
+// getTable returns a chunk table of n slots (at most tableKeep), all nil, with capacity
+// tableKeep: a recycled one if there is one.
+func getTable(n int) [][]byte {
+	if p, ok := tablePool.Get().(unsafe.Pointer); ok {
+		t := unsafe.Slice((*[]byte)(p), tableKeep)
+		t[0] = nil
+		return t[:n]
+	}
+	return make([][]byte, n, tableKeep)
 }

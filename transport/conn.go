@@ -96,7 +96,7 @@ type rxMsg struct {
 	place       []byte     // the Placer's buffer for the whole message; chunks are slices of it
 	placeTok    uint64     // its token (Placer.Unplace, Event.Placed)
 	placeTried  bool       // the Placer was asked (once, at the offset-0 packet)
-	whole       bool       // a large message in one buffer all the same (takeWhole, wholeLate)
+	whole       bool       // a large message in one buffer all the same (wholeNow)
 }
 
 // nackEntry is a NACK waiting to leave.

@@ -505,42 +505,51 @@ func (e *Endpoint) chunked(r *rxMsg) bool {
 	return (r.n > RecvChunk || e.hooks.DeliverChunks) && !e.wholeBufs && !r.whole
 }
 
-// Whole buffers for proven peers: a message of at most wholeMax bytes from a peer that
-// has proven its address, delivered in one buffer (no DeliverChunks), takes that buffer
-// from Hooks.Buffers at its first packet, charged whole, while what the endpoint holds
-// stays within RecvBudget/wholeShare: its data is then written once, not copied again
-// from chunks at delivery. Beyond that share (a proven peer opening many messages with a
-// packet each) messages are chunked, holding only what arrived. wholeMax keeps what one
-// packet can make us hold to one message's granule (docs/security.md): a peer pays for
-// the rest of a larger message before it is buffered.
+// Whole buffers for proven peers: a message from a peer that has proven its address,
+// delivered in one buffer (no DeliverChunks), takes that buffer from Hooks.Buffers,
+// charged whole, once what is still to arrive of it is at most wholeMax plus the peer's
+// credit (recvState.wholeCredit), while what the endpoint holds stays within
+// RecvBudget/wholeShare: its data is then written once, not copied again from chunks at
+// delivery. Beyond that share (a proven peer opening many messages with a packet each)
+// messages are chunked, holding only what arrived. wholeMax keeps what one packet can
+// make us hold to one message's granule (docs/security.md); the credit is what the peer
+// delivered in complete messages on this connection (at most wholeCreditMax) less what
+// earlier buffers lent it: a peer pays for what we buffer ahead of its data, before or
+// after, and one that opens large messages and never finishes them holds at most a
+// granule each plus what it delivered before.
 const (
-	wholeMax   = 256 << 10
-	wholeShare = 4
+	wholeMax       = 256 << 10
+	wholeShare     = 4
+	wholeCreditMax = 4 << 20
 )
 
-// takeWhole reports whether r, which holds nothing yet, gets its buffer whole.
-func (e *Endpoint) takeWhole(c *conn, r *rxMsg) bool {
-	return c.proven && r.held == 0 && r.n <= wholeMax && !e.hooks.DeliverChunks &&
-		e.stats.RecvBuffered+uint64(r.n)+msgRecBytes <= uint64(e.cfg.RecvBudget)/wholeShare
-}
-
-// wholeLate moves chunked message r of a proven peer, part of which arrived, into one
-// buffer once what is still to arrive fits a granule (wholeMax): the peer has paid for
-// all but what takeWhole lets a message hold unpaid from its first packet, and the rest
-// is written once instead of copied again at delivery. Within takeWhole's share of
-// RecvBudget.
-func (e *Endpoint) wholeLate(c *conn, r *rxMsg) bool {
-	if e.hooks.DeliverChunks || r.n-r.got > wholeMax || r.got == 0 || !c.proven || r.place != nil {
+// wholeNow moves chunked message r into one buffer, charged whole (the rules above): at
+// its first packet (r holds nothing yet), or later, when what arrived is copied over from
+// its chunks. It spends the credit the buffer needs beyond wholeMax; true: r is whole.
+func (e *Endpoint) wholeNow(c *conn, r *rxMsg) bool {
+	if !c.proven || e.hooks.DeliverChunks || r.place != nil || (r.held != 0 && r.got == 0) {
 		return false
+	}
+	var lend uint64
+	if ahead := uint64(r.n - r.got); ahead > wholeMax {
+		// A Placer may want a large message: the credit is not spent ahead of it.
+		if lend = ahead - wholeMax; lend > c.wholeCredit || e.hooks.Placer != nil {
+			return false
+		}
 	}
 	var chunked uint64
 	for _, ch := range r.chunks {
 		chunked += uint64(cap(ch))
 	}
-	if chunked > uint64(r.n) || e.stats.RecvBuffered+uint64(r.n)-chunked > uint64(e.cfg.RecvBudget)/wholeShare ||
+	add := uint64(r.n) - chunked
+	if r.held == 0 {
+		add += msgRecBytes // a new message's record (charge)
+	}
+	if chunked > uint64(r.n) || e.stats.RecvBuffered+add > uint64(e.cfg.RecvBudget)/wholeShare ||
 		!e.charge(c, r, uint64(r.n)-chunked) {
 		return false
 	}
+	c.wholeCredit -= lend
 	r.buf = e.hooks.Buffers.Get(r.n)
 	for i, ch := range r.chunks {
 		if ch != nil {
@@ -550,15 +559,13 @@ func (e *Endpoint) wholeLate(c *conn, r *rxMsg) bool {
 	}
 	clear(r.chunks)
 	r.chunks = r.chunks[:0] // its capacity stays charged until freeRx
+	r.whole = true
 	return true
 }
 
 // reserve makes sure r has buffer memory for bytes [off, off+n), within RecvBudget.
 func (e *Endpoint) reserve(c *conn, r *rxMsg, off, n int) bool {
-	if e.chunked(r) && (e.takeWhole(c, r) || e.wholeLate(c, r)) {
-		r.whole = true
-	}
-	if !e.chunked(r) {
+	if !e.chunked(r) || e.wholeNow(c, r) {
 		if r.buf != nil {
 			return true
 		}
@@ -602,6 +609,10 @@ func (e *Endpoint) growTable(c *conn, r *rxMsg, n int) bool {
 		r.chunks = r.chunks[:n]
 		return true
 	}
+	if cap(r.chunks) == 0 && n <= tableKeep {
+		r.chunks = getTable(n) // within the record's charge (the table went with a delivery)
+		return true
+	}
 	want := max(n, 2*cap(r.chunks))
 	if want > tableKeep && !e.charge(c, r, uint64(want-max(cap(r.chunks), tableKeep))*chunkSlotBytes) {
 		return false
@@ -609,6 +620,7 @@ func (e *Endpoint) growTable(c *conn, r *rxMsg, n int) bool {
 	t := make([][]byte, n, want)
 	copy(t, r.chunks)
 	clear(r.chunks)
+	putTable(r.chunks)
 	r.chunks = t
 	return true
 }
@@ -816,6 +828,7 @@ func (e *Endpoint) deliver(c *conn, r *rxMsg) {
 	}
 	e.unheld(c, r)
 	c.deliveredAny = true
+	c.wholeCredit = min(c.wholeCredit+uint64(r.n), wholeCreditMax) // paid for in full (wholeNow)
 	e.stats.MsgsDelivered++
 	e.stats.BytesDelivered += uint64(r.n)
 	ev := e.events.next() // filled in place: an Event is 120 bytes

@@ -29,6 +29,7 @@ type recvState struct {
 	oooHeld      uint64 // charged for doneOOO (oooEntryBytes each)
 	claimed      uint64 // stream bytes claimed by open messages (and doneOOO ones)
 	held         uint64 // bytes charged for undelivered messages (receiver.go charge)
+	wholeCredit  uint64 // bytes the peer delivered and may have us buffer ahead of its data (wholeNow)
 	bytesRecv    uint64 // new payload bytes received (ConnInfo: the receiver's progress)
 	probeEcho    int64  // >0: a probe's TxTime to echo in the next ACK
 	probeEV      uint16

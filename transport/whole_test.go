@@ -17,15 +17,16 @@ func (p *countPool) Put([]byte)       {}
 
 // TestProvenLargeMessageWhole: without DeliverChunks, a 256 KiB message of a proven peer
 // takes its buffer from Hooks.Buffers at its first packet, charged whole (RecvBuffered
-// covers it from then on), and arrives intact; with a budget whose quarter it exceeds, or
-// above wholeMax (a 1 MiB one, whatever the budget), it is chunked (holding only what
-// arrived) and assembled at delivery.
+// covers it from then on), and arrives intact, and so does one of wholeMax plus the 5
+// bytes the peer delivered before (its credit, wholeNow); with a budget whose quarter it
+// exceeds, or above that (a 1 MiB one, whatever the budget), it is chunked (holding only
+// what arrived) and assembled at delivery.
 func TestProvenLargeMessageWhole(t *testing.T) {
 	for _, tc := range []struct {
 		budget    int64
 		size      int
 		wantWhole bool
-	}{{2 << 30, wholeMax, true}, {1 << 20, wholeMax, false}, {2 << 30, wholeMax + 1, false}, {2 << 30, 1 << 20, false}} {
+	}{{2 << 30, wholeMax, true}, {1 << 20, wholeMax, false}, {2 << 30, wholeMax + 5, true}, {2 << 30, wholeMax + 6, false}, {2 << 30, 1 << 20, false}} {
 		budget := tc.budget
 		cfg := DefaultConfig()
 		cfg.RecvBudget, cfg.MaxMessage = budget, 1<<20

@@ -352,5 +352,6 @@ func newTestbedCmd(stderr io.Writer) *cobra.Command {
 		cli.NoInterspersed(leaf("fail [--name tb] down|up|restore|heal LINK | degrade RATE LINK | flaky GAP BURST LINK", "change a link of a running \"testbed run\"", cobra.MinimumNArgs(1), bindTestbedFail)),
 		leaf("soak [flags] [SOAK.yaml]", "a mixed workload under flaky links, link flaps and a daemon restart", cobra.MaximumNArgs(1), bindTestbedSoak),
 		leaf("mpi [flags] SCENARIO | mpi -render TSV", "MPI all-to-all and all-reduce over smartt and tcp across an emulated fabric, healthy and with a failed link", cobra.MaximumNArgs(1), bindTestbedMPI),
+		leaf("osu [flags] SCENARIO | osu -render TSV", "the RL-CC paper's Fig. 9: MPI all-to-all latency per size over smartt with each controller across an emulated fabric", cobra.MaximumNArgs(1), bindTestbedOSU),
 	)
 }

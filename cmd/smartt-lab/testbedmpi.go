@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,7 +15,6 @@ import (
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/test/mpifabric"
 	"github.com/smartt-transport/smartt/test/netbed"
-	"github.com/smartt-transport/smartt/test/results"
 )
 
 // bindTestbedMPI: "testbed mpi" runs MPI_Alltoall and MPI_Allreduce (mpi_coll) across an
@@ -46,17 +42,7 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 	render := fs.String("render", "", "run nothing: print the table of this TSV (what -out wrote)")
 	return func(args []string, stdout io.Writer) error {
 		if *render != "" {
-			f, err := os.Open(*render)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			body, err := mpifabric.BodyOfTSV(f)
-			if err != nil {
-				return fmt.Errorf("%s: %w", *render, err)
-			}
-			results.Emit(stdout, "mpi-fabric", body)
-			return nil
+			return renderTSV(*render, "mpi-fabric", mpifabric.BodyOfTSV, stdout)
 		}
 		if len(args) != 1 {
 			return cli.Usagef("testbed mpi: want one scenario (test/mpifabric/fabric.yaml), or -render TSV")
@@ -90,16 +76,7 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 		}
 		o.Log = os.Stderr
 		// Interrupted: end the jobs and remove the namespaces before going.
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(sig)
-		go func() {
-			if _, ok := <-sig; ok {
-				fmt.Fprintf(os.Stderr, "testbed mpi: interrupted; removing testbed %s\n", o.Name)
-				_ = netbed.Remove(o.Name)
-				os.Exit(130)
-			}
-		}()
+		defer removeOnSignal(o.Name)()
 		var rows []mpifabric.Row
 		var stats []mpifabric.Stats
 		// Interleaved: every provider and condition of a seed before the next seed, so a
@@ -118,22 +95,7 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 		}
 		note := fmt.Sprintf("scenario %s; %d ranks; iters %d; fail %s %v after ready, converge %v later (failed-now: at once); one-spine: spines 1; timeout %v; %s",
 			sc.Name, sc.Topology.Hosts, o.Iters, o.FailLink, o.FailAfter, o.Converge, o.Timeout, time.Now().UTC().Format("2006-01-02T15:04Z"))
-		var tsv bytes.Buffer
-		if err := mpifabric.WriteTSV(&tsv, note, rows, stats); err != nil {
-			return err
-		}
-		if *out != "" {
-			if err := os.WriteFile(*out, tsv.Bytes(), 0o644); err != nil {
-				return err
-			}
-		}
-		// The table of the stored rows, so -render of the file prints the same.
-		body, err := mpifabric.BodyOfTSV(bytes.NewReader(tsv.Bytes()))
-		if err != nil {
-			return err
-		}
-		results.Emit(stdout, "mpi-fabric", body)
-		return nil
+		return emitRuns(stdout, "mpi-fabric", *out, note, rows, stats, mpifabric.BodyOfTSV)
 	}
 }
 

@@ -70,6 +70,7 @@ type Options struct {
 	FailAfter    time.Duration // from the job's "ready" line to the failure
 	Converge     time.Duration // from the failure until the switches route around it
 	Timeout      time.Duration // per MPI job
+	CC           string        // the smartt daemons' controller ("": the scenario's)
 	Log          io.Writer     // progress (nil: none)
 }
 
@@ -149,6 +150,9 @@ func Run(sc *sim.Scenario, seed uint64, provider, condition string, o Options) (
 	}
 	s := *sc
 	s.Seed = seed
+	if provider == Smartt && o.CC != "" {
+		s.Transport.CC = o.CC
+	}
 	fail := condition == Failed || condition == FailedNow
 	switch condition {
 	case FailedNow:

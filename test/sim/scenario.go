@@ -156,6 +156,10 @@ type WorkloadConfig struct {
 	Window int `yaml:"window"`
 	// Participants limits collectives to the first n hosts (0: all).
 	Participants int `yaml:"participants"`
+	// Interleave (all-reduce, L > 1) places rank r on host (r mod L)*(n/L) + r div L, so
+	// consecutive ranks of the ring sit in different groups of n/L hosts (different leaves
+	// when a leaf holds n/L): every ring hop crosses the spine. 0 or 1: rank r on host r.
+	Interleave int `yaml:"interleave,omitempty"`
 	// Jitter delays each flow's start by a uniform random time in [0, Jitter].
 	Jitter config.Duration `yaml:"jitter"`
 	// Load is the offered load per host for websearch and facebook_hadoop, as a fraction of the link rate.

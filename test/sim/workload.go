@@ -170,6 +170,10 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 		if err != nil {
 			return nil, err
 		}
+		host, err := rankHosts(wc.Interleave, n)
+		if err != nil {
+			return nil, err
+		}
 		prev := make([]int32, n) // per host, the flow it received in the previous step
 		for step := range dsts {
 			cur := make([]int32, n)
@@ -178,7 +182,7 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 				if step == 0 {
 					at = jitter()
 				}
-				id := add(i, dsts[step][i], sizes[step], at)
+				id := add(host[i], host[dsts[step][i]], sizes[step], at)
 				s.flows[id].phase = int32(step)
 				if step > 0 {
 					// i's next step needs what it received in the previous one.
@@ -298,6 +302,22 @@ func (s *Sim) buildWorkload(wc *WorkloadConfig, mtu int) (*workload, error) {
 	// Listed flows differ in size, start and path: each host is bounded by its own.
 	w.ideal = s.idealCompletion(mtu, wc.Kind == "connection_matrix" || wc.Kind == "flows")
 	return w, nil
+}
+
+// rankHosts maps collective ranks to hosts: identity, or interleaved over l groups
+// (WorkloadConfig.Interleave).
+func rankHosts(l, n int) ([]int, error) {
+	if l < 0 || l > n || (l > 1 && n%l != 0) {
+		return nil, fmt.Errorf("workload.interleave = %d: must be 0, 1 or a divisor of the %d participants", l, n)
+	}
+	h := make([]int, n)
+	for r := range n {
+		h[r] = r
+		if l > 1 {
+			h[r] = (r%l)*(n/l) + r/l
+		}
+	}
+	return h, nil
 }
 
 // AllReduceSteps lays out an all-reduce of size bytes per host over n hosts, step by
