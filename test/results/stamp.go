@@ -196,11 +196,18 @@ func splitWord(w string) []string {
 }
 
 func isFile(root, p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "..") {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "..") || isBuildOutput(p) {
 		return false
 	}
 	st, err := os.Stat(filepath.Join(root, p))
 	return err == nil && st.Mode().IsRegular()
+}
+
+// isBuildOutput reports whether p is under build/, where the scripts put what they build
+// (ignored by git): a binary there is an output, present on one machine and not on a
+// fresh checkout, so it must not be an input of a stamp.
+func isBuildOutput(p string) bool {
+	return strings.HasPrefix(filepath.ToSlash(filepath.Clean(p)), "build/")
 }
 
 func hasGo(dir string) bool {

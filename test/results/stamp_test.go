@@ -3,6 +3,7 @@ package results
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -163,4 +164,31 @@ func TestDocsStamps(t *testing.T) {
 		}
 	}
 	t.Logf("%d regions, %d adopted", len(rs), adopted)
+}
+
+// A command naming what a script built under build/ (ignored by git) gets the same
+// stamp whether or not the build is there: the stamp of a fresh checkout.
+func TestBuildOutputsAreNoInputs(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "build", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "run.sh"), []byte("build/bin/tool x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := Region{Name: "m", Cmd: "./run.sh build/bin/tool", Measured: true}
+	without, err := FindInputs(root, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "build", "bin", "tool"), []byte("v1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	with, err := FindInputs(root, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(with.Files, without.Files) || !slices.Contains(with.Files, "run.sh") {
+		t.Fatalf("inputs with a build %v, without %v", with.Files, without.Files)
+	}
 }
