@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/test/mpifabric"
-	"github.com/smartt-transport/smartt/test/netbed"
 )
 
 // bindTestbedMPI: "testbed mpi" runs MPI_Alltoall and MPI_Allreduce (mpi_coll) across an
@@ -56,11 +53,6 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 				o.Ops = append(o.Ops, op)
 			}
 		}
-		for _, p := range []*string{&o.Bench, &o.ProviderPath} {
-			if *p, err = filepath.Abs(*p); err != nil {
-				return err
-			}
-		}
 		seedList, err := parseSeeds(*seeds)
 		if err != nil {
 			return err
@@ -71,12 +63,12 @@ func bindTestbedMPI(fs *pflag.FlagSet) cli.RunFunc {
 				return fmt.Errorf("conditions: %q, want some of %s", c, strings.Join(mpifabric.Conditions, ","))
 			}
 		}
-		if err := os.MkdirAll(netbed.StateDir, 0o755); err != nil {
+		// Interrupted: end the jobs and remove the namespaces before going.
+		done, err := prepareBed(&o)
+		if err != nil {
 			return err
 		}
-		o.Log = os.Stderr
-		// Interrupted: end the jobs and remove the namespaces before going.
-		defer removeOnSignal(o.Name)()
+		defer done()
 		var rows []mpifabric.Row
 		var stats []mpifabric.Stats
 		// Interleaved: every provider and condition of a seed before the next seed, so a

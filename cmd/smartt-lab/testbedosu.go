@@ -17,6 +17,7 @@ import (
 	"github.com/smartt-transport/smartt/test/mpifabric"
 	"github.com/smartt-transport/smartt/test/netbed"
 	"github.com/smartt-transport/smartt/test/results"
+	"github.com/smartt-transport/smartt/transport"
 )
 
 // osuOpts are the flags of "testbed osu" besides mpifabric.Options.
@@ -74,16 +75,16 @@ func runOSU(scenario string, o mpifabric.Options, f osuOpts, stdout io.Writer) e
 	if err := o.Check(); err != nil { // before the first testbed
 		return err
 	}
-	for _, p := range []*string{&o.Bench, &o.ProviderPath} {
-		if *p, err = filepath.Abs(*p); err != nil {
-			return err
+	for _, c := range strings.Split(f.ccs, ",") {
+		if _, ok := transport.LookupCC(c); !ok {
+			return fmt.Errorf("cc: %q is not a controller (%s)", c, strings.Join(transport.CCNames(), ", "))
 		}
 	}
-	if err := os.MkdirAll(netbed.StateDir, 0o755); err != nil {
+	done, err := prepareBed(&o)
+	if err != nil {
 		return err
 	}
-	o.Log = os.Stderr
-	defer removeOnSignal(o.Name)()
+	defer done()
 	var rows []mpifabric.Row
 	var stats []mpifabric.Stats
 	for _, seed := range seedList {
@@ -134,6 +135,24 @@ func emitRuns(stdout io.Writer, name, out, note string, rows []mpifabric.Row, st
 	}
 	results.Emit(stdout, name, b)
 	return nil
+}
+
+// prepareBed makes o's binaries' paths absolute (the jobs run in the hosts' namespaces),
+// creates the testbeds' state directory, logs to stderr and removes the testbed named
+// o.Name on SIGINT or SIGTERM until the returned function is called.
+func prepareBed(o *mpifabric.Options) (func(), error) {
+	for _, p := range []*string{&o.Bench, &o.ProviderPath} {
+		a, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, err
+		}
+		*p = a
+	}
+	if err := os.MkdirAll(netbed.StateDir, 0o755); err != nil {
+		return nil, err
+	}
+	o.Log = os.Stderr
+	return removeOnSignal(o.Name), nil
 }
 
 // removeOnSignal removes the testbed name on SIGINT or SIGTERM before exiting; the
