@@ -23,7 +23,8 @@ import (
 //	listen: "127.0.0.1": ParseAddrPort("127.0.0.1"): not an ip:port (line 1)
 //
 // An integer field tagged `unit:"bytes"` also reads ParseSize's units ("8MiB"). An empty
-// document keeps out as it is (the defaults).
+// document keeps out as it is (the defaults). On errors out still holds every key that
+// decoded, the refused ones left at their defaults, so a caller can validate the rest.
 func DecodeYAML(data []byte, out any) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -33,21 +34,37 @@ func DecodeYAML(data []byte, out any) error {
 		return nil // an empty file keeps the defaults
 	}
 	var errs []error
-	check(&root, reflect.TypeOf(out), "", &errs)
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if !check(&root, reflect.TypeOf(out), "", &errs) {
+		return errors.Join(errs...) // the document itself is not what out wants
 	}
-	// check rewrote sizes with units to plain integers: decode the rewritten tree.
+	// check rewrote sizes with units to plain integers and dropped the keys it refused:
+	// decode what is left, so a caller can validate it too and report every error at once.
 	b, err := yaml.Marshal(&root)
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(out); err != nil && !errors.Is(err, io.EOF) {
-		return err
+		return errors.Join(append(errs, err)...)
+	}
+	if len(errs) > 0 {
+		return keyErrors{errors.Join(errs...)}
 	}
 	return nil
+}
+
+// keyErrors are refusals of single keys: the rest of the document decoded.
+type keyErrors struct{ error }
+
+// Unwrap returns the joined refusals.
+func (e keyErrors) Unwrap() error { return e.error }
+
+// IsKeyErrors reports whether err, from DecodeYAML, refused only single keys, so the
+// value it decoded holds the rest of the document and is worth validating.
+func IsKeyErrors(err error) bool {
+	var k keyErrors
+	return errors.As(err, &k)
 }
 
 var (
@@ -56,84 +73,98 @@ var (
 )
 
 // check walks n against the Go type t, appending an error for every unknown key and every
-// value that does not decode into its field, and rewriting byte sizes with units.
-func check(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
+// value that does not decode into its field, rewriting byte sizes with units and dropping
+// refused keys from their mappings. It reports whether n itself can be decoded.
+func check(n *yaml.Node, t reflect.Type, path string, errs *[]error) bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n.Kind == yaml.DocumentNode {
+		ok := true
 		for _, c := range n.Content {
-			check(c, t, path, errs)
+			ok = check(c, t, path, errs) && ok
 		}
-		return
+		return ok
 	}
 	if n.Kind == yaml.AliasNode || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
-		return
+		return true
 	}
 	pt := reflect.PointerTo(t)
 	if pt.Implements(yamlUnmarshaler) || pt.Implements(textUnmarshaler) || n.Kind == yaml.ScalarNode {
-		decodeLeaf(n, t, path, errs)
-		return
+		return decodeLeaf(n, t, path, errs)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			*errs = append(*errs, fmt.Errorf("%s: want a mapping of keys, not a %s (line %d)", orTop(path), kindName(n.Kind), n.Line))
-			return
+			return false
 		}
 		checkStruct(n, t, path, errs)
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
 			*errs = append(*errs, fmt.Errorf("%s: want a list, not a %s (line %d)", orTop(path), kindName(n.Kind), n.Line))
-			return
+			return false
 		}
+		ok := true // a list with a refused element is refused whole
 		for i, c := range n.Content {
-			check(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+			ok = check(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs) && ok
 		}
+		return ok
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			*errs = append(*errs, fmt.Errorf("%s: want a mapping, not a %s (line %d)", orTop(path), kindName(n.Kind), n.Line))
-			return
+			return false
 		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
-		}
+		keep(n, func(k, v *yaml.Node) bool { return check(v, t.Elem(), join(path, k.Value), errs) })
 	}
+	return true
 }
 
-// checkStruct checks a mapping against struct type t.
+// checkStruct checks a mapping against struct type t and drops the keys it refuses (their
+// fields keep their defaults).
 func checkStruct(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 	fields := yamlFields(t)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+	keep(n, func(k, v *yaml.Node) bool {
 		p := join(path, k.Value)
 		f, ok := fields[k.Value]
 		if !ok {
 			*errs = append(*errs, unknownKey(p, k, fields))
-			continue
+			return false
 		}
 		if f.Tag.Get("unit") == "bytes" && v.Kind == yaml.ScalarNode && isInt(f.Type) {
 			if _, err := strconv.ParseInt(v.Value, 10, 64); err != nil {
 				size, err := ParseSize(v.Value)
 				if err != nil {
 					*errs = append(*errs, fmt.Errorf("%s: %v (line %d)", p, err, v.Line))
-					continue
+					return false
 				}
 				v.Value, v.Tag, v.Style = strconv.FormatInt(size, 10), "!!int", 0
 			}
 		}
-		check(v, f.Type, p, errs)
+		return check(v, f.Type, p, errs)
+	})
+}
+
+// keep drops the key/value pairs of mapping n that ok refuses.
+func keep(n *yaml.Node, ok func(k, v *yaml.Node) bool) {
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if ok(k, v) {
+			kept = append(kept, k, v)
+		}
 	}
+	n.Content = kept
 }
 
 // decodeLeaf decodes n into a fresh value of type t and reports a refusal under path.
-func decodeLeaf(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
+func decodeLeaf(n *yaml.Node, t reflect.Type, path string, errs *[]error) bool {
 	if t.Kind() == reflect.Interface {
-		return
+		return true
 	}
 	err := n.Decode(reflect.New(t).Interface())
 	if err == nil {
-		return
+		return true
 	}
 	var ve *valueError
 	if errors.As(err, &ve) {
@@ -146,6 +177,7 @@ func decodeLeaf(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 		err = errors.New(msg + hints[t])
 	}
 	*errs = append(*errs, fmt.Errorf("%s: %v (line %d)", orTop(path), err, n.Line))
+	return false
 }
 
 // hints say what a value of a standard type looks like.

@@ -188,13 +188,12 @@ func DefaultConfig() Config {
 // key files of transport.auth and validates.
 func Load(data []byte) (Config, error) {
 	c := DefaultConfig()
-	if err := config.DecodeYAML(data, &c); err != nil {
-		return c, err
+	decErr := config.DecodeYAML(data, &c)
+	if decErr != nil && !config.IsKeyErrors(decErr) {
+		return c, decErr // not YAML, or not a mapping: nothing to validate
 	}
-	if err := LoadKeyFiles(&c.Transport.Auth); err != nil {
-		return c, err
-	}
-	return c, c.Validate()
+	// Validate what decoded too (refused keys keep their defaults): every error at once.
+	return c, errors.Join(decErr, LoadKeyFiles(&c.Transport.Auth), c.Validate())
 }
 
 // LoadKeyFiles reads the key files named in a (auth.key_file, auth.peers[i].key_file)
