@@ -22,22 +22,13 @@ import (
 	"github.com/smartt-transport/smartt/test/uswitch"
 )
 
+// testbedUsage is the group's help above cobra's list of its commands (which the list's
+// own Short texts keep current: a second, typed list went stale twice).
 const testbedUsage = `smartt-lab testbed <command> [flags]   (as root)
 
-  up      build a testbed of network namespaces (removes leftovers of the same name first)
-  down    remove every namespace of the testbed
-  status  list its namespaces, addresses, interfaces and counters
-  link    fail or change a link:  link <name> down|up|rate <rate>|flaky <loss%> <burst>
-  switch  run the userspace switches of an emulated testbed until interrupted
-  exec    run a command on a node:  exec <node> <command> [args...]
-  run     run a simulator scenario (test/sim YAML) on an emulated testbed, a daemon per host
-  sweep   run a scenario on the testbed over a grid of field values and seeds, one run at a time
-  fail    change a link of a running "testbed run" (its switches and port models):
-          fail down|up|restore|heal LINK, fail degrade RATE LINK, fail flaky GAP BURST LINK
-  soak    a mixed workload under flaky links, link flaps and a daemon restart (default 5 min);
-          checks every message delivered once or reported failed and memory flat afterwards
-  mpi     MPI all-to-all and all-reduce over the smartt and tcp libfabric providers across an
-          emulated fabric, healthy and with a failed link, per seed (docs/results/mpi.md)
+Builds a testbed of network namespaces joined by veth links (a pair, a star, a leaf-spine
+or a fat tree; Linux routers or the userspace ECN/trimming switches) and runs daemons,
+scenarios, soaks and MPI across it (docs/testbed.md).
 
 every command takes --name (default "tb"); up takes the topology flags (see "smartt-lab testbed up -h")
 or --spec file.yaml (fields: kind, mode, hosts, hosts_per_leaf, leaves, spines, k,
