@@ -72,11 +72,19 @@ func TestCheckConfigRefuses(t *testing.T) {
 		}
 	}
 	// Refused keys do not hide the range errors of the keys that decoded, nor the reverse.
-	os.WriteFile(f, []byte("udp:\n  recv_buffer: 8XB\n  data_dscp: 64\ntransport:\n  mtu: 70000\n  min_rtoo: 1ms\n"), 0o644)
-	err = run([]string{"-check-config", f}, new(bytes.Buffer), nil)
-	for _, w := range []string{`udp.recv_buffer: "8XB" is not a size`, "udp.data_dscp = 64", "transport.mtu = 70000", "transport.min_rtoo: unknown key"} {
-		if err == nil || !strings.Contains(err.Error(), w) {
-			t.Errorf("decode and range errors: %v lacks %s", err, w)
+	// The profile is checked whenever the engine's own keys are valid (its controllers build).
+	for doc, want := range map[string][]string{
+		"udp:\n  recv_buffer: 8XB\n  data_dscp: 64\ntransport:\n  mtu: 70000\n  min_rtoo: 1ms\n": {
+			`udp.recv_buffer: "8XB" is not a size`, "udp.data_dscp = 64", "transport.mtu = 70000", "transport.min_rtoo: unknown key"},
+		"udp:\n  recv_buffer: 8XB\n  data_dscp: 64\ntransport:\n  profile: cx6dx\n": {
+			`udp.recv_buffer: "8XB" is not a size`, "udp.data_dscp = 64", `transport.profile = "cx6dx" with transport.cc = "smartt"`},
+	} {
+		os.WriteFile(f, []byte(doc), 0o644)
+		err = run([]string{"-check-config", f}, new(bytes.Buffer), nil)
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("decode and range errors: %v lacks %s", err, w)
+			}
 		}
 	}
 	// -print-config with -config checks that file instead of printing the defaults.

@@ -367,7 +367,9 @@ func (c *Config) Validate() error {
 			drop = append(drop, "mtu = ")
 		}
 		errs = append(errs, prefixLines("transport.", err, drop...))
-	} else if len(errs) == 0 {
+	} else {
+		// The engine's config is valid, so its controllers build: check them against the
+		// profile even when other keys are wrong, to report every error at once.
 		if err := c.checkProfile(); err != nil {
 			errs = append(errs, err)
 		}
