@@ -404,6 +404,7 @@ func runSend(o *sendOpts, file string, stdin io.Reader, out io.Writer) error {
 			if showProgress {
 				fmt.Fprintln(os.Stderr)
 			}
+			fmt.Fprintln(os.Stderr, "smartt: interrupted while handing the message to smarttd: nothing of it is sent (smarttd drops a message it did not get whole)")
 			os.Exit(130)
 		case <-sending:
 		}
@@ -538,10 +539,23 @@ func runRecv(o *recvOpts, out io.Writer) error {
 			}
 		}
 		if err != nil {
-			return err
+			return recvEnd(err, ctx, o, i)
 		}
 	}
 	return nil
+}
+
+// recvEnd words recv's end by err after got messages: --timeout without --count is the
+// planned end (exit 0); with --count it is a failure that says how far it got.
+func recvEnd(err error, ctx context.Context, o *recvOpts, got int) error {
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() == nil {
+		return err
+	}
+	if o.count == 0 {
+		fmt.Fprintf(os.Stderr, "recv: --timeout %v ended it after %d messages\n", o.cf.timeout, got)
+		return nil
+	}
+	return fmt.Errorf("timed out (--timeout %v) after %d of the %d messages of --count", o.cf.timeout, got, o.count)
 }
 
 // msgDir is recv --out DIR: each message goes to a new file NNNNNN-PEER-ENDPOINT.msg,
