@@ -444,7 +444,7 @@ type recvOpts struct {
 // bindRecv declares recv's flags.
 func bindRecv(fs *pflag.FlagSet) cli.RunFunc {
 	o := &recvOpts{}
-	o.cf.declare(fs, 0, "give up after this long (0: run until interrupted or --count)")
+	o.cf.declare(fs, 0, "stop after this long: the planned end without --count, a failure before the last message with it (0: no limit)")
 	fs.StringVar(&o.out, "out", "", "directory to write each message to (numbered after the files already there), or - for stdout (required)")
 	fs.UintVar(&o.endpoint, "endpoint", 1, "the endpoint to bind (1..4294967295)")
 	fs.IntVar(&o.count, "count", 0, "stop after this many messages (0: run until interrupted or --timeout)")
