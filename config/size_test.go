@@ -115,25 +115,6 @@ bogus: 1
 	}
 }
 
-// A refused key leaves the rest decoded (the refused field at its value before), marked
-// as key errors so a caller validates the rest; a document of the wrong shape is not.
-func TestDecodeYAMLKeepsTheRest(t *testing.T) {
-	var v decodeTarget
-	v.Transport.MinRTO = Duration(7)
-	err := DecodeYAML([]byte("udp:\n  recv_buffer: 8XB\n  data_dscp: 46\ntransport:\n  min_rto: soon\n  link_rate: 100Gbit\nbogus: 1\n"), &v)
-	if err == nil || !IsKeyErrors(err) {
-		t.Fatalf("err %v (key errors: %v)", err, IsKeyErrors(err))
-	}
-	if v.UDP.DSCP != 46 || v.Transport.Rate != 100e9 || v.UDP.RecvBuffer != 0 || v.Transport.MinRTO != 7 {
-		t.Fatalf("decoded %+v: want dscp 46 and the rate kept, recv_buffer and min_rto untouched", v)
-	}
-	for _, doc := range []string{"- 1\n", "udp: {recv_buffer: [1\n"} { // not a mapping; not YAML
-		if err := DecodeYAML([]byte(doc), &v); err == nil || IsKeyErrors(err) {
-			t.Errorf("%q: %v (key errors: %v), want a refusal of the document", doc, err, IsKeyErrors(err))
-		}
-	}
-}
-
 // Fields tagged unit:"bytes" read sizes with units; others do not.
 func TestDecodeYAMLSizesWithUnits(t *testing.T) {
 	var v decodeTarget
