@@ -23,8 +23,7 @@ import (
 //	listen: "127.0.0.1": ParseAddrPort("127.0.0.1"): not an ip:port (line 1)
 //
 // An integer field tagged `unit:"bytes"` also reads ParseSize's units ("8MiB"). An empty
-// document keeps out as it is (the defaults). On errors out still holds every key that
-// decoded, the refused ones left at their defaults, so a caller can validate the rest.
+// document keeps out as it is (the defaults).
 func DecodeYAML(data []byte, out any) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -34,37 +33,21 @@ func DecodeYAML(data []byte, out any) error {
 		return nil // an empty file keeps the defaults
 	}
 	var errs []error
-	if !check(&root, reflect.TypeOf(out), "", &errs) {
-		return errors.Join(errs...) // the document itself is not what out wants
+	check(&root, reflect.TypeOf(out), "", &errs)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
-	// check rewrote sizes with units to plain integers and dropped the keys it refused:
-	// decode what is left, so a caller can validate it too and report every error at once.
+	// check rewrote sizes with units to plain integers: decode the rewritten tree.
 	b, err := yaml.Marshal(&root)
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(out); err != nil && !errors.Is(err, io.EOF) {
-		return errors.Join(append(errs, err)...)
-	}
-	if len(errs) > 0 {
-		return keyErrors{errors.Join(errs...)}
+		return err
 	}
 	return nil
-}
-
-// keyErrors are refusals of single keys: the rest of the document decoded.
-type keyErrors struct{ error }
-
-// Unwrap returns the joined refusals.
-func (e keyErrors) Unwrap() error { return e.error }
-
-// IsKeyErrors reports whether err, from DecodeYAML, refused only single keys, so the
-// value it decoded holds the rest of the document and is worth validating.
-func IsKeyErrors(err error) bool {
-	var k keyErrors
-	return errors.As(err, &k)
 }
 
 var (
@@ -73,98 +56,84 @@ var (
 )
 
 // check walks n against the Go type t, appending an error for every unknown key and every
-// value that does not decode into its field, rewriting byte sizes with units and dropping
-// refused keys from their mappings. It reports whether n itself can be decoded.
-func check(n *yaml.Node, t reflect.Type, path string, errs *[]error) bool {
+// value that does not decode into its field, and rewriting byte sizes with units.
+func check(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n.Kind == yaml.DocumentNode {
-		ok := true
 		for _, c := range n.Content {
-			ok = check(c, t, path, errs) && ok
+			check(c, t, path, errs)
 		}
-		return ok
+		return
 	}
 	if n.Kind == yaml.AliasNode || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
-		return true
+		return
 	}
 	pt := reflect.PointerTo(t)
 	if pt.Implements(yamlUnmarshaler) || pt.Implements(textUnmarshaler) || n.Kind == yaml.ScalarNode {
-		return decodeLeaf(n, t, path, errs)
+		decodeLeaf(n, t, path, errs)
+		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			*errs = append(*errs, fmt.Errorf("%s: want a mapping of keys, not a %s (line %d)", orTop(path), kindName(n.Kind), n.Line))
-			return false
+			return
 		}
 		checkStruct(n, t, path, errs)
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
 			*errs = append(*errs, fmt.Errorf("%s: want a list, not a %s (line %d)", orTop(path), kindName(n.Kind), n.Line))
-			return false
+			return
 		}
-		ok := true // a list with a refused element is refused whole
 		for i, c := range n.Content {
-			ok = check(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs) && ok
+			check(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
 		}
-		return ok
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			*errs = append(*errs, fmt.Errorf("%s: want a mapping, not a %s (line %d)", orTop(path), kindName(n.Kind), n.Line))
-			return false
+			return
 		}
-		keep(n, func(k, v *yaml.Node) bool { return check(v, t.Elem(), join(path, k.Value), errs) })
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+		}
 	}
-	return true
 }
 
-// checkStruct checks a mapping against struct type t and drops the keys it refuses (their
-// fields keep their defaults).
+// checkStruct checks a mapping against struct type t.
 func checkStruct(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 	fields := yamlFields(t)
-	keep(n, func(k, v *yaml.Node) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
 		p := join(path, k.Value)
 		f, ok := fields[k.Value]
 		if !ok {
 			*errs = append(*errs, unknownKey(p, k, fields))
-			return false
+			continue
 		}
 		if f.Tag.Get("unit") == "bytes" && v.Kind == yaml.ScalarNode && isInt(f.Type) {
 			if _, err := strconv.ParseInt(v.Value, 10, 64); err != nil {
 				size, err := ParseSize(v.Value)
 				if err != nil {
 					*errs = append(*errs, fmt.Errorf("%s: %v (line %d)", p, err, v.Line))
-					return false
+					continue
 				}
 				v.Value, v.Tag, v.Style = strconv.FormatInt(size, 10), "!!int", 0
 			}
 		}
-		return check(v, f.Type, p, errs)
-	})
-}
-
-// keep drops the key/value pairs of mapping n that ok refuses.
-func keep(n *yaml.Node, ok func(k, v *yaml.Node) bool) {
-	kept := n.Content[:0]
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if ok(k, v) {
-			kept = append(kept, k, v)
-		}
+		check(v, f.Type, p, errs)
 	}
-	n.Content = kept
 }
 
 // decodeLeaf decodes n into a fresh value of type t and reports a refusal under path.
-func decodeLeaf(n *yaml.Node, t reflect.Type, path string, errs *[]error) bool {
+func decodeLeaf(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 	if t.Kind() == reflect.Interface {
-		return true
+		return
 	}
 	err := n.Decode(reflect.New(t).Interface())
 	if err == nil {
-		return true
+		return
 	}
 	var ve *valueError
 	if errors.As(err, &ve) {
@@ -177,7 +146,6 @@ func decodeLeaf(n *yaml.Node, t reflect.Type, path string, errs *[]error) bool {
 		err = errors.New(msg + hints[t])
 	}
 	*errs = append(*errs, fmt.Errorf("%s: %v (line %d)", orTop(path), err, n.Line))
-	return false
 }
 
 // hints say what a value of a standard type looks like.

@@ -5,9 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // check --config prints smarttd -check-config's verdict: the effective config of a good
@@ -34,11 +31,7 @@ func TestCheckConfigFile(t *testing.T) {
 // socket nobody serves it fails and says how to start one.
 func TestCheckDaemon(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smarttd.StopAll(ds[:], 2*time.Second)
+	ds := quietPair(t, dir)
 	out, err := execute("check", "--socket", ds[0].Config.API.Socket)
 	if err != nil {
 		t.Fatalf("check: %v\n%s", err, out)

@@ -21,7 +21,6 @@ import (
 
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/transport/client"
-	"github.com/smartt-transport/smartt/transport/smarttd"
 )
 
 // execute runs smartt with args and returns its output and error.
@@ -130,11 +129,7 @@ func TestResolveAddrPort(t *testing.T) {
 // A flag after the positional argument, and a host name in -to, against two daemons.
 func TestSendHostnameFlagAfterFile(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smarttd.StopAll(ds[:], 2*time.Second)
+	ds := quietPair(t, dir)
 	a := ds[0] // listens on 127.0.0.1, which "localhost" resolves to
 	if !a.Config.Listen.Addr().Is4() || a.Config.Listen.Addr().String() != "127.0.0.1" {
 		t.Skipf("daemon A listens on %v", a.Config.Listen)
@@ -206,11 +201,7 @@ func TestProgressLine(t *testing.T) {
 // bench -json and -format csv print machine-readable rows, one per size.
 func TestBenchJSONAndCSV(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smarttd.StopAll(ds[:], 2*time.Second)
+	ds := quietPair(t, dir)
 	args := []string{"bench", "-socket", ds[0].Config.API.Socket, "-to", ds[1].Config.Listen.String(), "-sizes", "64,4K",
 		"-lat-iters", "5", "-bw-bytes", "64K", "-max-time", "1s"}
 	out, err := execute(append(args, "-json")...)

@@ -15,7 +15,6 @@ import (
 	"github.com/smartt-transport/smartt/cmd/internal/cli"
 	"github.com/smartt-transport/smartt/transport/api"
 	"github.com/smartt-transport/smartt/transport/client"
-	"github.com/smartt-transport/smartt/transport/smarttd"
 	"github.com/smartt-transport/smartt/version"
 )
 
@@ -57,11 +56,7 @@ func TestDemoInmemStillReachable(t *testing.T) {
 // TestCLIAgainstDaemons drives status, conns, send, recv and bench against two daemons.
 func TestCLIAgainstDaemons(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smarttd.StopAll(ds[:], 2*time.Second)
+	ds := quietPair(t, dir)
 	sockA, sockB := ds[0].Config.API.Socket, ds[1].Config.API.Socket
 	peer := ds[1].Config.Listen.String()
 

@@ -10,30 +10,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/smartt-transport/smartt/transport/client"
-	"github.com/smartt-transport/smartt/transport/smarttd"
 )
-
-func TestMain(m *testing.M) {
-	if os.Getenv("SMARTT_TEST_MAIN") == "1" {
-		main() // the test binary runs as the smartt command (see TestSendInterruptedMidStream)
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
 
 // Ctrl-C while send streams a message to smarttd: exit 130 on a terminated progress line
 // that says nothing of the message was sent, and nothing was (the daemon drops a message
 // it did not get whole).
 func TestSendInterruptedMidStream(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smarttd.StopAll(ds[:], 2*time.Second)
+	ds := quietPair(t, dir)
 	file := filepath.Join(dir, "big")
 	f, err := os.Create(file)
 	if err != nil {

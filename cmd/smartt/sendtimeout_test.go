@@ -89,16 +89,12 @@ func (b blockWriter) Write(p []byte) (int, error) {
 // --count it fails saying how many of the messages came, not "context deadline exceeded".
 func TestRecvTimeoutSaysHowFar(t *testing.T) {
 	dir := t.TempDir()
-	ds, err := smarttd.LocalPair(dir, smarttd.Options{}, func(c *smarttd.Config) { c.LogLevel = "error" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer smarttd.StopAll(ds[:], 2*time.Second)
+	ds := quietPair(t, dir)
 	sock := ds[0].Config.API.Socket
 	if _, err := execute("recv", "-socket", sock, "-out", filepath.Join(dir, "a"), "-timeout", "200ms"); err != nil {
 		t.Fatalf("recv --timeout without --count: %v, want the planned end", err)
 	}
-	_, err = execute("recv", "-socket", sock, "-out", filepath.Join(dir, "b"), "-count", "2", "-timeout", "200ms")
+	_, err := execute("recv", "-socket", sock, "-out", filepath.Join(dir, "b"), "-count", "2", "-timeout", "200ms")
 	if err == nil || !strings.Contains(err.Error(), "timed out (--timeout 200ms) after 0 of the 2 messages") || strings.Contains(err.Error(), "context deadline") {
 		t.Fatalf("recv --count 2 --timeout 200ms: %v", err)
 	}

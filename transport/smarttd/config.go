@@ -188,9 +188,9 @@ func DefaultConfig() Config {
 // key files of transport.auth and validates.
 func Load(data []byte) (Config, error) {
 	c := DefaultConfig()
-	decErr := config.DecodeYAML(data, &c)
-	if decErr != nil && !config.IsKeyErrors(decErr) {
-		return c, decErr // not YAML, or not a mapping: nothing to validate
+	rest, decErr := decodeRest(data, &c)
+	if !rest {
+		return c, decErr
 	}
 	// Validate what decoded too (refused keys keep their defaults): every error at once.
 	return c, errors.Join(decErr, LoadKeyFiles(&c.Transport.Auth), c.Validate())
