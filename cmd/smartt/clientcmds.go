@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -499,7 +500,9 @@ func runRecv(o *recvOpts, out io.Writer) error {
 	var mu sync.Mutex
 	files := map[*client.Message]*os.File{}
 	term := o.progress == "on" || (o.progress == "auto" && isTerminal(os.Stderr))
+	var started atomic.Int64 // messages whose writing began: more than returned means one is cut
 	s.SetRecvWriter(func(m *client.Message) io.Writer {
+		started.Add(1)
 		if sink == nil {
 			return frame(out, o.framing, m.Size)
 		}
@@ -539,19 +542,22 @@ func runRecv(o *recvOpts, out io.Writer) error {
 			}
 		}
 		if err != nil {
-			return recvEnd(err, ctx, o, i)
+			return recvEnd(ctx, err, o, i, started.Load() > int64(i))
 		}
 	}
 	return nil
 }
 
-// recvEnd words recv's end by err after got messages: --timeout without --count is the
-// planned end (exit 0); with --count it is a failure that says how far it got.
-func recvEnd(err error, ctx context.Context, o *recvOpts, got int) error {
+// recvEnd words recv's end by err after got messages: --timeout without --count, with no
+// message cut short, is the planned end (exit 0); otherwise a failure saying how far it got.
+func recvEnd(ctx context.Context, err error, o *recvOpts, got int, cut bool) error {
 	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() == nil {
 		return err
 	}
-	if o.count == 0 {
+	switch {
+	case cut:
+		return fmt.Errorf("timed out (--timeout %v) after %d messages, with the next one begun: it may be partial", o.cf.timeout, got)
+	case o.count == 0:
 		fmt.Fprintf(os.Stderr, "recv: --timeout %v ended it after %d messages\n", o.cf.timeout, got)
 		return nil
 	}

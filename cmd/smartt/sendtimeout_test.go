@@ -99,3 +99,22 @@ func TestRecvTimeoutSaysHowFar(t *testing.T) {
 		t.Fatalf("recv --count 2 --timeout 200ms: %v", err)
 	}
 }
+
+// A timeout with a message begun but not returned is a failure even without --count: the
+// message's file (or stdout) may hold part of it.
+func TestRecvEndCutMessage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ctx.Done()
+	o := &recvOpts{}
+	o.cf.timeout = time.Second
+	if err := recvEnd(ctx, ctx.Err(), o, 3, true); err == nil || !strings.Contains(err.Error(), "after 3 messages, with the next one begun") {
+		t.Fatalf("cut message: %v", err)
+	}
+	if err := recvEnd(ctx, ctx.Err(), o, 3, false); err != nil {
+		t.Fatalf("planned end: %v", err)
+	}
+	if err := recvEnd(context.Background(), errors.New("broken"), o, 3, false); err == nil || err.Error() != "broken" {
+		t.Fatalf("other error: %v", err)
+	}
+}
