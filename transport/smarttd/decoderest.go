@@ -26,7 +26,11 @@ func decodeRest(data []byte, c *Config) (rest bool, err error) {
 		return false, err
 	}
 	lines := bytes.Split(data, []byte("\n"))
-	for _, e := range leaves(err) {
+	refused := leaves(err)
+	if len(refused) > maxRefusals { // each costs a walk of the tree: bound the work
+		return false, err
+	}
+	for _, e := range refused {
 		m := lineRef.FindStringSubmatch(e.Error())
 		if m == nil {
 			return false, err
@@ -47,6 +51,9 @@ func decodeRest(data []byte, c *Config) (rest bool, err error) {
 	*c = try
 	return true, err
 }
+
+// maxRefusals is the most refusals decodeRest cuts out; beyond, only they are reported.
+const maxRefusals = 64
 
 // lineRef finds the "(line N)" every refusal of config.DecodeYAML carries.
 var lineRef = regexp.MustCompile(`\(line (\d+)\)`)

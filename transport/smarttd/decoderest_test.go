@@ -41,4 +41,14 @@ func TestDecodeRest(t *testing.T) {
 			}
 		}
 	}
+	// Beyond maxRefusals only the refusals are reported (each cut costs a walk of the tree).
+	var many strings.Builder
+	many.WriteString("transport:\n  mtu: 70000\n")
+	for i := range maxRefusals + 1 {
+		many.WriteString("  bogus" + strings.Repeat("x", i) + ": 1\n")
+	}
+	c := DefaultConfig()
+	if rest, err := decodeRest([]byte(many.String()), &c); rest || err == nil || strings.Count(err.Error(), "unknown key") != maxRefusals+1 {
+		t.Fatalf("%d refusals: rest %v, %d reported", maxRefusals+1, rest, strings.Count(err.Error(), "unknown key"))
+	}
 }
